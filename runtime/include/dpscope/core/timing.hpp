@@ -1,0 +1,47 @@
+// The timing model of a simulated GPU, and KernelScope, through which every op is timed and traced.
+//
+//   kernel   = launch_latency + max(flops / peak_flops, bytes / memory_bandwidth)   (roofline)
+//   transfer = link_latency + bytes / link_bandwidth                                 (alpha-beta)
+//
+// On a sim device a KernelScope charges the model's time to a stream's simulated clock; on the
+// cpu device it measures wall time. Either way it emits one trace span when a tracer is attached,
+// and costs one pointer test when none is.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+#include "dpscope/core/device.hpp"
+
+namespace dpscope {
+
+struct KernelCost {
+  double flops = 0.0;
+  double bytes = 0.0;  // memory traffic: bytes read + bytes written
+};
+
+// Simulated duration of one kernel on `preset`, rounded to whole nanoseconds.
+int64_t kernel_time_ns(const HardwarePreset& preset, KernelCost cost);
+
+// Simulated duration of moving `bytes` over `link`.
+int64_t transfer_time_ns(const LinkSpec& link, uint64_t bytes);
+
+class KernelScope {
+ public:
+  // `name` must outlive the scope (modules keep their span names).
+  KernelScope(const Device& device, std::string_view name, KernelCost cost,
+              StreamKind stream = StreamKind::kCompute);
+  ~KernelScope();
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+
+ private:
+  const Device& device_;
+  std::string_view name_;
+  KernelCost cost_;
+  StreamKind stream_;
+  std::chrono::steady_clock::time_point wall_start_;
+};
+
+}  // namespace dpscope

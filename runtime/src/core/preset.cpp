@@ -1,0 +1,107 @@
+// Loading hardware presets from assets/presets/*.toml.
+#include "dpscope/core/preset.hpp"
+
+#include <toml++/toml.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "dpscope/core/error.hpp"
+
+#ifndef DPSCOPE_SOURCE_ASSET_DIR
+#define DPSCOPE_SOURCE_ASSET_DIR ""
+#endif
+
+namespace dpscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path executable_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+double require_number(const toml::table& table, const fs::path& file, std::string_view key) {
+  const toml::node_view<const toml::node> node = table.at_path(key);
+  if (auto v = node.value<double>()) return *v;
+  throw Error(ErrorKind::kFormat,
+              fmt::format("preset {}: missing or non-numeric key '{}'", file.string(), key));
+}
+
+std::string require_string(const toml::table& table, const fs::path& file, std::string_view key) {
+  if (auto v = table.at_path(key).value<std::string>()) return *v;
+  throw Error(ErrorKind::kFormat, fmt::format("preset {}: missing string key '{}'", file.string(), key));
+}
+
+LinkSpec read_link(const toml::table& table, const fs::path& file, const std::string& prefix) {
+  LinkSpec link;
+  link.kind = require_string(table, file, prefix + ".kind");
+  link.bandwidth_bytes_per_s = require_number(table, file, prefix + ".bandwidth_gbps") * 1e9;
+  link.latency_ns = require_number(table, file, prefix + ".latency_us") * 1e3;
+  return link;
+}
+
+}  // namespace
+
+fs::path asset_dir() {
+  if (const char* env = std::getenv("DPSCOPE_ASSETS"); env && *env) return fs::path(env);
+  std::error_code ec;
+  if (fs::path src = DPSCOPE_SOURCE_ASSET_DIR; !src.empty() && fs::is_directory(src / "presets", ec))
+    return src;
+  return executable_dir() / ".." / "share" / "dpscope";
+}
+
+HardwarePreset load_preset_file(const fs::path& path) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path.string());
+  } catch (const toml::parse_error& e) {
+    throw Error(ErrorKind::kFormat, fmt::format("preset {}:{}: {}", path.string(),
+                                                e.source().begin.line, e.description()));
+  }
+  HardwarePreset p;
+  p.id = path.stem().string();
+  p.name = require_string(table, path, "name");
+  p.memory_bytes = static_cast<uint64_t>(require_number(table, path, "memory_gb") * 1e9);
+  p.peak_flops = require_number(table, path, "fp32_tflops") * 1e12;
+  p.mem_bandwidth_bytes_per_s = require_number(table, path, "memory_bandwidth_gbps") * 1e9;
+  p.launch_latency_ns = require_number(table, path, "launch_latency_us") * 1e3;
+  p.host_link = read_link(table, path, "host_link");
+  p.peer_link = read_link(table, path, "peer_link");
+  p.topology = require_string(table, path, "topology");
+  if (const toml::array* sources = table["sources"].as_array()) {
+    for (const toml::node& s : *sources)
+      if (auto str = s.value<std::string>()) p.sources.push_back(*str);
+  }
+  DPS_CHECK(p.memory_bytes > 0 && p.peak_flops > 0 && p.mem_bandwidth_bytes_per_s > 0,
+            ErrorKind::kFormat, "preset {}: memory, flops and bandwidth must be positive",
+            path.string());
+  return p;
+}
+
+std::vector<std::string> list_presets() {
+  std::vector<std::string> ids;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(asset_dir() / "presets", ec))
+    if (entry.path().extension() == ".toml") ids.push_back(entry.path().stem().string());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+HardwarePreset find_preset(const std::string& id) {
+  const fs::path file = asset_dir() / "presets" / (id + ".toml");
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    std::vector<std::string> ids = list_presets();
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("unknown preset '{}' (available: {}; searched {})", id,
+                            ids.empty() ? std::string("none") : fmt::format("{}", fmt::join(ids, ", ")),
+                            (asset_dir() / "presets").string()));
+  }
+  return load_preset_file(file);
+}
+
+}  // namespace dpscope

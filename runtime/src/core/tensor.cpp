@@ -1,0 +1,256 @@
+// Tensor storage, accounting, views and device copies.
+#include "dpscope/core/tensor.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "dpscope/core/timing.hpp"
+#include "dpscope/trace/recorder.hpp"
+
+namespace dpscope {
+
+struct Storage {
+  Device device;
+  MemoryCategory category;
+  uint64_t nbytes;
+  void* data = nullptr;  // nullptr for meta storage
+
+  Storage(const Device& dev, MemoryCategory cat, uint64_t bytes, bool with_data)
+      : device(dev), category(cat), nbytes(bytes) {
+    device.allocate(nbytes, category);
+    if (with_data && nbytes > 0) {
+      // 64-byte alignment keeps BLAS and vectorized loops on their fast paths.
+      const uint64_t rounded = (nbytes + 63) / 64 * 64;
+      data = std::aligned_alloc(64, rounded);
+      if (data == nullptr) {
+        device.release(nbytes, category);
+        throw Error(ErrorKind::kOutOfMemory,
+                    fmt::format("host out of memory allocating {} for {}", format_bytes(nbytes), device.name()));
+      }
+    }
+  }
+  ~Storage() {
+    std::free(data);
+    device.release(nbytes, category);
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+const char* to_string(DType dtype) { return dtype == DType::kF32 ? "float32" : "int64"; }
+size_t element_size(DType dtype) { return dtype == DType::kF32 ? 4 : 8; }
+
+std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    DPS_CHECK(d >= 0, ErrorKind::kInvalidArgument, "negative dimension in shape {}", shape_to_string(shape));
+    n *= d;
+  }
+  return n;
+}
+
+Tensor Tensor::empty(const Shape& shape, const Device& device, MemoryCategory category, DType dtype) {
+  Tensor t;
+  t.shape_ = shape;
+  t.numel_ = shape_numel(shape);
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(device, category, t.nbytes(), /*with_data=*/true);
+  return t;
+}
+
+Tensor Tensor::meta(const Shape& shape, const Device& device, MemoryCategory category, DType dtype) {
+  Tensor t;
+  t.shape_ = shape;
+  t.numel_ = shape_numel(shape);
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(device, category, t.nbytes(), /*with_data=*/false);
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, const Device& device, MemoryCategory category, DType dtype) {
+  Tensor t = empty(shape, device, category, dtype);
+  if (t.nbytes() > 0) std::memset(t.storage_->data, 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::full(const Shape& shape, float value, const Device& device, MemoryCategory category) {
+  Tensor t = empty(shape, device, category);
+  t.fill(value);
+  return t;
+}
+
+Tensor Tensor::from_floats(std::span<const float> values, const Shape& shape, const Device& device,
+                           MemoryCategory category) {
+  Tensor t = empty(shape, device, category);
+  DPS_CHECK(static_cast<int64_t>(values.size()) == t.numel(), ErrorKind::kInvalidArgument,
+            "from_floats: {} values for shape {}", values.size(), shape_to_string(shape));
+  std::copy(values.begin(), values.end(), t.f32());
+  return t;
+}
+
+Tensor Tensor::from_ints(std::span<const int64_t> values, const Shape& shape, const Device& device,
+                         MemoryCategory category) {
+  Tensor t = empty(shape, device, category, DType::kI64);
+  DPS_CHECK(static_cast<int64_t>(values.size()) == t.numel(), ErrorKind::kInvalidArgument,
+            "from_ints: {} values for shape {}", values.size(), shape_to_string(shape));
+  std::copy(values.begin(), values.end(), t.i64());
+  return t;
+}
+
+bool Tensor::has_data() const { return storage_ && (storage_->data != nullptr || numel_ == 0); }
+
+int64_t Tensor::size(int64_t d) const {
+  const int64_t n = dim();
+  const int64_t i = d < 0 ? d + n : d;
+  DPS_CHECK(i >= 0 && i < n, ErrorKind::kInvalidArgument, "dimension {} out of range for shape {}", d,
+            shape_to_string(shape_));
+  return shape_[static_cast<size_t>(i)];
+}
+
+const Device& Tensor::device() const {
+  DPS_ASSERT(storage_ != nullptr, "device() of an undefined tensor");
+  return storage_->device;
+}
+
+MemoryCategory Tensor::category() const {
+  DPS_ASSERT(storage_ != nullptr, "category() of an undefined tensor");
+  return storage_->category;
+}
+
+float* Tensor::f32() { return const_cast<float*>(std::as_const(*this).f32()); }
+const float* Tensor::f32() const {
+  DPS_ASSERT(storage_ != nullptr, "data access on an undefined tensor");
+  DPS_CHECK(dtype_ == DType::kF32, ErrorKind::kInvalidArgument, "expected a float32 tensor, got {}",
+            to_string(dtype_));
+  DPS_CHECK(has_data(), ErrorKind::kUnsupported, "tensor of shape {} on {} has no data (timing-only mode)",
+            shape_to_string(shape_), storage_->device.name());
+  return static_cast<const float*>(storage_->data) + offset_elems_;
+}
+
+int64_t* Tensor::i64() { return const_cast<int64_t*>(std::as_const(*this).i64()); }
+const int64_t* Tensor::i64() const {
+  DPS_ASSERT(storage_ != nullptr, "data access on an undefined tensor");
+  DPS_CHECK(dtype_ == DType::kI64, ErrorKind::kInvalidArgument, "expected an int64 tensor, got {}",
+            to_string(dtype_));
+  DPS_CHECK(has_data(), ErrorKind::kUnsupported, "tensor of shape {} on {} has no data (timing-only mode)",
+            shape_to_string(shape_), storage_->device.name());
+  return static_cast<const int64_t*>(storage_->data) + offset_elems_;
+}
+
+std::vector<float> Tensor::to_vector() const {
+  const float* p = f32();
+  return std::vector<float>(p, p + numel_);
+}
+
+std::vector<int64_t> Tensor::to_ints() const {
+  const int64_t* p = i64();
+  return std::vector<int64_t>(p, p + numel_);
+}
+
+float Tensor::item() const {
+  DPS_CHECK(numel_ == 1, ErrorKind::kInvalidArgument,
+            "item(): a tensor with {} elements cannot be converted to a scalar", numel_);
+  return f32()[0];
+}
+
+namespace {
+
+// The link a copy between two devices crosses, or nullptr when neither end is simulated.
+const LinkSpec* copy_link(const Device& src, const Device& dst) {
+  if (src.is_simulated() && dst.is_simulated()) return &src.hardware()->peer_link;
+  if (dst.is_simulated()) return &dst.hardware()->host_link;
+  if (src.is_simulated()) return &src.hardware()->host_link;
+  return nullptr;
+}
+
+// Charges and traces a synchronous copy of `bytes` from `src` to `dst` (like tensor.to()).
+void charge_copy(const Device& src, const Device& dst, uint64_t bytes) {
+  const LinkSpec* link = copy_link(src, dst);
+  if (link == nullptr) return;
+  const int64_t dur_ns = transfer_time_ns(*link, bytes);
+  // The copy engine of the simulated end starts once both ends are ready, and the compute
+  // streams wait for it to finish (a synchronous .to(), as PyTorch issues by default).
+  int64_t start_ns = 0;
+  for (const Device* d : {&src, &dst})
+    if (d->is_simulated()) start_ns = std::max(start_ns, d->clock_ns(StreamKind::kCompute));
+  for (const Device* d : {&src, &dst}) {
+    if (!d->is_simulated()) continue;
+    d->wait_until(StreamKind::kCopy, start_ns);
+    d->advance(StreamKind::kCopy, dur_ns);
+    d->wait_until(StreamKind::kCompute, start_ns + dur_ns);
+  }
+  const Device& traced = dst.is_simulated() ? dst : src;
+  if (TraceRecorder* tracer = traced.tracer()) tracer->copy_transfer(src, dst, start_ns, dur_ns, bytes);
+}
+
+}  // namespace
+
+Tensor Tensor::to(const Device& device, MemoryCategory category) const {
+  DPS_ASSERT(defined(), "to() of an undefined tensor");
+  if (device == this->device() && category == this->category()) return *this;
+  Tensor out = has_data() ? empty(shape_, device, category, dtype_) : meta(shape_, device, category, dtype_);
+  if (has_data() && nbytes() > 0)
+    std::memcpy(out.storage_->data, static_cast<const char*>(storage_->data) + offset_elems_ * element_size(dtype_),
+                nbytes());
+  if (!(device == this->device())) charge_copy(this->device(), device, nbytes());
+  return out;
+}
+
+Tensor Tensor::clone(MemoryCategory category) const {
+  DPS_ASSERT(defined(), "clone() of an undefined tensor");
+  Tensor out = has_data() ? empty(shape_, device(), category, dtype_) : meta(shape_, device(), category, dtype_);
+  if (has_data() && nbytes() > 0) out.copy_from(*this);
+  return out;
+}
+
+Tensor Tensor::rows(int64_t begin, int64_t count) const {
+  DPS_CHECK(dim() >= 1, ErrorKind::kInvalidArgument, "rows() of a 0-d tensor");
+  DPS_CHECK(begin >= 0 && count >= 0 && begin + count <= shape_[0], ErrorKind::kInvalidArgument,
+            "rows [{}, {}) out of range for shape {}", begin, begin + count, shape_to_string(shape_));
+  Tensor v = *this;
+  const int64_t row_elems = shape_[0] == 0 ? 0 : numel_ / shape_[0];
+  v.offset_elems_ += begin * row_elems;
+  v.shape_[0] = count;
+  v.numel_ = count * row_elems;
+  return v;
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  DPS_CHECK(shape_numel(shape) == numel_, ErrorKind::kInvalidArgument, "cannot reshape {} into {}",
+            shape_to_string(shape_), shape_to_string(shape));
+  Tensor v = *this;
+  v.shape_ = shape;
+  return v;
+}
+
+void Tensor::fill(float value) {
+  float* p = f32();
+  std::fill(p, p + numel_, value);
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  check_same_device(*this, src);
+  DPS_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, ErrorKind::kInvalidArgument,
+            "copy_from: {} {} into {} {}", to_string(src.dtype_), shape_to_string(src.shape_),
+            to_string(dtype_), shape_to_string(shape_));
+  if (has_data() && src.has_data() && nbytes() > 0)
+    std::memmove(static_cast<char*>(storage_->data) + offset_elems_ * element_size(dtype_),
+                 static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_), nbytes());
+}
+
+void check_same_device(const Tensor& a, const Tensor& b) {
+  if (a.device() == b.device()) return;
+  throw Error(ErrorKind::kDevice,
+              fmt::format("Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
+                          a.device().name(), b.device().name()));
+}
+
+void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* what) {
+  DPS_CHECK(t.shape() == expected, ErrorKind::kInvalidArgument, "{}: expected {} of shape {}, got {}", op, what,
+            shape_to_string(expected), shape_to_string(t.shape()));
+}
+
+}  // namespace dpscope

@@ -1,0 +1,334 @@
+// TraceRecorder: JSON Lines trace writer (format in docs/trace-format.md).
+#include "dpscope/trace/recorder.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "dpscope/core/error.hpp"
+
+namespace dpscope {
+
+void append_json_string(fmt::memory_buffer& out, std::string_view text) {
+  out.push_back('"');
+  for (char c : text) {
+    switch (c) {
+      case '"': out.append(std::string_view("\\\"")); break;
+      case '\\': out.append(std::string_view("\\\\")); break;
+      case '\n': out.append(std::string_view("\\n")); break;
+      case '\r': out.append(std::string_view("\\r")); break;
+      case '\t': out.append(std::string_view("\\t")); break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+void append_json_number(fmt::memory_buffer& out, double value) {
+  if (!std::isfinite(value)) {
+    out.append(std::string_view("null"));
+  } else if (value == std::floor(value) && std::fabs(value) < 9e15) {
+    fmt::format_to(std::back_inserter(out), "{}", static_cast<int64_t>(value));
+  } else {
+    fmt::format_to(std::back_inserter(out), "{}", value);
+  }
+}
+
+int TraceHeader::add_device(const Device& device) {
+  TraceDeviceInfo info;
+  info.id = static_cast<int>(devices.size());
+  info.name = device.name();
+  const HardwarePreset* hw = device.hardware();
+  switch (device.kind()) {
+    case DeviceKind::kCpu: info.kind = "cpu"; break;
+    case DeviceKind::kSim: info.kind = "sim"; break;
+    case DeviceKind::kCuda: info.kind = "cuda"; break;
+  }
+  if (hw != nullptr) {
+    info.hardware = hw->name;
+    info.memory_bytes = hw->memory_bytes;
+    info.peak_flops = hw->peak_flops;
+    info.mem_bandwidth_bytes_per_s = hw->mem_bandwidth_bytes_per_s;
+  }
+  devices.push_back(info);
+  if (device.is_simulated() && hw != nullptr) {
+    if (host_id_ < 0) {
+      // The host appears once, after the first simulated device.
+      host_id_ = static_cast<int>(devices.size());
+      devices.push_back({.id = host_id_, .name = "host", .kind = "host"});
+    }
+    links.push_back({info.id, host_id_, hw->host_link.kind, hw->host_link.bandwidth_bytes_per_s,
+                     hw->host_link.latency_ns});
+    for (const TraceDeviceInfo& other : devices) {
+      if (other.id == info.id || other.kind != "sim") continue;
+      links.push_back({other.id, info.id, hw->peer_link.kind, hw->peer_link.bandwidth_bytes_per_s,
+                       hw->peer_link.latency_ns});
+    }
+  }
+  return info.id;
+}
+
+namespace {
+
+void write_header(fmt::memory_buffer& out, const TraceHeader& h) {
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, R"({{"type":"header","format":"{}","version":"{}.{}","clock":)", kTraceFormatName,
+                 kTraceFormatMajor, kTraceFormatMinor);
+  append_json_string(out, h.clock);
+  fmt::format_to(it, R"(,"run":{},"devices":[)", h.run_json.empty() ? "{}" : h.run_json);
+  for (size_t i = 0; i < h.devices.size(); ++i) {
+    const TraceDeviceInfo& d = h.devices[i];
+    fmt::format_to(it, R"({}{{"id":{},"name":)", i ? "," : "", d.id);
+    append_json_string(out, d.name);
+    out.append(std::string_view(R"(,"kind":)"));
+    append_json_string(out, d.kind);
+    out.append(std::string_view(R"(,"hardware":)"));
+    append_json_string(out, d.hardware);
+    fmt::format_to(it, R"(,"memory_bytes":{},"peak_flops":)", d.memory_bytes);
+    append_json_number(out, d.peak_flops);
+    out.append(std::string_view(R"(,"mem_bandwidth":)"));
+    append_json_number(out, d.mem_bandwidth_bytes_per_s);
+    out.push_back('}');
+  }
+  out.append(std::string_view(R"(],"links":[)"));
+  for (size_t i = 0; i < h.links.size(); ++i) {
+    const TraceLinkInfo& l = h.links[i];
+    fmt::format_to(it, R"({}{{"src":{},"dst":{},"kind":)", i ? "," : "", l.src, l.dst);
+    append_json_string(out, l.kind);
+    out.append(std::string_view(R"(,"bandwidth":)"));
+    append_json_number(out, l.bandwidth_bytes_per_s);
+    out.append(std::string_view(R"(,"latency_ns":)"));
+    append_json_number(out, l.latency_ns);
+    out.push_back('}');
+  }
+  out.append(std::string_view(R"(],"params":[)"));
+  for (size_t i = 0; i < h.params.size(); ++i) {
+    const TraceParamInfo& p = h.params[i];
+    fmt::format_to(it, R"({}{{"index":{},"name":)", i ? "," : "", p.index);
+    append_json_string(out, p.name);
+    fmt::format_to(it, R"(,"shape":[{}],"bytes":{}}})", fmt::join(p.shape, ","), p.bytes);
+  }
+  out.append(std::string_view(R"(],"buckets":[)"));
+  for (size_t i = 0; i < h.buckets.size(); ++i) {
+    const TraceBucketInfo& b = h.buckets[i];
+    fmt::format_to(it, R"({}{{"id":{},"params":[{}],"bytes":{}}})", i ? "," : "", b.id, fmt::join(b.params, ","),
+                   b.bytes);
+  }
+  out.append(std::string_view("]}\n"));
+}
+
+}  // namespace
+
+std::unique_ptr<TraceRecorder> TraceRecorder::open(const std::filesystem::path& path, const TraceHeader& header,
+                                                   std::span<const Device> devices) {
+  DPS_ASSERT(devices.size() <= header.devices.size(), "trace header lists {} devices but {} were given",
+             header.devices.size(), devices.size());
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  DPS_CHECK(file != nullptr, ErrorKind::kIo, "cannot write trace '{}': {}", path.string(), std::strerror(errno));
+  std::unique_ptr<TraceRecorder> recorder(new TraceRecorder(path, file, header.host_id()));
+  fmt::memory_buffer line;
+  write_header(line, header);
+  recorder->commit(line);
+  recorder->flush();
+  for (size_t i = 0; i < devices.size(); ++i) devices[i].attach_tracer(recorder.get(), static_cast<int>(i));
+  recorder->devices_.assign(devices.begin(), devices.end());
+  return recorder;
+}
+
+TraceRecorder::TraceRecorder(std::filesystem::path path, std::FILE* file, int host_id)
+    : path_(std::move(path)), file_(file), host_id_(host_id) {}
+
+TraceRecorder::~TraceRecorder() {
+  try {
+    close();
+  } catch (...) {
+    // Destructors must not throw; close() already reported what it could.
+  }
+}
+
+void TraceRecorder::begin_event(fmt::memory_buffer& out, std::string_view type, const Device& device,
+                                int64_t ts_ns) const {
+  fmt::format_to(std::back_inserter(out), R"({{"type":"{}","ts":{},"rank":{},"dev":{},"step":{},"phase":"{}")",
+                 type, ts_ns, device.rank(), device.trace_id(), device.step(), to_string(device.phase()));
+}
+
+void TraceRecorder::commit(const fmt::memory_buffer& line) {
+  std::lock_guard lock(mutex_);
+  pending_.append(line);
+  events_.fetch_add(1, std::memory_order_relaxed);
+  if (pending_.size() > (1u << 20) && file_ != nullptr) {
+    std::fwrite(pending_.data(), 1, pending_.size(), file_);
+    pending_.clear();
+  }
+}
+
+void TraceRecorder::kernel_span(const Device& device, StreamKind stream, std::string_view name, int64_t ts_ns,
+                                int64_t dur_ns, KernelCost cost) {
+  fmt::memory_buffer out;
+  begin_event(out, "span", device, ts_ns);
+  out.append(std::string_view(R"(,"name":)"));
+  append_json_string(out, name);
+  fmt::format_to(std::back_inserter(out), R"(,"cat":"{}","stream":"{}","dur":{},"args":{{"flops":)",
+                 stream == StreamKind::kCompute ? "compute" : to_string(stream), to_string(stream), dur_ns);
+  append_json_number(out, cost.flops);
+  out.append(std::string_view(R"(,"bytes":)"));
+  append_json_number(out, cost.bytes);
+  out.append(std::string_view("}}\n"));
+  commit(out);
+}
+
+void TraceRecorder::span(const Device& device, StreamKind stream, std::string_view name, std::string_view cat,
+                         int64_t ts_ns, int64_t dur_ns, std::string_view args_json) {
+  fmt::memory_buffer out;
+  begin_event(out, "span", device, ts_ns);
+  out.append(std::string_view(R"(,"name":)"));
+  append_json_string(out, name);
+  out.append(std::string_view(R"(,"cat":)"));
+  append_json_string(out, cat);
+  fmt::format_to(std::back_inserter(out), R"(,"stream":"{}","dur":{})", to_string(stream), dur_ns);
+  if (!args_json.empty()) {
+    out.append(std::string_view(R"(,"args":)"));
+    out.append(args_json);
+  }
+  out.append(std::string_view("}\n"));
+  commit(out);
+}
+
+void TraceRecorder::instant(const Device& device, std::string_view name, int64_t ts_ns, std::string_view args_json) {
+  fmt::memory_buffer out;
+  begin_event(out, "instant", device, ts_ns);
+  out.append(std::string_view(R"(,"name":)"));
+  append_json_string(out, name);
+  if (!args_json.empty()) {
+    out.append(std::string_view(R"(,"args":)"));
+    out.append(args_json);
+  }
+  out.append(std::string_view("}\n"));
+  commit(out);
+}
+
+void TraceRecorder::counter(const Device& device, std::string_view name, int64_t ts_ns,
+                            std::span<const std::pair<std::string_view, double>> values) {
+  fmt::memory_buffer out;
+  begin_event(out, "counter", device, ts_ns);
+  out.append(std::string_view(R"(,"name":)"));
+  append_json_string(out, name);
+  out.append(std::string_view(R"(,"values":{)"));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out.push_back(',');
+    append_json_string(out, values[i].first);
+    out.push_back(':');
+    append_json_number(out, values[i].second);
+  }
+  out.append(std::string_view("}}\n"));
+  commit(out);
+}
+
+void TraceRecorder::memory_counter(const Device& device, int64_t ts_ns, const MemoryStats& memory) {
+  std::pair<std::string_view, double> values[kMemoryCategoryCount + 1];
+  for (int c = 0; c < kMemoryCategoryCount; ++c)
+    values[c] = {to_string(static_cast<MemoryCategory>(c)), static_cast<double>(memory.bytes[c])};
+  values[kMemoryCategoryCount] = {"capacity", static_cast<double>(memory.capacity_bytes)};
+  counter(device, "memory", ts_ns, values);
+}
+
+uint64_t TraceRecorder::transfer(const Device& device, const Transfer& t) {
+  const uint64_t flow = next_flow_.fetch_add(1, std::memory_order_relaxed);
+  fmt::memory_buffer out;
+  begin_event(out, "transfer", device, t.ts_ns);
+  out.append(std::string_view(R"(,"name":)"));
+  append_json_string(out, t.name);
+  fmt::format_to(std::back_inserter(out), R"(,"stream":"{}","dur":{},"src":{},"dst":{},"bytes":{},"flow":{})",
+                 to_string(t.stream), t.dur_ns, t.src, t.dst, t.bytes, flow);
+  if (t.collective >= 0) {
+    fmt::format_to(std::back_inserter(out), R"(,"coll":{},"algo":)", t.collective);
+    append_json_string(out, t.algo);
+    fmt::format_to(std::back_inserter(out), R"(,"algo_step":{},"chunk":{})", t.algo_step, t.chunk);
+  }
+  out.append(std::string_view("}\n"));
+  commit(out);
+  return flow;
+}
+
+void TraceRecorder::copy_transfer(const Device& src, const Device& dst, int64_t ts_ns, int64_t dur_ns,
+                                  uint64_t bytes) {
+  const int src_id = src.is_simulated() ? src.trace_id() : host_id_;
+  const int dst_id = dst.is_simulated() ? dst.trace_id() : host_id_;
+  const Device& issuer = dst.is_simulated() ? dst : src;
+  const std::string_view name = !src.is_simulated() ? "copy H2D" : (!dst.is_simulated() ? "copy D2H" : "copy D2D");
+  transfer(issuer, {.src = src_id, .dst = dst_id, .bytes = bytes, .ts_ns = ts_ns, .dur_ns = dur_ns,
+                    .stream = StreamKind::kCopy, .name = name});
+}
+
+void TraceRecorder::values(const Device& device, std::string_view name, int64_t ts_ns, int param,
+                           std::string_view when, std::span<const float> values, double norm) {
+  fmt::memory_buffer out;
+  begin_event(out, "values", device, ts_ns);
+  out.append(std::string_view(R"(,"name":)"));
+  append_json_string(out, name);
+  fmt::format_to(std::back_inserter(out), R"(,"param":{},"when":)", param);
+  append_json_string(out, when);
+  out.append(std::string_view(R"(,"values":[)"));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out.push_back(',');
+    append_json_number(out, values[i]);
+  }
+  out.append(std::string_view(R"(],"norm":)"));
+  append_json_number(out, norm);
+  out.append(std::string_view("}\n"));
+  commit(out);
+}
+
+void TraceRecorder::samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices) {
+  fmt::memory_buffer out;
+  begin_event(out, "samples", device, ts_ns);
+  fmt::format_to(std::back_inserter(out), R"(,"indices":[{}]}})", fmt::join(indices, ","));
+  out.push_back('\n');
+  commit(out);
+}
+
+void TraceRecorder::buckets(const Device& device, int64_t ts_ns, std::span<const TraceBucketInfo> buckets,
+                            std::string_view reason) {
+  fmt::memory_buffer out;
+  begin_event(out, "buckets", device, ts_ns);
+  out.append(std::string_view(R"(,"reason":)"));
+  append_json_string(out, reason);
+  out.append(std::string_view(R"(,"buckets":[)"));
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const TraceBucketInfo& b = buckets[i];
+    fmt::format_to(std::back_inserter(out), R"({}{{"id":{},"params":[{}],"bytes":{}}})", i ? "," : "", b.id,
+                   fmt::join(b.params, ","), b.bytes);
+  }
+  out.append(std::string_view("]}\n"));
+  commit(out);
+}
+
+void TraceRecorder::flush() {
+  std::lock_guard lock(mutex_);
+  if (file_ == nullptr) return;
+  if (pending_.size() > 0) {
+    std::fwrite(pending_.data(), 1, pending_.size(), file_);
+    pending_.clear();
+  }
+  std::fflush(file_);
+}
+
+void TraceRecorder::close() {
+  flush();
+  for (const Device& device : devices_)
+    if (device.tracer() == this) device.attach_tracer(nullptr, -1);
+  devices_.clear();
+  std::lock_guard lock(mutex_);
+  if (file_ == nullptr) return;
+  const bool failed = std::ferror(file_) != 0;
+  std::fclose(file_);
+  file_ = nullptr;
+  DPS_CHECK(!failed, ErrorKind::kIo, "error while writing trace '{}'", path_.string());
+}
+
+}  // namespace dpscope
