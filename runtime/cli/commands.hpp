@@ -1,0 +1,16 @@
+// The `dpscope` command's subcommands. Each lives in its own file and registers its CLI11
+// subcommand here; main.cpp wires them up and maps errors to exit codes (2 for usage errors).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dpscope::cli {
+
+// Each register_* adds a subcommand whose callback does the work (throwing dpscope::Error on failure).
+void register_train(CLI::App& app);
+void register_trace(CLI::App& app);
+void register_bench(CLI::App& app);
+void register_sampler(CLI::App& app);
+void register_presets(CLI::App& app);
+
+}  // namespace dpscope::cli
