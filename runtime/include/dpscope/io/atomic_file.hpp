@@ -1,0 +1,45 @@
+// AtomicFileWriter: writes a file so that a crash never leaves it half-written.
+//
+// Bytes go to a temporary file next to the destination ("<name>.tmp.<pid>.<n>", same directory, so
+// the final rename stays on one filesystem); commit() flushes it to disk (fsync), renames it over
+// the destination (atomic on POSIX) and fsyncs the directory so the rename itself survives a crash.
+// Until commit() the destination is untouched; a writer destroyed without commit() (an exception
+// while serializing) removes its temporary file.
+// Used by save_npy, save_safetensors and checkpointing.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string_view>
+
+namespace dpscope {
+
+class AtomicFileWriter {
+ public:
+  // Creates the temporary file; throws Error(kIo) naming `path` when the directory is not writable.
+  explicit AtomicFileWriter(std::filesystem::path path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  // Appends bytes; throws Error(kIo) on a failed write (disk full, ...).
+  void write(const void* data, uint64_t size_bytes);
+  void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
+  // fsync + rename over the destination + fsync of the directory. Call once.
+  void commit();
+
+  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& temp_path() const { return temp_path_; }
+  uint64_t bytes_written() const { return bytes_written_; }
+
+ private:
+  void discard() noexcept;
+
+  std::filesystem::path path_;
+  std::filesystem::path temp_path_;
+  int fd_ = -1;
+  uint64_t bytes_written_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace dpscope

@@ -1,0 +1,98 @@
+// AtomicFileWriter: temporary file + fsync + rename (see io/atomic_file.hpp).
+#include "dpscope/io/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "dpscope/core/error.hpp"
+
+namespace dpscope {
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+std::filesystem::path directory_of(const std::filesystem::path& path) {
+  std::filesystem::path dir = path.parent_path();
+  return dir.empty() ? std::filesystem::path(".") : dir;
+}
+
+// Makes a completed rename durable. Best effort: some filesystems refuse fsync on directories
+// (EINVAL), and the data itself is already safe by then.
+void fsync_directory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move(path)) {
+  static std::atomic<uint64_t> counter{0};
+  DPS_CHECK(!path_.empty() && path_.has_filename(), ErrorKind::kIo, "'{}': not a file path", path_.string());
+  temp_path_ = path_;
+  temp_path_ += fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd_ < 0) {
+    const int err = errno;
+    throw Error(ErrorKind::kIo, fmt::format("{}: cannot create a file in '{}': {}", path_.string(),
+                                            directory_of(path_).string(), errno_text(err)));
+  }
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (!committed_) discard();
+}
+
+void AtomicFileWriter::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  std::error_code ignored;
+  std::filesystem::remove(temp_path_, ignored);
+}
+
+void AtomicFileWriter::write(const void* data, uint64_t size_bytes) {
+  DPS_ASSERT(fd_ >= 0 && !committed_, "write() after commit() on {}", path_.string());
+  const char* p = static_cast<const char*>(data);
+  uint64_t left = size_bytes;
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      throw Error(ErrorKind::kIo, fmt::format("{}: write failed after {} bytes: {}", path_.string(),
+                                              bytes_written_, errno_text(err)));
+    }
+    p += n;
+    left -= static_cast<uint64_t>(n);
+    bytes_written_ += static_cast<uint64_t>(n);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  DPS_ASSERT(fd_ >= 0 && !committed_, "commit() called twice on {}", path_.string());
+  if (::fsync(fd_) != 0) {
+    const int err = errno;
+    throw Error(ErrorKind::kIo, fmt::format("{}: fsync failed: {}", path_.string(), errno_text(err)));
+  }
+  const int close_rc = ::close(fd_);
+  fd_ = -1;
+  if (close_rc != 0) {
+    const int err = errno;
+    throw Error(ErrorKind::kIo, fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
+  }
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    throw Error(ErrorKind::kIo,
+                fmt::format("{}: cannot replace the file: {}", path_.string(), errno_text(err)));
+  }
+  committed_ = true;
+  fsync_directory(directory_of(path_));
+}
+
+}  // namespace dpscope

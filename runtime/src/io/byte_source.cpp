@@ -1,0 +1,74 @@
+// File and memory byte sources for the npy and safetensors readers.
+#include "io/byte_source.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "dpscope/core/error.hpp"
+
+namespace dpscope::io_detail {
+
+namespace {
+
+// Opens `path` read-only and checks that it is a regular file; returns the descriptor.
+int open_regular_file(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error(ErrorKind::kIo, fmt::format("{}: cannot open: {}", path.string(), std::strerror(err)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool is_dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    throw Error(ErrorKind::kIo, fmt::format("{}: cannot open: {}", path.string(),
+                                            is_dir ? "is a directory" : "not a regular file"));
+  }
+  return fd;
+}
+
+uint64_t file_size_of(int fd) {
+  struct stat st {};
+  (void)::fstat(fd, &st);
+  return static_cast<uint64_t>(st.st_size);
+}
+
+}  // namespace
+
+FileByteSource::FileByteSource(const std::filesystem::path& path)
+    : FileByteSource(path, open_regular_file(path)) {}
+
+FileByteSource::FileByteSource(const std::filesystem::path& path, int fd)
+    : ByteSource(path.string(), file_size_of(fd)), fd_(fd) {}
+
+FileByteSource::~FileByteSource() { ::close(fd_); }
+
+void FileByteSource::read_at(uint64_t offset_bytes, void* dst, uint64_t count_bytes) const {
+  char* p = static_cast<char*>(dst);
+  while (count_bytes > 0) {
+    const ssize_t n = ::pread(fd_, p, count_bytes, static_cast<off_t>(offset_bytes));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      throw Error(ErrorKind::kIo,
+                  fmt::format("{}: read failed at byte {}: {}", name(), offset_bytes,
+                              n == 0 ? "the file shrank while being read" : std::strerror(err)));
+    }
+    p += n;
+    offset_bytes += static_cast<uint64_t>(n);
+    count_bytes -= static_cast<uint64_t>(n);
+  }
+}
+
+void MemoryByteSource::read_at(uint64_t offset_bytes, void* dst, uint64_t count_bytes) const {
+  DPS_ASSERT(offset_bytes <= bytes_.size() && count_bytes <= bytes_.size() - offset_bytes,
+             "read [{}, +{}) past the {}-byte buffer of {}; check ranges against size_bytes() first",
+             offset_bytes, count_bytes, bytes_.size(), name());
+  if (count_bytes > 0) std::memcpy(dst, bytes_.data() + offset_bytes, count_bytes);
+}
+
+}  // namespace dpscope::io_detail
