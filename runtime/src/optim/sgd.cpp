@@ -1,0 +1,68 @@
+// torch.optim.SGD's single-tensor update (see optim/sgd.hpp).
+#include "dpscope/optim/sgd.hpp"
+
+#include <cmath>
+
+namespace dpscope {
+
+namespace {
+
+constexpr size_t kMomentumBuffer = 0;
+
+const SgdOptions& checked(const SgdOptions& o) {
+  DPS_CHECK(!std::isnan(o.lr), ErrorKind::kInvalidArgument,
+            "SGD: a learning rate is required (SgdOptions::lr)");
+  DPS_CHECK(o.lr >= 0.0, ErrorKind::kInvalidArgument, "Invalid learning rate: {}", python_float(o.lr));
+  DPS_CHECK(o.momentum >= 0.0, ErrorKind::kInvalidArgument, "Invalid momentum value: {}",
+            python_float(o.momentum));
+  DPS_CHECK(o.weight_decay >= 0.0, ErrorKind::kInvalidArgument, "Invalid weight_decay value: {}",
+            python_float(o.weight_decay));
+  DPS_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), ErrorKind::kInvalidArgument,
+            "Nesterov momentum requires a momentum and zero dampening");
+  return o;
+}
+
+}  // namespace
+
+SGD::SGD(std::vector<Parameter*> params, const SgdOptions& options)
+    : Optimizer(std::move(params), {{"momentum_buffer", false}}), options_(checked(options)) {}
+
+KernelCost SGD::update_cost(int64_t numel) const {
+  const double n = static_cast<double>(numel);
+  const bool momentum = options_.momentum != 0.0;
+  double flops = 2.0;
+  if (options_.weight_decay != 0.0) flops += 2.0;
+  if (momentum) flops += 3.0;
+  if (momentum && options_.nesterov) flops += 2.0;
+  return {flops * n, 4.0 * n * (momentum ? 5.0 : 3.0)};
+}
+
+void SGD::update(size_t i, Parameter& param, bool compute) {
+  const bool momentum = options_.momentum != 0.0;
+  Tensor& buffer = slot(i, kMomentumBuffer);
+  const bool first = momentum && !buffer.defined();
+  if (first) buffer = make_slot(param, kMomentumBuffer);
+  if (!compute) return;
+
+  // PyTorch applies Python-float scalars to float32 tensors in float32.
+  const float weight_decay = static_cast<float>(options_.weight_decay);
+  const float mu = static_cast<float>(options_.momentum);
+  const float one_minus_dampening = static_cast<float>(1.0 - options_.dampening);
+  const float neg_lr = static_cast<float>(-options_.lr);
+  const bool decay = options_.weight_decay != 0.0;
+  float* p = param.data.f32();
+  const float* g = param.grad.f32();
+  float* buf = momentum ? buffer.f32() : nullptr;
+  const int64_t n = param.data.numel();
+  for (int64_t j = 0; j < n; ++j) {
+    float d_p = options_.maximize ? -g[j] : g[j];
+    if (decay) d_p = d_p + weight_decay * p[j];
+    if (momentum) {
+      buf[j] = first ? d_p : buf[j] * mu + one_minus_dampening * d_p;
+      d_p = options_.nesterov ? d_p + mu * buf[j] : buf[j];
+    }
+    p[j] = p[j] + neg_lr * d_p;
+  }
+}
+
+}  // namespace dpscope
