@@ -71,4 +71,18 @@ void MemoryByteSource::read_at(uint64_t offset_bytes, void* dst, uint64_t count_
   if (count_bytes > 0) std::memcpy(dst, bytes_.data() + offset_bytes, count_bytes);
 }
 
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7F) {
+      out.push_back(c);
+    } else {
+      out += fmt::format("\\x{:02x}", byte);
+    }
+  }
+  return out;
+}
+
 }  // namespace dpscope::io_detail

@@ -53,4 +53,8 @@ class MemoryByteSource final : public ByteSource {
   std::string_view bytes_;
 };
 
+// `text` with control characters and non-ASCII bytes written as \xNN, so that names taken from a
+// malformed file keep an error message on one readable line.
+std::string printable(std::string_view text);
+
 }  // namespace dpscope::io_detail

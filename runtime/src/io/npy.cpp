@@ -8,7 +8,6 @@
 #include <bit>
 #include <cctype>
 #include <cstring>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -24,6 +23,7 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 using io_detail::ByteSource;
+using io_detail::printable;
 
 constexpr std::string_view kMagic{"\x93NUMPY", 6};
 constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 20;  // NumPy's own headers are < 100 bytes for our dtypes
@@ -68,7 +68,7 @@ class HeaderParser {
       if (peek() != '\'' && peek() != '"') syntax_error("a quoted key or '}'");
       std::string key = parse_string();
       skip_space();
-      expect(':', fmt::format("':' after key '{}'", key));
+      expect(':', fmt::format("':' after key '{}'", printable(key)));
       skip_space();
       PyValue value = parse_value();
       entries.emplace_back(std::move(key), std::move(value));
@@ -100,8 +100,8 @@ class HeaderParser {
   }
 
   [[noreturn]] void syntax_error(const std::string& expected) const {
-    const std::string found =
-        at_end() ? std::string("the end of the header") : fmt::format("'{}'", std::string(1, text_[pos_]));
+    const std::string found = at_end() ? std::string("the end of the header")
+                                       : fmt::format("'{}'", printable(text_.substr(pos_, 1)));
     fail(file_, fmt::format("header is not a valid Python dict literal: expected {} at column {}, found {}",
                             expected, pos_ + 1, found));
   }
@@ -255,8 +255,8 @@ DType parse_descr(const PyValue& descr, const std::string& file) {
   if (descr.kind == PyValue::Kind::kList)
     fail(file, "structured arrays (a list in 'descr') are not supported; save one plain array per file");
   if (descr.kind != PyValue::Kind::kString)
-    fail(file, fmt::format("'descr' must be a dtype string such as '<f4', got {}", descr.source));
-  const std::string& d = descr.text;
+    fail(file, fmt::format("'descr' must be a dtype string such as '<f4', got {}", printable(descr.source)));
+  const std::string d = printable(descr.text);
   if (d.find('O') != std::string::npos)
     fail(file,
          fmt::format("object arrays (descr '{}') are not supported: they hold pickled Python objects", d));
@@ -289,8 +289,8 @@ void parse_header_dict(std::string_view text, const std::string& file, NpyHeader
     if (slot == nullptr)
       fail(file, fmt::format(
                      "header has an unexpected key '{}' (expected exactly 'descr', 'fortran_order', 'shape')",
-                     key));
-    if (*slot != nullptr) fail(file, fmt::format("header has the key '{}' twice", key));
+                     printable(key)));
+    if (*slot != nullptr) fail(file, fmt::format("header has the key '{}' twice", printable(key)));
     *slot = &value;
   }
   for (const auto& [slot, key] : {std::pair{descr, "descr"}, {fortran, "fortran_order"}, {shape, "shape"}})
@@ -298,13 +298,13 @@ void parse_header_dict(std::string_view text, const std::string& file, NpyHeader
 
   header.dtype = parse_descr(*descr, file);
   if (shape->kind != PyValue::Kind::kTuple)
-    fail(file, fmt::format("'shape' must be a tuple of integers, got {}{}", shape->source,
+    fail(file, fmt::format("'shape' must be a tuple of integers, got {}{}", printable(shape->source),
                            shape->kind == PyValue::Kind::kInt ? " (a 1-D shape is written (N,))" : ""));
   for (int64_t d : shape->ints)
-    if (d < 0) fail(file, fmt::format("'shape' {} has a negative dimension", shape->source));
+    if (d < 0) fail(file, fmt::format("'shape' {} has a negative dimension", printable(shape->source)));
   header.shape = shape->ints;
   if (fortran->kind != PyValue::Kind::kBool)
-    fail(file, fmt::format("'fortran_order' must be True or False, got {}", fortran->source));
+    fail(file, fmt::format("'fortran_order' must be True or False, got {}", printable(fortran->source)));
   const auto dims_over_one =
       std::count_if(header.shape.begin(), header.shape.end(), [](int64_t d) { return d > 1; });
   if (fortran->boolean && dims_over_one > 1)

@@ -25,6 +25,7 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 using io_detail::ByteSource;
+using io_detail::printable;
 using Json = nlohmann::ordered_json;  // keeps the header's key order: tensors load in file order
 
 constexpr std::string_view kMetadataKey = "__metadata__";
@@ -76,8 +77,9 @@ Json parse_header_json(const std::string& text, const std::string& file) {
     fail(file, fmt::format("header is not valid JSON: {}", what));
   }
   if (duplicate) {
-    fail(file, duplicate_is_tensor_name ? fmt::format("duplicate tensor name '{}' in the header", *duplicate)
-                                        : fmt::format("duplicate key '{}' in the header", *duplicate));
+    fail(file, duplicate_is_tensor_name
+                   ? fmt::format("duplicate tensor name '{}' in the header", printable(*duplicate))
+                   : fmt::format("duplicate key '{}' in the header", printable(*duplicate)));
   }
   return header;  // an object: the text starts with '{' and parsed completely
 }
@@ -90,8 +92,8 @@ SafetensorsMetadata parse_metadata(const Json& value, const std::string& file) {
   SafetensorsMetadata metadata;
   for (const auto& [key, v] : value.items()) {
     if (!v.is_string())
-      fail(file,
-           fmt::format("'__metadata__' must map strings to strings, but '{}' is a {}", key, v.type_name()));
+      fail(file, fmt::format("'__metadata__' must map strings to strings, but '{}' is a {}", printable(key),
+                             v.type_name()));
     metadata.emplace(key, v.get<std::string>());
   }
   return metadata;
@@ -100,10 +102,11 @@ SafetensorsMetadata parse_metadata(const Json& value, const std::string& file) {
 uint64_t get_offset(const Json& v) { return v.get<uint64_t>(); }
 
 SafetensorsEntry parse_entry(const std::string& name, const Json& info, const std::string& file) {
+  const std::string shown = printable(name);  // for messages
   if (!info.is_object())
-    fail(file, fmt::format("tensor '{}' must be an object with dtype, shape and data_offsets", name));
+    fail(file, fmt::format("tensor '{}' must be an object with dtype, shape and data_offsets", shown));
   for (const char* key : {"dtype", "shape", "data_offsets"})
-    if (!info.contains(key)) fail(file, fmt::format("tensor '{}' lacks '{}'", name, key));
+    if (!info.contains(key)) fail(file, fmt::format("tensor '{}' lacks '{}'", shown, key));
   SafetensorsEntry e;
   e.name = name;
 
@@ -118,9 +121,9 @@ SafetensorsEntry parse_entry(const std::string& name, const Json& info, const st
   } else if (is_known_dtype(dtype_text)) {
     fail(file, fmt::format("tensor '{}' has dtype {}, which dpscope does not read (it reads F32 and I64); "
                            "convert it before saving, e.g. t.float()",
-                           name, dtype_text));
+                           shown, printable(dtype_text)));
   } else {
-    fail(file, fmt::format("tensor '{}' has an unknown dtype '{}'", name, dtype_text));
+    fail(file, fmt::format("tensor '{}' has an unknown dtype '{}'", shown, printable(dtype_text)));
   }
 
   const Json& shape = info["shape"];
@@ -128,25 +131,25 @@ SafetensorsEntry parse_entry(const std::string& name, const Json& info, const st
                           return d.is_number_unsigned() && d.get<uint64_t>() <= (uint64_t{1} << 62);
                         });
   if (!shape_ok)
-    fail(file, fmt::format("tensor '{}': 'shape' must be a list of non-negative integers", name));
+    fail(file, fmt::format("tensor '{}': 'shape' must be a list of non-negative integers", shown));
   for (const Json& d : shape) e.shape.push_back(d.get<int64_t>());
   uint64_t nbytes = element_size(e.dtype);
   for (int64_t d : e.shape)
     if (__builtin_mul_overflow(nbytes, static_cast<uint64_t>(d), &nbytes))
-      fail(file, fmt::format("tensor '{}': shape {} is too large", name, shape_to_string(e.shape)));
+      fail(file, fmt::format("tensor '{}': shape {} is too large", shown, shape_to_string(e.shape)));
 
   const Json& offsets = info["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned())
     fail(file,
-         fmt::format("tensor '{}': 'data_offsets' must be [begin, end], two non-negative integers", name));
+         fmt::format("tensor '{}': 'data_offsets' must be [begin, end], two non-negative integers", shown));
   e.begin_bytes = get_offset(offsets[0]);
   e.end_bytes = get_offset(offsets[1]);
   if (e.end_bytes < e.begin_bytes)
-    fail(file, fmt::format("tensor '{}': data_offsets [{}, {}] end before they begin", name, e.begin_bytes,
+    fail(file, fmt::format("tensor '{}': data_offsets [{}, {}] end before they begin", shown, e.begin_bytes,
                            e.end_bytes));
   if (e.end_bytes - e.begin_bytes != nbytes)
-    fail(file, fmt::format("tensor '{}': shape {} {} needs {} bytes but data_offsets [{}, {}] span {}", name,
+    fail(file, fmt::format("tensor '{}': shape {} {} needs {} bytes but data_offsets [{}, {}] span {}", shown,
                            shape_to_string(e.shape), dtype_text, nbytes, e.begin_bytes, e.end_bytes,
                            e.end_bytes - e.begin_bytes));
   return e;
@@ -162,7 +165,7 @@ void check_tiling(const std::vector<SafetensorsEntry>& entries, uint64_t buffer_
       fail(file,
            fmt::format("tensor '{}': data_offsets [{}, {}] reach past the end of the {}-byte data buffer "
                        "(truncated file?)",
-                       e.name, e.begin_bytes, e.end_bytes, buffer_bytes));
+                       printable(e.name), e.begin_bytes, e.end_bytes, buffer_bytes));
   std::vector<size_t> order(entries.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -174,8 +177,9 @@ void check_tiling(const std::vector<SafetensorsEntry>& entries, uint64_t buffer_
   for (size_t i : order) {
     const SafetensorsEntry& e = entries[i];
     if (e.begin_bytes < covered)
-      fail(file, fmt::format("tensors '{}' [{}, {}) and '{}' [{}, {}) overlap in the data buffer", last->name,
-                             last->begin_bytes, last->end_bytes, e.name, e.begin_bytes, e.end_bytes));
+      fail(file, fmt::format("tensors '{}' [{}, {}) and '{}' [{}, {}) overlap in the data buffer",
+                             printable(last->name), last->begin_bytes, last->end_bytes, printable(e.name),
+                             e.begin_bytes, e.end_bytes));
     if (e.begin_bytes > covered)
       fail(file,
            fmt::format("bytes [{}, {}) of the data buffer belong to no tensor", covered, e.begin_bytes));

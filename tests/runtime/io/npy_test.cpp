@@ -266,6 +266,16 @@ TEST_F(NpyTest, RefusesDataThatDisagreesWithTheShape) {
                  "trailing garbage: 4 bytes after the 24 bytes of data of shape (2, 3) float32");
 }
 
+TEST_F(NpyTest, MessagesShowControlAndNonAsciiBytesEscaped) {
+  expect_refused(npy_file("{'de\nscr': '<f4', 'fortran_order': False, 'shape': ()}", ""),
+                 "header has an unexpected key 'de\\x0ascr' (expected exactly 'descr', 'fortran_order', 'shape')");
+  expect_refused(npy_file("{\x01}", ""),
+                 "header is not a valid Python dict literal: expected a quoted key or '}' at column 2, found '\\x01'");
+  expect_refused(npy_file("{'descr': '<f\xe9', 'fortran_order': False, 'shape': ()}", ""),
+                 "dtype '<f\\xe9' is not supported; dpscope reads float32 ('<f4') and int64 ('<i8') arrays, "
+                 "e.g. np.save(path, a.astype(np.float32))");
+}
+
 TEST_F(NpyTest, InMemoryReaderNamesTheGivenSource) {
   EXPECT_DPS_ERROR(load_npy_bytes("nope", "archive.zip/x.npy"), ErrorKind::kFormat,
                    "archive.zip/x.npy: not a .npy file: it does not start with the magic string \\x93NUMPY");

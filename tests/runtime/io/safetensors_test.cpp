@@ -244,6 +244,12 @@ TEST_F(SafetensorsTest, RefusesMalformedMetadata) {
                  "'__metadata__' must map strings to strings, but 'epoch' is a number");
 }
 
+TEST_F(SafetensorsTest, MessagesShowControlBytesInNamesEscaped) {
+  expect_refused(st_file("{" + entry("a\\nb", "F16", "[2]", 0, 4) + "}", std::string(4, '\0')),
+                 "tensor 'a\\x0ab' has dtype F16, which dpscope does not read (it reads F32 and I64); convert it "
+                 "before saving, e.g. t.float()");
+}
+
 TEST_F(SafetensorsTest, InMemoryReaderNamesTheGivenSource) {
   EXPECT_DPS_ERROR(load_safetensors_bytes("abc", "upload"), ErrorKind::kFormat,
                    "upload: too short to be a safetensors file (3 bytes; the header length alone takes 8)");
