@@ -1,14 +1,138 @@
-// `dpscope bench`: arrives with its milestone; until then it says so and exits 2.
+// `dpscope bench COLLECTIVE`: an nccl-tests style table for the collectives of the sim backend.
+//
+//   dpscope bench all_reduce --devices 8 --preset h100-sxm -b 8 -e 128M -f 2 --algo ring
+//
+// One row per size: size count type redop root | simulated time, algbw, busbw, measured wall time
+// per collective, #wrong (exact check; "N/A" with --timing-only); then "# Avg bus bandwidth".
+// The harness is run_collective_bench() (comm/bench.hpp). Bad flags exit with code 2.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
 #include "commands.hpp"
+#include "dpscope/comm/bench.hpp"
+#include "dpscope/comm/network.hpp"
 #include "dpscope/core/error.hpp"
+#include "dpscope/core/preset.hpp"
 
 namespace dpscope::cli {
+namespace {
+
+struct BenchArgs {
+  std::string collective;
+  std::string backend = "sim";
+  int devices = 4;
+  std::string preset = "h100-sxm";
+  std::string min_bytes = "8";
+  std::string max_bytes = "128M";
+  std::string factor = "2";
+  std::string algo = "auto";
+  std::string op = "sum";
+  int root = 0;
+  int slices = 0;
+  int iterations = 5;
+  int warmup = 1;
+  bool timing_only = false;
+  std::string trace;
+};
+
+BenchOptions to_options(const BenchArgs& a) {
+  DPS_CHECK(
+      a.backend == "sim", ErrorKind::kUsage,
+      "--backend {}: only the sim backend is available in this build (nccl, cuda and mpi arrive with their "
+      "milestones)",
+      a.backend);
+  BenchOptions o;
+  o.collective = parse_bench_collective(a.collective);
+  o.devices = a.devices;
+  o.preset = a.preset;
+  o.min_bytes = parse_byte_size(a.min_bytes, "-b");
+  o.max_bytes = parse_byte_size(a.max_bytes, "-e");
+  o.factor = parse_byte_size(a.factor, "-f");
+  try {
+    o.algorithm = parse_algorithm(a.algo, "--algo");
+    o.op = parse_reduce_op(a.op);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::kUsage, e.what());
+  }
+  o.root = a.root;
+  o.slices = a.slices;
+  o.iterations = a.iterations;
+  o.warmup = a.warmup;
+  o.timing_only = a.timing_only;
+  o.trace = a.trace;
+  return o;
+}
+
+void print_header(const BenchOptions& o, const HardwarePreset& hw) {
+  const NetworkModel net(hw, o.devices);
+  fmt::print("# dpscope bench {}: backend sim, {} x {} (preset {})\n", api_name(o.collective), o.devices,
+             hw.name, hw.id);
+  fmt::print("# network: {}\n", net.describe());
+  fmt::print("# algorithm: {}, slices: {}, data: {}, iterations: {} (+{} warm-up)\n", to_string(o.algorithm),
+             o.slices == 0 ? std::string("by size") : std::to_string(o.slices),
+             o.timing_only ? "none (timing-only)" : "real, checked exactly", o.iterations, o.warmup);
+  fmt::print("#\n");
+  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}  {:>6}\n", "size", "count",
+             "type", "redop", "root", "time", "algbw", "busbw", "wall", "#wrong");
+  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}  {:>6}\n", "(B)",
+             "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)", "");
+}
+
+}  // namespace
 
 void register_bench(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("bench", "not yet available in this build");
-  cmd->allow_extras();
-  cmd->callback([] {
-    throw Error(ErrorKind::kUnsupported, "'dpscope bench' is not yet available (it arrives with its milestone)");
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "benchmark a collective nccl-tests style on simulated GPUs");
+  cmd->add_option("collective", args->collective,
+                  "all_reduce, all_gather, reduce_scatter, broadcast or reduce")
+      ->required();
+  cmd->add_option("--backend", args->backend, "communication backend")->capture_default_str();
+  cmd->add_option("--devices,-g", args->devices, "number of (simulated) GPUs, one rank each")
+      ->capture_default_str();
+  cmd->add_option("--preset", args->preset, "hardware preset (dpscope presets)")->capture_default_str();
+  cmd->add_option("-b,--minbytes", args->min_bytes, "smallest size (8, 1K, 16M, 1G)")->capture_default_str();
+  cmd->add_option("-e,--maxbytes", args->max_bytes, "largest size")->capture_default_str();
+  cmd->add_option("-f,--stepfactor", args->factor, "multiply the size by this between rows")
+      ->capture_default_str();
+  cmd->add_option("--algo", args->algo, "ring, tree, naive or auto (DPSCOPE_ALGO when not given)");
+  cmd->add_option("-o,--op", args->op, "reduce op: sum, avg, prod, min, max")->capture_default_str();
+  cmd->add_option("-r,--root", args->root, "root rank of broadcast/reduce")->capture_default_str();
+  cmd->add_option("--slices", args->slices, "pipeline slices per chunk (0: by size, 1: not pipelined)")
+      ->capture_default_str();
+  cmd->add_option("-n,--iters", args->iterations, "timed iterations per size")->capture_default_str();
+  cmd->add_option("-w,--warmup_iters", args->warmup, "warm-up iterations per size")->capture_default_str();
+  cmd->add_flag("--timing-only", args->timing_only, "no data: time and trace only (any size, any GPU count)");
+  cmd->add_option("--trace", args->trace, "write a dpscope trace (JSON Lines)");
+  cmd->callback([args, cmd] {
+    BenchOptions options = to_options(*args);
+    validate_bench_options(options);
+    if (cmd->count("--algo") == 0) options.algorithm = Algorithm::kDefault;  // DPSCOPE_ALGO or auto
+    const HardwarePreset hw = find_preset(options.preset);
+    print_header(options, hw);
+    std::fflush(stdout);
+    double busbw_sum = 0.0;
+    int64_t rows = 0, wrong = 0;
+    const bool rooted = options.collective == OpType::kBroadcast || options.collective == OpType::kReduce;
+    const bool reduces = options.collective == OpType::kAllReduce || options.collective == OpType::kReduce ||
+                         options.collective == OpType::kReduceScatter;
+    run_collective_bench(options, [&](const BenchRow& r) {
+      fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10.2f}  {:>8.2f}  {:>8.2f}  {:>10.1f}  {:>6}\n",
+                 r.bytes, r.count, "float", reduces ? to_string(options.op) : "none",
+                 rooted ? options.root : -1, r.sim_us, r.algbw_gbps, r.busbw_gbps, r.wall_us,
+                 r.wrong < 0 ? std::string("N/A") : std::to_string(r.wrong));
+      std::fflush(stdout);
+      busbw_sum += r.busbw_gbps;
+      wrong += std::max<int64_t>(r.wrong, 0);
+      ++rows;
+    });
+    fmt::print("# Wrong values         : {} {}\n", wrong,
+               options.timing_only ? "(not checked: timing-only)" : (wrong == 0 ? "OK" : "FAILED"));
+    fmt::print("# Avg bus bandwidth    : {:.3f}\n", rows > 0 ? busbw_sum / static_cast<double>(rows) : 0.0);
+    std::fflush(stdout);
+    DPS_CHECK(wrong == 0, ErrorKind::kInternal, "{} wrong values in the results", wrong);
   });
 }
 

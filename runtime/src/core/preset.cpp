@@ -44,6 +44,44 @@ LinkSpec read_link(const toml::table& table, const fs::path& file, const std::st
   return link;
 }
 
+double optional_number(const toml::table& table, const fs::path& file, std::string_view key,
+                       double fallback) {
+  const toml::node_view<const toml::node> node = table.at_path(key);
+  if (!node) return fallback;
+  if (auto v = node.value<double>()) return *v;
+  throw Error(ErrorKind::kFormat, fmt::format("preset {}: key '{}' must be a number", file.string(), key));
+}
+
+// The optional [network] table (topology details for the collectives' timing model).
+NetworkSpec read_network(const toml::table& table, const fs::path& file) {
+  NetworkSpec net;
+  if (!table.contains("network")) return net;
+  net.protocol_efficiency = optional_number(table, file, "network.protocol_efficiency", 1.0);
+  net.max_gpus = static_cast<int>(optional_number(table, file, "network.max_gpus", 0));
+  net.gpus_per_switch = static_cast<int>(optional_number(table, file, "network.gpus_per_switch", 0));
+  if (table.at_path("network.switch_uplink"))
+    net.switch_uplink = read_link(table, file, "network.switch_uplink");
+  net.nvlink_bandwidth_bytes_per_s = optional_number(table, file, "network.nvlink_gbps", 0.0) * 1e9;
+  if (const toml::array* pairs = table.at_path("network.nvlinks").as_array()) {
+    for (const toml::node& entry : *pairs) {
+      const toml::array* triple = entry.as_array();
+      DPS_CHECK(triple != nullptr && triple->size() == 3, ErrorKind::kFormat,
+                "preset {}: network.nvlinks entries must be [gpu_a, gpu_b, link_count]", file.string());
+      NvlinkConnection c;
+      c.a = static_cast<int>(triple->get(0)->value<int64_t>().value_or(-1));
+      c.b = static_cast<int>(triple->get(1)->value<int64_t>().value_or(-1));
+      c.links = static_cast<int>(triple->get(2)->value<int64_t>().value_or(0));
+      DPS_CHECK(c.a >= 0 && c.b >= 0 && c.a != c.b && c.links > 0, ErrorKind::kFormat,
+                "preset {}: bad network.nvlinks entry [{}, {}, {}]", file.string(), c.a, c.b, c.links);
+      net.nvlinks.push_back(c);
+    }
+  }
+  DPS_CHECK(net.protocol_efficiency > 0.0 && net.protocol_efficiency <= 1.0, ErrorKind::kFormat,
+            "preset {}: network.protocol_efficiency must be in (0, 1], got {}", file.string(),
+            net.protocol_efficiency);
+  return net;
+}
+
 }  // namespace
 
 fs::path asset_dir() {
@@ -72,6 +110,7 @@ HardwarePreset load_preset_file(const fs::path& path) {
   p.host_link = read_link(table, path, "host_link");
   p.peer_link = read_link(table, path, "peer_link");
   p.topology = require_string(table, path, "topology");
+  p.network = read_network(table, path);
   if (const toml::array* sources = table["sources"].as_array()) {
     for (const toml::node& s : *sources)
       if (auto str = s.value<std::string>()) p.sources.push_back(*str);

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""16 MiB all-reduce over 4 ranks on this machine: dpscope's sim backend vs torch.distributed gloo
+vs the machine's memcpy bound, side by side in one run (issue 3's speed goal; docs/benchmarks.md).
+
+  (a) dpscope: `dpscope bench all_reduce --devices 4 -b 16M -e 16M` (4 rank threads, real data,
+      ring algorithm, exact check); its `wall` column: mean host time per all-reduce, from the first
+      rank's call until every rank has returned.
+  (b) gloo: 4 processes (torch.multiprocessing), init_process_group("gloo") over TCP loopback; mean
+      time per all-reduce on rank 0 over back-to-back calls between two barriers.
+  (c) memcpy bound: the bytes a ring all-reduce moves between ranks, 2(n-1)/n * S per rank, i.e.
+      2(n-1) * S in all, copied at the machine's best measured memcpy bandwidth (torch copy_ of a
+      256 MiB buffer, 1 thread and all threads; the faster counts).
+
+Rounds alternate (a), (b), (c); medians are reported. Usage:
+  /usr/bin/python3 bench/allreduce_vs_gloo.py [--dpscope build/release/bin/dpscope] [--rounds 3]
+"""
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+SIZE_BYTES = 16 << 20
+RANKS = 4
+ITERS = 20
+WARMUP = 3
+
+
+def find_dpscope(explicit):
+    candidates = [explicit] if explicit else []
+    candidates += ["build/release/bin/dpscope", "build/bin/dpscope", "build-comm/bin/dpscope"]
+    for path in candidates:
+        if path and os.path.exists(path):
+            return path
+    sys.exit("dpscope binary not found; build it (scripts/build.sh) or pass --dpscope PATH")
+
+
+def dpscope_ms(binary, algo):
+    cmd = [binary, "bench", "all_reduce", "--devices", str(RANKS), "-b", "16M", "-e", "16M", "--algo", algo,
+           "-n", str(ITERS), "-w", str(WARMUP)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    rows = [line.split() for line in out.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(rows) == 1 and rows[0][-1] == "0", out  # one size, no wrong values
+    return float(rows[0][8]) / 1e3, float(rows[0][5])  # wall ms, simulated us
+
+
+def _gloo_worker(rank, port, queue):
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=RANKS)
+    t = torch.full((SIZE_BYTES // 4,), float(rank + 1))
+    for _ in range(WARMUP):
+        dist.all_reduce(t)
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(ITERS):
+        dist.all_reduce(t)
+    dist.barrier()
+    elapsed = time.perf_counter() - t0
+    if rank == 0:
+        queue.put(elapsed / ITERS * 1e3)
+    dist.destroy_process_group()
+
+
+def gloo_ms():
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    mp.start_processes(_gloo_worker, args=(port, queue), nprocs=RANKS, join=True, start_method="spawn")
+    return queue.get()
+
+
+def memcpy_gbps():
+    import torch
+    src = torch.ones(256 << 20, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+    best = 0.0
+    for threads in (1, os.cpu_count() or 1):
+        torch.set_num_threads(threads)
+        dst.copy_(src)
+        times = []
+        for _ in range(10):
+            t0 = time.perf_counter()
+            dst.copy_(src)
+            times.append(time.perf_counter() - t0)
+        best = max(best, src.numel() / min(times) / 1e9)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dpscope", help="path to the dpscope binary")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--algo", default="ring")
+    args = ap.parse_args()
+    binary = find_dpscope(args.dpscope)
+    moved_bytes = 2 * (RANKS - 1) * SIZE_BYTES
+
+    ours, theirs, copy_bw, sim_us = [], [], [], 0.0
+    for r in range(args.rounds):
+        wall, sim_us = dpscope_ms(binary, args.algo)
+        ours.append(wall)
+        theirs.append(gloo_ms())
+        copy_bw.append(memcpy_gbps())
+        print(f"round {r + 1}: dpscope {ours[-1]:.2f} ms, gloo {theirs[-1]:.2f} ms, memcpy {copy_bw[-1]:.2f} GB/s",
+              flush=True)
+
+    d, g, bw = statistics.median(ours), statistics.median(theirs), statistics.median(copy_bw)
+    bound_ms = moved_bytes / (bw * 1e9) * 1e3
+    print(f"\n16 MiB float32 all-reduce, {RANKS} ranks, {os.cpu_count()} CPU cores, median of {args.rounds} rounds")
+    print(f"  (a) dpscope sim backend ({args.algo}):  {d:8.2f} ms per all-reduce  (simulated H100 time {sim_us:.1f} us)")
+    print(f"  (b) torch.distributed gloo:        {g:8.2f} ms per all-reduce")
+    print(f"  (c) memcpy bound:                  {bound_ms:8.2f} ms  ({moved_bytes / 2**20:.0f} MiB at {bw:.2f} GB/s)")
+    print(f"  gloo / dpscope = {g / d:.2f}x  (goal: > 1, dpscope faster)")
+    print(f"  dpscope / memcpy bound = {d / bound_ms:.2f}x  (goal: <= 3)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+// The collective benchmark behind `dpscope bench` (nccl-tests' harness, for the sim backend).
+//
+// For each size from min_bytes to max_bytes (times `factor`) every rank builds its buffers,
+// fills them with values whose result is exactly predictable (rank r, element i holds
+// r + 1 + i % 7; for prod 1 + (r + i) % 2), runs `warmup` + `iterations` collectives with all
+// streams aligned before each one, and reports the simulated time of one collective, algbw and
+// busbw (nccl-tests' definitions, REFERENCE.md), the measured wall time per collective (host,
+// from the first rank's call until every rank has returned), and #wrong from an exact check of
+// the last iteration. Timing-only runs use meta tensors: same times, no data, nothing to check.
+//
+// Thread semantics: run_collective_bench() blocks; `on_row` is called from one rank thread,
+// rows in order.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dpscope/comm/types.hpp"
+
+namespace dpscope {
+
+struct BenchOptions {
+  OpType collective = OpType::kAllReduce;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce
+  int devices = 4;
+  std::string preset = "h100-sxm";
+  uint64_t min_bytes = 8;
+  uint64_t max_bytes = 128ull << 20;
+  uint64_t factor = 2;
+  Algorithm algorithm = Algorithm::kDefault;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  int slices = 0;  // 0: by size
+  bool timing_only = false;
+  int iterations = 5;
+  int warmup = 1;
+  std::filesystem::path trace;  // empty: no trace
+};
+
+struct BenchRow {
+  uint64_t bytes = 0;   // nccl-tests' size column (all ranks' data for all_gather/reduce_scatter)
+  int64_t count = 0;    // elements in that size
+  double sim_us = 0.0;  // simulated time of one collective
+  double algbw_gbps = 0.0;
+  double busbw_gbps = 0.0;
+  double wall_us = 0.0;  // measured, mean over iterations
+  int64_t wrong = -1;    // -1: not checked (timing-only)
+};
+
+// Parses "all_reduce" (also "allreduce", "all-reduce"), "all_gather", "reduce_scatter",
+// "broadcast", "reduce"; throws kUsage otherwise.
+OpType parse_bench_collective(std::string_view text);
+// Parses a byte count: digits with an optional K, M, G suffix (binary: 1K = 1024); kUsage on junk.
+uint64_t parse_byte_size(std::string_view text, std::string_view flag);
+
+// Throws kUsage naming the flag for inconsistent options (kInvalidArgument for an unknown preset
+// or more devices than its topology holds).
+void validate_bench_options(const BenchOptions& options);
+
+// Validates `options`, then runs the benchmark.
+std::vector<BenchRow> run_collective_bench(const BenchOptions& options,
+                                           const std::function<void(const BenchRow&)>& on_row = {});
+
+}  // namespace dpscope

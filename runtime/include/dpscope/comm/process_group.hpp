@@ -1,0 +1,113 @@
+// ProcessGroup: the collectives a rank calls, in the shape of torch.distributed / c10d.
+//
+//   auto world = SimWorld::create(4, {.preset = "h100-sxm"});
+//   spawn(world, [](ProcessGroup& pg) {                  // one thread per rank, bound to sim:rank
+//     Tensor g = Tensor::full({1024}, pg.rank() + 1.0f, pg.device());
+//     pg.all_reduce(g, {.op = ReduceOp::kAvg})->wait();  // g == 2.5 everywhere
+//   });
+//
+// Every op takes an options struct and returns a Work (comm/work.hpp). Ops are checked here for
+// arguments (clear kInvalidArgument / kDevice errors, thrown from the call), then run by the
+// Backend. Across ranks, each collective carries the group's sequence number and a fingerprint
+// (op, dtype, shape, root, reduce op, algorithm); ranks that disagree all fail with kMismatch
+// naming both fingerprints, like TORCH_DISTRIBUTED_DEBUG=DETAIL. A rank that never joins makes the
+// others fail with kTimeout after the group's timeout (watchdog-style message); a rank that fails
+// aborts the group, so its peers fail fast instead of hanging.
+//
+// Thread semantics: a ProcessGroup object is one rank's view; call it only from that rank's
+// thread. Every collective blocks the calling thread until all ranks of the group have joined and
+// the data has moved (sim), and never longer than the timeout. Stream semantics (sim): the
+// collective runs on the rank's COMM stream, starting when both the comm stream is free and the
+// compute stream has reached the call (the input is ready); Work::wait() makes the compute stream
+// wait for its end. Results are deterministic: the order of floating-point operations is fixed
+// by the algorithm, never by thread timing, and every rank ends with bit-identical values.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dpscope/comm/backend.hpp"
+#include "dpscope/comm/types.hpp"
+#include "dpscope/comm/work.hpp"
+#include "dpscope/core/tensor.hpp"
+
+namespace dpscope {
+
+class SimWorld;
+
+class ProcessGroup {
+ public:
+  explicit ProcessGroup(std::unique_ptr<Backend> backend);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return backend_->rank(); }
+  int size() const { return backend_->size(); }
+  const Device& device() const { return backend_->device(); }
+  const char* backend_name() const { return backend_->name(); }
+  Backend& backend() { return *backend_; }
+
+  // In place: every rank's `tensor` becomes op(tensor of rank 0, ..., tensor of rank n-1).
+  std::shared_ptr<Work> all_reduce(Tensor& tensor, const AllreduceOptions& options = {});
+  // In place: every rank's `tensor` becomes the root's.
+  std::shared_ptr<Work> broadcast(Tensor& tensor, const BroadcastOptions& options = {});
+  // The root's `tensor` becomes the reduction of all ranks' tensors; other ranks' tensors are
+  // left unchanged (partial results live in scratch buffers).
+  std::shared_ptr<Work> reduce(Tensor& tensor, const ReduceOptions& options = {});
+  // outputs[i] = rank i's `input`; `outputs` holds size() tensors shaped like `input`.
+  std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                                   const AllgatherOptions& options = {});
+  // Rank i's `input` lands in `output` at elements [i * input.numel(), (i + 1) * input.numel()).
+  std::shared_ptr<Work> all_gather_into_tensor(Tensor& output, const Tensor& input,
+                                               const AllgatherOptions& options = {});
+  // `output` = op over ranks of their inputs[rank()]; `inputs` holds size() tensors shaped like
+  // `output`; inputs are left unchanged.
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                       const ReduceScatterOptions& options = {});
+  // `input` holds size() * output.numel() elements (its numel must divide by size()).
+  std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, const Tensor& input,
+                                              const ReduceScatterOptions& options = {});
+  // `output` = the root's inputs[rank()]; only the root passes `inputs` (size() tensors).
+  std::shared_ptr<Work> scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                const ScatterOptions& options = {});
+  // The root's outputs[i] = rank i's `input`; only the root passes `outputs` (size() tensors).
+  std::shared_ptr<Work> gather(const Tensor& input, std::vector<Tensor>& outputs,
+                               const GatherOptions& options = {});
+  // Returns once every rank has called barrier(); wait() aligns this rank's compute stream with
+  // the barrier's simulated end (a dissemination barrier: ceil(log2 n) rounds of signals).
+  std::shared_ptr<Work> barrier(const BarrierOptions& options = {});
+  // Point to point. send() returns at once; its Work completes when `dst` receives (do not modify
+  // `tensor` before wait()). recv() blocks until the matching send (same tag) arrives; dtype and
+  // numel must match the sender's, else both fail with kMismatch.
+  std::shared_ptr<Work> send(const Tensor& tensor, int dst, const PointToPointOptions& options = {});
+  std::shared_ptr<Work> recv(Tensor& tensor, int src, const PointToPointOptions& options = {});
+
+  // A sub-group of this group's `ranks` (torch.distributed.new_group). Every rank of this group
+  // must call it, with the same ranks, in the same order relative to its other collectives.
+  // Members get their view (group ranks follow the sorted `ranks`); other ranks get nullptr.
+  std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, const NewGroupOptions& options = {});
+
+ private:
+  void check_tensor(const Tensor& tensor, OpType op, const char* what) const;
+  void check_root(int root, OpType op) const;
+  void check_peer(int peer, OpType op) const;
+
+  std::unique_ptr<Backend> backend_;
+};
+
+// Options of init_process_group. For the `sim` backend, `world` is the explicit shared object the
+// rank threads of one process rendezvous through (no hidden globals).
+struct InitOptions {
+  std::shared_ptr<SimWorld> world;
+  Milliseconds timeout{0};  // 0 = the world's timeout
+};
+
+// torch.distributed.init_process_group: this thread becomes rank `rank` of `world_size`.
+// backend "sim" needs options.world (of the same size); "nccl", "mpi" and "cuda" throw
+// kUnsupported until their milestones. Bad sizes or ranks throw kInvalidArgument.
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, int rank, int world_size,
+                                                 const InitOptions& options);
+
+}  // namespace dpscope

@@ -1,0 +1,282 @@
+// run_collective_bench(): the nccl-tests-style harness of `dpscope bench` (comm/bench.hpp).
+#include "dpscope/comm/bench.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include "dpscope/comm/spawn.hpp"
+#include "dpscope/core/error.hpp"
+#include "dpscope/trace/recorder.hpp"
+
+namespace dpscope {
+namespace {
+
+constexpr uint64_t kMaxDataBytes = 16ull << 30;  // host memory a data-mode run may use
+
+float input_value(ReduceOp op, int rank, int64_t i) {
+  if (op == ReduceOp::kProduct) return static_cast<float>(1 + (rank + i) % 2);
+  return static_cast<float>(rank + 1 + i % 7);
+}
+
+// The exact reduction over `n` ranks of input_value(op, r, i).
+float reduced_value(ReduceOp op, int n, int64_t i) {
+  switch (op) {
+    case ReduceOp::kSum: return static_cast<float>(n * (n + 1) / 2 + n * (i % 7));
+    case ReduceOp::kAvg: return static_cast<float>(n * (n + 1) / 2 + n * (i % 7)) / static_cast<float>(n);
+    case ReduceOp::kMin: return static_cast<float>(1 + i % 7);
+    case ReduceOp::kMax: return static_cast<float>(n + i % 7);
+    case ReduceOp::kProduct: {
+      int twos = 0;
+      for (int r = 0; r < n; ++r) twos += (r + i) % 2;
+      return std::ldexp(1.0f, twos);
+    }
+  }
+  return 0.0f;
+}
+
+struct Buffers {
+  Tensor tensor;  // all_reduce, broadcast, reduce: in place; all_gather: input; reduce_scatter: output
+  Tensor flat;    // all_gather: output; reduce_scatter: input
+};
+
+// Per-rank element counts: the collective's own tensor and the flat all-rank tensor.
+struct Counts {
+  int64_t per_rank = 0;
+  int64_t total = 0;
+};
+
+Counts counts_for(OpType op, uint64_t bytes, int n) {
+  const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
+  if (op == OpType::kAllGather || op == OpType::kReduceScatter) return {elems / n, elems / n * n};
+  return {elems, elems};
+}
+
+Buffers make_buffers(OpType op, Counts c, const Device& device, bool meta) {
+  auto make = [&](int64_t numel) {
+    return meta ? Tensor::meta({numel}, device, MemoryCategory::kBuffers)
+                : Tensor::zeros({numel}, device, MemoryCategory::kBuffers);
+  };
+  Buffers b;
+  b.tensor = make(c.per_rank);
+  if (op == OpType::kAllGather || op == OpType::kReduceScatter) b.flat = make(c.total);
+  return b;
+}
+
+void fill_inputs(const BenchOptions& o, Buffers& b, int rank) {
+  if (o.collective == OpType::kReduceScatter) {
+    float* p = b.flat.f32();
+    for (int64_t i = 0; i < b.flat.numel(); ++i) p[i] = input_value(o.op, rank, i);
+    return;
+  }
+  float* p = b.tensor.f32();
+  for (int64_t i = 0; i < b.tensor.numel(); ++i) p[i] = input_value(o.op, rank, i);
+}
+
+int64_t count_wrong(const BenchOptions& o, const Buffers& b, int rank, int n) {
+  int64_t wrong = 0;
+  auto check = [&](const Tensor& t, auto expected) {
+    const float* p = t.f32();
+    for (int64_t i = 0; i < t.numel(); ++i) wrong += p[i] != expected(i) ? 1 : 0;
+  };
+  switch (o.collective) {
+    case OpType::kAllReduce: check(b.tensor, [&](int64_t i) { return reduced_value(o.op, n, i); }); break;
+    case OpType::kBroadcast: check(b.tensor, [&](int64_t i) { return input_value(o.op, o.root, i); }); break;
+    case OpType::kReduce:
+      check(b.tensor, [&](int64_t i) {
+        return rank == o.root ? reduced_value(o.op, n, i) : input_value(o.op, rank, i);
+      });
+      break;
+    case OpType::kAllGather: {
+      const int64_t block = b.tensor.numel();
+      check(b.flat, [&](int64_t i) { return input_value(o.op, static_cast<int>(i / block), i % block); });
+      break;
+    }
+    case OpType::kReduceScatter: {
+      const int64_t offset = rank * b.tensor.numel();
+      check(b.tensor, [&](int64_t i) { return reduced_value(o.op, n, offset + i); });
+      break;
+    }
+    default: break;
+  }
+  return wrong;
+}
+
+std::shared_ptr<Work> run_once(const BenchOptions& o, ProcessGroup& pg, Buffers& b) {
+  switch (o.collective) {
+    case OpType::kAllReduce:
+      return pg.all_reduce(b.tensor, {.op = o.op, .algorithm = o.algorithm, .slices = o.slices});
+    case OpType::kBroadcast:
+      return pg.broadcast(b.tensor, {.root = o.root, .algorithm = o.algorithm, .slices = o.slices});
+    case OpType::kReduce:
+      return pg.reduce(b.tensor, {.root = o.root, .op = o.op, .algorithm = o.algorithm, .slices = o.slices});
+    case OpType::kAllGather:
+      return pg.all_gather_into_tensor(b.flat, b.tensor, {.algorithm = o.algorithm, .slices = o.slices});
+    case OpType::kReduceScatter:
+      return pg.reduce_scatter_tensor(b.tensor, b.flat,
+                                      {.op = o.op, .algorithm = o.algorithm, .slices = o.slices});
+    default:
+      throw Error(ErrorKind::kUsage, fmt::format("dpscope bench does not run {}", api_name(o.collective)));
+  }
+}
+
+}  // namespace
+
+void validate_bench_options(const BenchOptions& o) {
+  DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
+  DPS_CHECK(o.min_bytes <= o.max_bytes, ErrorKind::kUsage, "-b {} is larger than -e {}", o.min_bytes,
+            o.max_bytes);
+  DPS_CHECK(o.factor >= 2, ErrorKind::kUsage, "-f must be at least 2, got {}", o.factor);
+  DPS_CHECK(o.iterations >= 1 && o.warmup >= 0, ErrorKind::kUsage,
+            "-n must be >= 1 and -w >= 0 (got {} and {})", o.iterations, o.warmup);
+  DPS_CHECK(o.root >= 0 && o.root < o.devices, ErrorKind::kUsage, "-r {} out of range for {} devices", o.root,
+            o.devices);
+  DPS_CHECK(o.slices >= 0, ErrorKind::kUsage, "--slices must be >= 0, got {}", o.slices);
+  const bool reduces = o.collective == OpType::kAllReduce || o.collective == OpType::kReduce ||
+                       o.collective == OpType::kReduceScatter;
+  DPS_CHECK(reduces || o.op == ReduceOp::kSum, ErrorKind::kUsage, "-o {} given, but {} does not reduce",
+            to_string(o.op), api_name(o.collective));
+  const uint64_t data_bytes = o.max_bytes * static_cast<uint64_t>(o.devices) * 2;
+  DPS_CHECK(o.timing_only || data_bytes <= kMaxDataBytes, ErrorKind::kUsage,
+            "-e {} on {} devices needs about {} of host memory; add --timing-only to simulate without data",
+            o.max_bytes, o.devices, format_bytes(data_bytes));
+  const NetworkModel network(find_preset(o.preset), o.devices);  // throws if the topology is smaller
+  (void)network;
+}
+
+OpType parse_bench_collective(std::string_view text) {
+  std::string t;
+  for (char c : text)
+    t.push_back(c == '-' ? '_' : static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (t == "all_reduce" || t == "allreduce") return OpType::kAllReduce;
+  if (t == "all_gather" || t == "allgather") return OpType::kAllGather;
+  if (t == "reduce_scatter" || t == "reducescatter") return OpType::kReduceScatter;
+  if (t == "broadcast") return OpType::kBroadcast;
+  if (t == "reduce") return OpType::kReduce;
+  throw Error(ErrorKind::kUsage, fmt::format("unknown collective '{}' (expected all_reduce, all_gather, "
+                                             "reduce_scatter, broadcast or reduce)",
+                                             text));
+}
+
+uint64_t parse_byte_size(std::string_view text, std::string_view flag) {
+  uint64_t value = 0;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, value);
+  uint64_t scale = 1;
+  if (ec == std::errc() && ptr + 1 == last) {
+    switch (std::toupper(static_cast<unsigned char>(*ptr))) {
+      case 'K':
+        scale = 1ull << 10;
+        ++ptr;
+        break;
+      case 'M':
+        scale = 1ull << 20;
+        ++ptr;
+        break;
+      case 'G':
+        scale = 1ull << 30;
+        ++ptr;
+        break;
+      default: break;
+    }
+  }
+  DPS_CHECK(ec == std::errc() && ptr == last && ptr != first && value <= (1ull << 50) / scale,
+            ErrorKind::kUsage, "{} '{}': expected a byte count like 8, 1K, 16M or 1G", flag, text);
+  return value * scale;
+}
+
+std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
+                                           const std::function<void(const BenchRow&)>& on_row) {
+  validate_bench_options(o);
+  const int n = o.devices;
+  SimWorldOptions world_options{.preset = o.preset, .timeout = Milliseconds(10 * 60 * 1000)};
+  if (o.algorithm != Algorithm::kDefault) world_options.algorithm = o.algorithm;
+  const HardwarePreset hardware = find_preset(o.preset);
+  world_options.hardware = hardware;
+  std::unique_ptr<TraceRecorder> recorder;
+  if (!o.trace.empty()) {
+    TraceHeader header;
+    header.run_json = fmt::format(
+        R"({{"command":"bench","collective":"{}","backend":"sim","devices":{},"preset":"{}","algo":"{}",)"
+        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}}})",
+        api_name(o.collective), n, o.preset, to_string(o.algorithm), to_string(o.op), o.timing_only,
+        o.min_bytes, o.max_bytes, o.factor);
+    std::vector<int> trace_ids;
+    for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
+    for (const Device& d : world_options.devices) trace_ids.push_back(header.add_device(d));
+    recorder = TraceRecorder::open(o.trace, header, world_options.devices);
+    // open() numbers devices by their position in the list, but the header puts the host after
+    // the first GPU: attach each device under its header id.
+    for (int r = 0; r < n; ++r) world_options.devices[r].attach_tracer(recorder.get(), trace_ids[r]);
+  }
+  std::shared_ptr<SimWorld> world = SimWorld::create(n, std::move(world_options));
+
+  std::vector<uint64_t> sizes;
+  for (uint64_t s = o.min_bytes; s <= o.max_bytes; s = s * o.factor) {
+    sizes.push_back(s);
+    if (s == 0 || s > o.max_bytes / o.factor) break;
+  }
+  std::vector<BenchRow> rows(sizes.size());
+  std::barrier sync(n);
+  std::atomic<int64_t> clock_ns{0};  // latest stream time of any rank: where the next run starts
+  std::vector<int64_t> end_ns(n, 0);
+  std::atomic<int64_t> wrong{0};
+  std::chrono::steady_clock::time_point started;
+  spawn(world, [&](ProcessGroup& pg) {
+    const int rank = pg.rank();
+    const Device& device = pg.device();
+    for (size_t row = 0; row < sizes.size(); ++row) {
+      device.set_step(static_cast<int64_t>(row));
+      const Counts c = counts_for(o.collective, sizes[row], n);
+      Buffers b = make_buffers(o.collective, c, device, o.timing_only);
+      double wall_s = 0.0;
+      int64_t sim_ns = 0;
+      for (int it = 0; it < o.warmup + o.iterations; ++it) {
+        if (!o.timing_only) fill_inputs(o, b, rank);
+        sync.arrive_and_wait();  // every rank has published its clock and filled its inputs
+        const int64_t t0 = clock_ns.load();
+        device.wait_until(StreamKind::kComm, t0);
+        device.wait_until(StreamKind::kCompute, t0);
+        sync.arrive_and_wait();  // no rank reads clock_ns after this until the next round
+        if (rank == 0) started = std::chrono::steady_clock::now();
+        std::shared_ptr<Work> work = run_once(o, pg, b);
+        work->wait();
+        end_ns[rank] = work->end_ns();
+        sync.arrive_and_wait();  // every rank is done
+        if (rank == 0) {
+          const double seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+          if (it >= o.warmup) wall_s += seconds;
+          const int64_t latest = *std::max_element(end_ns.begin(), end_ns.end());
+          sim_ns = latest - t0;
+          clock_ns.store(latest);
+        }
+      }
+      if (!o.timing_only) wrong.fetch_add(count_wrong(o, b, rank, n));
+      sync.arrive_and_wait();
+      if (rank == 0) {
+        BenchRow& r = rows[row];
+        r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
+        r.count = c.total;
+        r.sim_us = static_cast<double>(sim_ns) / 1e3;
+        r.algbw_gbps = sim_ns > 0 ? static_cast<double>(r.bytes) / static_cast<double>(sim_ns) : 0.0;
+        r.busbw_gbps = r.algbw_gbps * bus_bandwidth_factor(o.collective, n);
+        r.wall_us = wall_s / o.iterations * 1e6;
+        r.wrong = o.timing_only ? -1 : wrong.exchange(0);
+        if (recorder) recorder->flush();
+        if (on_row) on_row(r);
+      }
+      sync.arrive_and_wait();
+    }
+  });
+  if (recorder) recorder->close();
+  return rows;
+}
+
+}  // namespace dpscope

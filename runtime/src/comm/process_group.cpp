@@ -1,0 +1,236 @@
+// ProcessGroup: backend-independent argument checks, then the Backend; init_process_group.
+#include "dpscope/comm/process_group.hpp"
+
+#include <algorithm>
+
+#include "dpscope/comm/sim_world.hpp"
+#include "dpscope/core/error.hpp"
+#include "sim_backend.hpp"
+
+namespace dpscope {
+namespace {
+
+void check_same_kind(const Tensor& a, const Tensor& b, OpType op, int rank, const char* what) {
+  DPS_CHECK(a.dtype() == b.dtype(), ErrorKind::kInvalidArgument, "{} on rank {}: {} is {}, expected {}",
+            api_name(op), rank, what, to_string(b.dtype()), to_string(a.dtype()));
+  DPS_CHECK(a.has_data() == b.has_data(), ErrorKind::kInvalidArgument,
+            "{} on rank {}: tensors must all have data or all be timing-only (meta); {} differs",
+            api_name(op), rank, what);
+}
+
+void check_avg_dtype(ReduceOp op, const Tensor& t, OpType type) {
+  DPS_CHECK(op != ReduceOp::kAvg || t.dtype() == DType::kF32, ErrorKind::kInvalidArgument,
+            "{}: ReduceOp avg needs float32 tensors, got {}", api_name(type), to_string(t.dtype()));
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Backend> backend) : backend_(std::move(backend)) {
+  DPS_ASSERT(backend_ != nullptr, "a ProcessGroup needs a backend");
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+void ProcessGroup::check_tensor(const Tensor& tensor, OpType op, const char* what) const {
+  DPS_CHECK(tensor.defined(), ErrorKind::kInvalidArgument, "{} on rank {}: {} is undefined", api_name(op),
+            rank(), what);
+  DPS_CHECK(tensor.device() == device(), ErrorKind::kDevice,
+            "{} on rank {}: {} is on {}, but this rank's device is {}", api_name(op), rank(), what,
+            tensor.device().name(), device().name());
+}
+
+void ProcessGroup::check_root(int root, OpType op) const {
+  DPS_CHECK(root >= 0 && root < size(), ErrorKind::kInvalidArgument,
+            "{}: root {} out of range for a group of {} ranks (expected 0..{})", api_name(op), root, size(),
+            size() - 1);
+}
+
+void ProcessGroup::check_peer(int peer, OpType op) const {
+  DPS_CHECK(peer >= 0 && peer < size(), ErrorKind::kInvalidArgument,
+            "{} on rank {}: peer rank {} out of range for a group of {} ranks", api_name(op), rank(), peer,
+            size());
+  DPS_CHECK(peer != rank(), ErrorKind::kInvalidArgument, "{} on rank {}: a rank cannot {} itself",
+            api_name(op), rank(), op == OpType::kSend ? "send to" : "receive from");
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce(Tensor& tensor, const AllreduceOptions& options) {
+  check_tensor(tensor, OpType::kAllReduce, "tensor");
+  check_avg_dtype(options.op, tensor, OpType::kAllReduce);
+  return backend_->all_reduce(tensor, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& options) {
+  check_tensor(tensor, OpType::kBroadcast, "tensor");
+  check_root(options.root, OpType::kBroadcast);
+  return backend_->broadcast(tensor, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& options) {
+  check_tensor(tensor, OpType::kReduce, "tensor");
+  check_root(options.root, OpType::kReduce);
+  check_avg_dtype(options.op, tensor, OpType::kReduce);
+  return backend_->reduce(tensor, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                                               const AllgatherOptions& options) {
+  const OpType op = OpType::kAllGather;
+  check_tensor(input, op, "input");
+  DPS_CHECK(static_cast<int>(outputs.size()) == size(), ErrorKind::kInvalidArgument,
+            "all_gather on rank {}: expected {} output tensors (one per rank), got {}", rank(), size(),
+            outputs.size());
+  for (const Tensor& out : outputs) {
+    check_tensor(out, op, "an output");
+    check_same_kind(input, out, op, rank(), "an output");
+    check_shape(out, input.shape(), "all_gather", "every output");
+  }
+  return backend_->all_gather(outputs, input, false, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input,
+                                                           const AllgatherOptions& options) {
+  const OpType op = OpType::kAllGather;
+  check_tensor(input, op, "input");
+  check_tensor(output, op, "output");
+  check_same_kind(input, output, op, rank(), "the output");
+  DPS_CHECK(output.numel() == input.numel() * size(), ErrorKind::kInvalidArgument,
+            "all_gather_into_tensor on rank {}: output has {} elements, expected {} ranks x {} = {}", rank(),
+            output.numel(), size(), input.numel(), input.numel() * size());
+  std::vector<Tensor> outputs{output};
+  return backend_->all_gather(outputs, input, true, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                                   const ReduceScatterOptions& options) {
+  const OpType op = OpType::kReduceScatter;
+  check_tensor(output, op, "output");
+  check_avg_dtype(options.op, output, op);
+  DPS_CHECK(static_cast<int>(inputs.size()) == size(), ErrorKind::kInvalidArgument,
+            "reduce_scatter on rank {}: expected {} input tensors (one per rank), got {}", rank(), size(),
+            inputs.size());
+  for (const Tensor& in : inputs) {
+    check_tensor(in, op, "an input");
+    check_same_kind(output, in, op, rank(), "an input");
+    check_shape(in, output.shape(), "reduce_scatter", "every input");
+  }
+  return backend_->reduce_scatter(output, inputs, false, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input,
+                                                          const ReduceScatterOptions& options) {
+  const OpType op = OpType::kReduceScatter;
+  check_tensor(output, op, "output");
+  check_tensor(input, op, "input");
+  check_same_kind(output, input, op, rank(), "the input");
+  check_avg_dtype(options.op, output, op);
+  DPS_CHECK(input.numel() % size() == 0, ErrorKind::kInvalidArgument,
+            "reduce_scatter_tensor on rank {}: input has {} elements, not divisible by the group size {}",
+            rank(), input.numel(), size());
+  DPS_CHECK(output.numel() * size() == input.numel(), ErrorKind::kInvalidArgument,
+            "reduce_scatter_tensor on rank {}: output has {} elements, expected {} / {} = {}", rank(),
+            output.numel(), input.numel(), size(), input.numel() / size());
+  return backend_->reduce_scatter(output, {input}, true, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                            const ScatterOptions& options) {
+  const OpType op = OpType::kScatter;
+  check_tensor(output, op, "output");
+  check_root(options.root, op);
+  if (rank() == options.root) {
+    DPS_CHECK(static_cast<int>(inputs.size()) == size(), ErrorKind::kInvalidArgument,
+              "scatter on root rank {}: expected {} input tensors (one per rank), got {}", rank(), size(),
+              inputs.size());
+    for (const Tensor& in : inputs) {
+      check_tensor(in, op, "an input");
+      check_same_kind(output, in, op, rank(), "an input");
+      check_shape(in, output.shape(), "scatter", "every input");
+    }
+  } else {
+    DPS_CHECK(inputs.empty(), ErrorKind::kInvalidArgument,
+              "scatter on rank {}: only the root (rank {}) passes inputs, got {}", rank(), options.root,
+              inputs.size());
+  }
+  return backend_->scatter(output, inputs, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::gather(const Tensor& input, std::vector<Tensor>& outputs,
+                                           const GatherOptions& options) {
+  const OpType op = OpType::kGather;
+  check_tensor(input, op, "input");
+  check_root(options.root, op);
+  if (rank() == options.root) {
+    DPS_CHECK(static_cast<int>(outputs.size()) == size(), ErrorKind::kInvalidArgument,
+              "gather on root rank {}: expected {} output tensors (one per rank), got {}", rank(), size(),
+              outputs.size());
+    for (const Tensor& out : outputs) {
+      check_tensor(out, op, "an output");
+      check_same_kind(input, out, op, rank(), "an output");
+      check_shape(out, input.shape(), "gather", "every output");
+    }
+  } else {
+    DPS_CHECK(outputs.empty(), ErrorKind::kInvalidArgument,
+              "gather on rank {}: only the root (rank {}) passes outputs, got {}", rank(), options.root,
+              outputs.size());
+  }
+  return backend_->gather(input, outputs, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
+  return backend_->barrier(options);
+}
+
+std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, const PointToPointOptions& options) {
+  check_tensor(tensor, OpType::kSend, "tensor");
+  check_peer(dst, OpType::kSend);
+  return backend_->send(tensor, dst, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::recv(Tensor& tensor, int src, const PointToPointOptions& options) {
+  check_tensor(tensor, OpType::kRecv, "tensor");
+  check_peer(src, OpType::kRecv);
+  return backend_->recv(tensor, src, options);
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks,
+                                                      const NewGroupOptions& options) {
+  DPS_CHECK(!ranks.empty(), ErrorKind::kInvalidArgument, "new_group: the list of ranks is empty");
+  std::sort(ranks.begin(), ranks.end());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    DPS_CHECK(ranks[i] >= 0 && ranks[i] < size(), ErrorKind::kInvalidArgument,
+              "new_group: rank {} out of range for a group of {} ranks", ranks[i], size());
+    DPS_CHECK(i == 0 || ranks[i] != ranks[i - 1], ErrorKind::kInvalidArgument,
+              "new_group: rank {} listed twice", ranks[i]);
+  }
+  std::unique_ptr<Backend> sub = backend_->new_group(ranks, options);
+  return sub ? std::make_shared<ProcessGroup>(std::move(sub)) : nullptr;
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, int rank, int world_size,
+                                                 const InitOptions& options) {
+  DPS_CHECK(world_size >= 1, ErrorKind::kInvalidArgument,
+            "init_process_group: world size must be at least 1, got {}", world_size);
+  DPS_CHECK(rank >= 0 && rank < world_size, ErrorKind::kInvalidArgument,
+            "init_process_group: rank {} out of range for a world of {}", rank, world_size);
+  if (backend != "sim") {
+    DPS_CHECK(backend == "nccl" || backend == "mpi" || backend == "cuda" || backend == "gloo",
+              ErrorKind::kInvalidArgument,
+              "init_process_group: unknown backend '{}' (expected sim, nccl, cuda or mpi)", backend);
+    throw Error(
+        ErrorKind::kUnsupported,
+        fmt::format("init_process_group: backend '{}' is not available in this build (use 'sim')", backend));
+  }
+  DPS_CHECK(options.world != nullptr, ErrorKind::kInvalidArgument,
+            "init_process_group(\"sim\"): options.world is required (the SimWorld the ranks share)");
+  DPS_CHECK(options.world->size() == world_size, ErrorKind::kInvalidArgument,
+            "init_process_group: world_size {} but the SimWorld has {} ranks", world_size,
+            options.world->size());
+  // Every rank builds the default group from the same, immutable description; the shared
+  // state is the world's, so rank threads meet there.
+  SimWorld& world = *options.world;
+  world.device(rank).set_rank(rank);
+  return std::make_shared<ProcessGroup>(std::make_unique<detail::SimBackend>(
+      options.world, world.state().default_group, rank, options.timeout));
+}
+
+}  // namespace dpscope

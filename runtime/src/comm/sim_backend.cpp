@@ -1,0 +1,271 @@
+// SimBackend's collectives: each op prepares this rank's fingerprint and buffer (the schedule.hpp
+// layout), then run() joins the group, executes the data steps and applies the simulated times.
+#include "sim_backend.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "dpscope/trace/recorder.hpp"
+
+namespace dpscope::detail {
+
+std::byte* raw_data(const Tensor& tensor) {
+  if (!tensor.has_data() || tensor.numel() == 0) return nullptr;
+  const void* p = tensor.dtype() == DType::kF32 ? static_cast<const void*>(tensor.f32())
+                                                : static_cast<const void*>(tensor.i64());
+  // Collectives write into tensors the caller passed as outputs; const only marks inputs.
+  return static_cast<std::byte*>(const_cast<void*>(p));
+}
+
+namespace {
+
+bool supports(OpType op, Algorithm algo) {
+  switch (op) {
+    case OpType::kAllReduce:
+    case OpType::kBroadcast:
+    case OpType::kReduce: return true;
+    case OpType::kAllGather:
+    case OpType::kReduceScatter: return algo == Algorithm::kAuto || algo == Algorithm::kRing;
+    default: return false;
+  }
+}
+
+RankBuffer single_block(const Tensor& t) { return {{raw_data(t)}, t.numel()}; }
+
+void copy_elems(std::byte* dst, const std::byte* src, int64_t count, DType dtype) {
+  if (count > 0 && dst != nullptr && src != nullptr && dst != src)
+    std::memmove(dst, src, static_cast<size_t>(count) * element_size(dtype));
+}
+
+}  // namespace
+
+SimBackend::SimBackend(std::shared_ptr<SimWorld> world, std::shared_ptr<GroupState> group, int rank,
+                       Milliseconds timeout)
+    : world_(std::move(world)),
+      group_(std::move(group)),
+      rank_(rank),
+      device_(world_->device(group_->global_ranks.at(rank))),
+      timeout_(timeout.count() > 0 ? timeout : group_->timeout) {}
+
+Milliseconds SimBackend::timeout_or_default(Milliseconds timeout) const {
+  return timeout.count() > 0 ? timeout : timeout_;
+}
+
+std::optional<Algorithm> SimBackend::resolve_algorithm(OpType op, Algorithm requested) const {
+  if (requested != Algorithm::kDefault) {
+    DPS_CHECK(supports(op, requested), ErrorKind::kInvalidArgument,
+              "{}: algorithm '{}' is not available (available: {})", api_name(op), to_string(requested),
+              supports(op, Algorithm::kTree) ? "ring, tree, naive, auto" : "ring, auto");
+    return requested;
+  }
+  const Algorithm fallback = world_->default_algorithm();
+  return supports(op, fallback) ? fallback : Algorithm::kAuto;
+}
+
+Signature SimBackend::signature_for(OpType op, const Tensor& sizing,
+                                    std::optional<Algorithm> algorithm) const {
+  Signature s;
+  s.op = op;
+  s.dtype = sizing.dtype();
+  s.shape = sizing.shape();
+  s.algorithm = algorithm;
+  s.meta = !sizing.has_data();
+  return s;
+}
+
+CallResult SimBackend::run(Call& call, const std::function<void(const Plan&)>& finish) {
+  const int64_t seq = next_seq_++;
+  const Milliseconds timeout = timeout_or_default(call.timeout);
+  auto work = std::make_shared<SimWork>(world_, device_, call.op, seq, rank_, timeout);
+  Arrival arrival;
+  arrival.signature = call.signature;
+  arrival.ready_ns = std::max(device_.clock_ns(StreamKind::kComm), device_.clock_ns(StreamKind::kCompute));
+  arrival.buffer = call.buffer;
+  arrival.slices = call.slices;
+  arrival.new_group_timeout = call.new_group_timeout;
+  JoinResult joined = join_collective(*world_, *group_, rank_, seq, std::move(arrival), timeout);
+  if (joined.failure) {
+    work->fail(joined.failure->kind, joined.failure->message);
+    return {work, nullptr};
+  }
+  const Plan& plan = *joined.plan;
+  if (plan.with_data) {
+    try {
+      execute_steps(plan, *joined.rendezvous, rank_, timeout);
+      if (finish) finish(plan);
+    } catch (const Error& e) {
+      work->fail(e.kind(), e.what());
+      return {work, nullptr};
+    }
+  }
+  device_.wait_until(StreamKind::kComm, plan.end_ns[rank_]);
+  work->complete(plan.start_ns[rank_], plan.end_ns[rank_], false);
+  return {work, joined.plan};
+}
+
+std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOptions& options) {
+  Call call{OpType::kAllReduce, signature_for(OpType::kAllReduce, tensor,
+                                              resolve_algorithm(OpType::kAllReduce, options.algorithm))};
+  call.signature.reduce_op = options.op;
+  call.buffer = single_block(tensor);
+  call.slices = options.slices;
+  call.timeout = options.timeout;
+  TraceRecorder* tracer = options.trace_values && tensor.has_data() ? device_.tracer() : nullptr;
+  auto trace_values = [&](std::string_view when, int64_t ts) {
+    std::vector<float> v = tensor.dtype() == DType::kF32 ? tensor.to_vector() : std::vector<float>{};
+    double sq = 0.0;
+    for (float x : v) sq += static_cast<double>(x) * x;
+    v.resize(std::min<size_t>(v.size(), 4));
+    tracer->values(device_, "all_reduce", ts, -1, when, v, std::sqrt(sq));
+  };
+  if (tracer != nullptr)
+    trace_values("before_reduce",
+                 std::max(device_.clock_ns(StreamKind::kComm), device_.clock_ns(StreamKind::kCompute)));
+  const int n = size();
+  CallResult result = run(call, [&](const Plan&) {
+    if (options.op == ReduceOp::kAvg) divide(call.buffer.blocks[0], tensor.numel(), n);
+  });
+  if (tracer != nullptr && result.plan) trace_values("after_reduce", result.plan->end_ns[rank_]);
+  return result.work;
+}
+
+std::shared_ptr<Work> SimBackend::broadcast(Tensor& tensor, const BroadcastOptions& options) {
+  Call call{OpType::kBroadcast, signature_for(OpType::kBroadcast, tensor,
+                                              resolve_algorithm(OpType::kBroadcast, options.algorithm))};
+  call.signature.root = options.root;
+  call.buffer = single_block(tensor);
+  call.slices = options.slices;
+  call.timeout = options.timeout;
+  return run(call).work;
+}
+
+std::shared_ptr<Work> SimBackend::reduce(Tensor& tensor, const ReduceOptions& options) {
+  Call call{OpType::kReduce,
+            signature_for(OpType::kReduce, tensor, resolve_algorithm(OpType::kReduce, options.algorithm))};
+  call.signature.root = options.root;
+  call.signature.reduce_op = options.op;
+  call.slices = options.slices;
+  call.timeout = options.timeout;
+  call.buffer = single_block(tensor);
+  if (rank_ != options.root && tensor.has_data() && tensor.numel() > 0) {
+    // Non-roots accumulate partial results in a copy, so their tensor stays as it was.
+    call.scratch.resize(tensor.nbytes());
+    std::memcpy(call.scratch.data(), raw_data(tensor), tensor.nbytes());
+    call.buffer.blocks = {call.scratch.data()};
+  }
+  const int n = size();
+  return run(call,
+             [&](const Plan&) {
+               if (options.op == ReduceOp::kAvg && rank_ == options.root)
+                 divide(raw_data(tensor), tensor.numel(), n);
+             })
+      .work;
+}
+
+std::shared_ptr<Work> SimBackend::all_gather(std::vector<Tensor>& outputs, const Tensor& input,
+                                             bool flat_output, const AllgatherOptions& options) {
+  Call call{OpType::kAllGather, signature_for(OpType::kAllGather, input,
+                                              resolve_algorithm(OpType::kAllGather, options.algorithm))};
+  call.slices = options.slices;
+  call.timeout = options.timeout;
+  const int n = size();
+  const int64_t block = input.numel();
+  call.buffer.block_elems = block;
+  if (input.has_data()) {
+    for (int r = 0; r < n; ++r) {
+      std::byte* base = flat_output ? raw_data(outputs[0]) : raw_data(outputs[r]);
+      if (flat_output && base != nullptr)
+        base += static_cast<size_t>(r * block) * element_size(input.dtype());
+      call.buffer.blocks.push_back(base);
+    }
+    copy_elems(call.buffer.blocks[rank_], raw_data(input), block, input.dtype());
+  }
+  return run(call).work;
+}
+
+std::shared_ptr<Work> SimBackend::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                                 bool flat_input, const ReduceScatterOptions& options) {
+  Call call{OpType::kReduceScatter,
+            signature_for(OpType::kReduceScatter, output,
+                          resolve_algorithm(OpType::kReduceScatter, options.algorithm))};
+  call.signature.reduce_op = options.op;
+  call.slices = options.slices;
+  call.timeout = options.timeout;
+  const int n = size();
+  const int64_t block = output.numel();
+  const size_t block_bytes = static_cast<size_t>(block) * element_size(output.dtype());
+  call.buffer.block_elems = block;
+  if (output.has_data()) {
+    // Work on a copy of the inputs (they stay unchanged); block r ends up holding the result.
+    call.scratch.resize(block_bytes * n);
+    for (int r = 0; r < n; ++r) {
+      const std::byte* src = flat_input ? raw_data(inputs[0]) : raw_data(inputs[r]);
+      if (flat_input && src != nullptr) src += block_bytes * r;
+      if (block_bytes > 0) std::memcpy(call.scratch.data() + block_bytes * r, src, block_bytes);
+      call.buffer.blocks.push_back(call.scratch.data() + block_bytes * r);
+    }
+  }
+  return run(call,
+             [&](const Plan&) {
+               copy_elems(raw_data(output), call.buffer.blocks[rank_], block, output.dtype());
+               if (options.op == ReduceOp::kAvg) divide(raw_data(output), block, n);
+             })
+      .work;
+}
+
+std::shared_ptr<Work> SimBackend::scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                          const ScatterOptions& options) {
+  Call call{OpType::kScatter, signature_for(OpType::kScatter, output, std::nullopt)};
+  call.signature.root = options.root;
+  call.timeout = options.timeout;
+  call.buffer = single_block(output);
+  if (rank_ == options.root && output.has_data()) {
+    call.buffer.blocks.clear();
+    for (const Tensor& t : inputs) call.buffer.blocks.push_back(raw_data(t));
+    copy_elems(raw_data(output), raw_data(inputs[rank_]), output.numel(), output.dtype());
+  }
+  return run(call).work;
+}
+
+std::shared_ptr<Work> SimBackend::gather(const Tensor& input, std::vector<Tensor>& outputs,
+                                         const GatherOptions& options) {
+  Call call{OpType::kGather, signature_for(OpType::kGather, input, std::nullopt)};
+  call.signature.root = options.root;
+  call.timeout = options.timeout;
+  call.buffer = single_block(input);
+  if (rank_ == options.root && input.has_data()) {
+    call.buffer.blocks.clear();
+    for (const Tensor& t : outputs) call.buffer.blocks.push_back(raw_data(t));
+    copy_elems(raw_data(outputs[rank_]), raw_data(input), input.numel(), input.dtype());
+  }
+  return run(call).work;
+}
+
+std::shared_ptr<Work> SimBackend::barrier(const BarrierOptions& options) {
+  Call call;
+  call.op = OpType::kBarrier;
+  call.signature.op = OpType::kBarrier;
+  call.signature.meta = true;  // no data steps
+  call.timeout = options.timeout;
+  return run(call).work;
+}
+
+std::unique_ptr<Backend> SimBackend::new_group(const std::vector<int>& ranks,
+                                               const NewGroupOptions& options) {
+  Call call;
+  call.op = OpType::kNewGroup;
+  call.signature.op = OpType::kNewGroup;
+  call.signature.ranks = ranks;
+  call.signature.meta = true;
+  call.new_group_timeout = options.timeout;
+  CallResult result = run(call);
+  if (std::exception_ptr error = result.work->exception()) std::rethrow_exception(error);
+  std::shared_ptr<GroupState> sub = result.plan->new_group;
+  const auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  if (it == ranks.end()) return nullptr;
+  return std::make_unique<SimBackend>(world_, std::move(sub), static_cast<int>(it - ranks.begin()),
+                                      options.timeout.count() > 0 ? options.timeout : timeout_);
+}
+
+}  // namespace dpscope::detail

@@ -1,0 +1,110 @@
+// SimBackend: the `sim` Backend — one rank of a group of threads sharing a SimWorld.
+//
+// Every collective goes through run(): fingerprint and buffers are prepared locally, the rank
+// joins the group's rendezvous (sim_rendezvous.cpp), the leader plans and traces (sim_plan.cpp),
+// every rank executes its data steps (sim_execute.cpp), then applies the simulated times to its
+// own streams. Point-to-point ops live in sim_p2p.cpp. See sim_state.hpp for the locking rules.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "dpscope/comm/backend.hpp"
+#include "sim_state.hpp"
+
+namespace dpscope::detail {
+
+// What one rank brings to a collective.
+struct Call {
+  OpType op = OpType::kAllReduce;
+  Signature signature;
+  RankBuffer buffer;
+  int slices = 0;
+  Milliseconds timeout{0};
+  Milliseconds new_group_timeout{0};
+  std::vector<std::byte> scratch;  // reduce (non-roots), reduce_scatter: working copy
+};
+
+struct CallResult {
+  std::shared_ptr<SimWork> work;
+  std::shared_ptr<const Plan> plan;  // nullptr when the collective failed
+};
+
+// ---- sim_rendezvous.cpp ----
+// Joins the rendezvous for `seq`; returns the published plan, or the failure this rank reports.
+// The last rank to arrive builds the plan (build_plan) before returning.
+struct JoinResult {
+  std::shared_ptr<Rendezvous> rendezvous;
+  std::shared_ptr<const Plan> plan;
+  std::optional<Failure> failure;
+};
+JoinResult join_collective(SimWorld& world, GroupState& group, int rank, int64_t seq, Arrival arrival,
+                           Milliseconds timeout);
+
+// ---- sim_plan.cpp ----
+// The leader's work: fingerprints agree (else throws kMismatch), build the schedule, time it,
+// write the trace. `arrivals` is complete.
+std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64_t seq,
+                                       const std::vector<std::optional<Arrival>>& arrivals);
+
+// ---- sim_execute.cpp ----
+// Runs this rank's data steps of `plan` (ops it receives), a barrier after each step.
+void execute_steps(const Plan& plan, Rendezvous& rendezvous, int rank, Milliseconds timeout);
+// dst = op(dst, src) element-wise.
+void reduce_into(std::byte* dst, const std::byte* src, int64_t count, ReduceOp op, DType dtype);
+// data /= divisor (ReduceOp::kAvg; float32).
+void divide(std::byte* data, int64_t count, int divisor);
+
+class SimBackend final : public Backend {
+ public:
+  // `timeout` 0: the group's.
+  SimBackend(std::shared_ptr<SimWorld> world, std::shared_ptr<GroupState> group, int rank,
+             Milliseconds timeout = Milliseconds(0));
+
+  const char* name() const override { return "sim"; }
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(group_->global_ranks.size()); }
+  const Device& device() const override { return device_; }
+  Milliseconds timeout() const override { return timeout_; }
+
+  std::shared_ptr<Work> all_reduce(Tensor& tensor, const AllreduceOptions& options) override;
+  std::shared_ptr<Work> broadcast(Tensor& tensor, const BroadcastOptions& options) override;
+  std::shared_ptr<Work> reduce(Tensor& tensor, const ReduceOptions& options) override;
+  std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool flat_output,
+                                   const AllgatherOptions& options) override;
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, bool flat_input,
+                                       const ReduceScatterOptions& options) override;
+  std::shared_ptr<Work> scatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                const ScatterOptions& options) override;
+  std::shared_ptr<Work> gather(const Tensor& input, std::vector<Tensor>& outputs,
+                               const GatherOptions& options) override;
+  std::shared_ptr<Work> barrier(const BarrierOptions& options) override;
+  std::shared_ptr<Work> send(const Tensor& tensor, int dst, const PointToPointOptions& options) override;
+  std::shared_ptr<Work> recv(Tensor& tensor, int src, const PointToPointOptions& options) override;
+  std::unique_ptr<Backend> new_group(const std::vector<int>& ranks, const NewGroupOptions& options) override;
+
+ private:
+  // Joins, executes and times one collective; `finish` runs on this rank after the data steps
+  // (copy-out, kAvg division: their simulated cost is already in the plan).
+  CallResult run(Call& call, const std::function<void(const Plan&)>& finish = {});
+  Signature signature_for(OpType op, const Tensor& sizing, std::optional<Algorithm> algorithm) const;
+  std::optional<Algorithm> resolve_algorithm(OpType op, Algorithm requested) const;
+  Milliseconds timeout_or_default(Milliseconds timeout) const;
+
+  std::shared_ptr<SimWorld> world_;
+  std::shared_ptr<GroupState> group_;
+  int rank_;
+  Device device_;
+  Milliseconds timeout_;
+  int64_t next_seq_ = 0;
+  std::map<int, int64_t> p2p_sent_;      // peer -> next send sequence number
+  std::map<int, int64_t> p2p_received_;  // peer -> next recv sequence number
+};
+
+// The first byte of a tensor's data (nullptr for meta tensors and empty ones).
+std::byte* raw_data(const Tensor& tensor);
+
+}  // namespace dpscope::detail

@@ -1,0 +1,247 @@
+// The leader's work at a collective: compare fingerprints, pick and build the algorithm's
+// schedule, time it on the network, and write the trace (one enclosing `collective` span per
+// rank, a `transfer` per chunk, a `reduce` span per reduction, `work_completed` instants).
+// Everything here is a function of the ranks' arrivals only, so plans and traces are identical
+// on every run.
+#include <algorithm>
+
+#include "dpscope/trace/recorder.hpp"
+#include "sim_backend.hpp"
+
+namespace dpscope::detail {
+namespace {
+
+void check_fingerprints(int64_t seq, const std::vector<std::optional<Arrival>>& arrivals) {
+  const Signature& first = arrivals[0]->signature;
+  std::vector<int> differing;
+  for (int r = 1; r < static_cast<int>(arrivals.size()); ++r)
+    if (!(arrivals[r]->signature == first)) differing.push_back(r);
+  if (differing.empty()) return;
+  const int r = differing.front();
+  throw Error(
+      ErrorKind::kMismatch,
+      fmt::format("Detected mismatch between collectives on ranks. Rank 0 is running collective: {}, but "
+                  "Rank {} is running collective: {} (ranks that differ from rank 0: [{}])",
+                  fingerprint(first, seq), r, fingerprint(arrivals[r]->signature, seq),
+                  fmt::join(differing, ", ")));
+}
+
+int64_t max_end(const ScheduleTiming& t) {
+  return *std::max_element(t.rank_end_ns.begin(), t.rank_end_ns.end());
+}
+
+struct Built {
+  Schedule schedule;
+  ScheduleTiming timing;
+};
+
+Built timed(Schedule schedule, const NetworkModel& net, const GroupState& g,
+            const std::vector<int64_t>& starts, uint64_t elem) {
+  ScheduleTiming timing = simulate_schedule(schedule, net, g.gpus, starts, elem);
+  return {std::move(schedule), std::move(timing)};
+}
+
+// Builds and times the schedule of the collective; kAuto picks by simulated time.
+Built choose(const Signature& sig, int slices, const NetworkModel& net, const GroupState& g,
+             const std::vector<int64_t>& starts) {
+  const int n = static_cast<int>(g.global_ranks.size());
+  const uint64_t elem = element_size(sig.dtype);
+  const int64_t count =
+      sig.op == OpType::kBarrier || sig.op == OpType::kNewGroup ? 0 : shape_numel(sig.shape);
+  const Algorithm algo = sig.algorithm.value_or(Algorithm::kAuto);
+  switch (sig.op) {
+    case OpType::kAllReduce: {
+      const uint64_t chunk_bytes = static_cast<uint64_t>((count + n - 1) / n) * elem;
+      auto ring = [&] {
+        return timed(ring_all_reduce(g.ring, count, pipeline_slices(slices, chunk_bytes)), net, g, starts,
+                     elem);
+      };
+      auto tree = [&] {
+        const uint64_t half_bytes = static_cast<uint64_t>((count + 1) / 2) * elem;
+        return timed(tree_all_reduce(n, count, pipeline_slices(slices, half_bytes)), net, g, starts, elem);
+      };
+      if (algo == Algorithm::kRing) return ring();
+      if (algo == Algorithm::kTree) return tree();
+      if (algo == Algorithm::kNaive) return timed(naive_all_reduce(n, count), net, g, starts, elem);
+      Built r = ring(), t = tree();
+      return max_end(t.timing) < max_end(r.timing) ? std::move(t) : std::move(r);
+    }
+    case OpType::kBroadcast:
+    case OpType::kReduce: {
+      const bool bcast = sig.op == OpType::kBroadcast;
+      const int p = pipeline_slices(slices, static_cast<uint64_t>(count) * elem);
+      if (algo == Algorithm::kRing)
+        return timed(
+            bcast ? ring_broadcast(g.ring, sig.root, count, p) : ring_reduce(g.ring, sig.root, count, p), net,
+            g, starts, elem);
+      if (algo == Algorithm::kNaive)
+        return timed(bcast ? naive_broadcast(n, sig.root, count) : naive_reduce(n, sig.root, count), net, g,
+                     starts, elem);
+      return timed(bcast ? tree_broadcast(n, sig.root, count) : tree_reduce(n, sig.root, count), net, g,
+                   starts, elem);
+    }
+    case OpType::kAllGather:
+    case OpType::kReduceScatter: {
+      const int p = pipeline_slices(slices, static_cast<uint64_t>(count) * elem);
+      return timed(sig.op == OpType::kAllGather ? ring_all_gather(g.ring, count, p)
+                                                : ring_reduce_scatter(g.ring, count, p),
+                   net, g, starts, elem);
+    }
+    case OpType::kScatter: return timed(naive_scatter(n, sig.root, count), net, g, starts, elem);
+    case OpType::kGather: return timed(naive_gather(n, sig.root, count), net, g, starts, elem);
+    case OpType::kBarrier: return timed(dissemination_barrier(n), net, g, starts, elem);
+    default: return timed(Schedule{}, net, g, starts, elem);
+  }
+}
+
+// Bytes the collective is named by (nccl-tests' "size": the full buffer of all ranks for
+// all_gather, reduce_scatter, scatter and gather).
+uint64_t collective_bytes(const Signature& sig, int n) {
+  if (sig.op == OpType::kBarrier || sig.op == OpType::kNewGroup) return 0;
+  const uint64_t bytes = static_cast<uint64_t>(shape_numel(sig.shape)) * element_size(sig.dtype);
+  switch (sig.op) {
+    case OpType::kAllGather:
+    case OpType::kReduceScatter:
+    case OpType::kScatter:
+    case OpType::kGather: return bytes * n;
+    default: return bytes;
+  }
+}
+
+// Which ranks divide their result by n for ReduceOp::kAvg, and how many bytes.
+uint64_t avg_bytes(const Signature& sig, int rank) {
+  if (!sig.reduce_op || *sig.reduce_op != ReduceOp::kAvg) return 0;
+  if (sig.op == OpType::kReduce && rank != sig.root) return 0;
+  return static_cast<uint64_t>(shape_numel(sig.shape)) * element_size(sig.dtype);
+}
+
+void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const Signature& sig,
+                 const Plan& plan, const std::vector<int64_t>& scale_ns) {
+  const int n = static_cast<int>(g.global_ranks.size());
+  auto device_of = [&](int r) -> const Device& { return world.device(g.global_ranks[r]); };
+  const Schedule& s = plan.schedule;
+  const uint64_t bytes = collective_bytes(sig, n);
+  const std::string name = sig.op == OpType::kBarrier
+                               ? std::string("barrier")
+                               : fmt::format("{} {} {}", api_name(sig.op), s.algorithm, format_bytes(bytes));
+  fmt::memory_buffer args;
+  fmt::format_to(
+      std::back_inserter(args),
+      R"({{"coll":{},"group":{},"op":"{}","algo":"{}","bytes":{},"count":{},"dtype":"{}","redop":"{}",)"
+      R"("root":{},"ranks":{},"slices":{},"steps":{}}})",
+      seq, g.id, api_name(sig.op), s.algorithm, bytes,
+      sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape), to_string(sig.dtype),
+      sig.reduce_op ? to_string(*sig.reduce_op) : "none", sig.root, n, s.slices, s.steps);
+  const std::string_view args_json(args.data(), args.size());
+  for (int r = 0; r < n; ++r)
+    if (TraceRecorder* t = device_of(r).tracer())
+      t->span(device_of(r), StreamKind::kComm, name, "collective", plan.start_ns[r],
+              plan.end_ns[r] - plan.start_ns[r], args_json);
+  const uint64_t elem = element_size(sig.dtype);
+  std::vector<std::string> transfer_names;
+  for (const std::string& phase : s.phases)
+    transfer_names.push_back(fmt::format("{} {}", s.algorithm, phase));
+  for (size_t k = 0; k < s.ops.size(); ++k) {
+    const CommOp& op = s.ops[k];
+    const OpTime& time = plan.timing.ops[k];
+    TraceRecorder* t = device_of(op.src).tracer();
+    if (t == nullptr || time.empty) continue;
+    t->transfer(device_of(op.src), {.src = device_of(op.src).trace_id(),
+                                    .dst = device_of(op.dst).trace_id(),
+                                    .bytes = static_cast<uint64_t>(op.from.count_elems) * elem,
+                                    .ts_ns = time.start_ns,
+                                    .dur_ns = time.arrival_ns - time.start_ns,
+                                    .stream = StreamKind::kComm,
+                                    .name = transfer_names[op.phase],
+                                    .collective = seq,
+                                    .algo = s.algorithm,
+                                    .algo_step = op.algo_step,
+                                    .chunk = op.chunk});
+  }
+  const std::string reduce_name =
+      sig.reduce_op ? fmt::format("reduce {}", to_string(*sig.reduce_op)) : "reduce";
+  for (size_t k = 0; k < s.ops.size(); ++k) {
+    const CommOp& op = s.ops[k];
+    const OpTime& time = plan.timing.ops[k];
+    TraceRecorder* t = device_of(op.dst).tracer();
+    if (t == nullptr || !op.reduce || time.empty) continue;
+    t->span(device_of(op.dst), StreamKind::kComm, reduce_name, "reduce", time.reduce_start_ns,
+            time.done_ns - time.reduce_start_ns,
+            fmt::format(R"({{"coll":{},"bytes":{},"src_rank":{}}})", seq, op.to.count_elems * elem, op.src));
+  }
+  for (int r = 0; r < n; ++r) {
+    TraceRecorder* t = device_of(r).tracer();
+    if (t == nullptr) continue;
+    if (scale_ns[r] > 0 || avg_bytes(sig, r) > 0)
+      t->span(device_of(r), StreamKind::kComm, "avg scale", "reduce", plan.end_ns[r] - scale_ns[r],
+              scale_ns[r],
+              fmt::format(R"({{"coll":{},"bytes":{},"divisor":{}}})", seq, avg_bytes(sig, r), n));
+    t->instant(device_of(r), "work_completed", plan.end_ns[r],
+               fmt::format(R"({{"coll":{},"op":"{}","group":{}}})", seq, api_name(sig.op), g.id));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64_t seq,
+                                       const std::vector<std::optional<Arrival>>& arrivals) {
+  check_fingerprints(seq, arrivals);
+  const int n = static_cast<int>(arrivals.size());
+  const Signature& sig = arrivals[0]->signature;
+  auto plan = std::make_shared<Plan>();
+  plan->reduce_op = sig.reduce_op.value_or(ReduceOp::kSum);
+  plan->dtype = sig.dtype;
+  plan->with_data = !sig.meta;
+  for (const std::optional<Arrival>& a : arrivals) {
+    plan->start_ns.push_back(a->ready_ns);
+    plan->buffers.push_back(a->buffer);
+  }
+
+  if (sig.op == OpType::kNewGroup) {
+    auto sub = std::make_shared<GroupState>();
+    sub->world = &world;
+    for (int r : sig.ranks) {
+      sub->global_ranks.push_back(group.global_ranks[r]);
+      sub->gpus.push_back(group.gpus[r]);
+    }
+    sub->ring = world.network().ring_order(sub->gpus);
+    sub->timeout =
+        arrivals[0]->new_group_timeout.count() > 0 ? arrivals[0]->new_group_timeout : group.timeout;
+    {
+      std::lock_guard lock(world.state().mutex);
+      sub->id = world.state().next_group_id++;
+    }
+    plan->new_group = std::move(sub);
+    plan->end_ns = plan->start_ns;
+    return plan;
+  }
+
+  Built built = choose(sig, arrivals[0]->slices, world.network(), group, plan->start_ns);
+  plan->schedule = std::move(built.schedule);
+  plan->timing = std::move(built.timing);
+  plan->end_ns = plan->timing.rank_end_ns;
+  std::vector<int64_t> scale_ns(n, 0);
+  for (int r = 0; r < n; ++r) {
+    if (const uint64_t bytes = avg_bytes(sig, r); bytes > 0)
+      scale_ns[r] = world.network().scale_time_ns(bytes);
+    plan->end_ns[r] += scale_ns[r];
+  }
+
+  // Execution index: op indices grouped by (step, receiving rank), in schedule order.
+  const int steps = plan->schedule.steps;
+  plan->exec_begin.assign(static_cast<size_t>(steps) * n + 1, 0);
+  for (const CommOp& op : plan->schedule.ops)
+    ++plan->exec_begin[static_cast<size_t>(op.step) * n + op.dst + 1];
+  for (size_t i = 1; i < plan->exec_begin.size(); ++i) plan->exec_begin[i] += plan->exec_begin[i - 1];
+  plan->exec_order.resize(plan->schedule.ops.size());
+  std::vector<int32_t> fill(plan->exec_begin.begin(), plan->exec_begin.end() - 1);
+  for (size_t k = 0; k < plan->schedule.ops.size(); ++k) {
+    const CommOp& op = plan->schedule.ops[k];
+    plan->exec_order[fill[static_cast<size_t>(op.step) * n + op.dst]++] = static_cast<int32_t>(k);
+  }
+
+  write_trace(world, group, seq, sig, *plan, scale_ns);
+  return plan;
+}
+
+}  // namespace dpscope::detail

@@ -1,0 +1,205 @@
+// Private state of the `sim` backend: the world's lock, groups, rendezvous points and plans.
+//
+// Execution model (docs/collectives.md): the rank threads of a group meet at each collective
+// (a Rendezvous keyed by the group's sequence number). The last to arrive — the leader — checks
+// the fingerprints, builds the algorithm's Schedule, times it with simulate_schedule() and writes
+// the trace, then publishes a Plan. Every rank then executes the data steps of the plan in which
+// it receives (reading peers' buffers, writing its own), with a barrier after each step, and
+// finally applies the plan's times to its own streams. In timing-only mode (meta tensors) there
+// are no data steps: the leader's work is all there is.
+//
+// Locking: one mutex per world (WorldState::mutex) guards everything marked "guarded" below, with
+// one condition variable for all waits; data steps use the plan's own StepBarrier. A rank thread
+// only ever touches its own Device's clocks; the leader reads peers' devices (rank, step, phase,
+// tracer) only while those peers are blocked inside the same collective.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "dpscope/comm/schedule.hpp"
+#include "dpscope/comm/sim_world.hpp"
+#include "dpscope/comm/types.hpp"
+#include "dpscope/comm/work.hpp"
+#include "dpscope/core/tensor.hpp"
+
+namespace dpscope::detail {
+
+using Clock = std::chrono::steady_clock;
+
+class SimWork;
+
+struct Failure {
+  ErrorKind kind = ErrorKind::kInternal;
+  std::string message;
+};
+
+// What a rank claims to be running: compared across ranks at every collective.
+struct Signature {
+  OpType op = OpType::kAllReduce;
+  DType dtype = DType::kF32;
+  Shape shape;  // the tensor that sizes the collective (ProcessGroup docs)
+  int root = -1;
+  std::optional<ReduceOp> reduce_op;
+  std::optional<Algorithm> algorithm;
+  bool meta = false;       // timing-only (no data)
+  std::vector<int> ranks;  // new_group
+  bool operator==(const Signature&) const = default;
+};
+
+// "CollectiveFingerPrint(SequenceNumber=3, OpType=ALLREDUCE, TensorShape=[4], ...)".
+std::string fingerprint(const Signature& signature, int64_t seq);
+
+// One rank's logical buffer (schedule.hpp layouts): blocks of block_elems elements; empty
+// blocks in timing-only mode.
+struct RankBuffer {
+  std::vector<std::byte*> blocks;
+  int64_t block_elems = 0;
+  std::byte* at(int64_t offset_elems, size_t elem_size) const;
+};
+
+struct Arrival {
+  Signature signature;
+  int64_t ready_ns = 0;  // max(comm clock, compute clock) at the call
+  RankBuffer buffer;
+  int slices = 0;
+  Milliseconds new_group_timeout{0};  // new_group: the sub-group's timeout (0 = the parent's)
+};
+
+class StepBarrier {
+ public:
+  explicit StepBarrier(int parties) : parties_(parties) {}
+  // False when `deadline` passed before every party arrived (a stuck peer: a bug).
+  bool arrive_and_wait(Clock::time_point deadline);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int parties_;
+  int count_ = 0;
+  int64_t generation_ = 0;
+};
+
+struct GroupState;
+
+struct Plan {
+  Schedule schedule;
+  ScheduleTiming timing;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  DType dtype = DType::kF32;
+  bool with_data = true;
+  std::vector<int64_t> start_ns;  // per group rank
+  std::vector<int64_t> end_ns;
+  std::vector<RankBuffer> buffers;
+  std::vector<int32_t> exec_order;  // op indices sorted by (step, dst)
+  std::vector<int32_t> exec_begin;  // (step * ranks + dst) -> offset into exec_order; + 1 sentinel
+  std::shared_ptr<GroupState> new_group;
+};
+
+struct Rendezvous {
+  Rendezvous(int64_t seq_, OpType op_, int ranks) : seq(seq_), op(op_), arrivals(ranks), barrier(ranks) {}
+  const int64_t seq;
+  const OpType op;
+  Clock::time_point opened = Clock::now();
+  // guarded:
+  std::vector<std::optional<Arrival>> arrivals;
+  int arrived = 0;
+  bool complete = false;   // everyone arrived; the leader is working
+  bool published = false;  // plan or failure available
+  std::optional<Failure> failure;
+  std::shared_ptr<const Plan> plan;
+  // not guarded (has its own lock):
+  StepBarrier barrier;
+};
+
+// A posted send waiting for its recv.
+struct Message {
+  int src = 0;
+  int dst = 0;
+  int tag = 0;
+  int64_t seq = 0;
+  Tensor tensor;
+  int64_t ready_ns = 0;
+  std::shared_ptr<SimWork> work;
+};
+
+struct GroupState {
+  SimWorld* world = nullptr;
+  int id = 0;
+  std::vector<int> global_ranks;  // group rank -> world rank
+  std::vector<int> gpus;          // group rank -> GPU index in the network
+  std::vector<int> ring;          // ring order, in group ranks
+  Milliseconds timeout{0};        // default for the group's members
+  // guarded:
+  std::map<int64_t, std::shared_ptr<Rendezvous>> pending;
+  std::optional<Failure> aborted;
+  std::map<std::tuple<int, int, int>, std::deque<std::shared_ptr<Message>>> mailbox;
+};
+
+struct WorldState {
+  std::shared_ptr<GroupState> default_group;  // set at creation, then immutable but for guarded parts
+  std::mutex mutex;
+  std::condition_variable cv;
+  // guarded:
+  std::optional<RankFailure> failure;
+  std::vector<bool> finished;
+  int next_group_id = 1;
+};
+
+// The Work of the sim backend. Collectives are created completed; a send completes when matched.
+class SimWork final : public Work {
+ public:
+  SimWork(std::shared_ptr<SimWorld> world, Device device, OpType op, int64_t seq, int rank,
+          Milliseconds timeout)
+      : world_(std::move(world)),
+        device_(std::move(device)),
+        op_(op),
+        seq_(seq),
+        rank_(rank),
+        timeout_(timeout) {}
+
+  // Marks the work done over [start_ns, end_ns]; `comm_on_wait`: wait() also advances the comm
+  // stream (sends, whose simulated time is only known once matched). Takes the world lock.
+  void complete(int64_t start_ns, int64_t end_ns, bool comm_on_wait);
+  void fail(ErrorKind kind, const std::string& message);  // takes the world lock
+  // Same, for callers already holding the world lock.
+  void complete_locked(int64_t start_ns, int64_t end_ns, bool comm_on_wait);
+  // A send: the world rank whose return means this work can never complete.
+  void set_peer(int world_rank) { peer_ = world_rank; }
+  void fail_locked(ErrorKind kind, const std::string& message);
+
+  void wait() override;
+  bool is_completed() const override;
+  bool is_success() const override;
+  std::exception_ptr exception() const override;
+  OpType op_type() const override { return op_; }
+  int64_t sequence_number() const override { return seq_; }
+  int64_t start_ns() const override;
+  int64_t end_ns() const override;
+
+ private:
+  std::shared_ptr<SimWorld> world_;
+  Device device_;
+  OpType op_;
+  int64_t seq_;
+  int rank_;
+  Milliseconds timeout_;
+  int peer_ = -1;
+  // guarded by the world lock:
+  bool completed_ = false;
+  bool comm_on_wait_ = false;
+  std::exception_ptr error_;
+  int64_t start_ns_ = 0;
+  int64_t end_ns_ = 0;
+};
+
+}  // namespace dpscope::detail
