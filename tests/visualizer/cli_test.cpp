@@ -1,0 +1,117 @@
+// dpscope-viz on the command line without a display: usage errors exit 2 with one line, bad
+// traces in headless mode exit 1 with one line naming the file, the line and the reason (before
+// any window is opened), and --bench-frames prints its table.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "run_command.hpp"
+#include "trace_fixtures.hpp"
+
+namespace dpscope::viz {
+namespace {
+
+using testing::quoted;
+using testing::run_command;
+using testing::scratch_dir;
+using testing::write_text;
+
+const std::string kViz = DPSCOPE_VIZ;
+const char* kHeader =
+    R"({"type":"header","format":"dpscope-trace","version":"1.0","clock":"simulated","run":{},"devices":[{"id":0,"name":"sim:0","kind":"sim","hardware":"x","memory_bytes":0,"peak_flops":0,"mem_bandwidth":0}],"links":[],"params":[],"buckets":[]})";
+const char* kSpan =
+    R"({"type":"span","ts":0,"rank":0,"dev":0,"step":0,"phase":"forward","name":"a","cat":"compute","stream":"compute","dur":10})";
+
+size_t line_count(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+// A headless run on `text` must fail with exit 1 and one line containing `expected`.
+void expect_trace_error(const std::string& name, const std::string& text, const std::string& expected) {
+  const auto dir = scratch_dir();
+  const auto trace = dir / name;
+  write_text(trace, text);
+  // No DISPLAY: the trace is checked before any window is needed.
+  const auto r = run_command("env -u DISPLAY " + kViz + " " + quoted(trace.string()) + " --screenshot " +
+                             quoted((dir / "out.png").string()));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(line_count(r.output), 1u) << r.output;
+  EXPECT_EQ(r.output.rfind("dpscope-viz: error: ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.png"));
+}
+
+TEST(VizCli, MalformedTraceNamesTheLineAndReason) {
+  expect_trace_error("bad.jsonl", std::string(kHeader) + "\n" + kSpan + "\n{\"type\":\"span\",\"ts\":oops}\n",
+                     "bad.jsonl:3:");
+}
+
+TEST(VizCli, TruncatedTraceNamesTheCutLine) {
+  expect_trace_error("cut.jsonl", std::string(kHeader) + "\n" + kSpan + "\n{\"type\":\"sp",
+                     "cut.jsonl:3: truncated");
+}
+
+TEST(VizCli, EmptyTraceIsAnError) { expect_trace_error("empty.jsonl", "", "empty.jsonl"); }
+
+TEST(VizCli, NewerVersionIsRefused) {
+  std::string header = kHeader;
+  header.replace(header.find("\"1.0\""), 5, "\"9.1\"");
+  expect_trace_error("future.jsonl", header + "\n" + kSpan + "\n", "9.1");
+}
+
+TEST(VizCli, NotATraceAtAll) {
+  expect_trace_error("photo.jsonl", "\x89PNG\r\n\x1a\n binary", "photo.jsonl:1:");
+}
+
+TEST(VizCli, UsageErrorsExitTwoWithOneLine) {
+  const auto dir = scratch_dir();
+  const auto trace = dir / "ddp.jsonl";
+  testing::write_ddp_trace(trace, 2, 2);
+  const std::string t = quoted(trace.string());
+  const std::string png = quoted((dir / "x.png").string());
+  const std::pair<std::string, std::string> cases[] = {
+      {t + " --screenshot " + png + " --seek 1.5", "--seek '1.5'"},
+      {t + " --screenshot " + png + " --seek step:9", "the trace has steps 0..1"},
+      {t + " --screenshot " + png + " --size 100", "--size '100'"},
+      {t + " --bench-frames 0", "--bench-frames"},
+      {"--screenshot " + png, "--screenshot needs a trace file"},
+      {t + " --no-such-flag", "no-such-flag"},
+      {t + " --screenshot " + png + " --bench-frames 3", "cannot be combined"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = run_command("env -u DISPLAY " + kViz + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(line_count(r.output), 1u) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(expected), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
+TEST(VizCli, ScreenshotWithoutADisplaySaysHowToGetOne) {
+  const auto dir = scratch_dir();
+  const auto trace = dir / "ddp.jsonl";
+  testing::write_ddp_trace(trace, 2, 1);
+  const auto r = run_command("env -u DISPLAY -u WAYLAND_DISPLAY " + kViz + " " + quoted(trace.string()) +
+                             " --screenshot " + quoted((dir / "x.png").string()));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(line_count(r.output), 1u) << r.output;
+  EXPECT_NE(r.output.find("xvfb-run"), std::string::npos) << r.output;
+}
+
+TEST(VizCli, BenchFramesPrintsLoadAndFrameTimes) {
+  const auto dir = scratch_dir();
+  const auto trace = dir / "ddp.jsonl";
+  testing::write_ddp_trace(trace, 4, 3);
+  const auto r = run_command("env -u DISPLAY " + kViz + " " + quoted(trace.string()) +
+                             " --bench-frames 5 --size 1280x720");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* row : {"load ", "full zoom-out", "zoomed in", "playing", "mean ms", "p95 ms"})
+    EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+}
+
+TEST(VizCli, HelpListsTheModes) {
+  const auto r = run_command(kViz + " --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--follow", "--present", "--screenshot", "--seek", "--size", "--bench-frames"})
+    EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
+}
+
+}  // namespace
+}  // namespace dpscope::viz

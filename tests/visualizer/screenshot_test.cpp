@@ -1,0 +1,130 @@
+// Headless screenshots (run under `xvfb-run`, see CMakeLists.txt): DP and DDP traces at several
+// positions give non-blank frames, different frames at different positions, and identical frames
+// for the same input. The PNGs stay in the build tree (test-output/visualizer/...) to look at.
+#include <gtest/gtest.h>
+
+#include <stb_image.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+#include "run_command.hpp"
+#include "trace_fixtures.hpp"
+
+namespace dpscope::viz {
+namespace {
+
+using testing::quoted;
+using testing::run_command;
+using testing::scratch_dir;
+
+const std::string kViz = DPSCOPE_VIZ;
+
+struct Image {
+  int width = 0;
+  int height = 0;
+  std::vector<unsigned char> rgb;
+};
+
+Image load_png(const std::filesystem::path& path) {
+  Image img;
+  int channels = 0;
+  unsigned char* data = stbi_load(path.c_str(), &img.width, &img.height, &channels, 3);
+  if (data == nullptr) {
+    ADD_FAILURE() << "cannot read " << path;
+    return img;
+  }
+  img.rgb.assign(data, data + static_cast<size_t>(img.width) * static_cast<size_t>(img.height) * 3);
+  stbi_image_free(data);
+  return img;
+}
+
+size_t distinct_colours(const Image& img) {
+  std::set<uint32_t> colours;
+  for (size_t i = 0; i + 2 < img.rgb.size(); i += 3)
+    colours.insert((uint32_t{img.rgb[i]} << 16) | (uint32_t{img.rgb[i + 1]} << 8) | img.rgb[i + 2]);
+  return colours.size();
+}
+
+size_t differing_pixels(const Image& a, const Image& b) {
+  size_t n = 0;
+  for (size_t i = 0; i + 2 < a.rgb.size() && i + 2 < b.rgb.size(); i += 3)
+    n += a.rgb[i] != b.rgb[i] || a.rgb[i + 1] != b.rgb[i + 1] || a.rgb[i + 2] != b.rgb[i + 2];
+  return n;
+}
+
+class Screenshots : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* display = std::getenv("DISPLAY");
+    if (display == nullptr || *display == '\0')
+      GTEST_SKIP() << "no DISPLAY: run this binary under xvfb-run -a";
+    dir_ = scratch_dir();
+  }
+  Image shoot(const std::filesystem::path& trace, const std::string& name, const std::string& extra) {
+    const auto png = dir_ / (name + ".png");
+    const auto r = run_command(kViz + " " + quoted(trace.string()) + " --screenshot " + quoted(png.string()) +
+                               " " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(std::filesystem::exists(png)) << r.output;
+    return load_png(png);
+  }
+  void expect_rich(const Image& img, int width, int height, const std::string& what) {
+    EXPECT_EQ(img.width, width) << what;
+    EXPECT_EQ(img.height, height) << what;
+    // A blank or single-colour frame has a handful of colours; ours has text, cards and lanes.
+    EXPECT_GT(distinct_colours(img), 200u) << what;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(Screenshots, DdpTraceAtSeveralPositions) {
+  const auto trace = dir_ / "ddp.jsonl";
+  testing::write_ddp_trace(trace, 4, 3, 8);
+  const Image start = shoot(trace, "ddp-start", "--seek 0 --size 1600x900");
+  const Image step1 = shoot(trace, "ddp-step1", "--seek step:1 --size 1600x900");
+  const Image mid = shoot(trace, "ddp-0.55", "--seek 0.55 --size 1600x900");
+  const Image event = shoot(trace, "ddp-event200", "--seek event:200 --size 1600x900");
+  for (const auto* img : {&start, &step1, &mid, &event}) expect_rich(*img, 1600, 900, "ddp");
+  // The playhead, the cards' activity and the chips move: frames differ by many pixels.
+  EXPECT_GT(differing_pixels(start, step1), 2000u);
+  EXPECT_GT(differing_pixels(step1, mid), 2000u);
+  EXPECT_GT(differing_pixels(mid, event), 2000u);
+}
+
+TEST_F(Screenshots, DpTraceAtSeveralPositions) {
+  const auto trace = dir_ / "dp.jsonl";
+  testing::write_dp_trace(trace, 4, 3, 10);
+  const Image a = shoot(trace, "dp-0.1", "--seek 0.1 --size 1600x900");
+  const Image b = shoot(trace, "dp-step1", "--seek step:1 --size 1600x900");
+  const Image c = shoot(trace, "dp-0.8", "--seek 0.8 --size 1600x900");
+  for (const auto* img : {&a, &b, &c}) expect_rich(*img, 1600, 900, "dp");
+  EXPECT_GT(differing_pixels(a, b), 2000u);
+  EXPECT_GT(differing_pixels(b, c), 2000u);
+}
+
+TEST_F(Screenshots, SameInputGivesTheSamePixels) {
+  const auto trace = dir_ / "ddp.jsonl";
+  testing::write_ddp_trace(trace, 4, 2, 8);
+  const Image a = shoot(trace, "same-a", "--seek 0.4 --size 1280x720");
+  const Image b = shoot(trace, "same-b", "--seek 0.4 --size 1280x720");
+  ASSERT_EQ(a.rgb.size(), b.rgb.size());
+  EXPECT_EQ(differing_pixels(a, b), 0u);
+}
+
+TEST_F(Screenshots, PresentationModeAndOtherSizes) {
+  const auto trace = dir_ / "ddp.jsonl";
+  testing::write_ddp_trace(trace, 8, 2, 8);
+  expect_rich(shoot(trace, "ddp8-present", "--present --seek 0.3 --size 1920x1080"), 1920, 1080, "present");
+  expect_rich(shoot(trace, "ddp8-small", "--seek 0.3 --size 800x600"), 800, 600, "small");
+  const auto single = dir_ / "single.jsonl";
+  tools::SyntheticTraceOptions o;
+  o.mode = tools::SyntheticMode::kSingle;
+  o.devices = 1;
+  tools::write_synthetic_trace(single, o);
+  expect_rich(shoot(single, "single", "--seek 0.5 --size 1280x720"), 1280, 720, "single");
+}
+
+}  // namespace
+}  // namespace dpscope::viz

@@ -1,0 +1,137 @@
+// --seek and --size parsing, seek resolution with its error messages, time formatting, and the
+// Playback logic (speed, end of trace, live edge).
+#include <gtest/gtest.h>
+
+#include "dpscope/core/error.hpp"
+#include "dpscope/trace/reader.hpp"
+#include "replay/playback.hpp"
+#include "replay/seek.hpp"
+#include "trace_fixtures.hpp"
+
+namespace dpscope::viz {
+namespace {
+
+std::string usage_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a usage error";
+  return "";
+}
+
+TEST(ParseSeek, AcceptsFractionsStepsAndEvents) {
+  EXPECT_EQ(parse_seek("0.25").kind, SeekSpec::Kind::kFraction);
+  EXPECT_DOUBLE_EQ(parse_seek("0.25").fraction, 0.25);
+  EXPECT_DOUBLE_EQ(parse_seek("1").fraction, 1.0);
+  EXPECT_DOUBLE_EQ(parse_seek("0").fraction, 0.0);
+  EXPECT_EQ(parse_seek("step:3").kind, SeekSpec::Kind::kStep);
+  EXPECT_EQ(parse_seek("step:3").step, 3);
+  EXPECT_EQ(parse_seek("event:120").kind, SeekSpec::Kind::kEvent);
+  EXPECT_EQ(parse_seek("event:120").event, 120);
+}
+
+TEST(ParseSeek, RejectsAnythingElseNamingTheTextAndTheForms) {
+  for (const char* bad :
+       {"1.5", "-0.1", "half", "", "step:", "step:x", "step:-1", "event:1.5", "nan", "0.5x"}) {
+    const std::string msg = usage_error([&] { parse_seek(bad); });
+    EXPECT_NE(msg.find(fmt::format("--seek '{}'", bad)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("step:N or event:K"), std::string::npos) << msg;
+  }
+}
+
+TEST(ParseSize, AcceptsWidthByHeightWithinLimits) {
+  const PixelSize s = parse_size("1600x900");
+  EXPECT_EQ(s.width, 1600);
+  EXPECT_EQ(s.height, 900);
+  EXPECT_NE(usage_error([] { parse_size("1600"); }).find("expected WIDTHxHEIGHT"), std::string::npos);
+  EXPECT_NE(usage_error([] { parse_size("12x900"); }).find("between 64 and 16384"), std::string::npos);
+  EXPECT_NE(usage_error([] { parse_size("x"); }).find("--size 'x'"), std::string::npos);
+}
+
+TEST(FormatTime, PicksTheUnitAndFourSignificantDigits) {
+  EXPECT_EQ(format_time(0), "0 ns");
+  EXPECT_EQ(format_time(850), "850 ns");
+  EXPECT_EQ(format_time(12345), "12.35 µs");
+  EXPECT_EQ(format_time(4500000), "4.500 ms");
+  EXPECT_EQ(format_time(123456789), "123.5 ms");
+  EXPECT_EQ(format_time(2000000000), "2.000 s");
+  EXPECT_EQ(format_duration(-1500), "-1.500 µs");
+}
+
+class SeekOnTrace : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto path = testing::scratch_dir() / "ddp.jsonl";
+    testing::write_ddp_trace(path, 2, 2, 4);
+    data_ = trace::read_trace(path);
+    model_ = std::make_unique<ReplayModel>(data_);
+  }
+  trace::TraceData data_;
+  std::unique_ptr<ReplayModel> model_;
+};
+
+TEST_F(SeekOnTrace, ResolvesEachForm) {
+  const ReplayModel& m = *model_;
+  EXPECT_EQ(resolve_seek(m, parse_seek("0")), m.start());
+  EXPECT_EQ(resolve_seek(m, parse_seek("1")), m.end());
+  EXPECT_EQ(resolve_seek(m, parse_seek("0.5")), m.at_time(m.begin_ns() + (m.end_ns() - m.begin_ns()) / 2));
+  EXPECT_EQ(resolve_seek(m, parse_seek("step:1")), *m.step_start(1));
+  EXPECT_EQ(resolve_seek(m, parse_seek("event:7")), m.after_event(7));
+}
+
+TEST_F(SeekOnTrace, StepsAndEventsOutsideTheTraceAreUsageErrors) {
+  const ReplayModel& m = *model_;
+  EXPECT_NE(usage_error([&] {
+              resolve_seek(m, parse_seek("step:5"));
+            }).find("--seek step:5: the trace has steps 0..1"),
+            std::string::npos);
+  const std::string msg =
+      usage_error([&] { resolve_seek(m, parse_seek(fmt::format("event:{}", m.event_count()))); });
+  EXPECT_NE(msg.find(fmt::format("the trace has {} events", m.event_count())), std::string::npos) << msg;
+}
+
+TEST_F(SeekOnTrace, PlaybackAdvancesBySpeedTimesBaseRateAndStopsAtTheEnd) {
+  const ReplayModel& m = *model_;
+  Playback p;
+  p.attach(m, false);
+  EXPECT_EQ(p.cursor(), m.start());
+  const double rate = Playback::base_rate_ns_per_s(m);
+  // Two steps: one step (half the trace) plays in kStepSeconds at speed 1.
+  EXPECT_NEAR(rate, static_cast<double>(m.end_ns() - m.begin_ns()) / 2 / Playback::kStepSeconds, 1.0);
+  p.tick(m, 1.0);
+  EXPECT_EQ(p.cursor(), m.start()) << "paused: no movement";
+  p.set_playing(true);
+  p.set_speed(2.0);
+  p.tick(m, 0.5);
+  EXPECT_EQ(p.cursor(), m.at_time(m.begin_ns() + static_cast<int64_t>(rate)));
+  p.tick(m, 1000.0);
+  EXPECT_EQ(p.cursor(), m.end());
+  EXPECT_FALSE(p.playing());
+  p.toggle_playing(m);  // play at the end starts over
+  EXPECT_TRUE(p.playing());
+  EXPECT_EQ(p.cursor(), m.start());
+  p.set_speed(1e9);
+  EXPECT_EQ(p.speed(), Playback::kMaxSpeed);
+}
+
+TEST_F(SeekOnTrace, LiveEdgeIsKeptUntilTheUserScrubsAway) {
+  const ReplayModel& m = *model_;
+  Playback p;
+  p.attach(m, true);
+  EXPECT_TRUE(p.at_live_edge());
+  EXPECT_EQ(p.cursor(), m.end());
+  p.seek(m, m.at_fraction(0.5));
+  EXPECT_FALSE(p.at_live_edge());
+  p.attach(m, true);  // a rebuilt model (more events) keeps the user's position
+  EXPECT_EQ(p.cursor(), m.at_fraction(0.5));
+  p.go_live(m);
+  EXPECT_TRUE(p.at_live_edge());
+  p.tick(m, 0.1);
+  EXPECT_EQ(p.cursor(), m.end());
+}
+
+}  // namespace
+}  // namespace dpscope::viz

@@ -1,0 +1,139 @@
+// Trace fixtures for the visualizer tests.
+#include "trace_fixtures.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "dpscope/core/preset.hpp"
+#include "dpscope/trace/recorder.hpp"
+
+namespace dpscope::viz::testing {
+
+std::filesystem::path scratch_dir() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::filesystem::path dir = std::filesystem::path(DPSCOPE_BINARY_DIR) / "test-output" / "visualizer" /
+                              (std::string(info->test_suite_name()) + "." + info->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+tools::SyntheticTraceInfo write_ddp_trace(const std::filesystem::path& path, int devices, int steps,
+                                          int64_t batch) {
+  tools::SyntheticTraceOptions o;
+  o.mode = tools::SyntheticMode::kDistributed;
+  o.devices = devices;
+  o.steps = steps;
+  o.batch = batch;
+  return tools::write_synthetic_trace(path, o);
+}
+
+tools::SyntheticTraceInfo write_dp_trace(const std::filesystem::path& path, int devices, int steps,
+                                         int64_t batch) {
+  tools::SyntheticTraceOptions o;
+  o.mode = tools::SyntheticMode::kDataParallel;
+  o.devices = devices;
+  o.steps = steps;
+  o.batch = batch;
+  return tools::write_synthetic_trace(path, o);
+}
+
+HandTrace write_hand_trace(const std::filesystem::path& path) {
+  const HardwarePreset h100 = find_preset("h100-sxm");
+  Device g0 = Device::sim(0, h100);
+  Device g1 = Device::sim(1, h100);
+  TraceHeader header;
+  HandTrace ids;
+  ids.gpu0 = header.add_device(g0);
+  ids.gpu1 = header.add_device(g1);
+  ids.host = header.host_id();
+  header.run_json = R"({"mode":"ddp","backend":"sim","devices":2})";
+  const std::vector<Device> devices = {g0, g1};
+  auto rec = TraceRecorder::open(path, header, devices);
+  g0.attach_tracer(rec.get(), ids.gpu0);
+  g1.attach_tracer(rec.get(), ids.gpu1);
+  g0.set_rank(0);
+  g1.set_rank(1);
+  for (const Device& g : devices) {
+    g.set_step(0);
+    g.set_phase(Phase::kData);
+  }
+  const int64_t rows0[] = {0, 1};
+  const int64_t rows1[] = {2, 3};
+  rec->samples(g0, 0, rows0);
+  rec->samples(g1, 0, rows1);
+  MemoryStats m;
+  m.bytes[static_cast<int>(MemoryCategory::kParameters)] = 100;
+  m.capacity_bytes = 1000;
+  rec->memory_counter(g0, 500, m);
+  g0.set_phase(Phase::kForward);
+  // The children are written before their parent: file order is not time order.
+  rec->span(g0, StreamKind::kCompute, "forward 0.Linear", "compute", 1000, 1000);
+  rec->span(g0, StreamKind::kCompute, "forward 2.Linear", "compute", 2000, 1000);
+  rec->span(g0, StreamKind::kCompute, "forward", "phase", 1000, 2000);
+  rec->instant(g0, "grad_ready", 2000, R"({"param":1})");
+  rec->instant(g1, "grad_ready", 2000, R"({"param":1})");
+  m.bytes[static_cast<int>(MemoryCategory::kActivations)] = 50;
+  rec->memory_counter(g0, 2500, m);
+  g0.set_phase(Phase::kBackward);
+  g1.set_phase(Phase::kBackward);
+  rec->span(g0, StreamKind::kComm, "all-reduce", "collective", 3000, 2000);
+  for (int k = 0; k < 2; ++k) {
+    TraceRecorder::Transfer t;
+    t.bytes = 1000;
+    t.ts_ns = 3000 + 1000 * k;
+    t.dur_ns = 1000;
+    t.stream = StreamKind::kComm;
+    t.name = k == 0 ? "ring reduce-scatter" : "ring all-gather";
+    t.collective = 0;
+    t.algo = "ring";
+    t.algo_step = k;
+    t.chunk = k;
+    t.src = ids.gpu0;
+    t.dst = ids.gpu1;
+    rec->transfer(g0, t);
+    t.src = ids.gpu1;
+    t.dst = ids.gpu0;
+    rec->transfer(g1, t);
+  }
+  g0.set_phase(Phase::kOptimizer);
+  const std::pair<std::string_view, double> loss[] = {{"loss", 2.5}};
+  rec->counter(g0, "loss", 4500, loss);
+  rec->close();
+  return ids;
+}
+
+uint32_t find_position(const ReplayModel& model, const std::function<bool(const trace::Event&)>& pred) {
+  for (size_t p = 0; p < model.event_count(); ++p)
+    if (pred(model.event(model.event_at(p)))) return static_cast<uint32_t>(p);
+  ADD_FAILURE() << "no event matches";
+  return 0;
+}
+
+uint32_t find_instant(const ReplayModel& model, int rank, int64_t step, std::string_view name,
+                      std::string_view key, double value) {
+  const trace::TraceData& data = model.data();
+  return find_position(model, [&](const trace::Event& e) {
+    if (e.type != trace::EventType::kInstant || e.rank != rank || e.step != step || data.str(e.name) != name)
+      return false;
+    if (key.empty()) return true;
+    const auto v = data.arg(e, key);
+    return v.has_value() && *v == value;
+  });
+}
+
+}  // namespace dpscope::viz::testing

@@ -1,0 +1,50 @@
+// Traces for the visualizer tests, all written by the real TraceRecorder on simulated GPUs:
+// DDP-like and DP-like runs (tools/synthetic_trace.hpp) and a small hand-timed trace whose state
+// at every time can be written down exactly. Also: a scratch directory per test and helpers to
+// find events in a model.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "replay/replay_model.hpp"
+#include "tools/synthetic_trace.hpp"
+
+namespace dpscope::viz::testing {
+
+// A fresh directory under the build tree for the running test.
+std::filesystem::path scratch_dir();
+void write_text(const std::filesystem::path& path, const std::string& text);
+std::string read_text(const std::filesystem::path& path);
+
+// A 4-GPU DDP-like trace: MLP 784-256-128-10, per-rank batch `batch`, ring all-reduce per bucket.
+tools::SyntheticTraceInfo write_ddp_trace(const std::filesystem::path& path, int devices = 4, int steps = 2,
+                                          int64_t batch = 4);
+// A DataParallel-like trace: `batch` rows chunked over `devices` replicas.
+tools::SyntheticTraceInfo write_dp_trace(const std::filesystem::path& path, int devices = 4, int steps = 2,
+                                         int64_t batch = 10);
+
+// Two simulated H100s (header ids 0 and 2; the host is 1), every event at a hand-picked time:
+//   GPU 0 compute: phase "forward" [1000, 3000) holding "forward 0.Linear" [1000, 2000) and
+//                  "forward 2.Linear" [2000, 3000)
+//   GPU 0 comm:    "all-reduce" (collective) [3000, 5000) holding ring transfers 0 -> 2 of 1000 B,
+//                  algo_step 0 at [3000, 4000) and algo_step 1 at [4000, 5000)
+//   GPU 2 comm:    ring transfers 2 -> 0 of 1000 B at the same times
+//   GPU 0 memory:  parameters 100 at t=500; parameters 100 + activations 50 at t=2500
+//   GPU 0 / GPU 2: samples [0, 1] and [2, 3] at t=0; instants "grad_ready" at t=2000 on both
+//   loss 2.5 at t=4500 (step 0) from rank 0
+struct HandTrace {
+  int gpu0 = 0;
+  int gpu1 = 2;
+  int host = 1;
+};
+HandTrace write_hand_trace(const std::filesystem::path& path);
+
+// The time-order position of the first event matching `pred`; fails the test when none does.
+uint32_t find_position(const ReplayModel& model, const std::function<bool(const trace::Event&)>& pred);
+// The same for an instant `name` on `rank` in `step` whose numeric arg `key` equals `value`.
+uint32_t find_instant(const ReplayModel& model, int rank, int64_t step, std::string_view name,
+                      std::string_view key = {}, double value = 0);
+
+}  // namespace dpscope::viz::testing

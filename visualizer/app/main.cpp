@@ -1,0 +1,203 @@
+// dpscope-viz: replay dpscope traces step by step, recorded or live, in a Dear ImGui + GLFW app.
+//
+//   dpscope-viz [TRACE...] [--follow] [--present]
+//   dpscope-viz TRACE --screenshot OUT.png [--seek POS] [--size WxH]     (headless: one frame, exit)
+//   dpscope-viz TRACE --bench-frames N [--size WxH]                      (load and frame timings)
+//
+// This file reads like the table of contents of the app: parse the command line (CLI11), then
+// one of three modes — interactive (GLFW loop), screenshot (offscreen frame to PNG), benchmark
+// (window-less frames). Exit codes: 0 ok, 1 a trace or display problem, 2 a usage error.
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <imgui.h>
+#include <CLI/CLI.hpp>
+
+#include "app/bench.hpp"
+#include "app/fonts.hpp"
+#include "app/platform.hpp"
+#include "dpscope/core/error.hpp"
+#include "replay/seek.hpp"
+#include "ui/viewer.hpp"
+
+namespace dpscope::viz {
+namespace {
+
+struct AppOptions {
+  std::vector<std::string> traces;
+  bool follow = false;
+  bool present = false;
+  std::string screenshot;  // headless: write one frame here and exit
+  std::string seek;        // fraction, step:N or event:K
+  std::string size;        // WxH
+  int bench_frames = 0;
+  // --lesson ID (lessons issue): the lesson panel is added to the Viewer with add_view().
+};
+
+constexpr int kExitTraceError = 1;
+constexpr int kExitUsage = 2;
+
+int fail(int code, const std::string& message) {
+  fmt::print(stderr, "dpscope-viz: error: {}\n", message);
+  return code;
+}
+
+// One frame (a few warm-up frames first, so layout settles) rendered offscreen to a PNG.
+int run_screenshot(const AppOptions& o) {
+  const PixelSize size = o.size.empty() ? PixelSize{1600, 900} : parse_size(o.size);
+  const std::optional<SeekSpec> seek =
+      o.seek.empty() ? std::nullopt : std::optional<SeekSpec>(parse_seek(o.seek));
+  Viewer viewer(ViewerOptions{.present = o.present, .headless = true});
+  // Strict: the first malformed line, or a cut-off last line, is an error naming the line.
+  viewer.open(o.traces.front(), OpenOptions{.strict = true, .follow = o.follow});
+  const Document* doc = viewer.active_document();
+  if (!doc->error().empty()) return fail(kExitTraceError, doc->error());
+  if (doc->model() == nullptr)
+    return fail(kExitTraceError, fmt::format("{}: no complete header line yet", o.traces.front()));
+  viewer.seek(seek ? resolve_seek(*doc->model(), *seek) : doc->model()->end());
+
+  std::unique_ptr<Platform> platform =
+      Platform::create({.width = size.width, .height = size.height, .visible = false});
+  // A fixed scale: the same input gives the same pixels whatever the X server's DPI.
+  const FontSet fonts = load_fonts(1.0f);
+  viewer.set_fonts(fonts.normal, fonts.present);
+  OffscreenTarget target(size.width, size.height);
+  ImGuiIO& io = ImGui::GetIO();
+  for (int frame = 0; frame < 4; ++frame) {
+    platform->new_frame();
+    io.DisplaySize = ImVec2(static_cast<float>(size.width), static_cast<float>(size.height));
+    io.DisplayFramebufferScale = ImVec2(1.0f, 1.0f);
+    io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+    io.DeltaTime = 1.0f / 60.0f;
+    viewer.update(std::chrono::steady_clock::now(), 0.0);
+    ImGui::NewFrame();
+    viewer.draw();
+    ImGui::Render();
+    target.bind();
+    platform->render(size.width, size.height);
+  }
+  write_framebuffer_png(o.screenshot, size.width, size.height);
+  return 0;
+}
+
+int run_interactive(const AppOptions& o) {
+  const PixelSize size = o.size.empty() ? PixelSize{1600, 900} : parse_size(o.size);
+  const std::optional<SeekSpec> seek =
+      o.seek.empty() ? std::nullopt : std::optional<SeekSpec>(parse_seek(o.seek));
+  std::unique_ptr<Platform> platform = Platform::create(
+      {.width = size.width, .height = size.height, .visible = true, .fullscreen = o.present});
+  FontSet fonts = load_fonts(platform->content_scale());
+  Viewer viewer(ViewerOptions{.present = o.present, .headless = false});
+  viewer.set_fonts(fonts.normal, fonts.present);
+  viewer.take_present_changed();
+  for (const std::string& t : o.traces) viewer.open(t, OpenOptions{.strict = false, .follow = o.follow});
+  if (seek && viewer.active_document() != nullptr && viewer.active_document()->model() != nullptr) {
+    try {
+      viewer.seek(resolve_seek(*viewer.active_document()->model(), *seek));
+    } catch (const Error& e) {
+      viewer.report(e.what());
+    }
+  }
+  auto last = std::chrono::steady_clock::now();
+  while (!platform->should_close() && !viewer.quit_requested()) {
+    // Sleep while nothing moves; live files are polled every 100 ms.
+    const Playback* playback = viewer.active_playback();
+    const bool animating = playback != nullptr && playback->playing();
+    platform->poll_events(!animating, 0.1);
+    for (const std::string& path : platform->take_dropped_files())
+      viewer.open(path, OpenOptions{.strict = false, .follow = false});
+    for (int key : platform->take_function_keys()) {
+      if (key == 1) viewer.toggle_help();
+      if (key == 11) viewer.toggle_fullscreen();
+      if (key == 12) viewer.request_png();
+    }
+    if (platform->take_content_scale_changed()) {
+      platform->destroy_font_texture();
+      fonts = load_fonts(platform->content_scale());
+      platform->create_font_texture();
+      viewer.set_fonts(fonts.normal, fonts.present);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const double dt = std::chrono::duration<double>(now - last).count();
+    last = now;
+    viewer.update(now, dt);
+    platform->new_frame();
+    ImGui::NewFrame();
+    viewer.draw();
+    ImGui::Render();
+    int w = 0;
+    int h = 0;
+    platform->framebuffer_size(w, h);
+    platform->render(w, h);
+    if (auto png = viewer.take_png_request()) {
+      try {
+        write_framebuffer_png(*png, w, h);
+        viewer.report(fmt::format("saved {}", png->string()));
+      } catch (const Error& e) {
+        viewer.report(e.what());
+      }
+    }
+    if (viewer.take_present_changed()) platform->set_fullscreen(viewer.present());
+    if (viewer.take_fullscreen_toggle()) platform->set_fullscreen(!platform->fullscreen());
+    platform->swap_buffers();
+  }
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"dpscope-viz: replay a dpscope trace step by step (recorded or live)"};
+  AppOptions o;
+  app.add_option("traces", o.traces, "trace files (.jsonl) to open");
+  app.add_flag("--follow", o.follow, "tail traces that are still being written (live mode)");
+  app.add_flag("--present", o.present, "classroom mode: full screen, large fonts, high contrast");
+  app.add_option("--screenshot", o.screenshot,
+                 "render one frame to this PNG and exit (headless; needs a display or xvfb-run)");
+  app.add_option("--seek", o.seek, "where to put the playhead: a fraction 0..1, step:N or event:K");
+  app.add_option("--size", o.size, "window or screenshot size in pixels, WxH (default 1600x900)");
+  app.add_option("--bench-frames", o.bench_frames,
+                 "time loading and N frames at several zoom levels, print a table, exit")
+      ->check(CLI::Range(1, 1000000));
+  app.set_version_flag("--version", std::string("dpscope-viz ") + DPSCOPE_VERSION);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(kExitUsage, fmt::format("{} (see dpscope-viz --help)", e.what()));
+  }
+  try {
+    if (!o.screenshot.empty() && o.bench_frames > 0)
+      return fail(kExitUsage, "--screenshot and --bench-frames cannot be combined");
+    if (!o.screenshot.empty() || o.bench_frames > 0) {
+      if (o.traces.empty())
+        return fail(kExitUsage, fmt::format("{} needs a trace file",
+                                            o.bench_frames > 0 ? "--bench-frames" : "--screenshot"));
+      if (o.traces.size() > 1) return fail(kExitUsage, "headless modes take one trace file");
+      if (!o.seek.empty()) parse_seek(o.seek);  // usage errors before any work
+      if (!o.size.empty()) parse_size(o.size);
+    }
+    if (o.bench_frames > 0) {
+      return run_frame_bench(BenchOptions{.trace = o.traces.front(),
+                                          .frames = o.bench_frames,
+                                          .size = o.size.empty() ? PixelSize{1920, 1080} : parse_size(o.size),
+                                          .present = o.present});
+    }
+    if (!o.screenshot.empty()) return run_screenshot(o);
+    return run_interactive(o);
+  } catch (const Error& e) {
+    return fail(e.kind() == ErrorKind::kUsage ? kExitUsage : kExitTraceError, e.what());
+  } catch (const std::exception& e) {
+    return fail(kExitTraceError, e.what());
+  }
+}
+
+}  // namespace
+}  // namespace dpscope::viz
+
+int main(int argc, char** argv) { return dpscope::viz::run(argc, argv); }

@@ -1,0 +1,152 @@
+// Document: open/follow a trace file, keep its error or warnings, and (re)build its ReplayModel.
+#include "replay/document.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "dpscope/core/error.hpp"
+
+namespace dpscope::viz {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+uint32_t truncated_line_number(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size <= 0) return 0;
+  in.seekg(size - 1);
+  char last = '\n';
+  in.get(last);
+  if (last == '\n') return 0;
+  // Count the complete lines before the partial one.
+  in.seekg(0);
+  std::vector<char> buffer(1 << 20);
+  uint32_t newlines = 0;
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    newlines += static_cast<uint32_t>(std::count(buffer.data(), buffer.data() + in.gcount(), '\n'));
+  }
+  return newlines + 1;
+}
+
+std::unique_ptr<Document> Document::open(const std::filesystem::path& path, OpenOptions options) {
+  std::unique_ptr<Document> doc(new Document(path, options));
+  if (options.follow) {
+    doc->follower_ =
+        std::make_unique<trace::TraceFollower>(path, trace::ReadOptions{.strict = options.strict});
+    doc->poll(std::chrono::steady_clock::time_point{}, std::chrono::milliseconds(0));
+  } else {
+    doc->load_whole_file();
+  }
+  return doc;
+}
+
+const trace::TraceData* Document::data() const {
+  if (follower_ != nullptr) return follower_->has_header() ? &follower_->data() : nullptr;
+  return data_.get();
+}
+
+void Document::load_whole_file() {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    data_ = std::make_unique<trace::TraceData>(
+        trace::read_trace(path_, trace::ReadOptions{.strict = options_.strict}));
+  } catch (const std::exception& e) {
+    error_ = e.what();
+    data_.reset();
+    return;
+  }
+  read_ms_ = ms_since(start);
+  // The reader leaves a partial last line for the next poll of a live file; in a finished file it
+  // means the file was cut off.
+  if (const uint32_t line = truncated_line_number(path_); line != 0) {
+    const std::string message =
+        fmt::format("{}:{}: truncated: the last line has no end (was the file cut off while being written?)",
+                    path_.string(), line);
+    if (options_.strict) {
+      error_ = message;
+      data_.reset();
+      return;
+    }
+    warnings_.push_back(message);
+  }
+  for (const trace::Problem& p : data_->problems)
+    warnings_.push_back(fmt::format("{}:{}: {}", path_.string(), p.line, p.reason));
+  rebuild_model();
+}
+
+void Document::rebuild_model() {
+  const trace::TraceData* d = data();
+  if (d == nullptr) return;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    model_ = std::make_unique<ReplayModel>(*d);
+  } catch (const std::exception& e) {
+    error_ = fmt::format("{}: cannot index the trace: {}", path_.string(), e.what());
+    model_.reset();
+    return;
+  }
+  ++generation_;
+  last_build_ = std::chrono::steady_clock::now() - start;
+  index_ms_ = ms_since(start);
+  pending_events_ = 0;
+  for (const std::string& w : model_->warnings()) {
+    const std::string line = fmt::format("{}: {}", path_.string(), w);
+    if (std::find(warnings_.begin(), warnings_.end(), line) == warnings_.end()) warnings_.push_back(line);
+  }
+}
+
+bool Document::poll(std::chrono::steady_clock::time_point now, std::chrono::milliseconds min_interval) {
+  if (follower_ == nullptr || !error_.empty()) return false;
+  const auto interval = std::max<std::chrono::steady_clock::duration>(min_interval, 4 * last_build_);
+  if (last_poll_ != std::chrono::steady_clock::time_point{} && now - last_poll_ < interval) return false;
+  last_poll_ = now;
+  const size_t problems_before = follower_->has_header() ? follower_->data().problems.size() : 0;
+  try {
+    pending_events_ += follower_->poll();
+  } catch (const Error& e) {
+    // A live file that does not exist yet is expected: keep waiting. Anything else is fatal.
+    if (e.kind() == ErrorKind::kIo && !follower_->has_header()) return false;
+    error_ = e.what();
+    model_.reset();
+    return true;
+  } catch (const std::exception& e) {
+    error_ = e.what();
+    model_.reset();
+    return true;
+  }
+  // A replaced file cleared the follower's data: the model must not keep indexing it.
+  const bool restarted = follower_->restarts() != restarts_seen_;
+  restarts_seen_ = follower_->restarts();
+  if (restarted) {
+    model_.reset();
+    ++generation_;
+  }
+  if (!follower_->has_header()) return restarted;
+  const std::vector<trace::Problem>& problems = follower_->data().problems;
+  for (size_t i = problems_before; i < problems.size(); ++i)
+    warnings_.push_back(fmt::format("{}:{}: {}", path_.string(), problems[i].line, problems[i].reason));
+  if (model_ != nullptr && pending_events_ == 0) return false;
+  rebuild_model();
+  return true;
+}
+
+std::string Document::live_status() const {
+  if (follower_ == nullptr) return "";
+  if (!follower_->has_header())
+    return fmt::format("waiting for {} to get its header line", path_.filename().string());
+  return fmt::format("live: {} events", follower_->data().events.size());
+}
+
+}  // namespace dpscope::viz

@@ -1,0 +1,371 @@
+// ReplayModel: builds the indexes (time order, lanes, per-device tables, marks, reductions) and
+// answers positions and navigation. state_at() lives in replay_state.cpp.
+#include "replay/replay_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace dpscope::viz {
+
+namespace {
+
+constexpr int32_t kMaxDeviceId = 1 << 16;  // ids beyond this are treated as corrupt
+
+uint32_t lookup(const trace::TraceData& data, std::string_view s) { return data.find_string(s); }
+
+}  // namespace
+
+ReplayModel::ReplayModel(const trace::TraceData& data) : data_(&data) {
+  names_.memory = lookup(data, "memory");
+  names_.loss = lookup(data, "loss");
+  names_.capacity = lookup(data, "capacity");
+  names_.grad_ready = lookup(data, "grad_ready");
+  names_.bucket_launched = lookup(data, "bucket_launched");
+  names_.bucket_done = lookup(data, "bucket_done");
+  names_.param = lookup(data, "param");
+  names_.bucket = lookup(data, "bucket");
+  names_.before_reduce = lookup(data, "before_reduce");
+  names_.after_reduce = lookup(data, "after_reduce");
+  names_.local = lookup(data, "local");
+  names_.after_step = lookup(data, "after_step");
+  names_.phase = lookup(data, "phase");
+  names_.collective = lookup(data, "collective");
+  for (int c = 0; c < kMemoryCategoryCount; ++c)
+    names_.memory_category[c] = lookup(data, to_string(static_cast<MemoryCategory>(c)));
+
+  build_devices();
+  build_order();
+  build_lanes_and_busy();
+  build_per_device();
+  build_marks();
+  build_reductions();
+  build_collectives();
+}
+
+int ReplayModel::device_index(int32_t id) const {
+  auto it = device_by_id_.find(id);
+  return it == device_by_id_.end() ? -1 : it->second;
+}
+
+int ReplayModel::lane_index(int device, StreamKind stream) const {
+  if (device < 0 || static_cast<size_t>(device) >= devices_.size()) return -1;
+  return lane_by_device_stream_[static_cast<size_t>(device) * kStreamCount + static_cast<size_t>(stream)];
+}
+
+void ReplayModel::build_devices() {
+  for (const TraceDeviceInfo& info : data_->header.devices) {
+    if (device_by_id_.count(info.id) != 0) {
+      warnings_.push_back(
+          fmt::format("the header lists device id {} twice; the first entry is used", info.id));
+      continue;
+    }
+    ModelDevice d;
+    d.id = info.id;
+    d.name = info.name;
+    d.kind = info.kind;
+    d.hardware = info.hardware;
+    d.capacity_bytes = info.memory_bytes;
+    d.is_host = info.kind == "host";
+    device_by_id_[info.id] = static_cast<int>(devices_.size());
+    devices_.push_back(std::move(d));
+  }
+  size_t no_device = 0;
+  auto ensure = [&](int32_t id) {
+    if (id < 0 || id >= kMaxDeviceId || device_by_id_.count(id) != 0) return;
+    ModelDevice d;
+    d.id = id;
+    d.name = fmt::format("dev {}", id);
+    d.kind = "unknown";
+    d.in_header = false;
+    device_by_id_[id] = static_cast<int>(devices_.size());
+    devices_.push_back(std::move(d));
+  };
+  for (const trace::Event& e : data_->events) {
+    if (e.dev < 0 || e.dev >= kMaxDeviceId) ++no_device;
+    ensure(e.dev);
+    if (e.type == trace::EventType::kTransfer) {
+      ensure(e.src);
+      ensure(e.dst);
+    }
+    const int d = device_index(e.dev);
+    if (d >= 0 && devices_[d].rank < 0) devices_[d].rank = e.rank;
+  }
+  if (no_device > 0)
+    warnings_.push_back(
+        fmt::format("{} event(s) name no valid device id; they appear only in the event order", no_device));
+  for (const ModelDevice& d : devices_)
+    if (!d.in_header)
+      warnings_.push_back(fmt::format("events name device id {}, which the header does not list", d.id));
+}
+
+void ReplayModel::build_order() {
+  const size_t n = data_->events.size();
+  std::vector<std::pair<int64_t, uint32_t>> keyed(n);
+  for (size_t i = 0; i < n; ++i) keyed[i] = {data_->events[i].ts_ns, static_cast<uint32_t>(i)};
+  // (ts, file index) pairs are unique, so this is a stable sort by ts.
+  if (!std::is_sorted(keyed.begin(), keyed.end())) std::sort(keyed.begin(), keyed.end());
+  order_.resize(n);
+  order_ts_.resize(n);
+  pos_.resize(n);
+  for (size_t p = 0; p < n; ++p) {
+    order_[p] = keyed[p].second;
+    order_ts_[p] = keyed[p].first;
+    pos_[keyed[p].second] = static_cast<uint32_t>(p);
+  }
+  if (n == 0) return;
+  begin_ns_ = order_ts_.front();
+  end_ns_ = order_ts_.back();
+  for (const trace::Event& e : data_->events)
+    end_ns_ = std::max(end_ns_, e.ts_ns + std::max<int64_t>(e.dur_ns, 0));
+}
+
+void ReplayModel::build_lanes_and_busy() {
+  const size_t lane_keys = devices_.size() * kStreamCount;
+  std::vector<std::vector<LaneItem>> items(lane_keys);
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> compute(devices_.size()), comm(devices_.size());
+  for (uint32_t i = 0; i < data_->events.size(); ++i) {
+    const trace::Event& e = data_->events[i];
+    if (e.type != trace::EventType::kSpan && e.type != trace::EventType::kTransfer) continue;
+    const int d = device_index(e.dev);
+    if (d < 0) continue;
+    const int64_t end = e.ts_ns + std::max<int64_t>(e.dur_ns, 0);
+    items[static_cast<size_t>(d) * kStreamCount + static_cast<size_t>(e.stream)].push_back({e.ts_ns, end, i});
+    // Phase spans wrap a whole phase, idle gaps included: they are not busy time.
+    if (e.type == trace::EventType::kSpan && names_.phase != trace::kNoString && e.cat == names_.phase)
+      continue;
+    if (e.stream == StreamKind::kCompute) {
+      compute[d].emplace_back(e.ts_ns, end);
+    } else {
+      comm[d].emplace_back(e.ts_ns, end);
+    }
+  }
+  lane_by_device_stream_.assign(lane_keys, -1);
+  per_device_.resize(devices_.size());
+  for (size_t key = 0; key < lane_keys; ++key) {
+    if (items[key].empty()) continue;
+    ModelLane lane;
+    lane.device = static_cast<int32_t>(key / kStreamCount);
+    lane.stream = static_cast<StreamKind>(key % kStreamCount);
+    lane.item_count = items[key].size();
+    lane.levels = build_levels(std::move(items[key]));
+    lane_by_device_stream_[key] = static_cast<int>(lanes_.size());
+    lanes_.push_back(std::move(lane));
+  }
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    DeviceBusy& busy = per_device_[d].busy;
+    busy.compute = BusyIntervals::from_intervals(std::move(compute[d]));
+    busy.comm = BusyIntervals::from_intervals(std::move(comm[d]));
+    busy.both = BusyIntervals::intersection(busy.compute, busy.comm);
+  }
+}
+
+void ReplayModel::build_per_device() {
+  std::vector<std::pair<int64_t, Phase>> last_phase(devices_.size(), {INT64_MIN, Phase::kNone});
+  for (uint32_t p = 0; p < order_.size(); ++p) {
+    const trace::Event& e = data_->events[order_[p]];
+    if (e.type == trace::EventType::kBuckets) bucket_assignments_.push_back(p);
+    const int d = device_index(e.dev);
+    if (d < 0) continue;
+    PerDevice& pd = per_device_[d];
+    if (last_phase[d].first != e.step || last_phase[d].second != e.phase) {
+      pd.phases.push_back({p, e.ts_ns, e.step, e.phase});
+      last_phase[d] = {e.step, e.phase};
+    }
+    switch (e.type) {
+      case trace::EventType::kCounter: {
+        if (e.payload < 0 || static_cast<size_t>(e.payload) >= data_->counters.size()) break;
+        const trace::CounterValues& cv = data_->counters[static_cast<size_t>(e.payload)];
+        if (e.name == names_.memory && names_.memory != trace::kNoString) {
+          pd.memory.push_back(p);
+          uint64_t in_use = 0;
+          for (const auto& [key, value] : cv.values)
+            for (int c = 0; c < kMemoryCategoryCount; ++c)
+              if (key == names_.memory_category[c] && value > 0) in_use += static_cast<uint64_t>(value);
+          peak_memory_bytes_ = std::max(peak_memory_bytes_, in_use);
+        } else if (e.name == names_.loss && names_.loss != trace::kNoString) {
+          for (const auto& [key, value] : cv.values) {
+            if (key == names_.loss || cv.values.size() == 1) {
+              losses_.push_back({p, e.ts_ns, e.step, e.rank, value});
+              break;
+            }
+          }
+        }
+        break;
+      }
+      case trace::EventType::kSamples:
+        if (e.payload >= 0 && static_cast<size_t>(e.payload) < data_->samples.size()) pd.samples.push_back(p);
+        break;
+      case trace::EventType::kInstant:
+        pd.instants.push_back(p);
+        if (e.name != trace::kNoString &&
+            (e.name == names_.grad_ready || e.name == names_.bucket_launched || e.name == names_.bucket_done))
+          pd.bucket_events.push_back(p);
+        break;
+      default: break;
+    }
+  }
+}
+
+void ReplayModel::build_marks() {
+  // The reference device: the lowest rank among devices with events (the host only as a last resort).
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    if (per_device_[d].phases.empty()) continue;
+    if (reference_device_ < 0) {
+      reference_device_ = static_cast<int>(d);
+      continue;
+    }
+    const ModelDevice& best = devices_[reference_device_];
+    const ModelDevice& cand = devices_[d];
+    if (std::make_tuple(cand.is_host, cand.rank) < std::make_tuple(best.is_host, best.rank))
+      reference_device_ = static_cast<int>(d);
+  }
+  if (reference_device_ >= 0) phase_marks_ = per_device_[reference_device_].phases;
+
+  std::map<int64_t, uint32_t> first_pos;
+  for (uint32_t p = 0; p < order_.size(); ++p) {
+    const int64_t step = data_->events[order_[p]].step;
+    if (step >= 0) first_pos.emplace(step, p);  // keeps the first
+  }
+  for (const auto& [step, p] : first_pos) step_marks_.push_back({p, order_ts_[p], step});
+  std::sort(step_marks_.begin(), step_marks_.end(),
+            [](const StepMark& a, const StepMark& b) { return a.pos < b.pos; });
+  if (!first_pos.empty()) {
+    first_step_ = first_pos.begin()->first;
+    last_step_ = first_pos.rbegin()->first;
+  }
+}
+
+void ReplayModel::build_reductions() {
+  std::map<std::tuple<int64_t, int32_t, uint32_t>, size_t> index;
+  for (uint32_t p = 0; p < order_.size(); ++p) {
+    const uint32_t i = order_[p];
+    const trace::Event& e = data_->events[i];
+    if (e.type != trace::EventType::kValues) continue;
+    if (e.payload < 0 || static_cast<size_t>(e.payload) >= data_->values.size()) continue;
+    const trace::ValueSample& v = data_->values[static_cast<size_t>(e.payload)];
+    auto [it, inserted] = index.try_emplace({e.step, v.param, e.name}, reductions_.size());
+    if (inserted) reductions_.push_back({.step = e.step, .param = v.param, .name = e.name, .first_pos = p});
+    Reduction& r = reductions_[it->second];
+    if (v.when == names_.before_reduce) {
+      r.before.push_back(i);
+    } else if (v.when == names_.after_reduce) {
+      r.after.push_back(i);
+    } else if (v.when == names_.after_step) {
+      r.after_step.push_back(i);
+    } else {
+      r.local.push_back(i);
+    }
+  }
+  auto by_rank = [this](uint32_t a, uint32_t b) { return data_->events[a].rank < data_->events[b].rank; };
+  for (Reduction& r : reductions_) {
+    std::stable_sort(r.before.begin(), r.before.end(), by_rank);
+    std::stable_sort(r.after.begin(), r.after.end(), by_rank);
+    std::stable_sort(r.local.begin(), r.local.end(), by_rank);
+    std::stable_sort(r.after_step.begin(), r.after_step.end(), by_rank);
+  }
+}
+
+void ReplayModel::build_collectives() {
+  for (const trace::Event& e : data_->events) {
+    if (e.type != trace::EventType::kTransfer || e.coll < 0 || e.algo_step < 0) continue;
+    auto [it, inserted] = algo_steps_.try_emplace(e.coll, e.algo_step, e.algo_step);
+    if (!inserted) {
+      it->second.first = std::min(it->second.first, e.algo_step);
+      it->second.second = std::max(it->second.second, e.algo_step);
+    }
+  }
+}
+
+std::pair<int32_t, int32_t> ReplayModel::algo_step_range(int64_t coll) const {
+  auto it = algo_steps_.find(coll);
+  return it == algo_steps_.end() ? std::pair<int32_t, int32_t>{-1, -1} : it->second;
+}
+
+std::pair<int64_t, int64_t> ReplayModel::step_window(int64_t step) const {
+  auto it =
+      std::find_if(step_marks_.begin(), step_marks_.end(), [&](const StepMark& m) { return m.step == step; });
+  if (it == step_marks_.end()) return {begin_ns_, end_ns_};
+  int64_t next = end_ns_;
+  for (const StepMark& m : step_marks_)
+    if (m.step > step) next = std::min(next, m.ts_ns);
+  return {it->ts_ns, next};
+}
+
+// ---- positions ----
+
+Cursor ReplayModel::at_time(int64_t t_ns) const {
+  const auto seq = std::upper_bound(order_ts_.begin(), order_ts_.end(), t_ns) - order_ts_.begin();
+  return {t_ns, static_cast<uint32_t>(seq)};
+}
+
+Cursor ReplayModel::after_event(size_t pos) const {
+  if (pos >= order_.size()) return end();
+  return {order_ts_[pos], static_cast<uint32_t>(pos + 1)};
+}
+
+Cursor ReplayModel::at_fraction(double fraction) const {
+  if (!(fraction > 0.0)) return start();  // also NaN
+  if (fraction >= 1.0) return end();
+  const double span = static_cast<double>(end_ns_ - begin_ns_);
+  return at_time(begin_ns_ + static_cast<int64_t>(std::llround(fraction * span)));
+}
+
+Cursor ReplayModel::next_event(Cursor c) const { return c.seq < order_.size() ? after_event(c.seq) : end(); }
+
+Cursor ReplayModel::prev_event(Cursor c) const {
+  if (c.seq == 0) return start();
+  // Between events: snap back to the latest one that happened.
+  if (c.t_ns > order_ts_[c.seq - 1] || c.seq > order_.size()) return after_event(c.seq - 1);
+  return c.seq >= 2 ? after_event(c.seq - 2) : start();
+}
+
+namespace {
+
+// Shared by phase and step navigation: marks sorted by pos.
+template <typename Mark>
+Cursor next_mark(const ReplayModel& m, const std::vector<Mark>& marks, Cursor c) {
+  auto it = std::lower_bound(marks.begin(), marks.end(), c.seq,
+                             [](const Mark& mk, uint32_t seq) { return mk.pos < seq; });
+  return it == marks.end() ? m.end() : m.after_event(it->pos);
+}
+
+template <typename Mark>
+Cursor prev_mark(const ReplayModel& m, const std::vector<Mark>& marks, Cursor c) {
+  // The mark whose section holds the cursor: the last one that has happened.
+  auto it = std::lower_bound(marks.begin(), marks.end(), c.seq,
+                             [](const Mark& mk, uint32_t seq) { return mk.pos < seq; });
+  if (it == marks.begin()) return m.start();
+  --it;
+  // Already at that mark's start: go to the one before.
+  if (m.after_event(it->pos) == c) {
+    if (it == marks.begin()) return m.start();
+    --it;
+  }
+  return m.after_event(it->pos);
+}
+
+}  // namespace
+
+Cursor ReplayModel::next_phase(Cursor c) const { return next_mark(*this, phase_marks_, c); }
+Cursor ReplayModel::prev_phase(Cursor c) const { return prev_mark(*this, phase_marks_, c); }
+Cursor ReplayModel::next_step(Cursor c) const { return next_mark(*this, step_marks_, c); }
+Cursor ReplayModel::prev_step(Cursor c) const { return prev_mark(*this, step_marks_, c); }
+
+std::optional<Cursor> ReplayModel::step_start(int64_t step) const {
+  for (const StepMark& m : step_marks_)
+    if (m.step == step) return after_event(m.pos);
+  return std::nullopt;
+}
+
+const PhaseMark* ReplayModel::device_phase(int device, Cursor c) const {
+  const std::vector<PhaseMark>& marks = per_device_[device].phases;
+  auto it = std::lower_bound(marks.begin(), marks.end(), c.seq,
+                             [](const PhaseMark& mk, uint32_t seq) { return mk.pos < seq; });
+  return it == marks.begin() ? nullptr : &*(it - 1);
+}
+
+}  // namespace dpscope::viz

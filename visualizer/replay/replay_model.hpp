@@ -1,0 +1,200 @@
+// ReplayModel: a loaded trace, indexed so the visualizer can answer "what is the state at time t,
+// or after event k" in a few binary searches, for traces of a million events.
+//
+// Built once per trace (or per poll of a live trace) from trace::TraceData, which it references
+// and must not outlive. Indexes:
+//   * the global time order of all events (stable by file order on equal `ts`); a Cursor counts how
+//     many of them have happened, so "after event k" and "at time t" are the same kind of position;
+//   * one lane per (device, stream) with spans and transfers split into nesting levels (lanes.hpp);
+//   * per device: memory counters, sample indices, instants, bucket instants, phase changes;
+//   * loss points, value samples grouped into reductions, bucket assignments, step and phase marks;
+//   * per device busy intervals for the HTA time breakdown (breakdown.hpp).
+// state_at() (replay_state.cpp) turns a Cursor into a ReplayState for the views.
+// No GL, no ImGui: unit-tested in tests/visualizer on traces written by the real TraceRecorder.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dpscope/trace/reader.hpp"
+#include "replay/breakdown.hpp"
+#include "replay/lanes.hpp"
+#include "replay/replay_state.hpp"
+
+namespace dpscope::viz {
+
+// A device as the visualizer shows it: from the trace header, or found only in events.
+struct ModelDevice {
+  int32_t id = -1;       // the trace's device id (what events call `dev`)
+  std::string name;      // "sim:0", "host"
+  std::string kind;      // "sim", "cpu", "cuda", "host"
+  std::string hardware;  // "NVIDIA H100 SXM5 80GB"
+  uint64_t capacity_bytes = 0;
+  int32_t rank = -1;  // the rank of its first event; -1 when it has none
+  bool is_host = false;
+  bool in_header = true;  // false: only events name it
+};
+
+struct ModelLane {
+  int32_t device = -1;  // index into devices()
+  StreamKind stream = StreamKind::kCompute;
+  std::vector<LaneLevel> levels;  // levels[0] outermost
+  size_t item_count = 0;
+};
+
+// Where the reference rank's (step, phase) changes, in time order.
+struct PhaseMark {
+  uint32_t pos = 0;  // position in time order of the first event of the phase
+  int64_t ts_ns = 0;
+  int64_t step = -1;
+  Phase phase = Phase::kNone;
+};
+
+struct StepMark {
+  uint32_t pos = 0;  // first event of the step, any device
+  int64_t ts_ns = 0;
+  int64_t step = 0;
+};
+
+struct LossPoint {
+  uint32_t pos = 0;
+  int64_t ts_ns = 0;
+  int64_t step = -1;
+  int32_t rank = 0;
+  double loss = 0.0;
+};
+
+// The value samples of one tensor around one reduction: each rank's values before, and after.
+struct Reduction {
+  int64_t step = -1;
+  int32_t param = -1;
+  uint32_t name = trace::kNoString;  // "grad"
+  uint32_t first_pos = 0;            // time-order position of its first value sample
+  std::vector<uint32_t> before;      // `values` events with when=before_reduce, by rank
+  std::vector<uint32_t> after;       // when=after_reduce, by rank
+  std::vector<uint32_t> local;       // when=local, by rank
+  std::vector<uint32_t> after_step;  // when=after_step, by rank
+};
+
+class ReplayModel {
+ public:
+  // Indexes `data`, which must outlive the model. Never throws on odd content: events naming a
+  // device id the header lacks get a device of their own; impossible ones are skipped and counted
+  // in warnings().
+  explicit ReplayModel(const trace::TraceData& data);
+
+  const trace::TraceData& data() const { return *data_; }
+  const trace::Event& event(uint32_t index) const { return data_->events[index]; }
+  size_t event_count() const { return order_.size(); }
+  int64_t begin_ns() const { return begin_ns_; }
+  int64_t end_ns() const { return end_ns_; }  // latest ts + dur
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+  // ---- positions ----
+  Cursor start() const { return {begin_ns_, 0}; }
+  Cursor end() const { return {end_ns_, static_cast<uint32_t>(order_.size())}; }
+  Cursor at_time(int64_t t_ns) const;         // every event with ts <= t has happened
+  Cursor after_event(size_t pos) const;       // events 0..pos (time order) have happened
+  Cursor at_fraction(double fraction) const;  // 0 = start, 1 = end; clamped
+  bool applied(uint32_t event, Cursor cursor) const { return pos_[event] < cursor.seq; }
+  uint32_t event_at(size_t pos) const { return order_[pos]; }
+  uint32_t position_of(uint32_t event) const { return pos_[event]; }
+  int64_t ts_at(size_t pos) const { return order_ts_[pos]; }
+
+  // ---- navigation (the Player's buttons and keys) ----
+  Cursor next_event(Cursor c) const;
+  Cursor prev_event(Cursor c) const;
+  Cursor next_phase(Cursor c) const;
+  Cursor prev_phase(Cursor c) const;
+  Cursor next_step(Cursor c) const;
+  Cursor prev_step(Cursor c) const;
+  // The first event of `step`, or nullopt when the trace has no such step.
+  std::optional<Cursor> step_start(int64_t step) const;
+
+  // ---- indexes ----
+  const std::vector<ModelDevice>& devices() const { return devices_; }
+  int device_index(int32_t id) const;  // -1 when unknown
+  const std::vector<ModelLane>& lanes() const { return lanes_; }
+  int lane_index(int device, StreamKind stream) const;  // -1 when the device has no such lane
+  // Instants of a device in time order (as positions).
+  const std::vector<uint32_t>& instants(int device) const { return per_device_[device].instants; }
+  const std::vector<PhaseMark>& phase_marks() const { return phase_marks_; }
+  const std::vector<StepMark>& step_marks() const { return step_marks_; }
+  const std::vector<LossPoint>& losses() const { return losses_; }
+  const std::vector<Reduction>& reductions() const { return reductions_; }
+  // [first, last] step seen (first > last when the trace has no step >= 0).
+  int64_t first_step() const { return first_step_; }
+  int64_t last_step() const { return last_step_; }
+  // The window of a step: from its first event to the next step's first event (or the end).
+  std::pair<int64_t, int64_t> step_window(int64_t step) const;
+  // Algorithm steps of a collective: algo_step runs over [first, last].
+  std::pair<int32_t, int32_t> algo_step_range(int64_t coll) const;
+  // Largest memory in use on any device at any memory counter (for bar scaling), 0 when none.
+  uint64_t peak_memory_bytes() const { return peak_memory_bytes_; }
+  const DeviceBusy& busy(int device) const { return per_device_[device].busy; }
+  // The device's HTA time breakdown over [t0, t1).
+  TimeBreakdown breakdown(int device, int64_t t0_ns, int64_t t1_ns) const {
+    return per_device_[device].busy.breakdown(t0_ns, t1_ns);
+  }
+
+  // The state of every device, link, bucket and reduction at `cursor` (replay_state.cpp).
+  ReplayState state_at(Cursor cursor) const;
+
+  // Interned strings the model compares against, looked up once.
+  struct Names {
+    uint32_t memory, loss, capacity, grad_ready, bucket_launched, bucket_done, param, bucket;
+    uint32_t before_reduce, after_reduce, local, after_step, phase, collective;
+    uint32_t memory_category[kMemoryCategoryCount];
+  };
+  const Names& names() const { return names_; }
+
+ private:
+  struct PerDevice {
+    std::vector<uint32_t> memory;         // positions of memory counters
+    std::vector<uint32_t> samples;        // positions of samples events
+    std::vector<uint32_t> instants;       // positions of all instants
+    std::vector<uint32_t> bucket_events;  // grad_ready / bucket_launched / bucket_done
+    std::vector<PhaseMark> phases;        // this device's (step, phase) changes
+    DeviceBusy busy;
+  };
+
+  void build_devices();
+  void build_order();
+  void build_lanes_and_busy();
+  void build_per_device();
+  void build_marks();
+  void build_reductions();
+  void build_collectives();
+  // The (step, phase) of a device at a cursor, from its phase marks.
+  const PhaseMark* device_phase(int device, Cursor c) const;
+  friend class StateBuilder;
+
+  const trace::TraceData* data_;
+  Names names_{};
+  std::vector<ModelDevice> devices_;
+  std::unordered_map<int32_t, int> device_by_id_;
+  std::vector<uint32_t> order_;    // event indices in time order
+  std::vector<int64_t> order_ts_;  // their ts
+  std::vector<uint32_t> pos_;      // event index -> position in order_ (kNoEvent when skipped)
+  int64_t begin_ns_ = 0;
+  int64_t end_ns_ = 0;
+  std::vector<ModelLane> lanes_;
+  std::vector<int> lane_by_device_stream_;  // device * kStreamCount + stream -> lane or -1
+  std::vector<PerDevice> per_device_;
+  std::vector<PhaseMark> phase_marks_;
+  std::vector<StepMark> step_marks_;
+  std::vector<LossPoint> losses_;
+  std::vector<Reduction> reductions_;
+  std::vector<uint32_t> bucket_assignments_;  // positions of `buckets` events
+  std::unordered_map<int64_t, std::pair<int32_t, int32_t>> algo_steps_;
+  int64_t first_step_ = 0;
+  int64_t last_step_ = -1;
+  uint64_t peak_memory_bytes_ = 0;
+  int reference_device_ = -1;  // whose phases drive the global phase marks
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace dpscope::viz

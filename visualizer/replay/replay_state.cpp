@@ -1,0 +1,215 @@
+// ReplayModel::state_at: a Cursor -> ReplayState, in binary searches over the model's indexes.
+// Cost per call: O(lanes * levels * log n + buckets * params): cheap enough for every frame.
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "replay/replay_model.hpp"
+
+namespace dpscope::viz {
+
+const char* to_string(BucketState state) {
+  switch (state) {
+    case BucketState::kPending: return "pending";
+    case BucketState::kReady: return "ready";
+    case BucketState::kLaunched: return "launched";
+    case BucketState::kDone: return "done";
+  }
+  return "?";
+}
+
+bool DeviceSnapshot::busy() const {
+  return std::any_of(activity.begin(), activity.end(),
+                     [](const StreamActivity& a) { return a.event != kNoEvent; });
+}
+
+uint64_t DeviceSnapshot::memory_in_use_bytes() const {
+  uint64_t sum = 0;
+  for (uint64_t b : memory_bytes) sum += b;
+  return sum;
+}
+
+namespace {
+
+// How many of `positions` (sorted) have happened at `seq`.
+size_t applied_count(const std::vector<uint32_t>& positions, uint32_t seq) {
+  return static_cast<size_t>(std::lower_bound(positions.begin(), positions.end(), seq) - positions.begin());
+}
+
+}  // namespace
+
+ReplayState ReplayModel::state_at(Cursor c) const {
+  const trace::TraceData& data = *data_;
+  ReplayState s;
+  s.cursor = c;
+  if (c.seq > order_.size()) c.seq = static_cast<uint32_t>(order_.size());
+  s.last_event = c.seq > 0 ? order_[c.seq - 1] : kNoEvent;
+  if (reference_device_ >= 0) {
+    if (const PhaseMark* mark = device_phase(reference_device_, c)) {
+      s.step = mark->step;
+      s.phase = mark->phase;
+    }
+  }
+
+  // The innermost applied item of `lane` covering the cursor, per level (kNoEvent when none).
+  auto covering = [&](const ModelLane& lane, size_t level) -> uint32_t {
+    const LaneLevel& items = lane.levels[level];
+    const size_t i = covering_item(items, c.t_ns);
+    if (i == items.size()) return kNoEvent;
+    return pos_[items[i].event] < c.seq ? items[i].event : kNoEvent;
+  };
+  auto describe = [&](const ModelLane& lane, uint32_t event, size_t level) -> std::string {
+    const trace::Event& e = data.events[event];
+    const std::string_view name = data.str(e.name);
+    if (e.type != trace::EventType::kTransfer) return std::string(name);
+    if (e.coll < 0) return fmt::format("{} {}", name, format_bytes(e.bytes));
+    // A collective step: name it after the enclosing collective span when there is one.
+    std::string label(name);
+    for (size_t outer = level; outer-- > 0;) {
+      const uint32_t parent = covering(lane, outer);
+      if (parent == kNoEvent) continue;
+      const trace::Event& pe = data.events[parent];
+      if (pe.type == trace::EventType::kSpan && names_.collective != trace::kNoString &&
+          pe.cat == names_.collective) {
+        label = std::string(data.str(pe.name));
+        break;
+      }
+    }
+    const std::string_view algo = data.str(e.algo);
+    if (!algo.empty() && label.find(algo) == std::string::npos) label = fmt::format("{} {}", label, algo);
+    const auto [first, last] = algo_step_range(e.coll);
+    if (e.algo_step >= 0 && first >= 0)
+      label = fmt::format("{} step {}/{}", label, e.algo_step - first + 1, last - first + 1);
+    return label;
+  };
+
+  s.devices.resize(devices_.size());
+  for (size_t d = 0; d < devices_.size(); ++d) {
+    DeviceSnapshot& ds = s.devices[d];
+    const PerDevice& pd = per_device_[d];
+    if (const PhaseMark* mark = device_phase(static_cast<int>(d), c)) {
+      ds.step = mark->step;
+      ds.phase = mark->phase;
+    }
+    for (int stream = 0; stream < kStreamCount; ++stream) {
+      const int li = lane_index(static_cast<int>(d), static_cast<StreamKind>(stream));
+      if (li < 0) continue;
+      const ModelLane& lane = lanes_[li];
+      StreamActivity act;
+      act.stream = lane.stream;
+      for (size_t level = lane.levels.size(); level-- > 0;) {
+        const uint32_t event = covering(lane, level);
+        if (event == kNoEvent) continue;
+        act.event = event;
+        act.text = describe(lane, event, level);
+        break;
+      }
+      ds.activity.push_back(std::move(act));
+    }
+    ds.capacity_bytes = devices_[d].capacity_bytes;
+    if (const size_t n = applied_count(pd.memory, c.seq); n > 0) {
+      const trace::Event& e = data.events[order_[pd.memory[n - 1]]];
+      ds.memory_known = true;
+      for (const auto& [key, value] : data.counters[static_cast<size_t>(e.payload)].values) {
+        const uint64_t bytes = value > 0 ? static_cast<uint64_t>(value) : 0;
+        if (key == names_.capacity) ds.capacity_bytes = bytes;
+        for (int cat = 0; cat < kMemoryCategoryCount; ++cat)
+          if (key == names_.memory_category[cat]) ds.memory_bytes[cat] = bytes;
+      }
+    }
+    if (const size_t n = applied_count(pd.samples, c.seq); n > 0) {
+      const trace::Event& e = data.events[order_[pd.samples[n - 1]]];
+      ds.samples_step = e.step;
+      ds.samples = &data.samples[static_cast<size_t>(e.payload)].indices;
+    }
+  }
+
+  // Transfers in flight, and the bytes they put on each link.
+  for (const ModelLane& lane : lanes_) {
+    for (size_t level = 0; level < lane.levels.size(); ++level) {
+      const uint32_t event = covering(lane, level);
+      if (event == kNoEvent) continue;
+      const trace::Event& e = data.events[event];
+      if (e.type != trace::EventType::kTransfer) continue;
+      const int src = device_index(e.src);
+      const int dst = device_index(e.dst);
+      if (src < 0 || dst < 0 || src == dst) continue;
+      const double progress =
+          e.dur_ns > 0 ? static_cast<double>(c.t_ns - e.ts_ns) / static_cast<double>(e.dur_ns) : 1.0;
+      s.transfers.push_back({event, src, dst, e.bytes, std::clamp(progress, 0.0, 1.0), e.coll >= 0});
+      const int a = std::min(src, dst);
+      const int b = std::max(src, dst);
+      auto link = std::find_if(s.links.begin(), s.links.end(),
+                               [&](const LinkSnapshot& l) { return l.a == a && l.b == b; });
+      if (link == s.links.end()) {
+        s.links.push_back({a, b, e.bytes, 1});
+      } else {
+        link->bytes_in_flight += e.bytes;
+        ++link->transfers;
+      }
+    }
+  }
+
+  // Buckets: the assignment in force, and each reporting device's progress in its current step.
+  const std::vector<TraceBucketInfo>* assignment = &data.header.buckets;
+  if (const size_t n = applied_count(bucket_assignments_, c.seq); n > 0) {
+    const trace::Event& e = data.events[order_[bucket_assignments_[n - 1]]];
+    if (e.payload >= 0 && static_cast<size_t>(e.payload) < data.buckets.size()) {
+      assignment = &data.buckets[static_cast<size_t>(e.payload)].buckets;
+      s.bucket_assignment_event = order_[bucket_assignments_[n - 1]];
+    }
+  }
+  for (size_t d = 0; d < devices_.size(); ++d)
+    if (!per_device_[d].bucket_events.empty()) s.bucket_devices.push_back(static_cast<int>(d));
+  std::stable_sort(s.bucket_devices.begin(), s.bucket_devices.end(),
+                   [&](int a, int b) { return devices_[a].rank < devices_[b].rank; });
+  for (const TraceBucketInfo& b : *assignment) {
+    BucketSnapshot bs;
+    bs.id = b.id;
+    bs.params = b.params;
+    bs.bytes = b.bytes;
+    s.buckets.push_back(std::move(bs));
+  }
+  for (int d : s.bucket_devices) {
+    const std::vector<uint32_t>& events = per_device_[d].bucket_events;
+    const int64_t step = s.devices[d].step;
+    std::set<int> ready;
+    std::set<int> launched;
+    std::set<int> done;
+    for (size_t n = applied_count(events, c.seq); n-- > 0;) {
+      const trace::Event& e = data.events[order_[events[n]]];
+      if (e.step != step) break;
+      if (e.name == names_.grad_ready) {
+        if (auto p = data.arg(e, "param")) ready.insert(static_cast<int>(*p));
+      } else if (auto b = data.arg(e, "bucket")) {
+        (e.name == names_.bucket_done ? done : launched).insert(static_cast<int>(*b));
+      }
+    }
+    for (BucketSnapshot& bs : s.buckets) {
+      const int n_ready = static_cast<int>(
+          std::count_if(bs.params.begin(), bs.params.end(), [&](int p) { return ready.count(p) != 0; }));
+      BucketState state = BucketState::kPending;
+      if (done.count(bs.id) != 0) {
+        state = BucketState::kDone;
+      } else if (launched.count(bs.id) != 0) {
+        state = BucketState::kLaunched;
+      } else if (!bs.params.empty() && n_ready == static_cast<int>(bs.params.size())) {
+        state = BucketState::kReady;
+      }
+      bs.state.push_back(state);
+      bs.ready_params.push_back(n_ready);
+    }
+  }
+
+  auto red = std::lower_bound(reductions_.begin(), reductions_.end(), c.seq,
+                              [](const Reduction& r, uint32_t seq) { return r.first_pos < seq; });
+  s.reduction = static_cast<int>(red - reductions_.begin()) - 1;
+  s.losses_so_far =
+      static_cast<size_t>(std::lower_bound(losses_.begin(), losses_.end(), c.seq,
+                                           [](const LossPoint& l, uint32_t seq) { return l.pos < seq; }) -
+                          losses_.begin());
+  return s;
+}
+
+}  // namespace dpscope::viz

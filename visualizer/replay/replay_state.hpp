@@ -1,0 +1,94 @@
+// ReplayState: everything the views draw for one position in a trace — each device's activity,
+// memory and samples, the transfers in flight and bytes per link, the bucket table, the latest
+// reduction, how much of the loss curve has happened. Produced by ReplayModel::state_at(); plain
+// data with no GL or ImGui, so tests assert on it directly.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dpscope/core/device.hpp"
+#include "replay/lanes.hpp"
+
+namespace dpscope::viz {
+
+// A position in a trace: `seq` events (in time order) have happened, the last of them at or
+// before `t_ns`, and every later one at or after it. Seeking by time and stepping by event both
+// produce cursors; ReplayModel builds them (at_time, after_event, ...).
+struct Cursor {
+  int64_t t_ns = 0;
+  uint32_t seq = 0;
+  friend bool operator==(const Cursor&, const Cursor&) = default;
+};
+
+// DDP bucket life cycle within one step, per rank:
+//   pending  – some of its parameters' gradients are not ready yet;
+//   ready    – all are ready (grad_ready seen for each), all-reduce not launched yet;
+//   launched – bucket_launched seen: its all-reduce is running;
+//   done     – bucket_done seen: the averaged gradients are back.
+enum class BucketState : uint8_t { kPending, kReady, kLaunched, kDone };
+const char* to_string(BucketState state);
+
+// What one stream of a device is doing at the cursor.
+struct StreamActivity {
+  StreamKind stream = StreamKind::kCompute;
+  uint32_t event = kNoEvent;  // the innermost span/transfer covering the cursor; kNoEvent = idle
+  std::string text;           // "forward 2.Linear", "all-reduce ring step 3/6"; "" when idle
+};
+
+struct DeviceSnapshot {
+  int64_t step = -1;  // of the device's latest event so far
+  Phase phase = Phase::kNone;
+  std::vector<StreamActivity> activity;  // one per lane of the device, in stream order
+  bool memory_known = false;             // a memory counter has been seen
+  std::array<uint64_t, kMemoryCategoryCount> memory_bytes{};
+  uint64_t capacity_bytes = 0;
+  int64_t samples_step = -1;                      // step of the samples below; -1 when none yet
+  const std::vector<int64_t>* samples = nullptr;  // dataset rows the device holds (null: none)
+
+  bool busy() const;
+  uint64_t memory_in_use_bytes() const;
+};
+
+struct TransferSnapshot {
+  uint32_t event = kNoEvent;
+  int32_t src = -1;  // device indices (not ids) in ReplayModel::devices()
+  int32_t dst = -1;
+  uint64_t bytes = 0;
+  double progress = 0.0;  // 0 at start, 1 on arrival
+  bool collective = false;
+};
+
+struct LinkSnapshot {
+  int32_t a = -1;  // device indices, a < b
+  int32_t b = -1;
+  uint64_t bytes_in_flight = 0;
+  int transfers = 0;
+};
+
+struct BucketSnapshot {
+  int id = 0;
+  std::vector<int> params;  // parameter indices in packing order
+  uint64_t bytes = 0;
+  std::vector<BucketState> state;  // per entry of ReplayState::bucket_devices
+  std::vector<int> ready_params;   // how many of `params` are ready, per entry of bucket_devices
+};
+
+struct ReplayState {
+  Cursor cursor;
+  int64_t step = -1;  // the reference device's step and phase
+  Phase phase = Phase::kNone;
+  uint32_t last_event = kNoEvent;       // the latest event that has happened
+  std::vector<DeviceSnapshot> devices;  // parallel to ReplayModel::devices()
+  std::vector<TransferSnapshot> transfers;
+  std::vector<LinkSnapshot> links;              // only links with bytes in flight
+  std::vector<int> bucket_devices;              // device indices that report bucket events
+  std::vector<BucketSnapshot> buckets;          // the assignment in force, state for the current step
+  uint32_t bucket_assignment_event = kNoEvent;  // the `buckets` event in force (kNoEvent: header)
+  int reduction = -1;                           // index into ReplayModel::reductions(): latest one started
+  size_t losses_so_far = 0;                     // prefix of ReplayModel::losses() that has happened
+};
+
+}  // namespace dpscope::viz

@@ -1,0 +1,26 @@
+// The run configuration from a trace header's free-form "run" object, reduced to what the
+// visualizer's titles show: "DDP · 4 GPUs · 784-256-10 · batch 32 per rank". No GL, no ImGui.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace dpscope::viz {
+
+struct RunInfo {
+  std::string mode;     // "single", "dp", "ddp" ("" when absent)
+  std::string backend;  // "sim", "nccl", ...
+  std::string model;    // "784-512-10"
+  std::string preset;
+  std::string batch;  // as written
+  std::string algo;   // collective algorithm, when given
+  bool synthetic = false;
+
+  // "DistributedDataParallel (DDP)", "DataParallel (DP)", "single device", or the mode as written.
+  std::string mode_title() const;
+};
+
+// Never throws: malformed or missing fields are left empty.
+RunInfo parse_run_info(std::string_view run_json);
+
+}  // namespace dpscope::viz

@@ -1,0 +1,99 @@
+// --seek / --size parsing and time formatting.
+#include "replay/seek.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "dpscope/core/error.hpp"
+
+namespace dpscope::viz {
+
+namespace {
+
+bool parse_int(std::string_view text, int64_t& out) {
+  if (text.empty()) return false;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && ptr == text.data() + text.size();
+}
+
+}  // namespace
+
+SeekSpec parse_seek(std::string_view text) {
+  SeekSpec spec;
+  auto fail = [&](std::string_view why) {
+    return Error(ErrorKind::kUsage,
+                 fmt::format("--seek '{}': {}; expected a fraction 0..1, step:N or event:K", text, why));
+  };
+  if (text.starts_with("step:")) {
+    spec.kind = SeekSpec::Kind::kStep;
+    if (!parse_int(text.substr(5), spec.step) || spec.step < 0)
+      throw fail("the step is not a non-negative integer");
+    return spec;
+  }
+  if (text.starts_with("event:")) {
+    spec.kind = SeekSpec::Kind::kEvent;
+    if (!parse_int(text.substr(6), spec.event) || spec.event < 0)
+      throw fail("the event is not a non-negative integer");
+    return spec;
+  }
+  const std::string copy(text);
+  char* end = nullptr;
+  const double f = copy.empty() ? NAN : std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(f)) throw fail("not a number");
+  if (f < 0.0 || f > 1.0) throw fail("the fraction is outside 0..1");
+  spec.fraction = f;
+  return spec;
+}
+
+Cursor resolve_seek(const ReplayModel& model, const SeekSpec& spec) {
+  switch (spec.kind) {
+    case SeekSpec::Kind::kFraction: return model.at_fraction(spec.fraction);
+    case SeekSpec::Kind::kStep: {
+      if (auto c = model.step_start(spec.step)) return *c;
+      if (model.last_step() < model.first_step())
+        throw Error(ErrorKind::kUsage,
+                    fmt::format("--seek step:{}: the trace has no training steps", spec.step));
+      throw Error(ErrorKind::kUsage, fmt::format("--seek step:{}: the trace has steps {}..{}", spec.step,
+                                                 model.first_step(), model.last_step()));
+    }
+    case SeekSpec::Kind::kEvent:
+      if (static_cast<uint64_t>(spec.event) >= model.event_count())
+        throw Error(ErrorKind::kUsage,
+                    fmt::format("--seek event:{}: the trace has {} events (event:0..{})", spec.event,
+                                model.event_count(), model.event_count() == 0 ? 0 : model.event_count() - 1));
+      return model.after_event(static_cast<size_t>(spec.event));
+  }
+  return model.end();
+}
+
+PixelSize parse_size(std::string_view text) {
+  const size_t x = text.find('x');
+  int64_t w = 0;
+  int64_t h = 0;
+  if (x == std::string_view::npos || !parse_int(text.substr(0, x), w) || !parse_int(text.substr(x + 1), h))
+    throw Error(ErrorKind::kUsage,
+                fmt::format("--size '{}': expected WIDTHxHEIGHT in pixels, e.g. 1600x900", text));
+  if (w < 64 || h < 64 || w > 16384 || h > 16384)
+    throw Error(ErrorKind::kUsage,
+                fmt::format("--size '{}': each side must be between 64 and 16384 pixels", text));
+  return {static_cast<int>(w), static_cast<int>(h)};
+}
+
+std::string format_time(int64_t ns) {
+  const double v = static_cast<double>(ns);
+  const double a = std::fabs(v);
+  auto digits = [](double x) { return x >= 100 ? 1 : (x >= 10 ? 2 : 3); };
+  if (a < 1e3) return fmt::format("{} ns", ns);
+  if (a < 1e6) return fmt::format("{:.{}f} µs", v / 1e3, digits(a / 1e3));
+  if (a < 1e9) return fmt::format("{:.{}f} ms", v / 1e6, digits(a / 1e6));
+  return fmt::format("{:.{}f} s", v / 1e9, digits(a / 1e9));
+}
+
+std::string format_duration(int64_t ns) {
+  return fmt::format("{}{}", ns >= 0 ? "+" : "-", format_time(ns >= 0 ? ns : -ns));
+}
+
+}  // namespace dpscope::viz

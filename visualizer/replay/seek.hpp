@@ -1,0 +1,39 @@
+// Seek positions given on the command line (`--seek POS`) and time/size formatting shared by the
+// views: POS is a fraction of the trace (`0.5`), a training step (`step:N`, its first event) or an
+// event (`event:K`, after the K-th event in time order, 0-based). No GL, no ImGui.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "replay/replay_model.hpp"
+
+namespace dpscope::viz {
+
+struct SeekSpec {
+  enum class Kind { kFraction, kStep, kEvent };
+  Kind kind = Kind::kFraction;
+  double fraction = 1.0;
+  int64_t step = 0;
+  int64_t event = 0;
+};
+
+// Parses POS; throws Error(kUsage) naming the text and the accepted forms.
+SeekSpec parse_seek(std::string_view text);
+// The cursor for `spec` in `model`; throws Error(kUsage) when the step or event is not in the trace.
+Cursor resolve_seek(const ReplayModel& model, const SeekSpec& spec);
+
+// "WxH" (e.g. "1600x900"), each in [64, 16384]; throws Error(kUsage).
+struct PixelSize {
+  int width = 0;
+  int height = 0;
+};
+PixelSize parse_size(std::string_view text);
+
+// "0 ns", "850 ns", "12.35 µs", "4.500 ms", "2.000 s": 4 significant digits, unit chosen by size.
+std::string format_time(int64_t ns);
+// The same with an explicit sign for deltas: "+1.20 µs".
+std::string format_duration(int64_t ns);
+
+}  // namespace dpscope::viz

@@ -1,0 +1,294 @@
+// Inspector view: event fields, bucket table, values before/after a reduction, data split.
+#include "ui/inspector_view.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "replay/seek.hpp"
+#include "ui/draw_util.hpp"
+
+namespace dpscope::viz {
+
+namespace {
+
+void row(const char* key, const std::string& value) {
+  ImGui::TableNextRow();
+  ImGui::TableSetColumnIndex(0);
+  ImGui::TextDisabled("%s", key);
+  ImGui::TableSetColumnIndex(1);
+  ImGui::TextUnformatted(value.c_str());
+}
+
+std::string param_name(const trace::TraceData& data, int index) {
+  const auto& params = data.header.params;
+  return index >= 0 && static_cast<size_t>(index) < params.size() ? params[static_cast<size_t>(index)].name
+                                                                  : fmt::format("param {}", index);
+}
+
+std::string device_of(const ReplayModel& model, int32_t id) {
+  const int d = model.device_index(id);
+  return d >= 0 ? fmt::format("{} ({})", device_label(model.devices()[d]), model.devices()[d].name)
+                : fmt::format("dev {}", id);
+}
+
+}  // namespace
+
+void InspectorView::draw_event(ViewContext& ctx, uint32_t event, bool selected) {
+  const ReplayModel& model = *ctx.model;
+  const trace::TraceData& data = model.data();
+  const trace::Event& e = data.events[event];
+  ImGui::TextUnformatted(selected ? "Selected event"
+                                  : "Latest event (click one in the timeline to select it)");
+  ImGui::SameLine();
+  if (ImGui::SmallButton("move playhead here")) ctx.seek(model.after_event(model.position_of(event)));
+  if (selected) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton("clear")) ctx.select(kNoEvent);
+  }
+  if (!ImGui::BeginTable(
+          "event_fields", 2,
+          ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchProp))
+    return;
+  row("type", trace::to_string(e.type));
+  if (!data.str(e.name).empty()) row("name", std::string(data.str(e.name)));
+  if (!data.str(e.cat).empty()) row("category", std::string(data.str(e.cat)));
+  row("device", device_of(model, e.dev));
+  row("rank", fmt::format("{}", e.rank));
+  row("step / phase", fmt::format("{} / {}", e.step, to_string(e.phase)));
+  if (e.type == trace::EventType::kSpan || e.type == trace::EventType::kTransfer)
+    row("stream", to_string(e.stream));
+  row("start", fmt::format("{} (ts {} ns)", format_time(e.ts_ns - model.begin_ns()), e.ts_ns));
+  if (e.dur_ns > 0) row("duration", format_time(e.dur_ns));
+  if (e.type == trace::EventType::kTransfer) {
+    row("from → to", fmt::format("{} → {}", device_of(model, e.src), device_of(model, e.dst)));
+    row("bytes", fmt::format("{} ({} B)", format_bytes(e.bytes), e.bytes));
+    if (e.dur_ns > 0)
+      row("bandwidth",
+          fmt::format("{:.1f} GB/s", static_cast<double>(e.bytes) / static_cast<double>(e.dur_ns)));
+    row("flow", fmt::format("{}", e.flow));
+    if (e.coll >= 0) {
+      const auto [first, last] = model.algo_step_range(e.coll);
+      row("collective", fmt::format("#{} {} step {}/{} chunk {}", e.coll, data.str(e.algo),
+                                    e.algo_step - first + 1, last - first + 1, e.chunk));
+    }
+  }
+  if ((e.type == trace::EventType::kSpan || e.type == trace::EventType::kInstant) && e.payload >= 0 &&
+      static_cast<size_t>(e.payload) < data.args.size()) {
+    for (const auto& [key, value] : data.args[static_cast<size_t>(e.payload)].values) {
+      const std::string k(data.str(key));
+      std::string v = fmt::format("{}", value);
+      if (k == "param")
+        v = fmt::format("{} ({})", static_cast<int>(value), param_name(data, static_cast<int>(value)));
+      if (k == "flops") v = fmt::format("{:.3g}", value);
+      if (k == "bytes") v = format_bytes(static_cast<uint64_t>(std::max(value, 0.0)));
+      row(k.c_str(), v);
+    }
+  }
+  if (e.type == trace::EventType::kCounter && e.payload >= 0) {
+    for (const auto& [key, value] : data.counters[static_cast<size_t>(e.payload)].values) {
+      const std::string k(data.str(key));
+      row(k.c_str(), data.str(e.name) == "memory" ? format_bytes(static_cast<uint64_t>(std::max(value, 0.0)))
+                                                  : fmt::format("{}", value));
+    }
+  }
+  if (e.type == trace::EventType::kValues && e.payload >= 0) {
+    const trace::ValueSample& v = data.values[static_cast<size_t>(e.payload)];
+    row("tensor", fmt::format("{} of {}", data.str(e.name), param_name(data, v.param)));
+    row("when", std::string(data.str(v.when)));
+    row("values", fmt::format("[{:.4g}]", fmt::join(v.values, ", ")));
+    row("norm", fmt::format("{:.5g}", v.norm));
+  }
+  if (e.type == trace::EventType::kSamples && e.payload >= 0) {
+    const auto& idx = data.samples[static_cast<size_t>(e.payload)].indices;
+    row("rows",
+        fmt::format("{} rows: {}{}", idx.size(),
+                    fmt::join(idx.begin(),
+                              idx.begin() + static_cast<ptrdiff_t>(std::min<size_t>(idx.size(), 32)), ", "),
+                    idx.size() > 32 ? ", …" : ""));
+  }
+  if (e.type == trace::EventType::kBuckets && e.payload >= 0) {
+    const trace::BucketAssignment& b = data.buckets[static_cast<size_t>(e.payload)];
+    row("reason", std::string(data.str(b.reason)));
+    for (const TraceBucketInfo& bucket : b.buckets)
+      row(fmt::format("bucket {}", bucket.id).c_str(),
+          fmt::format("params [{}], {}", fmt::join(bucket.params, ","), format_bytes(bucket.bytes)));
+  }
+  row("line", fmt::format("{}", e.line));
+  ImGui::EndTable();
+}
+
+void InspectorView::draw_buckets(const ViewContext& ctx) {
+  const ReplayState& state = *ctx.state;
+  const ReplayModel& model = *ctx.model;
+  const trace::TraceData& data = model.data();
+  if (state.buckets.empty()) return;
+  ImGui::Separator();
+  const char* source = "header";
+  if (state.bucket_assignment_event != kNoEvent) {
+    const trace::Event& e = data.events[state.bucket_assignment_event];
+    source = e.payload >= 0 && data.str(data.buckets[static_cast<size_t>(e.payload)].reason) == "rebuilt"
+                 ? "rebuilt"
+                 : "initial";
+  }
+  ImGui::Text("Gradient buckets (%s assignment; bucket 0 is reduced first)", source);
+  const int columns = 2 + static_cast<int>(state.bucket_devices.size());
+  if (!ImGui::BeginTable("buckets", columns,
+                         ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit))
+    return;
+  ImGui::TableSetupColumn("bucket: parameters", ImGuiTableColumnFlags_WidthStretch);
+  ImGui::TableSetupColumn("size");
+  for (int d : state.bucket_devices) {
+    const ModelDevice& dev = model.devices()[d];
+    const std::string name = dev.rank >= 0 ? fmt::format("rank {}", dev.rank) : device_label(dev);
+    ImGui::TableSetupColumn(name.c_str());
+  }
+  ImGui::TableHeadersRow();
+  for (const BucketSnapshot& b : state.buckets) {
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    std::string params;
+    for (int p : b.params) params += (params.empty() ? "" : ", ") + param_name(data, p);
+    ImGui::TextWrapped("%d: %s", b.id, params.c_str());
+    ImGui::TableSetColumnIndex(1);
+    ImGui::TextUnformatted(format_bytes(b.bytes).c_str());
+    for (size_t c = 0; c < state.bucket_devices.size(); ++c) {
+      ImGui::TableSetColumnIndex(2 + static_cast<int>(c));
+      const BucketState st = b.state[c];
+      ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, with_alpha(ctx.palette->bucket_color(st), 0.45f));
+      if (st == BucketState::kPending && !b.params.empty()) {
+        ImGui::Text("%d/%zu ready", b.ready_params[c], b.params.size());
+      } else {
+        ImGui::TextUnformatted(to_string(st));
+      }
+    }
+  }
+  ImGui::EndTable();
+}
+
+void InspectorView::draw_reduction(const ViewContext& ctx) {
+  const ReplayState& state = *ctx.state;
+  const ReplayModel& model = *ctx.model;
+  if (state.reduction < 0) return;
+  const Reduction& r = model.reductions()[static_cast<size_t>(state.reduction)];
+  const trace::TraceData& data = model.data();
+  const Cursor c = state.cursor;
+  auto values_of = [&](uint32_t ev) -> const trace::ValueSample& {
+    return data.values[static_cast<size_t>(data.events[ev].payload)];
+  };
+  std::vector<uint32_t> before;
+  std::vector<uint32_t> after;
+  for (uint32_t ev : r.before)
+    if (model.applied(ev, c)) before.push_back(ev);
+  for (uint32_t ev : r.after)
+    if (model.applied(ev, c)) after.push_back(ev);
+  const std::vector<uint32_t>& shown = before.empty() ? r.local : before;
+  if (shown.empty() && after.empty()) return;
+  ImGui::Separator();
+  ImGui::Text("Gradient of %s, step %lld: %s", param_name(data, r.param).c_str(),
+              static_cast<long long>(r.step),
+              after.empty() ? (before.empty() ? "local values" : "reduction in progress…") : "reduced");
+  size_t width = 0;
+  for (uint32_t ev : shown) width = std::max(width, values_of(ev).values.size());
+  for (uint32_t ev : after) width = std::max(width, values_of(ev).values.size());
+  width = std::min<size_t>(width, ctx.present ? 4 : 6);
+  if (!ImGui::BeginTable("reduction", static_cast<int>(width) + 2,
+                         ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit))
+    return;
+  ImGui::TableSetupColumn("");
+  for (size_t i = 0; i < width; ++i) ImGui::TableSetupColumn(fmt::format("[{}]", i).c_str());
+  ImGui::TableSetupColumn("norm");
+  ImGui::TableHeadersRow();
+  auto value_row = [&](const std::string& label, const std::vector<float>& v, double norm, ImU32 color) {
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", label.c_str());
+    for (size_t i = 0; i < width; ++i) {
+      ImGui::TableSetColumnIndex(static_cast<int>(i) + 1);
+      if (i < v.size()) ImGui::Text("%+.4f", static_cast<double>(v[i]));
+    }
+    ImGui::TableSetColumnIndex(static_cast<int>(width) + 1);
+    if (norm >= 0) ImGui::Text("%.4g", norm);
+  };
+  const char* when = before.empty() ? "local" : "before";
+  std::vector<double> sum(width, 0.0);
+  for (uint32_t ev : shown) {
+    const trace::ValueSample& v = values_of(ev);
+    value_row(fmt::format("rank {} {}", data.events[ev].rank, when), v.values, v.norm, ctx.palette->text);
+    for (size_t i = 0; i < width && i < v.values.size(); ++i) sum[i] += v.values[i];
+  }
+  if (shown.size() > 1) {
+    std::vector<float> mean(width);
+    for (size_t i = 0; i < width; ++i)
+      mean[i] = static_cast<float>(sum[i] / static_cast<double>(shown.size()));
+    value_row(fmt::format("mean of {} ranks", shown.size()), mean, -1.0, ctx.palette->text_dim);
+  }
+  if (!after.empty()) {
+    // One row per distinct result (all ranks agree after an all-reduce).
+    const trace::ValueSample& a = values_of(after.front());
+    const bool all_same = std::all_of(after.begin(), after.end(),
+                                      [&](uint32_t ev) { return values_of(ev).values == a.values; });
+    const std::string who = after.size() == 1
+                                ? fmt::format("rank {}", data.events[after.front()].rank)
+                                : (all_same ? fmt::format("all {} ranks", after.size()) : "rank 0");
+    value_row(fmt::format("after ({})", who), a.values, a.norm, ctx.palette->optimizer);
+    if (shown.size() > 1 && !a.values.empty() && width > 0) {
+      const double mean0 = sum[0] / static_cast<double>(shown.size());
+      const double got = a.values[0];
+      const double tol = 1e-5 * std::max(1.0, std::fabs(got));
+      if (std::fabs(got - mean0) <= tol) {
+        ImGui::EndTable();
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.palette->optimizer),
+                           "after = mean of the ranks' gradients (all-reduce SUM, then ÷ %zu)", shown.size());
+        return;
+      }
+      if (std::fabs(got - sum[0]) <= 1e-5 * std::max(1.0, std::fabs(sum[0]))) {
+        ImGui::EndTable();
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.palette->copy),
+                           "after = sum of the replicas' gradients (DataParallel's reduce-add)");
+        return;
+      }
+    }
+  }
+  ImGui::EndTable();
+}
+
+void InspectorView::draw_data_split(const ViewContext& ctx) {
+  const ReplayModel& model = *ctx.model;
+  const ReplayState& state = *ctx.state;
+  bool any = false;
+  for (const DeviceSnapshot& d : state.devices) any = any || d.samples != nullptr;
+  if (!any) return;
+  ImGui::Separator();
+  ImGui::TextUnformatted("Data split (dataset rows per GPU)");
+  for (size_t d = 0; d < state.devices.size(); ++d) {
+    const DeviceSnapshot& ds = state.devices[d];
+    if (ds.samples == nullptr) continue;
+    const std::vector<int64_t>& rows = *ds.samples;
+    const size_t shown = std::min<size_t>(rows.size(), 24);
+    ImGui::TextWrapped(
+        "%s (step %lld): %zu rows: %s%s", device_label(model.devices()[d]).c_str(),
+        static_cast<long long>(ds.samples_step), rows.size(),
+        fmt::format("{}", fmt::join(rows.begin(), rows.begin() + static_cast<ptrdiff_t>(shown), ", "))
+            .c_str(),
+        shown < rows.size() ? ", …" : "");
+  }
+}
+
+void InspectorView::draw(ViewContext& ctx) {
+  if (ctx.model == nullptr || ctx.state == nullptr) return;
+  draw_reduction(ctx);
+  draw_buckets(ctx);
+  draw_data_split(ctx);
+  // The event table is a developer detail: hidden in presentation mode.
+  const uint32_t selected = ctx.selected();
+  const uint32_t event =
+      selected != kNoEvent && selected < ctx.model->data().events.size() ? selected : ctx.state->last_event;
+  if (!ctx.present && event != kNoEvent) {
+    ImGui::Separator();
+    draw_event(ctx, event, event == selected);
+  }
+}
+
+}  // namespace dpscope::viz

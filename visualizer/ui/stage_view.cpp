@@ -1,0 +1,566 @@
+// Stage view: layout on a ring, links, cards, host, transfers in flight, colour key.
+//
+//   Sections: layout · links and transfers · cards · header and legend · draw().
+#include "ui/stage_view.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "replay/run_info.hpp"
+#include "replay/seek.hpp"
+#include "ui/draw_util.hpp"
+
+namespace dpscope::viz {
+
+namespace {
+
+ImVec2 add(ImVec2 a, ImVec2 b) { return ImVec2(a.x + b.x, a.y + b.y); }
+ImVec2 sub(ImVec2 a, ImVec2 b) { return ImVec2(a.x - b.x, a.y - b.y); }
+ImVec2 mul(ImVec2 a, float s) { return ImVec2(a.x * s, a.y * s); }
+ImVec2 bezier(ImVec2 p0, ImVec2 c, ImVec2 p1, float t) {
+  const float u = 1.0f - t;
+  return ImVec2(u * u * p0.x + 2 * u * t * c.x + t * t * p1.x, u * u * p0.y + 2 * u * t * c.y + t * t * p1.y);
+}
+ImVec2 bezier_tangent(ImVec2 p0, ImVec2 c, ImVec2 p1, float t) {
+  return ImVec2(2 * (1 - t) * (c.x - p0.x) + 2 * t * (p1.x - c.x),
+                2 * (1 - t) * (c.y - p0.y) + 2 * t * (p1.y - c.y));
+}
+ImVec2 normalized(ImVec2 v) {
+  const float len = std::sqrt(v.x * v.x + v.y * v.y);
+  return len > 1e-6f ? ImVec2(v.x / len, v.y / len) : ImVec2(1, 0);
+}
+
+std::string stream_name(StreamKind s) { return to_string(s); }
+
+std::string short_bandwidth(double bytes_per_s) {
+  return bytes_per_s >= 1e9 ? fmt::format("{:.0f} GB/s", bytes_per_s / 1e9)
+                            : fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
+}
+
+}  // namespace
+
+// ---- layout ----
+
+void StageView::layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size) {
+  const ReplayModel& model = *ctx.model;
+  const float fs = ImGui::GetFontSize();
+  ring_.clear();
+  host_ = -1;
+  for (size_t d = 0; d < model.devices().size(); ++d) {
+    const ModelDevice& dev = model.devices()[d];
+    if (dev.is_host) {
+      if (host_ < 0) host_ = static_cast<int>(d);
+    } else {
+      ring_.push_back(static_cast<int>(d));
+    }
+  }
+  std::stable_sort(ring_.begin(), ring_.end(), [&](int a, int b) {
+    const int ra = model.devices()[a].rank < 0 ? INT32_MAX : model.devices()[a].rank;
+    const int rb = model.devices()[b].rank < 0 ? INT32_MAX : model.devices()[b].rank;
+    return ra < rb;
+  });
+  boxes_.clear();
+  const size_t n = ring_.size();
+  const float w = size.x;
+  const float h = size.y;
+  const ImVec2 c(origin.x + w * 0.5f, origin.y + h * 0.5f);
+  const float gap = fs * 0.8f;
+  const ImVec2 host_half(std::min(fs * 5.0f, w * 0.09f), fs * 1.6f);
+  if (n == 0) {
+    if (host_ >= 0) boxes_.push_back({host_, c, host_half});
+    return;
+  }
+  if (n <= 2) {
+    // One GPU right of the host, or two on either side of it.
+    const ImVec2 half(std::min(w * (n == 1 ? 0.3f : 0.36f), fs * 26.0f), std::min(h * 0.45f, fs * 14.0f));
+    if (n == 1) {
+      boxes_.push_back({ring_[0], ImVec2(origin.x + w - gap - half.x, c.y), half});
+      if (host_ >= 0) boxes_.push_back({host_, ImVec2(origin.x + gap + host_half.x, c.y), host_half});
+    } else {
+      boxes_.push_back({ring_[0], ImVec2(origin.x + gap + half.x, c.y), half});
+      boxes_.push_back({ring_[1], ImVec2(origin.x + w - gap - half.x, c.y), half});
+      if (host_ >= 0) boxes_.push_back({host_, c, host_half});
+    }
+    return;
+  }
+  // A ring drawn as two rows, clockwise: ranks 0..k-1 left to right on top, the rest right to
+  // left below, so every ring neighbour is a card next to (or under) the previous one. The host
+  // sits in the band between the rows.
+  const size_t cols = (n + 1) / 2;
+  const float band = host_ >= 0 ? host_half.y * 2 + gap * 2 : gap * 3;
+  // Room between columns for the transfers that move along the ring.
+  const float hgap = std::max(gap, w * 0.25f / static_cast<float>(cols + 1));
+  const float card_w = (w - 2 * gap - hgap * static_cast<float>(cols - 1)) / static_cast<float>(cols);
+  const float card_h = std::min((h - band - gap * 2) * 0.5f, card_w * 0.75f + fs * 4);
+  const ImVec2 half(card_w * 0.5f, card_h * 0.5f);
+  const float top_y = c.y - band * 0.5f - half.y;
+  const float bottom_y = c.y + band * 0.5f + half.y;
+  auto col_x = [&](size_t col) {
+    return origin.x + gap + half.x + static_cast<float>(col) * (card_w + hgap);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const bool top = i < cols;
+    const size_t col = top ? i : cols - 1 - (i - cols);
+    boxes_.push_back({ring_[i], ImVec2(col_x(col), top ? top_y : bottom_y), half});
+  }
+  if (host_ >= 0) boxes_.push_back({host_, c, host_half});
+}
+
+const StageView::Box* StageView::box_of(int device) const {
+  for (const Box& b : boxes_)
+    if (b.device == device) return &b;
+  return nullptr;
+}
+
+void StageView::link_path(int a, int b, ImVec2& from, ImVec2& control, ImVec2& to) const {
+  const Box* ba = box_of(a);
+  const Box* bb = box_of(b);
+  from = box_exit_point(ba->center, ba->half, bb->center);
+  to = box_exit_point(bb->center, bb->half, ba->center);
+  control = mul(add(from, to), 0.5f);
+  const Box* host = host_ >= 0 ? box_of(host_) : nullptr;
+  if (host == nullptr || a == host_ || b == host_) return;
+  // A straight line that would cross the host box bends around it.
+  const ImVec2 d = sub(to, from);
+  const float len2 = d.x * d.x + d.y * d.y;
+  if (len2 < 1.0f) return;
+  const ImVec2 nrm = normalized(ImVec2(-d.y, d.x));
+  const float along = ((host->center.x - from.x) * d.x + (host->center.y - from.y) * d.y) / len2;
+  const float dist = (host->center.x - from.x) * nrm.x + (host->center.y - from.y) * nrm.y;
+  const float reach =
+      std::fabs(nrm.x) * host->half.x + std::fabs(nrm.y) * host->half.y + ImGui::GetFontSize() * 0.6f;
+  if (along > 0.0f && along < 1.0f && std::fabs(dist) < reach) {
+    const float side = dist >= 0 ? -1.0f : 1.0f;
+    control = add(control, mul(nrm, side * 2.0f * (reach + std::fabs(dist))));
+  }
+}
+
+// ---- links and transfers ----
+
+void StageView::draw_links(const ViewContext& ctx, ImDrawList* dl) {
+  const Palette& pal = *ctx.palette;
+  const ReplayModel& model = *ctx.model;
+  const size_t n = ring_.size();
+  auto ring_pos = [&](int device) {
+    return static_cast<int>(std::find(ring_.begin(), ring_.end(), device) - ring_.begin());
+  };
+  std::vector<std::pair<int, int>> drawn;
+  for (const TraceLinkInfo& link : model.data().header.links) {
+    int a = model.device_index(link.src);
+    int b = model.device_index(link.dst);
+    if (a < 0 || b < 0 || a == b || box_of(a) == nullptr || box_of(b) == nullptr) continue;
+    if (a > b) std::swap(a, b);
+    if (std::find(drawn.begin(), drawn.end(), std::make_pair(a, b)) != drawn.end()) continue;
+    drawn.emplace_back(a, b);
+    const bool with_host = a == host_ || b == host_;
+    if (!with_host && n > 3) {
+      // On a ring of cards only neighbours are drawn at rest; other links appear when used.
+      const int pa = ring_pos(a);
+      const int pb = ring_pos(b);
+      const int gap = std::abs(pa - pb);
+      if (gap != 1 && gap != static_cast<int>(n) - 1) continue;
+    }
+    ImVec2 from, control, to;
+    link_path(a, b, from, control, to);
+    dl->AddBezierQuadratic(from, control, to, with_host ? with_alpha(pal.link, 0.6f) : pal.link,
+                           (with_host ? 1.0f : 2.0f) * pal.line_scale, 16);
+  }
+}
+
+void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
+  const Palette& pal = *ctx.palette;
+  const ReplayModel& model = *ctx.model;
+  const float fs = ImGui::GetFontSize();
+  ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
+  const float small_size = small->FontSize;
+  for (const TransferSnapshot& t : ctx.state->transfers) {
+    if (box_of(t.src) == nullptr || box_of(t.dst) == nullptr) continue;
+    ImVec2 from, control, to;
+    link_path(t.src, t.dst, from, control, to);
+    // Two directions on one link run side by side.
+    const ImVec2 nrm = normalized(ImVec2(-(to.y - from.y), to.x - from.x));
+    const float offset = fs * 0.35f * (t.src < t.dst ? 1.0f : -1.0f);
+    from = add(from, mul(nrm, offset));
+    to = add(to, mul(nrm, offset));
+    control = add(control, mul(nrm, offset));
+    const ImU32 color = pal.event_color(model.data(), model.event(t.event));
+    const float thick = 3.0f * pal.line_scale;
+    dl->AddBezierQuadratic(from, control, to, with_alpha(color, 0.3f), thick, 24);
+    const float p = static_cast<float>(t.progress);
+    ImVec2 points[25];
+    const int segments = 24;
+    for (int i = 0; i <= segments; ++i)
+      points[i] = bezier(from, control, to, p * static_cast<float>(i) / segments);
+    dl->AddPolyline(points, segments + 1, color, 0, thick);
+    const ImVec2 head = bezier(from, control, to, p);
+    const ImVec2 dir = normalized(bezier_tangent(from, control, to, p));
+    const float hs = fs * 0.75f * pal.line_scale;
+    draw_arrow(dl, sub(head, mul(dir, hs * 1.6f)), add(head, mul(dir, hs * 0.4f)), color, thick, hs);
+    const std::string label = format_bytes(t.bytes);
+    const ImVec2 ts = text_size(small, small_size, label);
+    const ImVec2 lp = add(head, mul(nrm, (t.src < t.dst ? 1.0f : -1.0f) * (fs * 0.9f)));
+    const ImVec2 l0(lp.x - ts.x * 0.5f - 3, lp.y - ts.y * 0.5f - 1);
+    dl->AddRectFilled(l0, ImVec2(l0.x + ts.x + 6, l0.y + ts.y + 2), with_alpha(pal.background, 0.85f), 3.0f);
+    draw_text(dl, small, small_size, ImVec2(l0.x + 3, l0.y + 1), color, label);
+  }
+}
+
+// ---- cards ----
+
+void StageView::draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box) {
+  const Palette& pal = *ctx.palette;
+  const ImVec2 r0 = sub(box.center, box.half);
+  const ImVec2 r1 = add(box.center, box.half);
+  dl->AddRectFilled(r0, r1, pal.card, 6.0f);
+  dl->AddRect(r0, r1, pal.card_border, 6.0f, 0, 1.0f * pal.line_scale);
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
+  ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
+  const float fs = ImGui::GetFontSize();
+  draw_text_centered(dl, bold, bold->FontSize, ImVec2(box.center.x, box.center.y - fs * 0.4f), pal.text,
+                     "host (CPU)");
+  draw_text_centered(dl, small, small->FontSize, ImVec2(box.center.x, box.center.y + fs * 0.55f),
+                     pal.text_dim, "dataset, data loader");
+}
+
+void StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
+  const Palette& pal = *ctx.palette;
+  const ReplayModel& model = *ctx.model;
+  const ReplayState& state = *ctx.state;
+  const ModelDevice& dev = model.devices()[box.device];
+  const DeviceSnapshot& ds = state.devices[box.device];
+  const float fs = ImGui::GetFontSize();
+  ImFont* body = ImGui::GetFont();
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : body;
+  ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : body;
+  const ImVec2 r0 = sub(box.center, box.half);
+  const ImVec2 r1 = add(box.center, box.half);
+  const float pad = fs * 0.5f;
+
+  const StreamActivity* main_activity = nullptr;
+  for (const StreamActivity& a : ds.activity)
+    if (a.event != kNoEvent) {
+      main_activity = &a;
+      break;
+    }
+  const ImU32 border = main_activity != nullptr
+                           ? pal.event_color(model.data(), model.event(main_activity->event))
+                           : pal.card_border;
+  dl->AddRectFilled(r0, r1, pal.card, 8.0f);
+  dl->AddRect(r0, r1, border, 8.0f, 0, (main_activity != nullptr ? 3.0f : 1.0f) * pal.line_scale);
+  const ImVec4 clip(r0.x + pad, r0.y, r1.x - pad, r1.y - pad * 0.5f);
+  const float inner_w = r1.x - r0.x - 2 * pad;
+  float y = r0.y + pad * 0.8f;
+
+  // Title: "GPU 0", rank and device name, and the phase as a pill on the right.
+  const std::string title = device_label(dev);
+  draw_text(dl, bold, bold->FontSize, ImVec2(r0.x + pad, y), pal.text, title, &clip);
+  const float title_w = text_size(bold, bold->FontSize, title).x;
+  const std::string sub_title = dev.rank >= 0 ? fmt::format("rank {} · {}", dev.rank, dev.name) : dev.name;
+  float title_right = r1.x - pad;
+  if (ds.phase != Phase::kNone) {
+    const std::string phase = to_string(ds.phase);
+    const ImVec2 ps = text_size(small, small->FontSize, phase);
+    const ImVec2 p1(r1.x - pad, y + ps.y + 4);
+    const ImVec2 p0(p1.x - ps.x - 10, y);
+    if (p0.x > r0.x + pad + title_w) {
+      const ImU32 fill = pal.phase_color(ds.phase);
+      dl->AddRectFilled(p0, p1, fill, 4.0f);
+      draw_text(dl, small, small->FontSize, ImVec2(p0.x + 5, p0.y + 2), pal.text_on(fill), phase);
+      title_right = p0.x - fs * 0.3f;
+    }
+  }
+  const ImVec4 sub_clip(r0.x, r0.y, title_right, r1.y);
+  draw_text(dl, small, small->FontSize,
+            ImVec2(r0.x + pad + title_w + fs * 0.6f, y + (bold->FontSize - small->FontSize) * 0.7f),
+            pal.text_dim, sub_title, &sub_clip);
+  y += bold->FontSize * 1.35f;
+
+  // What each stream does now.
+  const float row = fs * 1.2f;
+  for (const StreamActivity& a : ds.activity) {
+    if (y + row > r1.y) break;
+    const bool busy = a.event != kNoEvent;
+    const ImU32 color = busy ? pal.event_color(model.data(), model.event(a.event)) : pal.idle;
+    dl->AddRectFilled(ImVec2(r0.x + pad, y + fs * 0.15f), ImVec2(r0.x + pad + fs * 0.8f, y + fs * 0.95f),
+                      color, 2.0f);
+    const std::string stream = stream_name(a.stream);
+    draw_text(dl, small, small->FontSize, ImVec2(r0.x + pad + fs * 1.2f, y + (fs - small->FontSize) * 0.5f),
+              pal.text_dim, stream, &clip);
+    const float label_x = r0.x + pad + fs * 1.2f + fs * 4.2f;
+    draw_text(dl, body, fs, ImVec2(label_x, y), busy ? pal.text : pal.text_dim, busy ? a.text : "idle",
+              &clip);
+    if (!ctx.headless && busy && ImGui::IsMouseHoveringRect(ImVec2(r0.x, y), ImVec2(r1.x, y + row)) &&
+        ImGui::IsWindowHovered()) {
+      ImGui::SetTooltip("%s\n(click to inspect)", describe_event(model, a.event).c_str());
+      if (ImGui::IsMouseClicked(0)) ctx.select(a.event);
+    }
+    y += row;
+  }
+  y += fs * 0.15f;
+
+  // Memory by category on one line, on a scale shared by all cards (the largest use in the trace).
+  if (ds.memory_known && y + fs * 1.2f <= r1.y) {
+    const uint64_t used = ds.memory_in_use_bytes();
+    const float label_w = text_size(small, small->FontSize, "memory").x + fs * 0.5f;
+    const std::string amount = format_bytes(used);
+    const float amount_w = text_size(small, small->FontSize, amount).x + fs * 0.5f;
+    draw_text(dl, small, small->FontSize, ImVec2(r0.x + pad, y + (fs - small->FontSize) * 0.5f), pal.text_dim,
+              "memory", &clip);
+    const float bar_x0 = r0.x + pad + label_w;
+    const float bar_w = std::max(inner_w - label_w - amount_w, fs * 2.0f);
+    const float bar_h = fs * 0.75f;
+    const float by = y + (fs - bar_h) * 0.5f + 1;
+    const double scale = static_cast<double>(std::max<uint64_t>(model.peak_memory_bytes(), 1)) * 1.05;
+    dl->AddRectFilled(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), with_alpha(pal.idle, 0.5f),
+                      2.0f);
+    float x = bar_x0;
+    for (int c = 0; c < kMemoryCategoryCount; ++c) {
+      const float seg = static_cast<float>(static_cast<double>(ds.memory_bytes[c]) / scale) * bar_w;
+      if (seg <= 0.0f) continue;
+      dl->AddRectFilled(ImVec2(x, by), ImVec2(std::min(x + seg, bar_x0 + bar_w), by + bar_h), pal.memory[c]);
+      x += seg;
+    }
+    dl->AddRect(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), pal.grid, 2.0f);
+    draw_text(dl, small, small->FontSize,
+              ImVec2(bar_x0 + bar_w + fs * 0.4f, y + (fs - small->FontSize) * 0.5f), pal.text, amount, &clip);
+    if (!ctx.headless && ImGui::IsWindowHovered() &&
+        ImGui::IsMouseHoveringRect(ImVec2(r0.x, y), ImVec2(r1.x, y + fs))) {
+      std::string tip = fmt::format("memory on {}: {} in use", dev.name, format_bytes(used));
+      if (ds.capacity_bytes > 0) tip += fmt::format(" of {}", format_bytes(ds.capacity_bytes));
+      for (int c = 0; c < kMemoryCategoryCount; ++c)
+        tip += fmt::format("\n  {}: {}", to_string(static_cast<MemoryCategory>(c)),
+                           format_bytes(ds.memory_bytes[c]));
+      tip += "\nbar scale: the largest use of any GPU in this trace";
+      ImGui::SetTooltip("%s", tip.c_str());
+    }
+    y += fs * 1.3f;
+  }
+
+  // One flowing row: DDP buckets (coloured by state, filled as gradients become ready), then the
+  // dataset rows this GPU holds as chips coloured by row.
+  const float chip_h = small->FontSize * 1.3f;
+  float x = r0.x + pad;
+  auto next_row = [&]() {
+    x = r0.x + pad;
+    y += chip_h + 3;
+  };
+  auto fits = [&](float w) {
+    if (x + w > r1.x - pad) next_row();
+    return y + chip_h <= r1.y - pad * 0.5f;
+  };
+  auto label = [&](const std::string& text) {
+    const float w = text_size(small, small->FontSize, text).x + fs * 0.35f;
+    if (!fits(w)) return false;
+    draw_text(dl, small, small->FontSize, ImVec2(x, y + (chip_h - small->FontSize) * 0.5f), pal.text_dim,
+              text);
+    x += w;
+    return true;
+  };
+  bool room = true;
+  const auto bucket_col = std::find(state.bucket_devices.begin(), state.bucket_devices.end(), box.device);
+  if (bucket_col != state.bucket_devices.end() && !state.buckets.empty()) {
+    const size_t col = static_cast<size_t>(bucket_col - state.bucket_devices.begin());
+    room = label("buckets");
+    for (const BucketSnapshot& b : state.buckets) {
+      if (!room || !(room = fits(chip_h))) break;
+      const BucketState st = b.state[col];
+      const ImVec2 b0(x, y);
+      const ImVec2 b1(x + chip_h, y + chip_h);
+      dl->AddRectFilled(b0, b1, pal.bucket_color(BucketState::kPending), 3.0f);
+      float fill = 1.0f;
+      if (st == BucketState::kPending)
+        fill = b.params.empty()
+                   ? 0.0f
+                   : static_cast<float>(b.ready_params[col]) / static_cast<float>(b.params.size());
+      const ImU32 fill_color =
+          st == BucketState::kPending ? pal.bucket_color(BucketState::kReady) : pal.bucket_color(st);
+      if (fill > 0) dl->AddRectFilled(ImVec2(b0.x, b1.y - chip_h * fill), b1, fill_color, 3.0f);
+      dl->AddRect(b0, b1, pal.card_border, 3.0f);
+      draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_h * 0.5f, y + chip_h * 0.5f),
+                         pal.text_on(fill >= 0.5f ? fill_color : pal.bucket_color(BucketState::kPending)),
+                         fmt::format("{}", b.id));
+      x += chip_h + 3;
+    }
+    x += fs * 0.6f;
+  }
+  if (room && ds.samples != nullptr) {
+    const std::vector<int64_t>& rows = *ds.samples;
+    const bool current = ds.samples_step == ds.step;
+    room = label(current ? fmt::format("data ({} rows)", rows.size())
+                         : fmt::format("data from step {}", ds.samples_step));
+    int64_t widest = 0;
+    for (int64_t r : rows) widest = std::max(widest, r);
+    const float chip_w =
+        std::max(text_size(small, small->FontSize, fmt::format("{}", widest)).x + 8.0f, chip_h * 1.2f);
+    size_t shown = 0;
+    for (int64_t r : rows) {
+      if (!room || !(room = fits(chip_w))) break;
+      const ImU32 fill = current ? pal.sample_color(r) : with_alpha(pal.sample_color(r), 0.35f);
+      dl->AddRectFilled(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), fill, 3.0f);
+      draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_w * 0.5f, y + chip_h * 0.5f),
+                         pal.text_on(fill), fmt::format("{}", r));
+      x += chip_w + 3;
+      ++shown;
+    }
+    if (shown < rows.size() && shown > 0) {
+      // No room for every chip: the last one shown says how many more there are.
+      const std::string more = fmt::format("+{}", rows.size() - shown + 1);
+      x -= chip_w + 3;
+      dl->AddRectFilled(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), pal.card, 3.0f);
+      dl->AddRect(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), pal.text_dim, 3.0f);
+      draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_w * 0.5f, y + chip_h * 0.5f), pal.text,
+                         more);
+    }
+  }
+}
+
+// ---- header and legend ----
+
+void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width) {
+  const Palette& pal = *ctx.palette;
+  const ReplayModel& model = *ctx.model;
+  const ReplayState& state = *ctx.state;
+  const float fs = ImGui::GetFontSize();
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
+  const RunInfo run = parse_run_info(model.data().header.run_json);
+  std::string hardware;
+  for (int d : ring_)
+    if (!model.devices()[d].hardware.empty()) {
+      hardware = model.devices()[d].hardware;
+      break;
+    }
+  std::string title = run.mode_title().empty() ? "trace" : run.mode_title();
+  title += fmt::format(" · {} GPU{}", ring_.size(), ring_.size() == 1 ? "" : "s");
+  if (!hardware.empty()) title += fmt::format(" ({}{})", hardware, run.backend == "sim" ? ", simulated" : "");
+  if (!run.model.empty()) title += fmt::format(" · model {}", run.model);
+  if (!run.batch.empty())
+    title += fmt::format(" · batch {}{}", run.batch, run.mode == "ddp" ? " per rank" : "");
+  const ImVec4 clip(origin.x, origin.y, origin.x + width, origin.y + fs * 3);
+  draw_text(dl, bold, bold->FontSize, ImVec2(origin.x + fs * 0.5f, origin.y + fs * 0.3f), pal.text, title,
+            &clip);
+
+  const float y2 = origin.y + fs * 0.3f + bold->FontSize * 1.3f;
+  float x = origin.x + fs * 0.5f;
+  if (state.step >= 0) {
+    const std::string step =
+        fmt::format("step {} of {}..{}", state.step, model.first_step(), model.last_step());
+    draw_text(dl, ImGui::GetFont(), fs, ImVec2(x, y2), pal.text, step);
+    x += text_size(nullptr, fs, step).x + fs * 0.8f;
+  }
+  if (state.phase != Phase::kNone) {
+    const std::string phase = to_string(state.phase);
+    const ImVec2 ps = text_size(nullptr, fs, phase);
+    const ImU32 fill = pal.phase_color(state.phase);
+    dl->AddRectFilled(ImVec2(x - 4, y2 - 1), ImVec2(x + ps.x + 4, y2 + ps.y + 1), fill, 4.0f);
+    draw_text(dl, ImGui::GetFont(), fs, ImVec2(x, y2), pal.text_on(fill), phase);
+    x += ps.x + fs * 0.8f;
+  }
+  const std::string t = fmt::format("t = {} of {}", format_time(state.cursor.t_ns - model.begin_ns()),
+                                    format_time(model.end_ns() - model.begin_ns()));
+  draw_text(dl, ImGui::GetFont(), fs, ImVec2(x, y2), pal.text_dim, t);
+  x += text_size(nullptr, fs, t).x + fs * 0.8f;
+  // The link kinds, once, on the right.
+  std::string links;
+  std::vector<std::string> seen;
+  for (const TraceLinkInfo& l : model.data().header.links) {
+    if (std::find(seen.begin(), seen.end(), l.kind) != seen.end()) continue;
+    seen.push_back(l.kind);
+    const int a = model.device_index(l.src);
+    const int b = model.device_index(l.dst);
+    const bool host = (a >= 0 && model.devices()[a].is_host) || (b >= 0 && model.devices()[b].is_host);
+    links += fmt::format("{}{} {} {}", links.empty() ? "links: " : " · ", l.kind,
+                         short_bandwidth(l.bandwidth_bytes_per_s), host ? "to host" : "GPU-GPU");
+  }
+  const ImVec2 ls = text_size(nullptr, fs, links);
+  if (!links.empty() && origin.x + width - ls.x - fs * 0.5f > x)
+    draw_text(dl, ImGui::GetFont(), fs, ImVec2(origin.x + width - ls.x - fs * 0.5f, y2), pal.text_dim, links);
+}
+
+float StageView::draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width,
+                             bool measure_only) {
+  const Palette& pal = *ctx.palette;
+  ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
+  const float size = small->FontSize;
+  struct Entry {
+    const char* group;  // starts a group when not null
+    ImU32 color;
+    const char* label;
+  };
+  const Entry entries[] = {
+      {"work:", pal.forward, "forward"},
+      {nullptr, pal.backward, "backward"},
+      {nullptr, pal.optimizer, "optimizer"},
+      {nullptr, pal.data, "data"},
+      {nullptr, pal.comm, "all-reduce / comm"},
+      {nullptr, pal.copy, "copy"},
+      {nullptr, pal.reduce, "reduce"},
+      {nullptr, pal.idle, "idle"},
+      {"memory:", pal.memory[0], "parameters"},
+      {nullptr, pal.memory[1], "gradients"},
+      {nullptr, pal.memory[2], "optimizer state"},
+      {nullptr, pal.memory[3], "activations"},
+      {nullptr, pal.memory[4], "buffers"},
+      {"buckets:", pal.bucket[0], "pending"},
+      {nullptr, pal.bucket[1], "ready"},
+      {nullptr, pal.bucket[2], "launched"},
+      {nullptr, pal.bucket[3], "done"},
+  };
+  const float gap = size * 0.9f;
+  float x = origin.x + gap * 0.5f;
+  float y = origin.y + size * 0.3f;
+  for (const Entry& e : entries) {
+    float w = size * 1.2f + text_size(small, size, e.label).x + gap;
+    const float gw = e.group != nullptr ? text_size(small, size, e.group).x + size * 0.4f : 0.0f;
+    if (x + gw + w > origin.x + width) {
+      x = origin.x + gap * 0.5f;
+      y += size * 1.4f;
+    }
+    if (e.group != nullptr) {
+      if (!measure_only) draw_text(dl, small, size, ImVec2(x, y), pal.text, e.group);
+      x += gw;
+    }
+    if (!measure_only) {
+      dl->AddRectFilled(ImVec2(x, y + size * 0.1f), ImVec2(x + size * 0.9f, y + size * 0.95f), e.color, 2.0f);
+      draw_text(dl, small, size, ImVec2(x + size * 1.2f, y), pal.text_dim, e.label);
+    }
+    x += w;
+  }
+  return y + size * 1.4f - origin.y;
+}
+
+// ---- draw ----
+
+void StageView::draw(ViewContext& ctx) {
+  if (ctx.model == nullptr || ctx.state == nullptr) return;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 size = ImGui::GetContentRegionAvail();
+  if (size.x < 50 || size.y < 50) return;
+  const float fs = ImGui::GetFontSize();
+  dl->AddRectFilled(origin, add(origin, size), ctx.palette->background, 4.0f);
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
+  const float header_h = fs * 0.6f + bold->FontSize * 1.3f + fs * 1.3f;
+  const float legend_h = draw_legend(ctx, dl, ImVec2(origin.x, 0), size.x, true);
+  const ImVec2 area_origin(origin.x + fs * 0.3f, origin.y + header_h);
+  const ImVec2 area_size(size.x - fs * 0.6f, size.y - header_h - legend_h - fs * 0.3f);
+  layout(ctx, area_origin, area_size);
+  draw_links(ctx, dl);
+  for (const Box& box : boxes_) {
+    if (box.device == host_) {
+      draw_host(ctx, dl, box);
+    } else {
+      draw_card(ctx, dl, box);
+    }
+  }
+  draw_transfers(ctx, dl);
+  draw_header(ctx, dl, origin, size.x);
+  dl->AddLine(ImVec2(origin.x, origin.y + size.y - legend_h - fs * 0.15f),
+              ImVec2(origin.x + size.x, origin.y + size.y - legend_h - fs * 0.15f), ctx.palette->grid);
+  draw_legend(ctx, dl, ImVec2(origin.x, origin.y + size.y - legend_h), size.x, false);
+  ImGui::Dummy(size);
+}
+
+}  // namespace dpscope::viz

@@ -1,0 +1,45 @@
+// Stage: the picture a student looks at first. GPUs are cards laid out on a ring in rank order
+// (so a ring all-reduce goes round the ring), the host in the middle with its PCIe links, the
+// GPU-to-GPU links between cards. Each card shows what its streams are doing ("forward 2.Linear",
+// "all-reduce bucket 1 ring step 3/6", "idle"), its memory by category, its bucket progress (DDP)
+// and the dataset rows it holds as coloured chips. Transfers in flight move along the links as
+// arrows with their size. A colour key sits at the bottom.
+#pragma once
+
+#include <vector>
+
+#include "ui/view.hpp"
+
+namespace dpscope::viz {
+
+class StageView final : public View {
+ public:
+  const char* title() const override { return "Stage"; }
+  void draw(ViewContext& ctx) override;
+
+  // Where each device sits (screen coordinates of the last frame), for tests and hit-testing.
+  struct Box {
+    int device = -1;  // index into ReplayModel::devices()
+    ImVec2 center;
+    ImVec2 half;
+  };
+  const std::vector<Box>& boxes() const { return boxes_; }
+
+ private:
+  void layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size);
+  void draw_links(const ViewContext& ctx, ImDrawList* dl);
+  void draw_transfers(const ViewContext& ctx, ImDrawList* dl);
+  void draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box);
+  void draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box);
+  void draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width);
+  float draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width, bool measure_only);
+  const Box* box_of(int device) const;
+  // The path a transfer or link between two devices takes (straight, or bent around the host).
+  void link_path(int a, int b, ImVec2& from, ImVec2& control, ImVec2& to) const;
+
+  std::vector<Box> boxes_;
+  std::vector<int> ring_;  // GPU device indices in rank order
+  int host_ = -1;
+};
+
+}  // namespace dpscope::viz

@@ -1,0 +1,55 @@
+// The contract between the Viewer and its views: every view is a small struct holding its own
+// state, with a title and a draw() that renders into the ImGui window the Viewer opened for it
+// (the Viewer owns layout and the View menu, so views are toggled from one place). A view reads
+// the frame's ViewContext and acts only through it (seek, select).
+#pragma once
+
+#include <imgui.h>
+
+#include "replay/document.hpp"
+#include "replay/playback.hpp"
+#include "replay/replay_model.hpp"
+#include "ui/palette.hpp"
+
+namespace dpscope::viz {
+
+struct Fonts {
+  ImFont* body = nullptr;   // the default text
+  ImFont* bold = nullptr;   // titles, card headers (falls back to body)
+  ImFont* small = nullptr;  // chips, axis labels (falls back to body)
+  float scale = 1.0f;       // content scale (HiDPI) times the presentation-mode factor
+};
+
+// Everything a view may use in one frame. Built by the Viewer before drawing.
+struct ViewContext {
+  Document* doc = nullptr;
+  const ReplayModel* model = nullptr;  // null: no trace to show (views draw nothing)
+  const ReplayState* state = nullptr;
+  Playback* playback = nullptr;
+  uint32_t* selected_event = nullptr;  // kNoEvent: nothing selected
+  const Palette* palette = nullptr;
+  Fonts fonts;
+  bool present = false;   // classroom mode: large, high contrast, no developer details
+  bool headless = false;  // screenshots: no hover effects, no wall-clock animation
+
+  void seek(Cursor cursor) const {
+    if (model != nullptr && playback != nullptr) playback->seek(*model, cursor);
+  }
+  void select(uint32_t event) const {
+    if (selected_event != nullptr) *selected_event = event;
+  }
+  uint32_t selected() const { return selected_event != nullptr ? *selected_event : kNoEvent; }
+};
+
+class View {
+ public:
+  virtual ~View() = default;
+  virtual const char* title() const = 0;
+  // Developer panels are hidden in presentation mode.
+  virtual bool developer_panel() const { return false; }
+  virtual void draw(ViewContext& ctx) = 0;
+
+  bool visible = true;
+};
+
+}  // namespace dpscope::viz

@@ -1,0 +1,461 @@
+// Viewer: documents, layout, menu, banners, keys, help overlay.
+//
+//   Sections: documents · frame (update, draw) · layout · menu and overlays · keys.
+#include "ui/viewer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "ui/draw_util.hpp"
+
+namespace dpscope::viz {
+
+namespace {
+
+constexpr ImGuiWindowFlags kTiledWindow = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize |
+                                          ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings |
+                                          ImGuiWindowFlags_NoBringToFrontOnFocus;
+}  // namespace
+
+Viewer::Viewer(ViewerOptions options)
+    : options_(options),
+      present_(options.present),
+      palette_(options.present ? Palette::classroom() : Palette::normal()),
+      stage_(std::make_unique<StageView>()),
+      timeline_(std::make_unique<TimelineView>()),
+      inspector_(std::make_unique<InspectorView>()),
+      plots_(std::make_unique<PlotsView>()),
+      player_(std::make_unique<PlayerView>()),
+      trace_info_(std::make_unique<TraceInfoView>()) {
+  trace_info_->visible = false;
+  slots_ = {{stage_.get(), Slot::Area::kStage},     {timeline_.get(), Slot::Area::kTimeline},
+            {inspector_.get(), Slot::Area::kRight}, {plots_.get(), Slot::Area::kRight},
+            {player_.get(), Slot::Area::kPlayer},   {trace_info_.get(), Slot::Area::kFloating}};
+}
+
+// ---- documents ----
+
+void Viewer::open(const std::filesystem::path& path, OpenOptions options) {
+  add_document(Document::open(path, options));
+}
+
+void Viewer::add_document(std::unique_ptr<Document> doc) {
+  tabs_.push_back(Tab{std::move(doc), Playback{}, kNoEvent, 0});
+  active_ = tabs_.size() - 1;
+  attach_if_rebuilt(tabs_.back());
+}
+
+Viewer::Tab* Viewer::active_tab() { return active_ < tabs_.size() ? &tabs_[active_] : nullptr; }
+Document* Viewer::active_document() { return active_tab() != nullptr ? active_tab()->doc.get() : nullptr; }
+Playback* Viewer::active_playback() { return active_tab() != nullptr ? &active_tab()->playback : nullptr; }
+
+void Viewer::seek(Cursor cursor) {
+  Tab* tab = active_tab();
+  if (tab != nullptr && tab->doc->model() != nullptr) tab->playback.seek(*tab->doc->model(), cursor);
+}
+
+void Viewer::attach_if_rebuilt(Tab& tab) {
+  const ReplayModel* model = tab.doc->model();
+  if (model == nullptr || tab.attached_generation == tab.doc->generation()) return;
+  tab.playback.attach(*model, tab.doc->following());
+  tab.attached_generation = tab.doc->generation();
+  if (tab.selected != kNoEvent && tab.selected >= model->data().events.size()) tab.selected = kNoEvent;
+}
+
+void Viewer::add_view(std::unique_ptr<View> view) {
+  slots_.insert(slots_.end() - 1, {view.get(), Slot::Area::kRight});
+  extra_views_.push_back(std::move(view));
+}
+
+// ---- frame ----
+
+void Viewer::update(std::chrono::steady_clock::time_point now, double dt_s) {
+  now_ = now;
+  for (Tab& tab : tabs_) {
+    if (tab.doc->following() && tab.doc->poll(now)) attach_if_rebuilt(tab);
+  }
+  if (Tab* tab = active_tab(); tab != nullptr && tab->doc->model() != nullptr)
+    tab->playback.tick(*tab->doc->model(), dt_s);
+}
+
+void Viewer::set_fonts(const Fonts& normal, const Fonts& present) {
+  fonts_normal_ = normal;
+  fonts_present_ = present;
+  style_dirty_ = true;
+}
+
+void Viewer::set_present(bool present) {
+  if (present == present_) return;
+  present_ = present;
+  palette_ = present ? Palette::classroom() : Palette::normal();
+  present_changed_ = true;
+  style_dirty_ = true;
+}
+
+bool Viewer::take_present_changed() {
+  const bool changed = present_changed_;
+  present_changed_ = false;
+  return changed;
+}
+
+std::optional<std::filesystem::path> Viewer::take_png_request() {
+  if (!png_requested_) return std::nullopt;
+  png_requested_ = false;
+  const Document* doc = active_document();
+  const std::string stem = doc != nullptr ? doc->path().stem().string() : "dpscope";
+  return std::filesystem::path(fmt::format("dpscope-{}-{:03}.png", stem, ++png_counter_));
+}
+
+void Viewer::report(std::string message) {
+  toast_ = std::move(message);
+  toast_until_ = now_ + std::chrono::seconds(4);
+}
+
+bool Viewer::take_fullscreen_toggle() {
+  const bool t = fullscreen_toggle_;
+  fullscreen_toggle_ = false;
+  return t;
+}
+
+void Viewer::draw() {
+  const Fonts& fonts = present_ ? fonts_present_ : fonts_normal_;
+  // The style follows the palette and the fonts' scale (re-applied when presentation mode changes).
+  if (style_dirty_) {
+    palette_.apply_to_imgui(fonts.scale);
+    style_dirty_ = false;
+  }
+  if (fonts.body != nullptr) ImGui::PushFont(fonts.body);
+  Tab* tab = active_tab();
+  handle_keys(tab);
+  draw_menu();
+  std::optional<ReplayState> state;
+  if (tab != nullptr && tab->doc->model() != nullptr)
+    state = tab->doc->model()->state_at(tab->playback.cursor());
+  draw_views(tab, state ? &*state : nullptr);
+  if (help_open_) draw_help();
+  draw_open_popup();
+  draw_toast();
+  if (fonts.body != nullptr) ImGui::PopFont();
+}
+
+// ---- layout ----
+
+void Viewer::draw_views(Tab* tab, const ReplayState* state) {
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImVec2 pos = vp->WorkPos;
+  ImVec2 size = vp->WorkSize;
+  const float fs = ImGui::GetFontSize();
+  Document* doc = tab != nullptr ? tab->doc.get() : nullptr;
+  if (doc == nullptr) {
+    draw_message_screen("dpscope-viz", "Drop a trace file (.jsonl) on this window, or use File > Open trace.",
+                        "Make one with: dpscope train --mode ddp --devices 4 --trace run.jsonl", false);
+    return;
+  }
+  if (!doc->error().empty()) {
+    draw_message_screen("This trace cannot be shown", doc->error(),
+                        "dpscope-viz reads dpscope traces: JSON Lines whose first line is the header "
+                        "(docs/trace-format.md).",
+                        true);
+    return;
+  }
+  if (doc->model() == nullptr || state == nullptr) {
+    draw_message_screen("Waiting for the trace", doc->live_status(),
+                        "dpscope-viz --follow shows events as they are written.", false);
+    return;
+  }
+  if (!doc->warnings().empty() && !present_) {
+    const float banner_h = ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().WindowPadding.y;
+    draw_banner(pos.y, size.x);
+    pos.y += banner_h;
+    size.y -= banner_h;
+  }
+
+  const Fonts& fonts = present_ ? fonts_present_ : fonts_normal_;
+  ViewContext ctx;
+  ctx.doc = doc;
+  ctx.model = doc->model();
+  ctx.state = state;
+  ctx.playback = &tab->playback;
+  ctx.selected_event = &tab->selected;
+  ctx.palette = &palette_;
+  ctx.fonts = fonts;
+  ctx.present = present_;
+  ctx.headless = options_.headless;
+
+  auto shown = [&](const View* v) { return v->visible && !(present_ && v->developer_panel()); };
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float player_h = shown(player_.get())
+                             ? ImGui::GetFrameHeight() + ImGui::GetFrameHeightWithSpacing() + fs * 1.3f +
+                                   style.ItemSpacing.y * 2 + style.WindowPadding.y * 2 + 4
+                             : 0.0f;
+  const float timeline_h = shown(timeline_.get()) ? std::round(size.y * (present_ ? 0.24f : 0.31f)) : 0.0f;
+  std::vector<View*> right;
+  for (const Slot& s : slots_)
+    if (s.area == Slot::Area::kRight && shown(s.view)) right.push_back(s.view);
+  const bool stage_shown = shown(stage_.get());
+  const float right_w = right.empty() ? 0.0f : (stage_shown ? std::round(size.x * 0.34f) : size.x);
+  const float top_h = size.y - player_h - timeline_h;
+
+  auto place = [&](View* v, ImVec2 p, ImVec2 s, ImGuiWindowFlags extra) {
+    if (s.x < 10 || s.y < 10) return;
+    ImGui::SetNextWindowPos(p);
+    ImGui::SetNextWindowSize(s);
+    bool open = true;
+    if (ImGui::Begin(v->title(), &open, kTiledWindow | extra)) v->draw(ctx);
+    ImGui::End();
+    if (!open) v->visible = false;
+  };
+  const ImGuiWindowFlags canvas = ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse;
+  if (stage_shown) place(stage_.get(), pos, ImVec2(size.x - right_w, top_h), canvas);
+  if (!right.empty()) {
+    float y = pos.y;
+    const float each = top_h / static_cast<float>(right.size());
+    for (size_t i = 0; i < right.size(); ++i) {
+      float h = each;
+      if (i + 1 == right.size()) h = pos.y + top_h - y;
+      place(right[i], ImVec2(pos.x + size.x - right_w, y), ImVec2(right_w, h),
+            right[i] == plots_.get() ? canvas : 0);
+      y += h;
+    }
+  }
+  if (shown(timeline_.get()))
+    place(timeline_.get(), ImVec2(pos.x, pos.y + top_h), ImVec2(size.x, timeline_h), canvas);
+  if (shown(player_.get()))
+    place(player_.get(), ImVec2(pos.x, pos.y + top_h + timeline_h), ImVec2(size.x, player_h), canvas);
+  for (const Slot& s : slots_) {
+    if (s.area != Slot::Area::kFloating || !shown(s.view)) continue;
+    ImGui::SetNextWindowPos(ImVec2(pos.x + size.x * 0.55f, pos.y + fs * 3), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowSize(ImVec2(size.x * 0.4f, size.y * 0.4f), ImGuiCond_FirstUseEver);
+    bool open = true;
+    if (ImGui::Begin(s.view->title(), &open, ImGuiWindowFlags_NoSavedSettings)) s.view->draw(ctx);
+    ImGui::End();
+    if (!open) s.view->visible = false;
+  }
+  if (player_->save_png_clicked) request_png();
+  if (player_->help_clicked) toggle_help();
+  player_->save_png_clicked = false;
+  player_->help_clicked = false;
+}
+
+void Viewer::draw_banner(float y, float width) {
+  const Document* doc = active_document();
+  ImGui::SetNextWindowPos(ImVec2(ImGui::GetMainViewport()->WorkPos.x, y));
+  ImGui::SetNextWindowSize(
+      ImVec2(width, ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().WindowPadding.y));
+  ImGui::Begin("##problems", nullptr,
+               kTiledWindow | ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoScrollbar);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(palette_.warning),
+                     "%zu problem(s) reading this trace; first: %s", doc->warnings().size(),
+                     doc->warnings().front().c_str());
+  ImGui::SameLine();
+  if (ImGui::SmallButton("details")) trace_info_->visible = true;
+  ImGui::End();
+}
+
+void Viewer::draw_message_screen(const char* title, const std::string& text, const std::string& hint,
+                                 bool error) {
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(vp->WorkPos);
+  ImGui::SetNextWindowSize(vp->WorkSize);
+  ImGui::Begin("##message", nullptr, kTiledWindow | ImGuiWindowFlags_NoTitleBar);
+  const float fs = ImGui::GetFontSize();
+  ImGui::SetCursorPos(ImVec2(fs * 2, vp->WorkSize.y * 0.3f));
+  const Fonts& fonts = present_ ? fonts_present_ : fonts_normal_;
+  if (fonts.bold != nullptr) ImGui::PushFont(fonts.bold);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(error ? palette_.error : palette_.text), "%s", title);
+  if (fonts.bold != nullptr) ImGui::PopFont();
+  ImGui::SetCursorPosX(fs * 2);
+  ImGui::PushTextWrapPos(vp->WorkSize.x - fs * 2);
+  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(error ? palette_.error : palette_.text), "%s",
+                     text.c_str());
+  ImGui::Spacing();
+  ImGui::SetCursorPosX(fs * 2);
+  ImGui::TextDisabled("%s", hint.c_str());
+  ImGui::PopTextWrapPos();
+  ImGui::End();
+}
+
+// ---- menu and overlays ----
+
+void Viewer::draw_menu() {
+  if (!ImGui::BeginMainMenuBar()) return;
+  if (ImGui::BeginMenu("File")) {
+    if (ImGui::MenuItem("Open trace...")) open_popup_ = true;
+    if (ImGui::MenuItem("Save PNG", "F12")) request_png();
+    ImGui::Separator();
+    if (ImGui::MenuItem("Quit")) quit_ = true;
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("View")) {
+    for (const Slot& s : slots_)
+      ImGui::MenuItem(s.view->title(), nullptr, &s.view->visible, !(present_ && s.view->developer_panel()));
+    ImGui::Separator();
+    if (ImGui::MenuItem("Presentation mode", "P", present_)) set_present(!present_);
+    if (ImGui::MenuItem("Full screen", "F11")) fullscreen_toggle_ = true;
+    if (ImGui::MenuItem("Fit timeline", "F")) timeline_->fit();
+    ImGui::EndMenu();
+  }
+  if (tabs_.size() > 1 && ImGui::BeginMenu("Traces")) {
+    for (size_t i = 0; i < tabs_.size(); ++i)
+      if (ImGui::MenuItem(tabs_[i].doc->display_name().c_str(), nullptr, i == active_)) active_ = i;
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Help")) {
+    if (ImGui::MenuItem("Keys and colours", "? or F1")) toggle_help();
+    ImGui::EndMenu();
+  }
+  if (const Document* doc = active_document()) {
+    ImGui::Separator();
+    ImGui::TextUnformatted(doc->display_name().c_str());
+    if (doc->following()) {
+      ImGui::SameLine();
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(palette_.comm), "%s", doc->live_status().c_str());
+    }
+  }
+  ImGui::EndMainMenuBar();
+}
+
+void Viewer::draw_help() {
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(
+      ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.5f), ImGuiCond_Always,
+      ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowBgAlpha(0.96f);
+  if (!ImGui::Begin("Keys and colours", &help_open_,
+                    ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings |
+                        ImGuiWindowFlags_NoCollapse)) {
+    ImGui::End();
+    return;
+  }
+  static constexpr const char* kKeys[][2] = {
+      {"Space", "play / pause"},
+      {"Right / Left", "next / previous event"},
+      {"Shift + Right / Left", "next / previous phase"},
+      {"Ctrl + Right / Left, Page Down / Up", "next / previous training step"},
+      {"Home / End", "start / end (End in live mode: back to the live edge)"},
+      {"+ / -", "faster / slower"},
+      {"F", "fit the timeline to the whole trace"},
+      {"P", "presentation mode (large, high contrast)"},
+      {"F11", "full screen"},
+      {"F12", "save this frame as PNG"},
+      {"? or F1", "this help"},
+      {"Esc", "close this help / clear the selection"},
+      {"Timeline",
+       "wheel: zoom · drag: pan · right-drag: measure · click: inspect · double-click or ruler: move "
+       "playhead"},
+  };
+  if (ImGui::BeginTable("keys", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
+    for (const auto& k : kKeys) {
+      ImGui::TableNextRow();
+      ImGui::TableSetColumnIndex(0);
+      ImGui::TextUnformatted(k[0]);
+      ImGui::TableSetColumnIndex(1);
+      ImGui::TextUnformatted(k[1]);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::Separator();
+  ImGui::TextUnformatted("Colours");
+  legend_entry(palette_.forward, "forward");
+  ImGui::SameLine();
+  legend_entry(palette_.backward, "backward");
+  ImGui::SameLine();
+  legend_entry(palette_.optimizer, "optimizer step");
+  ImGui::SameLine();
+  legend_entry(palette_.data, "data loading");
+  legend_entry(palette_.comm, "collectives (all-reduce, ring steps)");
+  ImGui::SameLine();
+  legend_entry(palette_.copy, "copies (host<->GPU, scatter, gather)");
+  ImGui::SameLine();
+  legend_entry(palette_.idle, "idle");
+  legend_entry(palette_.merged, "many small events merged (zoom in)");
+  ImGui::SameLine();
+  legend_entry(palette_.playhead, "playhead");
+  ImGui::End();
+}
+
+void Viewer::draw_toast() {
+  if (toast_.empty() || options_.headless || now_ > toast_until_) return;
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x - 10, vp->WorkPos.y + 10), ImGuiCond_Always,
+                          ImVec2(1, 0));
+  ImGui::SetNextWindowBgAlpha(0.9f);
+  ImGui::Begin("##toast", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoInputs |
+                   ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing);
+  ImGui::TextUnformatted(toast_.c_str());
+  ImGui::End();
+}
+
+void Viewer::draw_open_popup() {
+  if (!open_popup_) return;
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(
+      ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.35f),
+      ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  if (ImGui::Begin("Open trace", &open_popup_,
+                   ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings)) {
+    char buffer[1024];
+    std::snprintf(buffer, sizeof(buffer), "%s", open_path_.c_str());
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 30);
+    if (ImGui::InputText("path", buffer, sizeof(buffer))) open_path_ = buffer;
+    ImGui::Checkbox("follow (live file)", &open_follow_);
+    if (ImGui::Button("Open") && !open_path_.empty()) {
+      open(open_path_, OpenOptions{.strict = false, .follow = open_follow_});
+      open_popup_ = false;
+    }
+  }
+  ImGui::End();
+}
+
+// ---- keys ----
+
+void Viewer::handle_keys(Tab* tab) {
+  if (options_.headless) return;
+  const ImGuiIO& io = ImGui::GetIO();
+  if (io.WantTextInput) return;
+  for (ImWchar c : io.InputQueueCharacters) {
+    switch (c) {
+      case '?': toggle_help(); break;
+      case 'f':
+      case 'F': timeline_->fit(); break;
+      case 'p':
+      case 'P': set_present(!present_); break;
+      case '+':
+      case '=':
+        if (tab != nullptr) tab->playback.set_speed(tab->playback.speed() * 1.5);
+        break;
+      case '-':
+        if (tab != nullptr) tab->playback.set_speed(tab->playback.speed() / 1.5);
+        break;
+      default: break;
+    }
+  }
+  auto pressed = [](ImGuiKey key) { return ImGui::IsKeyPressed(ImGui::GetKeyIndex(key)); };
+  if (pressed(ImGuiKey_Escape)) {
+    if (help_open_) {
+      help_open_ = false;
+    } else if (tab != nullptr) {
+      tab->selected = kNoEvent;
+    }
+  }
+  if (tab == nullptr || tab->doc->model() == nullptr) return;
+  PlayerAction action = PlayerAction::kNone;
+  if (pressed(ImGuiKey_Space)) action = PlayerAction::kTogglePlay;
+  if (pressed(ImGuiKey_RightArrow))
+    action = io.KeyCtrl ? PlayerAction::kNextStep
+                        : (io.KeyShift ? PlayerAction::kNextPhase : PlayerAction::kNextEvent);
+  if (pressed(ImGuiKey_LeftArrow))
+    action = io.KeyCtrl ? PlayerAction::kPrevStep
+                        : (io.KeyShift ? PlayerAction::kPrevPhase : PlayerAction::kPrevEvent);
+  if (pressed(ImGuiKey_PageDown)) action = PlayerAction::kNextStep;
+  if (pressed(ImGuiKey_PageUp)) action = PlayerAction::kPrevStep;
+  if (pressed(ImGuiKey_Home)) action = PlayerAction::kStart;
+  if (pressed(ImGuiKey_End)) action = PlayerAction::kEnd;
+  apply_player_action(action, *tab->doc->model(), tab->playback, tab->doc->following());
+}
+
+}  // namespace dpscope::viz

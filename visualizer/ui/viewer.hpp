@@ -1,0 +1,123 @@
+// Viewer: the whole dpscope-viz UI for one ImGui frame, with no GL and no window in it (the app
+// layer owns those). It holds the open traces (Documents, each with its Playback and selection),
+// the views, and decides from one place which views show and where (no docking: a fixed tiling
+// that gives the Stage the most room); it draws the menu bar, the error and problem banners, the
+// help overlay, and maps the keyboard to Player actions. Headless runs and benchmarks drive the
+// same Viewer as the interactive app.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "replay/document.hpp"
+#include "replay/playback.hpp"
+#include "ui/inspector_view.hpp"
+#include "ui/player_view.hpp"
+#include "ui/plots_view.hpp"
+#include "ui/stage_view.hpp"
+#include "ui/timeline_view.hpp"
+#include "ui/trace_info_view.hpp"
+
+namespace dpscope::viz {
+
+struct ViewerOptions {
+  bool present = false;   // --present: classroom mode from the start
+  bool headless = false;  // --screenshot / --bench-frames: no hover, no toasts, no wall clock
+  // The lessons issue adds `--lesson ID`: its panel arrives through Viewer::add_view().
+};
+
+class Viewer {
+ public:
+  explicit Viewer(ViewerOptions options);
+
+  // ---- documents ----
+  void open(const std::filesystem::path& path, OpenOptions options);
+  void add_document(std::unique_ptr<Document> doc);
+  size_t document_count() const { return tabs_.size(); }
+  Document* active_document();
+  Playback* active_playback();
+  void seek(Cursor cursor);
+
+  // ---- frame ----
+  // Polls live traces and advances playback by `dt_s` seconds (call once per frame, before draw()).
+  void update(std::chrono::steady_clock::time_point now, double dt_s);
+  // All ImGui calls of one frame: call between ImGui::NewFrame() and ImGui::Render().
+  void draw();
+
+  // ---- hooks for the platform layer ----
+  void set_fonts(const Fonts& normal, const Fonts& present);
+  bool present() const { return present_; }
+  void set_present(bool present);  // re-styles ImGui; the app follows with full screen
+  bool take_present_changed();
+  void toggle_help() { help_open_ = !help_open_; }
+  void request_png() { png_requested_ = true; }
+  // The file the app should write this frame to, once per request.
+  std::optional<std::filesystem::path> take_png_request();
+  void report(std::string message);  // shown for a few seconds ("saved frame.png")
+  bool take_fullscreen_toggle();
+  void toggle_fullscreen() { fullscreen_toggle_ = true; }
+  bool quit_requested() const { return quit_; }
+
+  TimelineView& timeline() { return *timeline_; }
+  StageView& stage() { return *stage_; }
+  // A panel from another module (the lesson panel), shown in the right column.
+  void add_view(std::unique_ptr<View> view);
+
+ private:
+  struct Tab {
+    std::unique_ptr<Document> doc;
+    Playback playback;
+    uint32_t selected = kNoEvent;
+    uint64_t attached_generation = 0;
+  };
+  struct Slot {
+    View* view;
+    enum class Area { kStage, kTimeline, kRight, kPlayer, kFloating } area;
+  };
+
+  Tab* active_tab();
+  void attach_if_rebuilt(Tab& tab);
+  void handle_keys(Tab* tab);
+  void draw_menu();
+  void draw_banner(float y, float width);
+  void draw_views(Tab* tab, const ReplayState* state);
+  void draw_message_screen(const char* title, const std::string& text, const std::string& hint, bool error);
+  void draw_help();
+  void draw_toast();
+  void draw_open_popup();
+
+  ViewerOptions options_;
+  bool present_ = false;
+  bool present_changed_ = false;
+  bool style_dirty_ = true;
+  Palette palette_;
+  Fonts fonts_normal_;
+  Fonts fonts_present_;
+  std::vector<Tab> tabs_;
+  size_t active_ = 0;
+  std::unique_ptr<StageView> stage_;
+  std::unique_ptr<TimelineView> timeline_;
+  std::unique_ptr<InspectorView> inspector_;
+  std::unique_ptr<PlotsView> plots_;
+  std::unique_ptr<PlayerView> player_;
+  std::unique_ptr<TraceInfoView> trace_info_;
+  std::vector<std::unique_ptr<View>> extra_views_;
+  std::vector<Slot> slots_;  // every view, in menu order
+  bool help_open_ = false;
+  bool png_requested_ = false;
+  int png_counter_ = 0;
+  bool fullscreen_toggle_ = false;
+  bool quit_ = false;
+  bool open_popup_ = false;
+  std::string open_path_;
+  bool open_follow_ = false;
+  std::string toast_;
+  std::chrono::steady_clock::time_point toast_until_{};
+  std::chrono::steady_clock::time_point now_{};
+};
+
+}  // namespace dpscope::viz
