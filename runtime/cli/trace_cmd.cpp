@@ -1,13 +1,91 @@
-// `dpscope trace` (being written).
+// `dpscope trace`: tools for dpscope traces (docs/trace-format.md).
+//   dpscope trace export --chrome IN.jsonl OUT.json   Chrome Trace Event JSON for ui.perfetto.dev
+//   dpscope trace stats IN.jsonl [--per-step]         compute / comm / exposed comm / idle per device
+// Both read strictly (the first malformed line is an error, exit code 2) unless --lenient is given,
+// which skips malformed lines and lists them on stderr.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
 #include "commands.hpp"
 #include "dpscope/core/error.hpp"
+#include "dpscope/trace/chrome_export.hpp"
+#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace/stats.hpp"
 
 namespace dpscope::cli {
 
+namespace {
+
+constexpr size_t kProblemsShown = 10;
+
+trace::TraceData load(const std::string& path, bool lenient) {
+  trace::TraceData data = trace::read_trace(path, {.strict = !lenient});
+  for (size_t i = 0; i < data.problems.size() && i < kProblemsShown; ++i) {
+    std::fprintf(stderr, "dpscope: warning: skipped %s:%u: %s\n", path.c_str(), data.problems[i].line,
+                 data.problems[i].reason.c_str());
+  }
+  if (data.problems.size() > kProblemsShown) {
+    std::fprintf(stderr, "dpscope: warning: ... and %zu more malformed lines\n",
+                 data.problems.size() - kProblemsShown);
+  }
+  if (data.partial_last_line) {
+    std::fprintf(
+        stderr, "dpscope: warning: %s ends with an incomplete line (still being written?); it was left out\n",
+        path.c_str());
+  }
+  return data;
+}
+
+}  // namespace
+
 void register_trace(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("trace", "not yet available in this build");
-  cmd->allow_extras();
-  cmd->callback([] { throw Error(ErrorKind::kUnsupported, "'dpscope trace' is not yet available"); });
+  CLI::App* cmd = app.add_subcommand("trace", "export dpscope traces or summarize them");
+  cmd->require_subcommand(1);
+
+  struct ExportOptions {
+    bool chrome = false;
+    bool lenient = false;
+    std::string in;
+    std::string out;
+  };
+  auto export_options = std::make_shared<ExportOptions>();
+  CLI::App* export_cmd = cmd->add_subcommand("export", "convert a trace for other viewers");
+  export_cmd
+      ->add_flag("--chrome", export_options->chrome,
+                 "Chrome Trace Event JSON (ui.perfetto.dev, chrome://tracing)")
+      ->required();
+  export_cmd->add_flag("--lenient", export_options->lenient, "skip malformed lines instead of failing");
+  export_cmd->add_option("IN", export_options->in, "the dpscope trace (.jsonl)")->required();
+  export_cmd->add_option("OUT", export_options->out, "where to write the Chrome JSON")->required();
+  export_cmd->callback([export_options] {
+    const trace::TraceData data = load(export_options->in, export_options->lenient);
+    trace::export_chrome(data, std::filesystem::path(export_options->out));
+    fmt::print("wrote {} ({} trace events as Chrome Trace Event JSON)\nopen it at https://ui.perfetto.dev\n",
+               export_options->out, data.events.size());
+  });
+
+  struct StatsOptions {
+    bool per_step = false;
+    bool lenient = false;
+    std::string in;
+  };
+  auto stats_options = std::make_shared<StatsOptions>();
+  CLI::App* stats_cmd =
+      cmd->add_subcommand("stats", "time breakdown per device: compute, comm, exposed comm, idle");
+  stats_cmd->add_flag("--per-step", stats_options->per_step, "also break the time down per training step");
+  stats_cmd->add_flag("--lenient", stats_options->lenient, "skip malformed lines instead of failing");
+  stats_cmd->add_option("IN", stats_options->in, "the dpscope trace (.jsonl)")->required();
+  stats_cmd->callback([stats_options] {
+    const trace::TraceData data = load(stats_options->in, stats_options->lenient);
+    const trace::TraceStats stats = trace::compute_stats(data);
+    fmt::print("{}: {} events, {} clock, {} devices\n", stats_options->in, data.events.size(),
+               data.header.clock, data.header.devices.size());
+    fmt::print("{}", trace::format_stats(stats, data, stats_options->per_step));
+  });
 }
 
 }  // namespace dpscope::cli

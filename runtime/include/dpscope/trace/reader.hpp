@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,6 +99,8 @@ struct TraceData {
   std::vector<SampleIndices> samples;
   std::vector<BucketAssignment> buckets;
   std::vector<Problem> problems;  // non-strict mode: malformed lines that were skipped
+  // The text ended with an incomplete line (no '\n'), which was left out (a file being written).
+  bool partial_last_line = false;
   int64_t min_ts_ns = 0;          // over all events (0 when none)
   int64_t max_end_ns = 0;
 
@@ -123,25 +126,43 @@ TraceData read_trace(const std::filesystem::path& path, ReadOptions options = {}
 // Same, from memory (`name` is used in messages).
 TraceData parse_trace(std::string_view text, std::string_view name = "<memory>", ReadOptions options = {});
 
+namespace detail {
+class TraceParser;  // runtime/src/trace/trace_parser.hpp: the line parser, kept between polls
+}
+
 // Follows a file that is still being written (dpscope-viz --follow): each poll() parses the
 // complete lines appended since the last one and appends their events to data().
 class TraceFollower {
  public:
   explicit TraceFollower(std::filesystem::path path, ReadOptions options = {.strict = false});
+  ~TraceFollower();
+  TraceFollower(TraceFollower&&) noexcept;
+  TraceFollower& operator=(TraceFollower&&) noexcept;
   // Returns the number of new events; 0 when nothing complete was added. Reads the header on the
   // first poll that finds a complete first line. Throws like read_trace for a bad header.
   size_t poll();
   bool has_header() const { return has_header_; }
   const TraceData& data() const { return data_; }
   TraceData& data() { return data_; }
+  // How often the file was found truncated or replaced; each time data() was cleared and the new
+  // file read from its start (a new run writing to the same path).
+  size_t restarts() const { return restarts_; }
 
  private:
+  void restart();
+
   std::filesystem::path path_;
   ReadOptions options_;
   TraceData data_;
   uint64_t offset_ = 0;   // bytes consumed (complete lines only)
   uint32_t next_line_ = 1;
   bool has_header_ = false;
+  std::unique_ptr<detail::TraceParser> parser_;
+  std::string header_line_;    // the file's first bytes and the last consumed ones, compared at
+  std::string consumed_tail_;  // each poll to notice a file rewritten in place
+  uint64_t file_dev_ = 0;      // identity of the file being followed (stat st_dev, st_ino)
+  uint64_t file_ino_ = 0;
+  size_t restarts_ = 0;
 };
 
 }  // namespace dpscope::trace

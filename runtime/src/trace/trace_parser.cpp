@@ -1,0 +1,586 @@
+// TraceParser: dpscope trace lines (docs/trace-format.md) → TraceData, with simdjson.
+//
+// Each line is parsed with a reused simdjson DOM parser (it copies the line into its own padded
+// buffer, so lines need no padding), then the object's fields are sorted into slots by key in one
+// pass and checked in a fixed order, so the reported reason does not depend on field order.
+// Sections: value helpers · the header · events · the line loop.
+#include "trace_parser.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "dpscope/core/error.hpp"
+
+namespace dpscope::trace::detail {
+
+namespace dom = simdjson::dom;
+
+namespace {
+
+// Why one line was rejected; caught by the line loop, which reports it with the line number.
+struct LineError {
+  std::string reason;
+};
+[[noreturn]] void fail(std::string reason) { throw LineError{std::move(reason)}; }
+
+// ---- value helpers: each names the field in its message ----
+
+int64_t integer(dom::element e, std::string_view field) {
+  int64_t v = 0;
+  if (e.get_int64().get(v)) fail(fmt::format("field '{}' must be an integer", field));
+  return v;
+}
+int64_t non_negative(dom::element e, std::string_view field) {
+  int64_t v = 0;
+  if (e.get_int64().get(v) || v < 0) fail(fmt::format("field '{}' must be a non-negative integer", field));
+  return v;
+}
+uint64_t unsigned_integer(dom::element e, std::string_view field) {
+  uint64_t v = 0;
+  if (e.get_uint64().get(v)) fail(fmt::format("field '{}' must be a non-negative integer", field));
+  return v;
+}
+// An int32 in [lo, INT32_MAX].
+int32_t int32_at_least(dom::element e, std::string_view field, int32_t lo) {
+  int64_t v = 0;
+  if (e.get_int64().get(v) || v < lo || v > std::numeric_limits<int32_t>::max()) {
+    fail(lo == 0 ? fmt::format("field '{}' must be a non-negative integer", field)
+                 : fmt::format("field '{}' must be an integer >= {}", field, lo));
+  }
+  return static_cast<int32_t>(v);
+}
+// A number; JSON null (what writers emit for NaN and infinities) reads as NaN.
+double number_or_null(dom::element e, std::string_view field) {
+  if (e.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  double v = 0.0;
+  if (e.get_double().get(v)) fail(fmt::format("field '{}' must be a number", field));
+  return v;
+}
+std::string_view string(dom::element e, std::string_view field) {
+  std::string_view v;
+  if (e.get_string().get(v)) fail(fmt::format("field '{}' must be a string", field));
+  return v;
+}
+// An element of an array field.
+double array_number(dom::element e, std::string_view field) {
+  if (e.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  double v = 0.0;
+  if (e.get_double().get(v)) fail(fmt::format("field '{}' must be an array of numbers", field));
+  return v;
+}
+int64_t array_index(dom::element e, std::string_view field,
+                    int64_t max = std::numeric_limits<int64_t>::max()) {
+  int64_t v = 0;
+  if (e.get_int64().get(v) || v < 0 || v > max) {
+    fail(fmt::format("field '{}' must be an array of non-negative integers", field));
+  }
+  return v;
+}
+dom::object object(dom::element e, std::string_view field) {
+  dom::object v;
+  if (e.get_object().get(v)) fail(fmt::format("field '{}' must be an object", field));
+  return v;
+}
+dom::array array(dom::element e, std::string_view field) {
+  dom::array v;
+  if (e.get_array().get(v)) fail(fmt::format("field '{}' must be an array", field));
+  return v;
+}
+// A field of a nested object; `field` is its full name ("devices[2].id").
+dom::element member(dom::object o, std::string_view key, const std::string& field) {
+  dom::element v;
+  if (o[key].get(v)) fail(fmt::format("missing field '{}'", field));
+  return v;
+}
+std::string nested(std::string_view parent, size_t index, std::string_view key) {
+  return fmt::format("{}[{}].{}", parent, index, key);
+}
+
+std::vector<TraceBucketInfo> buckets_of(dom::element e, std::string_view field) {
+  std::vector<TraceBucketInfo> buckets;
+  size_t i = 0;
+  for (dom::element item : array(e, field)) {
+    dom::object b = object(item, fmt::format("{}[{}]", field, i));
+    TraceBucketInfo info;
+    info.id = int32_at_least(member(b, "id", nested(field, i, "id")), nested(field, i, "id"), 0);
+    const std::string params_field = nested(field, i, "params");
+    for (dom::element p : array(member(b, "params", params_field), params_field)) {
+      info.params.push_back(
+          static_cast<int>(array_index(p, params_field, std::numeric_limits<int32_t>::max())));
+    }
+    info.bytes = unsigned_integer(member(b, "bytes", nested(field, i, "bytes")), nested(field, i, "bytes"));
+    buckets.push_back(std::move(info));
+    ++i;
+  }
+  return buckets;
+}
+
+// `s` equals the literal `name`; with the length known at compile time the compare is inlined.
+template <size_t N>
+inline bool equals(std::string_view s, const char (&name)[N]) {
+  return s.size() == N - 1 && std::memcmp(s.data(), name, N - 1) == 0;
+}
+
+// The enum parsers below run on every line: they dispatch on a letter and compare against
+// literals (which the compiler inlines) instead of looping over to_string() names.
+bool phase_of(std::string_view s, Phase& phase) {
+  auto is = [&]<size_t N>(const char(&name)[N], Phase p) {
+    if (!equals(s, name)) return false;
+    phase = p;
+    return true;
+  };
+  if (s.empty()) return false;
+  switch (s[0]) {
+    case 'n': return is("none", Phase::kNone);
+    case 'd': return is("data", Phase::kData);
+    case 'f': return is("forward", Phase::kForward);
+    case 'b': return is("backward", Phase::kBackward);
+    case 'o': return is("optimizer", Phase::kOptimizer);
+    case 'c': return is("checkpoint", Phase::kCheckpoint);
+  }
+  return false;
+}
+bool stream_of(std::string_view s, StreamKind& stream) {
+  auto is = [&]<size_t N>(const char(&name)[N], StreamKind k) {
+    if (!equals(s, name)) return false;
+    stream = k;
+    return true;
+  };
+  switch (s.size()) {
+    case 7: return is("compute", StreamKind::kCompute);
+    case 4: return s[1] == 'o' && s[2] == 'm' ? is("comm", StreamKind::kComm) : is("copy", StreamKind::kCopy);
+  }
+  return false;
+}
+bool event_type_of(std::string_view s, EventType& type) {
+  auto is = [&]<size_t N>(const char(&name)[N], EventType t) {
+    if (!equals(s, name)) return false;
+    type = t;
+    return true;
+  };
+  if (s.empty()) return false;
+  switch (s[0]) {
+    case 's': return s.size() == 4 ? is("span", EventType::kSpan) : is("samples", EventType::kSamples);
+    case 'i': return is("instant", EventType::kInstant);
+    case 'c': return is("counter", EventType::kCounter);
+    case 't': return is("transfer", EventType::kTransfer);
+    case 'v': return is("values", EventType::kValues);
+    case 'b': return is("buckets", EventType::kBuckets);
+  }
+  return false;
+}
+
+// "MAJOR.MINOR", each a plain run of 1 to 6 decimal digits.
+bool parse_version(std::string_view version, int& major, int& minor) {
+  auto number = [](std::string_view digits, int& out) {
+    if (digits.empty() || digits.size() > 6) return false;
+    for (char c : digits)
+      if (c < '0' || c > '9') return false;
+    std::from_chars(digits.data(), digits.data() + digits.size(), out);
+    return true;
+  };
+  const size_t dot = version.find('.');
+  return dot != std::string_view::npos && number(version.substr(0, dot), major) &&
+         number(version.substr(dot + 1), minor);
+}
+
+bool is_blank(std::string_view line) {
+  for (char c : line)
+    if (c != ' ' && c != '\t' && c != '\r') return false;
+  return true;
+}
+
+// ---- event fields, sorted into slots in one pass over the object ----
+
+enum Key : uint8_t {
+  kType,
+  kTs,
+  kRank,
+  kDev,
+  kStep,
+  kPhase,
+  kName,
+  kCat,
+  kStream,
+  kDur,
+  kArgs,
+  kValues,
+  kSrc,
+  kDst,
+  kBytes,
+  kFlow,
+  kColl,
+  kAlgo,
+  kAlgoStep,
+  kChunk,
+  kParam,
+  kWhen,
+  kNorm,
+  kIndices,
+  kReason,
+  kBuckets,
+  kKeyCount,
+  kUnknownKey
+};
+constexpr std::string_view kKeyNames[kKeyCount] = {
+    "type",      "ts",    "rank",   "dev",  "step", "phase",   "name",   "cat",    "stream",
+    "dur",       "args",  "values", "src",  "dst",  "bytes",   "flow",   "coll",   "algo",
+    "algo_step", "chunk", "param",  "when", "norm", "indices", "reason", "buckets"};
+
+// Dispatches on length and first letters, then confirms the whole key: this runs for every field
+// of every line, so it avoids a loop of string compares.
+Key key_of(std::string_view k) {
+  auto is = [&]<size_t N>(const char(&name)[N], Key key) { return equals(k, name) ? key : kUnknownKey; };
+  if (k.size() < 2) return kUnknownKey;
+  switch (k.size()) {
+    case 2: return is("ts", kTs);
+    case 3:
+      switch (k[0]) {
+        case 'd': return k[1] == 'e' ? is("dev", kDev) : (k[1] == 'u' ? is("dur", kDur) : is("dst", kDst));
+        case 'c': return is("cat", kCat);
+        case 's': return is("src", kSrc);
+      }
+      break;
+    case 4:
+      switch (k[0]) {
+        case 't': return is("type", kType);
+        case 'r': return is("rank", kRank);
+        case 's': return is("step", kStep);
+        case 'n': return k[1] == 'a' ? is("name", kName) : is("norm", kNorm);
+        case 'a': return k[1] == 'r' ? is("args", kArgs) : is("algo", kAlgo);
+        case 'f': return is("flow", kFlow);
+        case 'c': return is("coll", kColl);
+        case 'w': return is("when", kWhen);
+      }
+      break;
+    case 5:
+      switch (k[0]) {
+        case 'p': return k[1] == 'h' ? is("phase", kPhase) : is("param", kParam);
+        case 'b': return is("bytes", kBytes);
+        case 'c': return is("chunk", kChunk);
+      }
+      break;
+    case 6:
+      switch (k[0]) {
+        case 's': return is("stream", kStream);
+        case 'v': return is("values", kValues);
+        case 'r': return is("reason", kReason);
+      }
+      break;
+    case 7: return k[0] == 'i' ? is("indices", kIndices) : is("buckets", kBuckets);
+    case 9: return is("algo_step", kAlgoStep);
+  }
+  return kUnknownKey;
+}
+
+class Fields {
+ public:
+  explicit Fields(dom::object o) {
+    for (dom::key_value_pair kv : o) {
+      const Key k = key_of(kv.key);
+      if (k == kUnknownKey) continue;  // unknown fields are allowed (newer minor versions)
+      slots_[k] = kv.value;
+      present_ |= 1u << k;
+    }
+  }
+  bool has(Key k) const { return (present_ >> k) & 1u; }
+  dom::element operator[](Key k) const {
+    if (!has(k)) fail(fmt::format("missing field '{}'", kKeyNames[k]));
+    return slots_[k];
+  }
+
+ private:
+  dom::element slots_[kKeyCount];
+  uint32_t present_ = 0;
+};
+
+}  // namespace
+
+void TraceParser::reset() {
+  strings_.clear();
+  device_known_.clear();
+}
+
+uint32_t TraceParser::intern(TraceData& data, std::string_view s) {
+  if (auto it = strings_.find(s); it != strings_.end()) return it->second;
+  const uint32_t index = data.intern(s);
+  strings_.emplace(std::string(s), index);
+  return index;
+}
+
+// ---- the header ----
+
+void TraceParser::parse_header(TraceData& data, std::string_view line, uint32_t line_no) {
+  auto bad = [&](std::string_view reason) {
+    return Error(ErrorKind::kFormat, fmt::format("{}:{}: {}", data.path, line_no, reason));
+  };
+  dom::element root;
+  dom::object obj;
+  std::string_view type;
+  if (json_.parse(line.data(), line.size()).get(root) || root.get_object().get(obj) ||
+      obj["type"].get_string().get(type) || type != "header") {
+    throw bad("not a dpscope trace: the first line must be a header object with \"type\":\"header\"");
+  }
+  std::string_view format;
+  if (obj["format"].get_string().get(format) || format != kTraceFormatName) {
+    throw bad(fmt::format("not a dpscope trace: header field 'format' must be \"{}\"", kTraceFormatName));
+  }
+  std::string_view version;
+  int major = 0;
+  int minor = 0;
+  if (obj["version"].get_string().get(version) || !parse_version(version, major, minor)) {
+    throw bad("header field 'version' must be a string \"MAJOR.MINOR\" (e.g. \"1.0\")");
+  }
+  if (major > kTraceFormatMajor) {
+    throw Error(
+        ErrorKind::kFormat,
+        fmt::format("{}: trace format version {} is newer than this dpscope supports ({}.x); upgrade dpscope",
+                    data.path, version, kTraceFormatMajor));
+  }
+  if (major < kTraceFormatMajor) {
+    throw bad(fmt::format("trace format version {} is not supported (this dpscope reads {}.x)", version,
+                          kTraceFormatMajor));
+  }
+  data.version = std::string(version);
+
+  try {
+    TraceHeader& h = data.header;
+    h = TraceHeader{};
+    h.clock = std::string(string(member(obj, "clock", "clock"), "clock"));
+    dom::element run;
+    if (!obj["run"].get(run)) {
+      (void)object(run, "run");
+      h.run_json = simdjson::minify(run);
+    }
+    size_t i = 0;
+    for (dom::element item : array(member(obj, "devices", "devices"), "devices")) {
+      dom::object d = object(item, fmt::format("devices[{}]", i));
+      TraceDeviceInfo info;
+      const std::string id_field = nested("devices", i, "id");
+      info.id = int32_at_least(member(d, "id", id_field), id_field, 0);
+      if (info.id > 65535) fail(fmt::format("field '{}' must be at most 65535", id_field));
+      if (known_device(info.id)) fail(fmt::format("device id {} is listed twice", info.id));
+      info.name =
+          std::string(string(member(d, "name", nested("devices", i, "name")), nested("devices", i, "name")));
+      info.kind =
+          std::string(string(member(d, "kind", nested("devices", i, "kind")), nested("devices", i, "kind")));
+      dom::element v;
+      if (!d["hardware"].get(v)) info.hardware = std::string(string(v, nested("devices", i, "hardware")));
+      if (!d["memory_bytes"].get(v))
+        info.memory_bytes = unsigned_integer(v, nested("devices", i, "memory_bytes"));
+      if (!d["peak_flops"].get(v)) info.peak_flops = number_or_null(v, nested("devices", i, "peak_flops"));
+      if (!d["mem_bandwidth"].get(v))
+        info.mem_bandwidth_bytes_per_s = number_or_null(v, nested("devices", i, "mem_bandwidth"));
+      if (static_cast<size_t>(info.id) >= device_known_.size()) device_known_.resize(info.id + 1, 0);
+      device_known_[info.id] = 1;
+      h.devices.push_back(std::move(info));
+      ++i;
+    }
+    dom::element section;
+    if (!obj["links"].get(section)) {
+      i = 0;
+      for (dom::element item : array(section, "links")) {
+        dom::object l = object(item, fmt::format("links[{}]", i));
+        TraceLinkInfo info;
+        info.src = int32_at_least(member(l, "src", nested("links", i, "src")), nested("links", i, "src"), 0);
+        info.dst = int32_at_least(member(l, "dst", nested("links", i, "dst")), nested("links", i, "dst"), 0);
+        dom::element v;
+        if (!l["kind"].get(v)) info.kind = std::string(string(v, nested("links", i, "kind")));
+        if (!l["bandwidth"].get(v))
+          info.bandwidth_bytes_per_s = number_or_null(v, nested("links", i, "bandwidth"));
+        if (!l["latency_ns"].get(v)) info.latency_ns = number_or_null(v, nested("links", i, "latency_ns"));
+        h.links.push_back(std::move(info));
+        ++i;
+      }
+    }
+    if (!obj["params"].get(section)) {
+      i = 0;
+      for (dom::element item : array(section, "params")) {
+        dom::object p = object(item, fmt::format("params[{}]", i));
+        TraceParamInfo info;
+        info.index =
+            int32_at_least(member(p, "index", nested("params", i, "index")), nested("params", i, "index"), 0);
+        info.name =
+            std::string(string(member(p, "name", nested("params", i, "name")), nested("params", i, "name")));
+        const std::string shape_field = nested("params", i, "shape");
+        for (dom::element dim : array(member(p, "shape", shape_field), shape_field)) {
+          info.shape.push_back(array_index(dim, shape_field));
+        }
+        info.bytes =
+            unsigned_integer(member(p, "bytes", nested("params", i, "bytes")), nested("params", i, "bytes"));
+        h.params.push_back(std::move(info));
+        ++i;
+      }
+    }
+    if (!obj["buckets"].get(section)) h.buckets = buckets_of(section, "buckets");
+  } catch (LineError& e) {
+    throw bad("header: " + e.reason);
+  }
+}
+
+// ---- events ----
+
+void TraceParser::parse_event(TraceData& data, std::string_view line, uint32_t line_no, bool padded) {
+  dom::element root;
+  if (json_.parse(line.data(), line.size(), /*realloc_if_needed=*/!padded).get(root)) fail("not valid JSON");
+  dom::object obj;
+  if (root.get_object().get(obj)) fail("not a JSON object");
+  const Fields f(obj);
+
+  Event e;
+  const std::string_view type = string(f[kType], "type");
+  if (!event_type_of(type, e.type)) {
+    if (type == "header") fail("a second header (the header must be the first line)");
+    return;  // an event type from a newer minor version: skipped
+  }
+  e.line = line_no;
+  e.ts_ns = integer(f[kTs], "ts");
+  e.rank = int32_at_least(f[kRank], "rank", 0);
+  const int64_t dev = integer(f[kDev], "dev");
+  if (!known_device(dev)) fail(fmt::format("field 'dev' is {}, which is not a device in the header", dev));
+  e.dev = static_cast<int32_t>(dev);
+  e.step = integer(f[kStep], "step");
+  if (e.step < -1) fail("field 'step' must be an integer >= -1");
+  const std::string_view phase = string(f[kPhase], "phase");
+  if (!phase_of(phase, e.phase)) fail(fmt::format("unknown phase '{}'", phase));
+
+  auto read_stream = [&] {
+    const std::string_view s = string(f[kStream], "stream");
+    if (!stream_of(s, e.stream)) fail(fmt::format("unknown stream '{}'", s));
+  };
+  auto read_args = [&] {
+    if (!f.has(kArgs)) return;
+    Args args;
+    for (dom::key_value_pair kv : object(f[kArgs], "args")) {
+      double v = 0.0;
+      if (!kv.value.get_double().get(v)) args.values.emplace_back(intern(data, kv.key), v);
+    }
+    if (!args.values.empty()) {
+      e.payload = static_cast<int32_t>(data.args.size());
+      data.args.push_back(std::move(args));
+    }
+  };
+  auto read_device = [&](Key k) {
+    const int64_t id = integer(f[k], kKeyNames[k]);
+    if (!known_device(id))
+      fail(fmt::format("field '{}' is {}, which is not a device in the header", kKeyNames[k], id));
+    return static_cast<int32_t>(id);
+  };
+
+  switch (e.type) {
+    case EventType::kSpan: {
+      e.name = intern(data, string(f[kName], "name"));
+      e.cat = intern(data, string(f[kCat], "cat"));
+      read_stream();
+      e.dur_ns = non_negative(f[kDur], "dur");
+      read_args();
+      break;
+    }
+    case EventType::kInstant: {
+      e.name = intern(data, string(f[kName], "name"));
+      read_args();
+      break;
+    }
+    case EventType::kCounter: {
+      e.name = intern(data, string(f[kName], "name"));
+      CounterValues values;
+      for (dom::key_value_pair kv : object(f[kValues], "values")) {
+        values.values.emplace_back(intern(data, kv.key),
+                                   number_or_null(kv.value, fmt::format("values.{}", kv.key)));
+      }
+      e.payload = static_cast<int32_t>(data.counters.size());
+      data.counters.push_back(std::move(values));
+      break;
+    }
+    case EventType::kTransfer: {
+      e.name = intern(data, string(f[kName], "name"));
+      read_stream();
+      e.dur_ns = non_negative(f[kDur], "dur");
+      e.src = read_device(kSrc);
+      e.dst = read_device(kDst);
+      e.bytes = unsigned_integer(f[kBytes], "bytes");
+      e.flow = unsigned_integer(f[kFlow], "flow");
+      if (f.has(kColl)) e.coll = non_negative(f[kColl], "coll");
+      if (f.has(kAlgo)) e.algo = intern(data, string(f[kAlgo], "algo"));
+      if (f.has(kAlgoStep)) e.algo_step = int32_at_least(f[kAlgoStep], "algo_step", -1);
+      if (f.has(kChunk)) e.chunk = int32_at_least(f[kChunk], "chunk", -1);
+      break;
+    }
+    case EventType::kValues: {
+      e.name = intern(data, string(f[kName], "name"));
+      ValueSample sample;
+      sample.param = int32_at_least(f[kParam], "param", 0);
+      sample.when = intern(data, string(f[kWhen], "when"));
+      for (dom::element v : array(f[kValues], "values")) {
+        sample.values.push_back(static_cast<float>(array_number(v, "values")));
+      }
+      sample.norm = number_or_null(f[kNorm], "norm");
+      e.payload = static_cast<int32_t>(data.values.size());
+      data.values.push_back(std::move(sample));
+      break;
+    }
+    case EventType::kSamples: {
+      SampleIndices samples;
+      for (dom::element v : array(f[kIndices], "indices")) {
+        samples.indices.push_back(array_index(v, "indices"));
+      }
+      e.payload = static_cast<int32_t>(data.samples.size());
+      data.samples.push_back(std::move(samples));
+      break;
+    }
+    case EventType::kBuckets: {
+      BucketAssignment assignment;
+      assignment.reason = intern(data, string(f[kReason], "reason"));
+      assignment.buckets = buckets_of(f[kBuckets], "buckets");
+      e.payload = static_cast<int32_t>(data.buckets.size());
+      data.buckets.push_back(std::move(assignment));
+      break;
+    }
+  }
+  if (data.events.empty()) {
+    data.min_ts_ns = e.ts_ns;
+    data.max_end_ns = e.end_ns();
+  } else {
+    data.min_ts_ns = std::min(data.min_ts_ns, e.ts_ns);
+    data.max_end_ns = std::max(data.max_end_ns, e.end_ns());
+  }
+  data.events.push_back(e);
+}
+
+// ---- the line loop ----
+
+size_t TraceParser::parse(TraceData& data, std::string_view text, uint32_t& next_line, bool& has_header) {
+  size_t pos = 0;
+  consumed_ = 0;
+  while (pos < text.size()) {
+    const void* newline = std::memchr(text.data() + pos, '\n', text.size() - pos);
+    if (newline == nullptr) break;  // an incomplete last line: left for later
+    const size_t end = static_cast<size_t>(static_cast<const char*>(newline) - text.data());
+    const std::string_view line = text.substr(pos, end - pos);
+    const uint32_t line_no = next_line++;
+    pos = end + 1;
+    consumed_ = pos;
+    if (is_blank(line)) continue;
+    if (!has_header) {
+      parse_header(data, line, line_no);
+      has_header = true;
+      continue;
+    }
+    try {
+      // simdjson reads up to SIMDJSON_PADDING bytes past a document (their content does not
+      // matter); where the text goes on that far, the line is parsed in place instead of copied.
+      parse_event(data, line, line_no, text.size() - end >= simdjson::SIMDJSON_PADDING);
+    } catch (LineError& error) {
+      if (options_.strict) {
+        throw Error(ErrorKind::kFormat, fmt::format("{}:{}: {}", data.path, line_no, error.reason));
+      }
+      data.problems.push_back({line_no, std::move(error.reason)});
+    }
+  }
+  return pos;
+}
+
+}  // namespace dpscope::trace::detail

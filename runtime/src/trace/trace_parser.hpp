@@ -1,0 +1,61 @@
+// The line parser behind read_trace, parse_trace and TraceFollower (internal to libdpscope).
+//
+// It turns complete '\n'-terminated lines of a dpscope trace (docs/trace-format.md) into Events
+// appended to a TraceData, with simdjson's DOM parser (one reused parser; each line is parsed on
+// its own so one malformed line cannot hide the lines after it). It keeps state between calls
+// (the interned-string cache, the header's device ids) so a follower can feed it appended bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "dpscope/trace/reader.hpp"
+
+namespace dpscope::trace::detail {
+
+// Hash for string keys that also accepts string_view, so lookups do not allocate.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+class TraceParser {
+ public:
+  explicit TraceParser(ReadOptions options) : options_(options) {}
+
+  // Parses the complete lines at the start of `text` into `data`; the first of them is line
+  // `next_line`, which is advanced past them. Reads the header first when `has_header` is false
+  // and sets it. Returns the bytes consumed: everything up to and including the last '\n'.
+  // Throws Error(kFormat) for a bad header, and in strict mode for the first malformed event.
+  size_t parse(TraceData& data, std::string_view text, uint32_t& next_line, bool& has_header);
+
+  // Bytes of `text` the last parse() got through, including a line it threw for (so a follower
+  // can resume after that line).
+  size_t consumed() const { return consumed_; }
+
+  // Forgets everything learned from a previous file (strings, devices).
+  void reset();
+
+ private:
+  void parse_header(TraceData& data, std::string_view line, uint32_t line_no);
+  // `padded`: at least SIMDJSON_PADDING readable bytes follow the line.
+  void parse_event(TraceData& data, std::string_view line, uint32_t line_no, bool padded);
+  uint32_t intern(TraceData& data, std::string_view s);
+  bool known_device(int64_t id) const {
+    return id >= 0 && id < static_cast<int64_t>(device_known_.size()) && device_known_[id] != 0;
+  }
+
+  ReadOptions options_;
+  simdjson::dom::parser json_;
+  std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> strings_;
+  std::vector<uint8_t> device_known_;  // indexed by header device id
+  size_t consumed_ = 0;
+};
+
+}  // namespace dpscope::trace::detail

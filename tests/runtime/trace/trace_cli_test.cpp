@@ -1,0 +1,119 @@
+// `dpscope trace export --chrome IN OUT` and `dpscope trace stats IN`, run as the built binary:
+// output, exit codes (0 ok, 2 for bad input) and one-line error messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "dpscope/trace/reader.hpp"
+#include "trace_test_util.hpp"
+
+namespace dpscope::trace {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+RunResult run_cli(const std::string& args) {
+  const std::string command = std::string(DPSCOPE_CLI) + " " + args + " 2>&1";
+  RunResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> chunk{};
+  size_t n = 0;
+  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) result.output.append(chunk.data(), n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+
+TEST(TraceCli, ExportWritesChromeJsonAndSaysWhereToOpenIt) {
+  const auto dir = testing::scratch_dir();
+  const auto in = testing::record_sample_trace(dir / "run.jsonl");
+  const auto out = dir / "run.json";
+  const size_t events = read_trace(in).events.size();
+  const RunResult r = run_cli("trace export --chrome " + quoted(in) + " " + quoted(out));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output,
+            fmt::format("wrote {} ({} trace events as Chrome Trace Event JSON)\n", out.string(), events) +
+                "open it at https://ui.perfetto.dev\n");
+  const nlohmann::json doc = nlohmann::json::parse(testing::read_file(out));
+  EXPECT_FALSE(doc["traceEvents"].empty());
+}
+
+TEST(TraceCli, ExportNeedsAFormat) {
+  const auto dir = testing::scratch_dir();
+  const auto in = testing::record_sample_trace(dir / "run.jsonl");
+  const RunResult r = run_cli("trace export " + quoted(in) + " " + quoted(dir / "out.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output, "dpscope: error: --chrome is required\n");
+}
+
+TEST(TraceCli, MissingInputIsOneLineAndExitCode2) {
+  for (const std::string& cmd : {std::string("trace stats /nonexistent/run.jsonl"),
+                                 std::string("trace export --chrome /nonexistent/run.jsonl /tmp/x.json")}) {
+    const RunResult r = run_cli(cmd);
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_EQ(r.output,
+              "dpscope: error: cannot open trace '/nonexistent/run.jsonl': No such file or directory\n")
+        << cmd;
+  }
+}
+
+TEST(TraceCli, MalformedLineFailsUnlessLenient) {
+  const auto dir = testing::scratch_dir();
+  const auto in = dir / "bad.jsonl";
+  testing::write_file(
+      in,
+      testing::header_line() +
+          R"({"type":"span","ts":0,"rank":0,"dev":0,"step":0,"phase":"forward","name":"k","cat":"compute","stream":"compute","dur":10})"
+          "\n"
+          R"({"type":"span","ts":0,"rank":0,"dev":0,"step":0,"phase":"x"})"
+          "\n");
+  RunResult r = run_cli("trace stats " + quoted(in));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output, "dpscope: error: " + in.string() + ":3: unknown phase 'x'\n");
+
+  r = run_cli("trace stats --lenient " + quoted(in));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("dpscope: warning: skipped " + in.string() + ":3: unknown phase 'x'\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("\nsim:0 "), std::string::npos) << r.output;
+}
+
+TEST(TraceCli, NewerFormatIsRefused) {
+  const auto dir = testing::scratch_dir();
+  const auto in = dir / "future.jsonl";
+  testing::write_file(in, testing::header_line("2.0"));
+  const RunResult r = run_cli("trace export --chrome " + quoted(in) + " " + quoted(dir / "out.json"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output,
+            "dpscope: error: " + in.string() +
+                ": trace format version 2.0 is newer than this dpscope supports (1.x); upgrade dpscope\n");
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.json"));
+}
+
+TEST(TraceCli, StatsPrintsOneRowPerDevice) {
+  const auto dir = testing::scratch_dir();
+  const auto in = testing::record_sample_trace(dir / "run.jsonl");
+  const size_t events = read_trace(in).events.size();
+  const RunResult r = run_cli("trace stats --per-step " + quoted(in));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind(
+                fmt::format("{}: {} events, simulated clock, 2 devices\ndevice ", in.string(), events), 0),
+            0u)
+      << r.output;
+  EXPECT_NE(r.output.find("\nsim:0 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\n1 sim:0 "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("host"), std::string::npos) << "the host has no events of its own";
+}
+
+}  // namespace
+}  // namespace dpscope::trace

@@ -1,0 +1,121 @@
+// Helpers shared by the trace tests: scratch files, a hand-written header, and a small trace
+// recorded with the real TraceRecorder.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "dpscope/core/device.hpp"
+#include "dpscope/core/preset.hpp"
+#include "dpscope/core/timing.hpp"
+#include "dpscope/trace/recorder.hpp"
+
+namespace dpscope::trace::testing {
+
+// A fresh, empty directory for the running test.
+inline std::filesystem::path scratch_dir() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("dpscope-trace-tests-" + std::to_string(::getpid())) /
+                              (std::string(info->test_suite_name()) + "." + info->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+inline void append_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::app) << text;
+}
+
+// A header line ('\n' included) with devices 0 = sim:0 (H100), 1 = host, 2 = sim:1 (H100).
+inline std::string header_line(const std::string& version = "1.0") {
+  return R"({"type":"header","format":"dpscope-trace","version":")" + version +
+         R"(","clock":"simulated","run":{"mode":"ddp","devices":2},"devices":[)"
+         R"({"id":0,"name":"sim:0","kind":"sim","hardware":"NVIDIA H100 SXM5 80GB","memory_bytes":80000000000,"peak_flops":67000000000000,"mem_bandwidth":3350000000000},)"
+         R"({"id":1,"name":"host","kind":"host","hardware":"","memory_bytes":0,"peak_flops":0,"mem_bandwidth":0},)"
+         R"({"id":2,"name":"sim:1","kind":"sim","hardware":"NVIDIA H100 SXM5 80GB","memory_bytes":80000000000,"peak_flops":67000000000000,"mem_bandwidth":3350000000000}],)"
+         R"("links":[{"src":0,"dst":1,"kind":"pcie5","bandwidth":64000000000,"latency_ns":1000}],)"
+         R"("params":[{"index":0,"name":"0.weight","shape":[512,784],"bytes":1605632}],"buckets":[]})"
+         "\n";
+}
+
+// Records a small but complete trace (every event type) on one simulated H100 with the real
+// recorder, `steps` training steps long, and returns its path.
+inline std::filesystem::path record_sample_trace(const std::filesystem::path& path, int steps = 2) {
+  const Device gpu = Device::sim(0, find_preset("h100-sxm"));
+  TraceHeader header;
+  header.run_json = R"({"mode":"single","steps":2})";
+  header.add_device(gpu);
+  header.params = {{0, "0.weight", {512, 784}, 1605632}, {1, "0.bias", {512}, 2048}};
+  header.buckets = {{0, {1, 0}, 1607680}};
+  const Device devices[] = {gpu};
+  auto recorder = TraceRecorder::open(path, header, devices);
+  const int host = recorder->host_id();
+  for (int step = 0; step < steps; ++step) {
+    gpu.set_step(step);
+    {
+      PhaseScope phase(gpu, Phase::kData);
+      const int64_t indices[] = {4 * step, 4 * step + 1, 4 * step + 2, 4 * step + 3};
+      recorder->samples(gpu, gpu.clock_ns(StreamKind::kCopy), indices);
+      const int64_t ts = gpu.advance(StreamKind::kCopy, 2638);
+      recorder->transfer(
+          gpu, {.src = host, .dst = 0, .bytes = 12544, .ts_ns = ts, .dur_ns = 2638, .name = "copy H2D"});
+    }
+    {
+      PhaseScope phase(gpu, Phase::kForward);
+      gpu.wait_until(StreamKind::kCompute, gpu.clock_ns(StreamKind::kCopy));
+      KernelScope kernel(gpu, "forward 0.Linear", {.flops = 102760448, .bytes = 1874944});
+    }
+    {
+      PhaseScope phase(gpu, Phase::kBackward);
+      { KernelScope kernel(gpu, "backward 0.Linear", {.flops = 205520896, .bytes = 3749888}); }
+      recorder->instant(gpu, "grad_ready", gpu.clock_ns(StreamKind::kCompute), R"({"param":1})");
+      const float grad[] = {0.25f, -0.5f, 1.0f};
+      recorder->values(gpu, "grad", gpu.clock_ns(StreamKind::kCompute), 1, "local", grad, 1.1456);
+      const int64_t ts = gpu.advance(StreamKind::kComm, 1200);
+      recorder->span(gpu, StreamKind::kComm, "all_reduce", "collective", ts, 1200,
+                     R"({"coll":7,"bytes":2048})");
+      recorder->transfer(gpu, {.src = 0,
+                               .dst = host,
+                               .bytes = 2048,
+                               .ts_ns = ts,
+                               .dur_ns = 600,
+                               .stream = StreamKind::kComm,
+                               .name = "ring reduce-scatter",
+                               .collective = 7,
+                               .algo = "ring",
+                               .algo_step = 0,
+                               .chunk = 0});
+      if (step == 1) recorder->buckets(gpu, ts, header.buckets, "rebuilt");
+    }
+    {
+      PhaseScope phase(gpu, Phase::kOptimizer);
+      KernelScope kernel(gpu, "sgd step", {.flops = 1e6, .bytes = 1.2e7});
+    }
+    const int64_t now = gpu.clock_ns(StreamKind::kCompute);
+    gpu.trace_memory();
+    const std::pair<std::string_view, double> loss[] = {{"loss", 2.3 - 0.1 * step}};
+    recorder->counter(gpu, "loss", now, loss);
+    recorder->flush();
+  }
+  recorder->close();
+  return path;
+}
+
+}  // namespace dpscope::trace::testing
