@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -71,7 +72,11 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw) {
   fmt::print("# dpscope bench {}: backend sim, {} x {} (preset {})\n", api_name(o.collective), o.devices,
              hw.name, hw.id);
   fmt::print("# network: {}\n", net.describe());
-  fmt::print("# algorithm: {}, slices: {}, data: {}, iterations: {} (+{} warm-up)\n", to_string(o.algorithm),
+  const char* env = std::getenv("DPSCOPE_ALGO");
+  const std::string algo = o.algorithm != Algorithm::kDefault ? to_string(o.algorithm)
+                           : env != nullptr && *env != '\0'   ? fmt::format("{} (DPSCOPE_ALGO)", env)
+                                                              : std::string("auto");
+  fmt::print("# algorithm: {}, slices: {}, data: {}, iterations: {} (+{} warm-up)\n", algo,
              o.slices == 0 ? std::string("by size") : std::to_string(o.slices),
              o.timing_only ? "none (timing-only)" : "real, checked exactly", o.iterations, o.warmup);
   fmt::print("#\n");
@@ -108,8 +113,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--trace", args->trace, "write a dpscope trace (JSON Lines)");
   cmd->callback([args, cmd] {
     BenchOptions options = to_options(*args);
-    validate_bench_options(options);
     if (cmd->count("--algo") == 0) options.algorithm = Algorithm::kDefault;  // DPSCOPE_ALGO or auto
+    validate_bench_options(options);
     const HardwarePreset hw = find_preset(options.preset);
     print_header(options, hw);
     std::fflush(stdout);

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "dpscope/comm/spawn.hpp"
@@ -145,6 +146,9 @@ void validate_bench_options(const BenchOptions& o) {
   DPS_CHECK(o.timing_only || data_bytes <= kMaxDataBytes, ErrorKind::kUsage,
             "-e {} on {} devices needs about {} of host memory; add --timing-only to simulate without data",
             o.max_bytes, o.devices, format_bytes(data_bytes));
+  if (const char* env = std::getenv("DPSCOPE_ALGO");
+      env != nullptr && *env != '\0' && o.algorithm == Algorithm::kDefault)
+    parse_algorithm(env, "DPSCOPE_ALGO");
   const NetworkModel network(find_preset(o.preset), o.devices);  // throws if the topology is smaller
   (void)network;
 }

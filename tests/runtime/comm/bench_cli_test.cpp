@@ -25,8 +25,8 @@ struct Result {
   std::string output;
 };
 
-Result run_bench(const std::string& args) {
-  const std::string command = std::string(DPSCOPE_CLI) + " bench " + args + " 2>&1";
+Result run_bench(const std::string& args, const std::string& env = "") {
+  const std::string command = env + " " + std::string(DPSCOPE_CLI) + " bench " + args + " 2>&1";
   Result r;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -153,6 +153,18 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_THAT(r.output, HasSubstr(c.message));
   }
+}
+
+TEST(BenchCli, TheAlgorithmComesFromDpscopeAlgoWhenNotGiven) {
+  const Result naive = run_bench("all_reduce --devices 3 -b 1K -e 1K -n 1", "DPSCOPE_ALGO=naive");
+  ASSERT_EQ(naive.exit_code, 0) << naive.output;
+  EXPECT_THAT(naive.output, HasSubstr("# algorithm: naive (DPSCOPE_ALGO), slices: by size"));
+  const Result flag = run_bench("all_reduce --devices 3 -b 1K -e 1K -n 1 --algo ring", "DPSCOPE_ALGO=naive");
+  EXPECT_THAT(flag.output, HasSubstr("# algorithm: ring, slices: by size"));
+  const Result bogus = run_bench("all_reduce --devices 3 -b 1K -e 1K -n 1", "DPSCOPE_ALGO=bogus");
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_EQ(bogus.output,
+            "dpscope: error: DPSCOPE_ALGO: unknown algorithm 'bogus' (expected ring, tree, naive or auto)\n");
 }
 
 TEST(ParseByteSize, AcceptsBinarySuffixes) {

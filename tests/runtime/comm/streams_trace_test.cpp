@@ -220,6 +220,27 @@ TEST(Trace, TransferDeviceIdsMatchTheHeader) {
   }
 }
 
+TEST(Trace, ValuesBeforeAndAfterTheAllReduceOnRequest) {
+  const auto path = test::temp_path("values.jsonl");
+  test::TracedWorld tw = test::traced_world(2, path, round_options());
+  spawn(tw.world, [](ProcessGroup& pg) {
+    Tensor t =
+        Tensor::from_floats(std::vector<float>{pg.rank() + 1.0f, 2.0f, 0.0f, 4.0f, 5.0f}, {5}, pg.device());
+    pg.all_reduce(t, {.op = ReduceOp::kAvg, .trace_values = true})->wait();
+  });
+  tw.recorder->close();
+  std::map<std::pair<int, std::string>, nlohmann::json> values;
+  for (const nlohmann::json& e : read_events(path))
+    if (e["type"] == "values") values[{e["rank"].get<int>(), e["when"].get<std::string>()}] = e;
+  ASSERT_EQ(values.size(), 4u);
+  const nlohmann::json before = values[std::pair{1, std::string("before_reduce")}];
+  const nlohmann::json after = values[std::pair{0, std::string("after_reduce")}];
+  EXPECT_EQ(before["values"], nlohmann::json::parse("[2, 2, 0, 4]"));
+  EXPECT_EQ(before["norm"], 7.0);  // of all 5 elements: sqrt(4 + 4 + 0 + 16 + 25)
+  EXPECT_EQ(after["values"], nlohmann::json::parse("[1.5, 2, 0, 4]"));
+  EXPECT_EQ(after["param"], -1);
+}
+
 TEST(TimingOnly, AGibibyteAllReduceOver64GpusSimulatesInSeconds) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> ends(64);
