@@ -86,7 +86,7 @@ std::shared_ptr<Work> SimBackend::recv(Tensor& tensor, int src, const PointToPoi
         "{} expected {} {} elements{}, but rank {} sent {} {} elements{} (SEND SequenceNumber={})", what,
         tensor.numel(), to_string(tensor.dtype()), tensor.has_data() ? "" : " (timing-only)", src,
         sent.numel(), to_string(sent.dtype()), sent.has_data() ? "" : " (timing-only)", message->seq);
-    message->work->fail(ErrorKind::kMismatch, text);
+    if (auto sender = message->work.lock()) sender->fail(ErrorKind::kMismatch, text);
     work->fail(ErrorKind::kMismatch, text);
     return work;
   }
@@ -106,7 +106,7 @@ std::shared_ptr<Work> SimBackend::recv(Tensor& tensor, int src, const PointToPoi
                                .stream = StreamKind::kComm,
                                .name = "send/recv"});
   }
-  message->work->complete(start, end, /*comm_on_wait=*/true);
+  if (auto sender = message->work.lock()) sender->complete(start, end, /*comm_on_wait=*/true);
   work->complete(start, end, false);
   return work;
 }

@@ -129,7 +129,7 @@ struct Message {
   int64_t seq = 0;
   Tensor tensor;
   int64_t ready_ns = 0;
-  std::shared_ptr<SimWork> work;
+  std::weak_ptr<SimWork> work;  // weak: a mailbox must not keep its world alive through a Work
 };
 
 struct GroupState {
