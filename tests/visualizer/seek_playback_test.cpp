@@ -5,6 +5,7 @@
 #include "dpscope/core/error.hpp"
 #include "dpscope/trace/reader.hpp"
 #include "replay/playback.hpp"
+#include "replay/run_info.hpp"
 #include "replay/seek.hpp"
 #include "trace_fixtures.hpp"
 
@@ -59,6 +60,18 @@ TEST(FormatTime, PicksTheUnitAndFourSignificantDigits) {
   EXPECT_EQ(format_time(123456789), "123.5 ms");
   EXPECT_EQ(format_time(2000000000), "2.000 s");
   EXPECT_EQ(format_duration(-1500), "-1.500 µs");
+}
+
+TEST(RunInfo, TitlesComeFromTheHeadersRunObject) {
+  const RunInfo ddp = parse_run_info(R"({"mode":"ddp","backend":"sim","model":"784-10","batch":32})");
+  EXPECT_EQ(ddp.mode_title(), "DistributedDataParallel (DDP)");
+  EXPECT_EQ(ddp.model, "784-10");
+  EXPECT_EQ(ddp.batch, "32");
+  EXPECT_EQ(parse_run_info(R"({"mode":"dp"})").mode_title(), "DataParallel (DP)");
+  EXPECT_EQ(parse_run_info(R"({"command":"bench","collective":"all_reduce"})").mode_title(),
+            "benchmark: all_reduce");
+  EXPECT_EQ(parse_run_info("not json").mode_title(), "");
+  EXPECT_EQ(parse_run_info(R"([1,2])").mode, "");
 }
 
 class SeekOnTrace : public ::testing::Test {

@@ -84,6 +84,8 @@ int run_frame_bench(const BenchOptions& options) {
     rows.push_back(std::move(row));
   };
   measure("full zoom-out", [&](int) { viewer.timeline().fit(); });
+  measure("zoomed to 1/20 of the trace",
+          [&](int) { viewer.timeline().set_range(mid - span / 40, mid + span / 40); });
   measure("zoomed in (1/1000 of the trace)",
           [&](int) { viewer.timeline().set_range(mid - span / 2000, mid + span / 2000); });
   measure("zoomed out, playing (cursor moves)", [&](int i) {

@@ -240,24 +240,38 @@ void ReplayModel::build_marks() {
 }
 
 void ReplayModel::build_reductions() {
-  std::map<std::tuple<int64_t, int32_t, uint32_t>, size_t> index;
+  // Value samples are grouped by (step, tensor, name); within a group, each rank's k-th
+  // before_reduce and k-th after_reduce belong to the group's k-th reduction, so several
+  // all-reduces of one tensor in one step (or of unnamed tensors, param -1) stay apart.
+  using Key = std::tuple<int64_t, int32_t, uint32_t>;
+  struct Group {
+    std::vector<size_t> reductions;
+    std::map<int32_t, size_t> befores;  // per rank
+    std::map<int32_t, size_t> afters;
+  };
+  std::map<Key, Group> groups;
   for (uint32_t p = 0; p < order_.size(); ++p) {
     const uint32_t i = order_[p];
     const trace::Event& e = data_->events[i];
     if (e.type != trace::EventType::kValues) continue;
     if (e.payload < 0 || static_cast<size_t>(e.payload) >= data_->values.size()) continue;
     const trace::ValueSample& v = data_->values[static_cast<size_t>(e.payload)];
-    auto [it, inserted] = index.try_emplace({e.step, v.param, e.name}, reductions_.size());
-    if (inserted) reductions_.push_back({.step = e.step, .param = v.param, .name = e.name, .first_pos = p});
-    Reduction& r = reductions_[it->second];
+    Group& g = groups[{e.step, v.param, e.name}];
+    auto reduction = [&](size_t k) -> Reduction& {
+      while (g.reductions.size() <= k) {
+        g.reductions.push_back(reductions_.size());
+        reductions_.push_back({.step = e.step, .param = v.param, .name = e.name, .first_pos = p});
+      }
+      return reductions_[g.reductions[k]];
+    };
     if (v.when == names_.before_reduce) {
-      r.before.push_back(i);
+      reduction(g.befores[e.rank]++).before.push_back(i);
     } else if (v.when == names_.after_reduce) {
-      r.after.push_back(i);
-    } else if (v.when == names_.after_step) {
-      r.after_step.push_back(i);
+      reduction(g.afters[e.rank]++).after.push_back(i);
     } else {
-      r.local.push_back(i);
+      const size_t seen = std::max(g.befores[e.rank], g.afters[e.rank]);
+      Reduction& r = reduction(seen > 0 ? seen - 1 : 0);
+      (v.when == names_.after_step ? r.after_step : r.local).push_back(i);
     }
   }
   auto by_rank = [this](uint32_t a, uint32_t b) { return data_->events[a].rank < data_->events[b].rank; };

@@ -68,6 +68,7 @@ struct LossPoint {
 };
 
 // The value samples of one tensor around one reduction: each rank's values before, and after.
+// Reductions are in the order they start (first value sample), so first_pos increases.
 struct Reduction {
   int64_t step = -1;
   int32_t param = -1;

@@ -9,7 +9,9 @@ std::string RunInfo::mode_title() const {
   if (mode == "ddp") return "DistributedDataParallel (DDP)";
   if (mode == "dp") return "DataParallel (DP)";
   if (mode == "single") return "single device";
-  return mode;
+  if (!mode.empty()) return mode;
+  if (!collective.empty()) return "benchmark: " + collective;
+  return command;
 }
 
 RunInfo parse_run_info(std::string_view run_json) {
@@ -29,6 +31,8 @@ RunInfo parse_run_info(std::string_view run_json) {
   info.preset = text("preset");
   info.batch = text("batch");
   info.algo = text("algo");
+  info.command = text("command");
+  info.collective = text("collective");
   auto synthetic = j.find("synthetic");
   info.synthetic = synthetic != j.end() && synthetic->is_boolean() && synthetic->get<bool>();
   return info;

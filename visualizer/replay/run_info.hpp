@@ -12,11 +12,14 @@ struct RunInfo {
   std::string backend;  // "sim", "nccl", ...
   std::string model;    // "784-512-10"
   std::string preset;
-  std::string batch;  // as written
-  std::string algo;   // collective algorithm, when given
+  std::string batch;       // as written
+  std::string algo;        // collective algorithm, when given
+  std::string command;     // "train", "bench", ... when the writer says
+  std::string collective;  // `dpscope bench`: "all_reduce", ...
   bool synthetic = false;
 
-  // "DistributedDataParallel (DDP)", "DataParallel (DP)", "single device", or the mode as written.
+  // "DistributedDataParallel (DDP)", "DataParallel (DP)", "single device", the mode as written,
+  // or for a benchmark "benchmark: all_reduce"; "" when the header says nothing.
   std::string mode_title() const;
 };
 

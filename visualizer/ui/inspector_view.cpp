@@ -186,8 +186,9 @@ void InspectorView::draw_reduction(const ViewContext& ctx) {
   const std::vector<uint32_t>& shown = before.empty() ? r.local : before;
   if (shown.empty() && after.empty()) return;
   ImGui::Separator();
-  ImGui::Text("Gradient of %s, step %lld: %s", param_name(data, r.param).c_str(),
-              static_cast<long long>(r.step),
+  const std::string what = r.param >= 0 ? fmt::format("Gradient of {}", param_name(data, r.param))
+                                        : fmt::format("Values of {}", data.str(r.name));
+  ImGui::Text("%s, step %lld: %s", what.c_str(), static_cast<long long>(r.step),
               after.empty() ? (before.empty() ? "local values" : "reduction in progress…") : "reduced");
   size_t width = 0;
   for (uint32_t ev : shown) width = std::max(width, values_of(ev).values.size());

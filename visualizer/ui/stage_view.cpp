@@ -396,23 +396,26 @@ void StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
     const float chip_w =
         std::max(text_size(small, small->FontSize, fmt::format("{}", widest)).x + 8.0f, chip_h * 1.2f);
     size_t shown = 0;
+    ImVec2 last_chip(-1, -1);
     for (int64_t r : rows) {
       if (!room || !(room = fits(chip_w))) break;
       const ImU32 fill = current ? pal.sample_color(r) : with_alpha(pal.sample_color(r), 0.35f);
       dl->AddRectFilled(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), fill, 3.0f);
       draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_w * 0.5f, y + chip_h * 0.5f),
                          pal.text_on(fill), fmt::format("{}", r));
+      last_chip = ImVec2(x, y);
       x += chip_w + 3;
       ++shown;
     }
     if (shown < rows.size() && shown > 0) {
-      // No room for every chip: the last one shown says how many more there are.
+      // No room for every chip: the last one shown becomes "+N", the number not shown.
       const std::string more = fmt::format("+{}", rows.size() - shown + 1);
-      x -= chip_w + 3;
-      dl->AddRectFilled(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), pal.card, 3.0f);
-      dl->AddRect(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), pal.text_dim, 3.0f);
-      draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_w * 0.5f, y + chip_h * 0.5f), pal.text,
-                         more);
+      const ImVec2 a = last_chip;
+      const ImVec2 b(a.x + chip_w, a.y + chip_h);
+      dl->AddRectFilled(a, b, pal.card, 3.0f);
+      dl->AddRect(a, b, pal.text_dim, 3.0f);
+      draw_text_centered(dl, small, small->FontSize, ImVec2(a.x + chip_w * 0.5f, a.y + chip_h * 0.5f),
+                         pal.text, more);
     }
   }
 }

@@ -65,6 +65,12 @@ void Viewer::attach_if_rebuilt(Tab& tab) {
   if (tab.selected != kNoEvent && tab.selected >= model->data().events.size()) tab.selected = kNoEvent;
 }
 
+std::vector<View*> Viewer::views() const {
+  std::vector<View*> out;
+  for (const Slot& s : slots_) out.push_back(s.view);
+  return out;
+}
+
 void Viewer::add_view(std::unique_ptr<View> view) {
   slots_.insert(slots_.end() - 1, {view.get(), Slot::Area::kRight});
   extra_views_.push_back(std::move(view));
@@ -159,6 +165,16 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
                         "dpscope-viz reads dpscope traces: JSON Lines whose first line is the header "
                         "(docs/trace-format.md).",
                         true);
+    return;
+  }
+  if (doc->model() != nullptr && doc->model()->event_count() == 0 && !doc->warnings().empty() &&
+      !doc->following()) {
+    draw_message_screen(
+        "This trace has no event that could be read", doc->warnings().front(),
+        fmt::format("{} problem(s) in all; the first is shown. dpscope-viz reads dpscope traces "
+                    "(docs/trace-format.md).",
+                    doc->warnings().size()),
+        true);
     return;
   }
   if (doc->model() == nullptr || state == nullptr) {

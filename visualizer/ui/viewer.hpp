@@ -54,6 +54,13 @@ class Viewer {
   void set_present(bool present);  // re-styles ImGui; the app follows with full screen
   bool take_present_changed();
   void toggle_help() { help_open_ = !help_open_; }
+  bool help_open() const { return help_open_; }
+  uint32_t selected_event() { return active_tab() != nullptr ? active_tab()->selected : kNoEvent; }
+  void select_event(uint32_t event) {
+    if (active_tab() != nullptr) active_tab()->selected = event;
+  }
+  // Every view (for the View menu and for tests), in menu order.
+  std::vector<View*> views() const;
   void request_png() { png_requested_ = true; }
   // The file the app should write this frame to, once per request.
   std::optional<std::filesystem::path> take_png_request();

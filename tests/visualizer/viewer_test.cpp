@@ -1,0 +1,183 @@
+// The whole UI without a window (ImGui's "null" setup, as in --bench-frames): every view draws in
+// every mode — normal, presentation, help open, developer panel open, errors, live — and the
+// keyboard drives the Player exactly like its buttons.
+#include <gtest/gtest.h>
+
+#include <imgui.h>
+
+#include "trace_fixtures.hpp"
+#include "ui/viewer.hpp"
+
+namespace dpscope::viz {
+namespace {
+
+// Key indices for the test's own key map (a backend would use its window system's codes).
+constexpr int kKeyRight = 1;
+constexpr int kKeyLeft = 2;
+constexpr int kKeySpace = 3;
+constexpr int kKeyHome = 4;
+constexpr int kKeyEnd = 5;
+constexpr int kKeyPageDown = 6;
+
+class ViewerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.DisplaySize = ImVec2(1600, 900);
+    io.DeltaTime = 1.0f / 60.0f;
+    io.KeyMap[ImGuiKey_RightArrow] = kKeyRight;
+    io.KeyMap[ImGuiKey_LeftArrow] = kKeyLeft;
+    io.KeyMap[ImGuiKey_Space] = kKeySpace;
+    io.KeyMap[ImGuiKey_Home] = kKeyHome;
+    io.KeyMap[ImGuiKey_End] = kKeyEnd;
+    io.KeyMap[ImGuiKey_PageDown] = kKeyPageDown;
+    ImFont* font = io.Fonts->AddFontDefault();
+    unsigned char* pixels = nullptr;
+    int w = 0;
+    int h = 0;
+    io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
+    fonts_.body = fonts_.bold = fonts_.small = font;
+    dir_ = testing::scratch_dir();
+  }
+  void TearDown() override { ImGui::DestroyContext(); }
+
+  std::unique_ptr<Viewer> make(bool headless, bool present = false) {
+    auto v = std::make_unique<Viewer>(ViewerOptions{.present = present, .headless = headless});
+    v->set_fonts(fonts_, fonts_);
+    return v;
+  }
+  // One frame; `key` (if any) is held down during it.
+  void frame(Viewer& v, int key = -1, bool shift = false, bool ctrl = false, ImWchar ch = 0) {
+    ImGuiIO& io = ImGui::GetIO();
+    for (bool& k : io.KeysDown) k = false;
+    if (key >= 0) io.KeysDown[key] = true;
+    io.KeyShift = shift;
+    io.KeyCtrl = ctrl;
+    if (ch != 0) io.AddInputCharacter(ch);
+    v.update(std::chrono::steady_clock::now(), 0.0);
+    ImGui::NewFrame();
+    v.draw();
+    ImGui::Render();
+    ASSERT_NE(ImGui::GetDrawData(), nullptr);
+  }
+  // A key press: down for one frame, then up.
+  void press(Viewer& v, int key, bool shift = false, bool ctrl = false) {
+    frame(v, key, shift, ctrl);
+    frame(v);
+  }
+
+  Fonts fonts_;
+  std::filesystem::path dir_;
+};
+
+TEST_F(ViewerTest, DrawsEveryViewInEveryMode) {
+  const auto path = dir_ / "ddp.jsonl";
+  testing::write_ddp_trace(path, 4, 2);
+  auto v = make(false);
+  v->open(path, {});
+  for (View* view : v->views()) view->visible = true;  // the developer panel too
+  const ReplayModel& m = *v->active_document()->model();
+  for (double f : {0.0, 0.2, 0.5, 0.8, 1.0}) {
+    v->seek(m.at_fraction(f));
+    frame(*v);
+    EXPECT_GT(ImGui::GetDrawData()->TotalVtxCount, 1000) << f;
+  }
+  // 4 GPUs and the host on the stage.
+  EXPECT_EQ(v->stage().boxes().size(), 5u);
+  v->toggle_help();
+  v->select_event(m.event_at(m.event_count() / 2));
+  frame(*v);
+  v->set_present(true);
+  EXPECT_TRUE(v->take_present_changed());
+  frame(*v);
+  frame(*v);
+  v->set_present(false);
+  frame(*v);
+  EXPECT_TRUE(v->help_open());
+}
+
+TEST_F(ViewerTest, KeysDriveThePlayer) {
+  const auto path = dir_ / "ddp.jsonl";
+  testing::write_ddp_trace(path, 2, 3);
+  auto v = make(false);
+  v->open(path, {});
+  const ReplayModel& m = *v->active_document()->model();
+  Playback& p = *v->active_playback();
+  frame(*v);
+  EXPECT_EQ(p.cursor(), m.start());
+  press(*v, kKeyRight);
+  EXPECT_EQ(p.cursor(), m.after_event(0));
+  press(*v, kKeyRight);
+  EXPECT_EQ(p.cursor(), m.after_event(1));
+  press(*v, kKeyLeft);
+  EXPECT_EQ(p.cursor(), m.after_event(0));
+  const Cursor before_phase = p.cursor();
+  press(*v, kKeyRight, /*shift=*/true);
+  EXPECT_EQ(p.cursor(), m.next_phase(before_phase));
+  press(*v, kKeyRight, false, /*ctrl=*/true);
+  EXPECT_EQ(p.cursor(), *m.step_start(1));
+  press(*v, kKeyPageDown);
+  EXPECT_EQ(p.cursor(), *m.step_start(2));
+  press(*v, kKeyEnd);
+  EXPECT_EQ(p.cursor(), m.end());
+  press(*v, kKeyHome);
+  EXPECT_EQ(p.cursor(), m.start());
+  press(*v, kKeySpace);
+  EXPECT_TRUE(p.playing());
+  press(*v, kKeySpace);
+  EXPECT_FALSE(p.playing());
+  frame(*v, -1, false, false, '?');
+  EXPECT_TRUE(v->help_open());
+  frame(*v, -1, false, false, '+');
+  EXPECT_DOUBLE_EQ(p.speed(), 1.5);
+}
+
+TEST_F(ViewerTest, HeadlessViewersIgnoreTheKeyboard) {
+  const auto path = dir_ / "ddp.jsonl";
+  testing::write_ddp_trace(path, 2, 1);
+  auto v = make(true);
+  v->open(path, {});
+  frame(*v);
+  press(*v, kKeyRight);
+  EXPECT_EQ(v->active_playback()->cursor(), v->active_document()->model()->start());
+}
+
+TEST_F(ViewerTest, BadTracesAndNoTraceStillDraw) {
+  auto v = make(false);
+  frame(*v);  // the welcome screen
+  testing::write_text(dir_ / "empty.jsonl", "");
+  v->open(dir_ / "empty.jsonl", {});
+  frame(*v);
+  testing::write_text(dir_ / "junk.jsonl", "{\"type\":\"header\"}\nnot json\n");
+  v->open(dir_ / "junk.jsonl", {});
+  frame(*v);
+  EXPECT_FALSE(v->active_document()->error().empty());
+  v->open(dir_ / "live.jsonl", {.follow = true});  // does not exist yet: waits
+  frame(*v);
+  EXPECT_EQ(v->document_count(), 3u);
+}
+
+TEST_F(ViewerTest, LiveDocumentsStayAtTheLiveEdge) {
+  const auto path = dir_ / "ddp.jsonl";
+  testing::write_ddp_trace(path, 2, 2);
+  const std::string text = testing::read_text(path);
+  const auto live = dir_ / "live.jsonl";
+  const size_t half = text.find('\n', text.size() / 2) + 1;
+  testing::write_text(live, text.substr(0, half));
+  auto v = make(false);
+  v->open(live, {.follow = true});
+  frame(*v);
+  const size_t first = v->active_document()->model()->event_count();
+  EXPECT_TRUE(v->active_playback()->at_live_edge());
+  testing::write_text(live, text);
+  v->update(std::chrono::steady_clock::now() + std::chrono::seconds(1), 0.0);
+  frame(*v);
+  const ReplayModel& m = *v->active_document()->model();
+  EXPECT_GT(m.event_count(), first);
+  EXPECT_EQ(v->active_playback()->cursor(), m.end());
+}
+
+}  // namespace
+}  // namespace dpscope::viz
