@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const dpscope::Error& e) {
     std::fprintf(stderr, "dpscope: error: %s\n", e.what());
-    if (verbose) std::fprintf(stderr, "  (raised at %s, kind: %s)\n", e.where().c_str(), dpscope::to_string(e.kind()));
+    if (verbose)
+      std::fprintf(stderr, "  (raised at %s, kind: %s)\n", e.where().c_str(), dpscope::to_string(e.kind()));
     return e.is_usage_error() ? 2 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dpscope: error: %s\n", e.what());

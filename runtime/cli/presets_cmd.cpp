@@ -11,10 +11,12 @@ void register_presets(CLI::App& app) {
   cmd->callback([] {
     for (const std::string& id : list_presets()) {
       const HardwarePreset p = find_preset(id);
-      fmt::print("{:<12} {:<26} {:>6.0f} GB  {:>6.0f} GB/s HBM  {:>5.1f} TFLOP/s fp32  {} {:.0f} GB/s  host {} {:.0f} GB/s\n",
-                 id, p.name, p.memory_bytes / 1e9, p.mem_bandwidth_bytes_per_s / 1e9, p.peak_flops / 1e12,
-                 p.peer_link.kind, p.peer_link.bandwidth_bytes_per_s / 1e9, p.host_link.kind,
-                 p.host_link.bandwidth_bytes_per_s / 1e9);
+      fmt::print(
+          "{:<12} {:<26} {:>6.0f} GB  {:>6.0f} GB/s HBM  {:>5.1f} TFLOP/s fp32  {} {:.0f} GB/s  host {} "
+          "{:.0f} GB/s\n",
+          id, p.name, p.memory_bytes / 1e9, p.mem_bandwidth_bytes_per_s / 1e9, p.peak_flops / 1e12,
+          p.peer_link.kind, p.peer_link.bandwidth_bytes_per_s / 1e9, p.host_link.kind,
+          p.host_link.bandwidth_bytes_per_s / 1e9);
     }
   });
 }

@@ -1,14 +1,36 @@
-// `dpscope sampler`: arrives with its milestone; until then it says so and exits 2.
+// `dpscope sampler`: prints one rank's DistributedSampler indices, one per line (PyTorch-identical).
+#include <fmt/format.h>
+
 #include "commands.hpp"
 #include "dpscope/core/error.hpp"
+#include "dpscope/data/distributed_sampler.hpp"
 
 namespace dpscope::cli {
 
 void register_sampler(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("sampler", "not yet available in this build");
-  cmd->allow_extras();
-  cmd->callback([] {
-    throw Error(ErrorKind::kUnsupported, "'dpscope sampler' is not yet available (it arrives with its milestone)");
+  struct Args {
+    int64_t len = -1;
+    DistributedSamplerOptions options;
+    int64_t epoch = 0;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("sampler", "print one rank's DistributedSampler indices, one per line");
+  cmd->add_option("--len", args->len, "dataset length")->required();
+  cmd->add_option("--replicas", args->options.num_replicas, "num_replicas (world size)")
+      ->capture_default_str();
+  cmd->add_option("--rank", args->options.rank, "this rank")->capture_default_str();
+  cmd->add_option("--seed", args->options.seed, "seed")->capture_default_str();
+  cmd->add_option("--epoch", args->epoch, "epoch passed to set_epoch()")->capture_default_str();
+  cmd->add_flag("--shuffle,!--no-shuffle", args->options.shuffle, "shuffle (default on, as in PyTorch)");
+  cmd->add_flag("--drop-last", args->options.drop_last, "drop the tail instead of padding");
+  cmd->callback([args] {
+    DPS_CHECK(args->len >= 0, ErrorKind::kUsage, "--len must be >= 0, got {}", args->len);
+    DPS_CHECK(args->epoch >= 0, ErrorKind::kUsage, "--epoch must be >= 0, got {}", args->epoch);
+    DistributedSampler sampler(args->len, args->options);
+    sampler.set_epoch(args->epoch);
+    fmt::memory_buffer out;
+    for (int64_t i : sampler.indices()) fmt::format_to(std::back_inserter(out), "{}\n", i);
+    std::fwrite(out.data(), 1, out.size(), stdout);
   });
 }
 

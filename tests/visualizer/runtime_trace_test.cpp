@@ -47,10 +47,7 @@ trace::TraceData write_and_read(const std::filesystem::path& path, bool trace_va
 
 TEST(RuntimeTrace, RingAllReduceValuesAreAveragedPerCall) {
   const trace::TraceData data = write_and_read(testing::scratch_dir() / "allreduce.jsonl", true);
-  // The sim backend records an unnamed tensor as param -1, which the reader currently refuses
-  // ("field 'param' must be a non-negative integer"): until the two agree there is nothing to check.
-  if (!data.problems.empty() && data.problems.front().reason.find("'param'") != std::string::npos)
-    GTEST_SKIP() << "runtime and reader disagree on param -1: " << data.problems.front().reason;
+  // The sim backend records a tensor that is no model parameter as param -1 (docs/trace-format.md).
   ASSERT_TRUE(data.problems.empty()) << data.problems.front().reason;
   const ReplayModel m(data);
   ASSERT_EQ(m.reductions().size(), 2u) << "two calls of one unnamed tensor in one step stay apart";

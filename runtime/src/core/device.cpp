@@ -125,8 +125,9 @@ Device Device::parse(const std::string& name, const HardwarePreset* preset) {
     DPS_CHECK(preset != nullptr, ErrorKind::kDevice, "device '{}' needs a hardware preset", name);
     return sim(index, *preset);
   }
-  throw Error(ErrorKind::kDevice,
-              fmt::format("invalid device '{}': expected cpu or sim:N (cuda:N needs the CUDA backend)", name));
+  throw Error(
+      ErrorKind::kDevice,
+      fmt::format("invalid device '{}': expected cpu or sim:N (cuda:N needs the CUDA backend)", name));
 }
 
 DeviceKind Device::kind() const { return state_->kind; }
@@ -141,21 +142,19 @@ std::string Device::name() const {
   return "?";
 }
 
-const HardwarePreset* Device::hardware() const {
-  return state_->preset ? &*state_->preset : nullptr;
-}
+const HardwarePreset* Device::hardware() const { return state_->preset ? &*state_->preset : nullptr; }
 
 void Device::allocate(uint64_t bytes, MemoryCategory category) const {
   std::lock_guard lock(state_->memory_mutex);
   MemoryStats& m = state_->memory;
   if (m.capacity_bytes != 0 && bytes > m.free_bytes()) {
-    throw Error(ErrorKind::kOutOfMemory,
-                fmt::format("{} out of memory: tried to allocate {} for {}; {} free of {} "
-                            "(parameters {}, gradients {}, optimizer state {}, activations {}, buffers {})",
-                            name(), format_bytes(bytes), to_string(category),
-                            format_bytes(m.free_bytes()), format_bytes(m.capacity_bytes),
-                            format_bytes(m.bytes[0]), format_bytes(m.bytes[1]), format_bytes(m.bytes[2]),
-                            format_bytes(m.bytes[3]), format_bytes(m.bytes[4])));
+    throw Error(
+        ErrorKind::kOutOfMemory,
+        fmt::format("{} out of memory: tried to allocate {} for {}; {} free of {} "
+                    "(parameters {}, gradients {}, optimizer state {}, activations {}, buffers {})",
+                    name(), format_bytes(bytes), to_string(category), format_bytes(m.free_bytes()),
+                    format_bytes(m.capacity_bytes), format_bytes(m.bytes[0]), format_bytes(m.bytes[1]),
+                    format_bytes(m.bytes[2]), format_bytes(m.bytes[3]), format_bytes(m.bytes[4])));
   }
   m.bytes[static_cast<int>(category)] += bytes;
   m.peak_bytes = std::max(m.peak_bytes, m.in_use_bytes());

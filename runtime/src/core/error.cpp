@@ -24,8 +24,8 @@ const char* to_string(ErrorKind kind) {
 Error::Error(ErrorKind kind, const std::string& message, std::source_location where)
     : std::runtime_error(message),
       kind_(kind),
-      where_(fmt::format("{}:{}", std::filesystem::path(where.file_name()).filename().string(),
-                         where.line())) {}
+      where_(
+          fmt::format("{}:{}", std::filesystem::path(where.file_name()).filename().string(), where.line())) {}
 
 bool Error::is_usage_error() const {
   switch (kind_) {

@@ -97,8 +97,8 @@ HardwarePreset load_preset_file(const fs::path& path) {
   try {
     table = toml::parse_file(path.string());
   } catch (const toml::parse_error& e) {
-    throw Error(ErrorKind::kFormat, fmt::format("preset {}:{}: {}", path.string(),
-                                                e.source().begin.line, e.description()));
+    throw Error(ErrorKind::kFormat,
+                fmt::format("preset {}:{}: {}", path.string(), e.source().begin.line, e.description()));
   }
   HardwarePreset p;
   p.id = path.stem().string();
@@ -115,9 +115,8 @@ HardwarePreset load_preset_file(const fs::path& path) {
     for (const toml::node& s : *sources)
       if (auto str = s.value<std::string>()) p.sources.push_back(*str);
   }
-  DPS_CHECK(p.memory_bytes > 0 && p.peak_flops > 0 && p.mem_bandwidth_bytes_per_s > 0,
-            ErrorKind::kFormat, "preset {}: memory, flops and bandwidth must be positive",
-            path.string());
+  DPS_CHECK(p.memory_bytes > 0 && p.peak_flops > 0 && p.mem_bandwidth_bytes_per_s > 0, ErrorKind::kFormat,
+            "preset {}: memory, flops and bandwidth must be positive", path.string());
   return p;
 }
 

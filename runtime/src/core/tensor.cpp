@@ -25,8 +25,8 @@ struct Storage {
       data = std::aligned_alloc(64, rounded);
       if (data == nullptr) {
         device.release(nbytes, category);
-        throw Error(ErrorKind::kOutOfMemory,
-                    fmt::format("host out of memory allocating {} for {}", format_bytes(nbytes), device.name()));
+        throw Error(ErrorKind::kOutOfMemory, fmt::format("host out of memory allocating {} for {}",
+                                                         format_bytes(nbytes), device.name()));
       }
     }
   }
@@ -193,15 +193,16 @@ Tensor Tensor::to(const Device& device, MemoryCategory category) const {
   if (device == this->device() && category == this->category()) return *this;
   Tensor out = has_data() ? empty(shape_, device, category, dtype_) : meta(shape_, device, category, dtype_);
   if (has_data() && nbytes() > 0)
-    std::memcpy(out.storage_->data, static_cast<const char*>(storage_->data) + offset_elems_ * element_size(dtype_),
-                nbytes());
+    std::memcpy(out.storage_->data,
+                static_cast<const char*>(storage_->data) + offset_elems_ * element_size(dtype_), nbytes());
   if (!(device == this->device())) charge_copy(this->device(), device, nbytes());
   return out;
 }
 
 Tensor Tensor::clone(MemoryCategory category) const {
   DPS_ASSERT(defined(), "clone() of an undefined tensor");
-  Tensor out = has_data() ? empty(shape_, device(), category, dtype_) : meta(shape_, device(), category, dtype_);
+  Tensor out =
+      has_data() ? empty(shape_, device(), category, dtype_) : meta(shape_, device(), category, dtype_);
   if (has_data() && nbytes() > 0) out.copy_from(*this);
   return out;
 }
@@ -238,19 +239,21 @@ void Tensor::copy_from(const Tensor& src) {
             to_string(dtype_), shape_to_string(shape_));
   if (has_data() && src.has_data() && nbytes() > 0)
     std::memmove(static_cast<char*>(storage_->data) + offset_elems_ * element_size(dtype_),
-                 static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_), nbytes());
+                 static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_),
+                 nbytes());
 }
 
 void check_same_device(const Tensor& a, const Tensor& b) {
   if (a.device() == b.device()) return;
-  throw Error(ErrorKind::kDevice,
-              fmt::format("Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
-                          a.device().name(), b.device().name()));
+  throw Error(
+      ErrorKind::kDevice,
+      fmt::format("Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
+                  a.device().name(), b.device().name()));
 }
 
 void check_shape(const Tensor& t, const Shape& expected, const char* op, const char* what) {
-  DPS_CHECK(t.shape() == expected, ErrorKind::kInvalidArgument, "{}: expected {} of shape {}, got {}", op, what,
-            shape_to_string(expected), shape_to_string(t.shape()));
+  DPS_CHECK(t.shape() == expected, ErrorKind::kInvalidArgument, "{}: expected {} of shape {}, got {}", op,
+            what, shape_to_string(expected), shape_to_string(t.shape()));
 }
 
 }  // namespace dpscope

@@ -31,9 +31,9 @@ KernelScope::~KernelScope() {
     dur_ns = kernel_time_ns(*hw, cost_);
     start_ns = device_.advance(stream_, dur_ns);
   } else {
-    dur_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                                  wall_start_)
-                 .count();
+    dur_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - wall_start_)
+            .count();
     start_ns = device_.clock_ns(stream_) - dur_ns;
   }
   if (TraceRecorder* tracer = device_.tracer()) {

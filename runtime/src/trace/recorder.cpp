@@ -116,26 +116,36 @@ void write_header(fmt::memory_buffer& out, const TraceHeader& h) {
   out.append(std::string_view(R"(],"buckets":[)"));
   for (size_t i = 0; i < h.buckets.size(); ++i) {
     const TraceBucketInfo& b = h.buckets[i];
-    fmt::format_to(it, R"({}{{"id":{},"params":[{}],"bytes":{}}})", i ? "," : "", b.id, fmt::join(b.params, ","),
-                   b.bytes);
+    fmt::format_to(it, R"({}{{"id":{},"params":[{}],"bytes":{}}})", i ? "," : "", b.id,
+                   fmt::join(b.params, ","), b.bytes);
   }
   out.append(std::string_view("]}\n"));
 }
 
 }  // namespace
 
-std::unique_ptr<TraceRecorder> TraceRecorder::open(const std::filesystem::path& path, const TraceHeader& header,
+std::unique_ptr<TraceRecorder> TraceRecorder::open(const std::filesystem::path& path,
+                                                   const TraceHeader& header,
                                                    std::span<const Device> devices) {
   DPS_ASSERT(devices.size() <= header.devices.size(), "trace header lists {} devices but {} were given",
              header.devices.size(), devices.size());
   std::FILE* file = std::fopen(path.c_str(), "wb");
-  DPS_CHECK(file != nullptr, ErrorKind::kIo, "cannot write trace '{}': {}", path.string(), std::strerror(errno));
+  DPS_CHECK(file != nullptr, ErrorKind::kIo, "cannot write trace '{}': {}", path.string(),
+            std::strerror(errno));
   std::unique_ptr<TraceRecorder> recorder(new TraceRecorder(path, file, header.host_id()));
   fmt::memory_buffer line;
   write_header(line, header);
   recorder->commit(line);
   recorder->flush();
-  for (size_t i = 0; i < devices.size(); ++i) devices[i].attach_tracer(recorder.get(), static_cast<int>(i));
+  for (const Device& device : devices) {
+    // The id is the header entry of the same name (the host entry shifts positions).
+    int id = -1;
+    for (const TraceDeviceInfo& info : header.devices)
+      if (info.name == device.name()) id = info.id;
+    DPS_ASSERT(id >= 0, "device {} is not in the trace header; add it with TraceHeader::add_device",
+               device.name());
+    device.attach_tracer(recorder.get(), id);
+  }
   recorder->devices_.assign(devices.begin(), devices.end());
   return recorder;
 }
@@ -153,8 +163,9 @@ TraceRecorder::~TraceRecorder() {
 
 void TraceRecorder::begin_event(fmt::memory_buffer& out, std::string_view type, const Device& device,
                                 int64_t ts_ns) const {
-  fmt::format_to(std::back_inserter(out), R"({{"type":"{}","ts":{},"rank":{},"dev":{},"step":{},"phase":"{}")",
-                 type, ts_ns, device.rank(), device.trace_id(), device.step(), to_string(device.phase()));
+  fmt::format_to(std::back_inserter(out),
+                 R"({{"type":"{}","ts":{},"rank":{},"dev":{},"step":{},"phase":"{}")", type, ts_ns,
+                 device.rank(), device.trace_id(), device.step(), to_string(device.phase()));
 }
 
 void TraceRecorder::commit(const fmt::memory_buffer& line) {
@@ -199,7 +210,8 @@ void TraceRecorder::span(const Device& device, StreamKind stream, std::string_vi
   commit(out);
 }
 
-void TraceRecorder::instant(const Device& device, std::string_view name, int64_t ts_ns, std::string_view args_json) {
+void TraceRecorder::instant(const Device& device, std::string_view name, int64_t ts_ns,
+                            std::string_view args_json) {
   fmt::memory_buffer out;
   begin_event(out, "instant", device, ts_ns);
   out.append(std::string_view(R"(,"name":)"));
@@ -260,9 +272,15 @@ void TraceRecorder::copy_transfer(const Device& src, const Device& dst, int64_t 
   const int src_id = src.is_simulated() ? src.trace_id() : host_id_;
   const int dst_id = dst.is_simulated() ? dst.trace_id() : host_id_;
   const Device& issuer = dst.is_simulated() ? dst : src;
-  const std::string_view name = !src.is_simulated() ? "copy H2D" : (!dst.is_simulated() ? "copy D2H" : "copy D2D");
-  transfer(issuer, {.src = src_id, .dst = dst_id, .bytes = bytes, .ts_ns = ts_ns, .dur_ns = dur_ns,
-                    .stream = StreamKind::kCopy, .name = name});
+  const std::string_view name =
+      !src.is_simulated() ? "copy H2D" : (!dst.is_simulated() ? "copy D2H" : "copy D2D");
+  transfer(issuer, {.src = src_id,
+                    .dst = dst_id,
+                    .bytes = bytes,
+                    .ts_ns = ts_ns,
+                    .dur_ns = dur_ns,
+                    .stream = StreamKind::kCopy,
+                    .name = name});
 }
 
 void TraceRecorder::values(const Device& device, std::string_view name, int64_t ts_ns, int param,

@@ -512,7 +512,7 @@ void TraceParser::parse_event(TraceData& data, std::string_view line, uint32_t l
     case EventType::kValues: {
       e.name = intern(data, string(f[kName], "name"));
       ValueSample sample;
-      sample.param = int32_at_least(f[kParam], "param", 0);
+      sample.param = int32_at_least(f[kParam], "param", -1);
       sample.when = intern(data, string(f[kWhen], "when"));
       for (dom::element v : array(f[kValues], "values")) {
         sample.values.push_back(static_cast<float>(array_number(v, "values")));

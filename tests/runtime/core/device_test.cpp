@@ -60,9 +60,10 @@ TEST(Device, OutOfMemoryNamesDeviceRequestAndFree) {
     FAIL() << "expected OOM";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
-    EXPECT_STREQ(e.what(),
-                 "sim:1 out of memory: tried to allocate 1.00 MiB for activations; 512.00 KiB free of 1.00 MiB "
-                 "(parameters 512.00 KiB, gradients 0 B, optimizer state 0 B, activations 0 B, buffers 0 B)");
+    EXPECT_STREQ(
+        e.what(),
+        "sim:1 out of memory: tried to allocate 1.00 MiB for activations; 512.00 KiB free of 1.00 MiB "
+        "(parameters 512.00 KiB, gradients 0 B, optimizer state 0 B, activations 0 B, buffers 0 B)");
   }
   EXPECT_EQ(sim.memory().in_use_bytes(), 512u * 1024);  // the failed allocation left nothing behind
 }

@@ -30,7 +30,8 @@ TEST(Preset, UnknownPresetListsTheAvailableOnes) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("unknown preset 'b200' (available: a100-sxm, h100-sxm"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("unknown preset 'b200' (available: a100-sxm, h100-sxm"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -43,7 +44,8 @@ TEST(Preset, MalformedFileNamesFileAndKey) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kFormat);
-    EXPECT_NE(std::string(e.what()).find("missing or non-numeric key 'memory_gb'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("missing or non-numeric key 'memory_gb'"), std::string::npos)
+        << e.what();
   }
   std::ofstream(path) << "name = [\n";
   EXPECT_THROW(load_preset_file(path), Error);

@@ -70,8 +70,9 @@ TEST(Tensor, DeviceMismatchIsWordedLikePyTorch) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kDevice);
-    EXPECT_STREQ(e.what(),
-                 "Expected all tensors to be on the same device, but found at least two devices, sim:0 and cpu!");
+    EXPECT_STREQ(
+        e.what(),
+        "Expected all tensors to be on the same device, but found at least two devices, sim:0 and cpu!");
   }
 }
 
@@ -85,7 +86,7 @@ TEST(Tensor, ToCopiesDataAndChargesTheHostLink) {
   const int64_t expected_ns = transfer_time_ns(sim.hardware()->host_link, 4000);
   EXPECT_EQ(sim.clock_ns(StreamKind::kCopy), expected_ns);
   EXPECT_EQ(sim.clock_ns(StreamKind::kCompute), expected_ns);  // a synchronous copy
-  EXPECT_EQ(host.to(Device::cpu()).f32(), host.f32());          // no copy when already there
+  EXPECT_EQ(host.to(Device::cpu()).f32(), host.f32());         // no copy when already there
 }
 
 TEST(Tensor, MetaTensorsHaveShapeButNoData) {

@@ -388,8 +388,8 @@ std::vector<BadLine> bad_lines() {
       {transfer(transfer_ok + R"(,"coll":1,"algo":5)"), "field 'algo' must be a string"},
       {R"({"type":"values",)" + common + R"(,"name":"grad","param":1,"when":"local","values":{},"norm":1})",
        "field 'values' must be an array"},
-      {R"({"type":"values",)" + common + R"(,"name":"grad","param":-1,"when":"local","values":[],"norm":1})",
-       "field 'param' must be a non-negative integer"},
+      {R"({"type":"values",)" + common + R"(,"name":"grad","param":-2,"when":"local","values":[],"norm":1})",
+       "field 'param' must be an integer >= -1"},
       {R"({"type":"values",)" + common +
            R"(,"name":"grad","param":1,"when":"local","values":[1,true],"norm":1})",
        "field 'values' must be an array of numbers"},

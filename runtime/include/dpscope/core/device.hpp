@@ -63,8 +63,8 @@ class Device {
   static Device parse(const std::string& name, const HardwarePreset* preset = nullptr);
 
   DeviceKind kind() const;
-  int index() const;          // -1 for cpu
-  std::string name() const;   // "cpu", "sim:0"
+  int index() const;         // -1 for cpu
+  std::string name() const;  // "cpu", "sim:0"
   bool is_simulated() const { return kind() == DeviceKind::kSim; }
   const HardwarePreset* hardware() const;  // nullptr for cpu
 

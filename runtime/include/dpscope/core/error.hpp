@@ -51,16 +51,16 @@ class Error : public std::runtime_error {
 }  // namespace dpscope
 
 // Throws dpscope::Error(kind, fmt::format(...)) unless `cond` holds.
-#define DPS_CHECK(cond, kind, ...)                                       \
-  do {                                                                   \
+#define DPS_CHECK(cond, kind, ...)                                           \
+  do {                                                                       \
     if (!(cond)) throw ::dpscope::Error((kind), ::fmt::format(__VA_ARGS__)); \
   } while (0)
 
 // An always-on invariant check for programmer mistakes; the message should say how to fix it.
-#define DPS_ASSERT(cond, ...)                                                              \
-  do {                                                                                     \
-    if (!(cond))                                                                           \
-      throw ::dpscope::Error(::dpscope::ErrorKind::kInternal,                              \
-                             ::fmt::format("internal check '{}' failed: {}", #cond,        \
-                                           ::fmt::format(__VA_ARGS__)));                   \
+#define DPS_ASSERT(cond, ...)                                                                  \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      throw ::dpscope::Error(                                                                  \
+          ::dpscope::ErrorKind::kInternal,                                                     \
+          ::fmt::format("internal check '{}' failed: {}", #cond, ::fmt::format(__VA_ARGS__))); \
   } while (0)

@@ -29,10 +29,10 @@ struct NvlinkConnection {
 // GPU-to-GPU network details beyond peer_link, read from the optional [network] table of a preset
 // (used by the collectives' timing model, comm/network.hpp). Every field has a neutral default.
 struct NetworkSpec {
-  double protocol_efficiency = 1.0;  // fraction of a link's line rate a collective achieves
-  int max_gpus = 0;                  // GPUs one box holds for fixed topologies; 0 = any count
-  int gpus_per_switch = 0;           // pcie-host: GPUs behind one PCIe switch; 0 = all on the host
-  LinkSpec switch_uplink;            // pcie-host: PCIe switch <-> host root complex
+  double protocol_efficiency = 1.0;           // fraction of a link's line rate a collective achieves
+  int max_gpus = 0;                           // GPUs one box holds for fixed topologies; 0 = any count
+  int gpus_per_switch = 0;                    // pcie-host: GPUs behind one PCIe switch; 0 = all on the host
+  LinkSpec switch_uplink;                     // pcie-host: PCIe switch <-> host root complex
   double nvlink_bandwidth_bytes_per_s = 0.0;  // hybrid-cube-mesh: one NVLink, per direction
   std::vector<NvlinkConnection> nvlinks;      // hybrid-cube-mesh: which GPU pairs have NVLinks
 };
@@ -41,14 +41,14 @@ struct HardwarePreset {
   std::string id;    // file stem: "h100-sxm"
   std::string name;  // display name: "NVIDIA H100 SXM5 80GB"
   uint64_t memory_bytes = 0;
-  double peak_flops = 0.0;            // FP32 dense (non-tensor-core) FLOP/s
+  double peak_flops = 0.0;  // FP32 dense (non-tensor-core) FLOP/s
   double mem_bandwidth_bytes_per_s = 0.0;
-  double launch_latency_ns = 0.0;     // per kernel
-  LinkSpec host_link;                 // host <-> device (PCIe)
-  LinkSpec peer_link;                 // device <-> device (NVLink/NVSwitch or PCIe via host)
-  std::string topology;               // "nvswitch", "pcie-host", "hybrid-cube-mesh"
-  NetworkSpec network;                // optional topology details ([network] table)
-  std::vector<std::string> sources;   // where the numbers come from
+  double launch_latency_ns = 0.0;    // per kernel
+  LinkSpec host_link;                // host <-> device (PCIe)
+  LinkSpec peer_link;                // device <-> device (NVLink/NVSwitch or PCIe via host)
+  std::string topology;              // "nvswitch", "pcie-host", "hybrid-cube-mesh"
+  NetworkSpec network;               // optional topology details ([network] table)
+  std::vector<std::string> sources;  // where the numbers come from
 };
 
 // Parses a preset file; throws Error(kFormat) naming the file and the missing or bad key.

@@ -65,9 +65,9 @@ class Tensor {
   const float* f32() const;
   int64_t* i64();
   const int64_t* i64() const;
-  std::vector<float> to_vector() const;   // float32 only
-  std::vector<int64_t> to_ints() const;   // int64 only
-  float item() const;                     // a one-element float32 tensor
+  std::vector<float> to_vector() const;  // float32 only
+  std::vector<int64_t> to_ints() const;  // int64 only
+  float item() const;                    // a one-element float32 tensor
 
   // A copy on `device` (charged as a host<->device or peer transfer and traced), or the same
   // tensor when it already lives there and `category` matches.

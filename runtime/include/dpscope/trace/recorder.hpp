@@ -83,8 +83,8 @@ struct TraceHeader {
 
 class TraceRecorder {
  public:
-  // Opens `path` for writing, writes the header line and attaches to `devices`, whose trace ids
-  // are their positions in `header.devices` (added with TraceHeader::add_device in the same order).
+  // Opens `path` for writing, writes the header line and attaches to `devices`; each one's trace id
+  // is that of the header entry with its name (added with TraceHeader::add_device).
   static std::unique_ptr<TraceRecorder> open(const std::filesystem::path& path, const TraceHeader& header,
                                              std::span<const Device> devices);
   ~TraceRecorder();
@@ -114,8 +114,8 @@ class TraceRecorder {
     int64_t dur_ns = 0;
     StreamKind stream = StreamKind::kCopy;
     std::string_view name = "copy";
-    int64_t collective = -1;    // the group's sequence number, -1 for plain copies
-    std::string_view algo;      // "ring", "tree", ... (empty for copies)
+    int64_t collective = -1;  // the group's sequence number, -1 for plain copies
+    std::string_view algo;    // "ring", "tree", ... (empty for copies)
     int algo_step = -1;
     int chunk = -1;
   };

@@ -1,0 +1,85 @@
+// A training run as `dpscope train` describes it: configuration, validation and the loop.
+//
+// The CLI, the examples and the lessons all run training through run_training(), so what a
+// student sees in a lesson is exactly what the command does. The configuration mirrors the CLI
+// flags (DESIGN.md "Command line"); validate() turns every inconsistent value into one clear
+// ErrorKind::kUsage line before anything runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dpscope {
+
+struct TrainConfig {
+  std::string mode = "single";  // single | dp | ddp
+  std::string backend = "sim";  // sim | cpu
+  int devices = 1;
+  std::string preset = "h100-sxm";
+
+  std::string model = "784-512-10";  // MLP layer sizes; ReLU between Linear layers
+  std::string loss = "ce";           // ce | mse
+  std::string optim = "sgd";         // sgd | adam | adamw
+  double lr = 0.01;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+
+  int64_t batch = 64;   // single/dp: the whole mini-batch; ddp: per rank
+  std::string data;     // "x.npy,y.npy"
+  std::string dataset;  // "spirals:2000" (used when data is empty)
+  bool shuffle = true;
+  uint64_t seed = 0;
+  int64_t steps = -1;   // -1: use epochs
+  int64_t epochs = -1;  // -1 with steps -1: one epoch
+
+  std::string init;   // safetensors to start from
+  std::string save;   // safetensors to write at the end
+  std::string trace;  // JSON Lines trace to write
+
+  std::string checkpoint_dir;    // where checkpoints go ("" = none)
+  int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = once per epoch (and at the end)
+  bool resume = false;           // continue from the newest checkpoint in checkpoint_dir
+
+  // Throws Error(kUsage) naming the flag and the reason.
+  void validate() const;
+  // The configuration as a JSON object (the trace header's "run").
+  std::string to_json() const;
+};
+
+struct StepReport {
+  int64_t step = 0;  // 0-based
+  int64_t total_steps = 0;
+  int64_t epoch = 0;
+  double loss = 0.0;
+  int64_t sim_step_ns = 0;  // simulated duration of this step (0 on cpu)
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  std::vector<double> losses;  // one per step
+  double wall_seconds = 0.0;
+  int64_t sim_total_ns = 0;  // simulated time of the whole run (0 on cpu)
+  std::string trace_path;    // "" when no trace was written
+  uint64_t trace_events = 0;
+  std::string device_name;  // "sim:0 (NVIDIA H100 SXM5 80GB)"
+  int64_t parameter_count = 0;
+  int64_t samples = 0;             // dataset rows
+  int64_t resumed_from_step = -1;  // steps done by the checkpoint resumed from, -1 when not resumed
+  std::string last_checkpoint;     // the newest checkpoint written, "" when none
+};
+
+using StepObserver = std::function<void(const StepReport&)>;
+
+// Throws Error(kUsage) naming the first flag whose value differs between the run that wrote a
+// checkpoint (its config JSON) and `current` (only --steps, --epochs and --init may differ).
+void check_resumable(const std::string& checkpoint_config, const TrainConfig& current,
+                     const std::string& file);
+
+// Runs the whole training described by `config` (validated first). `on_step` is called after each
+// step. Throws dpscope::Error with a clear message on bad input (files, shapes, unsupported mode).
+TrainResult run_training(const TrainConfig& config, const StepObserver& on_step = {});
+
+}  // namespace dpscope

@@ -1,0 +1,67 @@
+// DistributedSampler (PyTorch 1.13 semantics; see the header).
+#include "dpscope/data/distributed_sampler.hpp"
+
+#include <numeric>
+
+#include "dpscope/core/error.hpp"
+#include "dpscope/data/randperm.hpp"
+
+namespace dpscope {
+
+DistributedSampler::DistributedSampler(int64_t dataset_len, DistributedSamplerOptions options)
+    : dataset_len_(dataset_len), options_(options) {
+  DPS_CHECK(dataset_len >= 0, ErrorKind::kInvalidArgument,
+            "DistributedSampler: dataset length must be >= 0, got {}", dataset_len);
+  DPS_CHECK(options.num_replicas >= 1, ErrorKind::kInvalidArgument,
+            "DistributedSampler: num_replicas must be at least 1, got {}", options.num_replicas);
+  DPS_CHECK(options.rank >= 0 && options.rank < options.num_replicas, ErrorKind::kInvalidArgument,
+            "Invalid rank {}, rank should be in the interval [0, {}]", options.rank,
+            options.num_replicas - 1);
+  const int64_t r = options.num_replicas;
+  if (options.drop_last && dataset_len % r != 0) {
+    // ceil((len - R) / R) computed as PyTorch does with math.ceil on a float; exact for these ints.
+    const int64_t numerator = dataset_len - r;
+    num_samples_ = numerator <= 0 ? 0 : (numerator + r - 1) / r;
+  } else {
+    num_samples_ = (dataset_len + r - 1) / r;
+  }
+}
+
+std::vector<int64_t> DistributedSampler::padded_order() const {
+  std::vector<int64_t> order;
+  if (options_.shuffle) {
+    order = randperm(dataset_len_, options_.seed + static_cast<uint64_t>(epoch_));
+  } else {
+    order.resize(static_cast<size_t>(dataset_len_));
+    std::iota(order.begin(), order.end(), int64_t{0});
+  }
+  const size_t total = static_cast<size_t>(total_size());
+  if (!options_.drop_last) {
+    // Pad by repeating from the start, cyclically when padding exceeds the length.
+    const size_t len = order.size();
+    for (size_t i = 0; order.size() < total && len > 0; ++i) order.push_back(order[i % len]);
+  } else {
+    order.resize(total);
+  }
+  return order;
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  const std::vector<int64_t> order = padded_order();
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(num_samples_));
+  for (size_t i = static_cast<size_t>(options_.rank); i < order.size();
+       i += static_cast<size_t>(options_.num_replicas))
+    mine.push_back(order[i]);
+  return mine;
+}
+
+std::vector<std::vector<int64_t>> DistributedSampler::all_ranks_indices() const {
+  const std::vector<int64_t> order = padded_order();
+  const size_t r = static_cast<size_t>(options_.num_replicas);
+  std::vector<std::vector<int64_t>> ranks(r);
+  for (size_t i = 0; i < order.size(); ++i) ranks[i % r].push_back(order[i]);
+  return ranks;
+}
+
+}  // namespace dpscope

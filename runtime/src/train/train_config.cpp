@@ -1,0 +1,114 @@
+// TrainConfig validation and its JSON form (the trace header's "run" object).
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "dpscope/core/error.hpp"
+#include "dpscope/train/train.hpp"
+
+namespace dpscope {
+namespace {
+
+template <typename T>
+bool one_of(const T& value, std::initializer_list<T> allowed) {
+  for (const T& a : allowed)
+    if (value == a) return true;
+  return false;
+}
+
+}  // namespace
+
+void TrainConfig::validate() const {
+  using std::string;
+  DPS_CHECK(one_of<string>(mode, {"single", "dp", "ddp"}), ErrorKind::kUsage,
+            "--mode '{}' is not one of single, dp, ddp", mode);
+  DPS_CHECK(one_of<string>(backend, {"sim", "cpu"}), ErrorKind::kUsage,
+            "--backend '{}' is not available in this build (use sim or cpu)", backend);
+  DPS_CHECK(
+      mode != "ddp", ErrorKind::kUnsupported,
+      "--mode ddp is not yet available (DistributedDataParallel arrives with its milestone); use --mode "
+      "single or dp");
+  DPS_CHECK(devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", devices);
+  DPS_CHECK(mode != "single" || devices == 1, ErrorKind::kUsage,
+            "--mode single trains on one device, but --devices is {} (use --mode dp or ddp)", devices);
+  DPS_CHECK(backend != "cpu" || devices == 1, ErrorKind::kUsage,
+            "--backend cpu has one device, got --devices {}", devices);
+  DPS_CHECK(devices <= 64, ErrorKind::kUsage, "--devices {} is more than the 64 simulated GPUs supported",
+            devices);
+  DPS_CHECK(one_of<string>(loss, {"ce", "mse"}), ErrorKind::kUsage, "--loss '{}' is not one of ce, mse",
+            loss);
+  DPS_CHECK(one_of<string>(optim, {"sgd", "adam", "adamw"}), ErrorKind::kUsage,
+            "--optim '{}' is not one of sgd, adam, adamw", optim);
+  DPS_CHECK(lr >= 0.0, ErrorKind::kUsage, "--lr must be >= 0, got {}", lr);
+  DPS_CHECK(momentum >= 0.0, ErrorKind::kUsage, "--momentum must be >= 0, got {}", momentum);
+  DPS_CHECK(weight_decay >= 0.0, ErrorKind::kUsage, "--weight-decay must be >= 0, got {}", weight_decay);
+  DPS_CHECK(optim == "sgd" || momentum == 0.0, ErrorKind::kUsage, "--momentum applies to --optim sgd only");
+  DPS_CHECK(batch >= 1, ErrorKind::kUsage, "--batch must be at least 1, got {}", batch);
+  DPS_CHECK(!(data.empty() && dataset.empty()), ErrorKind::kUsage,
+            "no data: give --data x.npy,y.npy or --dataset NAME:N");
+  DPS_CHECK(data.empty() || dataset.empty(), ErrorKind::kUsage, "give either --data or --dataset, not both");
+  if (!data.empty()) {
+    const size_t comma = data.find(',');
+    DPS_CHECK(comma != std::string::npos && comma > 0 && comma + 1 < data.size() &&
+                  data.find(',', comma + 1) == std::string::npos,
+              ErrorKind::kUsage, "--data '{}' must be two files: inputs.npy,targets.npy", data);
+  }
+  DPS_CHECK(steps == -1 || epochs == -1, ErrorKind::kUsage, "give either --steps or --epochs, not both");
+  DPS_CHECK(steps == -1 || steps >= 1, ErrorKind::kUsage, "--steps must be at least 1, got {}", steps);
+  DPS_CHECK(epochs == -1 || epochs >= 1, ErrorKind::kUsage, "--epochs must be at least 1, got {}", epochs);
+  DPS_CHECK(checkpoint_every >= 0, ErrorKind::kUsage, "--checkpoint-every must be >= 0, got {}",
+            checkpoint_every);
+  DPS_CHECK(checkpoint_every == 0 || !checkpoint_dir.empty(), ErrorKind::kUsage,
+            "--checkpoint-every needs --checkpoint-dir");
+  DPS_CHECK(!resume || !checkpoint_dir.empty(), ErrorKind::kUsage, "--resume needs --checkpoint-dir");
+}
+
+void check_resumable(const std::string& checkpoint_config, const TrainConfig& current,
+                     const std::string& file) {
+  nlohmann::json saved;
+  try {
+    saved = nlohmann::json::parse(checkpoint_config);
+  } catch (const nlohmann::json::exception&) {
+    throw Error(ErrorKind::kFormat,
+                fmt::format("checkpoint {}: its run configuration is not valid JSON", file));
+  }
+  const nlohmann::json now = nlohmann::json::parse(current.to_json());
+  // What may differ between the interrupted run and its continuation: how long it runs and where
+  // its outputs go. Everything that changes the numbers must match.
+  static const std::set<std::string> kFree = {"steps", "epochs", "init"};
+  for (auto it = now.begin(); it != now.end(); ++it) {
+    if (kFree.count(it.key())) continue;
+    const nlohmann::json was = saved.contains(it.key()) ? saved[it.key()] : nlohmann::json();
+    std::string flag = it.key();
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    DPS_CHECK(was == it.value(), ErrorKind::kUsage,
+              "--resume: {} was written by a run with --{} {}, but this run has --{} {}", file, flag,
+              was.dump(), flag, it.value().dump());
+  }
+}
+
+std::string TrainConfig::to_json() const {
+  nlohmann::ordered_json j;
+  j["mode"] = mode;
+  j["backend"] = backend;
+  j["devices"] = devices;
+  j["preset"] = preset;
+  j["model"] = model;
+  j["loss"] = loss;
+  j["optim"] = optim;
+  j["lr"] = lr;
+  j["momentum"] = momentum;
+  j["weight_decay"] = weight_decay;
+  j["batch"] = batch;
+  if (!data.empty()) j["data"] = data;
+  if (!dataset.empty()) j["dataset"] = dataset;
+  j["shuffle"] = shuffle;
+  j["seed"] = seed;
+  if (steps >= 0) j["steps"] = steps;
+  if (epochs >= 0) j["epochs"] = epochs;
+  if (!init.empty()) j["init"] = init;
+  return j.dump();
+}
+
+}  // namespace dpscope

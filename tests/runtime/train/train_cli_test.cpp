@@ -1,0 +1,136 @@
+// `dpscope train` from the command line: a successful run, and one clear line with exit code 2 for
+// every bad flag, missing file and mismatch between data, weights and model.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "dpscope/io/npy.hpp"
+#include "dpscope/io/safetensors.hpp"
+#include "dpscope/trace/reader.hpp"
+#include "runtime/train/cli_support.hpp"
+
+namespace dpscope {
+namespace {
+
+using testing::run_dpscope;
+using testing::TempDir;
+
+// Expects exit code 2 and exactly one output line, "dpscope: error: <...needle...>".
+void expect_usage_error(const std::string& args, const std::string& needle) {
+  const auto r = run_dpscope(args);
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+  EXPECT_EQ(r.output.rfind("dpscope: error: ", 0), 0u) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
+}
+
+const std::string kOk = "train --dataset spirals:64 --model 2-8-3 --batch 16 --steps 2 ";
+
+TEST(TrainCli, TrainsWritesTraceAndWeights) {
+  TempDir dir("train_ok");
+  const auto r = run_dpscope(kOk + "--trace " + (dir / "t.jsonl") + " --save " + (dir / "w.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("simulated time"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("batch 16 (the whole mini-batch)"), std::string::npos) << r.output;
+  const trace::TraceData t = trace::read_trace(dir / "t.jsonl");
+  EXPECT_EQ(t.header.clock, "simulated");
+  ASSERT_EQ(t.header.params.size(), 4u);
+  EXPECT_EQ(t.header.params[0].name, "0.weight");
+  EXPECT_EQ(t.header.params[0].shape, (Shape{8, 2}));
+  const NamedTensors w = load_safetensors(dir / "w.safetensors");
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[3].first, "2.bias");
+}
+
+TEST(TrainCli, SpiralsLossGoesDown) {
+  TempDir dir("train_loss");
+  const auto r = run_dpscope(
+      "train --dataset spirals:512 --model 2-64-64-3 --batch 64 --epochs 8 --lr 0.1 --momentum 0.9 --trace " +
+      (dir / "t.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const trace::TraceData t = trace::read_trace(dir / "t.jsonl");
+  std::vector<double> losses;
+  const uint32_t loss_name = t.find_string("loss");
+  for (const trace::Event& e : t.events)
+    if (e.type == trace::EventType::kCounter && e.name == loss_name)
+      losses.push_back(t.counters[static_cast<size_t>(e.payload)].values.at(0).second);
+  ASSERT_EQ(losses.size(), 64u);
+  EXPECT_LT(losses.back(), 0.7 * losses.front());
+}
+
+TEST(TrainCli, DataParallelEndsWithTheSingleDeviceWeights) {
+  TempDir dir("train_dp");
+  const std::string common =
+      "train --dataset blobs:120 --model 2-16-3 --batch 20 --steps 6 --lr 0.2 --momentum 0.9 --no-shuffle ";
+  ASSERT_EQ(run_dpscope(common + "--save " + (dir / "single.safetensors")).exit_code, 0);
+  const auto dp = run_dpscope(common + "--mode dp --devices 3 --save " + (dir / "dp.safetensors"));
+  ASSERT_EQ(dp.exit_code, 0) << dp.output;
+  EXPECT_NE(dp.output.find("scattered in chunks of up to 7 over 3 GPUs"), std::string::npos) << dp.output;
+  const NamedTensors a = load_safetensors(dir / "single.safetensors");
+  const NamedTensors b = load_safetensors(dir / "dp.safetensors");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    const std::vector<float> x = a[i].second.to_vector(), y = b[i].second.to_vector();
+    for (size_t j = 0; j < x.size(); ++j) ASSERT_NEAR(x[j], y[j], 1e-5f) << a[i].first << "[" << j << "]";
+  }
+}
+
+TEST(TrainCli, BadFlagValues) {
+  expect_usage_error(kOk + "--lr abc", "--lr");
+  expect_usage_error(kOk + "--no-such-flag", "no-such-flag");
+  expect_usage_error(kOk + "--mode pipeline", "--mode 'pipeline' is not one of single, dp, ddp");
+  expect_usage_error(kOk + "--mode ddp --devices 4", "--mode ddp is not yet available");
+  expect_usage_error(kOk + "--backend mpi", "--backend 'mpi' is not available");
+  expect_usage_error(kOk + "--loss hinge", "--loss 'hinge' is not one of ce, mse");
+  expect_usage_error(kOk + "--optim lion", "--optim 'lion' is not one of sgd, adam, adamw");
+  expect_usage_error(kOk + "--lr -1", "--lr must be >= 0, got -1");
+  expect_usage_error("train --dataset spirals:64 --model 2-8-3 --batch 0",
+                     "--batch must be at least 1, got 0");
+  expect_usage_error(kOk + "--epochs 2", "give either --steps or --epochs, not both");
+  expect_usage_error(kOk + "--devices 2", "--mode single trains on one device, but --devices is 2");
+  expect_usage_error(kOk + "--optim adam --momentum 0.9", "--momentum applies to --optim sgd only");
+  expect_usage_error("train --model 2-8-3", "no data: give --data x.npy,y.npy or --dataset NAME:N");
+  expect_usage_error(kOk + "--data a.npy,b.npy", "give either --data or --dataset, not both");
+  expect_usage_error("train --data onlyone.npy --model 2-8-3", "--data 'onlyone.npy' must be two files");
+  expect_usage_error(kOk + "--preset b200", "unknown preset 'b200'");
+  expect_usage_error("train --dataset spirals:64 --model 2-x-3", "2-x-3");
+  expect_usage_error("train --dataset moons:64 --model 2-8-3", "moons");
+}
+
+TEST(TrainCli, MissingAndMismatchedFiles) {
+  TempDir dir("train_files");
+  expect_usage_error("train --model 2-8-3 --data " + (dir / "nope.npy") + "," + (dir / "y.npy"), "nope.npy");
+  expect_usage_error(kOk + "--init " + (dir / "missing.safetensors"), "missing.safetensors");
+  expect_usage_error(kOk + "--trace " + (dir / "no/such/dir/t.jsonl"), "cannot write trace");
+
+  // Data that does not fit the model or the loss.
+  const std::vector<float> x(10 * 3, 0.5f);
+  const std::vector<int64_t> classes = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4};
+  const std::vector<float> values(10, 1.0f);
+  save_npy(dir / "x.npy", Tensor::from_floats(x, {10, 3}));
+  save_npy(dir / "c.npy", Tensor::from_ints(classes, {10}));
+  save_npy(dir / "v.npy", Tensor::from_floats(values, {10}));
+  const std::string xc = " --data " + (dir / "x.npy") + "," + (dir / "c.npy");
+  const std::string xv = " --data " + (dir / "x.npy") + "," + (dir / "v.npy");
+  expect_usage_error("train --model 4-8-5" + xc,
+                     "inputs have 3 features per sample but --model 4-8-5 expects 4");
+  expect_usage_error("train --model 3-8-4" + xc, "targets have 5 classes but --model 3-8-4 has 4 outputs");
+  expect_usage_error("train --model 3-8-1 --loss ce" + xv, "--loss ce needs int64 class targets");
+  expect_usage_error("train --model 3-8-5 --loss mse" + xc, "--loss mse needs float32 targets");
+  expect_usage_error("train --model 3-8-2 --loss mse" + xv,
+                     "targets have 1 values per sample but --model 3-8-2 has 2");
+  EXPECT_EQ(run_dpscope("train --model 3-8-1 --loss mse --steps 1" + xv).exit_code, 0);
+
+  // Weights saved for one model, loaded into another.
+  ASSERT_EQ(run_dpscope("train --model 3-8-5 --steps 1 --save " + (dir / "w.safetensors") + xc).exit_code, 0);
+  expect_usage_error("train --model 3-16-5 --steps 1 --init " + (dir / "w.safetensors") + xc,
+                     "does not fit --model 3-16-5: load_state_dict: size mismatch for 0.weight");
+
+  std::ofstream(dir / "junk.safetensors") << "not a safetensors file";
+  expect_usage_error("train --model 3-8-5 --steps 1 --init " + (dir / "junk.safetensors") + xc,
+                     "junk.safetensors");
+}
+
+}  // namespace
+}  // namespace dpscope
