@@ -1,0 +1,141 @@
+// Shared helpers of the zero_tests binary: deterministic batches, DDP training on n simulated ranks
+// with either a plain optimizer or ZeroRedundancyOptimizer, and error-text capture.
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dpscope/comm/sim_world.hpp"
+#include "dpscope/comm/spawn.hpp"
+#include "dpscope/nn/loss.hpp"
+#include "dpscope/nn/sequential.hpp"
+#include "dpscope/optim/adam.hpp"
+#include "dpscope/optim/sgd.hpp"
+#include "dpscope/parallel/distributed_data_parallel.hpp"
+#include "dpscope/parallel/zero_redundancy_optimizer.hpp"
+
+namespace dpscope::zero_test {
+
+inline std::string what_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+struct Batches {
+  std::vector<Tensor> x, y;  // global batches on the cpu, one per step
+};
+
+inline Batches make_batches(int steps, int64_t rows, int64_t features, int64_t classes, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Batches b;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<float> x(static_cast<size_t>(rows * features));
+    for (float& v : x) v = dist(gen);
+    std::vector<int64_t> y(static_cast<size_t>(rows));
+    for (int64_t& v : y) v = static_cast<int64_t>(gen() % static_cast<uint32_t>(classes));
+    b.x.push_back(Tensor::from_floats(x, {rows, features}));
+    b.y.push_back(Tensor::from_ints(y, {rows}));
+  }
+  return b;
+}
+
+using Weights = std::vector<std::vector<float>>;
+
+inline Weights weights_of(const std::vector<Parameter*>& params) {
+  Weights w;
+  for (const Parameter* p : params) w.push_back(p->data.to_vector());
+  return w;
+}
+
+inline float max_diff(const Weights& a, const Weights& b) {
+  float worst = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, std::fabs(a[i][j] - b[i][j]));
+  return worst;
+}
+
+enum class OptimKind { kSgdMomentum, kAdam, kAdamW };
+
+inline std::unique_ptr<Optimizer> make_optimizer(OptimKind kind, std::vector<Parameter*> params) {
+  switch (kind) {
+    case OptimKind::kSgdMomentum:
+      return std::make_unique<SGD>(params, SgdOptions{.lr = 0.1, .momentum = 0.9});
+    case OptimKind::kAdam: return std::make_unique<Adam>(params, AdamOptions{.lr = 0.01});
+    case OptimKind::kAdamW:
+      return std::make_unique<AdamW>(params, AdamWOptions{.lr = 0.01, .weight_decay = 0.1});
+  }
+  return nullptr;
+}
+
+inline OptimizerFactory factory_of(OptimKind kind) {
+  return [kind](std::vector<Parameter*> shard) { return make_optimizer(kind, std::move(shard)); };
+}
+
+inline uint64_t optimizer_state_bytes(const Device& dev) {
+  return dev.memory().bytes[static_cast<size_t>(MemoryCategory::kOptimizerState)];
+}
+
+// What one rank ends a DDP run with.
+struct RankResult {
+  Weights weights;
+  uint64_t optimizer_state_bytes = 0;  // on the rank's device after the last step
+  StateDict state;                     // rank 0: the (consolidated) optimizer state, on the cpu
+};
+
+// n ranks of DDP, rank r taking rows [r*B, (r+1)*B) of each global batch, then either a plain
+// optimizer over all parameters or ZeroRedundancyOptimizer; the ZeRO run consolidates onto rank 0.
+inline std::vector<RankResult> train_ddp(int n, const Batches& data, OptimKind kind, bool zero,
+                                         const std::string& spec = "6-16-16-4") {
+  std::vector<RankResult> results(static_cast<size_t>(n));
+  auto world = SimWorld::create(n, {.preset = "h100-sxm"});
+  spawn(world, [&](ProcessGroup& pg) {
+    auto model = Sequential::mlp(spec, pg.device(), /*seed=*/static_cast<uint64_t>(pg.rank() + 1));
+    DistributedDataParallel ddp(*model, pg, {.bucket_cap_mb = 0.001, .first_bucket_mb = 0.0005});
+    std::unique_ptr<Optimizer> plain;
+    std::unique_ptr<ZeroRedundancyOptimizer> sharded;
+    if (zero) {
+      sharded = std::make_unique<ZeroRedundancyOptimizer>(model->parameters(), pg, factory_of(kind));
+    } else {
+      plain = make_optimizer(kind, model->parameters());
+    }
+    CrossEntropyLoss loss;
+    const int64_t per_rank = data.x[0].size(0) / n;
+    for (size_t s = 0; s < data.x.size(); ++s) {
+      if (zero) {
+        sharded->zero_grad();
+      } else {
+        plain->zero_grad();
+      }
+      const Tensor x = data.x[s].rows(pg.rank() * per_rank, per_rank).to(pg.device());
+      const Tensor y = data.y[s].rows(pg.rank() * per_rank, per_rank).to(pg.device());
+      loss.forward(ddp.forward(x), y);
+      ddp.backward(loss.backward());
+      if (zero) {
+        sharded->step();
+      } else {
+        plain->step();
+      }
+    }
+    RankResult& result = results[static_cast<size_t>(pg.rank())];
+    result.weights = weights_of(model->parameters());
+    result.optimizer_state_bytes = optimizer_state_bytes(pg.device());
+    if (zero) {
+      sharded->consolidate_state_dict(0);
+      if (pg.rank() == 0) result.state = sharded->state_dict();
+    } else if (pg.rank() == 0) {
+      result.state = plain->state_tensors();
+    }
+  });
+  return results;
+}
+
+}  // namespace dpscope::zero_test
