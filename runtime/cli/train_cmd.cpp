@@ -104,6 +104,19 @@ void register_train(CLI::App& app) {
   cmd->add_option("--checkpoint-every", c.checkpoint_every,
                   "steps between checkpoints (default: once per epoch)");
   cmd->add_flag("--resume", c.resume, "continue from the newest checkpoint in --checkpoint-dir");
+  cmd->add_option("--bucket-mb", c.bucket_mb, "ddp: bucket_cap_mb (MiB)")->capture_default_str();
+  cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "ddp: first bucket limit (MiB)")
+      ->capture_default_str();
+  cmd->add_option("--no-sync-every", c.no_sync_every,
+                  "ddp: synchronize every K-th backward (K-1 under no_sync)")
+      ->capture_default_str();
+  cmd->add_flag("--find-unused-parameters", c.find_unused_parameters, "ddp: find_unused_parameters=True");
+  cmd->add_flag("--zero", c.zero, "ddp: shard optimizer state with ZeroRedundancyOptimizer");
+  cmd->add_option("--comm-hook", c.comm_hook, "ddp: allreduce | fp16 (compression)")->capture_default_str();
+  cmd->add_option("--algo", c.algo, "ddp: all-reduce algorithm auto | ring | tree | naive")
+      ->capture_default_str();
+  cmd->add_option("--pitfall", c.pitfalls,
+                  "switch on a lesson pitfall: no-set-epoch, no-average, unused-parameter");
   cmd->callback([config] {
     const bool tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
     Progress progress(tty);

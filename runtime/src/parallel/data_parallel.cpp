@@ -106,6 +106,7 @@ Tensor DataParallel::forward(const Tensor& input, std::span<const int64_t> sampl
   chunks_ = chunk_sizes(input.size(0), static_cast<int64_t>(device_ids_.size()));
   DPS_CHECK(!chunks_.empty(), ErrorKind::kInvalidArgument, "DataParallel.forward: the batch is empty");
   const size_t k = chunks_.size();
+  replicas_used_ = static_cast<int>(k);
 
   // 1. scatter: rows [begin, begin + chunk) go to device i.
   std::vector<Tensor> inputs(k);

@@ -20,94 +20,12 @@
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/train/checkpoint.hpp"
 #include "dpscope/train/train.hpp"
+#include "train_common.hpp"
 
 namespace dpscope {
 namespace {
 
-std::shared_ptr<TensorDataset> load_data(const TrainConfig& c) {
-  if (!c.dataset.empty()) return make_dataset(c.dataset, c.seed);
-  const size_t comma = c.data.find(',');
-  return load_npy_dataset(c.data.substr(0, comma), c.data.substr(comma + 1));
-}
-
-// Checks that the data fits the model and the loss; every mismatch is one kUsage line.
-void check_data_fits(const TrainConfig& c, const Dataset& data, int64_t in_features, int64_t out_features) {
-  DPS_CHECK(data.size() > 0, ErrorKind::kUsage, "data mismatch: {} has no samples", data.name());
-  DPS_CHECK(data.num_features() == in_features, ErrorKind::kUsage,
-            "data mismatch: inputs have {} features per sample but --model {} expects {}",
-            data.num_features(), c.model, in_features);
-  if (c.loss == "ce") {
-    DPS_CHECK(data.target_dtype() == DType::kI64, ErrorKind::kUsage,
-              "--loss ce needs int64 class targets, but the targets are {} (use --loss mse)",
-              to_string(data.target_dtype()));
-    DPS_CHECK(data.num_classes() <= out_features, ErrorKind::kUsage,
-              "data mismatch: targets have {} classes but --model {} has {} outputs", data.num_classes(),
-              c.model, out_features);
-  } else {
-    DPS_CHECK(data.target_dtype() == DType::kF32, ErrorKind::kUsage,
-              "--loss mse needs float32 targets, but the targets are {} (use --loss ce)",
-              to_string(data.target_dtype()));
-    const Shape sample = data.target_sample_shape();
-    const int64_t per_sample = shape_numel(sample);
-    DPS_CHECK(per_sample == out_features, ErrorKind::kUsage,
-              "data mismatch: targets have {} values per sample but --model {} has {} outputs", per_sample,
-              c.model, out_features);
-  }
-}
-
-void load_initial_weights(const TrainConfig& c, Module& model) {
-  NamedTensors file = load_safetensors(c.init);
-  try {
-    model.load_state_dict(file);
-  } catch (const Error& e) {
-    throw Error(ErrorKind::kUsage,
-                fmt::format("--init {} does not fit --model {}: {}", c.init, c.model, e.what()));
-  }
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<Parameter*> params) {
-  if (c.optim == "sgd")
-    return std::make_unique<SGD>(
-        std::move(params), SgdOptions{.lr = c.lr, .momentum = c.momentum, .weight_decay = c.weight_decay});
-  if (c.optim == "adam") {
-    AdamOptions o;
-    o.lr = c.lr;
-    o.weight_decay = c.weight_decay;
-    return std::make_unique<Adam>(std::move(params), o);
-  }
-  AdamWOptions o;
-  o.lr = c.lr;
-  if (c.weight_decay > 0.0) o.weight_decay = c.weight_decay;
-  return std::make_unique<AdamW>(std::move(params), o);
-}
-
-std::unique_ptr<Loss> make_loss(const TrainConfig& c) {
-  if (c.loss == "ce") return std::make_unique<CrossEntropyLoss>();
-  return std::make_unique<MSELoss>();
-}
-
-std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& c, const std::vector<Device>& devices,
-                                          const Module& model) {
-  if (c.trace.empty()) return nullptr;
-  TraceHeader header;
-  header.clock = devices.front().is_simulated() ? "simulated" : "measured";
-  header.run_json = c.to_json();
-  for (const Device& d : devices) header.add_device(d);
-  for (const Parameter* p : model.parameters())
-    header.params.push_back(
-        {.index = p->index, .name = p->name, .shape = p->data.shape(), .bytes = p->data.nbytes()});
-  return TraceRecorder::open(c.trace, header, devices);
-}
-
-std::string describe_devices(const std::vector<Device>& devices) {
-  const Device& d = devices.front();
-  const HardwarePreset* hw = d.hardware();
-  const std::string names =
-      devices.size() == 1 ? d.name() : fmt::format("{}..{}", d.name(), devices.back().name());
-  return hw ? fmt::format("{} ({}{})", names, devices.size() > 1 ? fmt::format("{} x ", devices.size()) : "",
-                          hw->name)
-            : names;
-}
+using namespace detail;
 
 // A point where the host waits for every device (like torch.cuda.synchronize() on each): all
 // streams of all devices move to the latest clock among them. Returns that time.
@@ -155,6 +73,7 @@ std::vector<Device> make_devices(const TrainConfig& c) {
 
 TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
   c.validate();
+  if (c.mode == "ddp") return run_ddp_training(c, on_step);
   const auto wall_start = std::chrono::steady_clock::now();
 
   const std::shared_ptr<TensorDataset> data = load_data(c);
@@ -163,8 +82,8 @@ TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
 
   const std::vector<Device> devices = make_devices(c);
   const Device& device = devices.front();  // single: the device; dp: device_ids[0] (master weights)
-  std::unique_ptr<Sequential> owned_model = Sequential::mlp(c.model, device, c.seed);
-  Sequential& model = *owned_model;
+  std::unique_ptr<Module> owned_model = make_model(c, device);
+  Module& model = *owned_model;
   if (!c.init.empty()) load_initial_weights(c, model);
   std::optional<DataParallel> dp;
   if (c.mode == "dp") dp.emplace(std::move(owned_model), devices);
@@ -216,7 +135,7 @@ TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
   const int64_t checkpoint_every = c.checkpoint_every > 0 ? c.checkpoint_every : per_epoch;
 
   for (int64_t epoch = first_epoch; step < total_steps; ++epoch) {
-    loader.set_epoch(epoch);
+    loader.set_epoch(c.has_pitfall("no-set-epoch") ? 0 : epoch);  // the pitfall: every epoch repeats epoch 0
     for (int64_t b = epoch == first_epoch ? first_batch : 0; b < per_epoch && step < total_steps; ++b) {
       for (const Device& d : devices) d.set_step(step);
       const int64_t step_start_ns = synchronize_all(devices);

@@ -25,13 +25,11 @@ void TrainConfig::validate() const {
             "--mode '{}' is not one of single, dp, ddp", mode);
   DPS_CHECK(one_of<string>(backend, {"sim", "cpu"}), ErrorKind::kUsage,
             "--backend '{}' is not available in this build (use sim or cpu)", backend);
-  DPS_CHECK(
-      mode != "ddp", ErrorKind::kUnsupported,
-      "--mode ddp is not yet available (DistributedDataParallel arrives with its milestone); use --mode "
-      "single or dp");
   DPS_CHECK(devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", devices);
   DPS_CHECK(mode != "single" || devices == 1, ErrorKind::kUsage,
             "--mode single trains on one device, but --devices is {} (use --mode dp or ddp)", devices);
+  DPS_CHECK(mode != "ddp" || backend == "sim", ErrorKind::kUsage,
+            "--mode ddp runs on simulated GPUs: use --backend sim");
   DPS_CHECK(backend != "cpu" || devices == 1, ErrorKind::kUsage,
             "--backend cpu has one device, got --devices {}", devices);
   DPS_CHECK(devices <= 64, ErrorKind::kUsage, "--devices {} is more than the 64 simulated GPUs supported",
@@ -62,6 +60,32 @@ void TrainConfig::validate() const {
   DPS_CHECK(checkpoint_every == 0 || !checkpoint_dir.empty(), ErrorKind::kUsage,
             "--checkpoint-every needs --checkpoint-dir");
   DPS_CHECK(!resume || !checkpoint_dir.empty(), ErrorKind::kUsage, "--resume needs --checkpoint-dir");
+
+  for (const std::string& p : pitfalls) {
+    DPS_CHECK(one_of<string>(p, {"no-set-epoch", "no-average", "unused-parameter"}), ErrorKind::kUsage,
+              "--pitfall '{}' is not one of no-set-epoch, no-average, unused-parameter", p);
+    DPS_CHECK(p == "no-set-epoch" || mode == "ddp", ErrorKind::kUsage,
+              "--pitfall {} applies to --mode ddp only", p);
+  }
+  const bool ddp_defaults = bucket_mb == 25.0 && first_bucket_mb == 1.0 && no_sync_every == 1 &&
+                            !find_unused_parameters && !zero && comm_hook == "allreduce" && algo == "auto";
+  DPS_CHECK(
+      mode == "ddp" || ddp_defaults, ErrorKind::kUsage,
+      "--bucket-mb, --first-bucket-mb, --no-sync-every, --find-unused-parameters, --zero, --comm-hook and "
+      "--algo apply to --mode ddp only");
+  DPS_CHECK(bucket_mb > 0.0, ErrorKind::kUsage, "--bucket-mb must be > 0, got {}", bucket_mb);
+  DPS_CHECK(first_bucket_mb > 0.0, ErrorKind::kUsage, "--first-bucket-mb must be > 0, got {}",
+            first_bucket_mb);
+  DPS_CHECK(no_sync_every >= 1, ErrorKind::kUsage, "--no-sync-every must be at least 1, got {}",
+            no_sync_every);
+  DPS_CHECK(one_of<string>(comm_hook, {"allreduce", "fp16"}), ErrorKind::kUsage,
+            "--comm-hook '{}' is not one of allreduce, fp16", comm_hook);
+  DPS_CHECK(one_of<string>(algo, {"auto", "ring", "tree", "naive"}), ErrorKind::kUsage,
+            "--algo '{}' is not one of auto, ring, tree, naive", algo);
+}
+
+bool TrainConfig::has_pitfall(const std::string& name) const {
+  return std::find(pitfalls.begin(), pitfalls.end(), name) != pitfalls.end();
 }
 
 void check_resumable(const std::string& checkpoint_config, const TrainConfig& current,
@@ -108,6 +132,16 @@ std::string TrainConfig::to_json() const {
   if (steps >= 0) j["steps"] = steps;
   if (epochs >= 0) j["epochs"] = epochs;
   if (!init.empty()) j["init"] = init;
+  if (mode == "ddp") {
+    j["bucket_mb"] = bucket_mb;
+    j["first_bucket_mb"] = first_bucket_mb;
+    j["no_sync_every"] = no_sync_every;
+    j["find_unused_parameters"] = find_unused_parameters;
+    j["zero"] = zero;
+    j["comm_hook"] = comm_hook;
+    j["algo"] = algo;
+  }
+  if (!pitfalls.empty()) j["pitfalls"] = pitfalls;
   return j.dump();
 }
 

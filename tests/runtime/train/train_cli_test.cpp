@@ -76,11 +76,74 @@ TEST(TrainCli, DataParallelEndsWithTheSingleDeviceWeights) {
   }
 }
 
+TEST(TrainCli, DdpEndsWithTheSingleDeviceWeightsOfTheGlobalBatch) {
+  // Unshuffled, rank r reads samples r, r+n, r+2n, ...: per step the n ranks together read the
+  // same global batch as one device with n times the batch.
+  TempDir dir("train_ddp");
+  const std::string common =
+      "train --dataset blobs:96 --model 2-16-3 --steps 5 --lr 0.2 --momentum 0.9 --no-shuffle ";
+  ASSERT_EQ(run_dpscope(common + "--batch 24 --save " + (dir / "single.safetensors")).exit_code, 0);
+  const auto ddp =
+      run_dpscope(common +
+                  "--mode ddp --devices 4 --batch 6 --bucket-mb 0.0001 --first-bucket-mb 0.00005 "
+                  "--save " +
+                  (dir / "ddp.safetensors"));
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  EXPECT_NE(ddp.output.find("batch 6 per rank x 4 ranks = 24 samples per step"), std::string::npos)
+      << ddp.output;
+  const NamedTensors a = load_safetensors(dir / "single.safetensors");
+  const NamedTensors b = load_safetensors(dir / "ddp.safetensors");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::vector<float> x = a[i].second.to_vector(), y = b[i].second.to_vector();
+    for (size_t j = 0; j < x.size(); ++j) ASSERT_NEAR(x[j], y[j], 1e-5f) << a[i].first << "[" << j << "]";
+  }
+}
+
+TEST(TrainCli, DdpWithZeroEndsWhereThePlainOptimizerEnds) {
+  TempDir dir("train_zero");
+  const std::string common =
+      "train --mode ddp --devices 3 --dataset blobs:90 --model 2-16-16-3 --batch 5 "
+      "--optim adam --lr 0.01 --no-shuffle ";
+  ASSERT_EQ(run_dpscope(common + "--steps 6 --save " + (dir / "plain.safetensors")).exit_code, 0);
+  // ZeRO, interrupted after 4 steps (checkpoint with the consolidated optimizer state), then resumed.
+  ASSERT_EQ(run_dpscope(common + "--zero --steps 4 --checkpoint-dir " + (dir / "ckpt")).exit_code, 0);
+  const auto resumed = run_dpscope(common + "--zero --steps 6 --resume --checkpoint-dir " + (dir / "ckpt") +
+                                   " --save " + (dir / "zero.safetensors"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const NamedTensors a = load_safetensors(dir / "plain.safetensors");
+  const NamedTensors b = load_safetensors(dir / "zero.safetensors");
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::vector<float> x = a[i].second.to_vector(), y = b[i].second.to_vector();
+    for (size_t j = 0; j < x.size(); ++j) ASSERT_NEAR(x[j], y[j], 1e-6f) << a[i].first << "[" << j << "]";
+  }
+}
+
+TEST(TrainCli, DdpPitfalls) {
+  const std::string ddp =
+      "train --mode ddp --devices 2 --dataset spirals:64 --model 2-8-3 --batch 8 --steps 3 ";
+  const auto unused = run_dpscope(ddp + "--pitfall unused-parameter");
+  EXPECT_EQ(unused.exit_code, 2) << unused.output;
+  EXPECT_NE(unused.output.find("Expected to have finished reduction in the prior iteration"),
+            std::string::npos)
+      << unused.output;
+  EXPECT_EQ(run_dpscope(ddp + "--pitfall unused-parameter --find-unused-parameters").exit_code, 0);
+  EXPECT_EQ(run_dpscope(ddp + "--pitfall no-average --pitfall no-set-epoch --no-sync-every 2").exit_code, 0);
+}
+
 TEST(TrainCli, BadFlagValues) {
   expect_usage_error(kOk + "--lr abc", "--lr");
   expect_usage_error(kOk + "--no-such-flag", "no-such-flag");
   expect_usage_error(kOk + "--mode pipeline", "--mode 'pipeline' is not one of single, dp, ddp");
-  expect_usage_error(kOk + "--mode ddp --devices 4", "--mode ddp is not yet available");
+  expect_usage_error(kOk + "--mode ddp --backend cpu",
+                     "--mode ddp runs on simulated GPUs: use --backend sim");
+  expect_usage_error(kOk + "--bucket-mb 4", "apply to --mode ddp only");
+  expect_usage_error(kOk + "--mode ddp --devices 2 --bucket-mb 0", "--bucket-mb must be > 0, got 0");
+  expect_usage_error(kOk + "--mode ddp --devices 2 --no-sync-every 0", "--no-sync-every must be at least 1");
+  expect_usage_error(kOk + "--mode ddp --devices 2 --comm-hook bf16", "--comm-hook 'bf16' is not one of");
+  expect_usage_error(kOk + "--mode ddp --devices 2 --algo hier", "--algo 'hier' is not one of");
+  expect_usage_error(kOk + "--pitfall slow", "--pitfall 'slow' is not one of");
+  expect_usage_error(kOk + "--pitfall no-average", "--pitfall no-average applies to --mode ddp only");
   expect_usage_error(kOk + "--backend mpi", "--backend 'mpi' is not available");
   expect_usage_error(kOk + "--loss hinge", "--loss 'hinge' is not one of ce, mse");
   expect_usage_error(kOk + "--optim lion", "--optim 'lion' is not one of sgd, adam, adamw");

@@ -70,5 +70,35 @@ INSTANTIATE_TEST_SUITE_P(
         ParityCase{"mse_adamw_deep", "8-16-16-16-2", "mse", "adamw", 1e-2, 0.0, 0.0, 12, 5, 48}),
     [](const ::testing::TestParamInfo<ParityCase>& case_info) { return std::string(case_info.param.name); });
 
+TEST(DdpParity, WeightsMatchPyTorchGlooDdp) {
+  if (!testing::torch_available())
+    GTEST_SKIP() << "python3-torch not installed: PyTorch DDP parity not checked";
+  TempDir dir("ddp_parity");
+  const std::string parity = std::string(DPSCOPE_SOURCE_DIR) + "/tests/parity/";
+  // Data and initial weights from the single-device reference (0 steps), then gloo DDP on 3 ranks.
+  ASSERT_EQ(
+      run_command(fmt::format("/usr/bin/python3 {}train_reference.py {} 10-16-4 ce sgd 0.1 0 0 6 0 0 42",
+                              parity, dir.path().string()))
+          .exit_code,
+      0);
+  const auto ref = run_command(fmt::format("/usr/bin/python3 {}ddp_reference.py {} 3 10-16-4 ce 0.1 0.9 6 5",
+                                           parity, dir.path().string()));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  const auto ours = run_dpscope(fmt::format(
+      "train --mode ddp --devices 3 --model 10-16-4 --loss ce --optim sgd --lr 0.1 --momentum 0.9 --batch 6 "
+      "--steps 5 --no-shuffle --data {},{} --init {} --save {}",
+      dir / "x.npy", dir / "y.npy", dir / "init.safetensors", dir / "ours.safetensors"));
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  const NamedTensors expected = load_safetensors(dir / "ddp_expected.safetensors");
+  const NamedTensors actual = load_safetensors(dir / "ours.safetensors");
+  ASSERT_EQ(expected.size(), actual.size());
+  for (const auto& [name, want] : expected) {
+    const std::vector<float> a = find_tensor(actual, name).to_vector(), b = want.to_vector();
+    float worst = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+    EXPECT_LE(worst, 1e-5f) << name << " differs from PyTorch DDP by " << worst;
+  }
+}
+
 }  // namespace
 }  // namespace dpscope

@@ -57,7 +57,7 @@ class DataParallel {
   void backward(const Tensor& grad_output);
 
   // How many replicas the last forward() used (≤ device count; see chunk_sizes).
-  int replicas_used() const { return static_cast<int>(chunks_.size()); }
+  int replicas_used() const { return replicas_used_; }
 
   std::vector<Parameter*> parameters() { return module_->parameters(); }
   // module()'s state with every key prefixed by "module.", as PyTorch saves a DataParallel.
@@ -76,6 +76,7 @@ class DataParallel {
   std::vector<std::unique_ptr<Module>> replicas_;  // [1..k): copies made by the last forward
   std::vector<int64_t> chunks_;                    // rows per replica in the last forward
   std::vector<Shape> output_shapes_;               // per replica, for scattering grad_output
+  int replicas_used_ = 0;
 };
 
 }  // namespace dpscope

@@ -43,6 +43,21 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = once per epoch (and at the end)
   bool resume = false;           // continue from the newest checkpoint in checkpoint_dir
 
+  // DistributedDataParallel (--mode ddp)
+  double bucket_mb = 25.0;       // bucket_cap_mb
+  double first_bucket_mb = 1.0;  // the first (rebuilt) bucket's limit
+  int64_t no_sync_every = 1;     // synchronize (and step) every K-th backward; K-1 run under no_sync()
+  bool find_unused_parameters = false;
+  bool zero = false;                    // ZeroRedundancyOptimizer around the optimizer
+  std::string comm_hook = "allreduce";  // allreduce | fp16
+  std::string algo = "auto";            // all-reduce algorithm: auto | ring | tree | naive
+
+  // Pitfalls a lesson can switch on: "no-set-epoch" (the sampler/loader repeats epoch 0's order),
+  // "no-average" (DDP sums gradients instead of averaging), "unused-parameter" (the model owns a
+  // layer its forward never uses).
+  std::vector<std::string> pitfalls;
+  bool has_pitfall(const std::string& name) const;
+
   // Throws Error(kUsage) naming the flag and the reason.
   void validate() const;
   // The configuration as a JSON object (the trace header's "run").
