@@ -1,6 +1,6 @@
-// Times one training step (forward, loss, backward, SGD step) of an MLP on the cpu device, with
-// tracing off and on, and prints one JSON line per mode. bench/train_step_vs_torch.py runs it
-// side by side with PyTorch and prints the ratios (docs/benchmarks.md).
+// Times one training step (forward, loss, backward, SGD step) of an MLP on the cpu (or a sim)
+// device, with tracing off and on in alternating blocks, and prints one JSON line.
+// bench/train_step_vs_torch.py runs it side by side with PyTorch and prints the ratios (docs/benchmarks.md).
 //
 // Usage: train_step_bench [MODEL=784-512-512-10] [BATCH=128] [STEPS=200] [DEVICE=cpu|sim]
 #include <algorithm>
@@ -20,9 +20,11 @@ namespace {
 
 using namespace dpscope;
 
-// Median seconds per step over `steps` steps after a warm-up.
-double time_steps(Sequential& model, Optimizer& opt, Loss& loss, const Tensor& x, const Tensor& y,
-                  int steps) {
+// Runs `steps` training steps, alternating blocks with tracing off and on (so both see the same
+// machine state), and returns the median seconds per step of each: {off, on}.
+std::pair<double, double> time_steps(Sequential& model, Optimizer& opt, Loss& loss, const Tensor& x,
+                                     const Tensor& y, int steps, const Device& device, TraceRecorder& tracer,
+                                     int trace_id) {
   auto one_step = [&] {
     opt.zero_grad();
     const Tensor out = model.forward(x);
@@ -31,14 +33,25 @@ double time_steps(Sequential& model, Optimizer& opt, Loss& loss, const Tensor& x
     opt.step();
   };
   for (int i = 0; i < 10; ++i) one_step();
-  std::vector<double> times;
-  for (int i = 0; i < steps; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    one_step();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  constexpr int kBlock = 10;
+  std::vector<double> off, on;
+  for (int done = 0; done < 2 * steps; done += kBlock) {
+    const bool traced = (done / kBlock) % 2 == 1;
+    device.attach_tracer(traced ? &tracer : nullptr, traced ? trace_id : -1);
+    for (int i = 0; i < kBlock; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      one_step();
+      (traced ? on : off)
+          .push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    if (traced) tracer.flush();  // as the training loop does once per step
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  device.attach_tracer(nullptr, -1);
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(off), median(on)};
 }
 
 }  // namespace
@@ -63,18 +76,19 @@ int main(int argc, char** argv) {
     SGD opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
     CrossEntropyLoss loss;
 
-    const double off = time_steps(*model, opt, loss, x, y, steps);
     const auto trace_path = std::filesystem::temp_directory_path() / "dpscope_train_step_bench.jsonl";
     TraceHeader header;
     header.clock = device.is_simulated() ? "simulated" : "measured";
     header.add_device(device);
     const Device devices[] = {device};
-    double on = 0.0;
+    std::pair<double, double> times;
     {
       auto tracer = TraceRecorder::open(trace_path, header, devices);
-      on = time_steps(*model, opt, loss, x, y, steps);
+      const int trace_id = device.trace_id();
+      times = time_steps(*model, opt, loss, x, y, steps, device, *tracer, trace_id);
       tracer->close();
     }
+    const double off = times.first, on = times.second;
     std::filesystem::remove(trace_path);
     std::printf(
         "{\"impl\":\"dpscope\",\"model\":\"%s\",\"batch\":%lld,\"device\":\"%s\",\"ms_per_step\":%.4f,"

@@ -10,18 +10,16 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 
 def torch_step_ms(sizes, batch, steps):
     import torch
     torch.manual_seed(0)
-    layers = []
-    for i in range(len(sizes) - 1):
-        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
-        if i + 2 < len(sizes):
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "parity"))
+    from parity_common import build_mlp
+    model = build_mlp(sizes)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
     x = torch.randn(batch, sizes[0])

@@ -8,9 +8,7 @@ gloo processes on the CPU, each with DistributedSampler(shuffle=False) and a Dat
 samples, DDP around nn.Sequential(Linear, ReLU, ...), SGD(lr, momentum) for STEPS steps, and writes
 rank 0's state_dict to DIR/ddp_expected.safetensors.
 """
-import json
 import os
-import struct
 import sys
 
 import numpy as np
@@ -18,32 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        blob = f.read()
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = e["data_offsets"]
-        out[name] = torch.from_numpy(np.frombuffer(blob[a:b], dtype="<f4").copy().reshape(e["shape"]))
-    return out
-
-
-def save_safetensors(path, tensors):
-    header, chunks, offset = {}, [], 0
-    for name, t in tensors.items():
-        data = t.detach().contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    blob = json.dumps(header).encode()
-    blob += b" " * ((8 - len(blob) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)) + blob + b"".join(chunks))
+from parity_common import build_mlp, load_safetensors, save_safetensors
 
 
 def run(rank, world, d, sizes, loss_name, lr, momentum, batch, steps, port):
@@ -51,12 +24,7 @@ def run(rank, world, d, sizes, loss_name, lr, momentum, batch, steps, port):
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
-    layers = []
-    for i in range(len(sizes) - 1):
-        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
-        if i + 2 < len(sizes):
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers)
+    model = build_mlp(sizes)
     model.load_state_dict(load_safetensors(f"{d}/init.safetensors"))
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     x = torch.from_numpy(np.load(f"{d}/x.npy"))

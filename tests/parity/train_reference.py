@@ -8,28 +8,12 @@ nn.Sequential(Linear, ReLU, ..., Linear)), expected.safetensors (the state_dict 
 steps over the data in order, without shuffling, the last batch possibly smaller) and losses.txt.
 safetensors files are written by hand (the format is tiny) so only torch and numpy are needed.
 """
-import json
-import struct
 import sys
 
 import numpy as np
 import torch
 
-
-def save_safetensors(path, tensors):
-    header, chunks, offset = {}, [], 0
-    for name, t in tensors.items():
-        data = t.detach().cpu().contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    blob = json.dumps(header, separators=(",", ":")).encode()
-    blob += b" " * ((8 - len(blob) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)))
-        f.write(blob)
-        for c in chunks:
-            f.write(c)
+from parity_common import build_mlp, save_safetensors
 
 
 def main():
@@ -38,12 +22,7 @@ def main():
     batch, steps, seed, n = map(int, sys.argv[8:12])
     sizes = [int(s) for s in model_spec.split("-")]
     torch.manual_seed(seed)
-    layers = []
-    for i in range(len(sizes) - 1):
-        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
-        if i + 2 < len(sizes):
-            layers.append(torch.nn.ReLU())
-    model = torch.nn.Sequential(*layers)
+    model = build_mlp(sizes)
 
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, sizes[0])).astype(np.float32)

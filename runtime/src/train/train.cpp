@@ -107,10 +107,7 @@ TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
   int64_t first_epoch = 0;
   int64_t first_batch = 0;
   if (c.resume) {
-    const std::optional<std::filesystem::path> file = latest_checkpoint(c.checkpoint_dir);
-    DPS_CHECK(file.has_value(), ErrorKind::kUsage, "--resume: no checkpoint in '{}'", c.checkpoint_dir);
-    const CheckpointState state = load_checkpoint(*file);
-    check_resumable(state.config_json, c, file->string());
+    const CheckpointState state = load_resume_checkpoint(c);
     model.load_state_dict(state.model);
     optimizer->load_state_tensors(state.optimizer);
     step = state.steps_done;
@@ -118,20 +115,6 @@ TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
     first_batch = state.batch_in_epoch;
     result.resumed_from_step = step;
   }
-  // Saves the loop position of the NEXT step: (epoch, batch) after (epoch_done, batch_done).
-  auto save = [&](int64_t epoch_done, int64_t batch_done) {
-    CheckpointState state;
-    state.steps_done = step;
-    state.epoch = batch_done + 1 < per_epoch ? epoch_done : epoch_done + 1;
-    state.batch_in_epoch = batch_done + 1 < per_epoch ? batch_done + 1 : 0;
-    state.config_json = c.to_json();
-    state.model = model.state_dict();
-    state.optimizer = optimizer->state_tensors();
-    result.last_checkpoint = save_checkpoint(c.checkpoint_dir, state).string();
-    if (TraceRecorder* t = device.tracer())
-      t->instant(device, "checkpoint_saved", device.clock_ns(StreamKind::kCompute),
-                 fmt::format(R"({{"steps_done":{}}})", step));
-  };
   const int64_t checkpoint_every = c.checkpoint_every > 0 ? c.checkpoint_every : per_epoch;
 
   for (int64_t epoch = first_epoch; step < total_steps; ++epoch) {
@@ -194,7 +177,8 @@ TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
       ++step;
       if (!c.checkpoint_dir.empty() && (step % checkpoint_every == 0 || step == total_steps)) {
         AllDevicesPhase phase(devices, Phase::kCheckpoint);
-        save(epoch, b);
+        result.last_checkpoint =
+            write_checkpoint(c, device, step, epoch, b, per_epoch, model, optimizer->state_tensors());
       }
     }
   }
@@ -202,19 +186,8 @@ TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
   result.steps = step;
   result.sim_total_ns = synchronize_all(devices) - sim_start_ns;
 
-  if (!c.save.empty()) {
-    // Saved with the plain module's names, so PyTorch's nn.Sequential loads them directly.
-    NamedTensors weights;
-    for (const auto& [name, tensor] : model.state_dict())
-      weights.emplace_back(name, tensor.to(Device::cpu()));
-    save_safetensors(c.save, weights, {{"format", "pt"}, {"producer", "dpscope"}});
-  }
-  if (tracer) {
-    result.trace_path = tracer->path().string();
-    tracer->close();
-    result.trace_events = tracer->events_written();
-  }
-  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  save_weights(c, model);
+  finish_run(tracer, wall_start, result);
   return result;
 }
 

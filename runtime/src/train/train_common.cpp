@@ -1,6 +1,8 @@
 // Shared pieces of the training modes (see train_common.hpp).
 #include "train_common.hpp"
 
+#include <filesystem>
+#include <optional>
 #include <random>
 
 #include "dpscope/core/error.hpp"
@@ -105,6 +107,49 @@ std::unique_ptr<Module> make_model(const TrainConfig& c, const Device& device) {
   std::mt19937 generator(static_cast<uint32_t>(c.seed + 1));
   return std::make_unique<WithUnusedParameter>(std::move(model),
                                                std::make_unique<Linear>(out, out, device, generator));
+}
+
+CheckpointState load_resume_checkpoint(const TrainConfig& c) {
+  const std::optional<std::filesystem::path> file = latest_checkpoint(c.checkpoint_dir);
+  DPS_CHECK(file.has_value(), ErrorKind::kUsage, "--resume: no checkpoint in '{}'", c.checkpoint_dir);
+  CheckpointState state = load_checkpoint(*file);
+  check_resumable(state.config_json, c, file->string());
+  return state;
+}
+
+std::string write_checkpoint(const TrainConfig& c, const Device& device, int64_t steps_done,
+                             int64_t epoch_done, int64_t batch_done, int64_t per_epoch, const Module& model,
+                             StateDict optimizer_state) {
+  CheckpointState state;
+  state.steps_done = steps_done;
+  const bool epoch_ended = batch_done + 1 >= per_epoch;
+  state.epoch = epoch_ended ? epoch_done + 1 : epoch_done;
+  state.batch_in_epoch = epoch_ended ? 0 : batch_done + 1;
+  state.config_json = c.to_json();
+  state.model = model.state_dict();
+  state.optimizer = std::move(optimizer_state);
+  std::string file = save_checkpoint(c.checkpoint_dir, state).string();
+  if (TraceRecorder* tracer = device.tracer())
+    tracer->instant(device, "checkpoint_saved", device.clock_ns(StreamKind::kCompute),
+                    fmt::format(R"({{"steps_done":{}}})", steps_done));
+  return file;
+}
+
+void save_weights(const TrainConfig& c, const Module& model) {
+  if (c.save.empty()) return;
+  NamedTensors weights;
+  for (const auto& [name, tensor] : model.state_dict()) weights.emplace_back(name, tensor.to(Device::cpu()));
+  save_safetensors(c.save, weights, {{"format", "pt"}, {"producer", "dpscope"}});
+}
+
+void finish_run(std::unique_ptr<TraceRecorder>& tracer, std::chrono::steady_clock::time_point wall_start,
+                TrainResult& result) {
+  if (tracer) {
+    result.trace_path = tracer->path().string();
+    tracer->close();
+    result.trace_events = tracer->events_written();
+  }
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 }
 
 }  // namespace dpscope::detail

@@ -69,14 +69,9 @@ TrainResult run_ddp_training(const TrainConfig& c, const StepObserver& on_step) 
 
   Position start;
   std::optional<CheckpointState> resumed;
-  std::string resumed_file;
   if (c.resume) {
-    const std::optional<std::filesystem::path> file = latest_checkpoint(c.checkpoint_dir);
-    DPS_CHECK(file.has_value(), ErrorKind::kUsage, "--resume: no checkpoint in '{}'", c.checkpoint_dir);
-    resumed = load_checkpoint(*file);
-    check_resumable(resumed->config_json, c, file->string());
+    resumed = load_resume_checkpoint(c);
     start = {resumed->steps_done, resumed->epoch, resumed->batch_in_epoch};
-    resumed_file = file->string();
   }
 
   TrainResult result;
@@ -124,17 +119,9 @@ TrainResult run_ddp_training(const TrainConfig& c, const StepObserver& on_step) 
       PhaseScope phase(dev, Phase::kCheckpoint);
       if (zero) zero->consolidate_state_dict(0);  // collective: the shards' state gathers on rank 0
       if (rank == 0) {
-        CheckpointState state;
-        state.steps_done = steps_done;
-        state.epoch = batch_done + 1 < per_epoch ? epoch_done : epoch_done + 1;
-        state.batch_in_epoch = batch_done + 1 < per_epoch ? batch_done + 1 : 0;
-        state.config_json = c.to_json();
-        state.model = model->state_dict();
-        state.optimizer = zero ? zero->state_dict() : optimizer->state_tensors();
-        const std::string file = save_checkpoint(c.checkpoint_dir, state).string();
-        if (TraceRecorder* t = dev.tracer())
-          t->instant(dev, "checkpoint_saved", dev.clock_ns(StreamKind::kCompute),
-                     fmt::format(R"({{"steps_done":{}}})", steps_done));
+        const std::string file =
+            write_checkpoint(c, dev, steps_done, epoch_done, batch_done, per_epoch, *model,
+                             zero ? zero->state_dict() : optimizer->state_tensors());
         std::lock_guard lock(result_mutex);
         result.last_checkpoint = file;
       }
@@ -205,13 +192,7 @@ TrainResult run_ddp_training(const TrainConfig& c, const StepObserver& on_step) 
       }
     }
     dev.set_step(-1);
-    if (rank == 0 && !c.save.empty()) {
-      // Every rank holds the same weights; rank 0 writes them with plain nn.Sequential names.
-      NamedTensors weights;
-      for (const auto& [name, tensor] : model->state_dict())
-        weights.emplace_back(name, tensor.to(Device::cpu()));
-      save_safetensors(c.save, weights, {{"format", "pt"}, {"producer", "dpscope"}});
-    }
+    if (rank == 0) save_weights(c, *model);  // every rank holds the same weights
   });
 
   // The reported loss of a step is the mean over ranks (each rank's loss is over its own batch).
@@ -224,12 +205,7 @@ TrainResult run_ddp_training(const TrainConfig& c, const StepObserver& on_step) 
   int64_t end_ns = 0;
   for (const Device& d : devices) end_ns = std::max(end_ns, d.synchronize());
   result.sim_total_ns = end_ns;
-  if (tracer) {
-    result.trace_path = tracer->path().string();
-    tracer->close();
-    result.trace_events = tracer->events_written();
-  }
-  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  finish_run(tracer, wall_start, result);
   return result;
 }
 

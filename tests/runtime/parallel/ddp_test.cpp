@@ -14,34 +14,16 @@
 #include "dpscope/nn/unused_parameter.hpp"
 #include "dpscope/optim/sgd.hpp"
 #include "dpscope/parallel/distributed_data_parallel.hpp"
+#include "support/batches.hpp"
 
 namespace dpscope {
 namespace {
 
-struct Batches {
-  std::vector<Tensor> x, y;  // global batches on the cpu, one per step
-};
+using testing::Batches;
+using testing::make_batches;
+using testing::max_diff;
 
-Batches make_batches(int steps, int64_t rows, int64_t features, int64_t classes, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Batches b;
-  for (int s = 0; s < steps; ++s) {
-    std::vector<float> x(static_cast<size_t>(rows * features));
-    for (float& v : x) v = dist(gen);
-    std::vector<int64_t> y(static_cast<size_t>(rows));
-    for (int64_t& v : y) v = static_cast<int64_t>(gen() % static_cast<uint32_t>(classes));
-    b.x.push_back(Tensor::from_floats(x, {rows, features}));
-    b.y.push_back(Tensor::from_ints(y, {rows}));
-  }
-  return b;
-}
-
-std::vector<std::vector<float>> weights_of(Module& m) {
-  std::vector<std::vector<float>> w;
-  for (const Parameter* p : m.parameters()) w.push_back(p->data.to_vector());
-  return w;
-}
+std::vector<std::vector<float>> weights_of(Module& m) { return testing::weights_of(m.parameters()); }
 
 // One device, the whole global batch per step.
 std::vector<std::vector<float>> train_single(const std::string& spec, const Batches& data) {
@@ -81,13 +63,6 @@ std::vector<std::vector<std::vector<float>>> train_ddp(int n, const std::string&
     result[static_cast<size_t>(pg.rank())] = weights_of(*model);
   });
   return result;
-}
-
-float max_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  float worst = 0.0f;
-  for (size_t i = 0; i < a.size(); ++i)
-    for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, std::fabs(a[i][j] - b[i][j]));
-  return worst;
 }
 
 TEST(DistributedDataParallel, EqualsSingleDeviceTrainingOnTheGlobalBatch) {

@@ -17,6 +17,7 @@
 #include "dpscope/optim/sgd.hpp"
 #include "dpscope/parallel/distributed_data_parallel.hpp"
 #include "dpscope/parallel/zero_redundancy_optimizer.hpp"
+#include "support/batches.hpp"
 
 namespace dpscope::zero_test {
 
@@ -29,39 +30,11 @@ inline std::string what_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-struct Batches {
-  std::vector<Tensor> x, y;  // global batches on the cpu, one per step
-};
-
-inline Batches make_batches(int steps, int64_t rows, int64_t features, int64_t classes, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Batches b;
-  for (int s = 0; s < steps; ++s) {
-    std::vector<float> x(static_cast<size_t>(rows * features));
-    for (float& v : x) v = dist(gen);
-    std::vector<int64_t> y(static_cast<size_t>(rows));
-    for (int64_t& v : y) v = static_cast<int64_t>(gen() % static_cast<uint32_t>(classes));
-    b.x.push_back(Tensor::from_floats(x, {rows, features}));
-    b.y.push_back(Tensor::from_ints(y, {rows}));
-  }
-  return b;
-}
-
-using Weights = std::vector<std::vector<float>>;
-
-inline Weights weights_of(const std::vector<Parameter*>& params) {
-  Weights w;
-  for (const Parameter* p : params) w.push_back(p->data.to_vector());
-  return w;
-}
-
-inline float max_diff(const Weights& a, const Weights& b) {
-  float worst = 0.0f;
-  for (size_t i = 0; i < a.size(); ++i)
-    for (size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, std::fabs(a[i][j] - b[i][j]));
-  return worst;
-}
+using testing::Batches;
+using testing::make_batches;
+using testing::max_diff;
+using testing::Weights;
+using testing::weights_of;
 
 enum class OptimKind { kSgdMomentum, kAdam, kAdamW };
 
