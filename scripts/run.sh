@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh release
+scripts/build.sh release dpscope_cli dpscope_viz
 
 bin=build/release/bin
 out=${DPSCOPE_OUT:-out}
@@ -13,10 +13,10 @@ mkdir -p "$out"
 trace="$out/quickstart.jsonl"
 
 echo
-echo "== Training a 2-64-64-3 MLP on a simulated H100 (spirals, 3 classes) =="
-"$bin/dpscope" train --mode single --backend sim --preset h100-sxm --model 2-64-64-3 --loss ce \
-  --dataset spirals:1536 --batch 64 --optim sgd --lr 0.1 --momentum 0.9 --epochs 4 --seed 0 \
-  --trace "$trace" --save "$out/quickstart.safetensors"
+echo "== DistributedDataParallel on 4 simulated H100s: MLP 2-256-256-256-3 on spirals, 32 samples per rank =="
+"$bin/dpscope" train --mode ddp --devices 4 --backend sim --preset h100-sxm --model 2-256-256-256-3 --loss ce \
+  --dataset spirals:2048 --batch 32 --optim sgd --lr 0.05 --momentum 0.9 --epochs 2 --seed 0 \
+  --bucket-mb 0.25 --first-bucket-mb 0.1 --trace "$trace" --save "$out/quickstart.safetensors"
 "$bin/dpscope" trace export --chrome "$trace" "$out/quickstart.perfetto.json"
 "$bin/dpscope" trace stats "$trace"
 
@@ -25,11 +25,11 @@ if [[ -x "$bin/dpscope-viz" ]]; then
     echo "Opening the visualizer (close its window to finish)..."
     "$bin/dpscope-viz" "$trace"
   elif command -v xvfb-run >/dev/null; then
-    for pos in 0.1 0.5 1.0; do
+    for pos in step:0 step:3 1.0; do
       xvfb-run -a -s "-screen 0 1920x1080x24" "$bin/dpscope-viz" "$trace" \
-        --screenshot "$out/quickstart-$pos.png" --seek "$pos" --size 1600x900
+        --screenshot "$out/quickstart-${pos/:/-}.png" --seek "$pos" --size 1600x900
     done
-    echo "No display: wrote screenshots $out/quickstart-{0.1,0.5,1.0}.png"
+    echo "No display: wrote screenshots $out/quickstart-step-0.png, quickstart-step-3.png, quickstart-1.0.png"
   fi
 fi
 
