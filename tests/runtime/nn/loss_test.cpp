@@ -10,6 +10,7 @@
 #include "dpscope/nn/activation.hpp"
 #include "dpscope/nn/loss.hpp"
 #include "runtime/nn/reference.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
@@ -19,14 +20,7 @@ using testing::random_floats;
 using testing::to_double;
 using testing::Vec;
 
-std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::what_of;
 
 TEST(ReLU, ForwardClampsNegativesAndKeepsNaN) {
   ReLU relu;

@@ -6,18 +6,12 @@
 #include <cmath>
 
 #include "dpscope/optim/adam.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
 
-std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::what_of;
 
 Parameter make_param(const std::vector<float>& values, const std::string& name = "w") {
   Parameter p;

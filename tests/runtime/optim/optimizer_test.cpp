@@ -14,20 +14,14 @@
 #include "dpscope/optim/adam.hpp"
 #include "dpscope/optim/sgd.hpp"
 #include "dpscope/trace/recorder.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
 
 using ::testing::ElementsAre;
 
-std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::what_of;
 
 // Gives every parameter the gradient 0.01 * (index + 1).
 void set_grads(Module& model) {

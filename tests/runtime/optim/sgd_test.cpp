@@ -6,20 +6,14 @@
 #include <cmath>
 
 #include "dpscope/optim/sgd.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
 
 using ::testing::ElementsAre;
 
-std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::what_of;
 
 Parameter scalar_param(float value) {
   Parameter p;

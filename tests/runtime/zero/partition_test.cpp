@@ -9,20 +9,14 @@
 #include <unistd.h>
 
 #include "dpscope/parallel/zero_redundancy_optimizer.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
 
 using Partition = std::vector<std::vector<int>>;
 
-std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::what_of;
 
 const std::vector<int64_t> kSizes = {10, 40, 20, 40, 5, 30, 30, 1};
 

@@ -18,17 +18,11 @@
 #include "dpscope/parallel/distributed_data_parallel.hpp"
 #include "dpscope/parallel/zero_redundancy_optimizer.hpp"
 #include "support/batches.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope::zero_test {
 
-inline std::string what_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::what_of;
 
 using testing::Batches;
 using testing::make_batches;
