@@ -81,7 +81,9 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
 
   void fill(float value);
-  void copy_from(const Tensor& src);  // same shape, dtype and device; charged as a device copy
+  // Copies `src` (same shape, dtype and device) into this tensor's storage. Not timed: callers that
+  // model a device copy wrap it in a KernelScope.
+  void copy_from(const Tensor& src);
 
  private:
   std::shared_ptr<Storage> storage_;

@@ -29,7 +29,7 @@ int64_t transfer_time_ns(const LinkSpec& link, uint64_t bytes);
 
 class KernelScope {
  public:
-  // `name` must outlive the scope (modules keep their span names).
+  // `name` must outlive the scope (modules keep their span names); `device` may be a temporary.
   KernelScope(const Device& device, std::string_view name, KernelCost cost,
               StreamKind stream = StreamKind::kCompute);
   ~KernelScope();
@@ -37,7 +37,7 @@ class KernelScope {
   KernelScope& operator=(const KernelScope&) = delete;
 
  private:
-  const Device& device_;
+  Device device_;  // a handle (shared ownership), so temporaries like Device::cpu() are safe
   std::string_view name_;
   KernelCost cost_;
   StreamKind stream_;
