@@ -11,6 +11,7 @@
 #include "dpscope/optim/sgd.hpp"
 #include "dpscope/parallel/data_parallel.hpp"
 #include "dpscope/trace/reader.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
@@ -115,6 +116,31 @@ TEST(DataParallel, RequiresParametersOnTheFirstDevice) {
         "module must have its parameters and buffers on device sim:0 (device_ids[0]) but found one of them "
         "on device: cpu");
   }
+}
+
+TEST(DataParallel, MisuseGivesClearErrors) {
+  std::vector<Device> devices = make_devices(2);
+  using testing::what_of;
+  EXPECT_EQ(what_of([&] {
+              DataParallel dp(Sequential::mlp("3-4-2", devices[0], 0), {devices[0], devices[0]});
+            }),
+            "DataParallel: device sim:0 appears twice in device_ids");
+  EXPECT_EQ(what_of([&] { DataParallel dp(Sequential::mlp("3-4-2", devices[0], 0), {}); }),
+            "DataParallel: device_ids is empty");
+  DataParallel dp(Sequential::mlp("3-4-2", devices[0], 0), devices);
+  EXPECT_EQ(what_of([&] {
+              dp.backward(Tensor::zeros({4, 2}, devices[0]));
+            }),
+            "DataParallel.backward() called without a forward()");
+  const std::vector<int64_t> two = {1, 2};
+  EXPECT_EQ(what_of([&] { dp.forward(random_batch(3, 3, 1), two); }),
+            "DataParallel.forward: 2 sample indices for a batch of 3 rows");
+  const Tensor out = dp.forward(random_batch(4, 3, 1));
+  EXPECT_EQ(what_of([&] {
+              dp.backward(Tensor::zeros({3, 2}, devices[0]));
+            }),
+            "DataParallel.backward: grad_output has shape [3, 2], expected 4 rows");
+  EXPECT_EQ(what_of([&] { chunk_sizes(4, 0); }), "chunk_sizes: need at least one part, got 0");
 }
 
 TEST(DataParallel, StateDictHasTheModulePrefix) {
