@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 
 #include "dpscope/io/safetensors.hpp"
 #include "runtime/train/cli_support.hpp"
@@ -27,6 +28,9 @@ struct ParityCase {
   int steps;
   int samples;
 };
+
+// How GoogleTest (and so ctest) names a case: its name, not its bytes.
+void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.name; }
 
 class TrainParity : public ::testing::TestWithParam<ParityCase> {};
 
