@@ -5,29 +5,16 @@
 
 #include "dpscope/core/timing.hpp"
 #include "dpscope/trace/recorder.hpp"
+#include "grad_values.hpp"
 #include "run_parallel.hpp"
 
 namespace dpscope {
 namespace {
 
-constexpr size_t kTracedValues = 4;  // values traced per gradient (the first few elements)
-
-double l2_norm(const Tensor& t) {
-  if (!t.has_data()) return 0.0;
-  const float* p = t.f32();
-  double sum = 0.0;
-  for (int64_t i = 0; i < t.numel(); ++i) sum += static_cast<double>(p[i]) * p[i];
-  return std::sqrt(sum);
-}
-
-// Traces the first few values and the norm of `param`'s gradient on `device`.
-void trace_grad_values(const Device& device, const Parameter& param, const Tensor& grad,
-                       std::string_view when) {
-  TraceRecorder* tracer = device.tracer();
-  if (tracer == nullptr || !grad.defined() || !grad.has_data()) return;
-  const size_t n = std::min<size_t>(kTracedValues, static_cast<size_t>(grad.numel()));
-  tracer->values(device, "grad", device.clock_ns(StreamKind::kCompute), param.index, when,
-                 std::span<const float>(grad.f32(), n), l2_norm(grad));
+// Traces `grad` (of `param`) on `device` when it holds data.
+void trace_grad(const Device& device, const Parameter& param, const Tensor& grad, std::string_view when) {
+  if (grad.defined() && grad.has_data())
+    detail::trace_grad_values(device, param.index, when, grad.f32(), grad.numel());
 }
 
 // Concatenates `pieces` (each [r_i, ...]) along dim 0 on `device`, copying each piece there.
@@ -172,11 +159,11 @@ void DataParallel::reduce_add_gradients() {
   for (size_t i = 1; i < replicas_.size(); ++i) replica_params[i] = replicas_[i]->parameters();
   for (size_t j = 0; j < originals.size(); ++j) {
     Parameter& p = *originals[j];
-    if (p.grad.defined()) trace_grad_values(dev0, p, p.grad, "local");
+    if (p.grad.defined()) trace_grad(dev0, p, p.grad, "local");
     for (size_t i = 1; i < replicas_.size(); ++i) {
       const Tensor& g = replica_params[i][j]->grad;
       if (!g.defined()) continue;
-      trace_grad_values(device_ids_[i], p, g, "local");
+      trace_grad(device_ids_[i], p, g, "local");
       const Tensor here = g.to(dev0, MemoryCategory::kGradients);
       if (!p.grad.defined()) p.grad = Tensor::zeros(p.data.shape(), dev0, MemoryCategory::kGradients);
       const double n = static_cast<double>(p.grad.numel());
@@ -187,7 +174,7 @@ void DataParallel::reduce_add_gradients() {
         for (int64_t e = 0; e < p.grad.numel(); ++e) dst[e] += src[e];
       }
     }
-    if (p.grad.defined()) trace_grad_values(dev0, p, p.grad, "after_reduce");
+    if (p.grad.defined()) trace_grad(dev0, p, p.grad, "after_reduce");
   }
 }
 

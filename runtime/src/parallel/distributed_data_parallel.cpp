@@ -9,29 +9,15 @@
 #include "dpscope/parallel/bucket_assignment.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "fp16.hpp"
+#include "grad_values.hpp"
 
 namespace dpscope {
 namespace {
 
-constexpr size_t kTracedValues = 4;
 constexpr int64_t kBroadcastChunkElems =
     250LL * 1024 * 1024 / 4;  // PyTorch syncs module states in 250 MiB pieces
 
 uint64_t mib_to_bytes(double mib) { return static_cast<uint64_t>(mib * 1024.0 * 1024.0); }
-
-double l2_norm(const float* p, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(p[i]) * p[i];
-  return std::sqrt(sum);
-}
-
-void trace_values(const Device& device, int param, std::string_view when, const float* data, int64_t numel) {
-  TraceRecorder* tracer = device.tracer();
-  if (tracer == nullptr || data == nullptr) return;
-  const size_t n = std::min<size_t>(kTracedValues, static_cast<size_t>(numel));
-  tracer->values(device, "grad", device.clock_ns(StreamKind::kCompute), param, when,
-                 std::span<const float>(data, n), l2_norm(data, numel));
-}
 
 void trace_instant(const Device& device, std::string_view name, const DdpBucket& bucket) {
   if (TraceRecorder* tracer = device.tracer())
@@ -291,7 +277,7 @@ void DistributedDataParallel::mark_ready(int index) {
       float* dst = view.f32();
       const bool has_grad = p.grad.defined() && p.used_in_last_forward;
       const float* src = has_grad ? p.grad.f32() : nullptr;
-      if (src != nullptr) trace_values(dev, index, "before_reduce", src, n);
+      if (src != nullptr) detail::trace_grad_values(dev, index, "before_reduce", src, n);
       if (src == nullptr) {
         std::fill(dst, dst + n, 0.0f);  // an unused parameter contributes zeros
       } else if (src == dst) {
@@ -352,7 +338,7 @@ void DistributedDataParallel::finalize() {
                            : Tensor::meta(p.data.shape(), dev, MemoryCategory::kGradients);
       }
       if (with_data && p.grad.f32() != view.f32()) p.grad.copy_from(view);
-      if (with_data) trace_values(dev, p.index, "after_reduce", view.f32(), n);
+      if (with_data) detail::trace_grad_values(dev, p.index, "after_reduce", view.f32(), n);
     }
   }
   require_finalize_ = false;
