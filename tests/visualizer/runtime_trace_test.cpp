@@ -21,11 +21,9 @@ trace::TraceData write_and_read(const std::filesystem::path& path, bool trace_va
   SimWorldOptions options;
   options.hardware = hw;
   TraceHeader header;
-  std::vector<int> ids;
   for (int r = 0; r < kRanks; ++r) options.devices.push_back(Device::sim(r, hw));
-  for (const Device& d : options.devices) ids.push_back(header.add_device(d));
+  for (const Device& d : options.devices) header.add_device(d);
   auto recorder = TraceRecorder::open(path, header, options.devices);
-  for (int r = 0; r < kRanks; ++r) options.devices[r].attach_tracer(recorder.get(), ids[r]);
   auto world = SimWorld::create(kRanks, std::move(options));
   spawn(world, [trace_values](ProcessGroup& pg) {
     pg.device().set_step(0);

@@ -64,8 +64,6 @@ HandTrace write_hand_trace(const std::filesystem::path& path) {
   header.run_json = R"({"mode":"ddp","backend":"sim","devices":2})";
   const std::vector<Device> devices = {g0, g1};
   auto rec = TraceRecorder::open(path, header, devices);
-  g0.attach_tracer(rec.get(), ids.gpu0);
-  g1.attach_tracer(rec.get(), ids.gpu1);
   g0.set_rank(0);
   g1.set_rank(1);
   for (const Device& g : devices) {

@@ -112,9 +112,7 @@ class Writer {
       info_.rebuilt_buckets = rebuilt_buckets();
       header.buckets = info_.initial_buckets;
     }
-    recorder_ = TraceRecorder::open(path, header, gpus_);
-    // Each GPU's trace id is its header id (the host entry sits between sim:0 and sim:1).
-    for (size_t r = 0; r < gpus_.size(); ++r) gpus_[r].attach_tracer(recorder_.get(), info_.gpu_ids[r]);
+    recorder_ = TraceRecorder::open(path, header, gpus_);  // attaches each GPU under its header id
     info_.samples.resize(static_cast<size_t>(o_.steps), std::vector<std::vector<int64_t>>(gpus_.size()));
   }
 

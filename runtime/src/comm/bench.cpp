@@ -211,13 +211,9 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
         R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}}})",
         api_name(o.collective), n, o.preset, to_string(o.algorithm), to_string(o.op), o.timing_only,
         o.min_bytes, o.max_bytes, o.factor);
-    std::vector<int> trace_ids;
     for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
-    for (const Device& d : world_options.devices) trace_ids.push_back(header.add_device(d));
-    recorder = TraceRecorder::open(o.trace, header, world_options.devices);
-    // open() numbers devices by their position in the list, but the header puts the host after
-    // the first GPU: attach each device under its header id.
-    for (int r = 0; r < n; ++r) world_options.devices[r].attach_tracer(recorder.get(), trace_ids[r]);
+    for (const Device& d : world_options.devices) header.add_device(d);
+    recorder = TraceRecorder::open(o.trace, header, world_options.devices);  // attaches every device
   }
   std::shared_ptr<SimWorld> world = SimWorld::create(n, std::move(world_options));
 

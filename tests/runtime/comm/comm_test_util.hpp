@@ -89,12 +89,10 @@ struct TracedWorld {
 inline TracedWorld traced_world(int n, const std::filesystem::path& path, SimWorldOptions options) {
   const HardwarePreset hw = options.hardware ? *options.hardware : find_preset(options.preset);
   TraceHeader header;
-  std::vector<int> ids;
   for (int r = 0; r < n; ++r) options.devices.push_back(Device::sim(r, hw));
-  for (const Device& d : options.devices) ids.push_back(header.add_device(d));
+  for (const Device& d : options.devices) header.add_device(d);
   TracedWorld t;
   t.recorder = TraceRecorder::open(path, header, options.devices);
-  for (int r = 0; r < n; ++r) options.devices[r].attach_tracer(t.recorder.get(), ids[r]);
   t.world = SimWorld::create(n, std::move(options));
   return t;
 }
