@@ -16,14 +16,14 @@
 #include <fstream>
 #include <string>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/core/device.hpp"
-#include "dpscope/core/error.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/core/timing.hpp"
-#include "dpscope/trace/chrome_export.hpp"
-#include "dpscope/trace/reader.hpp"
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/trace/stats.hpp"
+#include "dpscope/trace_format/chrome_export.hpp"
+#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_format/stats.hpp"
 
 namespace {
 
@@ -44,7 +44,7 @@ void write_trace(const std::filesystem::path& path, int64_t events) {
   using namespace dpscope;
   const Device gpu = Device::sim(0, find_preset("h100-sxm"));
   TraceHeader header;
-  header.add_device(gpu);
+  add_trace_device(header, gpu);
   const Device devices[] = {gpu};
   auto recorder = TraceRecorder::open(path, header, devices);
   const int host = recorder->host_id();

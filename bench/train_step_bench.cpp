@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     const auto trace_path = std::filesystem::temp_directory_path() / "dpscope_train_step_bench.jsonl";
     TraceHeader header;
     header.clock = device.is_simulated() ? "simulated" : "measured";
-    header.add_device(device);
+    add_trace_device(header, device);
     const Device devices[] = {device};
     std::pair<double, double> times;
     {

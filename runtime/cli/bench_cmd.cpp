@@ -13,9 +13,9 @@
 #include <string>
 
 #include "commands.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/comm/bench.hpp"
 #include "dpscope/comm/network.hpp"
-#include "dpscope/core/error.hpp"
 #include "dpscope/core/preset.hpp"
 
 namespace dpscope::cli {

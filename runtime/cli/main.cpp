@@ -6,7 +6,7 @@
 #include <exception>
 
 #include "commands.hpp"
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"dpscope: watch how multi-GPU data-parallel training works", "dpscope"};

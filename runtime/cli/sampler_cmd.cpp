@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/data/distributed_sampler.hpp"
 
 namespace dpscope::cli {

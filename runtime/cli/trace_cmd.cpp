@@ -11,10 +11,10 @@
 #include <string>
 
 #include "commands.hpp"
-#include "dpscope/core/error.hpp"
-#include "dpscope/trace/chrome_export.hpp"
-#include "dpscope/trace/reader.hpp"
-#include "dpscope/trace/stats.hpp"
+#include "dpscope/base/error.hpp"
+#include "dpscope/trace_format/chrome_export.hpp"
+#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_format/stats.hpp"
 
 namespace dpscope::cli {
 

@@ -8,10 +8,10 @@
 #include <sstream>
 #include <string_view>
 
-#include "dpscope/core/error.hpp"
-#include "dpscope/trace/chrome_export.hpp"
-#include "dpscope/trace/reader.hpp"
-#include "dpscope/trace/stats.hpp"
+#include "dpscope/base/error.hpp"
+#include "dpscope/trace_format/chrome_export.hpp"
+#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_format/stats.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(bytes), size);

@@ -4,7 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope::testing {
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "replay/replay_model.hpp"
 #include "trace_fixtures.hpp"
 

@@ -5,8 +5,8 @@
 
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/core/tensor.hpp"
-#include "dpscope/trace/reader.hpp"
 #include "dpscope/trace/recorder.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "replay/replay_model.hpp"
 #include "trace_fixtures.hpp"
 
@@ -22,7 +22,7 @@ trace::TraceData write_and_read(const std::filesystem::path& path, bool trace_va
   options.hardware = hw;
   TraceHeader header;
   for (int r = 0; r < kRanks; ++r) options.devices.push_back(Device::sim(r, hw));
-  for (const Device& d : options.devices) header.add_device(d);
+  for (const Device& d : options.devices) add_trace_device(header, d);
   auto recorder = TraceRecorder::open(path, header, options.devices);
   auto world = SimWorld::create(kRanks, std::move(options));
   spawn(world, [trace_values](ProcessGroup& pg) {

@@ -2,8 +2,8 @@
 // Playback logic (speed, end of trace, live edge).
 #include <gtest/gtest.h>
 
-#include "dpscope/core/error.hpp"
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/base/error.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "replay/playback.hpp"
 #include "replay/run_info.hpp"
 #include "replay/seek.hpp"

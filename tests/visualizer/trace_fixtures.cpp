@@ -58,9 +58,9 @@ HandTrace write_hand_trace(const std::filesystem::path& path) {
   Device g1 = Device::sim(1, h100);
   TraceHeader header;
   HandTrace ids;
-  ids.gpu0 = header.add_device(g0);
-  ids.gpu1 = header.add_device(g1);
-  ids.host = header.host_id();
+  ids.gpu0 = add_trace_device(header, g0);
+  ids.gpu1 = add_trace_device(header, g1);
+  ids.host = header.host_id;
   header.run_json = R"({"mode":"ddp","backend":"sim","devices":2})";
   const std::vector<Device> devices = {g0, g1};
   auto rec = TraceRecorder::open(path, header, devices);
@@ -91,7 +91,7 @@ HandTrace write_hand_trace(const std::filesystem::path& path) {
   g1.set_phase(Phase::kBackward);
   rec->span(g0, StreamKind::kComm, "all-reduce", "collective", 3000, 2000);
   for (int k = 0; k < 2; ++k) {
-    TraceRecorder::Transfer t;
+    TraceTransfer t;
     t.bytes = 1000;
     t.ts_ns = 3000 + 1000 * k;
     t.dur_ns = 1000;

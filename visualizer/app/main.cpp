@@ -20,7 +20,7 @@
 #include "app/bench.hpp"
 #include "app/fonts.hpp"
 #include "app/platform.hpp"
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "replay/seek.hpp"
 #include "ui/viewer.hpp"
 

@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope::viz {
 

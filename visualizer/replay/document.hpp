@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "replay/replay_model.hpp"
 
 namespace dpscope::viz {

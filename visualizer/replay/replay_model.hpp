@@ -19,7 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "replay/breakdown.hpp"
 #include "replay/lanes.hpp"
 #include "replay/replay_state.hpp"

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "dpscope/base/format_bytes.hpp"
 #include "replay/replay_model.hpp"
 
 namespace dpscope::viz {

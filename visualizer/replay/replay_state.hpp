@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "dpscope/core/device.hpp"
+#include "dpscope/trace_format/schema.hpp"
 #include "replay/lanes.hpp"
 
 namespace dpscope::viz {

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/core/timing.hpp"
 
@@ -99,10 +99,10 @@ class Writer {
         to_string(o_.mode), o_.devices, o_.preset, fmt::join(o_.widths, "-"), o_.batch, o_.steps);
     for (int r = 0; r < o_.devices; ++r) {
       gpus_.push_back(Device::sim(r, preset_));
-      info_.gpu_ids.push_back(header.add_device(gpus_.back()));
+      info_.gpu_ids.push_back(add_trace_device(header, gpus_.back()));
       gpus_.back().set_rank(r);
     }
-    info_.host_id = header.host_id();
+    info_.host_id = header.host_id;
     header.params = params_;
     if (o_.mode == SyntheticMode::kDistributed) {
       // Iteration 1 of DDP (PyTorch 1.13): one bucket, parameters in reverse order.
@@ -328,7 +328,7 @@ class Writer {
         const Device& g = gpus_[r];
         g.wait_until(StreamKind::kComm, step_start);
         const int64_t ts = g.advance(StreamKind::kComm, dur);
-        TraceRecorder::Transfer t;
+        TraceTransfer t;
         t.src = id(r);
         t.dst = id((r + 1) % world);
         t.bytes = chunk_bytes;

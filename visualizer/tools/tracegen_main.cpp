@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "tools/synthetic_trace.hpp"
 
 using dpscope::viz::tools::SyntheticMode;

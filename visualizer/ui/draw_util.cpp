@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "dpscope/base/format_bytes.hpp"
 #include "replay/seek.hpp"
 
 namespace dpscope::viz {

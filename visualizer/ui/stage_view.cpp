@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "dpscope/base/format_bytes.hpp"
 #include "replay/run_info.hpp"
 #include "replay/seek.hpp"
 #include "ui/draw_util.hpp"

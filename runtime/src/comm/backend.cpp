@@ -1,7 +1,7 @@
 // Backend's default implementations: every op a backend does not override is unsupported.
 #include "dpscope/comm/backend.hpp"
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope {
 

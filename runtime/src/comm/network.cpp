@@ -6,8 +6,8 @@
 #include <limits>
 #include <numeric>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/core/device.hpp"
-#include "dpscope/core/error.hpp"
 
 namespace dpscope {
 namespace {

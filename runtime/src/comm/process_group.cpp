@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/comm/sim_world.hpp"
-#include "dpscope/core/error.hpp"
 #include "sim_backend.hpp"
 
 namespace dpscope {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <initializer_list>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope {
 namespace {

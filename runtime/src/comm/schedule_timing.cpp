@@ -13,8 +13,8 @@
 #include <queue>
 #include <vector>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/comm/schedule.hpp"
-#include "dpscope/core/error.hpp"
 
 namespace dpscope {
 namespace {

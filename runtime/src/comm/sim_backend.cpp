@@ -111,7 +111,7 @@ std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOpti
   call.buffer = single_block(tensor);
   call.slices = options.slices;
   call.timeout = options.timeout;
-  TraceRecorder* tracer = options.trace_values && tensor.has_data() ? device_.tracer() : nullptr;
+  TraceSink* tracer = options.trace_values && tensor.has_data() ? device_.tracer() : nullptr;
   auto trace_values = [&](std::string_view when, int64_t ts) {
     std::vector<float> v = tensor.dtype() == DType::kF32 ? tensor.to_vector() : std::vector<float>{};
     double sq = 0.0;

@@ -96,7 +96,7 @@ std::shared_ptr<Work> SimBackend::recv(Tensor& tensor, int src, const PointToPoi
   const int64_t start = std::max(message->ready_ns, ready_ns);
   const int64_t end = start + world_->network().uncontended_transfer_ns(src_gpu, dst_gpu, bytes);
   device_.wait_until(StreamKind::kComm, end);
-  if (TraceRecorder* tracer = device_.tracer()) {
+  if (TraceSink* tracer = device_.tracer()) {
     const Device& src_device = world_->device(group_->global_ranks[src]);
     tracer->transfer(device_, {.src = src_device.trace_id(),
                                .dst = device_.trace_id(),

@@ -134,7 +134,7 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
       sig.reduce_op ? to_string(*sig.reduce_op) : "none", sig.root, n, s.slices, s.steps);
   const std::string_view args_json(args.data(), args.size());
   for (int r = 0; r < n; ++r)
-    if (TraceRecorder* t = device_of(r).tracer())
+    if (TraceSink* t = device_of(r).tracer())
       t->span(device_of(r), StreamKind::kComm, name, "collective", plan.start_ns[r],
               plan.end_ns[r] - plan.start_ns[r], args_json);
   const uint64_t elem = element_size(sig.dtype);
@@ -144,7 +144,7 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
   for (size_t k = 0; k < s.ops.size(); ++k) {
     const CommOp& op = s.ops[k];
     const OpTime& time = plan.timing.ops[k];
-    TraceRecorder* t = device_of(op.src).tracer();
+    TraceSink* t = device_of(op.src).tracer();
     if (t == nullptr || time.empty) continue;
     t->transfer(device_of(op.src), {.src = device_of(op.src).trace_id(),
                                     .dst = device_of(op.dst).trace_id(),
@@ -163,14 +163,14 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
   for (size_t k = 0; k < s.ops.size(); ++k) {
     const CommOp& op = s.ops[k];
     const OpTime& time = plan.timing.ops[k];
-    TraceRecorder* t = device_of(op.dst).tracer();
+    TraceSink* t = device_of(op.dst).tracer();
     if (t == nullptr || !op.reduce || time.empty) continue;
     t->span(device_of(op.dst), StreamKind::kComm, reduce_name, "reduce", time.reduce_start_ns,
             time.done_ns - time.reduce_start_ns,
             fmt::format(R"({{"coll":{},"bytes":{},"src_rank":{}}})", seq, op.to.count_elems * elem, op.src));
   }
   for (int r = 0; r < n; ++r) {
-    TraceRecorder* t = device_of(r).tracer();
+    TraceSink* t = device_of(r).tracer();
     if (t == nullptr) continue;
     if (scale_ns[r] > 0 || avg_bytes(sig, r) > 0)
       t->span(device_of(r), StreamKind::kComm, "avg scale", "reduce", plan.end_ns[r] - scale_ns[r],

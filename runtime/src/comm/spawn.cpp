@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope {
 

@@ -5,7 +5,7 @@
 #include <cctype>
 #include <string>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope {
 namespace {

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <mutex>
 
-#include "dpscope/core/error.hpp"
-#include "dpscope/trace/recorder.hpp"
+#include "dpscope/base/error.hpp"
+#include "dpscope/core/trace_sink.hpp"
 
 namespace dpscope {
 
@@ -22,7 +22,7 @@ struct DeviceState {
 
   std::array<int64_t, kStreamCount> clock_ns{};
 
-  TraceRecorder* tracer = nullptr;
+  TraceSink* tracer = nullptr;
   int trace_id = -1;
   int rank = 0;
   int64_t step = -1;
@@ -39,38 +39,6 @@ int64_t wall_ns_since_origin() {
 
 }  // namespace
 
-const char* to_string(StreamKind stream) {
-  switch (stream) {
-    case StreamKind::kCompute: return "compute";
-    case StreamKind::kComm: return "comm";
-    case StreamKind::kCopy: return "copy";
-  }
-  return "?";
-}
-
-const char* to_string(MemoryCategory category) {
-  switch (category) {
-    case MemoryCategory::kParameters: return "parameters";
-    case MemoryCategory::kGradients: return "gradients";
-    case MemoryCategory::kOptimizerState: return "optimizer_state";
-    case MemoryCategory::kActivations: return "activations";
-    case MemoryCategory::kBuffers: return "buffers";
-  }
-  return "?";
-}
-
-const char* to_string(Phase phase) {
-  switch (phase) {
-    case Phase::kNone: return "none";
-    case Phase::kData: return "data";
-    case Phase::kForward: return "forward";
-    case Phase::kBackward: return "backward";
-    case Phase::kOptimizer: return "optimizer";
-    case Phase::kCheckpoint: return "checkpoint";
-  }
-  return "?";
-}
-
 uint64_t MemoryStats::in_use_bytes() const {
   uint64_t total = 0;
   for (uint64_t b : bytes) total += b;
@@ -81,18 +49,6 @@ uint64_t MemoryStats::free_bytes() const {
   if (capacity_bytes == 0) return UINT64_MAX;
   const uint64_t used = in_use_bytes();
   return used >= capacity_bytes ? 0 : capacity_bytes - used;
-}
-
-std::string format_bytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
-    value /= 1024.0;
-    ++unit;
-  }
-  return fmt::format("{:.2f} {}", value, kUnits[unit]);
 }
 
 Device::Device() : Device(cpu()) {}
@@ -200,11 +156,11 @@ int64_t Device::synchronize() const {
   return latest;
 }
 
-void Device::attach_tracer(TraceRecorder* tracer, int trace_id) const {
+void Device::attach_tracer(TraceSink* tracer, int trace_id) const {
   state_->tracer = tracer;
   state_->trace_id = trace_id;
 }
-TraceRecorder* Device::tracer() const { return state_->tracer; }
+TraceSink* Device::tracer() const { return state_->tracer; }
 int Device::trace_id() const { return state_->trace_id; }
 void Device::set_rank(int rank) const { state_->rank = rank; }
 int Device::rank() const { return state_->rank; }
@@ -214,7 +170,7 @@ void Device::set_phase(Phase phase) const { state_->phase = phase; }
 Phase Device::phase() const { return state_->phase; }
 
 void Device::trace_memory() const {
-  TraceRecorder* tracer = state_->tracer;
+  TraceSink* tracer = state_->tracer;
   if (tracer == nullptr) return;
   const MemoryStats m = memory();
   tracer->memory_counter(*this, clock_ns(StreamKind::kCompute), m);

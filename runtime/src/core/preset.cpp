@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 #ifndef DPSCOPE_SOURCE_ASSET_DIR
 #define DPSCOPE_SOURCE_ASSET_DIR ""

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "dpscope/core/timing.hpp"
-#include "dpscope/trace/recorder.hpp"
+#include "dpscope/core/trace_sink.hpp"
 
 namespace dpscope {
 
@@ -183,7 +183,7 @@ void charge_copy(const Device& src, const Device& dst, uint64_t bytes) {
     d->wait_until(StreamKind::kCompute, start_ns + dur_ns);
   }
   const Device& traced = dst.is_simulated() ? dst : src;
-  if (TraceRecorder* tracer = traced.tracer()) tracer->copy_transfer(src, dst, start_ns, dur_ns, bytes);
+  if (TraceSink* tracer = traced.tracer()) tracer->copy_transfer(src, dst, start_ns, dur_ns, bytes);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dpscope/trace/recorder.hpp"
+#include "dpscope/core/trace_sink.hpp"
 
 namespace dpscope {
 
@@ -36,7 +36,7 @@ KernelScope::~KernelScope() {
             .count();
     start_ns = device_.clock_ns(stream_) - dur_ns;
   }
-  if (TraceRecorder* tracer = device_.tracer()) {
+  if (TraceSink* tracer = device_.tracer()) {
     tracer->kernel_span(device_, stream_, name_, start_ns, dur_ns, cost_);
   }
 }

@@ -3,7 +3,7 @@
 
 #include <numeric>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/data/randperm.hpp"
 
 namespace dpscope {

@@ -5,7 +5,7 @@
 #include <random>
 #include <utility>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope {
 

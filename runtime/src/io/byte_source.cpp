@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope::io_detail {
 

@@ -210,7 +210,7 @@ bool ensure_grad(Parameter& param) {
 
 void Module::grad_ready(Parameter& param) {
   const Device& device = param.data.device();
-  if (TraceRecorder* tracer = device.tracer()) {
+  if (TraceSink* tracer = device.tracer()) {
     tracer->instant(device, "grad_ready", device.clock_ns(StreamKind::kCompute),
                     fmt::format(R"({{"param":{}}})", param.index));
   }

@@ -83,7 +83,7 @@ void Optimizer::step() {
     throw;
   }
   for (const DeviceStep& d : devices) {
-    if (TraceRecorder* tracer = d.device.tracer()) {
+    if (TraceSink* tracer = d.device.tracer()) {
       const int64_t end_ns = d.device.clock_ns(StreamKind::kCompute);
       tracer->span(d.device, StreamKind::kCompute, fmt::format("optimizer.step {}", type_name()), "optimizer",
                    d.start_ns, end_ns - d.start_ns);

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope {
 

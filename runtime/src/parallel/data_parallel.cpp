@@ -100,7 +100,7 @@ Tensor DataParallel::forward(const Tensor& input, std::span<const int64_t> sampl
   int64_t begin = 0;
   for (size_t i = 0; i < k; ++i) {
     const Device& dev = device_ids_[i];
-    if (TraceRecorder* tracer = dev.tracer(); tracer && !sample_indices.empty())
+    if (TraceSink* tracer = dev.tracer(); tracer && !sample_indices.empty())
       tracer->samples(dev, dev.clock_ns(StreamKind::kCompute),
                       sample_indices.subspan(static_cast<size_t>(begin), static_cast<size_t>(chunks_[i])));
     inputs[i] = input.rows(begin, chunks_[i]).to(dev, MemoryCategory::kActivations);

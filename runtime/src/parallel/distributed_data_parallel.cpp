@@ -20,7 +20,7 @@ constexpr int64_t kBroadcastChunkElems =
 uint64_t mib_to_bytes(double mib) { return static_cast<uint64_t>(mib * 1024.0 * 1024.0); }
 
 void trace_instant(const Device& device, std::string_view name, const DdpBucket& bucket) {
-  if (TraceRecorder* tracer = device.tracer())
+  if (TraceSink* tracer = device.tracer())
     tracer->instant(device, name, device.clock_ns(StreamKind::kCompute),
                     fmt::format(R"({{"bucket":{},"bytes":{},"params":{}}})", bucket.id, bucket.bytes(),
                                 bucket.params.size()));
@@ -165,7 +165,7 @@ void DistributedDataParallel::assign_buckets(const std::vector<std::vector<int>>
   }
   for (size_t i = 0; i < locator_.size(); ++i)
     DPS_ASSERT(locator_[i].first >= 0, "parameter {} is in no bucket", params_[i]->name);
-  if (TraceRecorder* tracer = dev.tracer()) {
+  if (TraceSink* tracer = dev.tracer()) {
     std::vector<TraceBucketInfo> infos;
     for (const DdpBucket& b : buckets_) infos.push_back({.id = b.id, .params = b.params, .bytes = b.bytes()});
     tracer->buckets(dev, dev.clock_ns(StreamKind::kCompute), infos, reason);

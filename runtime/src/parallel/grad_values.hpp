@@ -16,7 +16,7 @@ inline constexpr size_t kTracedGradValues = 4;
 
 inline void trace_grad_values(const Device& device, int param, std::string_view when, const float* data,
                               int64_t numel) {
-  TraceRecorder* tracer = device.tracer();
+  TraceSink* tracer = device.tracer();
   if (tracer == nullptr || data == nullptr) return;
   double sum = 0.0;
   for (int64_t i = 0; i < numel; ++i) sum += static_cast<double>(data[i]) * data[i];

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope::detail {
 

@@ -165,7 +165,7 @@ void ZeroRedundancyOptimizer::sync_params() {
       for_each_piece(r, [](Tensor& data, Tensor piece) { data.reshape({data.numel()}).copy_from(piece); });
     }
   }
-  if (TraceRecorder* tracer = dev.tracer()) {
+  if (TraceSink* tracer = dev.tracer()) {
     const int64_t end_ns = dev.clock_ns(StreamKind::kCompute);
     tracer->span(dev, StreamKind::kCompute, "optimizer.sync_params", "phase", start_ns, end_ns - start_ns);
   }

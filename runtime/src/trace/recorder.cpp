@@ -5,43 +5,13 @@
 #include <cmath>
 #include <cstring>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope {
 
-void append_json_string(fmt::memory_buffer& out, std::string_view text) {
-  out.push_back('"');
-  for (char c : text) {
-    switch (c) {
-      case '"': out.append(std::string_view("\\\"")); break;
-      case '\\': out.append(std::string_view("\\\\")); break;
-      case '\n': out.append(std::string_view("\\n")); break;
-      case '\r': out.append(std::string_view("\\r")); break;
-      case '\t': out.append(std::string_view("\\t")); break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
-void append_json_number(fmt::memory_buffer& out, double value) {
-  if (!std::isfinite(value)) {
-    out.append(std::string_view("null"));
-  } else if (value == std::floor(value) && std::fabs(value) < 9e15) {
-    fmt::format_to(std::back_inserter(out), "{}", static_cast<int64_t>(value));
-  } else {
-    fmt::format_to(std::back_inserter(out), "{}", value);
-  }
-}
-
-int TraceHeader::add_device(const Device& device) {
+int add_trace_device(TraceHeader& header, const Device& device) {
   TraceDeviceInfo info;
-  info.id = static_cast<int>(devices.size());
+  info.id = static_cast<int>(header.devices.size());
   info.name = device.name();
   const HardwarePreset* hw = device.hardware();
   switch (device.kind()) {
@@ -55,19 +25,19 @@ int TraceHeader::add_device(const Device& device) {
     info.peak_flops = hw->peak_flops;
     info.mem_bandwidth_bytes_per_s = hw->mem_bandwidth_bytes_per_s;
   }
-  devices.push_back(info);
+  header.devices.push_back(info);
   if (device.is_simulated() && hw != nullptr) {
-    if (host_id_ < 0) {
+    if (header.host_id < 0) {
       // The host appears once, after the first simulated device.
-      host_id_ = static_cast<int>(devices.size());
-      devices.push_back({.id = host_id_, .name = "host", .kind = "host"});
+      header.host_id = static_cast<int>(header.devices.size());
+      header.devices.push_back({.id = header.host_id, .name = "host", .kind = "host"});
     }
-    links.push_back({info.id, host_id_, hw->host_link.kind, hw->host_link.bandwidth_bytes_per_s,
-                     hw->host_link.latency_ns});
-    for (const TraceDeviceInfo& other : devices) {
+    header.links.push_back({info.id, header.host_id, hw->host_link.kind, hw->host_link.bandwidth_bytes_per_s,
+                            hw->host_link.latency_ns});
+    for (const TraceDeviceInfo& other : header.devices) {
       if (other.id == info.id || other.kind != "sim") continue;
-      links.push_back({other.id, info.id, hw->peer_link.kind, hw->peer_link.bandwidth_bytes_per_s,
-                       hw->peer_link.latency_ns});
+      header.links.push_back({other.id, info.id, hw->peer_link.kind, hw->peer_link.bandwidth_bytes_per_s,
+                              hw->peer_link.latency_ns});
     }
   }
   return info.id;
@@ -132,7 +102,7 @@ std::unique_ptr<TraceRecorder> TraceRecorder::open(const std::filesystem::path& 
   std::FILE* file = std::fopen(path.c_str(), "wb");
   DPS_CHECK(file != nullptr, ErrorKind::kIo, "cannot write trace '{}': {}", path.string(),
             std::strerror(errno));
-  std::unique_ptr<TraceRecorder> recorder(new TraceRecorder(path, file, header.host_id()));
+  std::unique_ptr<TraceRecorder> recorder(new TraceRecorder(path, file, header.host_id));
   fmt::memory_buffer line;
   write_header(line, header);
   recorder->commit(line);
@@ -142,8 +112,7 @@ std::unique_ptr<TraceRecorder> TraceRecorder::open(const std::filesystem::path& 
     int id = -1;
     for (const TraceDeviceInfo& info : header.devices)
       if (info.name == device.name()) id = info.id;
-    DPS_ASSERT(id >= 0, "device {} is not in the trace header; add it with TraceHeader::add_device",
-               device.name());
+    DPS_ASSERT(id >= 0, "device {} is not in the trace header; add it with add_trace_device", device.name());
     device.attach_tracer(recorder.get(), id);
   }
   recorder->devices_.assign(devices.begin(), devices.end());
@@ -249,7 +218,7 @@ void TraceRecorder::memory_counter(const Device& device, int64_t ts_ns, const Me
   counter(device, "memory", ts_ns, values);
 }
 
-uint64_t TraceRecorder::transfer(const Device& device, const Transfer& t) {
+uint64_t TraceRecorder::transfer(const Device& device, const TraceTransfer& t) {
   const uint64_t flow = next_flow_.fetch_add(1, std::memory_order_relaxed);
   fmt::memory_buffer out;
   begin_event(out, "transfer", device, t.ts_ns);

@@ -5,7 +5,7 @@
 #include <charconv>
 #include <regex>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/io/safetensors.hpp"
 
 namespace dpscope {

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/data/dataloader.hpp"
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/nn/loss.hpp"

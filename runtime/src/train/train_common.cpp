@@ -5,7 +5,7 @@
 #include <optional>
 #include <random>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/nn/linear.hpp"
 #include "dpscope/nn/sequential.hpp"
@@ -83,7 +83,7 @@ std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& c, const std::vecto
   TraceHeader header;
   header.clock = devices.front().is_simulated() ? "simulated" : "measured";
   header.run_json = c.to_json();
-  for (const Device& d : devices) header.add_device(d);
+  for (const Device& d : devices) add_trace_device(header, d);
   for (const Parameter* p : model.parameters())
     header.params.push_back(
         {.index = p->index, .name = p->name, .shape = p->data.shape(), .bytes = p->data.nbytes()});
@@ -129,7 +129,7 @@ std::string write_checkpoint(const TrainConfig& c, const Device& device, int64_t
   state.model = model.state_dict();
   state.optimizer = std::move(optimizer_state);
   std::string file = save_checkpoint(c.checkpoint_dir, state).string();
-  if (TraceRecorder* tracer = device.tracer())
+  if (TraceSink* tracer = device.tracer())
     tracer->instant(device, "checkpoint_saved", device.clock_ns(StreamKind::kCompute),
                     fmt::format(R"({{"steps_done":{}}})", steps_done));
   return file;

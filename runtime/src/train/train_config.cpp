@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <set>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope {

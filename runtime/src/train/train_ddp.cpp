@@ -13,9 +13,9 @@
 #include <mutex>
 #include <optional>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/comm/sim_world.hpp"
 #include "dpscope/comm/spawn.hpp"
-#include "dpscope/core/error.hpp"
 #include "dpscope/data/dataloader.hpp"
 #include "dpscope/data/distributed_sampler.hpp"
 #include "dpscope/io/safetensors.hpp"
@@ -140,8 +140,7 @@ TrainResult run_ddp_training(const TrainConfig& c, const StepObserver& on_step) 
         {
           PhaseScope phase(dev, Phase::kData);
           const Batch batch = loader.batch(b);
-          if (TraceRecorder* t = dev.tracer())
-            t->samples(dev, dev.clock_ns(StreamKind::kCompute), batch.indices);
+          if (TraceSink* t = dev.tracer()) t->samples(dev, dev.clock_ns(StreamKind::kCompute), batch.indices);
           x = batch.inputs.to(dev, MemoryCategory::kActivations);
           y = batch.targets.to(dev, MemoryCategory::kActivations);
           if (mse_flat_targets) y = y.reshape({y.numel(), 1});
@@ -175,7 +174,7 @@ TrainResult run_ddp_training(const TrainConfig& c, const StepObserver& on_step) 
         DPS_CHECK(std::isfinite(loss_value), ErrorKind::kInvalidArgument,
                   "loss became {} at step {} on rank {} (try a smaller --lr)", loss_value, step, rank);
         losses[static_cast<size_t>(rank)].push_back(loss_value);
-        if (TraceRecorder* t = dev.tracer()) {
+        if (TraceSink* t = dev.tracer()) {
           const std::pair<std::string_view, double> counter[] = {{"loss", loss_value}};
           t->counter(dev, "loss", dev.clock_ns(StreamKind::kCompute), counter);
           if (rank == 0) t->flush();

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/comm/bench.hpp"
-#include "dpscope/core/error.hpp"
 #include "dpscope/core/preset.hpp"
 
 namespace dpscope {

@@ -90,7 +90,7 @@ inline TracedWorld traced_world(int n, const std::filesystem::path& path, SimWor
   const HardwarePreset hw = options.hardware ? *options.hardware : find_preset(options.preset);
   TraceHeader header;
   for (int r = 0; r < n; ++r) options.devices.push_back(Device::sim(r, hw));
-  for (const Device& d : options.devices) header.add_device(d);
+  for (const Device& d : options.devices) add_trace_device(header, d);
   TracedWorld t;
   t.recorder = TraceRecorder::open(path, header, options.devices);
   t.world = SimWorld::create(n, std::move(options));

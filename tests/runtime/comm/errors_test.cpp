@@ -8,8 +8,8 @@
 #include <latch>
 
 #include "comm_test_util.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/comm/bench.hpp"
-#include "dpscope/core/error.hpp"
 
 namespace dpscope {
 namespace {

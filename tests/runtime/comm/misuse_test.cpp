@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "comm_test_util.hpp"
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope {
 namespace {

@@ -7,9 +7,9 @@
 #include <numeric>
 
 #include "comm_test_util.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/comm/schedule.hpp"
-#include "dpscope/core/error.hpp"
 
 namespace dpscope {
 namespace {

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/core/timing.hpp"
 
 namespace dpscope {

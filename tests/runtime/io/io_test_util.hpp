@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/core/preset.hpp"
 
 namespace dpscope::testing {

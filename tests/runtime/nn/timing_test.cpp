@@ -80,7 +80,7 @@ TEST(SimTiming, TracerSeesOneSpanPerKernelAndGradReadyInstants) {
   const std::filesystem::path path =
       std::filesystem::temp_directory_path() / fmt::format("dpscope_nn_timing_{}.jsonl", ::getpid());
   TraceHeader header;
-  header.add_device(dev);
+  add_trace_device(header, dev);
   {
     auto tracer = TraceRecorder::open(path, header, std::span<const Device>(&dev, 1));
     auto model = Sequential::mlp("64-32-10", dev, 0);

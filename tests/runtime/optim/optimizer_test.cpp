@@ -157,7 +157,7 @@ TEST(Optimizer, StepIsTracedAsAnOptimizerSpanAroundItsKernels) {
   const std::filesystem::path path =
       std::filesystem::temp_directory_path() / fmt::format("dpscope_optim_trace_{}.jsonl", ::getpid());
   TraceHeader header;
-  header.add_device(dev);
+  add_trace_device(header, dev);
   auto model = Sequential::mlp("4-3-2", dev, 0);
   {
     auto tracer = TraceRecorder::open(path, header, std::span<const Device>(&dev, 1));

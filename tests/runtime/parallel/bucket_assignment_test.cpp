@@ -3,7 +3,7 @@
 
 #include <limits>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 #include "dpscope/parallel/bucket_assignment.hpp"
 

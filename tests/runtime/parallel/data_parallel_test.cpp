@@ -10,7 +10,8 @@
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/optim/sgd.hpp"
 #include "dpscope/parallel/data_parallel.hpp"
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace/recorder.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "support/errors.hpp"
 
 namespace dpscope {
@@ -167,7 +168,7 @@ TEST(DataParallel, TracesSamplesPerDeviceAndCopies) {
   std::vector<Device> devices = make_devices(4);
   const auto path = std::filesystem::temp_directory_path() / "dpscope_dp_trace.jsonl";
   TraceHeader header;
-  for (const Device& d : devices) header.add_device(d);
+  for (const Device& d : devices) add_trace_device(header, d);
   {
     auto tracer = TraceRecorder::open(path, header, devices);
     DataParallel dp(Sequential::mlp("3-4-2", devices[0], 0), devices);

@@ -5,7 +5,7 @@
 #include <set>
 #include <sstream>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/data/distributed_sampler.hpp"
 #include "runtime/train/cli_support.hpp"
 

@@ -1,6 +1,6 @@
 // Chrome Trace Event export: valid JSON with one process per device, one thread per stream,
 // X slices, s/f flows for transfers, C counters, i instants, and lanes that always nest.
-#include "dpscope/trace/chrome_export.hpp"
+#include "dpscope/trace_format/chrome_export.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "trace_test_util.hpp"
 
 namespace dpscope::trace {

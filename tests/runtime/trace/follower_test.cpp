@@ -2,8 +2,8 @@
 // and starts over when the file is truncated or replaced.
 #include <gtest/gtest.h>
 
-#include "dpscope/core/error.hpp"
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/base/error.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "trace_test_util.hpp"
 
 namespace dpscope::trace {
@@ -64,7 +64,7 @@ TEST(TraceFollower, FollowsARecorderThatFlushesEveryStep) {
   const auto path = testing::scratch_dir() / "live.jsonl";
   const Device gpu = Device::sim(0, find_preset("h100-sxm"));
   TraceHeader header;
-  header.add_device(gpu);
+  add_trace_device(header, gpu);
   const Device devices[] = {gpu};
   auto recorder = TraceRecorder::open(path, header, devices);
   TraceFollower follower(path);

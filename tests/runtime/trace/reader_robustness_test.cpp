@@ -10,10 +10,10 @@
 #include <sstream>
 #include <typeinfo>
 
-#include "dpscope/core/error.hpp"
-#include "dpscope/trace/chrome_export.hpp"
-#include "dpscope/trace/reader.hpp"
-#include "dpscope/trace/stats.hpp"
+#include "dpscope/base/error.hpp"
+#include "dpscope/trace_format/chrome_export.hpp"
+#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_format/stats.hpp"
 #include "trace_test_util.hpp"
 
 namespace dpscope::trace {

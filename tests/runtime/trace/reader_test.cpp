@@ -1,13 +1,13 @@
 // The trace reader: every field written by TraceRecorder reads back; the header is validated;
 // partial last lines are tolerated; and every malformed-line reason is reported with its line.
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace_format/reader.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "trace_test_util.hpp"
 
 namespace dpscope::trace {
@@ -37,7 +37,7 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   TraceHeader header;
   header.clock = "simulated";
   header.run_json = R"({"mode":"single","lr":0.1,"model":"784-512-10"})";
-  header.add_device(gpu);
+  add_trace_device(header, gpu);
   header.params = {{0, "0.weight", {512, 784}, 1605632}, {1, "0.bias", {512}, 2048}};
   header.buckets = {{0, {1, 0}, 1607680}};
   const Device devices[] = {gpu};

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "trace_test_util.hpp"
 
 namespace dpscope::trace {

@@ -61,7 +61,7 @@ inline std::filesystem::path record_sample_trace(const std::filesystem::path& pa
   const Device gpu = Device::sim(0, find_preset("h100-sxm"));
   TraceHeader header;
   header.run_json = R"({"mode":"single","steps":2})";
-  header.add_device(gpu);
+  add_trace_device(header, gpu);
   header.params = {{0, "0.weight", {512, 784}, 1605632}, {1, "0.bias", {512}, 2048}};
   header.buckets = {{0, {1, 0}, 1607680}};
   const Device devices[] = {gpu};

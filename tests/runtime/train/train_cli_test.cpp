@@ -6,7 +6,7 @@
 
 #include "dpscope/io/npy.hpp"
 #include "dpscope/io/safetensors.hpp"
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "runtime/train/cli_support.hpp"
 
 namespace dpscope {

@@ -192,7 +192,7 @@ TEST(ZeroRedundancyOptimizer, TheSyncIsTracedAsBroadcastsFromEachOwnerInThePhase
   const std::filesystem::path path =
       std::filesystem::temp_directory_path() / fmt::format("dpscope_zero_trace_{}.jsonl", ::getpid());
   TraceHeader header;
-  for (const Device& d : world->devices()) header.add_device(d);
+  for (const Device& d : world->devices()) add_trace_device(header, d);
   {
     auto tracer = TraceRecorder::open(path, header, world->devices());
     spawn(world, [&](ProcessGroup& pg) {

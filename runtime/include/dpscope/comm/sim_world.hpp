@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/comm/types.hpp"
 #include "dpscope/core/device.hpp"
-#include "dpscope/core/error.hpp"
 #include "dpscope/core/preset.hpp"
 
 namespace dpscope {

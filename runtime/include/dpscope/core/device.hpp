@@ -18,25 +18,15 @@
 #include <optional>
 #include <string>
 
+#include "dpscope/base/format_bytes.hpp"
 #include "dpscope/core/preset.hpp"
+#include "dpscope/trace_format/schema.hpp"
 
 namespace dpscope {
 
-class TraceRecorder;
+class TraceSink;
 
 enum class DeviceKind : uint8_t { kCpu, kSim, kCuda };
-
-enum class StreamKind : uint8_t { kCompute, kComm, kCopy };
-inline constexpr int kStreamCount = 3;
-const char* to_string(StreamKind stream);
-
-enum class MemoryCategory : uint8_t { kParameters, kGradients, kOptimizerState, kActivations, kBuffers };
-inline constexpr int kMemoryCategoryCount = 5;
-const char* to_string(MemoryCategory category);
-
-// What the training loop is doing; stamped on every trace event.
-enum class Phase : uint8_t { kNone, kData, kForward, kBackward, kOptimizer, kCheckpoint };
-const char* to_string(Phase phase);
 
 struct MemoryStats {
   std::array<uint64_t, kMemoryCategoryCount> bytes{};  // in use, by category
@@ -86,8 +76,8 @@ class Device {
   int64_t synchronize() const;
 
   // ---- tracing ----
-  void attach_tracer(TraceRecorder* tracer, int trace_id) const;
-  TraceRecorder* tracer() const;
+  void attach_tracer(TraceSink* tracer, int trace_id) const;
+  TraceSink* tracer() const;
   int trace_id() const;  // index of this device in the trace header's device list
   void set_rank(int rank) const;
   int rank() const;
@@ -120,8 +110,5 @@ class PhaseScope {
   Device device_;
   Phase saved_;
 };
-
-// "1.50 GiB", "512.00 KiB", "12 B".
-std::string format_bytes(uint64_t bytes);
 
 }  // namespace dpscope

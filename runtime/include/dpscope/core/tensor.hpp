@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/core/device.hpp"
-#include "dpscope/core/error.hpp"
 
 namespace dpscope {
 

@@ -25,66 +25,20 @@
 #include "dpscope/core/device.hpp"
 #include "dpscope/core/tensor.hpp"
 #include "dpscope/core/timing.hpp"
+#include "dpscope/core/trace_sink.hpp"
+#include "dpscope/trace_format/json_text.hpp"
+#include "dpscope/trace_format/schema.hpp"
 
 namespace dpscope {
 
-inline constexpr int kTraceFormatMajor = 1;
-inline constexpr int kTraceFormatMinor = 0;
-inline constexpr const char* kTraceFormatName = "dpscope-trace";
+// Adds `device` to `header` (and, for the first simulated device, the host with its PCIe links)
+// and returns its id. Devices are numbered in the order they are added.
+int add_trace_device(TraceHeader& header, const Device& device);
 
-struct TraceDeviceInfo {
-  int id = 0;
-  std::string name;      // "sim:0", "cpu", "host"
-  std::string kind;      // "sim", "cpu", "cuda", "host"
-  std::string hardware;  // preset display name
-  uint64_t memory_bytes = 0;
-  double peak_flops = 0.0;
-  double mem_bandwidth_bytes_per_s = 0.0;
-};
-
-struct TraceLinkInfo {
-  int src = 0;  // device ids
-  int dst = 0;
-  std::string kind;
-  double bandwidth_bytes_per_s = 0.0;  // per direction
-  double latency_ns = 0.0;
-};
-
-struct TraceParamInfo {
-  int index = 0;
-  std::string name;  // "0.weight"
-  Shape shape;
-  uint64_t bytes = 0;
-};
-
-struct TraceBucketInfo {
-  int id = 0;
-  std::vector<int> params;  // parameter indices, in the order they are packed
-  uint64_t bytes = 0;
-};
-
-struct TraceHeader {
-  std::string clock = "simulated";  // or "measured"
-  std::string run_json = "{}";      // the run configuration, a JSON object
-  std::vector<TraceDeviceInfo> devices;
-  std::vector<TraceLinkInfo> links;
-  std::vector<TraceParamInfo> params;
-  std::vector<TraceBucketInfo> buckets;
-
-  // Adds `device` (and, for the first simulated device, the host with its PCIe links) and
-  // returns its id. Devices are numbered in the order they are added.
-  int add_device(const Device& device);
-  // The id of the host entry, or -1 when no simulated device was added.
-  int host_id() const { return host_id_; }
-
- private:
-  int host_id_ = -1;
-};
-
-class TraceRecorder {
+class TraceRecorder final : public TraceSink {
  public:
   // Opens `path` for writing, writes the header line and attaches to `devices`; each one's trace id
-  // is that of the header entry with its name (added with TraceHeader::add_device).
+  // is that of the header entry with its name (added with add_trace_device).
   static std::unique_ptr<TraceRecorder> open(const std::filesystem::path& path, const TraceHeader& header,
                                              std::span<const Device> devices);
   ~TraceRecorder();
@@ -95,46 +49,26 @@ class TraceRecorder {
   int host_id() const { return host_id_; }
   uint64_t events_written() const { return events_.load(std::memory_order_relaxed); }
 
-  // ---- events (every one is stamped with the device's rank, step and phase) ----
+  // ---- TraceSink: events, each stamped with the device's rank, step and phase ----
   void kernel_span(const Device& device, StreamKind stream, std::string_view name, int64_t ts_ns,
-                   int64_t dur_ns, KernelCost cost);
-  // `args_json`: empty or a JSON object rendered by the caller.
+                   int64_t dur_ns, KernelCost cost) override;
   void span(const Device& device, StreamKind stream, std::string_view name, std::string_view cat,
-            int64_t ts_ns, int64_t dur_ns, std::string_view args_json = {});
-  void instant(const Device& device, std::string_view name, int64_t ts_ns, std::string_view args_json = {});
+            int64_t ts_ns, int64_t dur_ns, std::string_view args_json = {}) override;
+  void instant(const Device& device, std::string_view name, int64_t ts_ns,
+               std::string_view args_json = {}) override;
   void counter(const Device& device, std::string_view name, int64_t ts_ns,
-               std::span<const std::pair<std::string_view, double>> values);
-  void memory_counter(const Device& device, int64_t ts_ns, const MemoryStats& memory);
-
-  struct Transfer {
-    int src = 0;  // device trace ids
-    int dst = 0;
-    uint64_t bytes = 0;
-    int64_t ts_ns = 0;
-    int64_t dur_ns = 0;
-    StreamKind stream = StreamKind::kCopy;
-    std::string_view name = "copy";
-    int64_t collective = -1;  // the group's sequence number, -1 for plain copies
-    std::string_view algo;    // "ring", "tree", ... (empty for copies)
-    int algo_step = -1;
-    int chunk = -1;
-  };
-  // A transfer stamped by `device` (the rank that issues it); returns its flow id.
-  uint64_t transfer(const Device& device, const Transfer& transfer);
-  // A host<->device or device<->device copy made by Tensor::to().
-  void copy_transfer(const Device& src, const Device& dst, int64_t ts_ns, int64_t dur_ns, uint64_t bytes);
-
-  // A few values of a tensor (e.g. a gradient before and after all-reduce) and its L2 norm.
-  // `when` is a short tag: "local", "before_reduce", "after_reduce", "after_step".
+               std::span<const std::pair<std::string_view, double>> values) override;
+  void memory_counter(const Device& device, int64_t ts_ns, const MemoryStats& memory) override;
+  uint64_t transfer(const Device& device, const TraceTransfer& transfer) override;
+  void copy_transfer(const Device& src, const Device& dst, int64_t ts_ns, int64_t dur_ns,
+                     uint64_t bytes) override;
   void values(const Device& device, std::string_view name, int64_t ts_ns, int param, std::string_view when,
-              std::span<const float> values, double norm);
-  // The dataset indices `device` holds in the current step.
-  void samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices);
-  // A (new) bucket assignment: `reason` is "initial" or "rebuilt".
+              std::span<const float> values, double norm) override;
+  void samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices) override;
   void buckets(const Device& device, int64_t ts_ns, std::span<const TraceBucketInfo> buckets,
-               std::string_view reason);
+               std::string_view reason) override;
 
-  void flush();
+  void flush() override;
   void close();
 
  private:
@@ -151,10 +85,5 @@ class TraceRecorder {
   std::atomic<uint64_t> events_{0};
   std::atomic<uint64_t> next_flow_{1};
 };
-
-// Appends `text` to `out` as a JSON string literal (quotes and escapes included).
-void append_json_string(fmt::memory_buffer& out, std::string_view text);
-// Appends a JSON number (finite values in shortest round-trip form; NaN/inf as null).
-void append_json_number(fmt::memory_buffer& out, double value);
 
 }  // namespace dpscope

@@ -1,5 +1,5 @@
 // dpscope::Error implementation.
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 #include <filesystem>
 

@@ -1,9 +1,9 @@
-// Per-device and per-step time breakdown of a trace (definitions in dpscope/trace/stats.hpp).
+// Per-device and per-step time breakdown of a trace (definitions in dpscope/trace_format/stats.hpp).
 //
 // Each event contributes an interval to one of three classes (compute, comm, copy) of its device
 // (and of its device's step); every class is sorted and merged into disjoint intervals, and the
 // intersections come from one linear two-pointer walk.
-#include "dpscope/trace/stats.hpp"
+#include "dpscope/trace_format/stats.hpp"
 
 #include <algorithm>
 #include <cstdint>

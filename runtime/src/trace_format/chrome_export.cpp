@@ -1,9 +1,9 @@
-// Chrome Trace Event JSON export (layout in dpscope/trace/chrome_export.hpp).
+// Chrome Trace Event JSON export (layout in dpscope/trace_format/chrome_export.hpp).
 //
 // Two passes: the first lists every slice ("X") the export will draw and packs the slices of each
 // (device, stream) into as few properly nested lanes as possible; the second writes the JSON in
 // file order, in chunks, so a million events need no giant string.
-#include "dpscope/trace/chrome_export.hpp"
+#include "dpscope/trace_format/chrome_export.hpp"
 
 #include <unistd.h>
 
@@ -16,7 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
+#include "dpscope/trace_format/json_text.hpp"
 
 namespace dpscope::trace {
 

@@ -21,8 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "dpscope/core/device.hpp"
-#include "dpscope/trace/recorder.hpp"
+#include "dpscope/trace_format/schema.hpp"
 
 namespace dpscope::trace {
 
@@ -41,22 +40,22 @@ struct Event {
   int32_t dev = -1;
   int64_t step = -1;
   int64_t ts_ns = 0;
-  int64_t dur_ns = 0;            // 0 for instants, counters, values, samples, buckets
-  uint32_t name = kNoString;     // string table index
-  uint32_t cat = kNoString;      // spans: category
+  int64_t dur_ns = 0;         // 0 for instants, counters, values, samples, buckets
+  uint32_t name = kNoString;  // string table index
+  uint32_t cat = kNoString;   // spans: category
   // transfers
   int32_t src = -1;
   int32_t dst = -1;
   uint64_t bytes = 0;
   uint64_t flow = 0;
-  int64_t coll = -1;             // collective sequence number, -1 for copies
+  int64_t coll = -1;  // collective sequence number, -1 for copies
   uint32_t algo = kNoString;
   int32_t algo_step = -1;
   int32_t chunk = -1;
   // counters, values, samples, buckets: index into the matching TraceData table;
   // spans and instants: index into TraceData::args (or kNoPayload when they had none)
   int32_t payload = kNoPayload;
-  uint32_t line = 0;             // 1-based line in the file
+  uint32_t line = 0;  // 1-based line in the file
 
   int64_t end_ns() const { return ts_ns + dur_ns; }
 };
@@ -88,9 +87,9 @@ struct Problem {
 };
 
 struct TraceData {
-  std::string path;      // for messages
-  std::string version;   // "1.0"
-  TraceHeader header;    // header.run_json holds the raw "run" object
+  std::string path;           // for messages
+  std::string version;        // "1.0"
+  TraceHeader header;         // header.run_json holds the raw "run" object
   std::vector<Event> events;  // in file order
   std::vector<std::string> strings;
   std::vector<Args> args;
@@ -101,7 +100,7 @@ struct TraceData {
   std::vector<Problem> problems;  // non-strict mode: malformed lines that were skipped
   // The text ended with an incomplete line (no '\n'), which was left out (a file being written).
   bool partial_last_line = false;
-  int64_t min_ts_ns = 0;          // over all events (0 when none)
+  int64_t min_ts_ns = 0;  // over all events (0 when none)
   int64_t max_end_ns = 0;
 
   std::string_view str(uint32_t index) const;      // "" for kNoString
@@ -154,7 +153,7 @@ class TraceFollower {
   std::filesystem::path path_;
   ReadOptions options_;
   TraceData data_;
-  uint64_t offset_ = 0;   // bytes consumed (complete lines only)
+  uint64_t offset_ = 0;  // bytes consumed (complete lines only)
   uint32_t next_line_ = 1;
   bool has_header_ = false;
   std::unique_ptr<detail::TraceParser> parser_;

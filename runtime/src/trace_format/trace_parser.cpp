@@ -12,7 +12,7 @@
 #include <cstring>
 #include <limits>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 
 namespace dpscope::trace::detail {
 

@@ -1,6 +1,6 @@
 // Reading dpscope traces: read_trace, parse_trace, TraceFollower and the TraceData lookups.
 // The line-by-line parsing lives in trace_parser.cpp; this file deals with files and followers.
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace_format/reader.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <memory>
 
-#include "dpscope/core/error.hpp"
+#include "dpscope/base/error.hpp"
 #include "trace_parser.hpp"
 
 namespace dpscope::trace {

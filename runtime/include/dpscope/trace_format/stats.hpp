@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace_format/reader.hpp"
 
 namespace dpscope::trace {
 

@@ -15,7 +15,7 @@
 
 #include <simdjson.h>
 
-#include "dpscope/trace/reader.hpp"
+#include "dpscope/trace_format/reader.hpp"
 
 namespace dpscope::trace::detail {
 
