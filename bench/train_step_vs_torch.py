@@ -4,6 +4,8 @@
 Runs build/<preset>/bin/train_step_bench (tracing off and on) and PyTorch (torch.set_num_threads =
 cores, as both use all cores) in one run, alternating rounds, and prints median ms per step and ratios.
 Usage: bench/train_step_vs_torch.py [--bin build/release/bin] [--model 784-512-512-10] [--batch 128]
+       [--baseline-bin DIR]   also run an older build's train_step_bench in the same rounds (a
+                              regression check: prints new/old ratios measured side by side)
 """
 import argparse
 import json
@@ -47,17 +49,26 @@ def main():
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline-bin", default="")
     args = ap.parse_args()
     sizes = [int(s) for s in args.model.split("-")]
     import torch
     torch.set_num_threads(os.cpu_count())
-    ours, ours_traced, theirs = [], [], []
-    for _ in range(args.rounds):
-        out = subprocess.run([f"{args.bin}/train_step_bench", args.model, str(args.batch), str(args.steps), "cpu"],
+    def run_bench(bin_dir):
+        out = subprocess.run([f"{bin_dir}/train_step_bench", args.model, str(args.batch), str(args.steps), "cpu"],
                              check=True, capture_output=True, text=True).stdout
         r = json.loads(out)
-        ours.append(r["ms_per_step"])
-        ours_traced.append(r["ms_per_step_traced"])
+        return r["ms_per_step"], r["ms_per_step_traced"]
+
+    ours, ours_traced, theirs, base, base_traced = [], [], [], [], []
+    for _ in range(args.rounds):
+        o, ot = run_bench(args.bin)
+        ours.append(o)
+        ours_traced.append(ot)
+        if args.baseline_bin:
+            b, bt = run_bench(args.baseline_bin)
+            base.append(b)
+            base_traced.append(bt)
         theirs.append(torch_step_ms(sizes, args.batch, args.steps))
     o, ot, t = statistics.median(ours), statistics.median(ours_traced), statistics.median(theirs)
     print(f"MLP {args.model}, batch {args.batch}, SGD(momentum), CE, {os.cpu_count()} cores, "
@@ -66,6 +77,11 @@ def main():
     print(f"{'PyTorch (CPU)':<28}{t:>10.3f}{1.0:>11.2f}x")
     print(f"{'dpscope (cpu, no trace)':<28}{o:>10.3f}{o / t:>11.2f}x")
     print(f"{'dpscope (cpu, traced)':<28}{ot:>10.3f}{ot / t:>11.2f}x")
+    if args.baseline_bin:
+        b, bt = statistics.median(base), statistics.median(base_traced)
+        print(f"{'baseline (cpu, no trace)':<28}{b:>10.3f}{b / t:>11.2f}x")
+        print(f"{'baseline (cpu, traced)':<28}{bt:>10.3f}{bt / t:>11.2f}x")
+        print(f"this build vs baseline: no trace {100.0 * (o - b) / b:+.1f} %, traced {100.0 * (ot - bt) / bt:+.1f} %")
     print(f"tracing overhead: {100.0 * (ot - o) / o:+.1f} % of step time")
 
 
