@@ -1,4 +1,4 @@
-// Shared helpers of the zero_tests binary: deterministic batches, DDP training on n simulated ranks
+// Shared helpers of the ZeRO tests (parallel_tests): deterministic batches, DDP training on n simulated ranks
 // with either a plain optimizer or ZeroRedundancyOptimizer, and error-text capture.
 #pragma once
 
