@@ -30,8 +30,8 @@ class Progress {
       const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(report.total_steps, 1));
       std::fprintf(stderr, "\r[%s%s] step %lld/%lld  epoch %lld  %s %.4f ", std::string(filled, '#').c_str(),
                    std::string(kWidth - filled, ' ').c_str(), static_cast<long long>(done),
-                   static_cast<long long>(report.total_steps), static_cast<long long>(report.epoch), loss_label,
-                   report.loss);
+                   static_cast<long long>(report.total_steps), static_cast<long long>(report.epoch),
+                   loss_label, report.loss);
       if (done == report.total_steps) std::fputc('\n', stderr);
       std::fflush(stderr);
     } else {
@@ -48,14 +48,15 @@ class Progress {
 
 void print_summary(const TrainConfig& config, const TrainResult& result) {
   fmt::print("\n== dpscope train: {} on {} ==\n", config.mode, result.device_name);
-  fmt::print("model {} ({} parameters), loss {}, optimizer {} (lr {})\n", config.model, result.parameter_count,
-             config.loss, config.optim, config.lr);
+  fmt::print("model {} ({} parameters), loss {}, optimizer {} (lr {})\n", config.model,
+             result.parameter_count, config.loss, config.optim, config.lr);
   if (config.mode == "ddp") {
     const int64_t per_rank = result.samples_per_step / config.devices;
-    fmt::print("batch {} per rank x {} ranks = {} samples per step (global batch){}, {} samples, {} steps\n",
-               config.batch, config.devices, result.samples_per_step,
-               per_rank < config.batch ? fmt::format(" (a rank holds only {} samples per epoch)", per_rank) : "",
-               result.samples, result.steps);
+    fmt::print(
+        "batch {} per rank x {} ranks = {} samples per step (global batch){}, {} samples, {} steps\n",
+        config.batch, config.devices, result.samples_per_step,
+        per_rank < config.batch ? fmt::format(" (a rank holds only {} samples per epoch)", per_rank) : "",
+        result.samples, result.steps);
   } else if (config.mode == "dp") {
     const int64_t batch = result.samples_per_step;
     const int64_t chunk = batch / config.devices + (batch % config.devices == 0 ? 0 : 1);
@@ -64,8 +65,8 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
         "steps\n",
         batch, chunk, config.devices, result.samples, result.steps);
   } else {
-    fmt::print("batch {} (the whole mini-batch), {} samples, {} steps\n", result.samples_per_step, result.samples,
-               result.steps);
+    fmt::print("batch {} (the whole mini-batch), {} samples, {} steps\n", result.samples_per_step,
+               result.samples, result.steps);
   }
   if (!result.losses.empty())
     fmt::print("{}: first {:.6f}, final {:.6f}\n", config.mode == "ddp" ? "mean loss over ranks" : "loss",
@@ -81,8 +82,8 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
   if (!config.save.empty()) fmt::print("weights saved to {}\n", config.save);
   if (!result.trace_path.empty()) {
     fmt::print("trace: {} ({} events)\n", result.trace_path, result.trace_events);
-    fmt::print("  export for Perfetto:  dpscope trace export --chrome {} {}.perfetto.json\n", result.trace_path,
-               std::filesystem::path(result.trace_path).replace_extension().string());
+    fmt::print("  export for Perfetto:  dpscope trace export --chrome {} {}.perfetto.json\n",
+               result.trace_path, std::filesystem::path(result.trace_path).replace_extension().string());
     fmt::print("  per-device stats:     dpscope trace stats {}\n", result.trace_path);
   }
 }
@@ -115,8 +116,8 @@ std::string adopt_old_backend_spelling(TrainConfig& config, const FlagsGiven& fl
 }
 
 void resolve_flags(TrainConfig& config, const FlagsGiven& flags) {
-  DPS_CHECK(flags.steps->count() == 0 || config.steps >= 1, ErrorKind::kUsage, "--steps must be at least 1, got {}",
-            config.steps);
+  DPS_CHECK(flags.steps->count() == 0 || config.steps >= 1, ErrorKind::kUsage,
+            "--steps must be at least 1, got {}", config.steps);
   DPS_CHECK(flags.epochs->count() == 0 || config.epochs >= 1, ErrorKind::kUsage,
             "--epochs must be at least 1, got {}", config.epochs);
   const std::string& text = flags.seed_text;
@@ -136,8 +137,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--mode", config.mode, "single | dp | ddp")->capture_default_str();
   flags.device = cmd->add_option("--device", config.device, "sim (simulated GPUs) | cpu | cuda (not built)")
                      ->capture_default_str();
-  flags.backend = cmd->add_option("--backend", config.backend, "ddp process-group backend: sim | cuda | nccl | mpi")
-                      ->capture_default_str();
+  flags.backend =
+      cmd->add_option("--backend", config.backend, "ddp process-group backend: sim | cuda | nccl | mpi")
+          ->capture_default_str();
   cmd->add_option("--devices", config.devices, "number of simulated GPUs")->capture_default_str();
   cmd->add_option("--preset", config.preset, "hardware preset (dpscope presets)")->capture_default_str();
   cmd->add_option("--model", config.model, "MLP layer sizes, e.g. 784-512-10")->capture_default_str();
@@ -148,16 +150,20 @@ void register_train(CLI::App& app) {
   cmd->add_option("--weight-decay", config.weight_decay, "weight decay")->capture_default_str();
   cmd->add_option("--batch", config.batch, "mini-batch size (single/dp: whole batch; ddp: per rank)")
       ->capture_default_str();
-  cmd->add_option("--data", config.data, "x.npy,y.npy (float32 inputs; int64 classes for ce, float32 for mse)");
+  cmd->add_option("--data", config.data,
+                  "x.npy,y.npy (float32 inputs; int64 classes for ce, float32 for mse)");
   cmd->add_option("--dataset", config.dataset, "synthetic data NAME:N (spirals, blobs, regression)");
   cmd->add_flag("--shuffle,!--no-shuffle", config.shuffle, "shuffle samples every epoch (default on)");
-  cmd->add_option("--seed", flags.seed_text, "seed for initialisation, data and shuffling")->capture_default_str();
+  cmd->add_option("--seed", flags.seed_text, "seed for initialisation, data and shuffling")
+      ->capture_default_str();
   flags.steps = cmd->add_option("--steps", config.steps, "number of optimizer steps");
-  flags.epochs = cmd->add_option("--epochs", config.epochs, "number of epochs (default 1 when --steps is not given)");
+  flags.epochs =
+      cmd->add_option("--epochs", config.epochs, "number of epochs (default 1 when --steps is not given)");
   cmd->add_option("--init", config.init, "initial weights (safetensors, PyTorch state_dict names)");
   cmd->add_option("--save", config.save, "write final weights (safetensors)");
   cmd->add_option("--trace", config.trace, "write a trace (JSON Lines, docs/trace-format.md)");
-  cmd->add_option("--checkpoint-dir", config.checkpoint_dir, "write checkpoints there (atomic, newest 2 kept)");
+  cmd->add_option("--checkpoint-dir", config.checkpoint_dir,
+                  "write checkpoints there (atomic, newest 2 kept)");
   cmd->add_option("--checkpoint-every", config.checkpoint_every,
                   "steps between checkpoints (default: once per epoch)");
   cmd->add_flag("--resume", config.resume, "continue from the newest checkpoint in --checkpoint-dir");
@@ -167,9 +173,11 @@ void register_train(CLI::App& app) {
   cmd->add_option("--no-sync-every", config.no_sync_every,
                   "ddp: synchronize every K-th backward (K-1 under no_sync)")
       ->capture_default_str();
-  cmd->add_flag("--find-unused-parameters", config.find_unused_parameters, "ddp: find_unused_parameters=True");
+  cmd->add_flag("--find-unused-parameters", config.find_unused_parameters,
+                "ddp: find_unused_parameters=True");
   cmd->add_flag("--zero", config.zero, "ddp: shard optimizer state with ZeroRedundancyOptimizer");
-  cmd->add_option("--comm-hook", config.comm_hook, "ddp: allreduce | fp16 (compression)")->capture_default_str();
+  cmd->add_option("--comm-hook", config.comm_hook, "ddp: allreduce | fp16 (compression)")
+      ->capture_default_str();
   cmd->add_option("--algo", config.algo, "ddp: all-reduce algorithm auto | ring | tree | naive")
       ->capture_default_str();
   cmd->add_option("--pitfall", config.pitfalls,

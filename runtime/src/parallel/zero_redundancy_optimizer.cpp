@@ -64,7 +64,8 @@ namespace {
 // would word the same mistakes without naming ZeroRedundancyOptimizer).
 std::vector<Parameter*> checked_params(std::vector<Parameter*> params, const ProcessGroup& group,
                                        const OptimizerFactory& make_local_optimizer) {
-  DPS_CHECK(!params.empty(), ErrorKind::kInvalidArgument, "ZeroRedundancyOptimizer got an empty parameter list");
+  DPS_CHECK(!params.empty(), ErrorKind::kInvalidArgument,
+            "ZeroRedundancyOptimizer got an empty parameter list");
   DPS_CHECK(static_cast<bool>(make_local_optimizer), ErrorKind::kInvalidArgument,
             "ZeroRedundancyOptimizer needs make_local_optimizer, the factory of the wrapped optimizer; got "
             "an empty function");

@@ -35,8 +35,9 @@ void check_output_file(const NamedPath& output) {
   const fs::path file(output.path);
   const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
   std::error_code error;
-  DPS_CHECK(fs::is_directory(dir, error), ErrorKind::kUsage, "{} {}: cannot write {}: directory '{}' does not exist",
-            output.flag, output.path, output.flag == "--trace" ? "trace" : "weights", dir.string());
+  DPS_CHECK(fs::is_directory(dir, error), ErrorKind::kUsage,
+            "{} {}: cannot write {}: directory '{}' does not exist", output.flag, output.path,
+            output.flag == "--trace" ? "trace" : "weights", dir.string());
   DPS_CHECK(writable_directory(dir), ErrorKind::kUsage, "{} {}: directory '{}' is not writable", output.flag,
             output.path, dir.string());
   DPS_CHECK(!fs::is_directory(file, error), ErrorKind::kUsage, "{} {} is a directory; give a file name",
@@ -51,8 +52,8 @@ void check_checkpoint_dir(const std::string& path) {
     existing = existing.parent_path();
   DPS_CHECK(fs::is_directory(existing, error), ErrorKind::kUsage,
             "--checkpoint-dir {}: '{}' is not a directory", path, existing.string());
-  DPS_CHECK(writable_directory(existing), ErrorKind::kUsage, "--checkpoint-dir {}: directory '{}' is not writable",
-            path, existing.string());
+  DPS_CHECK(writable_directory(existing), ErrorKind::kUsage,
+            "--checkpoint-dir {}: directory '{}' is not writable", path, existing.string());
 }
 
 }  // namespace
@@ -73,12 +74,12 @@ void check_output_paths(const TrainConfig& config) {
     check_output_file(output);
     for (const NamedPath& input : inputs)
       DPS_CHECK(!same_file(output.path, input.path), ErrorKind::kUsage,
-                "{} {} is the same file as the input {} {}: it would be overwritten", output.flag, output.path,
-                input.flag, input.path);
+                "{} {} is the same file as the input {} {}: it would be overwritten", output.flag,
+                output.path, input.flag, input.path);
   }
   DPS_CHECK(config.save.empty() || config.trace.empty() || !same_file(config.save, config.trace),
-            ErrorKind::kUsage, "--trace {} is the same file as --save {}: give them different names", config.trace,
-            config.save);
+            ErrorKind::kUsage, "--trace {} is the same file as --save {}: give them different names",
+            config.trace, config.save);
   if (!config.checkpoint_dir.empty()) check_checkpoint_dir(config.checkpoint_dir);
 }
 

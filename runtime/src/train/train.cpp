@@ -86,8 +86,8 @@ struct SingleRun {
     }
     optimizer = make_optimizer(config, model->parameters());
     criterion = make_loss(config);
-    loader.emplace(data, DataLoaderOptions{
-                             .batch_size = config.batch, .shuffle = config.shuffle, .seed = config.seed});
+    loader.emplace(
+        data, DataLoaderOptions{.batch_size = config.batch, .shuffle = config.shuffle, .seed = config.seed});
     length = plan_run(config, loader->num_batches());
     mse_flat_targets = config.loss == "mse" && data->target_sample_shape().empty();
   }
@@ -96,7 +96,7 @@ struct SingleRun {
   const TrainConfig& config;
   std::shared_ptr<TensorDataset> data;
   std::vector<Device> devices;
-  std::unique_ptr<Module> single_model;        // single: owns the model
+  std::unique_ptr<Module> single_model;       // single: owns the model
   std::optional<DataParallel> data_parallel;  // dp: owns the model
   Module* model = nullptr;
   std::unique_ptr<Optimizer> optimizer;
@@ -176,8 +176,8 @@ TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_s
   int64_t step = start.steps_done;
   for (int64_t epoch = start.epoch; step < length.total_steps; ++epoch) {
     run.loader->set_epoch(config.has_pitfall("no-set-epoch") ? 0 : epoch);  // the pitfall repeats epoch 0
-    for (int64_t b = epoch == start.epoch ? start.batch : 0; b < length.batches_per_epoch && step < length.total_steps;
-         ++b) {
+    for (int64_t b = epoch == start.epoch ? start.batch : 0;
+         b < length.batches_per_epoch && step < length.total_steps; ++b) {
       for (const Device& d : run.devices) d.set_step(step);
       const int64_t step_start_ns = synchronize_all(run.devices);
       const double loss_value = run_step(run, tracer.get(), b);

@@ -56,8 +56,8 @@ LoopPosition start_position(const CheckpointState* resumed) {
 }
 
 void check_loss_finite(double loss, int64_t step, const std::string& where) {
-  DPS_CHECK(std::isfinite(loss), ErrorKind::kInvalidArgument, "loss became {} at step {}{} (try a smaller --lr)",
-            loss, step + 1, where);
+  DPS_CHECK(std::isfinite(loss), ErrorKind::kInvalidArgument,
+            "loss became {} at step {}{} (try a smaller --lr)", loss, step + 1, where);
 }
 
 std::shared_ptr<TensorDataset> load_data(const TrainConfig& config) {
@@ -67,7 +67,8 @@ std::shared_ptr<TensorDataset> load_data(const TrainConfig& config) {
 }
 
 // Checks that the data fits the model and the loss; every mismatch is one kUsage line.
-void check_data_fits(const TrainConfig& config, const Dataset& data, int64_t in_features, int64_t out_features) {
+void check_data_fits(const TrainConfig& config, const Dataset& data, int64_t in_features,
+                     int64_t out_features) {
   DPS_CHECK(data.size() > 0, ErrorKind::kUsage, "data mismatch: {} has no samples", data.name());
   DPS_CHECK(data.num_features() == in_features, ErrorKind::kUsage,
             "data mismatch: inputs have {} features per sample but --model {} expects {}",
@@ -104,7 +105,8 @@ void load_initial_weights(const TrainConfig& config, Module& model) {
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& config, std::vector<Parameter*> params) {
   if (config.optim == "sgd")
     return std::make_unique<SGD>(
-        std::move(params), SgdOptions{.lr = config.lr, .momentum = config.momentum, .weight_decay = config.weight_decay});
+        std::move(params),
+        SgdOptions{.lr = config.lr, .momentum = config.momentum, .weight_decay = config.weight_decay});
   if (config.optim == "adam") {
     AdamOptions options;
     options.lr = config.lr;

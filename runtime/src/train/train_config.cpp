@@ -30,15 +30,15 @@ void TrainConfig::validate() const {
             "--device cuda is not built in this version (use --device sim or cpu)");
   DPS_CHECK(one_of<string>(backend, {"sim", "cuda", "nccl", "mpi"}), ErrorKind::kUsage,
             "--backend '{}' is not one of sim, cuda, nccl, mpi", backend);
-  DPS_CHECK(backend == "sim", ErrorKind::kUsage, "--backend {} is not built in this version (use --backend sim)",
-            backend);
+  DPS_CHECK(backend == "sim", ErrorKind::kUsage,
+            "--backend {} is not built in this version (use --backend sim)", backend);
   DPS_CHECK(devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", devices);
   DPS_CHECK(mode != "single" || devices == 1, ErrorKind::kUsage,
             "--mode single trains on one device, but --devices is {} (use --mode dp or ddp)", devices);
   DPS_CHECK(mode != "ddp" || device == "sim", ErrorKind::kUsage,
             "--mode ddp runs its ranks on simulated GPUs in this version: use --device sim");
-  DPS_CHECK(device != "cpu" || devices == 1, ErrorKind::kUsage, "--device cpu has one device, got --devices {}",
-            devices);
+  DPS_CHECK(device != "cpu" || devices == 1, ErrorKind::kUsage,
+            "--device cpu has one device, got --devices {}", devices);
   DPS_CHECK(devices <= 64, ErrorKind::kUsage, "--devices {} is more than the 64 simulated GPUs supported",
             devices);
   DPS_CHECK(one_of<string>(loss, {"ce", "mse"}), ErrorKind::kUsage, "--loss '{}' is not one of ce, mse",

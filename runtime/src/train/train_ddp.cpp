@@ -33,7 +33,8 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   RankOptions shared{.data = load_data(config), .resume_from = nullptr, .on_step = on_step};
   const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
   check_data_fits(config, *shared.data, sizes.front(), sizes.back());
-  if (config.resume) shared.resume_from = std::make_shared<const CheckpointState>(load_resume_checkpoint(config));
+  if (config.resume)
+    shared.resume_from = std::make_shared<const CheckpointState>(load_resume_checkpoint(config));
 
   const std::shared_ptr<SimWorld> world = SimWorld::create(config.devices, {.preset = config.preset});
   const std::vector<Device>& devices = world->devices();

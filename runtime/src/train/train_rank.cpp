@@ -32,7 +32,8 @@ DdpOptions ddp_options(const TrainConfig& config) {
 
 // The optimizer every rank steps: plain (each rank keeps all the state) or, with --zero, ZeRO-1
 // (each rank keeps its shard's state); the loop drives both through the Optimizer interface.
-std::unique_ptr<Optimizer> make_rank_optimizer(const TrainConfig& config, Module& model, ProcessGroup& group) {
+std::unique_ptr<Optimizer> make_rank_optimizer(const TrainConfig& config, Module& model,
+                                               ProcessGroup& group) {
   if (!config.zero) return make_optimizer(config, model.parameters());
   return std::make_unique<ZeroRedundancyOptimizer>(
       model.parameters(), group,
@@ -43,8 +44,8 @@ std::unique_ptr<Optimizer> make_rank_optimizer(const TrainConfig& config, Module
 // (rank 0's weights, --init, or the checkpoint's), DDP (which broadcasts rank 0's weights),
 // optimizer, loss, and a DataLoader over this rank's DistributedSampler shard.
 struct RankSetup {
-  RankSetup(ProcessGroup& rank_group, const TrainConfig& run_config, std::shared_ptr<const TensorDataset> dataset,
-            const CheckpointState* resumed)
+  RankSetup(ProcessGroup& rank_group, const TrainConfig& run_config,
+            std::shared_ptr<const TensorDataset> dataset, const CheckpointState* resumed)
       : group(rank_group),
         config(run_config),
         data(std::move(dataset)),
@@ -137,8 +138,8 @@ std::string checkpoint_collectively(RankSetup& rank, int64_t steps_done, int64_t
   std::exception_ptr failure;
   if (rank.group.rank() == 0) {
     try {
-      file = write_checkpoint(rank.config, dev, steps_done, epoch_done, batch_done, rank.length.batches_per_epoch,
-                              *rank.model, rank.optimizer->state_tensors());
+      file = write_checkpoint(rank.config, dev, steps_done, epoch_done, batch_done,
+                              rank.length.batches_per_epoch, *rank.model, rank.optimizer->state_tensors());
     } catch (...) {
       failure = std::current_exception();
     }
@@ -157,7 +158,8 @@ std::string checkpoint_collectively(RankSetup& rank, int64_t steps_done, int64_t
 }  // namespace
 
 RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const RankOptions& options) {
-  DPS_CHECK(config.mode == "ddp", ErrorKind::kUsage, "train_rank runs --mode ddp, got --mode {}", config.mode);
+  DPS_CHECK(config.mode == "ddp", ErrorKind::kUsage, "train_rank runs --mode ddp, got --mode {}",
+            config.mode);
   DPS_CHECK(group.size() == config.devices, ErrorKind::kUsage,
             "train_rank: the process group has {} ranks but --devices is {}", group.size(), config.devices);
   std::shared_ptr<const TensorDataset> data = options.data;
@@ -167,7 +169,8 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
     check_data_fits(config, *data, sizes.front(), sizes.back());
   }
   std::shared_ptr<const CheckpointState> resumed = options.resume_from;
-  if (config.resume && !resumed) resumed = std::make_shared<const CheckpointState>(load_resume_checkpoint(config));
+  if (config.resume && !resumed)
+    resumed = std::make_shared<const CheckpointState>(load_resume_checkpoint(config));
 
   RankSetup rank(group, config, data, resumed.get());
   const Device& dev = group.device();
@@ -184,8 +187,8 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
   int64_t step = start.steps_done;
   for (int64_t epoch = start.epoch; step < length.total_steps; ++epoch) {
     rank.loader.set_epoch(epoch);
-    for (int64_t b = epoch == start.epoch ? start.batch : 0; b < length.batches_per_epoch && step < length.total_steps;
-         ++b) {
+    for (int64_t b = epoch == start.epoch ? start.batch : 0;
+         b < length.batches_per_epoch && step < length.total_steps; ++b) {
       dev.set_step(step);
       const int64_t step_start_ns = dev.clock_ns(StreamKind::kCompute);
       const bool sync = (step + 1) % length.sync_every == 0 || step + 1 == length.total_steps;

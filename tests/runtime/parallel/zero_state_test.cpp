@@ -84,11 +84,12 @@ TEST(ZeroRedundancyOptimizer, IsAnOptimizerThatALoopDrivesLikeAPlainOne) {
   spawn(2,
         [&](ProcessGroup& pg) {
           auto model = Sequential::mlp("6-16-16-4", pg.device(), 1);
-          const std::unique_ptr<Optimizer> optimizer =
-              std::make_unique<ZeroRedundancyOptimizer>(model->parameters(), pg, factory_of(OptimKind::kAdam));
+          const std::unique_ptr<Optimizer> optimizer = std::make_unique<ZeroRedundancyOptimizer>(
+              model->parameters(), pg, factory_of(OptimKind::kAdam));
           EXPECT_STREQ(optimizer->type_name(), "ZeroRedundancyOptimizer");
           EXPECT_EQ(optimizer->params(), model->parameters());  // all of them, not the shard
-          EXPECT_EQ(optimizer->slot_names(), (std::vector<std::string>{"step", "exp_avg", "exp_avg_sq"}));
+          EXPECT_EQ(optimizer->slot_names(),
+                    (std::vector<std::string>{"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}));  // Adam's
           EXPECT_NE(what_of([&] { optimizer->state_tensors(); }).find("has not been consolidated"),
                     std::string::npos);
           for (Parameter* p : model->parameters())

@@ -33,7 +33,8 @@ TEST(TrainRank, RankThreadsCallingItGiveWhatRunTrainingReports) {
   const TrainConfig config = small_ddp(3);
   std::vector<RankResult> ranks(3);
   // Default options: every rank loads the data itself, as a process would.
-  spawn(3, [&](ProcessGroup& group) { ranks[static_cast<size_t>(group.rank())] = train_rank(group, config); });
+  spawn(3,
+        [&](ProcessGroup& group) { ranks[static_cast<size_t>(group.rank())] = train_rank(group, config); });
   const TrainResult run = run_training(config);
   ASSERT_EQ(run.losses.size(), 5u);
   for (size_t s = 0; s < 5; ++s) {
@@ -54,7 +55,8 @@ TEST(TrainRank, RefusesAGroupOfAnotherSizeThanDevices) {
     spawn(2, [&](ProcessGroup& group) { train_rank(group, config); });
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("the process group has 2 ranks but --devices is 3"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("the process group has 2 ranks but --devices is 3"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -84,10 +86,11 @@ TEST(TrainRank, WhenRankZerosCheckpointWriteFailsEveryRankEndsWithAnErrorNamingI
   EXPECT_NE(errors[0], "") << "rank 0's own error (the write)";
   EXPECT_EQ(errors[0].find("stops: rank 0"), std::string::npos) << errors[0];
   for (int rank : {1, 2})
-    EXPECT_EQ(errors[static_cast<size_t>(rank)],
-              fmt::format("rank {} stops: rank 0 failed to write the checkpoint after step 2 (its error names the "
-                          "cause)",
-                          rank));
+    EXPECT_EQ(
+        errors[static_cast<size_t>(rank)],
+        fmt::format("rank {} stops: rank 0 failed to write the checkpoint after step 2 (its error names the "
+                    "cause)",
+                    rank));
 }
 
 TEST(TrainRank, WithNoSyncCheckpointsOnlyAtSynchronizedBoundaries) {

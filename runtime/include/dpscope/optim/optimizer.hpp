@@ -74,8 +74,10 @@ class Optimizer {
   // false (timing-only tensors) only the state bookkeeping happens. Called by step() only, so a
   // wrapper that overrides step() keeps this default.
   virtual void update(size_t /*i*/, Parameter& /*param*/, bool /*compute*/) {
-    DPS_ASSERT(false, "{} overrides neither step() nor update(): a per-parameter optimizer implements "
-               "update() and update_cost()", type_name());
+    DPS_ASSERT(false,
+               "{} overrides neither step() nor update(): a per-parameter optimizer implements "
+               "update() and update_cost()",
+               type_name());
   }
   // The roofline cost of update() on a parameter of `numel` elements (see update()).
   virtual KernelCost update_cost(int64_t /*numel*/) const {

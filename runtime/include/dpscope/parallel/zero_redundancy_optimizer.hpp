@@ -111,7 +111,7 @@ class ZeroRedundancyOptimizer final : public Optimizer {
   void sync_params();
 
   ProcessGroup& group_;
-  const std::vector<Parameter*>& params_;  // Optimizer::params(): every parameter, in the caller's order
+  const std::vector<Parameter*>& params_;    // Optimizer::params(): every parameter, in the caller's order
   std::vector<std::vector<int>> partition_;  // [rank] -> indices into params_
   std::vector<int> owner_;                   // [param index] -> rank
   std::vector<Parameter*> local_params_;

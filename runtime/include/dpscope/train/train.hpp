@@ -38,7 +38,7 @@ struct TrainConfig {
   std::string data;     // "x.npy,y.npy"
   std::string dataset;  // "spirals:2000" (used when data is empty)
   bool shuffle = true;
-  uint64_t seed = 0;  // the CLI refuses a negative --seed instead of wrapping it
+  uint64_t seed = 0;    // the CLI refuses a negative --seed instead of wrapping it
   int64_t steps = -1;   // -1: use epochs
   int64_t epochs = -1;  // -1 with steps -1: one epoch
 
@@ -96,7 +96,7 @@ struct TrainResult {
   uint64_t trace_events = 0;
   std::string device_name;  // "sim:0 (NVIDIA H100 SXM5 80GB)"
   int64_t parameter_count = 0;
-  int64_t samples = 0;             // dataset rows
+  int64_t samples = 0;  // dataset rows
   // Samples one full step reads: single/dp min(--batch, rows); ddp the ranks' batches together,
   // each at most what a rank holds per epoch (so never more than the data, never overflowing).
   int64_t samples_per_step = 0;

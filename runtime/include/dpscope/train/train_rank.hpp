@@ -43,11 +43,11 @@ struct RankOptions {
 };
 
 struct RankResult {
-  int64_t steps = 0;            // steps done at the end, including those of a resumed checkpoint
-  std::vector<double> losses;   // this rank's loss over its own batch, one per step this call ran
-  int64_t parameter_count = 0;  // of the model (the same on every rank)
+  int64_t steps = 0;             // steps done at the end, including those of a resumed checkpoint
+  std::vector<double> losses;    // this rank's loss over its own batch, one per step this call ran
+  int64_t parameter_count = 0;   // of the model (the same on every rank)
   int64_t samples_per_step = 0;  // every rank's batch together (see TrainResult::samples_per_step)
-  std::string last_checkpoint;  // rank 0: the newest checkpoint written, "" when none
+  std::string last_checkpoint;   // rank 0: the newest checkpoint written, "" when none
 };
 
 // Runs the whole training of `config` (mode ddp, validated) as rank group.rank() of group.size().
