@@ -178,9 +178,7 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
   const RunLength& length = rank.length;
   RankResult result;
   result.parameter_count = rank.model->parameter_numel();
-  const int64_t per_rank_batch =
-      std::min(config.batch, DistributedSampler(data->size(), {.num_replicas = group.size()}).num_samples());
-  result.samples_per_step = per_rank_batch * group.size();
+  result.samples_per_step = std::min(config.batch, rank.sampler.num_samples()) * group.size();
 
   const LoopPosition start = start_position(resumed.get());
   const std::string where = fmt::format(" on rank {}", rank_id);
