@@ -78,7 +78,12 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
                result.sim_total_ns / 1e3 / static_cast<double>(result.steps), config.preset);
   if (result.resumed_from_step >= 0)
     fmt::print("resumed after step {} from {}\n", result.resumed_from_step, config.checkpoint_dir);
-  if (!result.last_checkpoint.empty()) fmt::print("checkpoint: {}\n", result.last_checkpoint);
+  if (!result.last_checkpoint.empty()) {
+    fmt::print("checkpoint: {}\n", result.last_checkpoint);
+  } else if (!config.checkpoint_dir.empty() && config.mode == "ddp" && config.no_sync_every > 1) {
+    fmt::print("checkpoint: none written (one needs a synchronized step: a multiple of --no-sync-every {})\n",
+               config.no_sync_every);
+  }
   if (!config.save.empty()) fmt::print("weights saved to {}\n", config.save);
   if (!result.trace_path.empty()) {
     fmt::print("trace: {} ({} events)\n", result.trace_path, result.trace_events);

@@ -144,11 +144,19 @@ TEST(TrainDefects, DdpWithNoSyncResumesBitIdentically) {
                                   (dir / "resumed.safetensors"));
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("resumed after step 3"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("checkpoint-00000006.safetensors"), std::string::npos) << second.output;
   const NamedTensors a = load_safetensors(dir / "straight.safetensors");
   const NamedTensors b = load_safetensors(dir / "resumed.safetensors");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_EQ(a[i].second.to_vector(), b[i].second.to_vector()) << a[i].first << " differs";
+  // A run shorter than one no_sync cycle has no synchronized boundary to checkpoint at, and says so.
+  const auto short_run = run_limited(run + "--steps 2 --checkpoint-dir " + (dir / "short"));
+  ASSERT_EQ(short_run.exit_code, 0) << short_run.output;
+  EXPECT_NE(short_run.output.find("checkpoint: none written (one needs a synchronized step: a multiple of "
+                                  "--no-sync-every 3)"),
+            std::string::npos)
+      << short_run.output;
 }
 
 TEST(TrainFlags, DeviceAndBackendAreSeparateAndTheOldSpellingStillRuns) {
