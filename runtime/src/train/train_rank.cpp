@@ -3,6 +3,7 @@
 // (checkpoint_collectively), and the loop (train_rank).
 #include "dpscope/train/train_rank.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <optional>
 
@@ -123,11 +124,33 @@ double run_step(RankSetup& rank, int64_t batch_index, bool sync) {
   return loss_value;
 }
 
+// Sends `text` (significant on `root`; its first 1024 bytes) from `root` to every rank of the group.
+// The bytes travel as floats, which hold 0..255 exactly, because collectives carry float32 tensors.
+std::string broadcast_text(ProcessGroup& group, int root, const std::string& text) {
+  constexpr size_t kMaxBytes = 1024;
+  const Device& dev = group.device();
+  const float own_length[] = {static_cast<float>(std::min(text.size(), kMaxBytes))};
+  Tensor length = Tensor::from_floats(own_length, {1}, dev, MemoryCategory::kBuffers);
+  group.broadcast(length, {.root = root})->wait();
+  const auto byte_count = static_cast<int64_t>(length.item());
+  if (byte_count == 0) return "";
+  std::vector<float> bytes(static_cast<size_t>(byte_count), 0.0f);  // [byte_count]
+  if (group.rank() == root)
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(text[i]);
+  Tensor payload = Tensor::from_floats(bytes, {byte_count}, dev, MemoryCategory::kBuffers);
+  group.broadcast(payload, {.root = root})->wait();
+  std::string received;
+  for (float byte : payload.to_vector())
+    received.push_back(static_cast<char>(static_cast<unsigned char>(byte)));
+  return received;
+}
+
 // The checkpoint after `steps_done` steps (the last one batch `batch_done` of `epoch_done`). Every
 // rank takes part: the optimizer's state gathers on rank 0 (a collective for ZeRO), rank 0 writes,
 // then all ranks meet in an all-reduce (max) of their outcome — 0, or the rank + 1 of a rank whose
-// write failed — so nobody runs ahead of a half-written checkpoint, and when rank 0's write fails
-// every rank ends with an error naming it (rank 0 with its own reason) instead of a hang.
+// write failed — so nobody runs ahead of a half-written checkpoint. When the write failed, its
+// message is broadcast too and every rank ends with an error naming rank 0 and the cause (rank 0
+// with its own error), instead of a hang — whichever rank's error the launcher reports first.
 // Returns the file rank 0 wrote ("" on other ranks).
 std::string checkpoint_collectively(RankSetup& rank, int64_t steps_done, int64_t epoch_done,
                                     int64_t batch_done) {
@@ -136,23 +159,26 @@ std::string checkpoint_collectively(RankSetup& rank, int64_t steps_done, int64_t
   rank.optimizer->consolidate_state_dict(0);
   std::string file;
   std::exception_ptr failure;
+  std::string failure_message;
   if (rank.group.rank() == 0) {
     try {
       file = write_checkpoint(rank.config, dev, steps_done, epoch_done, batch_done,
                               rank.length.batches_per_epoch, *rank.model, rank.optimizer->state_tensors());
-    } catch (...) {
+    } catch (const std::exception& e) {
       failure = std::current_exception();
+      failure_message = e.what();
     }
   }
   const float own_outcome[] = {failure ? static_cast<float>(rank.group.rank() + 1) : 0.0f};
   Tensor outcome = Tensor::from_floats(own_outcome, {1}, dev, MemoryCategory::kBuffers);
   rank.group.all_reduce(outcome, {.op = ReduceOp::kMax})->wait();
-  if (failure) std::rethrow_exception(failure);
   const int failed_rank = static_cast<int>(outcome.item()) - 1;
-  DPS_CHECK(failed_rank < 0, ErrorKind::kIo,
-            "rank {} stops: rank {} failed to write the checkpoint after step {} (its error names the cause)",
-            rank.group.rank(), failed_rank, steps_done);
-  return file;
+  if (failed_rank < 0) return file;
+  const std::string cause = broadcast_text(rank.group, failed_rank, failure_message);
+  if (failure) std::rethrow_exception(failure);
+  throw Error(ErrorKind::kIo,
+              fmt::format("rank {} stops: rank {} failed to write the checkpoint after step {}: {}",
+                          rank.group.rank(), failed_rank, steps_done, cause));
 }
 
 }  // namespace

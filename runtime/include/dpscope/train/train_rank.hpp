@@ -18,7 +18,7 @@
 // Checkpoints are written only at synchronized boundaries (steps done a multiple of K), where no
 // gradient is accumulated: a run stopped and resumed follows the same path bit for bit. Rank 0
 // writes; then every rank meets in an all-reduce of each rank's outcome (the barrier of PyTorch's
-// recipe, carrying a status), so a failed write ends every rank with an error naming rank 0.
+// recipe, carrying a status), so a failed write ends every rank with an error naming rank 0 and its cause.
 #pragma once
 
 #include <cstdint>
