@@ -1,12 +1,16 @@
-// `dpscope train`: flags → TrainConfig → run_training(), with a progress bar and a summary.
+// `dpscope train`: flags → TrainConfig → run_training(), with a progress bar and a summary. Also
+// where the old `--backend cpu|sim` (which named the device) is mapped to `--device`, with a note.
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope::cli {
@@ -17,21 +21,24 @@ class Progress {
  public:
   explicit Progress(bool tty) : tty_(tty) {}
 
-  void update(const StepReport& r) {
-    const int64_t done = r.step + 1;
+  void update(const StepReport& report) {
+    const int64_t done = report.step + 1;
+    // In ddp the loss a step reports is rank 0's own; the summary's is the mean over ranks.
+    const char* loss_label = report.loss_of_rank_0 ? "rank 0 loss" : "loss";
     if (tty_) {
       constexpr int kWidth = 30;
-      const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(r.total_steps, 1));
-      std::fprintf(stderr, "\r[%s%s] step %lld/%lld  epoch %lld  loss %.4f ",
-                   std::string(filled, '#').c_str(), std::string(kWidth - filled, ' ').c_str(),
-                   static_cast<long long>(done), static_cast<long long>(r.total_steps),
-                   static_cast<long long>(r.epoch), r.loss);
-      if (done == r.total_steps) std::fputc('\n', stderr);
+      const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(report.total_steps, 1));
+      std::fprintf(stderr, "\r[%s%s] step %lld/%lld  epoch %lld  %s %.4f ", std::string(filled, '#').c_str(),
+                   std::string(kWidth - filled, ' ').c_str(), static_cast<long long>(done),
+                   static_cast<long long>(report.total_steps), static_cast<long long>(report.epoch),
+                   loss_label, report.loss);
+      if (done == report.total_steps) std::fputc('\n', stderr);
       std::fflush(stderr);
     } else {
-      const int64_t every = std::max<int64_t>(1, r.total_steps / 10);
-      if (done % every == 0 || done == r.total_steps || r.step == 0)
-        fmt::print("step {}/{}  epoch {}  loss {:.6f}\n", done, r.total_steps, r.epoch, r.loss);
+      const int64_t every = std::max<int64_t>(1, report.total_steps / 10);
+      if (done % every == 0 || done == report.total_steps || report.step == 0)
+        fmt::print("step {}/{}  epoch {}  {} {:.6f}\n", done, report.total_steps, report.epoch, loss_label,
+                   report.loss);
     }
   }
 
@@ -39,89 +46,159 @@ class Progress {
   bool tty_;
 };
 
-void print_summary(const TrainConfig& c, const TrainResult& r) {
-  fmt::print("\n== dpscope train: {} on {} ==\n", c.mode, r.device_name);
-  fmt::print("model {} ({} parameters), loss {}, optimizer {} (lr {})\n", c.model, r.parameter_count, c.loss,
-             c.optim, c.lr);
-  if (c.mode == "ddp") {
-    fmt::print("batch {} per rank x {} ranks = {} samples per step (global batch), {} samples, {} steps\n",
-               c.batch, c.devices, c.batch * c.devices, r.samples, r.steps);
-  } else if (c.mode == "dp") {
-    const int64_t chunk = (c.batch + c.devices - 1) / c.devices;
+void print_summary(const TrainConfig& config, const TrainResult& result) {
+  fmt::print("\n== dpscope train: {} on {} ==\n", config.mode, result.device_name);
+  fmt::print("model {} ({} parameters), loss {}, optimizer {} (lr {})\n", config.model,
+             result.parameter_count, config.loss, config.optim, config.lr);
+  if (config.mode == "ddp") {
+    const int64_t per_rank = result.samples_per_step / config.devices;
+    fmt::print(
+        "batch {} per rank x {} ranks = {} samples per step (global batch){}, {} samples, {} steps\n",
+        config.batch, config.devices, result.samples_per_step,
+        per_rank < config.batch ? fmt::format(" (a rank holds only {} samples per epoch)", per_rank) : "",
+        result.samples, result.steps);
+  } else if (config.mode == "dp") {
+    const int64_t batch = result.samples_per_step;
+    const int64_t chunk = batch / config.devices + (batch % config.devices == 0 ? 0 : 1);
     fmt::print(
         "batch {} (the whole mini-batch, scattered in chunks of up to {} over {} GPUs), {} samples, {} "
         "steps\n",
-        c.batch, chunk, c.devices, r.samples, r.steps);
+        batch, chunk, config.devices, result.samples, result.steps);
   } else {
-    fmt::print("batch {} (the whole mini-batch), {} samples, {} steps\n", c.batch, r.samples, r.steps);
+    fmt::print("batch {} (the whole mini-batch), {} samples, {} steps\n", result.samples_per_step,
+               result.samples, result.steps);
   }
-  if (!r.losses.empty()) fmt::print("loss: first {:.6f}, final {:.6f}\n", r.losses.front(), r.losses.back());
-  const double steps_per_s = r.wall_seconds > 0 ? r.steps / r.wall_seconds : 0.0;
-  fmt::print("wall time {:.3f} s ({:.1f} steps/s on this machine)\n", r.wall_seconds, steps_per_s);
-  if (r.sim_total_ns > 0 && r.steps > 0)
-    fmt::print("simulated time {:.3f} ms ({:.1f} us per step on {})\n", r.sim_total_ns / 1e6,
-               r.sim_total_ns / 1e3 / static_cast<double>(r.steps), c.preset);
-  if (r.resumed_from_step >= 0)
-    fmt::print("resumed after step {} from {}\n", r.resumed_from_step, c.checkpoint_dir);
-  if (!r.last_checkpoint.empty()) fmt::print("checkpoint: {}\n", r.last_checkpoint);
-  if (!c.save.empty()) fmt::print("weights saved to {}\n", c.save);
-  if (!r.trace_path.empty()) {
-    fmt::print("trace: {} ({} events)\n", r.trace_path, r.trace_events);
-    fmt::print("  export for Perfetto:  dpscope trace export --chrome {} {}.perfetto.json\n", r.trace_path,
-               std::filesystem::path(r.trace_path).replace_extension().string());
-    fmt::print("  per-device stats:     dpscope trace stats {}\n", r.trace_path);
+  if (!result.losses.empty())
+    fmt::print("{}: first {:.6f}, final {:.6f}\n", config.mode == "ddp" ? "mean loss over ranks" : "loss",
+               result.losses.front(), result.losses.back());
+  const double steps_per_s = result.wall_seconds > 0 ? result.steps / result.wall_seconds : 0.0;
+  fmt::print("wall time {:.3f} s ({:.1f} steps/s on this machine)\n", result.wall_seconds, steps_per_s);
+  if (result.sim_total_ns > 0 && result.steps > 0)
+    fmt::print("simulated time {:.3f} ms ({:.1f} us per step on {})\n", result.sim_total_ns / 1e6,
+               result.sim_total_ns / 1e3 / static_cast<double>(result.steps), config.preset);
+  if (result.resumed_from_step >= 0)
+    fmt::print("resumed after step {} from {}\n", result.resumed_from_step, config.checkpoint_dir);
+  if (!result.last_checkpoint.empty()) {
+    fmt::print("checkpoint: {}\n", result.last_checkpoint);
+  } else if (!config.checkpoint_dir.empty() && config.mode == "ddp" && config.no_sync_every > 1) {
+    fmt::print("checkpoint: none written (one needs a synchronized step: a multiple of --no-sync-every {})\n",
+               config.no_sync_every);
   }
+  if (!config.save.empty()) fmt::print("weights saved to {}\n", config.save);
+  if (!result.trace_path.empty()) {
+    fmt::print("trace: {} ({} events)\n", result.trace_path, result.trace_events);
+    fmt::print("  export for Perfetto:  dpscope trace export --chrome {} {}.perfetto.json\n",
+               result.trace_path, std::filesystem::path(result.trace_path).replace_extension().string());
+    fmt::print("  per-device stats:     dpscope trace stats {}\n", result.trace_path);
+  }
+}
+
+// Flags whose meaning changed or whose value CLI11 would take wrongly, resolved after parsing.
+struct FlagsGiven {
+  CLI::Option* device = nullptr;
+  CLI::Option* backend = nullptr;
+  CLI::Option* steps = nullptr;
+  CLI::Option* epochs = nullptr;
+  std::string seed_text = "0";  // parsed here: CLI11 would wrap "-1" into 2^64 - 1
+};
+
+// Before --device existed, --backend named the device kind (sim|cpu). `--backend cpu` still means
+// --device cpu, and `--backend sim` where no process group exists (single, dp) names the device;
+// returns the one-line note the command prints about the new spelling ("" when none applies).
+std::string adopt_old_backend_spelling(TrainConfig& config, const FlagsGiven& flags) {
+  if (flags.backend->count() == 0) return "";
+  if (config.backend == "cpu") {
+    DPS_CHECK(flags.device->count() == 0, ErrorKind::kUsage,
+              "--backend cpu is the old spelling of --device cpu; give only --device {}", config.device);
+    config.device = "cpu";
+    config.backend = "sim";
+    return "note: --backend cpu is now spelled --device cpu (--backend names the process-group backend)";
+  }
+  if (config.backend == "sim" && config.mode != "ddp" && flags.device->count() == 0)
+    return fmt::format("note: --mode {} has no process group; to name the device, spell it --device sim",
+                       config.mode);
+  return "";
+}
+
+void resolve_flags(TrainConfig& config, const FlagsGiven& flags) {
+  DPS_CHECK(flags.steps->count() == 0 || config.steps >= 1, ErrorKind::kUsage,
+            "--steps must be at least 1, got {}", config.steps);
+  DPS_CHECK(flags.epochs->count() == 0 || config.epochs >= 1, ErrorKind::kUsage,
+            "--epochs must be at least 1, got {}", config.epochs);
+  const std::string& text = flags.seed_text;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), config.seed);
+  DPS_CHECK(error == std::errc() && end == text.data() + text.size() && !text.empty(), ErrorKind::kUsage,
+            "--seed must be an integer from 0 to {}, got '{}'", std::numeric_limits<uint64_t>::max(), text);
 }
 
 }  // namespace
 
 void register_train(CLI::App& app) {
-  auto config = std::make_shared<TrainConfig>();
+  auto config_ptr = std::make_shared<TrainConfig>();
+  auto flags_ptr = std::make_shared<FlagsGiven>();
   CLI::App* cmd = app.add_subcommand("train", "train an MLP on simulated GPUs (or the cpu) and trace it");
-  TrainConfig& c = *config;
-  cmd->add_option("--mode", c.mode, "single | dp | ddp")->capture_default_str();
-  cmd->add_option("--backend", c.backend, "sim (simulated GPUs) | cpu")->capture_default_str();
-  cmd->add_option("--devices", c.devices, "number of simulated GPUs")->capture_default_str();
-  cmd->add_option("--preset", c.preset, "hardware preset (dpscope presets)")->capture_default_str();
-  cmd->add_option("--model", c.model, "MLP layer sizes, e.g. 784-512-10")->capture_default_str();
-  cmd->add_option("--loss", c.loss, "ce | mse")->capture_default_str();
-  cmd->add_option("--optim", c.optim, "sgd | adam | adamw")->capture_default_str();
-  cmd->add_option("--lr", c.lr, "learning rate")->capture_default_str();
-  cmd->add_option("--momentum", c.momentum, "SGD momentum")->capture_default_str();
-  cmd->add_option("--weight-decay", c.weight_decay, "weight decay")->capture_default_str();
-  cmd->add_option("--batch", c.batch, "mini-batch size (single/dp: whole batch; ddp: per rank)")
+  TrainConfig& config = *config_ptr;
+  FlagsGiven& flags = *flags_ptr;
+  cmd->add_option("--mode", config.mode, "single | dp | ddp")->capture_default_str();
+  flags.device = cmd->add_option("--device", config.device, "sim (simulated GPUs) | cpu | cuda (not built)")
+                     ->capture_default_str();
+  flags.backend =
+      cmd->add_option("--backend", config.backend, "ddp process-group backend: sim | cuda | nccl | mpi")
+          ->capture_default_str();
+  cmd->add_option("--devices", config.devices, "number of simulated GPUs")->capture_default_str();
+  cmd->add_option("--preset", config.preset, "hardware preset (dpscope presets)")->capture_default_str();
+  cmd->add_option("--model", config.model, "MLP layer sizes, e.g. 784-512-10")->capture_default_str();
+  cmd->add_option("--loss", config.loss, "ce | mse")->capture_default_str();
+  cmd->add_option("--optim", config.optim, "sgd | adam | adamw")->capture_default_str();
+  cmd->add_option("--lr", config.lr, "learning rate")->capture_default_str();
+  cmd->add_option("--momentum", config.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", config.weight_decay, "weight decay")->capture_default_str();
+  cmd->add_option("--batch", config.batch, "mini-batch size (single/dp: whole batch; ddp: per rank)")
       ->capture_default_str();
-  cmd->add_option("--data", c.data, "x.npy,y.npy (float32 inputs; int64 classes for ce, float32 for mse)");
-  cmd->add_option("--dataset", c.dataset, "synthetic data NAME:N (spirals, blobs, regression)");
-  cmd->add_flag("--shuffle,!--no-shuffle", c.shuffle, "shuffle samples every epoch (default on)");
-  cmd->add_option("--seed", c.seed, "seed for initialisation, data and shuffling")->capture_default_str();
-  cmd->add_option("--steps", c.steps, "number of optimizer steps");
-  cmd->add_option("--epochs", c.epochs, "number of epochs (default 1 when --steps is not given)");
-  cmd->add_option("--init", c.init, "initial weights (safetensors, PyTorch state_dict names)");
-  cmd->add_option("--save", c.save, "write final weights (safetensors)");
-  cmd->add_option("--trace", c.trace, "write a trace (JSON Lines, docs/trace-format.md)");
-  cmd->add_option("--checkpoint-dir", c.checkpoint_dir, "write checkpoints there (atomic, newest 2 kept)");
-  cmd->add_option("--checkpoint-every", c.checkpoint_every,
+  cmd->add_option("--data", config.data,
+                  "x.npy,y.npy (float32 inputs; int64 classes for ce, float32 for mse)");
+  cmd->add_option("--dataset", config.dataset, "synthetic data NAME:N (spirals, blobs, regression)");
+  cmd->add_flag("--shuffle,!--no-shuffle", config.shuffle, "shuffle samples every epoch (default on)");
+  cmd->add_option("--seed", flags.seed_text, "seed for initialisation, data and shuffling")
+      ->capture_default_str();
+  flags.steps = cmd->add_option("--steps", config.steps, "number of optimizer steps");
+  flags.epochs =
+      cmd->add_option("--epochs", config.epochs, "number of epochs (default 1 when --steps is not given)");
+  cmd->add_option("--init", config.init, "initial weights (safetensors, PyTorch state_dict names)");
+  cmd->add_option("--save", config.save, "write final weights (safetensors)");
+  cmd->add_option("--trace", config.trace, "write a trace (JSON Lines, docs/trace-format.md)");
+  cmd->add_option("--checkpoint-dir", config.checkpoint_dir,
+                  "write checkpoints there (atomic, newest 2 kept)");
+  cmd->add_option("--checkpoint-every", config.checkpoint_every,
                   "steps between checkpoints (default: once per epoch)");
-  cmd->add_flag("--resume", c.resume, "continue from the newest checkpoint in --checkpoint-dir");
-  cmd->add_option("--bucket-mb", c.bucket_mb, "ddp: bucket_cap_mb (MiB)")->capture_default_str();
-  cmd->add_option("--first-bucket-mb", c.first_bucket_mb, "ddp: first bucket limit (MiB)")
+  cmd->add_flag("--resume", config.resume, "continue from the newest checkpoint in --checkpoint-dir");
+  cmd->add_option("--bucket-mb", config.bucket_mb, "ddp: bucket_cap_mb (MiB)")->capture_default_str();
+  cmd->add_option("--first-bucket-mb", config.first_bucket_mb, "ddp: first bucket limit (MiB)")
       ->capture_default_str();
-  cmd->add_option("--no-sync-every", c.no_sync_every,
+  cmd->add_option("--no-sync-every", config.no_sync_every,
                   "ddp: synchronize every K-th backward (K-1 under no_sync)")
       ->capture_default_str();
-  cmd->add_flag("--find-unused-parameters", c.find_unused_parameters, "ddp: find_unused_parameters=True");
-  cmd->add_flag("--zero", c.zero, "ddp: shard optimizer state with ZeroRedundancyOptimizer");
-  cmd->add_option("--comm-hook", c.comm_hook, "ddp: allreduce | fp16 (compression)")->capture_default_str();
-  cmd->add_option("--algo", c.algo, "ddp: all-reduce algorithm auto | ring | tree | naive")
+  cmd->add_flag("--find-unused-parameters", config.find_unused_parameters,
+                "ddp: find_unused_parameters=True");
+  cmd->add_flag("--zero", config.zero, "ddp: shard optimizer state with ZeroRedundancyOptimizer");
+  cmd->add_option("--comm-hook", config.comm_hook, "ddp: allreduce | fp16 (compression)")
       ->capture_default_str();
-  cmd->add_option("--pitfall", c.pitfalls,
+  cmd->add_option("--algo", config.algo, "ddp: all-reduce algorithm auto | ring | tree | naive")
+      ->capture_default_str();
+  cmd->add_option("--pitfall", config.pitfalls,
                   "switch on a lesson pitfall: no-set-epoch, no-average, unused-parameter");
-  cmd->callback([config] {
+  cmd->callback([config_ptr, flags_ptr] {
+    TrainConfig& run_config = *config_ptr;
+    const std::string note = adopt_old_backend_spelling(run_config, *flags_ptr);
+    resolve_flags(run_config, *flags_ptr);
+    run_config.validate();
+    check_output_paths(run_config);
+    if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());  // only once the flags are known good
     const bool tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
     Progress progress(tty);
-    const TrainResult result = run_training(*config, [&](const StepReport& r) { progress.update(r); });
-    print_summary(*config, result);
+    const TrainResult result =
+        run_training(run_config, [&](const StepReport& report) { progress.update(report); });
+    print_summary(run_config, result);
   });
 }
 

@@ -36,7 +36,9 @@ std::shared_ptr<const std::vector<int64_t>> DataLoader::make_order(int64_t epoch
 int64_t DataLoader::batch_count(size_t indices) const {
   const auto m = static_cast<int64_t>(indices);
   const int64_t b = options_.batch_size;
-  return options_.drop_last ? m / b : (m + b - 1) / b;
+  // ceil(m / b) without forming m + b - 1, which overflows for a batch_size near INT64_MAX (the
+  // count would turn negative and a loop over batches would never advance).
+  return options_.drop_last ? m / b : m / b + (m % b == 0 ? 0 : 1);
 }
 
 std::span<const int64_t> DataLoader::slice(const std::vector<int64_t>& order, int64_t b) const {

@@ -58,29 +58,42 @@ std::vector<std::vector<int>> partition_parameters_sorted_greedy(const std::vect
   return result;
 }
 
-ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Parameter*> params, ProcessGroup& group,
-                                                 OptimizerFactory make_local_optimizer)
-    : group_(group), params_(std::move(params)) {
-  DPS_CHECK(!params_.empty(), ErrorKind::kInvalidArgument,
+namespace {
+
+// The constructor's argument checks, run before the Optimizer base sees the list (its own checks
+// would word the same mistakes without naming ZeroRedundancyOptimizer).
+std::vector<Parameter*> checked_params(std::vector<Parameter*> params, const ProcessGroup& group,
+                                       const OptimizerFactory& make_local_optimizer) {
+  DPS_CHECK(!params.empty(), ErrorKind::kInvalidArgument,
             "ZeroRedundancyOptimizer got an empty parameter list");
   DPS_CHECK(static_cast<bool>(make_local_optimizer), ErrorKind::kInvalidArgument,
             "ZeroRedundancyOptimizer needs make_local_optimizer, the factory of the wrapped optimizer; got "
             "an empty function");
   std::unordered_set<const Parameter*> seen;
-  std::vector<int64_t> numels;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Parameter* p = params_[i];
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Parameter* p = params[i];
     DPS_CHECK(p != nullptr, ErrorKind::kInvalidArgument,
               "ZeroRedundancyOptimizer got a null parameter at index {}", i);
     DPS_CHECK(seen.insert(p).second, ErrorKind::kInvalidArgument,
               "ZeroRedundancyOptimizer got parameter {} more than once", p->name);
     DPS_CHECK(
-        p->data.defined() && p->data.device() == group_.device(), ErrorKind::kInvalidArgument,
+        p->data.defined() && p->data.device() == group.device(), ErrorKind::kInvalidArgument,
         "ZeroRedundancyOptimizer on rank {}: parameter {} is on {}, but the process group's device is {}",
-        group_.rank(), p->name, p->data.defined() ? p->data.device().name() : "no device",
-        group_.device().name());
-    numels.push_back(p->data.numel());
+        group.rank(), p->name, p->data.defined() ? p->data.device().name() : "no device",
+        group.device().name());
   }
+  return params;
+}
+
+}  // namespace
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Parameter*> params, ProcessGroup& group,
+                                                 OptimizerFactory make_local_optimizer)
+    : Optimizer(checked_params(std::move(params), group, make_local_optimizer), /*slots=*/{}),
+      group_(group),
+      params_(Optimizer::params()) {
+  std::vector<int64_t> numels;
+  for (const Parameter* p : params_) numels.push_back(p->data.numel());
 
   partition_ = partition_parameters_sorted_greedy(numels, group_.size());
   owner_.assign(params_.size(), -1);
@@ -168,17 +181,6 @@ void ZeroRedundancyOptimizer::sync_params() {
   if (TraceSink* tracer = dev.tracer()) {
     const int64_t end_ns = dev.clock_ns(StreamKind::kCompute);
     tracer->span(dev, StreamKind::kCompute, "optimizer.sync_params", "phase", start_ns, end_ns - start_ns);
-  }
-}
-
-void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) {
-  for (Parameter* p : params_) {
-    if (!p->grad.defined()) continue;
-    if (set_to_none) {
-      p->grad = Tensor();
-    } else if (p->grad.has_data()) {
-      p->grad.fill(0.0f);
-    }
   }
 }
 

@@ -1,24 +1,18 @@
-// run_training(): the single-device training loop behind `dpscope train --mode single`.
+// run_training(): `dpscope train` — the single-device and DataParallel loop here; `--mode ddp` goes
+// to run_ddp_training() (train_ddp.cpp), which runs train_rank() on every rank.
 //
 // Each step: data (copy the batch to the device, trace which samples it holds), forward (model and
 // loss), backward (zero_grad, loss and model backward; gradients fire their ready hooks), optimizer
-// step; then a loss counter and the trace is flushed, so a live viewer can follow.
+// step; then a loss counter and the trace is flushed, so a live viewer can follow. Sections: the
+// devices and their phases, the run's setup (SingleRun), one step (run_step), the loop.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <filesystem>
 #include <optional>
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/data/dataloader.hpp"
-#include "dpscope/io/safetensors.hpp"
-#include "dpscope/nn/loss.hpp"
 #include "dpscope/nn/sequential.hpp"
-#include "dpscope/optim/adam.hpp"
-#include "dpscope/optim/sgd.hpp"
 #include "dpscope/parallel/data_parallel.hpp"
-#include "dpscope/trace/recorder.hpp"
-#include "dpscope/train/checkpoint.hpp"
 #include "dpscope/train/train.hpp"
 #include "train_common.hpp"
 
@@ -32,9 +26,9 @@ using namespace detail;
 int64_t synchronize_all(const std::vector<Device>& devices) {
   if (!devices.front().is_simulated()) return 0;
   int64_t latest = 0;
-  for (const Device& d : devices) latest = std::max(latest, d.synchronize());
-  for (const Device& d : devices)
-    for (int s = 0; s < kStreamCount; ++s) d.wait_until(static_cast<StreamKind>(s), latest);
+  for (const Device& device : devices) latest = std::max(latest, device.synchronize());
+  for (const Device& device : devices)
+    for (int s = 0; s < kStreamCount; ++s) device.wait_until(static_cast<StreamKind>(s), latest);
   return latest;
 }
 
@@ -42,10 +36,10 @@ int64_t synchronize_all(const std::vector<Device>& devices) {
 class AllDevicesPhase {
  public:
   AllDevicesPhase(const std::vector<Device>& devices, Phase phase) : devices_(devices) {
-    for (const Device& d : devices_) d.set_phase(phase);
+    for (const Device& device : devices_) device.set_phase(phase);
   }
   ~AllDevicesPhase() {
-    for (const Device& d : devices_) d.set_phase(Phase::kNone);
+    for (const Device& device : devices_) device.set_phase(Phase::kNone);
   }
   AllDevicesPhase(const AllDevicesPhase&) = delete;
   AllDevicesPhase& operator=(const AllDevicesPhase&) = delete;
@@ -55,113 +49,140 @@ class AllDevicesPhase {
 };
 
 void trace_memory_all(const std::vector<Device>& devices) {
-  for (const Device& d : devices) d.trace_memory();
+  for (const Device& device : devices) device.trace_memory();
 }
 
-std::vector<Device> make_devices(const TrainConfig& c) {
-  if (c.backend == "cpu") return {Device::cpu()};
-  const HardwarePreset preset = find_preset(c.preset);
+// --device cpu: the host; --device sim: sim:0 .. sim:N-1 of the preset, which must hold N GPUs
+// (the same limit DDP's network model enforces).
+std::vector<Device> make_devices(const TrainConfig& config) {
+  if (config.device == "cpu") return {Device::cpu()};
+  const HardwarePreset preset = find_preset(config.preset);
+  const int max_gpus = preset.network.max_gpus;
+  DPS_CHECK(max_gpus == 0 || config.devices <= max_gpus, ErrorKind::kUsage,
+            "--devices {}: preset {} ({} topology) holds {} GPUs", config.devices, preset.id, preset.topology,
+            max_gpus);
   std::vector<Device> devices;
-  for (int i = 0; i < c.devices; ++i) {
+  for (int i = 0; i < config.devices; ++i) {
     devices.push_back(Device::sim(i, preset));
     devices.back().set_rank(i);
   }
   return devices;
 }
 
-}  // namespace
+// Everything the single-device or DataParallel loop holds. `device` is the model's: the device
+// itself (single) or device_ids[0], where DataParallel keeps the master weights (dp).
+struct SingleRun {
+  explicit SingleRun(const TrainConfig& run_config)
+      : config(run_config), data(load_data(run_config)), devices(make_devices(run_config)) {
+    const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
+    check_data_fits(config, *data, sizes.front(), sizes.back());
+    std::unique_ptr<Module> owned_model = make_model(config, device());
+    model = owned_model.get();
+    if (!config.init.empty()) load_initial_weights(config, *model);
+    if (config.mode == "dp") {
+      data_parallel.emplace(std::move(owned_model), devices);
+    } else {
+      single_model = std::move(owned_model);
+    }
+    optimizer = make_optimizer(config, model->parameters());
+    criterion = make_loss(config);
+    loader.emplace(
+        data, DataLoaderOptions{.batch_size = config.batch, .shuffle = config.shuffle, .seed = config.seed});
+    length = plan_run(config, loader->num_batches());
+    mse_flat_targets = config.loss == "mse" && data->target_sample_shape().empty();
+  }
+  const Device& device() const { return devices.front(); }
 
-TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
-  c.validate();
-  if (c.mode == "ddp") return run_ddp_training(c, on_step);
+  const TrainConfig& config;
+  std::shared_ptr<TensorDataset> data;
+  std::vector<Device> devices;
+  std::unique_ptr<Module> single_model;       // single: owns the model
+  std::optional<DataParallel> data_parallel;  // dp: owns the model
+  Module* model = nullptr;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<Loss> criterion;
+  std::optional<DataLoader> loader;
+  RunLength length;
+  bool mse_flat_targets = false;
+};
+
+// One step on batch `batch_index` of the loader's current epoch. Returns the loss.
+double run_step(SingleRun& run, TraceRecorder* tracer, int64_t batch_index) {
+  const std::vector<Device>& devices = run.devices;
+  const Device& device = run.device();
+  Tensor x, y;
+  std::vector<int64_t> indices;
+  {
+    AllDevicesPhase phase(devices, Phase::kData);
+    const Batch batch = run.loader->batch(batch_index);
+    indices = batch.indices;
+    y = batch.targets.to(device, MemoryCategory::kActivations);
+    if (run.mse_flat_targets) y = y.reshape({y.numel(), 1});
+    if (run.data_parallel) {
+      x = batch.inputs;  // DataParallel scatters from the host
+    } else {
+      if (tracer) tracer->samples(device, device.clock_ns(StreamKind::kCompute), indices);
+      x = batch.inputs.to(device, MemoryCategory::kActivations);
+    }
+  }
+  double loss_value = 0.0;
+  {
+    AllDevicesPhase phase(devices, Phase::kForward);
+    const Tensor out = run.data_parallel ? run.data_parallel->forward(x, indices) : run.model->forward(x);
+    loss_value = run.criterion->forward(out, y).item();
+    trace_memory_all(devices);
+  }
+  {
+    AllDevicesPhase phase(devices, Phase::kBackward);
+    run.optimizer->zero_grad();
+    if (run.data_parallel) {
+      run.data_parallel->backward(run.criterion->backward());
+    } else {
+      run.model->backward(run.criterion->backward());
+    }
+    trace_memory_all(devices);
+  }
+  {
+    AllDevicesPhase phase(devices, Phase::kOptimizer);
+    run.optimizer->step();
+    trace_memory_all(devices);
+  }
+  return loss_value;
+}
+
+// The single/dp run: `config` is validated.
+TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_step) {
   const auto wall_start = std::chrono::steady_clock::now();
-
-  const std::shared_ptr<TensorDataset> data = load_data(c);
-  const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(c.model);
-  check_data_fits(c, *data, sizes.front(), sizes.back());
-
-  const std::vector<Device> devices = make_devices(c);
-  const Device& device = devices.front();  // single: the device; dp: device_ids[0] (master weights)
-  std::unique_ptr<Module> owned_model = make_model(c, device);
-  Module& model = *owned_model;
-  if (!c.init.empty()) load_initial_weights(c, model);
-  std::optional<DataParallel> dp;
-  if (c.mode == "dp") dp.emplace(std::move(owned_model), devices);
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(c, model.parameters());
-  std::unique_ptr<Loss> criterion = make_loss(c);
-
-  DataLoader loader(data, {.batch_size = c.batch, .shuffle = c.shuffle, .seed = c.seed, .drop_last = false});
-  const int64_t per_epoch = loader.num_batches();
-  const int64_t total_steps = c.steps > 0 ? c.steps : per_epoch * std::max<int64_t>(c.epochs, 1);
-
-  std::unique_ptr<TraceRecorder> tracer = open_trace(c, devices, model);
-  const bool mse_flat_targets = c.loss == "mse" && data->target_sample_shape().empty();
+  SingleRun run(config);
+  const Device& device = run.device();
+  std::optional<CheckpointState> resumed;
+  if (config.resume) {
+    resumed = load_resume_checkpoint(config);
+    run.model->load_state_dict(resumed->model);
+    run.optimizer->load_state_tensors(resumed->optimizer);
+  }
+  std::unique_ptr<TraceRecorder> tracer = open_trace(config, run.devices, *run.model);
 
   TrainResult result;
-  result.device_name = describe_devices(devices);
-  result.parameter_count = model.parameter_numel();
-  result.samples = data->size();
-  const int64_t sim_start_ns = synchronize_all(devices);
+  result.device_name = describe_devices(run.devices);
+  result.parameter_count = run.model->parameter_numel();
+  result.samples = run.data->size();
+  result.samples_per_step = std::min(config.batch, run.data->size());
+  result.resumed_from_step = resumed ? resumed->steps_done : -1;
+  const int64_t sim_start_ns = synchronize_all(run.devices);
 
-  int64_t step = 0;
-  int64_t first_epoch = 0;
-  int64_t first_batch = 0;
-  if (c.resume) {
-    const CheckpointState state = load_resume_checkpoint(c);
-    model.load_state_dict(state.model);
-    optimizer->load_state_tensors(state.optimizer);
-    step = state.steps_done;
-    first_epoch = state.epoch;
-    first_batch = state.batch_in_epoch;
-    result.resumed_from_step = step;
-  }
-  const int64_t checkpoint_every = c.checkpoint_every > 0 ? c.checkpoint_every : per_epoch;
-
-  for (int64_t epoch = first_epoch; step < total_steps; ++epoch) {
-    loader.set_epoch(c.has_pitfall("no-set-epoch") ? 0 : epoch);  // the pitfall: every epoch repeats epoch 0
-    for (int64_t b = epoch == first_epoch ? first_batch : 0; b < per_epoch && step < total_steps; ++b) {
-      for (const Device& d : devices) d.set_step(step);
-      const int64_t step_start_ns = synchronize_all(devices);
-      Tensor x, y;
-      std::vector<int64_t> indices;
-      {
-        AllDevicesPhase phase(devices, Phase::kData);
-        const Batch batch = loader.batch(b);
-        indices = batch.indices;
-        y = batch.targets.to(device, MemoryCategory::kActivations);
-        if (mse_flat_targets) y = y.reshape({y.numel(), 1});
-        if (dp) {
-          x = batch.inputs;  // DataParallel scatters from the host
-        } else {
-          if (tracer) tracer->samples(device, device.clock_ns(StreamKind::kCompute), indices);
-          x = batch.inputs.to(device, MemoryCategory::kActivations);
-        }
-      }
-      double loss_value = 0.0;
-      {
-        AllDevicesPhase phase(devices, Phase::kForward);
-        const Tensor out = dp ? dp->forward(x, indices) : model.forward(x);
-        loss_value = criterion->forward(out, y).item();
-        trace_memory_all(devices);
-      }
-      {
-        AllDevicesPhase phase(devices, Phase::kBackward);
-        optimizer->zero_grad();
-        if (dp) {
-          dp->backward(criterion->backward());
-        } else {
-          model.backward(criterion->backward());
-        }
-        trace_memory_all(devices);
-      }
-      {
-        AllDevicesPhase phase(devices, Phase::kOptimizer);
-        optimizer->step();
-        trace_memory_all(devices);
-      }
-      DPS_CHECK(std::isfinite(loss_value), ErrorKind::kInvalidArgument,
-                "loss became {} at step {} (try a smaller --lr)", loss_value, step);
-      const int64_t step_end_ns = synchronize_all(devices);
+  const RunLength& length = run.length;
+  const LoopPosition start = start_position(resumed ? &*resumed : nullptr);
+  int64_t step = start.steps_done;
+  for (int64_t epoch = start.epoch; step < length.total_steps; ++epoch) {
+    run.loader->set_epoch(config.has_pitfall("no-set-epoch") ? 0 : epoch);  // the pitfall repeats epoch 0
+    for (int64_t b = epoch == start.epoch ? start.batch : 0;
+         b < length.batches_per_epoch && step < length.total_steps; ++b) {
+      for (const Device& d : run.devices) d.set_step(step);
+      const int64_t step_start_ns = synchronize_all(run.devices);
+      const double loss_value = run_step(run, tracer.get(), b);
+      check_loss_finite(loss_value, step, "");
+      const int64_t step_end_ns = synchronize_all(run.devices);
       if (tracer) {
         const std::pair<std::string_view, double> loss_counter[] = {{"loss", loss_value}};
         tracer->counter(device, "loss", device.clock_ns(StreamKind::kCompute), loss_counter);
@@ -170,25 +191,34 @@ TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
       result.losses.push_back(loss_value);
       if (on_step)
         on_step({.step = step,
-                 .total_steps = total_steps,
+                 .total_steps = length.total_steps,
                  .epoch = epoch,
                  .loss = loss_value,
                  .sim_step_ns = step_end_ns - step_start_ns});
       ++step;
-      if (!c.checkpoint_dir.empty() && (step % checkpoint_every == 0 || step == total_steps)) {
-        AllDevicesPhase phase(devices, Phase::kCheckpoint);
-        result.last_checkpoint =
-            write_checkpoint(c, device, step, epoch, b, per_epoch, model, optimizer->state_tensors());
+      if (checkpoint_due(config, length, step)) {
+        AllDevicesPhase phase(run.devices, Phase::kCheckpoint);
+        result.last_checkpoint = write_checkpoint(config, device, step, epoch, b, length.batches_per_epoch,
+                                                  *run.model, run.optimizer->state_tensors());
       }
     }
   }
-  for (const Device& d : devices) d.set_step(-1);
+  for (const Device& d : run.devices) d.set_step(-1);
   result.steps = step;
-  result.sim_total_ns = synchronize_all(devices) - sim_start_ns;
+  result.sim_total_ns = synchronize_all(run.devices) - sim_start_ns;
 
-  save_weights(c, model);
+  save_weights(config, *run.model);
   finish_run(tracer, wall_start, result);
   return result;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& config, const StepObserver& on_step) {
+  config.validate();
+  check_output_paths(config);
+  find_preset(config.preset);  // an unknown --preset is refused with --device cpu too
+  return config.mode == "ddp" ? run_ddp_training(config, on_step) : run_single_or_dp(config, on_step);
 }
 
 }  // namespace dpscope

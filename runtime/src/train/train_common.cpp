@@ -1,7 +1,9 @@
-// Shared pieces of the training modes (see train_common.hpp).
+// Shared pieces of the training modes (see train_common.hpp): setup, run length, checkpoints.
 #include "train_common.hpp"
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -15,25 +17,69 @@
 
 namespace dpscope::detail {
 
-std::shared_ptr<TensorDataset> load_data(const TrainConfig& c) {
-  if (!c.dataset.empty()) return make_dataset(c.dataset, c.seed);
-  const size_t comma = c.data.find(',');
-  return load_npy_dataset(c.data.substr(0, comma), c.data.substr(comma + 1));
+int64_t ceil_div(int64_t numerator, int64_t denominator) {
+  DPS_ASSERT(numerator >= 0 && denominator >= 1, "ceil_div({}, {}) needs numerator >= 0, denominator >= 1",
+             numerator, denominator);
+  return numerator / denominator + (numerator % denominator == 0 ? 0 : 1);
+}
+
+RunLength plan_run(const TrainConfig& config, int64_t batches_per_epoch) {
+  RunLength length;
+  length.batches_per_epoch = batches_per_epoch;
+  length.sync_every = config.mode == "ddp" ? config.no_sync_every : 1;
+  if (config.steps > 0) {
+    length.total_steps = config.steps;
+  } else {
+    const int64_t epochs = std::max<int64_t>(config.epochs, 1);
+    DPS_CHECK(batches_per_epoch <= std::numeric_limits<int64_t>::max() / epochs, ErrorKind::kUsage,
+              "--epochs {} x {} batches per epoch is more steps than a run can count", epochs,
+              batches_per_epoch);
+    length.total_steps = batches_per_epoch * epochs;
+  }
+  length.checkpoint_every = config.checkpoint_every > 0 ? config.checkpoint_every : batches_per_epoch;
+  return length;
+}
+
+bool checkpoint_due(const TrainConfig& config, const RunLength& length, int64_t steps_done) {
+  if (config.checkpoint_dir.empty() || steps_done % length.sync_every != 0) return false;
+  // Did (previous boundary, steps_done] pass a multiple of checkpoint_every? (With sync_every 1:
+  // is steps_done a multiple of it.)
+  const int64_t previous = steps_done - length.sync_every;
+  const bool every_passed = steps_done / length.checkpoint_every != previous / length.checkpoint_every;
+  const bool last_boundary = steps_done > length.total_steps - length.sync_every;
+  return every_passed || last_boundary;
+}
+
+LoopPosition start_position(const CheckpointState* resumed) {
+  if (resumed == nullptr) return {};
+  return {.steps_done = resumed->steps_done, .epoch = resumed->epoch, .batch = resumed->batch_in_epoch};
+}
+
+void check_loss_finite(double loss, int64_t step, const std::string& where) {
+  DPS_CHECK(std::isfinite(loss), ErrorKind::kInvalidArgument,
+            "loss became {} at step {}{} (try a smaller --lr)", loss, step + 1, where);
+}
+
+std::shared_ptr<TensorDataset> load_data(const TrainConfig& config) {
+  if (!config.dataset.empty()) return make_dataset(config.dataset, config.seed);
+  const size_t comma = config.data.find(',');
+  return load_npy_dataset(config.data.substr(0, comma), config.data.substr(comma + 1));
 }
 
 // Checks that the data fits the model and the loss; every mismatch is one kUsage line.
-void check_data_fits(const TrainConfig& c, const Dataset& data, int64_t in_features, int64_t out_features) {
+void check_data_fits(const TrainConfig& config, const Dataset& data, int64_t in_features,
+                     int64_t out_features) {
   DPS_CHECK(data.size() > 0, ErrorKind::kUsage, "data mismatch: {} has no samples", data.name());
   DPS_CHECK(data.num_features() == in_features, ErrorKind::kUsage,
             "data mismatch: inputs have {} features per sample but --model {} expects {}",
-            data.num_features(), c.model, in_features);
-  if (c.loss == "ce") {
+            data.num_features(), config.model, in_features);
+  if (config.loss == "ce") {
     DPS_CHECK(data.target_dtype() == DType::kI64, ErrorKind::kUsage,
               "--loss ce needs int64 class targets, but the targets are {} (use --loss mse)",
               to_string(data.target_dtype()));
     DPS_CHECK(data.num_classes() <= out_features, ErrorKind::kUsage,
               "data mismatch: targets have {} classes but --model {} has {} outputs", data.num_classes(),
-              c.model, out_features);
+              config.model, out_features);
   } else {
     DPS_CHECK(data.target_dtype() == DType::kF32, ErrorKind::kUsage,
               "--loss mse needs float32 targets, but the targets are {} (use --loss ce)",
@@ -42,104 +88,112 @@ void check_data_fits(const TrainConfig& c, const Dataset& data, int64_t in_featu
     const int64_t per_sample = shape_numel(sample);
     DPS_CHECK(per_sample == out_features, ErrorKind::kUsage,
               "data mismatch: targets have {} values per sample but --model {} has {} outputs", per_sample,
-              c.model, out_features);
+              config.model, out_features);
   }
 }
 
-void load_initial_weights(const TrainConfig& c, Module& model) {
-  NamedTensors file = load_safetensors(c.init);
+void load_initial_weights(const TrainConfig& config, Module& model) {
+  NamedTensors file = load_safetensors(config.init);
   try {
     model.load_state_dict(file);
   } catch (const Error& e) {
     throw Error(ErrorKind::kUsage,
-                fmt::format("--init {} does not fit --model {}: {}", c.init, c.model, e.what()));
+                fmt::format("--init {} does not fit --model {}: {}", config.init, config.model, e.what()));
   }
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<Parameter*> params) {
-  if (c.optim == "sgd")
+std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& config, std::vector<Parameter*> params) {
+  if (config.optim == "sgd")
     return std::make_unique<SGD>(
-        std::move(params), SgdOptions{.lr = c.lr, .momentum = c.momentum, .weight_decay = c.weight_decay});
-  if (c.optim == "adam") {
-    AdamOptions o;
-    o.lr = c.lr;
-    o.weight_decay = c.weight_decay;
-    return std::make_unique<Adam>(std::move(params), o);
+        std::move(params),
+        SgdOptions{.lr = config.lr, .momentum = config.momentum, .weight_decay = config.weight_decay});
+  if (config.optim == "adam") {
+    AdamOptions options;
+    options.lr = config.lr;
+    options.weight_decay = config.weight_decay;
+    return std::make_unique<Adam>(std::move(params), options);
   }
-  AdamWOptions o;
-  o.lr = c.lr;
-  if (c.weight_decay > 0.0) o.weight_decay = c.weight_decay;
-  return std::make_unique<AdamW>(std::move(params), o);
+  AdamWOptions options;
+  options.lr = config.lr;
+  if (config.weight_decay > 0.0) options.weight_decay = config.weight_decay;
+  return std::make_unique<AdamW>(std::move(params), options);
 }
 
-std::unique_ptr<Loss> make_loss(const TrainConfig& c) {
-  if (c.loss == "ce") return std::make_unique<CrossEntropyLoss>();
+std::unique_ptr<Loss> make_loss(const TrainConfig& config) {
+  if (config.loss == "ce") return std::make_unique<CrossEntropyLoss>();
   return std::make_unique<MSELoss>();
 }
 
-std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& c, const std::vector<Device>& devices,
+std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::vector<Device>& devices,
                                           const Module& model) {
-  if (c.trace.empty()) return nullptr;
+  if (config.trace.empty()) return nullptr;
   TraceHeader header;
   header.clock = devices.front().is_simulated() ? "simulated" : "measured";
-  header.run_json = c.to_json();
-  for (const Device& d : devices) add_trace_device(header, d);
+  header.run_json = config.to_json();
+  for (const Device& device : devices) add_trace_device(header, device);
   for (const Parameter* p : model.parameters())
     header.params.push_back(
         {.index = p->index, .name = p->name, .shape = p->data.shape(), .bytes = p->data.nbytes()});
-  return TraceRecorder::open(c.trace, header, devices);
+  return TraceRecorder::open(config.trace, header, devices);
 }
 
 std::string describe_devices(const std::vector<Device>& devices) {
-  const Device& d = devices.front();
-  const HardwarePreset* hw = d.hardware();
+  const Device& first = devices.front();
+  const HardwarePreset* hw = first.hardware();
   const std::string names =
-      devices.size() == 1 ? d.name() : fmt::format("{}..{}", d.name(), devices.back().name());
+      devices.size() == 1 ? first.name() : fmt::format("{}..{}", first.name(), devices.back().name());
   return hw ? fmt::format("{} ({}{})", names, devices.size() > 1 ? fmt::format("{} x ", devices.size()) : "",
                           hw->name)
             : names;
 }
 
-std::unique_ptr<Module> make_model(const TrainConfig& c, const Device& device) {
-  std::unique_ptr<Module> model = Sequential::mlp(c.model, device, c.seed);
-  if (!c.has_pitfall("unused-parameter")) return model;
-  const int64_t out = Sequential::parse_mlp_spec(c.model).back();
-  std::mt19937 generator(static_cast<uint32_t>(c.seed + 1));
+std::unique_ptr<Module> make_model(const TrainConfig& config, const Device& device) {
+  std::unique_ptr<Module> model = Sequential::mlp(config.model, device, config.seed);
+  if (!config.has_pitfall("unused-parameter")) return model;
+  const int64_t out = Sequential::parse_mlp_spec(config.model).back();
+  std::mt19937 generator(static_cast<uint32_t>(config.seed + 1));
   return std::make_unique<WithUnusedParameter>(std::move(model),
                                                std::make_unique<Linear>(out, out, device, generator));
 }
 
-CheckpointState load_resume_checkpoint(const TrainConfig& c) {
-  const std::optional<std::filesystem::path> file = latest_checkpoint(c.checkpoint_dir);
-  DPS_CHECK(file.has_value(), ErrorKind::kUsage, "--resume: no checkpoint in '{}'", c.checkpoint_dir);
+CheckpointState load_resume_checkpoint(const TrainConfig& config) {
+  const std::optional<std::filesystem::path> file = latest_checkpoint(config.checkpoint_dir);
+  DPS_CHECK(file.has_value(), ErrorKind::kUsage, "--resume: no checkpoint in '{}'", config.checkpoint_dir);
   CheckpointState state = load_checkpoint(*file);
-  check_resumable(state.config_json, c, file->string());
+  check_resumable(state.config_json, config, file->string());
+  // Gradients accumulated under no_sync are not in a checkpoint: resuming between two synchronized
+  // steps would drop them (this version writes none there; an older one did).
+  const int64_t sync_every = config.mode == "ddp" ? config.no_sync_every : 1;
+  DPS_CHECK(state.steps_done % sync_every == 0, ErrorKind::kUsage,
+            "--resume: {} was written after step {}, between two synchronized steps of --no-sync-every {}, "
+            "so gradients it accumulated are missing; resume from a checkpoint at a multiple of {} steps",
+            file->string(), state.steps_done, sync_every, sync_every);
   return state;
 }
 
-std::string write_checkpoint(const TrainConfig& c, const Device& device, int64_t steps_done,
-                             int64_t epoch_done, int64_t batch_done, int64_t per_epoch, const Module& model,
-                             StateDict optimizer_state) {
+std::string write_checkpoint(const TrainConfig& config, const Device& device, int64_t steps_done,
+                             int64_t epoch_done, int64_t batch_done, int64_t batches_per_epoch,
+                             const Module& model, StateDict optimizer_state) {
   CheckpointState state;
   state.steps_done = steps_done;
-  const bool epoch_ended = batch_done + 1 >= per_epoch;
+  const bool epoch_ended = batch_done + 1 >= batches_per_epoch;
   state.epoch = epoch_ended ? epoch_done + 1 : epoch_done;
   state.batch_in_epoch = epoch_ended ? 0 : batch_done + 1;
-  state.config_json = c.to_json();
+  state.config_json = config.to_json();
   state.model = model.state_dict();
   state.optimizer = std::move(optimizer_state);
-  std::string file = save_checkpoint(c.checkpoint_dir, state).string();
+  std::string file = save_checkpoint(config.checkpoint_dir, state).string();
   if (TraceSink* tracer = device.tracer())
     tracer->instant(device, "checkpoint_saved", device.clock_ns(StreamKind::kCompute),
                     fmt::format(R"({{"steps_done":{}}})", steps_done));
   return file;
 }
 
-void save_weights(const TrainConfig& c, const Module& model) {
-  if (c.save.empty()) return;
+void save_weights(const TrainConfig& config, const Module& model) {
+  if (config.save.empty()) return;
   NamedTensors weights;
   for (const auto& [name, tensor] : model.state_dict()) weights.emplace_back(name, tensor.to(Device::cpu()));
-  save_safetensors(c.save, weights, {{"format", "pt"}, {"producer", "dpscope"}});
+  save_safetensors(config.save, weights, {{"format", "pt"}, {"producer", "dpscope"}});
 }
 
 void finish_run(std::unique_ptr<TraceRecorder>& tracer, std::chrono::steady_clock::time_point wall_start,

@@ -1,5 +1,6 @@
-// Pieces every training mode shares (data, model checks, optimizer, loss, trace header); private
-// to runtime/src/train. run_training() (single, dp) and run_ddp_training() (ddp) use them.
+// Pieces every training mode shares (data, model, optimizer, loss, trace header, run length,
+// checkpoint schedule and writing); private to runtime/src/train. run_training() (single, dp:
+// train.cpp) and train_rank() (ddp: train_rank.cpp) use them.
 #pragma once
 
 #include <chrono>
@@ -16,35 +17,69 @@
 
 namespace dpscope::detail {
 
-std::shared_ptr<TensorDataset> load_data(const TrainConfig& c);
+// ceil(numerator / denominator) for numerator >= 0 and denominator >= 1, without the overflow of
+// (numerator + denominator - 1) / denominator. (A stand-in until base/checked.hpp's ceil_div.)
+int64_t ceil_div(int64_t numerator, int64_t denominator);
+
+std::shared_ptr<TensorDataset> load_data(const TrainConfig& config);
 // Checks that the data fits the model and the loss; every mismatch is one kUsage line.
-void check_data_fits(const TrainConfig& c, const Dataset& data, int64_t in_features, int64_t out_features);
+void check_data_fits(const TrainConfig& config, const Dataset& data, int64_t in_features,
+                     int64_t out_features);
 // Loads --init into `model`; a mismatch is one kUsage line naming the file and the model.
-void load_initial_weights(const TrainConfig& c, Module& model);
-std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& c, std::vector<Parameter*> params);
-std::unique_ptr<Loss> make_loss(const TrainConfig& c);
+void load_initial_weights(const TrainConfig& config, Module& model);
+std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& config, std::vector<Parameter*> params);
+std::unique_ptr<Loss> make_loss(const TrainConfig& config);
 // Opens --trace (nullptr when not tracing) with every device and the model's parameters in the header.
-std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& c, const std::vector<Device>& devices,
+std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::vector<Device>& devices,
                                           const Module& model);
 // "sim:0..sim:3 (4 x NVIDIA H100 SXM5 80GB)".
 std::string describe_devices(const std::vector<Device>& devices);
 // The model --model describes, on `device` (with --pitfall unused-parameter: plus an unused layer).
-std::unique_ptr<Module> make_model(const TrainConfig& c, const Device& device);
+std::unique_ptr<Module> make_model(const TrainConfig& config, const Device& device);
 
-// --resume: the newest checkpoint in --checkpoint-dir, verified and checked against `c`.
-CheckpointState load_resume_checkpoint(const TrainConfig& c);
-// Writes the checkpoint after step `steps_done`, which was batch `batch_done` of `epoch_done` (an
-// epoch has `per_epoch` batches), traces `checkpoint_saved` on `device`; returns the file.
-std::string write_checkpoint(const TrainConfig& c, const Device& device, int64_t steps_done,
-                             int64_t epoch_done, int64_t batch_done, int64_t per_epoch, const Module& model,
-                             StateDict optimizer_state);
+// How long a run is and when it checkpoints.
+struct RunLength {
+  int64_t batches_per_epoch = 0;
+  int64_t total_steps = 0;       // --steps, or --epochs (default 1) x batches_per_epoch
+  int64_t checkpoint_every = 0;  // --checkpoint-every, or one epoch
+  int64_t sync_every = 1;        // --no-sync-every in ddp; 1 otherwise
+};
+// Throws kUsage when --epochs x batches per epoch does not fit in 64 bits.
+RunLength plan_run(const TrainConfig& config, int64_t batches_per_epoch);
+// Whether a checkpoint is written once `steps_done` steps are done: only at a synchronized
+// boundary (steps_done a multiple of sync_every: no gradient accumulated under no_sync is lost),
+// when --checkpoint-every steps have passed since the previous boundary, or when it is the run's
+// last synchronized boundary.
+bool checkpoint_due(const TrainConfig& config, const RunLength& length, int64_t steps_done);
+
+// Where the loop starts: at step 0, or where the --resume checkpoint left off.
+struct LoopPosition {
+  int64_t steps_done = 0;
+  int64_t epoch = 0;  // of the next step
+  int64_t batch = 0;  // within that epoch
+};
+LoopPosition start_position(const CheckpointState* resumed);
+
+// Throws kInvalidArgument when the loss of (0-based) step `step` is not finite; the message counts
+// steps from 1, as the progress lines do. `where` is "" or " on rank 2".
+void check_loss_finite(double loss, int64_t step, const std::string& where);
+
+// --resume: the newest checkpoint in --checkpoint-dir, verified and checked against `config`.
+CheckpointState load_resume_checkpoint(const TrainConfig& config);
+// Writes the checkpoint after `steps_done` steps, the last of which was batch `batch_done` of
+// `epoch_done` (an epoch has `batches_per_epoch` batches), traces `checkpoint_saved` on `device`;
+// returns the file.
+std::string write_checkpoint(const TrainConfig& config, const Device& device, int64_t steps_done,
+                             int64_t epoch_done, int64_t batch_done, int64_t batches_per_epoch,
+                             const Module& model, StateDict optimizer_state);
 // --save: the model's weights with plain nn.Sequential names, so PyTorch loads them directly.
-void save_weights(const TrainConfig& c, const Module& model);
+void save_weights(const TrainConfig& config, const Module& model);
 // Closes the trace (if any) and fills the result's trace and wall-time fields.
 void finish_run(std::unique_ptr<TraceRecorder>& tracer, std::chrono::steady_clock::time_point wall_start,
                 TrainResult& result);
 
-// `dpscope train --mode ddp` (train_ddp.cpp); `c` is validated.
-TrainResult run_ddp_training(const TrainConfig& c, const StepObserver& on_step);
+// `dpscope train --mode ddp` (train_ddp.cpp): make the world, spawn a thread per rank, run
+// train_rank() on each; `config` is validated.
+TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_step);
 
 }  // namespace dpscope::detail

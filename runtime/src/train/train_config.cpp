@@ -1,4 +1,5 @@
-// TrainConfig validation and its JSON form (the trace header's "run" object).
+// TrainConfig validation (values only; train/output_paths.cpp checks the files), its JSON form
+// (the trace header's "run" object and a checkpoint's configuration), and the resume check.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -23,15 +24,21 @@ void TrainConfig::validate() const {
   using std::string;
   DPS_CHECK(one_of<string>(mode, {"single", "dp", "ddp"}), ErrorKind::kUsage,
             "--mode '{}' is not one of single, dp, ddp", mode);
-  DPS_CHECK(one_of<string>(backend, {"sim", "cpu"}), ErrorKind::kUsage,
-            "--backend '{}' is not available in this build (use sim or cpu)", backend);
+  DPS_CHECK(one_of<string>(device, {"cpu", "sim", "cuda"}), ErrorKind::kUsage,
+            "--device '{}' is not one of cpu, sim, cuda", device);
+  DPS_CHECK(device != "cuda", ErrorKind::kUsage,
+            "--device cuda is not built in this version (use --device sim or cpu)");
+  DPS_CHECK(one_of<string>(backend, {"sim", "cuda", "nccl", "mpi"}), ErrorKind::kUsage,
+            "--backend '{}' is not one of sim, cuda, nccl, mpi", backend);
+  DPS_CHECK(backend == "sim", ErrorKind::kUsage,
+            "--backend {} is not built in this version (use --backend sim)", backend);
   DPS_CHECK(devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", devices);
   DPS_CHECK(mode != "single" || devices == 1, ErrorKind::kUsage,
             "--mode single trains on one device, but --devices is {} (use --mode dp or ddp)", devices);
-  DPS_CHECK(mode != "ddp" || backend == "sim", ErrorKind::kUsage,
-            "--mode ddp runs on simulated GPUs: use --backend sim");
-  DPS_CHECK(backend != "cpu" || devices == 1, ErrorKind::kUsage,
-            "--backend cpu has one device, got --devices {}", devices);
+  DPS_CHECK(mode != "ddp" || device == "sim", ErrorKind::kUsage,
+            "--mode ddp runs its ranks on simulated GPUs in this version: use --device sim");
+  DPS_CHECK(device != "cpu" || devices == 1, ErrorKind::kUsage,
+            "--device cpu has one device, got --devices {}", devices);
   DPS_CHECK(devices <= 64, ErrorKind::kUsage, "--devices {} is more than the 64 simulated GPUs supported",
             devices);
   DPS_CHECK(one_of<string>(loss, {"ce", "mse"}), ErrorKind::kUsage, "--loss '{}' is not one of ce, mse",
@@ -115,6 +122,7 @@ void check_resumable(const std::string& checkpoint_config, const TrainConfig& cu
 std::string TrainConfig::to_json() const {
   nlohmann::ordered_json j;
   j["mode"] = mode;
+  j["device"] = device;
   j["backend"] = backend;
   j["devices"] = devices;
   j["preset"] = preset;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 
 #include "dpscope/data/randperm.hpp"
@@ -69,6 +70,16 @@ TEST(DataLoader, NumberOfBatchesIsCeilOrFloorOfNOverB) {
     EXPECT_EQ(loader.num_batches(), c.expected) << "B = " << c.batch_size << ", drop_last = " << c.drop_last;
     EXPECT_EQ(static_cast<int64_t>(all_batch_indices(loader).size()), c.expected);
   }
+}
+
+TEST(DataLoader, ABatchSizeNearTheInt64LimitIsOneBatchOfEverything) {
+  // (m + b - 1) / b overflowed here: the count turned negative and a training loop never advanced.
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  const DataLoader loader(counting_dataset(10), {.batch_size = huge});
+  EXPECT_EQ(loader.num_batches(), 1);
+  EXPECT_EQ(loader.batch(0).inputs.size(0), 10);
+  EXPECT_EQ(DataLoader(counting_dataset(10), {.batch_size = huge, .drop_last = true}).num_batches(), 0);
+  EXPECT_EQ(DataLoader(counting_dataset(10), {.batch_size = huge - 1}).num_batches(), 1);
 }
 
 TEST(DataLoader, EpochOrderIsRandpermOfSeedPlusEpoch) {

@@ -278,11 +278,40 @@ TEST(DistributedDataParallel, Fp16CompressionIsCloseButNotExact) {
   EXPECT_NE(plain[0], fp16[0]);
 }
 
+// Every rank's gradients after one DDP backward on its rows [r*B, (r+1)*B) of one global batch.
+std::vector<testing::Weights> grads_after_one_backward(int n, const Batches& data, DdpOptions options) {
+  std::vector<testing::Weights> grads(static_cast<size_t>(n));
+  spawn(n, [&](ProcessGroup& pg) {
+    auto model = Sequential::mlp("6-8-4", pg.device(), /*seed=*/1);
+    DistributedDataParallel ddp(*model, pg, options);
+    CrossEntropyLoss loss;
+    const int64_t per_rank = data.x[0].size(0) / n;
+    loss.forward(ddp.forward(data.x[0].rows(pg.rank() * per_rank, per_rank).to(pg.device())),
+                 data.y[0].rows(pg.rank() * per_rank, per_rank).to(pg.device()));
+    ddp.backward(loss.backward());
+    for (const Parameter* p : model->parameters())
+      grads[static_cast<size_t>(pg.rank())].push_back(p->grad.to_vector());
+  });
+  return grads;
+}
+
 TEST(DistributedDataParallel, SkippingTheAverageScalesGradientsByTheWorldSize) {
+  // DDP averages: grad = (1/n) * sum over ranks. Without the average (the lesson's pitfall) every
+  // rank holds the plain sum, exactly n times the average: with n = 4, a power of two, scaling
+  // commutes with rounding, so the relation holds bit for bit.
+  constexpr int kWorld = 4;
   const Batches data = make_batches(1, 8, 6, 4, 13);
-  const auto averaged = train_ddp(4, "6-8-4", data);
-  const auto summed = train_ddp(4, "6-8-4", data, {.average_gradients = false});
-  EXPECT_GT(max_diff(averaged[0], summed[0]), 1e-4f);
+  const auto averaged = grads_after_one_backward(kWorld, data, {});
+  const auto summed = grads_after_one_backward(kWorld, data, {.average_gradients = false});
+  for (int rank = 0; rank < kWorld; ++rank) {
+    const auto& avg = averaged[static_cast<size_t>(rank)];
+    const auto& sum = summed[static_cast<size_t>(rank)];
+    ASSERT_EQ(avg.size(), sum.size());
+    for (size_t p = 0; p < avg.size(); ++p)
+      for (size_t i = 0; i < avg[p].size(); ++i)
+        ASSERT_EQ(sum[p][i], kWorld * avg[p][i]) << "rank " << rank << " parameter " << p << " [" << i << "]";
+  }
+  EXPECT_NE(averaged[0], summed[0]);  // the gradients are not all zero
 }
 
 }  // namespace

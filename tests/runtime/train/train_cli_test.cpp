@@ -135,8 +135,10 @@ TEST(TrainCli, BadFlagValues) {
   expect_usage_error(kOk + "--lr abc", "--lr");
   expect_usage_error(kOk + "--no-such-flag", "no-such-flag");
   expect_usage_error(kOk + "--mode pipeline", "--mode 'pipeline' is not one of single, dp, ddp");
-  expect_usage_error(kOk + "--mode ddp --backend cpu",
-                     "--mode ddp runs on simulated GPUs: use --backend sim");
+  expect_usage_error(kOk + "--mode ddp --device cpu",
+                     "--mode ddp runs its ranks on simulated GPUs in this version: use --device sim");
+  expect_usage_error(kOk + "--mode ddp --backend cpu",  // the old spelling of --device cpu
+                     "--mode ddp runs its ranks on simulated GPUs in this version: use --device sim");
   expect_usage_error(kOk + "--bucket-mb 4", "apply to --mode ddp only");
   expect_usage_error(kOk + "--mode ddp --devices 2 --bucket-mb 0", "--bucket-mb must be > 0, got 0");
   expect_usage_error(kOk + "--mode ddp --devices 2 --no-sync-every 0", "--no-sync-every must be at least 1");
@@ -144,7 +146,8 @@ TEST(TrainCli, BadFlagValues) {
   expect_usage_error(kOk + "--mode ddp --devices 2 --algo hier", "--algo 'hier' is not one of");
   expect_usage_error(kOk + "--pitfall slow", "--pitfall 'slow' is not one of");
   expect_usage_error(kOk + "--pitfall no-average", "--pitfall no-average applies to --mode ddp only");
-  expect_usage_error(kOk + "--backend mpi", "--backend 'mpi' is not available");
+  expect_usage_error(kOk + "--backend mpi", "--backend mpi is not built in this version (use --backend sim)");
+  expect_usage_error(kOk + "--backend gloo", "--backend 'gloo' is not one of sim, cuda, nccl, mpi");
   expect_usage_error(kOk + "--loss hinge", "--loss 'hinge' is not one of ce, mse");
   expect_usage_error(kOk + "--optim lion", "--optim 'lion' is not one of sgd, adam, adamw");
   expect_usage_error(kOk + "--lr -1", "--lr must be >= 0, got -1");

@@ -45,7 +45,7 @@ TEST_P(TrainParity, WeightsMatchPyTorchAfterSeveralSteps) {
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
   const auto ours = run_dpscope(
-      fmt::format("train --mode single --backend sim --model {} --loss {} --optim {} --lr {} --momentum {} "
+      fmt::format("train --mode single --device sim --model {} --loss {} --optim {} --lr {} --momentum {} "
                   "--weight-decay {} "
                   "--batch {} --steps {} --data {},{} --no-shuffle --init {} --save {}",
                   p.model, p.loss, p.optim, p.lr, p.momentum, p.weight_decay, p.batch, p.steps, dir / "x.npy",

@@ -14,6 +14,13 @@
 //
 // state_tensors() names every state tensor "<param name>.<slot>" ("0.weight.momentum_buffer",
 // "0.weight.exp_avg", "0.weight.step", ...), for checkpoints; load_state_tensors() reads them back.
+//
+// Two kinds of optimizer derive from this class. A per-parameter optimizer (SGD, Adam, AdamW)
+// implements update() and update_cost() and inherits everything else. A wrapper over other
+// optimizers (parallel/zero_redundancy_optimizer.hpp: ZeRO-1 shards the state over ranks) overrides
+// step(), slot_names() and the state functions instead, so a training loop drives either kind through
+// this one interface: zero_grad, step, and for a checkpoint consolidate_state_dict(0) on every rank
+// followed by state_tensors() on rank 0.
 #pragma once
 
 #include <string>
@@ -32,21 +39,27 @@ class Optimizer {
 
   virtual const char* type_name() const = 0;  // "SGD", "Adam", "AdamW"
 
-  void step();
+  virtual void step();
   // Sets the gradients of the optimizer's parameters to undefined (default) or to zero.
-  void zero_grad(bool set_to_none = true);
+  virtual void zero_grad(bool set_to_none = true);
 
   const std::vector<Parameter*>& params() const { return params_; }
   // Slot names in state order, e.g. {"momentum_buffer"} or {"step", "exp_avg", ...}.
-  std::vector<std::string> slot_names() const;
+  virtual std::vector<std::string> slot_names() const;
+
+  // Collective for an optimizer whose state is sharded over the ranks of a process group: every
+  // rank calls it with the same `to`, and afterwards state_tensors() on rank `to` returns the whole
+  // state (PyTorch's ZeroRedundancyOptimizer.consolidate_state_dict). An optimizer that holds all
+  // of its state (SGD, Adam, AdamW) has nothing to gather: a no-op.
+  virtual void consolidate_state_dict(int /*to*/ = 0) {}
 
   // The existing state tensors in (parameter, slot) order; they share storage with the optimizer.
-  StateDict state_tensors() const;
+  virtual StateDict state_tensors() const;
   // Replaces the whole state with copies of `state`. Throws kInvalidArgument on a key that names
   // no parameter or slot, a dtype or shape mismatch ("load_state_tensors: size mismatch for
   // 0.weight.exp_avg: checkpoint [4], optimizer [3, 4]") or an incomplete parameter state;
   // nothing changes when any check fails.
-  void load_state_tensors(const StateDict& state);
+  virtual void load_state_tensors(const StateDict& state);
 
  protected:
   struct SlotSpec {
@@ -58,10 +71,19 @@ class Optimizer {
   Optimizer(std::vector<Parameter*> params, std::vector<SlotSpec> slots);
 
   // Updates params()[i], whose grad is defined and on the parameter's device. When `compute` is
-  // false (timing-only tensors) only the state bookkeeping happens.
-  virtual void update(size_t i, Parameter& param, bool compute) = 0;
-  // The roofline cost of update() on a parameter of `numel` elements.
-  virtual KernelCost update_cost(int64_t numel) const = 0;
+  // false (timing-only tensors) only the state bookkeeping happens. Called by step() only, so a
+  // wrapper that overrides step() keeps this default.
+  virtual void update(size_t /*i*/, Parameter& /*param*/, bool /*compute*/) {
+    DPS_ASSERT(false,
+               "{} overrides neither step() nor update(): a per-parameter optimizer implements "
+               "update() and update_cost()",
+               type_name());
+  }
+  // The roofline cost of update() on a parameter of `numel` elements (see update()).
+  virtual KernelCost update_cost(int64_t /*numel*/) const {
+    DPS_ASSERT(false, "{} overrides neither step() nor update_cost()", type_name());
+    return {};
+  }
   // Throws when a loaded state of params()[i] is not usable (e.g. only some of Adam's slots).
   virtual void check_loaded_state(size_t /*i*/) const {}
 

@@ -24,10 +24,15 @@
 // broadcasts are traced by the comm layer; the whole sync is marked by a span
 // "optimizer.sync_params" (category `phase`) on the compute stream, in phase `optimizer`.
 //
+// It is an Optimizer (optim/optimizer.hpp): a training loop drives it exactly like SGD or Adam —
+// zero_grad(), step(), and for a checkpoint consolidate_state_dict(0) on every rank then
+// state_tensors() on rank 0 — so `dpscope train --zero` needs no branch of its own.
+//
 // Checkpoints: consolidate_state_dict(to) (collective) gathers every shard's state on rank `to`,
 // kept on the cpu as PyTorch does; state_dict() there returns it keyed like a plain optimizer's
 // state_tensors() ("0.weight.exp_avg", ...), in the same order, so rank 0's checkpoint loads into a
 // non-sharded optimizer. load_state_dict(full state) on every rank keeps only its shard's entries.
+// state_tensors() and load_state_tensors(), the Optimizer names, are state_dict() and load_state_dict().
 //
 // Thread semantics: one object per rank thread; every rank must construct it and call step() and
 // consolidate_state_dict() in the same order (they are collective). A rank whose shard is empty
@@ -53,7 +58,7 @@ using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(std::vector<Pa
 std::vector<std::vector<int>> partition_parameters_sorted_greedy(const std::vector<int64_t>& numels,
                                                                  int world_size);
 
-class ZeroRedundancyOptimizer {
+class ZeroRedundancyOptimizer final : public Optimizer {
  public:
   // Every parameter must live on group.device(). Throws kInvalidArgument on an empty list
   // ("ZeroRedundancyOptimizer got an empty parameter list", as PyTorch), a null or repeated parameter, a
@@ -62,19 +67,19 @@ class ZeroRedundancyOptimizer {
   // the optimizer's type and slot names (an optimizer holds no state before its first step) and drops it.
   ZeroRedundancyOptimizer(std::vector<Parameter*> params, ProcessGroup& group,
                           OptimizerFactory make_local_optimizer);
-  ~ZeroRedundancyOptimizer();
-  ZeroRedundancyOptimizer(const ZeroRedundancyOptimizer&) = delete;
-  ZeroRedundancyOptimizer& operator=(const ZeroRedundancyOptimizer&) = delete;
+  ~ZeroRedundancyOptimizer() override;
 
+  const char* type_name() const override { return "ZeroRedundancyOptimizer"; }
   // The local optimizer's step on this rank's shard, then the owners' broadcasts (collective).
-  void step();
-  // Sets the gradients of ALL parameters to undefined (default) or to zero, as PyTorch's does.
-  void zero_grad(bool set_to_none = true);
+  // zero_grad() (inherited) clears the gradients of ALL parameters, as PyTorch's does.
+  void step() override;
+  // The wrapped optimizer's slot names.
+  std::vector<std::string> slot_names() const override { return slot_names_; }
 
   // Collective: every rank must call it with the same `to`. Afterwards state_dict() on rank `to`
   // returns the full state as of this call; on other ranks any earlier consolidation is dropped.
   // Throws kInvalidArgument when `to` is not a rank of the group.
-  void consolidate_state_dict(int to = 0);
+  void consolidate_state_dict(int to = 0) override;
   // The consolidated full state, in a plain optimizer's state_tensors() order and key format
   // (tensors on the cpu). Throws kInvalidArgument with PyTorch's words when this rank holds no
   // consolidated state: "Optimizer state has not been consolidated on this rank. Please call
@@ -86,9 +91,10 @@ class ZeroRedundancyOptimizer {
   // kInvalidArgument on a key that names no parameter or slot, and whatever the local optimizer's
   // load_state_tensors() throws for this shard's entries.
   void load_state_dict(const StateDict& full_state);
+  StateDict state_tensors() const override { return state_dict(); }
+  void load_state_tensors(const StateDict& full_state) override { load_state_dict(full_state); }
 
-  // ---- introspection ----
-  const std::vector<Parameter*>& params() const { return params_; }
+  // ---- introspection (params(), all of them, is the Optimizer's) ----
   // partition()[r]: indices into params() owned by rank r, in assignment order.
   const std::vector<std::vector<int>>& partition() const { return partition_; }
   // The rank that owns params()[index]; throws kInvalidArgument for an index out of range.
@@ -105,7 +111,7 @@ class ZeroRedundancyOptimizer {
   void sync_params();
 
   ProcessGroup& group_;
-  std::vector<Parameter*> params_;
+  const std::vector<Parameter*>& params_;    // Optimizer::params(): every parameter, in the caller's order
   std::vector<std::vector<int>> partition_;  // [rank] -> indices into params_
   std::vector<int> owner_;                   // [param index] -> rank
   std::vector<Parameter*> local_params_;

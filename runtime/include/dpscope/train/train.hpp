@@ -3,7 +3,9 @@
 // The CLI, the examples and the lessons all run training through run_training(), so what a
 // student sees in a lesson is exactly what the command does. The configuration mirrors the CLI
 // flags (DESIGN.md "Command line"); validate() turns every inconsistent value into one clear
-// ErrorKind::kUsage line before anything runs.
+// ErrorKind::kUsage line before anything runs, and check_output_paths() does the same for every
+// file the run will write, so no run is thrown away at its end. `--mode ddp` runs one
+// train_rank() (train/train_rank.hpp) per rank.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,12 @@ namespace dpscope {
 
 struct TrainConfig {
   std::string mode = "single";  // single | dp | ddp
-  std::string backend = "sim";  // sim | cpu
+  // The kind of device the model trains on: sim (simulated GPUs timed by `preset`), cpu (one host
+  // device, measured time; single/dp) or cuda (real GPUs: not built in this version).
+  std::string device = "sim";
+  // The process-group backend the ranks of `--mode ddp` communicate through: sim (rank threads on
+  // the simulated machine); cuda, nccl and mpi are not built in this version. Unused by single/dp.
+  std::string backend = "sim";
   int devices = 1;
   std::string preset = "h100-sxm";
 
@@ -31,7 +38,7 @@ struct TrainConfig {
   std::string data;     // "x.npy,y.npy"
   std::string dataset;  // "spirals:2000" (used when data is empty)
   bool shuffle = true;
-  uint64_t seed = 0;
+  uint64_t seed = 0;    // the CLI refuses a negative --seed instead of wrapping it
   int64_t steps = -1;   // -1: use epochs
   int64_t epochs = -1;  // -1 with steps -1: one epoch
 
@@ -58,30 +65,41 @@ struct TrainConfig {
   std::vector<std::string> pitfalls;
   bool has_pitfall(const std::string& name) const;
 
-  // Throws Error(kUsage) naming the flag and the reason.
+  // Throws Error(kUsage) naming the flag and the reason. Checks values only (no file access).
   void validate() const;
   // The configuration as a JSON object (the trace header's "run").
   std::string to_json() const;
 };
 
+// Throws Error(kUsage) unless every output of `config` can be written and overwrites no input:
+// --save and --trace name files in existing, writable directories and are not directories;
+// --checkpoint-dir is (or can be created as) a writable directory; no output is the same file as
+// --data's files or --init, and --trace is not --save. Run before any work starts.
+void check_output_paths(const TrainConfig& config);
+
 struct StepReport {
-  int64_t step = 0;  // 0-based
+  int64_t step = 0;  // 0-based (progress lines print step + 1, as the error messages do)
   int64_t total_steps = 0;
   int64_t epoch = 0;
   double loss = 0.0;
+  // true in ddp: `loss` is rank 0's loss over its own batch, not the mean over ranks.
+  bool loss_of_rank_0 = false;
   int64_t sim_step_ns = 0;  // simulated duration of this step (0 on cpu)
 };
 
 struct TrainResult {
   int64_t steps = 0;
-  std::vector<double> losses;  // one per step
+  std::vector<double> losses;  // one per step; in ddp the mean over ranks of their local losses
   double wall_seconds = 0.0;
   int64_t sim_total_ns = 0;  // simulated time of the whole run (0 on cpu)
   std::string trace_path;    // "" when no trace was written
   uint64_t trace_events = 0;
   std::string device_name;  // "sim:0 (NVIDIA H100 SXM5 80GB)"
   int64_t parameter_count = 0;
-  int64_t samples = 0;             // dataset rows
+  int64_t samples = 0;  // dataset rows
+  // Samples one full step reads: single/dp min(--batch, rows); ddp the ranks' batches together,
+  // each at most what a rank holds per epoch (so never more than the data, never overflowing).
+  int64_t samples_per_step = 0;
   int64_t resumed_from_step = -1;  // steps done by the checkpoint resumed from, -1 when not resumed
   std::string last_checkpoint;     // the newest checkpoint written, "" when none
 };
@@ -93,8 +111,9 @@ using StepObserver = std::function<void(const StepReport&)>;
 void check_resumable(const std::string& checkpoint_config, const TrainConfig& current,
                      const std::string& file);
 
-// Runs the whole training described by `config` (validated first). `on_step` is called after each
-// step. Throws dpscope::Error with a clear message on bad input (files, shapes, unsupported mode).
+// Runs the whole training described by `config` (validated first, outputs checked). `on_step` is
+// called after each step (in ddp, on rank 0's thread). Throws dpscope::Error with a clear message on
+// bad input (files, shapes, unsupported mode).
 TrainResult run_training(const TrainConfig& config, const StepObserver& on_step = {});
 
 }  // namespace dpscope

@@ -1,4 +1,4 @@
-// Shared helpers of the zero_tests binary: deterministic batches, DDP training on n simulated ranks
+// Shared helpers of the ZeRO tests (parallel_tests): deterministic batches, DDP training on n simulated ranks
 // with either a plain optimizer or ZeroRedundancyOptimizer, and error-text capture.
 #pragma once
 
@@ -59,7 +59,8 @@ struct RankResult {
 };
 
 // n ranks of DDP, rank r taking rows [r*B, (r+1)*B) of each global batch, then either a plain
-// optimizer over all parameters or ZeroRedundancyOptimizer; the ZeRO run consolidates onto rank 0.
+// optimizer over all parameters or ZeroRedundancyOptimizer, both driven through the Optimizer
+// interface (the loop has no ZeRO branch); rank 0 ends with the (consolidated) optimizer state.
 inline std::vector<RankResult> train_ddp(int n, const Batches& data, OptimKind kind, bool zero,
                                          const std::string& spec = "6-16-16-4") {
   std::vector<RankResult> results(static_cast<size_t>(n));
@@ -67,40 +68,24 @@ inline std::vector<RankResult> train_ddp(int n, const Batches& data, OptimKind k
   spawn(world, [&](ProcessGroup& pg) {
     auto model = Sequential::mlp(spec, pg.device(), /*seed=*/static_cast<uint64_t>(pg.rank() + 1));
     DistributedDataParallel ddp(*model, pg, {.bucket_cap_mb = 0.001, .first_bucket_mb = 0.0005});
-    std::unique_ptr<Optimizer> plain;
-    std::unique_ptr<ZeroRedundancyOptimizer> sharded;
-    if (zero) {
-      sharded = std::make_unique<ZeroRedundancyOptimizer>(model->parameters(), pg, factory_of(kind));
-    } else {
-      plain = make_optimizer(kind, model->parameters());
-    }
+    const std::unique_ptr<Optimizer> optimizer =
+        zero ? std::make_unique<ZeroRedundancyOptimizer>(model->parameters(), pg, factory_of(kind))
+             : make_optimizer(kind, model->parameters());
     CrossEntropyLoss loss;
     const int64_t per_rank = data.x[0].size(0) / n;
     for (size_t s = 0; s < data.x.size(); ++s) {
-      if (zero) {
-        sharded->zero_grad();
-      } else {
-        plain->zero_grad();
-      }
+      optimizer->zero_grad();
       const Tensor x = data.x[s].rows(pg.rank() * per_rank, per_rank).to(pg.device());
       const Tensor y = data.y[s].rows(pg.rank() * per_rank, per_rank).to(pg.device());
       loss.forward(ddp.forward(x), y);
       ddp.backward(loss.backward());
-      if (zero) {
-        sharded->step();
-      } else {
-        plain->step();
-      }
+      optimizer->step();
     }
     RankResult& result = results[static_cast<size_t>(pg.rank())];
     result.weights = weights_of(model->parameters());
     result.optimizer_state_bytes = optimizer_state_bytes(pg.device());
-    if (zero) {
-      sharded->consolidate_state_dict(0);
-      if (pg.rank() == 0) result.state = sharded->state_dict();
-    } else if (pg.rank() == 0) {
-      result.state = plain->state_tensors();
-    }
+    optimizer->consolidate_state_dict(0);  // collective for ZeRO, a no-op for a plain optimizer
+    if (pg.rank() == 0) result.state = optimizer->state_tensors();
   });
   return results;
 }

@@ -80,6 +80,43 @@ TEST(ZeroRedundancyOptimizer, StateDictIsOnlyAvailableOnTheRankItWasConsolidated
         {.preset = "h100-sxm"});
 }
 
+TEST(ZeroRedundancyOptimizer, IsAnOptimizerThatALoopDrivesLikeAPlainOne) {
+  spawn(2,
+        [&](ProcessGroup& pg) {
+          auto model = Sequential::mlp("6-16-16-4", pg.device(), 1);
+          const std::unique_ptr<Optimizer> optimizer = std::make_unique<ZeroRedundancyOptimizer>(
+              model->parameters(), pg, factory_of(OptimKind::kAdam));
+          EXPECT_STREQ(optimizer->type_name(), "ZeroRedundancyOptimizer");
+          EXPECT_EQ(optimizer->params(), model->parameters());  // all of them, not the shard
+          EXPECT_EQ(optimizer->slot_names(),
+                    (std::vector<std::string>{"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}));  // Adam's
+          EXPECT_NE(what_of([&] { optimizer->state_tensors(); }).find("has not been consolidated"),
+                    std::string::npos);
+          for (Parameter* p : model->parameters())
+            p->grad = Tensor::full(p->data.shape(), 0.5f, pg.device(), MemoryCategory::kGradients);
+          optimizer->step();
+          optimizer->zero_grad();
+          for (const Parameter* p : model->parameters()) EXPECT_FALSE(p->grad.defined()) << p->name;
+          optimizer->consolidate_state_dict(0);
+          if (pg.rank() == 0) {
+            const StateDict state = optimizer->state_tensors();
+            EXPECT_EQ(state.size(), 18u);  // 6 parameters x 3 slots, both shards
+            // The Optimizer names load the full state, each rank keeping its shard.
+            EXPECT_NO_THROW(optimizer->load_state_tensors(state));
+          }
+        },
+        {.preset = "h100-sxm"});
+  // A plain optimizer holds all its state: consolidation is a no-op and state_tensors() stays valid.
+  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  auto model = Sequential::mlp("6-16-16-4", dev, 1);
+  const std::unique_ptr<Optimizer> adam = make_optimizer(OptimKind::kAdam, model->parameters());
+  for (Parameter* p : model->parameters())
+    p->grad = Tensor::full(p->data.shape(), 0.5f, dev, MemoryCategory::kGradients);
+  adam->step();
+  adam->consolidate_state_dict(0);
+  EXPECT_EQ(adam->state_tensors().size(), 18u);
+}
+
 TEST(ZeroRedundancyOptimizer, ConsolidatedStateLoadsIntoANonShardedOptimizer) {
   const Batches data = make_batches(3, 12, 6, 4, 5);
   const auto sharded = train_ddp(3, data, OptimKind::kAdam, /*zero=*/true);

@@ -1,0 +1,58 @@
+// train_rank(): the per-rank training loop of `dpscope train --mode ddp` — what one process of
+// `torchrun train.py` runs: DistributedDataParallel around the model, a DistributedSampler shard of
+// every epoch, the optimizer (plain or ZeroRedundancyOptimizer, through one Optimizer interface),
+// rank-0 checkpoints.
+//
+// Rank threads call it today (run_training spawns one per simulated GPU); a rank that is a process
+// will call it the same way with its own ProcessGroup. It needs nothing but the group and the
+// configuration: with default RankOptions the rank loads the data and the --resume checkpoint
+// itself. Threads of one process share what they can through RankOptions instead.
+//
+//   spawn(world, [&](ProcessGroup& group) { train_rank(group, config); });
+//
+// Per step: data (this rank's batch to its device), forward, backward (DDP all-reduces the bucket
+// gradients; with --no-sync-every K, K-1 of every K backwards run under no_sync() and accumulate),
+// optimizer step on the synchronized ones. The last step of a run always synchronizes, so no
+// accumulated gradient is left unused.
+//
+// Checkpoints are written only at synchronized boundaries (steps done a multiple of K), where no
+// gradient is accumulated: a run stopped and resumed follows the same path bit for bit. Rank 0
+// writes; then every rank meets in an all-reduce of each rank's outcome (the barrier of PyTorch's
+// recipe, carrying a status), so a failed write ends every rank with an error naming rank 0 and its cause.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dpscope/comm/process_group.hpp"
+#include "dpscope/data/dataset.hpp"
+#include "dpscope/train/checkpoint.hpp"
+#include "dpscope/train/train.hpp"
+
+namespace dpscope {
+
+struct RankOptions {
+  // The dataset, shared by the rank threads of one process; null: the rank loads --data/--dataset.
+  std::shared_ptr<const TensorDataset> data;
+  // The --resume checkpoint, read once for all rank threads; null with --resume: the rank reads it.
+  std::shared_ptr<const CheckpointState> resume_from;
+  // Called on rank 0 after each step (StepReport::loss_of_rank_0 is true).
+  StepObserver on_step;
+};
+
+struct RankResult {
+  int64_t steps = 0;             // steps done at the end, including those of a resumed checkpoint
+  std::vector<double> losses;    // this rank's loss over its own batch, one per step this call ran
+  int64_t parameter_count = 0;   // of the model (the same on every rank)
+  int64_t samples_per_step = 0;  // every rank's batch together (see TrainResult::samples_per_step)
+  std::string last_checkpoint;   // rank 0: the newest checkpoint written, "" when none
+};
+
+// Runs the whole training of `config` (mode ddp, validated) as rank group.rank() of group.size().
+// Every rank of the group must call it with the same configuration. Throws dpscope::Error; in a
+// collective that a failed peer leaves, the group's backend ends the wait with an error.
+RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const RankOptions& options = {});
+
+}  // namespace dpscope
