@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct BackendCase {
   Algorithm algorithm;  // the schedule every collective uses where the op offers it, else auto
   std::string name() const { return backend + "_" + to_string(algorithm); }
 };
+
+// How GoogleTest prints a case ("sim_ring") instead of its bytes.
+inline void PrintTo(const BackendCase& c, std::ostream* os) { *os << c.name(); }
 
 inline std::vector<BackendCase> backend_cases() {
   return {

@@ -80,7 +80,7 @@ class Ddp : public test::BackendSuite {
 
 TEST_P(Ddp, EqualsSingleDeviceTrainingOnTheConcatenatedBatch) {
   const SgdOptions sgd{.lr = 0.1, .momentum = 0.9};
-  for (int n : {1, 2, 3, 4}) {
+  for (int n : {1, 2, 3, 4, 8}) {
     const std::vector<Batches> data = {make_batches(4, 8 * n, 6, 4, 5)};
     const Weights single = train_single("6-16-16-4", data, sgd);
     // Small buckets, so several all-reduces are in flight during backward.
