@@ -154,6 +154,28 @@ TEST(InitThroughTheStore, ARankThatNeverArrivesFailsTheRendezvousWithinTheTimeou
   }
 }
 
+TEST(InitThroughTheStore, WithoutATimeoutTheRendezvousWaitsTheStoresOwn) {
+  auto store = std::make_shared<InMemoryStore>(Milliseconds(60));
+  const Outcome e = error_of([&] {
+    init_process_group({.backend = "sim",
+                        .store = store,
+                        .rank = 1,
+                        .world_size = 2,
+                        .world = SimWorld::create(2, round_options())});
+  });
+  EXPECT_EQ(e.kind, ErrorKind::kTimeout);
+  EXPECT_EQ(e.message,
+            "init_process_group: rank 1 waited 60 ms in the rendezvous (InMemoryStore) for ranks that never "
+            "arrived: [0] of a world of 2");
+}
+
+TEST(InitThroughTheStore, WithoutAStoreASimRankInitsAloneAndMeetsAtItsFirstCollective) {
+  auto world = SimWorld::create(2, round_options());
+  std::shared_ptr<ProcessGroup> pg = init_process_group("sim", 0, 2, {.world = world});
+  EXPECT_EQ(pg->size(), 2);
+  EXPECT_EQ(pg->device().name(), "sim:0");
+}
+
 TEST(InitThroughTheStore, RanksThatDisagreeOnTheBackendFailNamingBoth) {
   register_sim_alias("test-init-alias");
   auto store = std::make_shared<InMemoryStore>();

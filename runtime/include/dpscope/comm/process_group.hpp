@@ -6,6 +6,9 @@
 //     pg.all_reduce(g, {.op = ReduceOp::kAvg})->wait();  // g == 2.5 everywhere
 //   });
 //
+// Ranks join with init_process_group (below): the backend comes from the registry
+// (comm/backend_registry.hpp) and ranks meet through a Store (comm/store.hpp); spawn() does both.
+//
 // Every op takes an options struct and returns a Work (comm/work.hpp). Ops are checked here for
 // arguments (clear kInvalidArgument / kDevice errors, thrown from the call), then run by the
 // Backend. Across ranks, each collective carries the group's sequence number and a fingerprint
