@@ -205,6 +205,33 @@ TEST(InitThroughTheStore, RanksThatDisagreeOnTheBackendFailNamingBoth) {
       "backend 'sim' and world size 2");
 }
 
+TEST(SpawnRanks, AThrowingRankAbortsItsBackendSoPeersFailFastAndIsReportedByName) {
+  std::vector<std::string> peer_errors(3);
+  const auto begun = std::chrono::steady_clock::now();
+  const Outcome e = error_of([&] {
+    // A 20 s collective timeout: the peers must fail because of the abort, long before it.
+    SimWorldOptions machine = round_options(Milliseconds(20000));
+    spawn_ranks({.backend = "sim", .world_size = 3, .world = SimWorld::create(3, machine)},
+                [&](ProcessGroup& pg) {
+                  if (pg.rank() == 1) throw Error(ErrorKind::kFormat, "boom");
+                  Tensor t = Tensor::zeros({4}, pg.device());
+                  try {
+                    pg.all_reduce(t)->wait();
+                  } catch (const Error& err) {
+                    peer_errors[pg.rank()] = err.what();
+                    throw;
+                  }
+                });
+  });
+  const auto waited = std::chrono::duration_cast<Milliseconds>(std::chrono::steady_clock::now() - begun);
+  EXPECT_EQ(e.kind, ErrorKind::kFormat);
+  EXPECT_EQ(e.message, "rank 1 failed: boom");
+  EXPECT_LT(waited.count(), 5000);
+  for (int r : {0, 2})
+    EXPECT_EQ(peer_errors[r],
+              fmt::format("[Rank {}] ALLREDUCE (SequenceNumber=0) aborted because rank 1 failed: boom", r));
+}
+
 TEST(InitThroughTheStore, SpawnReportsTheRendezvousFailureOfTheFirstRank) {
   // spawn_ranks with a world the sim backend refuses: every rank meets, then fails in the factory.
   const Outcome e = error_of([] {
