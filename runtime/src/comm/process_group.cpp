@@ -1,11 +1,9 @@
-// ProcessGroup: backend-independent argument checks, then the Backend; init_process_group.
+// ProcessGroup: backend-independent argument checks, then the Backend (init: init_process_group.cpp).
 #include "dpscope/comm/process_group.hpp"
 
 #include <algorithm>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/comm/sim_world.hpp"
-#include "sim_backend.hpp"
 
 namespace dpscope {
 namespace {
@@ -204,33 +202,6 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks,
   }
   std::unique_ptr<Backend> sub = backend_->new_group(ranks, options);
   return sub ? std::make_shared<ProcessGroup>(std::move(sub)) : nullptr;
-}
-
-std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, int rank, int world_size,
-                                                 const InitOptions& options) {
-  DPS_CHECK(world_size >= 1, ErrorKind::kInvalidArgument,
-            "init_process_group: world size must be at least 1, got {}", world_size);
-  DPS_CHECK(rank >= 0 && rank < world_size, ErrorKind::kInvalidArgument,
-            "init_process_group: rank {} out of range for a world of {}", rank, world_size);
-  if (backend != "sim") {
-    DPS_CHECK(backend == "nccl" || backend == "mpi" || backend == "cuda" || backend == "gloo",
-              ErrorKind::kInvalidArgument,
-              "init_process_group: unknown backend '{}' (expected sim, nccl, cuda or mpi)", backend);
-    throw Error(
-        ErrorKind::kUnsupported,
-        fmt::format("init_process_group: backend '{}' is not available in this build (use 'sim')", backend));
-  }
-  DPS_CHECK(options.world != nullptr, ErrorKind::kInvalidArgument,
-            "init_process_group(\"sim\"): options.world is required (the SimWorld the ranks share)");
-  DPS_CHECK(options.world->size() == world_size, ErrorKind::kInvalidArgument,
-            "init_process_group: world_size {} but the SimWorld has {} ranks", world_size,
-            options.world->size());
-  // Every rank builds the default group from the same, immutable description; the shared
-  // state is the world's, so rank threads meet there.
-  SimWorld& world = *options.world;
-  world.device(rank).set_rank(rank);
-  return std::make_shared<ProcessGroup>(std::make_unique<detail::SimBackend>(
-      options.world, world.state().default_group, rank, options.timeout));
 }
 
 }  // namespace dpscope

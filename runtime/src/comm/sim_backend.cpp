@@ -268,4 +268,28 @@ std::unique_ptr<Backend> SimBackend::new_group(const std::vector<int>& ranks,
                                       options.timeout.count() > 0 ? options.timeout : timeout_);
 }
 
+// ---- failure handling and the registry's factory ----
+
+void SimBackend::abort(ErrorKind kind, const std::string& message) {
+  world_->abort(group_->global_ranks.at(rank_), kind, message);
+}
+
+void SimBackend::rank_finished() { world_->rank_finished(group_->global_ranks.at(rank_)); }
+
+BackendFactory sim_backend_factory() {
+  return [](const InitOptions& options) -> std::unique_ptr<Backend> {
+    DPS_CHECK(options.world != nullptr, ErrorKind::kInvalidArgument,
+              "init_process_group(\"sim\"): options.world is required (the SimWorld the ranks share)");
+    DPS_CHECK(options.world->size() == options.world_size, ErrorKind::kInvalidArgument,
+              "init_process_group: world_size {} but the SimWorld has {} ranks", options.world_size,
+              options.world->size());
+    // Every rank builds the default group from the same, immutable description; the shared
+    // state is the world's, so rank threads meet there at each collective.
+    SimWorld& world = *options.world;
+    world.device(options.rank).set_rank(options.rank);
+    return std::make_unique<SimBackend>(options.world, world.state().default_group, options.rank,
+                                        options.timeout);
+  };
+}
+
 }  // namespace dpscope::detail

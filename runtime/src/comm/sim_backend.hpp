@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "dpscope/comm/backend.hpp"
+#include "dpscope/comm/backend_registry.hpp"
+#include "dpscope/comm/process_group.hpp"
 #include "sim_state.hpp"
 
 namespace dpscope::detail {
@@ -85,6 +87,8 @@ class SimBackend final : public Backend {
   std::shared_ptr<Work> send(const Tensor& tensor, int dst, const PointToPointOptions& options) override;
   std::shared_ptr<Work> recv(Tensor& tensor, int src, const PointToPointOptions& options) override;
   std::unique_ptr<Backend> new_group(const std::vector<int>& ranks, const NewGroupOptions& options) override;
+  void abort(ErrorKind kind, const std::string& message) override;
+  void rank_finished() override;
 
  private:
   // Joins, executes and times one collective; `finish` runs on this rank after the data steps
@@ -103,6 +107,9 @@ class SimBackend final : public Backend {
   std::map<int, int64_t> p2p_sent_;      // peer -> next send sequence number
   std::map<int, int64_t> p2p_received_;  // peer -> next recv sequence number
 };
+
+// The registry's factory of `sim` (comm/backend_registry.hpp): needs InitOptions::world.
+BackendFactory sim_backend_factory();
 
 // The first byte of a tensor's data (nullptr for meta tensors and empty ones).
 std::byte* raw_data(const Tensor& tensor);

@@ -1,6 +1,6 @@
 // Helpers shared by the collectives' tests: a preset with round numbers (so simulated times have
-// closed forms in whole nanoseconds), exactly-summable input patterns, per-rank result slots,
-// traced worlds, and a checker for the data-step invariants of a Schedule.
+// closed forms in whole nanoseconds), traced worlds, and a checker for the data-step invariants of a
+// Schedule.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -43,41 +43,6 @@ inline SimWorldOptions round_options(Milliseconds timeout = Milliseconds(20000))
   o.timeout = timeout;
   o.algorithm = Algorithm::kAuto;  // independent of DPSCOPE_ALGO in the environment
   return o;
-}
-
-// Small integers (exact in float whatever the order of additions): rank r, element i.
-inline float pattern(int rank, int64_t i) { return static_cast<float>((rank * 7 + i * 3) % 17 - 8); }
-// Values whose products stay exact: -2, -1, 1, 2.
-inline float product_pattern(int rank, int64_t i) {
-  static constexpr float kValues[] = {-2.0f, -1.0f, 1.0f, 2.0f};
-  return kValues[(rank + i) % 4];
-}
-
-inline std::vector<float> pattern_values(int rank, int64_t count, ReduceOp op) {
-  std::vector<float> v(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i)
-    v[i] = op == ReduceOp::kProduct ? product_pattern(rank, i) : pattern(rank, i);
-  return v;
-}
-
-// The naive reference: op over ranks 0..n-1, in rank order, then / n for avg.
-inline std::vector<float> reference_reduce(int n, int64_t count, ReduceOp op) {
-  std::vector<float> out = pattern_values(0, count, op);
-  for (int r = 1; r < n; ++r) {
-    const std::vector<float> v = pattern_values(r, count, op);
-    for (int64_t i = 0; i < count; ++i) {
-      switch (op) {
-        case ReduceOp::kSum:
-        case ReduceOp::kAvg: out[i] += v[i]; break;
-        case ReduceOp::kProduct: out[i] *= v[i]; break;
-        case ReduceOp::kMin: out[i] = std::min(out[i], v[i]); break;
-        case ReduceOp::kMax: out[i] = std::max(out[i], v[i]); break;
-      }
-    }
-  }
-  if (op == ReduceOp::kAvg)
-    for (float& x : out) x /= static_cast<float>(n);
-  return out;
 }
 
 // A world whose devices write to a trace at `path`.

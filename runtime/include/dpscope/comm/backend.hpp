@@ -4,7 +4,8 @@
 // (roots in range, tensors on this rank's device, list lengths, divisibility) and forwards to a
 // Backend, so a backend only implements data movement, rendezvous and timing. Backends: `sim`
 // (SimBackend, src/comm: one thread per rank, explicit step-by-step algorithms); `nccl`, `cuda`
-// and `mpi` arrive with their milestones. An op a backend lacks throws kUnsupported naming it.
+// and `mpi` arrive with their milestones and register a factory (comm/backend_registry.hpp). An op a backend
+// lacks throws kUnsupported naming it.
 //
 // Thread semantics: a Backend object is the view of one rank; every call comes from that rank's
 // thread. Calls are blocking on the host until the peers joined (see work.hpp for what is left
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/comm/types.hpp"
 #include "dpscope/comm/work.hpp"
 #include "dpscope/core/tensor.hpp"
@@ -53,6 +55,14 @@ class Backend {
   // Creates the backend of a sub-group; every rank of this group calls it with the same sorted,
   // validated `ranks`; returns nullptr on ranks that are not members.
   virtual std::unique_ptr<Backend> new_group(const std::vector<int>& ranks, const NewGroupOptions& options);
+
+  // Failure handling, called by whoever runs the rank (spawn(), later a launcher's process):
+  // this rank failed with (kind, message), so peers blocked in, or later calling, any collective
+  // with this rank fail fast naming it instead of waiting for the timeout (c10d's abort()).
+  virtual void abort(ErrorKind kind, const std::string& message) = 0;
+  // This rank's function returned: collectives still waiting for it can never complete, so peers
+  // waiting in them fail at once.
+  virtual void rank_finished() = 0;
 
  protected:
   // Throws kUnsupported: "backend 'sim' does not support <op>".

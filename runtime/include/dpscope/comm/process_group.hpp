@@ -6,6 +6,9 @@
 //     pg.all_reduce(g, {.op = ReduceOp::kAvg})->wait();  // g == 2.5 everywhere
 //   });
 //
+// Ranks join with init_process_group (below): the backend comes from the registry
+// (comm/backend_registry.hpp) and ranks meet through a Store (comm/store.hpp); spawn() does both.
+//
 // Every op takes an options struct and returns a Work (comm/work.hpp). Ops are checked here for
 // arguments (clear kInvalidArgument / kDevice errors, thrown from the call), then run by the
 // Backend. Across ranks, each collective carries the group's sequence number and a fingerprint
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "dpscope/comm/backend.hpp"
+#include "dpscope/comm/store.hpp"
 #include "dpscope/comm/types.hpp"
 #include "dpscope/comm/work.hpp"
 #include "dpscope/core/tensor.hpp"
@@ -97,17 +101,38 @@ class ProcessGroup {
   std::unique_ptr<Backend> backend_;
 };
 
-// Options of init_process_group. For the `sim` backend, `world` is the explicit shared object the
-// rank threads of one process rendezvous through (no hidden globals).
+// Options of init_process_group (c10d's init_process_group arguments as plain data):
+//
+//   auto store = std::make_shared<InMemoryStore>();            // shared by the rank threads
+//   init_process_group({.backend = "sim", .store = store, .rank = r, .world_size = n,
+//                       .timeout = Milliseconds(60000), .world = world});
 struct InitOptions {
+  std::string backend = "sim";  // a registered name (comm/backend_registry.hpp)
+  // Where the ranks meet: each rank announces itself and waits for all the others, so a rank
+  // that never arrives fails everyone's init within `timeout`, naming it. Null: no rendezvous at
+  // init (the sim backend's ranks then first meet at their first collective, through `world`).
+  std::shared_ptr<Store> store;
+  int rank = -1;        // this thread's or process's rank, 0 .. world_size - 1
+  int world_size = -1;  // number of ranks
+  // The rendezvous' limit and the group's default collective timeout. 0: the store's timeout for
+  // the rendezvous, the backend's default for collectives (sim: SimWorldOptions::timeout).
+  Milliseconds timeout{0};
+  // sim: the simulated machine the rank threads share (explicit, no hidden global), of
+  // world_size ranks.
   std::shared_ptr<SimWorld> world;
-  Milliseconds timeout{0};  // 0 = the world's timeout
 };
 
-// torch.distributed.init_process_group: this thread becomes rank `rank` of `world_size`.
-// backend "sim" needs options.world (of the same size); "nccl", "mpi" and "cuda" throw
-// kUnsupported until their milestones. Bad sizes or ranks throw kInvalidArgument.
+// torch.distributed.init_process_group: this thread becomes rank options.rank of
+// options.world_size in a group of backend options.backend. Checks sizes and ranks
+// (kInvalidArgument), finds the backend (kUnsupported for cuda, nccl, mpi in this build,
+// kInvalidArgument for an unknown name, listing the registered ones), meets the other ranks in
+// options.store (kTimeout naming the ranks that never arrived; kMismatch if ranks disagree on the
+// backend or the world size), then creates the backend.
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options);
+
+// The short form: `backend`, `rank` and `world_size` replace those fields of `options`.
+//   init_process_group("sim", rank, n, {.world = world});
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, int rank, int world_size,
-                                                 const InitOptions& options);
+                                                 InitOptions options);
 
 }  // namespace dpscope

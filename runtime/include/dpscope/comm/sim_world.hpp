@@ -3,7 +3,7 @@
 // A SimWorld owns one simulated GPU per rank (sim:0 .. sim:N-1, or devices the caller made, e.g.
 // with a trace recorder attached), the hardware preset and its network model (comm/network.hpp),
 // the default timeout and algorithm, and the state through which rank threads meet at each
-// collective. It is passed explicitly (InitOptions::world, spawn()) — there is no global registry.
+// collective. It is passed explicitly (InitOptions::world, spawn()), never found through a global.
 //
 // Failure handling: abort() marks a rank as failed — every pending and future operation of every
 // group of this world then fails fast with that reason; rank_finished() tells the world a rank's
