@@ -163,8 +163,7 @@ TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
                 "loss became {} at step {} (try a smaller --lr)", loss_value, step);
       const int64_t step_end_ns = synchronize_all(devices);
       if (tracer) {
-        const std::pair<std::string_view, double> loss_counter[] = {{"loss", loss_value}};
-        tracer->counter(device, "loss", device.clock_ns(StreamKind::kCompute), loss_counter);
+        tracer->loss_counter(device, device.clock_ns(StreamKind::kCompute), loss_value);
         tracer->flush();
       }
       result.losses.push_back(loss_value);

@@ -130,8 +130,7 @@ std::string write_checkpoint(const TrainConfig& c, const Device& device, int64_t
   state.optimizer = std::move(optimizer_state);
   std::string file = save_checkpoint(c.checkpoint_dir, state).string();
   if (TraceSink* tracer = device.tracer())
-    tracer->instant(device, "checkpoint_saved", device.clock_ns(StreamKind::kCompute),
-                    fmt::format(R"({{"steps_done":{}}})", steps_done));
+    tracer->instant(device, device.clock_ns(StreamKind::kCompute), CheckpointSaved{.steps_done = steps_done});
   return file;
 }
 

@@ -175,8 +175,7 @@ TrainResult run_ddp_training(const TrainConfig& c, const StepObserver& on_step) 
                   "loss became {} at step {} on rank {} (try a smaller --lr)", loss_value, step, rank);
         losses[static_cast<size_t>(rank)].push_back(loss_value);
         if (TraceSink* t = dev.tracer()) {
-          const std::pair<std::string_view, double> counter[] = {{"loss", loss_value}};
-          t->counter(dev, "loss", dev.clock_ns(StreamKind::kCompute), counter);
+          t->loss_counter(dev, dev.clock_ns(StreamKind::kCompute), loss_value);
           if (rank == 0) t->flush();
         }
         if (rank == 0 && on_step)
