@@ -71,8 +71,7 @@ ReplayState ReplayModel::state_at(Cursor c) const {
       const uint32_t parent = covering(lane, outer);
       if (parent == kNoEvent) continue;
       const trace::Event& pe = data.events[parent];
-      if (pe.type == trace::EventType::kSpan && names_.collective != trace::kNoString &&
-          pe.cat == names_.collective) {
+      if (pe.type == trace::EventType::kSpan && pe.category == SpanCategory::kCollective) {
         label = std::string(data.str(pe.name));
         break;
       }
@@ -181,10 +180,10 @@ ReplayState ReplayModel::state_at(Cursor c) const {
     for (size_t n = applied_count(events, c.seq); n-- > 0;) {
       const trace::Event& e = data.events[order_[events[n]]];
       if (e.step != step) break;
-      if (e.name == names_.grad_ready) {
-        if (auto p = data.arg(e, "param")) ready.insert(static_cast<int>(*p));
-      } else if (auto b = data.arg(e, "bucket")) {
-        (e.name == names_.bucket_done ? done : launched).insert(static_cast<int>(*b));
+      if (auto g = data.grad_ready(e)) {
+        ready.insert(g->param);
+      } else if (auto b = data.bucket_args(e)) {
+        (e.known == EventName::kBucketDone ? done : launched).insert(b->bucket);
       }
     }
     for (BucketSnapshot& bs : s.buckets) {

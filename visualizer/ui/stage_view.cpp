@@ -49,11 +49,14 @@ void StageView::layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size) {
   const ReplayModel& model = *ctx.model;
   const float fs = ImGui::GetFontSize();
   ring_.clear();
+  switches_.clear();
   host_ = -1;
   for (size_t d = 0; d < model.devices().size(); ++d) {
     const ModelDevice& dev = model.devices()[d];
     if (dev.is_host) {
       if (host_ < 0) host_ = static_cast<int>(d);
+    } else if (dev.is_switch) {
+      switches_.push_back(static_cast<int>(d));
     } else {
       ring_.push_back(static_cast<int>(d));
     }
@@ -64,12 +67,18 @@ void StageView::layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size) {
     return ra < rb;
   });
   boxes_.clear();
+  const ImVec2 host_half(std::min(fs * 5.0f, size.x * 0.09f), fs * 1.6f);
+  layout_cards(origin, size, host_half);
+  layout_switches(origin, size, host_half);
+}
+
+void StageView::layout_cards(ImVec2 origin, ImVec2 size, ImVec2 host_half) {
+  const float fs = ImGui::GetFontSize();
   const size_t n = ring_.size();
   const float w = size.x;
   const float h = size.y;
   const ImVec2 c(origin.x + w * 0.5f, origin.y + h * 0.5f);
   const float gap = fs * 0.8f;
-  const ImVec2 host_half(std::min(fs * 5.0f, w * 0.09f), fs * 1.6f);
   if (n == 0) {
     if (host_ >= 0) boxes_.push_back({host_, c, host_half});
     return;
@@ -108,6 +117,29 @@ void StageView::layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size) {
     boxes_.push_back({ring_[i], ImVec2(col_x(col), top ? top_y : bottom_y), half});
   }
   if (host_ >= 0) boxes_.push_back({host_, c, host_half});
+}
+
+void StageView::layout_switches(ImVec2 origin, ImVec2 size, ImVec2 host_half) {
+  if (switches_.empty()) return;
+  // Beside the host in the band between the card rows (alternating left and right), or stacked
+  // under it when the cards sit left and right of it (one or two GPUs).
+  const float gap = ImGui::GetFontSize() * 0.8f;
+  const Box* host = host_ >= 0 ? box_of(host_) : nullptr;
+  const ImVec2 anchor =
+      host != nullptr ? host->center : ImVec2(origin.x + size.x * 0.5f, origin.y + size.y * 0.5f);
+  const bool beside = ring_.size() > 2;
+  for (size_t i = 0; i < switches_.size(); ++i) {
+    const float k = static_cast<float>(i / 2 + 1);
+    const float side = i % 2 == 0 ? -1.0f : 1.0f;
+    const ImVec2 center =
+        beside ? ImVec2(anchor.x + side * k * (2 * host_half.x + gap), anchor.y)
+               : ImVec2(anchor.x, anchor.y + static_cast<float>(i + 1) * (2 * host_half.y + gap));
+    boxes_.push_back({switches_[i], center, host_half});
+  }
+}
+
+bool StageView::is_switch(int device) const {
+  return std::find(switches_.begin(), switches_.end(), device) != switches_.end();
 }
 
 const StageView::Box* StageView::box_of(int device) const {
@@ -156,7 +188,8 @@ void StageView::draw_links(const ViewContext& ctx, ImDrawList* dl) {
     if (a > b) std::swap(a, b);
     if (std::find(drawn.begin(), drawn.end(), std::make_pair(a, b)) != drawn.end()) continue;
     drawn.emplace_back(a, b);
-    const bool with_host = a == host_ || b == host_;
+    // Links to the host or a switch are the machine's fabric: drawn thin, always.
+    const bool with_host = a == host_ || b == host_ || is_switch(a) || is_switch(b);
     if (!with_host && n > 3) {
       // On a ring of cards only neighbours are drawn at rest; other links appear when used.
       const int pa = ring_pos(a);
@@ -187,7 +220,7 @@ void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
     from = add(from, mul(nrm, offset));
     to = add(to, mul(nrm, offset));
     control = add(control, mul(nrm, offset));
-    const ImU32 color = pal.event_color(model.data(), model.event(t.event));
+    const ImU32 color = pal.event_color(model.event(t.event));
     const float thick = 3.0f * pal.line_scale;
     dl->AddBezierQuadratic(from, control, to, with_alpha(color, 0.3f), thick, 24);
     const float p = static_cast<float>(t.progress);
@@ -226,6 +259,22 @@ void StageView::draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box
                      pal.text_dim, "dataset, data loader");
 }
 
+void StageView::draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& box) {
+  const Palette& pal = *ctx.palette;
+  const ImVec2 r0 = sub(box.center, box.half);
+  const ImVec2 r1 = add(box.center, box.half);
+  dl->AddRectFilled(r0, r1, pal.card, 3.0f);
+  dl->AddRect(r0, r1, pal.card_border, 3.0f, 0, 1.0f * pal.line_scale);
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
+  ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
+  const float fs = ImGui::GetFontSize();
+  const ModelDevice& dev = ctx.model->devices()[static_cast<size_t>(box.device)];
+  draw_text_centered(dl, bold, bold->FontSize, ImVec2(box.center.x, box.center.y - fs * 0.4f), pal.text,
+                     dev.name);
+  draw_text_centered(dl, small, small->FontSize, ImVec2(box.center.x, box.center.y + fs * 0.55f),
+                     pal.text_dim, "switch");
+}
+
 void StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
   const Palette& pal = *ctx.palette;
   const ReplayModel& model = *ctx.model;
@@ -246,9 +295,8 @@ void StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
       main_activity = &a;
       break;
     }
-  const ImU32 border = main_activity != nullptr
-                           ? pal.event_color(model.data(), model.event(main_activity->event))
-                           : pal.card_border;
+  const ImU32 border =
+      main_activity != nullptr ? pal.event_color(model.event(main_activity->event)) : pal.card_border;
   dl->AddRectFilled(r0, r1, pal.card, 8.0f);
   dl->AddRect(r0, r1, border, 8.0f, 0, (main_activity != nullptr ? 3.0f : 1.0f) * pal.line_scale);
   const ImVec4 clip(r0.x + pad, r0.y, r1.x - pad, r1.y - pad * 0.5f);
@@ -284,7 +332,7 @@ void StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
   for (const StreamActivity& a : ds.activity) {
     if (y + row > r1.y) break;
     const bool busy = a.event != kNoEvent;
-    const ImU32 color = busy ? pal.event_color(model.data(), model.event(a.event)) : pal.idle;
+    const ImU32 color = busy ? pal.event_color(model.event(a.event)) : pal.idle;
     dl->AddRectFilled(ImVec2(r0.x + pad, y + fs * 0.15f), ImVec2(r0.x + pad + fs * 0.8f, y + fs * 0.95f),
                       color, 2.0f);
     const std::string stream = stream_name(a.stream);
@@ -470,13 +518,18 @@ void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origi
   std::string links;
   std::vector<std::string> seen;
   for (const TraceLinkInfo& l : model.data().header.links) {
-    if (std::find(seen.begin(), seen.end(), l.kind) != seen.end()) continue;
-    seen.push_back(l.kind);
     const int a = model.device_index(l.src);
     const int b = model.device_index(l.dst);
-    const bool host = (a >= 0 && model.devices()[a].is_host) || (b >= 0 && model.devices()[b].is_host);
-    links += fmt::format("{}{} {} {}", links.empty() ? "links: " : " · ", l.kind,
-                         short_bandwidth(l.bandwidth_bytes_per_s), host ? "to host" : "GPU-GPU");
+    auto any = [&](bool ModelDevice::*flag) {
+      return (a >= 0 && model.devices()[a].*flag) || (b >= 0 && model.devices()[b].*flag);
+    };
+    const char* role = any(&ModelDevice::is_host)     ? "to host"
+                       : any(&ModelDevice::is_switch) ? "to switch"
+                                                      : "GPU-GPU";
+    const std::string entry = fmt::format("{} {} {}", l.kind, short_bandwidth(l.bandwidth_bytes_per_s), role);
+    if (std::find(seen.begin(), seen.end(), entry) != seen.end()) continue;
+    seen.push_back(entry);
+    links += fmt::format("{}{}", links.empty() ? "links: " : " · ", entry);
   }
   const ImVec2 ls = text_size(nullptr, fs, links);
   if (!links.empty() && origin.x + width - ls.x - fs * 0.5f > x)
@@ -555,6 +608,8 @@ void StageView::draw(ViewContext& ctx) {
   for (const Box& box : boxes_) {
     if (box.device == host_) {
       draw_host(ctx, dl, box);
+    } else if (is_switch(box.device)) {
+      draw_switch(ctx, dl, box);
     } else {
       draw_card(ctx, dl, box);
     }

@@ -266,8 +266,8 @@ void TimelineView::draw(ViewContext& ctx) {
     if (target < 0) continue;
     const float ty = top[static_cast<size_t>(target)] + f.row_h * 0.5f;
     if (std::fabs(ty - fl.y) < 1.0f) continue;
-    draw_arrow(dl, ImVec2(fl.x_start, fl.y), ImVec2(fl.x_end, ty),
-               with_alpha(pal.event_color(model.data(), e), 0.8f), 1.2f * pal.line_scale, fs * 0.45f);
+    draw_arrow(dl, ImVec2(fl.x_start, fl.y), ImVec2(fl.x_end, ty), with_alpha(pal.event_color(e), 0.8f),
+               1.2f * pal.line_scale, fs * 0.45f);
   }
   dl->PopClipRect();
 

@@ -33,13 +33,9 @@ int add_trace_device(TraceHeader& header, const Device& device) {
       header.host_id = static_cast<int>(header.devices.size());
       header.devices.push_back({.id = header.host_id, .name = "host", .kind = "host"});
     }
+    // GPU-GPU links depend on the topology: add_network_links (comm/network.hpp) adds them.
     header.links.push_back({info.id, header.host_id, hw->host_link.kind, hw->host_link.bandwidth_bytes_per_s,
                             hw->host_link.latency_ns});
-    for (const TraceDeviceInfo& other : header.devices) {
-      if (other.id == info.id || other.kind != "sim") continue;
-      header.links.push_back({other.id, info.id, hw->peer_link.kind, hw->peer_link.bandwidth_bytes_per_s,
-                              hw->peer_link.latency_ns});
-    }
   }
   return info.id;
 }

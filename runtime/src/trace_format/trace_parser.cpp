@@ -431,16 +431,17 @@ void TraceParser::parse_header(TraceData& data, std::string_view line, uint32_t 
 
 namespace {
 
-// Every time is within ±2^62 ns (146 years) of the clock's origin, so ts + dur and the difference
-// of any two times fit in int64 (stats and the viewer subtract them without overflow checks).
-constexpr int64_t kMaxAbsTimeNs = int64_t{1} << 62;
+// Every ts and ts + dur lies in [-2^62, 2^62) ns (146 years around the clock's origin), so ts + dur
+// and the difference of any two times fit in int64: stats and the viewer subtract them freely.
+constexpr int64_t kTimeLimitNs = int64_t{1} << 62;
 
 void check_times(const Event& e) {
-  if (e.ts_ns > kMaxAbsTimeNs || e.ts_ns < -kMaxAbsTimeNs)
-    fail(fmt::format("field 'ts' is {}, outside the supported range of ±{} ns", e.ts_ns, kMaxAbsTimeNs));
-  if (e.dur_ns > kMaxAbsTimeNs - e.ts_ns)
-    fail(fmt::format("ts + dur = {} + {} ends after the supported range of ±{} ns", e.ts_ns, e.dur_ns,
-                     kMaxAbsTimeNs));
+  if (e.ts_ns < -kTimeLimitNs || e.ts_ns >= kTimeLimitNs)
+    fail(fmt::format("field 'ts' is {}, outside the supported range [-{}, {}) ns", e.ts_ns, kTimeLimitNs,
+                     kTimeLimitNs));
+  if (e.dur_ns >= kTimeLimitNs - e.ts_ns)
+    fail(fmt::format("ts + dur = {} + {} is not below {} ns, the end of the supported range", e.ts_ns,
+                     e.dur_ns, kTimeLimitNs));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/network.hpp"
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/nn/linear.hpp"
 #include "dpscope/nn/sequential.hpp"
@@ -83,7 +84,10 @@ std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& c, const std::vecto
   TraceHeader header;
   header.clock = devices.front().is_simulated() ? "simulated" : "measured";
   header.run_json = c.to_json();
-  for (const Device& d : devices) add_trace_device(header, d);
+  std::vector<int> trace_ids;
+  for (const Device& d : devices) trace_ids.push_back(add_trace_device(header, d));
+  if (const HardwarePreset* hw = devices.front().hardware(); hw != nullptr && devices.front().is_simulated())
+    add_network_links(header, *hw, trace_ids);  // the simulated machine's links, not a full mesh
   for (const Parameter* p : model.parameters())
     header.params.push_back(
         {.index = p->index, .name = p->name, .shape = p->data.shape(), .bytes = p->data.nbytes()});

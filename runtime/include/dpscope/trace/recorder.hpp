@@ -32,8 +32,9 @@
 
 namespace dpscope {
 
-// Adds `device` to `header` (and, for the first simulated device, the host with its PCIe links)
-// and returns its id. Devices are numbered in the order they are added.
+// Adds `device` to `header` (and, for the first simulated device, the host) with its PCIe link to
+// the host, and returns its id. Devices are numbered in the order they are added. Links between
+// GPUs come from the topology: call add_network_links (comm/network.hpp) once all are added.
 int add_trace_device(TraceHeader& header, const Device& device);
 
 class TraceRecorder final : public TraceSink {
