@@ -172,6 +172,12 @@ class ReplayModel {
   void build_collectives();
   // The (step, phase) of a device at a cursor, from its phase marks.
   const PhaseMark* device_phase(int device, Cursor c) const;
+  // The parts of state_at (replay_state.cpp).
+  uint32_t covering_event(const ModelLane& lane, size_t level, Cursor c) const;  // kNoEvent: none
+  std::string describe_activity(const ModelLane& lane, uint32_t event, size_t level, Cursor c) const;
+  void fill_devices(ReplayState& s, Cursor c) const;
+  void fill_transfers(ReplayState& s, Cursor c) const;
+  void fill_buckets(ReplayState& s, Cursor c) const;
   friend class StateBuilder;
 
   const trace::TraceData* data_;

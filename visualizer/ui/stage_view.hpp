@@ -33,7 +33,13 @@ class StageView final : public View {
   bool is_switch(int device) const;
   void draw_links(const ViewContext& ctx, ImDrawList* dl);
   void draw_transfers(const ViewContext& ctx, ImDrawList* dl);
+  // A GPU card (stage_card.cpp), section by section.
+  struct CardFrame;
   void draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box);
+  void draw_card_title(const ViewContext& ctx, CardFrame& f);
+  void draw_card_streams(ViewContext& ctx, CardFrame& f);
+  void draw_card_memory(const ViewContext& ctx, CardFrame& f);
+  void draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box& box);
   void draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box);
   void draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& box);
   void draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width);
