@@ -439,7 +439,7 @@ void check_times(const Event& e) {
   if (e.ts_ns < -kTimeLimitNs || e.ts_ns >= kTimeLimitNs)
     fail(fmt::format("field 'ts' is {}, outside the supported range [-{}, {}) ns", e.ts_ns, kTimeLimitNs,
                      kTimeLimitNs));
-  if (e.dur_ns >= kTimeLimitNs - e.ts_ns)
+  if (e.ts_ns > (kTimeLimitNs - 1) - e.dur_ns)  // ts + dur >= 2^62, without overflowing
     fail(fmt::format("ts + dur = {} + {} is not below {} ns, the end of the supported range", e.ts_ns,
                      e.dur_ns, kTimeLimitNs));
 }

@@ -109,7 +109,7 @@ TEST(TraceVocabulary, NamesBuiltFromDataKeepTheirSpelling) {
   EXPECT_EQ(optimizer_step_span_name("Adam"), "optimizer.step Adam");
   EXPECT_EQ(reduce_span_name("sum"), "reduce sum");
   EXPECT_EQ(reduce_span_name(""), "reduce");
-  EXPECT_EQ(collective_span_name("all_reduce", "ring", 4096), "all_reduce ring 4.0 KiB");
+  EXPECT_EQ(collective_span_name("all_reduce", "ring", 4096), "all_reduce ring 4.00 KiB");
   EXPECT_EQ(collective_transfer_name("ring", "reduce-scatter"), "ring reduce-scatter");
   EXPECT_EQ(kernel_category(StreamKind::kCompute), SpanCategory::kCompute);
   EXPECT_EQ(kernel_category(StreamKind::kComm), SpanCategory::kComm);

@@ -48,7 +48,7 @@ SpanCategory kernel_category(StreamKind stream);
 
 // ---- event names with a fixed spelling ----
 // Instants, counters, `values` subjects, and the spans/transfers whose name is not built from
-// data. Names built from data (kernels "forward 0.Linear", collectives "all_reduce ring 4.0 KiB",
+// data. Names built from data (kernels "forward 0.Linear", collectives "all_reduce ring 4.00 KiB",
 // "reduce sum", "optimizer.step SGD", transfers "ring reduce-scatter") resolve to kOther; the
 // functions further down build them.
 enum class EventName : uint8_t {
@@ -132,7 +132,7 @@ inline constexpr std::string_view kLoss = "loss";             // loss counter
 std::string optimizer_step_span_name(std::string_view optimizer_type);  // "optimizer.step SGD"
 std::string reduce_span_name(std::string_view reduce_op);               // "reduce sum"; "reduce" for no op
 std::string collective_span_name(std::string_view op, std::string_view algorithm,
-                                 uint64_t bytes);  // "all_reduce ring 4.0 KiB"
+                                 uint64_t bytes);  // "all_reduce ring 4.00 KiB"
 std::string collective_transfer_name(std::string_view algorithm,
                                      std::string_view algo_phase);  // "ring reduce-scatter"
 
