@@ -34,7 +34,6 @@ ImVec2 normalized(ImVec2 v) {
   return len > 1e-6f ? ImVec2(v.x / len, v.y / len) : ImVec2(1, 0);
 }
 
-
 std::string short_bandwidth(double bytes_per_s) {
   return bytes_per_s >= 1e9 ? fmt::format("{:.0f} GB/s", bytes_per_s / 1e9)
                             : fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);

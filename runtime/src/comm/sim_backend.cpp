@@ -117,8 +117,9 @@ std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOpti
     double sq = 0.0;
     for (float x : v) sq += static_cast<double>(x) * x;
     v.resize(std::min<size_t>(v.size(), 4));
-    tracer->values(device_, ts,
-                   {.name = EventName::kAllReduce, .param = -1, .when = when, .values = v, .norm = std::sqrt(sq)});
+    tracer->values(
+        device_, ts,
+        {.name = EventName::kAllReduce, .param = -1, .when = when, .values = v, .norm = std::sqrt(sq)});
   };
   if (tracer != nullptr)
     trace_values(ValuesWhen::kBeforeReduce,

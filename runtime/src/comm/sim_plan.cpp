@@ -121,8 +121,9 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
   auto device_of = [&](int r) -> const Device& { return world.device(g.global_ranks[r]); };
   const Schedule& s = plan.schedule;
   const uint64_t bytes = collective_bytes(sig, n);
-  const std::string name = sig.op == OpType::kBarrier ? std::string(to_string(EventName::kBarrier))
-                                                      : collective_span_name(api_name(sig.op), s.algorithm, bytes);
+  const std::string name = sig.op == OpType::kBarrier
+                               ? std::string(to_string(EventName::kBarrier))
+                               : collective_span_name(api_name(sig.op), s.algorithm, bytes);
   const CollectiveArgs args{.coll = seq,
                             .group = g.id,
                             .op = api_name(sig.op),
@@ -188,7 +189,8 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
                              .ts_ns = plan.end_ns[r] - scale_ns[r],
                              .dur_ns = scale_ns[r],
                              .args = AvgScaleArgs{.coll = seq, .bytes = avg_bytes(sig, r), .divisor = n}});
-    t->instant(device_of(r), plan.end_ns[r], WorkCompleted{.coll = seq, .op = api_name(sig.op), .group = g.id});
+    t->instant(device_of(r), plan.end_ns[r],
+               WorkCompleted{.coll = seq, .op = api_name(sig.op), .group = g.id});
   }
 }
 
