@@ -60,7 +60,7 @@ void write_trace(const std::filesystem::path& path, int64_t events) {
       ++written;
       if (layer >= 3 && written + 3 <= events) {
         const int64_t ts = gpu.clock_ns(StreamKind::kCompute);
-        recorder->instant(gpu, "grad_ready", ts, R"({"param":3})");
+        recorder->instant(gpu, ts, GradReady{.param = 3});
         const int64_t start = gpu.advance(StreamKind::kComm, 1200);
         recorder->transfer(gpu, {.src = 0,
                                  .dst = host,
@@ -68,12 +68,17 @@ void write_trace(const std::filesystem::path& path, int64_t events) {
                                  .ts_ns = start,
                                  .dur_ns = 1200,
                                  .stream = StreamKind::kComm,
-                                 .name = "ring reduce-scatter",
+                                 .name = "ring reduce-scatter",  // collective_transfer_name
                                  .collective = step,
                                  .algo = "ring",
                                  .algo_step = layer - 3,
                                  .chunk = 0});
-        recorder->span(gpu, StreamKind::kComm, "all_reduce", "collective", start, 1200, R"({"coll":1})");
+        recorder->span(gpu, {.stream = StreamKind::kComm,
+                             .cat = SpanCategory::kCollective,
+                             .name = "all_reduce",
+                             .ts_ns = start,
+                             .dur_ns = 1200,
+                             .args = CollectiveArgs{.coll = 1}});
         written += 3;
       }
     }

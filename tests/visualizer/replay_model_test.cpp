@@ -133,8 +133,8 @@ TEST_F(HandTraceTest, SamplesAndLossSoFar) {
 
 TEST_F(HandTraceTest, AfterEventKSeparatesEventsAtTheSameTime) {
   // Both grad_ready instants are at t=2000; GPU 0's comes first in the file.
-  const uint32_t first = find_instant(model(), 0, 0, "grad_ready");
-  const uint32_t second = find_instant(model(), 1, 0, "grad_ready");
+  const uint32_t first = find_instant(model(), 0, 0, EventName::kGradReady);
+  const uint32_t second = find_instant(model(), 1, 0, EventName::kGradReady);
   ASSERT_EQ(model().ts_at(first), 2000);
   ASSERT_EQ(model().ts_at(second), 2000);
   ASSERT_LT(first, second);
@@ -223,7 +223,7 @@ TEST(ReplayDdp, BucketStatesFollowTheTraceThroughBackward) {
 
   // Step 0 runs on the initial single bucket.
   {
-    const ReplayState s = state_after(find_instant(m, 0, 0, "grad_ready", "param", 5));
+    const ReplayState s = state_after(find_instant(m, 0, 0, EventName::kGradReady, trace_key::kParam, 5));
     ASSERT_EQ(s.buckets.size(), 1u);
     EXPECT_EQ(s.buckets[0].params, (std::vector<int>{5, 4, 3, 2, 1, 0}));
     EXPECT_EQ(s.bucket_devices.size(), 2u);
@@ -232,34 +232,37 @@ TEST(ReplayDdp, BucketStatesFollowTheTraceThroughBackward) {
   }
   // Step 1: rebuilt buckets; bias before weight, last layer first.
   {
-    const ReplayState s = state_after(find_instant(m, 0, 1, "grad_ready", "param", 4));
+    const ReplayState s = state_after(find_instant(m, 0, 1, EventName::kGradReady, trace_key::kParam, 4));
     ASSERT_EQ(s.buckets.size(), 2u);
     EXPECT_EQ(s.buckets[0].state[col(s)], BucketState::kPending);
     EXPECT_EQ(s.buckets[0].ready_params[col(s)], 2);
     EXPECT_EQ(s.buckets[1].ready_params[col(s)], 0);
   }
   {
-    const ReplayState s = state_after(find_instant(m, 0, 1, "grad_ready", "param", 2));
+    const ReplayState s = state_after(find_instant(m, 0, 1, EventName::kGradReady, trace_key::kParam, 2));
     EXPECT_EQ(s.buckets[0].state[col(s)], BucketState::kReady);
     EXPECT_EQ(s.buckets[1].state[col(s)], BucketState::kPending);
   }
   {
-    const ReplayState s = state_after(find_instant(m, 0, 1, "bucket_launched", "bucket", 0));
+    const ReplayState s =
+        state_after(find_instant(m, 0, 1, EventName::kBucketLaunched, trace_key::kBucket, 0));
     EXPECT_EQ(s.buckets[0].state[col(s)], BucketState::kLaunched);
     EXPECT_EQ(s.buckets[1].state[col(s)], BucketState::kPending);
   }
   {
-    const ReplayState s = state_after(find_instant(m, 0, 1, "bucket_done", "bucket", 0));
+    const ReplayState s = state_after(find_instant(m, 0, 1, EventName::kBucketDone, trace_key::kBucket, 0));
     EXPECT_EQ(s.buckets[0].state[col(s)], BucketState::kDone);
   }
   {
-    const ReplayState s = state_after(find_instant(m, 0, 1, "bucket_done", "bucket", 1));
+    const ReplayState s = state_after(find_instant(m, 0, 1, EventName::kBucketDone, trace_key::kBucket, 1));
     EXPECT_EQ(s.buckets[0].state[col(s)], BucketState::kDone);
     EXPECT_EQ(s.buckets[1].state[col(s)], BucketState::kDone);
   }
   // A new step starts with every bucket pending again.
   {
-    const ReplayState s = state_after(find_instant(m, 0, 2, "step_begin"));
+    // The first event of step 2 on rank 0.
+    const ReplayState s =
+        state_after(find_position(m, [](const trace::Event& e) { return e.rank == 0 && e.step == 2; }));
     EXPECT_EQ(s.buckets[0].state[col(s)], BucketState::kPending);
     EXPECT_EQ(s.buckets[0].ready_params[col(s)], 0);
     EXPECT_EQ(s.buckets[1].state[col(s)], BucketState::kPending);
@@ -350,7 +353,7 @@ TEST(ReplayDdp, CommOverlapsBackwardOnEveryRank) {
   const Loaded l = load(path);
   const ReplayModel& m = *l.model;
   for (const ModelDevice& d : m.devices()) {
-    if (d.is_host) continue;
+    if (d.is_host || d.is_switch) continue;  // the host and the NVSwitch node run no kernels
     const TimeBreakdown b = m.breakdown(m.device_index(d.id), m.begin_ns(), m.end_ns());
     EXPECT_GT(b.compute_ns, 0);
     EXPECT_GT(b.comm_ns, 0);
@@ -449,7 +452,9 @@ TEST(ReplayRobustness, EventsOnDevicesMissingFromTheHeaderGetTheirOwnDevice) {
   t.src = 0;
   t.dst = 9;
   add(trace::EventType::kSpan, -3, 5, -4, "nowhere");
-  add(trace::EventType::kCounter, 0, 6, 0, "memory").payload = 42;  // a payload index out of range
+  trace::Event& memory = add(trace::EventType::kCounter, 0, 6, 0, to_string(EventName::kMemory));
+  memory.known = EventName::kMemory;
+  memory.payload = 42;  // a payload index out of range
   const ReplayModel m(data);
   ASSERT_GE(m.device_index(7), 0);
   EXPECT_FALSE(m.devices()[m.device_index(7)].in_header);

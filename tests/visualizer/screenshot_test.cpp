@@ -104,6 +104,17 @@ TEST_F(Screenshots, DpTraceAtSeveralPositions) {
   EXPECT_GT(differing_pixels(b, c), 2000u);
 }
 
+TEST_F(Screenshots, T4TraceShowsThePcieHostTree) {
+  // Made by the runtime (`dpscope bench --preset t4`): the stage draws the two PCIe switches
+  // between the GPUs and the host, and no GPU-GPU link.
+  const auto trace = dir_ / "t4.jsonl";
+  testing::write_t4_bench_trace(trace);
+  const Image img = shoot(trace, "t4-bench", "--seek 0.5 --size 1600x900");
+  expect_rich(img, 1600, 900, "t4");
+  const Image later = shoot(trace, "t4-bench-0.9", "--seek 0.9 --size 1600x900");
+  EXPECT_GT(differing_pixels(img, later), 500u);
+}
+
 TEST_F(Screenshots, SameInputGivesTheSamePixels) {
   const auto trace = dir_ / "ddp.jsonl";
   testing::write_ddp_trace(trace, 4, 2, 8);

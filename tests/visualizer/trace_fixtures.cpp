@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "dpscope/comm/bench.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/trace/recorder.hpp"
 
@@ -80,16 +81,24 @@ HandTrace write_hand_trace(const std::filesystem::path& path) {
   rec->memory_counter(g0, 500, m);
   g0.set_phase(Phase::kForward);
   // The children are written before their parent: file order is not time order.
-  rec->span(g0, StreamKind::kCompute, "forward 0.Linear", "compute", 1000, 1000);
-  rec->span(g0, StreamKind::kCompute, "forward 2.Linear", "compute", 2000, 1000);
-  rec->span(g0, StreamKind::kCompute, "forward", "phase", 1000, 2000);
-  rec->instant(g0, "grad_ready", 2000, R"({"param":1})");
-  rec->instant(g1, "grad_ready", 2000, R"({"param":1})");
+  rec->kernel_span(g0, StreamKind::kCompute, "forward 0.Linear", 1000, 1000, {});
+  rec->kernel_span(g0, StreamKind::kCompute, "forward 2.Linear", 2000, 1000, {});
+  rec->span(g0, {.stream = StreamKind::kCompute,
+                 .cat = SpanCategory::kPhase,
+                 .name = "forward",
+                 .ts_ns = 1000,
+                 .dur_ns = 2000});
+  rec->instant(g0, 2000, GradReady{.param = 1});
+  rec->instant(g1, 2000, GradReady{.param = 1});
   m.bytes[static_cast<int>(MemoryCategory::kActivations)] = 50;
   rec->memory_counter(g0, 2500, m);
   g0.set_phase(Phase::kBackward);
   g1.set_phase(Phase::kBackward);
-  rec->span(g0, StreamKind::kComm, "all-reduce", "collective", 3000, 2000);
+  rec->span(g0, {.stream = StreamKind::kComm,
+                 .cat = SpanCategory::kCollective,
+                 .name = "all-reduce",
+                 .ts_ns = 3000,
+                 .dur_ns = 2000});
   for (int k = 0; k < 2; ++k) {
     TraceTransfer t;
     t.bytes = 1000;
@@ -109,10 +118,21 @@ HandTrace write_hand_trace(const std::filesystem::path& path) {
     rec->transfer(g1, t);
   }
   g0.set_phase(Phase::kOptimizer);
-  const std::pair<std::string_view, double> loss[] = {{"loss", 2.5}};
-  rec->counter(g0, "loss", 4500, loss);
+  rec->loss_counter(g0, 4500, 2.5);
   rec->close();
   return ids;
+}
+
+void write_t4_bench_trace(const std::filesystem::path& path, int iterations) {
+  BenchOptions o;
+  o.devices = 4;
+  o.preset = "t4";
+  o.min_bytes = o.max_bytes = 1 << 20;
+  o.timing_only = true;
+  o.iterations = iterations;
+  o.warmup = 0;
+  o.trace = path;
+  run_collective_bench(o);
 }
 
 uint32_t find_position(const ReplayModel& model, const std::function<bool(const trace::Event&)>& pred) {
@@ -122,11 +142,11 @@ uint32_t find_position(const ReplayModel& model, const std::function<bool(const 
   return 0;
 }
 
-uint32_t find_instant(const ReplayModel& model, int rank, int64_t step, std::string_view name,
-                      std::string_view key, double value) {
+uint32_t find_instant(const ReplayModel& model, int rank, int64_t step, EventName name, std::string_view key,
+                      double value) {
   const trace::TraceData& data = model.data();
   return find_position(model, [&](const trace::Event& e) {
-    if (e.type != trace::EventType::kInstant || e.rank != rank || e.step != step || data.str(e.name) != name)
+    if (e.type != trace::EventType::kInstant || e.rank != rank || e.step != step || e.known != name)
       return false;
     if (key.empty()) return true;
     const auto v = data.arg(e, key);

@@ -25,6 +25,11 @@ tools::SyntheticTraceInfo write_ddp_trace(const std::filesystem::path& path, int
 tools::SyntheticTraceInfo write_dp_trace(const std::filesystem::path& path, int devices = 4, int steps = 2,
                                          int64_t batch = 10);
 
+// A 4x T4 trace written by the runtime itself (run_collective_bench, as `dpscope bench --preset t4
+// --trace`): one 1 MiB ring all-reduce per iteration, timing only. The header holds the PCIe host
+// tree: "pcie switch 0" and "pcie switch 1" (kind "switch") between the GPUs and the host.
+void write_t4_bench_trace(const std::filesystem::path& path, int iterations = 2);
+
 // Two simulated H100s (header ids 0 and 2; the host is 1), every event at a hand-picked time:
 //   GPU 0 compute: phase "forward" [1000, 3000) holding "forward 0.Linear" [1000, 2000) and
 //                  "forward 2.Linear" [2000, 3000)
@@ -44,7 +49,7 @@ HandTrace write_hand_trace(const std::filesystem::path& path);
 // The time-order position of the first event matching `pred`; fails the test when none does.
 uint32_t find_position(const ReplayModel& model, const std::function<bool(const trace::Event&)>& pred);
 // The same for an instant `name` on `rank` in `step` whose numeric arg `key` equals `value`.
-uint32_t find_instant(const ReplayModel& model, int rank, int64_t step, std::string_view name,
+uint32_t find_instant(const ReplayModel& model, int rank, int64_t step, EventName name,
                       std::string_view key = {}, double value = 0);
 
 }  // namespace dpscope::viz::testing

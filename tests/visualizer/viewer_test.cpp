@@ -84,8 +84,8 @@ TEST_F(ViewerTest, DrawsEveryViewInEveryMode) {
     frame(*v);
     EXPECT_GT(ImGui::GetDrawData()->TotalVtxCount, 1000) << f;
   }
-  // 4 GPUs and the host on the stage.
-  EXPECT_EQ(v->stage().boxes().size(), 5u);
+  // 4 GPUs, the host and the NVSwitch (an H100 box) on the stage.
+  EXPECT_EQ(v->stage().boxes().size(), 6u);
   v->toggle_help();
   v->select_event(m.event_at(m.event_count() / 2));
   frame(*v);
@@ -96,6 +96,40 @@ TEST_F(ViewerTest, DrawsEveryViewInEveryMode) {
   v->set_present(false);
   frame(*v);
   EXPECT_TRUE(v->help_open());
+}
+
+TEST_F(ViewerTest, StageDrawsTheT4PcieHostTree) {
+  // A runtime-made T4 trace: the header has no GPU-GPU link, and the stage shows the two PCIe
+  // switches beside the host, each linked to its two GPUs and to the host.
+  const auto path = dir_ / "t4.jsonl";
+  testing::write_t4_bench_trace(path);
+  auto v = make(true);
+  v->open(path, {});
+  const ReplayModel& m = *v->active_document()->model();
+  for (const TraceLinkInfo& l : m.data().header.links) {
+    const ModelDevice& a = m.devices()[static_cast<size_t>(m.device_index(l.src))];
+    const ModelDevice& b = m.devices()[static_cast<size_t>(m.device_index(l.dst))];
+    EXPECT_TRUE(a.is_switch || b.is_switch)
+        << a.name << " - " << b.name << ": every T4 link ends at a switch";
+  }
+  v->seek(m.at_fraction(0.5));
+  frame(*v);
+  const std::vector<StageView::Box>& boxes = v->stage().boxes();
+  ASSERT_EQ(boxes.size(), 7u) << "4 GPUs, the host, 2 PCIe switches";
+  const StageView::Box* host = nullptr;
+  std::vector<const StageView::Box*> switches;
+  for (const StageView::Box& b : boxes) {
+    const ModelDevice& d = m.devices()[static_cast<size_t>(b.device)];
+    if (d.is_host) host = &b;
+    if (d.is_switch) switches.push_back(&b);
+  }
+  ASSERT_NE(host, nullptr);
+  ASSERT_EQ(switches.size(), 2u);
+  EXPECT_EQ(m.devices()[static_cast<size_t>(switches[0]->device)].name, "pcie switch 0");
+  EXPECT_LT(switches[0]->center.x, host->center.x) << "switch 0 left of the host";
+  EXPECT_GT(switches[1]->center.x, host->center.x) << "switch 1 right of the host";
+  EXPECT_EQ(switches[0]->center.y, host->center.y);
+  EXPECT_EQ(switches[1]->center.y, host->center.y);
 }
 
 TEST_F(ViewerTest, KeysDriveThePlayer) {

@@ -52,7 +52,7 @@ int run_screenshot(const AppOptions& o) {
   const std::optional<SeekSpec> seek =
       o.seek.empty() ? std::nullopt : std::optional<SeekSpec>(parse_seek(o.seek));
   Viewer viewer(ViewerOptions{.present = o.present, .headless = true});
-  // Strict: the first malformed line, or a cut-off last line, is an error naming the line.
+  // Strict: the first malformed line is an error naming the line (a cut-off last line is left out).
   viewer.open(o.traces.front(), OpenOptions{.strict = true, .follow = o.follow});
   const Document* doc = viewer.active_document();
   if (!doc->error().empty()) return fail(kExitTraceError, doc->error());

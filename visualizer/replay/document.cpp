@@ -68,18 +68,13 @@ void Document::load_whole_file() {
     return;
   }
   read_ms_ = ms_since(start);
-  // The reader leaves a partial last line for the next poll of a live file; in a finished file it
-  // means the file was cut off.
+  // The reader leaves a partial last line out (docs/trace-format.md: every reader tolerates it, as
+  // a file still being written or cut off has one); it is shown as a warning, in every mode.
   if (const uint32_t line = truncated_line_number(path_); line != 0) {
-    const std::string message =
-        fmt::format("{}:{}: truncated: the last line has no end (was the file cut off while being written?)",
-                    path_.string(), line);
-    if (options_.strict) {
-      error_ = message;
-      data_.reset();
-      return;
-    }
-    warnings_.push_back(message);
+    warnings_.push_back(
+        fmt::format("{}:{}: truncated: the last line has no end and was left out (was the file cut off "
+                    "while being written?)",
+                    path_.string(), line));
   }
   for (const trace::Problem& p : data_->problems)
     warnings_.push_back(fmt::format("{}:{}: {}", path_.string(), p.line, p.reason));

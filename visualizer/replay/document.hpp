@@ -16,8 +16,8 @@
 namespace dpscope::viz {
 
 struct OpenOptions {
-  // Headless runs: the first malformed line, and a truncated last line, are errors. Interactive
-  // runs show what could be read, with the problems listed on screen.
+  // Headless runs: the first malformed line is an error. Interactive runs show what could be read,
+  // with the problems listed on screen. A truncated last line is left out with a warning in both.
   bool strict = false;
   // Live mode: tail a file that is still being written; a partial last line is expected.
   bool follow = false;

@@ -20,20 +20,8 @@ uint32_t lookup(const trace::TraceData& data, std::string_view s) { return data.
 }  // namespace
 
 ReplayModel::ReplayModel(const trace::TraceData& data) : data_(&data) {
-  names_.memory = lookup(data, "memory");
-  names_.loss = lookup(data, "loss");
-  names_.capacity = lookup(data, "capacity");
-  names_.grad_ready = lookup(data, "grad_ready");
-  names_.bucket_launched = lookup(data, "bucket_launched");
-  names_.bucket_done = lookup(data, "bucket_done");
-  names_.param = lookup(data, "param");
-  names_.bucket = lookup(data, "bucket");
-  names_.before_reduce = lookup(data, "before_reduce");
-  names_.after_reduce = lookup(data, "after_reduce");
-  names_.local = lookup(data, "local");
-  names_.after_step = lookup(data, "after_step");
-  names_.phase = lookup(data, "phase");
-  names_.collective = lookup(data, "collective");
+  names_.loss = lookup(data, trace_key::kLoss);
+  names_.capacity = lookup(data, trace_key::kCapacity);
   for (int c = 0; c < kMemoryCategoryCount; ++c)
     names_.memory_category[c] = lookup(data, to_string(static_cast<MemoryCategory>(c)));
 
@@ -70,6 +58,7 @@ void ReplayModel::build_devices() {
     d.hardware = info.hardware;
     d.capacity_bytes = info.memory_bytes;
     d.is_host = info.kind == "host";
+    d.is_switch = info.kind == "switch";
     device_by_id_[info.id] = static_cast<int>(devices_.size());
     devices_.push_back(std::move(d));
   }
@@ -135,8 +124,7 @@ void ReplayModel::build_lanes_and_busy() {
     const int64_t end = e.ts_ns + std::max<int64_t>(e.dur_ns, 0);
     items[static_cast<size_t>(d) * kStreamCount + static_cast<size_t>(e.stream)].push_back({e.ts_ns, end, i});
     // Phase spans wrap a whole phase, idle gaps included: they are not busy time.
-    if (e.type == trace::EventType::kSpan && names_.phase != trace::kNoString && e.cat == names_.phase)
-      continue;
+    if (e.type == trace::EventType::kSpan && e.category == SpanCategory::kPhase) continue;
     if (e.stream == StreamKind::kCompute) {
       compute[d].emplace_back(e.ts_ns, end);
     } else {
@@ -179,14 +167,14 @@ void ReplayModel::build_per_device() {
       case trace::EventType::kCounter: {
         if (e.payload < 0 || static_cast<size_t>(e.payload) >= data_->counters.size()) break;
         const trace::CounterValues& cv = data_->counters[static_cast<size_t>(e.payload)];
-        if (e.name == names_.memory && names_.memory != trace::kNoString) {
+        if (e.known == EventName::kMemory) {
           pd.memory.push_back(p);
           uint64_t in_use = 0;
           for (const auto& [key, value] : cv.values)
             for (int c = 0; c < kMemoryCategoryCount; ++c)
               if (key == names_.memory_category[c] && value > 0) in_use += static_cast<uint64_t>(value);
           peak_memory_bytes_ = std::max(peak_memory_bytes_, in_use);
-        } else if (e.name == names_.loss && names_.loss != trace::kNoString) {
+        } else if (e.known == EventName::kLoss) {
           for (const auto& [key, value] : cv.values) {
             if (key == names_.loss || cv.values.size() == 1) {
               losses_.push_back({p, e.ts_ns, e.step, e.rank, value});
@@ -201,8 +189,8 @@ void ReplayModel::build_per_device() {
         break;
       case trace::EventType::kInstant:
         pd.instants.push_back(p);
-        if (e.name != trace::kNoString &&
-            (e.name == names_.grad_ready || e.name == names_.bucket_launched || e.name == names_.bucket_done))
+        if (e.known == EventName::kGradReady || e.known == EventName::kBucketLaunched ||
+            e.known == EventName::kBucketDone)
           pd.bucket_events.push_back(p);
         break;
       default: break;
@@ -264,14 +252,14 @@ void ReplayModel::build_reductions() {
       }
       return reductions_[g.reductions[k]];
     };
-    if (v.when == names_.before_reduce) {
+    if (v.when_kind == ValuesWhen::kBeforeReduce) {
       reduction(g.befores[e.rank]++).before.push_back(i);
-    } else if (v.when == names_.after_reduce) {
+    } else if (v.when_kind == ValuesWhen::kAfterReduce) {
       reduction(g.afters[e.rank]++).after.push_back(i);
     } else {
       const size_t seen = std::max(g.befores[e.rank], g.afters[e.rank]);
       Reduction& r = reduction(seen > 0 ? seen - 1 : 0);
-      (v.when == names_.after_step ? r.after_step : r.local).push_back(i);
+      (v.when_kind == ValuesWhen::kAfterStep ? r.after_step : r.local).push_back(i);
     }
   }
   auto by_rank = [this](uint32_t a, uint32_t b) { return data_->events[a].rank < data_->events[b].rank; };

@@ -30,12 +30,13 @@ namespace dpscope::viz {
 struct ModelDevice {
   int32_t id = -1;       // the trace's device id (what events call `dev`)
   std::string name;      // "sim:0", "host"
-  std::string kind;      // "sim", "cpu", "cuda", "host"
+  std::string kind;      // "sim", "cpu", "cuda", "host", "switch"
   std::string hardware;  // "NVIDIA H100 SXM5 80GB"
   uint64_t capacity_bytes = 0;
   int32_t rank = -1;  // the rank of its first event; -1 when it has none
   bool is_host = false;
-  bool in_header = true;  // false: only events name it
+  bool is_switch = false;  // a network node of the header (NVSwitch, PCIe switch): no events
+  bool in_header = true;   // false: only events name it
 };
 
 struct ModelLane {
@@ -145,9 +146,9 @@ class ReplayModel {
   ReplayState state_at(Cursor cursor) const;
 
   // Interned strings the model compares against, looked up once.
+  // String-table indices of the counter keys (event names are matched as Event::known).
   struct Names {
-    uint32_t memory, loss, capacity, grad_ready, bucket_launched, bucket_done, param, bucket;
-    uint32_t before_reduce, after_reduce, local, after_step, phase, collective;
+    uint32_t loss, capacity;
     uint32_t memory_category[kMemoryCategoryCount];
   };
   const Names& names() const { return names_; }
@@ -171,6 +172,12 @@ class ReplayModel {
   void build_collectives();
   // The (step, phase) of a device at a cursor, from its phase marks.
   const PhaseMark* device_phase(int device, Cursor c) const;
+  // The parts of state_at (replay_state.cpp).
+  uint32_t covering_event(const ModelLane& lane, size_t level, Cursor c) const;  // kNoEvent: none
+  std::string describe_activity(const ModelLane& lane, uint32_t event, size_t level, Cursor c) const;
+  void fill_devices(ReplayState& s, Cursor c) const;
+  void fill_transfers(ReplayState& s, Cursor c) const;
+  void fill_buckets(ReplayState& s, Cursor c) const;
   friend class StateBuilder;
 
   const trace::TraceData* data_;

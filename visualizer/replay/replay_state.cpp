@@ -40,51 +40,45 @@ size_t applied_count(const std::vector<uint32_t>& positions, uint32_t seq) {
 
 }  // namespace
 
-ReplayState ReplayModel::state_at(Cursor c) const {
+// state_at() in parts: covering_event and describe_activity answer per lane; the fill_* functions
+// each build one section of the state.
+
+uint32_t ReplayModel::covering_event(const ModelLane& lane, size_t level, Cursor c) const {
+  const LaneLevel& items = lane.levels[level];
+  const size_t i = covering_item(items, c.t_ns);
+  if (i == items.size()) return kNoEvent;
+  return pos_[items[i].event] < c.seq ? items[i].event : kNoEvent;
+}
+
+std::string ReplayModel::describe_activity(const ModelLane& lane, uint32_t event, size_t level,
+                                           Cursor c) const {
   const trace::TraceData& data = *data_;
-  ReplayState s;
-  s.cursor = c;
-  if (c.seq > order_.size()) c.seq = static_cast<uint32_t>(order_.size());
-  s.last_event = c.seq > 0 ? order_[c.seq - 1] : kNoEvent;
-  if (reference_device_ >= 0) {
-    if (const PhaseMark* mark = device_phase(reference_device_, c)) {
-      s.step = mark->step;
-      s.phase = mark->phase;
+  const trace::Event& e = data.events[event];
+  const std::string_view name = data.str(e.name);
+  if (e.type != trace::EventType::kTransfer) return std::string(name);
+  if (e.coll < 0) return fmt::format("{} {}", name, format_bytes(e.bytes));
+  // A collective step: name it after the enclosing collective span when there is one.
+  std::string label(name);
+  for (size_t outer = level; outer-- > 0;) {
+    const uint32_t parent = covering_event(lane, outer, c);
+    if (parent == kNoEvent) continue;
+    const trace::Event& pe = data.events[parent];
+    if (pe.type == trace::EventType::kSpan && pe.category == SpanCategory::kCollective) {
+      label = std::string(data.str(pe.name));
+      break;
     }
   }
+  const std::string_view algo = data.str(e.algo);
+  if (!algo.empty() && label.find(algo) == std::string::npos) label = fmt::format("{} {}", label, algo);
+  const auto [first, last] = algo_step_range(e.coll);
+  if (e.algo_step >= 0 && first >= 0)
+    label = fmt::format("{} step {}/{}", label, e.algo_step - first + 1, last - first + 1);
+  return label;
+}
 
-  // The innermost applied item of `lane` covering the cursor, per level (kNoEvent when none).
-  auto covering = [&](const ModelLane& lane, size_t level) -> uint32_t {
-    const LaneLevel& items = lane.levels[level];
-    const size_t i = covering_item(items, c.t_ns);
-    if (i == items.size()) return kNoEvent;
-    return pos_[items[i].event] < c.seq ? items[i].event : kNoEvent;
-  };
-  auto describe = [&](const ModelLane& lane, uint32_t event, size_t level) -> std::string {
-    const trace::Event& e = data.events[event];
-    const std::string_view name = data.str(e.name);
-    if (e.type != trace::EventType::kTransfer) return std::string(name);
-    if (e.coll < 0) return fmt::format("{} {}", name, format_bytes(e.bytes));
-    // A collective step: name it after the enclosing collective span when there is one.
-    std::string label(name);
-    for (size_t outer = level; outer-- > 0;) {
-      const uint32_t parent = covering(lane, outer);
-      if (parent == kNoEvent) continue;
-      const trace::Event& pe = data.events[parent];
-      if (pe.type == trace::EventType::kSpan && names_.collective != trace::kNoString &&
-          pe.cat == names_.collective) {
-        label = std::string(data.str(pe.name));
-        break;
-      }
-    }
-    const std::string_view algo = data.str(e.algo);
-    if (!algo.empty() && label.find(algo) == std::string::npos) label = fmt::format("{} {}", label, algo);
-    const auto [first, last] = algo_step_range(e.coll);
-    if (e.algo_step >= 0 && first >= 0)
-      label = fmt::format("{} step {}/{}", label, e.algo_step - first + 1, last - first + 1);
-    return label;
-  };
-
+// Per device: (step, phase), what each stream is doing, memory, the samples held.
+void ReplayModel::fill_devices(ReplayState& s, Cursor c) const {
+  const trace::TraceData& data = *data_;
   s.devices.resize(devices_.size());
   for (size_t d = 0; d < devices_.size(); ++d) {
     DeviceSnapshot& ds = s.devices[d];
@@ -100,10 +94,10 @@ ReplayState ReplayModel::state_at(Cursor c) const {
       StreamActivity act;
       act.stream = lane.stream;
       for (size_t level = lane.levels.size(); level-- > 0;) {
-        const uint32_t event = covering(lane, level);
+        const uint32_t event = covering_event(lane, level, c);
         if (event == kNoEvent) continue;
         act.event = event;
-        act.text = describe(lane, event, level);
+        act.text = describe_activity(lane, event, level, c);
         break;
       }
       ds.activity.push_back(std::move(act));
@@ -125,11 +119,14 @@ ReplayState ReplayModel::state_at(Cursor c) const {
       ds.samples = &data.samples[static_cast<size_t>(e.payload)].indices;
     }
   }
+}
 
-  // Transfers in flight, and the bytes they put on each link.
+// Transfers in flight, and the bytes they put on each link.
+void ReplayModel::fill_transfers(ReplayState& s, Cursor c) const {
+  const trace::TraceData& data = *data_;
   for (const ModelLane& lane : lanes_) {
     for (size_t level = 0; level < lane.levels.size(); ++level) {
-      const uint32_t event = covering(lane, level);
+      const uint32_t event = covering_event(lane, level, c);
       if (event == kNoEvent) continue;
       const trace::Event& e = data.events[event];
       if (e.type != trace::EventType::kTransfer) continue;
@@ -151,8 +148,11 @@ ReplayState ReplayModel::state_at(Cursor c) const {
       }
     }
   }
+}
 
-  // Buckets: the assignment in force, and each reporting device's progress in its current step.
+// Buckets: the assignment in force, and each reporting device's progress in its current step.
+void ReplayModel::fill_buckets(ReplayState& s, Cursor c) const {
+  const trace::TraceData& data = *data_;
   const std::vector<TraceBucketInfo>* assignment = &data.header.buckets;
   if (const size_t n = applied_count(bucket_assignments_, c.seq); n > 0) {
     const trace::Event& e = data.events[order_[bucket_assignments_[n - 1]]];
@@ -181,10 +181,10 @@ ReplayState ReplayModel::state_at(Cursor c) const {
     for (size_t n = applied_count(events, c.seq); n-- > 0;) {
       const trace::Event& e = data.events[order_[events[n]]];
       if (e.step != step) break;
-      if (e.name == names_.grad_ready) {
-        if (auto p = data.arg(e, "param")) ready.insert(static_cast<int>(*p));
-      } else if (auto b = data.arg(e, "bucket")) {
-        (e.name == names_.bucket_done ? done : launched).insert(static_cast<int>(*b));
+      if (auto g = data.grad_ready(e)) {
+        ready.insert(g->param);
+      } else if (auto b = data.bucket_args(e)) {
+        (e.known == EventName::kBucketDone ? done : launched).insert(b->bucket);
       }
     }
     for (BucketSnapshot& bs : s.buckets) {
@@ -202,7 +202,23 @@ ReplayState ReplayModel::state_at(Cursor c) const {
       bs.ready_params.push_back(n_ready);
     }
   }
+}
 
+ReplayState ReplayModel::state_at(Cursor c) const {
+  ReplayState s;
+  s.cursor = c;
+  if (c.seq > order_.size()) c.seq = static_cast<uint32_t>(order_.size());
+  s.last_event = c.seq > 0 ? order_[c.seq - 1] : kNoEvent;
+  if (reference_device_ >= 0) {
+    if (const PhaseMark* mark = device_phase(reference_device_, c)) {
+      s.step = mark->step;
+      s.phase = mark->phase;
+    }
+  }
+  fill_devices(s, c);
+  fill_transfers(s, c);
+  fill_buckets(s, c);
+  // The reduction and the losses that have happened.
   auto red = std::lower_bound(reductions_.begin(), reductions_.end(), c.seq,
                               [](const Reduction& r, uint32_t seq) { return r.first_pos < seq; });
   s.reduction = static_cast<int>(red - reductions_.begin()) - 1;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/network.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/core/timing.hpp"
 
@@ -102,6 +103,7 @@ class Writer {
       info_.gpu_ids.push_back(add_trace_device(header, gpus_.back()));
       gpus_.back().set_rank(r);
     }
+    add_network_links(header, preset_, info_.gpu_ids);
     info_.host_id = header.host_id;
     header.params = params_;
     if (o_.mode == SyntheticMode::kDistributed) {
@@ -178,7 +180,11 @@ class Writer {
   }
 
   void phase_span(const Device& g, const char* name, int64_t start) {
-    rec().span(g, StreamKind::kCompute, name, "phase", start, now(g) - start);
+    rec().span(g, {.stream = StreamKind::kCompute,
+                   .cat = SpanCategory::kPhase,
+                   .name = name,
+                   .ts_ns = start,
+                   .dur_ns = now(g) - start});
   }
 
   // A copy on the destination's (or for D2H the source's) copy stream, after `ready_ns`.
@@ -196,13 +202,17 @@ class Writer {
     // Falls like a training loss, with some noise, and stays positive.
     const double loss = 2.2 * std::exp(-0.35 * static_cast<double>(step)) + 0.1 +
                         0.05 * std::sin(1.7 * static_cast<double>(step));
-    const std::pair<std::string_view, double> values[] = {{"loss", std::round(loss * 1e4) / 1e4}};
-    rec().counter(g, "loss", now(g), values);
+    rec().loss_counter(g, now(g), std::round(loss * 1e4) / 1e4);
   }
 
-  void grad_values(const Device& g, int64_t ts, int param, std::string_view when, std::span<const float> v) {
-    rec().values(g, "grad", ts, param, when, v,
-                 l2(v, static_cast<uint64_t>(shape_numel(params_[static_cast<size_t>(param)].shape))));
+  void grad_values(const Device& g, int64_t ts, int param, ValuesWhen when, std::span<const float> v) {
+    rec().values(
+        g, ts,
+        {.name = EventName::kGrad,
+         .param = param,
+         .when = when,
+         .values = v,
+         .norm = l2(v, static_cast<uint64_t>(shape_numel(params_[static_cast<size_t>(param)].shape)))});
   }
 
   void optimizer(const Device& g, int64_t step) {
@@ -211,8 +221,12 @@ class Writer {
     const double numel = static_cast<double>(param_bytes_ / kFloatBytes);
     const int64_t dur = kernel_time_ns(preset_, {3 * numel, 16 * numel});
     const int64_t ts = g.advance(StreamKind::kCompute, dur);
-    rec().span(g, StreamKind::kCompute, "optimizer.step SGD", "optimizer", ts, dur,
-               fmt::format(R"({{"params":{}}})", params_.size()));
+    const std::string name = optimizer_step_span_name("SGD");
+    rec().span(g, {.stream = StreamKind::kCompute,
+                   .cat = SpanCategory::kOptimizer,
+                   .name = name,
+                   .ts_ns = ts,
+                   .dur_ns = dur});
     g.trace_memory();
   }
 
@@ -223,8 +237,8 @@ class Writer {
     for (size_t r = 0; r < world; ++r) {
       const Device& g = gpus_[r];
       g.set_phase(Phase::kData);
-      rec().instant(g, "step_begin", now(g));
-      if (step <= 1) rec().buckets(g, now(g), buckets, step == 0 ? "initial" : "rebuilt");
+      if (step <= 1)
+        rec().buckets(g, now(g), buckets, step == 0 ? BucketReason::kInitial : BucketReason::kRebuilt);
       std::vector<int64_t> rows = strided_rows(step, r);
       info_.samples[static_cast<size_t>(step)][r] = rows;
       rec().samples(g, now(g), rows);
@@ -255,7 +269,7 @@ class Writer {
         kernel(g, layer.backward_name, flops,
                8.0 * static_cast<double>(o_.batch * layer.in + layer.in * layer.out));
         for (int p : {static_cast<int>(2 * l + 1), static_cast<int>(2 * l)})
-          rec().instant(g, "grad_ready", now(g), fmt::format(R"({{"param":{}}})", p));
+          rec().instant(g, now(g), GradReady{.param = p});
         if (l > 0 && !layers_[l - 1].relu_backward.empty())
           kernel(g, layers_[l - 1].relu_backward, static_cast<double>(o_.batch * layer.in),
                  8.0 * static_cast<double>(o_.batch * layer.in));
@@ -279,7 +293,6 @@ class Writer {
     }
     for (size_t r = 0; r < world; ++r) {
       optimizer(gpus_[r], step);
-      rec().instant(gpus_[r], "step_end", now(gpus_[r]));
     }
   }
 
@@ -312,9 +325,11 @@ class Writer {
     for (size_t r = 0; r < world; ++r) {
       const Device& g = gpus_[r];
       g.wait_until(StreamKind::kComm, start);
-      rec().instant(g, "bucket_launched", start, fmt::format(R"({{"bucket":{}}})", bucket.id));
+      rec().instant(
+          g, start,
+          BucketLaunched{{.bucket = bucket.id, .bytes = bucket.bytes, .params = bucket.params.size()}});
       before[r] = synthetic_grad_values(step, static_cast<int>(r), shown, o_.values_per_tensor);
-      grad_values(g, start, shown, "before_reduce", before[r]);
+      grad_values(g, start, shown, ValuesWhen::kBeforeReduce, before[r]);
     }
     // Ring all-reduce: reduce-scatter then all-gather, 2(n-1) steps; in step k rank r sends
     // chunk (r - k) mod n to rank r+1.
@@ -353,12 +368,15 @@ class Writer {
     for (size_t r = 0; r < world; ++r) {
       const Device& g = gpus_[r];
       const int64_t end = g.clock_ns(StreamKind::kComm);
-      rec().span(
-          g, StreamKind::kComm, name, "collective", start, end - start,
-          fmt::format(R"({{"bucket":{},"bytes":{},"coll":{}}})", bucket.id, bucket.bytes, collective_seq_));
-      rec().instant(g, "bucket_done", end, fmt::format(R"({{"bucket":{}}})", bucket.id));
-      rec().values(g, "grad", end, shown, "after_reduce", mean,
-                   l2(mean, static_cast<uint64_t>(shape_numel(params_[static_cast<size_t>(shown)].shape))));
+      rec().span(g, {.stream = StreamKind::kComm,
+                     .cat = SpanCategory::kCollective,
+                     .name = name,
+                     .ts_ns = start,
+                     .dur_ns = end - start,
+                     .args = CollectiveArgs{.coll = collective_seq_, .bytes = bucket.bytes}});
+      rec().instant(g, end,
+                    BucketDone{{.bucket = bucket.id, .bytes = bucket.bytes, .params = bucket.params.size()}});
+      grad_values(g, end, shown, ValuesWhen::kAfterReduce, mean);
     }
     ++collective_seq_;
   }
@@ -434,7 +452,7 @@ class Writer {
                8.0 * static_cast<double>(rows[r] * layer.in + layer.in * layer.out));
       }
       before[r] = synthetic_grad_values(step, static_cast<int>(r), 0, o_.values_per_tensor);
-      grad_values(g, now(g), 0, "before_reduce", before[r]);
+      grad_values(g, now(g), 0, ValuesWhen::kBeforeReduce, before[r]);
       phase_span(g, "backward", start);
       g.release(activation_bytes(rows[r]), MemoryCategory::kActivations);
       g.trace_memory();
@@ -449,18 +467,21 @@ class Writer {
       const int64_t dur = kernel_time_ns(
           preset_, {numel * static_cast<double>(replicas - 1), 8.0 * numel * static_cast<double>(replicas)});
       const int64_t ts = g0.advance(StreamKind::kCompute, dur);
-      rec().span(g0, StreamKind::kCompute, "reduce_add gradients", "reduce", ts, dur);
+      rec().span(g0, {.stream = StreamKind::kCompute,
+                      .cat = SpanCategory::kReduce,
+                      .name = "reduce_add gradients",
+                      .ts_ns = ts,
+                      .dur_ns = dur});
       std::vector<float> sum(before[0].size(), 0.0f);
       for (const auto& v : before)
         for (size_t i = 0; i < v.size(); ++i) sum[i] += v[i];
-      grad_values(g0, now(g0), 0, "after_reduce", sum);
+      grad_values(g0, now(g0), 0, ValuesWhen::kAfterReduce, sum);
       for (size_t r = 1; r < replicas; ++r) {
         gpus_[r].release(param_bytes_, MemoryCategory::kGradients);
         gpus_[r].trace_memory();
       }
     }
     optimizer(g0, step);
-    rec().instant(g0, "step_end", now(g0));
     // The other replicas wait for the next step's replicate.
     for (size_t r = 1; r < n; ++r) gpus_[r].wait_until(StreamKind::kCompute, now(g0));
   }
@@ -488,7 +509,7 @@ class Writer {
                8.0 * static_cast<double>(o_.batch * layer.in + layer.in * layer.out));
       }
       const std::vector<float> v = synthetic_grad_values(step, 0, 0, o_.values_per_tensor);
-      grad_values(g, now(g), 0, "local", v);
+      grad_values(g, now(g), 0, ValuesWhen::kLocal, v);
       phase_span(g, "backward", start);
       g.release(activation_bytes(o_.batch), MemoryCategory::kActivations);
       g.trace_memory();

@@ -87,14 +87,14 @@ std::string describe_event(const ReplayModel& model, uint32_t event) {
                          format_time(e.dur_ns));
     case trace::EventType::kInstant: {
       std::string args;
-      if (auto p = data.arg(e, "param")) {
-        const int index = static_cast<int>(*p);
+      if (auto g = data.grad_ready(e)) {
+        const int index = g->param;
         const auto& params = data.header.params;
         args = index >= 0 && static_cast<size_t>(index) < params.size()
                    ? params[static_cast<size_t>(index)].name
                    : fmt::format("param {}", index);
-      } else if (auto b = data.arg(e, "bucket")) {
-        args = fmt::format("bucket {}", static_cast<int>(*b));
+      } else if (auto b = data.bucket_args(e)) {
+        args = fmt::format("bucket {}", b->bucket);
       }
       return args.empty() ? name : fmt::format("{} {}", name, args);
     }

@@ -82,16 +82,16 @@ void InspectorView::draw_event(ViewContext& ctx, uint32_t event, bool selected) 
       std::string v = fmt::format("{}", value);
       if (k == "param")
         v = fmt::format("{} ({})", static_cast<int>(value), param_name(data, static_cast<int>(value)));
-      if (k == "flops") v = fmt::format("{:.3g}", value);
-      if (k == "bytes") v = format_bytes(static_cast<uint64_t>(std::max(value, 0.0)));
+      if (k == trace_key::kFlops) v = fmt::format("{:.3g}", value);
+      if (k == trace_key::kBytes) v = format_bytes(static_cast<uint64_t>(std::max(value, 0.0)));
       row(k.c_str(), v);
     }
   }
   if (e.type == trace::EventType::kCounter && e.payload >= 0) {
     for (const auto& [key, value] : data.counters[static_cast<size_t>(e.payload)].values) {
       const std::string k(data.str(key));
-      row(k.c_str(), data.str(e.name) == "memory" ? format_bytes(static_cast<uint64_t>(std::max(value, 0.0)))
-                                                  : fmt::format("{}", value));
+      row(k.c_str(), e.known == EventName::kMemory ? format_bytes(static_cast<uint64_t>(std::max(value, 0.0)))
+                                                   : fmt::format("{}", value));
     }
   }
   if (e.type == trace::EventType::kValues && e.payload >= 0) {
@@ -129,9 +129,9 @@ void InspectorView::draw_buckets(const ViewContext& ctx) {
   const char* source = "header";
   if (state.bucket_assignment_event != kNoEvent) {
     const trace::Event& e = data.events[state.bucket_assignment_event];
-    source = e.payload >= 0 && data.str(data.buckets[static_cast<size_t>(e.payload)].reason) == "rebuilt"
-                 ? "rebuilt"
-                 : "initial";
+    const bool rebuilt =
+        e.payload >= 0 && data.buckets[static_cast<size_t>(e.payload)].reason_kind == BucketReason::kRebuilt;
+    source = to_string(rebuilt ? BucketReason::kRebuilt : BucketReason::kInitial);
   }
   ImGui::Text("Gradient buckets (%s assignment; bucket 0 is reduced first)", source);
   const int columns = 2 + static_cast<int>(state.bucket_devices.size());

@@ -99,15 +99,19 @@ ImU32 Palette::phase_color(Phase phase) const {
   return other;
 }
 
-ImU32 Palette::event_color(const trace::TraceData& trace_data, const trace::Event& e) const {
+ImU32 Palette::event_color(const trace::Event& e) const {
   if (e.type == trace::EventType::kTransfer)
     return e.coll >= 0 || e.stream == StreamKind::kComm ? comm : copy;
-  const std::string_view cat = trace_data.str(e.cat);
-  if (cat == "comm" || cat == "collective") return comm;
-  if (cat == "copy") return copy;
-  if (cat == "reduce") return reduce;
-  if (cat == "optimizer") return optimizer;
-  if (cat == "phase") return with_alpha(phase_color(e.phase), 0.35f);
+  switch (e.category) {
+    case SpanCategory::kComm:
+    case SpanCategory::kCollective: return comm;
+    case SpanCategory::kCopy: return copy;
+    case SpanCategory::kReduce: return reduce;
+    case SpanCategory::kOptimizer: return optimizer;
+    case SpanCategory::kPhase: return with_alpha(phase_color(e.phase), 0.35f);
+    case SpanCategory::kCompute:
+    case SpanCategory::kOther: break;
+  }
   return phase_color(e.phase) == idle ? other : phase_color(e.phase);
 }
 

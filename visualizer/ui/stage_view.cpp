@@ -34,8 +34,6 @@ ImVec2 normalized(ImVec2 v) {
   return len > 1e-6f ? ImVec2(v.x / len, v.y / len) : ImVec2(1, 0);
 }
 
-std::string stream_name(StreamKind s) { return to_string(s); }
-
 std::string short_bandwidth(double bytes_per_s) {
   return bytes_per_s >= 1e9 ? fmt::format("{:.0f} GB/s", bytes_per_s / 1e9)
                             : fmt::format("{:.1f} MB/s", bytes_per_s / 1e6);
@@ -49,11 +47,14 @@ void StageView::layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size) {
   const ReplayModel& model = *ctx.model;
   const float fs = ImGui::GetFontSize();
   ring_.clear();
+  switches_.clear();
   host_ = -1;
   for (size_t d = 0; d < model.devices().size(); ++d) {
     const ModelDevice& dev = model.devices()[d];
     if (dev.is_host) {
       if (host_ < 0) host_ = static_cast<int>(d);
+    } else if (dev.is_switch) {
+      switches_.push_back(static_cast<int>(d));
     } else {
       ring_.push_back(static_cast<int>(d));
     }
@@ -64,12 +65,18 @@ void StageView::layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size) {
     return ra < rb;
   });
   boxes_.clear();
+  const ImVec2 host_half(std::min(fs * 5.0f, size.x * 0.09f), fs * 1.6f);
+  layout_cards(origin, size, host_half);
+  layout_switches(origin, size, host_half);
+}
+
+void StageView::layout_cards(ImVec2 origin, ImVec2 size, ImVec2 host_half) {
+  const float fs = ImGui::GetFontSize();
   const size_t n = ring_.size();
   const float w = size.x;
   const float h = size.y;
   const ImVec2 c(origin.x + w * 0.5f, origin.y + h * 0.5f);
   const float gap = fs * 0.8f;
-  const ImVec2 host_half(std::min(fs * 5.0f, w * 0.09f), fs * 1.6f);
   if (n == 0) {
     if (host_ >= 0) boxes_.push_back({host_, c, host_half});
     return;
@@ -108,6 +115,29 @@ void StageView::layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size) {
     boxes_.push_back({ring_[i], ImVec2(col_x(col), top ? top_y : bottom_y), half});
   }
   if (host_ >= 0) boxes_.push_back({host_, c, host_half});
+}
+
+void StageView::layout_switches(ImVec2 origin, ImVec2 size, ImVec2 host_half) {
+  if (switches_.empty()) return;
+  // Beside the host in the band between the card rows (alternating left and right), or stacked
+  // under it when the cards sit left and right of it (one or two GPUs).
+  const float gap = ImGui::GetFontSize() * 0.8f;
+  const Box* host = host_ >= 0 ? box_of(host_) : nullptr;
+  const ImVec2 anchor =
+      host != nullptr ? host->center : ImVec2(origin.x + size.x * 0.5f, origin.y + size.y * 0.5f);
+  const bool beside = ring_.size() > 2;
+  for (size_t i = 0; i < switches_.size(); ++i) {
+    const float k = static_cast<float>(i / 2 + 1);
+    const float side = i % 2 == 0 ? -1.0f : 1.0f;
+    const ImVec2 center =
+        beside ? ImVec2(anchor.x + side * k * (2 * host_half.x + gap), anchor.y)
+               : ImVec2(anchor.x, anchor.y + static_cast<float>(i + 1) * (2 * host_half.y + gap));
+    boxes_.push_back({switches_[i], center, host_half});
+  }
+}
+
+bool StageView::is_switch(int device) const {
+  return std::find(switches_.begin(), switches_.end(), device) != switches_.end();
 }
 
 const StageView::Box* StageView::box_of(int device) const {
@@ -156,7 +186,8 @@ void StageView::draw_links(const ViewContext& ctx, ImDrawList* dl) {
     if (a > b) std::swap(a, b);
     if (std::find(drawn.begin(), drawn.end(), std::make_pair(a, b)) != drawn.end()) continue;
     drawn.emplace_back(a, b);
-    const bool with_host = a == host_ || b == host_;
+    // Links to the host or a switch are the machine's fabric: drawn thin, always.
+    const bool with_host = a == host_ || b == host_ || is_switch(a) || is_switch(b);
     if (!with_host && n > 3) {
       // On a ring of cards only neighbours are drawn at rest; other links appear when used.
       const int pa = ring_pos(a);
@@ -187,7 +218,7 @@ void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
     from = add(from, mul(nrm, offset));
     to = add(to, mul(nrm, offset));
     control = add(control, mul(nrm, offset));
-    const ImU32 color = pal.event_color(model.data(), model.event(t.event));
+    const ImU32 color = pal.event_color(model.event(t.event));
     const float thick = 3.0f * pal.line_scale;
     dl->AddBezierQuadratic(from, control, to, with_alpha(color, 0.3f), thick, 24);
     const float p = static_cast<float>(t.progress);
@@ -226,199 +257,20 @@ void StageView::draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box
                      pal.text_dim, "dataset, data loader");
 }
 
-void StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
+void StageView::draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& box) {
   const Palette& pal = *ctx.palette;
-  const ReplayModel& model = *ctx.model;
-  const ReplayState& state = *ctx.state;
-  const ModelDevice& dev = model.devices()[box.device];
-  const DeviceSnapshot& ds = state.devices[box.device];
-  const float fs = ImGui::GetFontSize();
-  ImFont* body = ImGui::GetFont();
-  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : body;
-  ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : body;
   const ImVec2 r0 = sub(box.center, box.half);
   const ImVec2 r1 = add(box.center, box.half);
-  const float pad = fs * 0.5f;
-
-  const StreamActivity* main_activity = nullptr;
-  for (const StreamActivity& a : ds.activity)
-    if (a.event != kNoEvent) {
-      main_activity = &a;
-      break;
-    }
-  const ImU32 border = main_activity != nullptr
-                           ? pal.event_color(model.data(), model.event(main_activity->event))
-                           : pal.card_border;
-  dl->AddRectFilled(r0, r1, pal.card, 8.0f);
-  dl->AddRect(r0, r1, border, 8.0f, 0, (main_activity != nullptr ? 3.0f : 1.0f) * pal.line_scale);
-  const ImVec4 clip(r0.x + pad, r0.y, r1.x - pad, r1.y - pad * 0.5f);
-  const float inner_w = r1.x - r0.x - 2 * pad;
-  float y = r0.y + pad * 0.8f;
-
-  // Title: "GPU 0", rank and device name, and the phase as a pill on the right.
-  const std::string title = device_label(dev);
-  draw_text(dl, bold, bold->FontSize, ImVec2(r0.x + pad, y), pal.text, title, &clip);
-  const float title_w = text_size(bold, bold->FontSize, title).x;
-  const std::string sub_title = dev.rank >= 0 ? fmt::format("rank {} · {}", dev.rank, dev.name) : dev.name;
-  float title_right = r1.x - pad;
-  if (ds.phase != Phase::kNone) {
-    const std::string phase = to_string(ds.phase);
-    const ImVec2 ps = text_size(small, small->FontSize, phase);
-    const ImVec2 p1(r1.x - pad, y + ps.y + 4);
-    const ImVec2 p0(p1.x - ps.x - 10, y);
-    if (p0.x > r0.x + pad + title_w) {
-      const ImU32 fill = pal.phase_color(ds.phase);
-      dl->AddRectFilled(p0, p1, fill, 4.0f);
-      draw_text(dl, small, small->FontSize, ImVec2(p0.x + 5, p0.y + 2), pal.text_on(fill), phase);
-      title_right = p0.x - fs * 0.3f;
-    }
-  }
-  const ImVec4 sub_clip(r0.x, r0.y, title_right, r1.y);
-  draw_text(dl, small, small->FontSize,
-            ImVec2(r0.x + pad + title_w + fs * 0.6f, y + (bold->FontSize - small->FontSize) * 0.7f),
-            pal.text_dim, sub_title, &sub_clip);
-  y += bold->FontSize * 1.35f;
-
-  // What each stream does now.
-  const float row = fs * 1.2f;
-  for (const StreamActivity& a : ds.activity) {
-    if (y + row > r1.y) break;
-    const bool busy = a.event != kNoEvent;
-    const ImU32 color = busy ? pal.event_color(model.data(), model.event(a.event)) : pal.idle;
-    dl->AddRectFilled(ImVec2(r0.x + pad, y + fs * 0.15f), ImVec2(r0.x + pad + fs * 0.8f, y + fs * 0.95f),
-                      color, 2.0f);
-    const std::string stream = stream_name(a.stream);
-    draw_text(dl, small, small->FontSize, ImVec2(r0.x + pad + fs * 1.2f, y + (fs - small->FontSize) * 0.5f),
-              pal.text_dim, stream, &clip);
-    const float label_x = r0.x + pad + fs * 1.2f + fs * 4.2f;
-    draw_text(dl, body, fs, ImVec2(label_x, y), busy ? pal.text : pal.text_dim, busy ? a.text : "idle",
-              &clip);
-    if (!ctx.headless && busy && ImGui::IsMouseHoveringRect(ImVec2(r0.x, y), ImVec2(r1.x, y + row)) &&
-        ImGui::IsWindowHovered()) {
-      ImGui::SetTooltip("%s\n(click to inspect)", describe_event(model, a.event).c_str());
-      if (ImGui::IsMouseClicked(0)) ctx.select(a.event);
-    }
-    y += row;
-  }
-  y += fs * 0.15f;
-
-  // Memory by category on one line, on a scale shared by all cards (the largest use in the trace).
-  if (ds.memory_known && y + fs * 1.2f <= r1.y) {
-    const uint64_t used = ds.memory_in_use_bytes();
-    const float label_w = text_size(small, small->FontSize, "memory").x + fs * 0.5f;
-    const std::string amount = format_bytes(used);
-    const float amount_w = text_size(small, small->FontSize, amount).x + fs * 0.5f;
-    draw_text(dl, small, small->FontSize, ImVec2(r0.x + pad, y + (fs - small->FontSize) * 0.5f), pal.text_dim,
-              "memory", &clip);
-    const float bar_x0 = r0.x + pad + label_w;
-    const float bar_w = std::max(inner_w - label_w - amount_w, fs * 2.0f);
-    const float bar_h = fs * 0.75f;
-    const float by = y + (fs - bar_h) * 0.5f + 1;
-    const double scale = static_cast<double>(std::max<uint64_t>(model.peak_memory_bytes(), 1)) * 1.05;
-    dl->AddRectFilled(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), with_alpha(pal.idle, 0.5f),
-                      2.0f);
-    float x = bar_x0;
-    for (int c = 0; c < kMemoryCategoryCount; ++c) {
-      const float seg = static_cast<float>(static_cast<double>(ds.memory_bytes[c]) / scale) * bar_w;
-      if (seg <= 0.0f) continue;
-      dl->AddRectFilled(ImVec2(x, by), ImVec2(std::min(x + seg, bar_x0 + bar_w), by + bar_h), pal.memory[c]);
-      x += seg;
-    }
-    dl->AddRect(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), pal.grid, 2.0f);
-    draw_text(dl, small, small->FontSize,
-              ImVec2(bar_x0 + bar_w + fs * 0.4f, y + (fs - small->FontSize) * 0.5f), pal.text, amount, &clip);
-    if (!ctx.headless && ImGui::IsWindowHovered() &&
-        ImGui::IsMouseHoveringRect(ImVec2(r0.x, y), ImVec2(r1.x, y + fs))) {
-      std::string tip = fmt::format("memory on {}: {} in use", dev.name, format_bytes(used));
-      if (ds.capacity_bytes > 0) tip += fmt::format(" of {}", format_bytes(ds.capacity_bytes));
-      for (int c = 0; c < kMemoryCategoryCount; ++c)
-        tip += fmt::format("\n  {}: {}", to_string(static_cast<MemoryCategory>(c)),
-                           format_bytes(ds.memory_bytes[c]));
-      tip += "\nbar scale: the largest use of any GPU in this trace";
-      ImGui::SetTooltip("%s", tip.c_str());
-    }
-    y += fs * 1.3f;
-  }
-
-  // One flowing row: DDP buckets (coloured by state, filled as gradients become ready), then the
-  // dataset rows this GPU holds as chips coloured by row.
-  const float chip_h = small->FontSize * 1.3f;
-  float x = r0.x + pad;
-  auto next_row = [&]() {
-    x = r0.x + pad;
-    y += chip_h + 3;
-  };
-  auto fits = [&](float w) {
-    if (x + w > r1.x - pad) next_row();
-    return y + chip_h <= r1.y - pad * 0.5f;
-  };
-  auto label = [&](const std::string& text) {
-    const float w = text_size(small, small->FontSize, text).x + fs * 0.35f;
-    if (!fits(w)) return false;
-    draw_text(dl, small, small->FontSize, ImVec2(x, y + (chip_h - small->FontSize) * 0.5f), pal.text_dim,
-              text);
-    x += w;
-    return true;
-  };
-  bool room = true;
-  const auto bucket_col = std::find(state.bucket_devices.begin(), state.bucket_devices.end(), box.device);
-  if (bucket_col != state.bucket_devices.end() && !state.buckets.empty()) {
-    const size_t col = static_cast<size_t>(bucket_col - state.bucket_devices.begin());
-    room = label("buckets");
-    for (const BucketSnapshot& b : state.buckets) {
-      if (!room || !(room = fits(chip_h))) break;
-      const BucketState st = b.state[col];
-      const ImVec2 b0(x, y);
-      const ImVec2 b1(x + chip_h, y + chip_h);
-      dl->AddRectFilled(b0, b1, pal.bucket_color(BucketState::kPending), 3.0f);
-      float fill = 1.0f;
-      if (st == BucketState::kPending)
-        fill = b.params.empty()
-                   ? 0.0f
-                   : static_cast<float>(b.ready_params[col]) / static_cast<float>(b.params.size());
-      const ImU32 fill_color =
-          st == BucketState::kPending ? pal.bucket_color(BucketState::kReady) : pal.bucket_color(st);
-      if (fill > 0) dl->AddRectFilled(ImVec2(b0.x, b1.y - chip_h * fill), b1, fill_color, 3.0f);
-      dl->AddRect(b0, b1, pal.card_border, 3.0f);
-      draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_h * 0.5f, y + chip_h * 0.5f),
-                         pal.text_on(fill >= 0.5f ? fill_color : pal.bucket_color(BucketState::kPending)),
-                         fmt::format("{}", b.id));
-      x += chip_h + 3;
-    }
-    x += fs * 0.6f;
-  }
-  if (room && ds.samples != nullptr) {
-    const std::vector<int64_t>& rows = *ds.samples;
-    const bool current = ds.samples_step == ds.step;
-    room = label(current ? fmt::format("data ({} rows)", rows.size())
-                         : fmt::format("data from step {}", ds.samples_step));
-    int64_t widest = 0;
-    for (int64_t r : rows) widest = std::max(widest, r);
-    const float chip_w =
-        std::max(text_size(small, small->FontSize, fmt::format("{}", widest)).x + 8.0f, chip_h * 1.2f);
-    size_t shown = 0;
-    ImVec2 last_chip(-1, -1);
-    for (int64_t r : rows) {
-      if (!room || !(room = fits(chip_w))) break;
-      const ImU32 fill = current ? pal.sample_color(r) : with_alpha(pal.sample_color(r), 0.35f);
-      dl->AddRectFilled(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), fill, 3.0f);
-      draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_w * 0.5f, y + chip_h * 0.5f),
-                         pal.text_on(fill), fmt::format("{}", r));
-      last_chip = ImVec2(x, y);
-      x += chip_w + 3;
-      ++shown;
-    }
-    if (shown < rows.size() && shown > 0) {
-      // No room for every chip: the last one shown becomes "+N", the number not shown.
-      const std::string more = fmt::format("+{}", rows.size() - shown + 1);
-      const ImVec2 a = last_chip;
-      const ImVec2 b(a.x + chip_w, a.y + chip_h);
-      dl->AddRectFilled(a, b, pal.card, 3.0f);
-      dl->AddRect(a, b, pal.text_dim, 3.0f);
-      draw_text_centered(dl, small, small->FontSize, ImVec2(a.x + chip_w * 0.5f, a.y + chip_h * 0.5f),
-                         pal.text, more);
-    }
-  }
+  dl->AddRectFilled(r0, r1, pal.card, 3.0f);
+  dl->AddRect(r0, r1, pal.card_border, 3.0f, 0, 1.0f * pal.line_scale);
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
+  ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
+  const float fs = ImGui::GetFontSize();
+  const ModelDevice& dev = ctx.model->devices()[static_cast<size_t>(box.device)];
+  draw_text_centered(dl, bold, bold->FontSize, ImVec2(box.center.x, box.center.y - fs * 0.4f), pal.text,
+                     dev.name);
+  draw_text_centered(dl, small, small->FontSize, ImVec2(box.center.x, box.center.y + fs * 0.55f),
+                     pal.text_dim, "switch");
 }
 
 // ---- header and legend ----
@@ -470,13 +322,18 @@ void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origi
   std::string links;
   std::vector<std::string> seen;
   for (const TraceLinkInfo& l : model.data().header.links) {
-    if (std::find(seen.begin(), seen.end(), l.kind) != seen.end()) continue;
-    seen.push_back(l.kind);
     const int a = model.device_index(l.src);
     const int b = model.device_index(l.dst);
-    const bool host = (a >= 0 && model.devices()[a].is_host) || (b >= 0 && model.devices()[b].is_host);
-    links += fmt::format("{}{} {} {}", links.empty() ? "links: " : " · ", l.kind,
-                         short_bandwidth(l.bandwidth_bytes_per_s), host ? "to host" : "GPU-GPU");
+    auto any = [&](bool ModelDevice::*flag) {
+      return (a >= 0 && model.devices()[a].*flag) || (b >= 0 && model.devices()[b].*flag);
+    };
+    const char* role = any(&ModelDevice::is_host)     ? "to host"
+                       : any(&ModelDevice::is_switch) ? "to switch"
+                                                      : "GPU-GPU";
+    const std::string entry = fmt::format("{} {} {}", l.kind, short_bandwidth(l.bandwidth_bytes_per_s), role);
+    if (std::find(seen.begin(), seen.end(), entry) != seen.end()) continue;
+    seen.push_back(entry);
+    links += fmt::format("{}{}", links.empty() ? "links: " : " · ", entry);
   }
   const ImVec2 ls = text_size(nullptr, fs, links);
   if (!links.empty() && origin.x + width - ls.x - fs * 0.5f > x)
@@ -555,6 +412,8 @@ void StageView::draw(ViewContext& ctx) {
   for (const Box& box : boxes_) {
     if (box.device == host_) {
       draw_host(ctx, dl, box);
+    } else if (is_switch(box.device)) {
+      draw_switch(ctx, dl, box);
     } else {
       draw_card(ctx, dl, box);
     }

@@ -27,10 +27,21 @@ class StageView final : public View {
 
  private:
   void layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size);
+  // The GPU cards and the host (layout's first part); then the switches beside the host.
+  void layout_cards(ImVec2 origin, ImVec2 size, ImVec2 host_half);
+  void layout_switches(ImVec2 origin, ImVec2 size, ImVec2 host_half);
+  bool is_switch(int device) const;
   void draw_links(const ViewContext& ctx, ImDrawList* dl);
   void draw_transfers(const ViewContext& ctx, ImDrawList* dl);
+  // A GPU card (stage_card.cpp), section by section.
+  struct CardFrame;
   void draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box);
+  void draw_card_title(const ViewContext& ctx, CardFrame& f);
+  void draw_card_streams(ViewContext& ctx, CardFrame& f);
+  void draw_card_memory(const ViewContext& ctx, CardFrame& f);
+  void draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box& box);
   void draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box);
+  void draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& box);
   void draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width);
   float draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width, bool measure_only);
   const Box* box_of(int device) const;
@@ -38,7 +49,8 @@ class StageView final : public View {
   void link_path(int a, int b, ImVec2& from, ImVec2& control, ImVec2& to) const;
 
   std::vector<Box> boxes_;
-  std::vector<int> ring_;  // GPU device indices in rank order
+  std::vector<int> ring_;      // GPU device indices in rank order
+  std::vector<int> switches_;  // network nodes (kind "switch") in header order
   int host_ = -1;
 };
 

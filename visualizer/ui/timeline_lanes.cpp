@@ -107,7 +107,7 @@ void SpanLane::draw(TimelineFrame& f, float y) {
       if (box.count == 1) {
         const uint32_t ev = items[box.first].event;
         const trace::Event& e = data.events[ev];
-        const ImU32 fill = f.palette->event_color(data, e);
+        const ImU32 fill = f.palette->event_color(e);
         f.dl->AddRectFilled(a, b, fill);
         if (ev == f.selected)
           f.dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), f.palette->selection, 0, 0, 2.0f);
@@ -124,7 +124,7 @@ void SpanLane::draw(TimelineFrame& f, float y) {
       } else {
         ++f.merged_boxes;
         const uint32_t first_event = items[box.first].event;
-        const ImU32 fill = shade(f.palette->event_color(data, data.events[first_event]), -0.35f);
+        const ImU32 fill = shade(f.palette->event_color(data.events[first_event]), -0.35f);
         f.dl->AddRectFilled(a, b, fill);
         // Hatch marks say "many events here".
         for (float hx = a.x + 2; hx < b.x - 1; hx += 6)
@@ -146,7 +146,6 @@ void SpanLane::draw(TimelineFrame& f, float y) {
 void SpanLane::draw_instants(TimelineFrame& f, float y) {
   const int device = model_.lanes()[lane_].device;
   const std::vector<uint32_t>& positions = model_.instants(device);
-  const ReplayModel::Names& names = model_.names();
   const trace::TraceData& data = model_.data();
   auto ts_of = [&](uint32_t pos) { return model_.ts_at(pos); };
   auto first_at_or_after = [&](std::vector<uint32_t>::const_iterator from, double t) {
@@ -160,9 +159,9 @@ void SpanLane::draw_instants(TimelineFrame& f, float y) {
     const trace::Event& e = data.events[ev];
     const float x = f.x_of(static_cast<double>(e.ts_ns));
     ImU32 color = f.palette->text_dim;
-    if (e.name == names.grad_ready) color = shade(f.palette->backward, 0.45f);
-    if (e.name == names.bucket_launched) color = f.palette->comm;
-    if (e.name == names.bucket_done) color = f.palette->optimizer;
+    if (e.known == EventName::kGradReady) color = shade(f.palette->backward, 0.45f);
+    if (e.known == EventName::kBucketLaunched) color = f.palette->comm;
+    if (e.known == EventName::kBucketDone) color = f.palette->optimizer;
     f.dl->AddTriangleFilled(ImVec2(x - size * 0.6f, y), ImVec2(x + size * 0.6f, y), ImVec2(x, y + size),
                             color);
     if (hovering(f, ImVec2(x - size, y), ImVec2(x + size, y + size * 1.5f))) f.hovered = ev;

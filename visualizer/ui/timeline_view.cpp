@@ -149,41 +149,8 @@ void TimelineView::draw(ViewContext& ctx) {
   const Palette& pal = *ctx.palette;
   const float fs = ImGui::GetFontSize();
   const Cursor cursor = ctx.state->cursor;
-
-  if (fitted_) {
-    const double span = static_cast<double>(std::max<int64_t>(model.end_ns() - model.begin_ns(), 1));
-    t0_ = static_cast<double>(model.begin_ns()) - span * 0.005;
-    t1_ = static_cast<double>(model.end_ns()) + span * 0.005;
-  } else if (follow_playhead && !(cursor == last_cursor_)) {
-    const double t = static_cast<double>(cursor.t_ns);
-    if (t < t0_ || t > t1_) {
-      const double w = t1_ - t0_;
-      t0_ = t - w * 0.3;
-      t1_ = t0_ + w;
-    }
-  }
-  last_cursor_ = cursor;
-
-  // Toolbar.
-  if (ImGui::Button("Fit")) fit();
-  ImGui::SameLine();
-  if (has_selection_) {
-    if (ImGui::Button("Zoom to selection")) {
-      set_range(std::min(sel_a_, sel_b_), std::max(sel_a_, sel_b_));
-      has_selection_ = false;
-    }
-    ImGui::SameLine();
-  }
-  ImGui::Checkbox("follow playhead", &follow_playhead);
-  ImGui::SameLine();
-  ImGui::TextDisabled("showing %s", format_time(static_cast<int64_t>(t1_ - t0_)).c_str());
-  if (!ctx.present) {
-    ImGui::SameLine();
-    ImGui::TextDisabled(
-        "· %zu boxes (%zu merged) · wheel: zoom, drag: pan, right-drag: measure, click: inspect, "
-        "double-click/ruler: move playhead",
-        boxes_drawn_, merged_boxes_);
-  }
+  follow_range(model, cursor);
+  draw_toolbar(ctx);
 
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 size = ImGui::GetContentRegionAvail();
@@ -214,29 +181,8 @@ void TimelineView::draw(ViewContext& ctx) {
   f.interactive = !ctx.headless && ImGui::IsItemHovered();
   f.selected = ctx.selected();
 
-  // Vertical layout of the lanes: rows shrink (down to the small font) so more lanes fit.
   const float lanes_y0 = ruler_y1 + 2.0f;
-  const float gap = 3.0f;
-  {
-    float rows = 0.0f;
-    float gaps = 0.0f;
-    for (size_t i = 0; i < lanes_.size(); ++i) {
-      rows += static_cast<float>(lanes_[i]->rows());
-      gaps +=
-          gap + ((i + 1 < lanes_.size() && lanes_[i + 1]->device() != lanes_[i]->device()) ? gap * 2 : 0.0f);
-    }
-    const float fit = std::floor((end.y - lanes_y0 - gaps) / std::max(rows, 1.0f));
-    f.row_h = std::clamp(fit, std::round(f.font_size + 3.0f), f.row_h);
-  }
-  std::vector<float> top(lanes_.size());
-  float content_h = 0.0f;
-  for (size_t i = 0; i < lanes_.size(); ++i) {
-    top[i] = content_h;
-    content_h += static_cast<float>(lanes_[i]->rows()) * f.row_h + gap;
-    if (i + 1 < lanes_.size() && lanes_[i + 1]->device() != lanes_[i]->device()) content_h += gap * 2;
-  }
-  scroll_y_ = std::clamp(scroll_y_, 0.0f, std::max(0.0f, content_h - (end.y - lanes_y0)));
-  for (float& t : top) t += lanes_y0 - scroll_y_;
+  const std::vector<float> top = layout_lanes(f, lanes_y0, end.y);
 
   // Step boundaries across all lanes.
   for (const StepMark& m : model.step_marks()) {
@@ -251,7 +197,102 @@ void TimelineView::draw(ViewContext& ctx) {
     dl->AddRectFilled(ImVec2(x0, top[i]), ImVec2(x1, top[i] + h), with_alpha(pal.card, 0.55f));
     lanes_[i]->draw(f, top[i]);
   }
-  // Flow arrows: from the sender's lane at the start to the receiver's lane at arrival.
+  draw_flows(f, top);
+  dl->PopClipRect();
+
+  // Lane labels.
+  dl->PushClipRect(ImVec2(origin.x, lanes_y0), ImVec2(x0, end.y), true);
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    if (top[i] > end.y) break;
+    draw_text(dl, f.font, f.font_size, ImVec2(origin.x + 4, top[i] + (f.row_h - f.font_size) * 0.5f),
+              lanes_[i]->label_color(pal), lanes_[i]->label());
+  }
+  dl->PopClipRect();
+  dl->AddLine(ImVec2(x0 - 1, origin.y), ImVec2(x0 - 1, end.y), pal.grid);
+
+  draw_overlays(ctx, f, origin, end, lanes_y0, ruler_y1);
+
+  hovered_ = f.hovered;
+  boxes_drawn_ = f.boxes_drawn;
+  merged_boxes_ = f.merged_boxes;
+  if (hovered_ != kNoEvent && f.interactive) ImGui::SetTooltip("%s", describe_event(model, hovered_).c_str());
+}
+
+// ---- draw() in parts ----
+
+// Keeps the visible range fitted, or following the playhead when it leaves the range.
+void TimelineView::follow_range(const ReplayModel& model, Cursor cursor) {
+  if (fitted_) {
+    const double span = static_cast<double>(std::max<int64_t>(model.end_ns() - model.begin_ns(), 1));
+    t0_ = static_cast<double>(model.begin_ns()) - span * 0.005;
+    t1_ = static_cast<double>(model.end_ns()) + span * 0.005;
+  } else if (follow_playhead && !(cursor == last_cursor_)) {
+    const double t = static_cast<double>(cursor.t_ns);
+    if (t < t0_ || t > t1_) {
+      const double w = t1_ - t0_;
+      t0_ = t - w * 0.3;
+      t1_ = t0_ + w;
+    }
+  }
+  last_cursor_ = cursor;
+}
+
+// Fit, zoom to selection, follow, the visible span and (normal mode) the controls.
+void TimelineView::draw_toolbar(const ViewContext& ctx) {
+  if (ImGui::Button("Fit")) fit();
+  ImGui::SameLine();
+  if (has_selection_) {
+    if (ImGui::Button("Zoom to selection")) {
+      set_range(std::min(sel_a_, sel_b_), std::max(sel_a_, sel_b_));
+      has_selection_ = false;
+    }
+    ImGui::SameLine();
+  }
+  ImGui::Checkbox("follow playhead", &follow_playhead);
+  ImGui::SameLine();
+  ImGui::TextDisabled("showing %s", format_time(static_cast<int64_t>(t1_ - t0_)).c_str());
+  if (!ctx.present) {
+    ImGui::SameLine();
+    ImGui::TextDisabled(
+        "· %zu boxes (%zu merged) · wheel: zoom, drag: pan, right-drag: measure, click: inspect, "
+        "double-click/ruler: move playhead",
+        boxes_drawn_, merged_boxes_);
+  }
+}
+
+// Each lane's top y (scrolled); rows shrink (down to the small font) so more lanes fit.
+std::vector<float> TimelineView::layout_lanes(TimelineFrame& f, float lanes_y0, float end_y) {
+  const float gap = 3.0f;
+  {
+    float rows = 0.0f;
+    float gaps = 0.0f;
+    for (size_t i = 0; i < lanes_.size(); ++i) {
+      rows += static_cast<float>(lanes_[i]->rows());
+      gaps +=
+          gap + ((i + 1 < lanes_.size() && lanes_[i + 1]->device() != lanes_[i]->device()) ? gap * 2 : 0.0f);
+    }
+    const float fit = std::floor((end_y - lanes_y0 - gaps) / std::max(rows, 1.0f));
+    f.row_h = std::clamp(fit, std::round(f.font_size + 3.0f), f.row_h);
+  }
+  std::vector<float> top(lanes_.size());
+  float content_h = 0.0f;
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    top[i] = content_h;
+    content_h += static_cast<float>(lanes_[i]->rows()) * f.row_h + gap;
+    if (i + 1 < lanes_.size() && lanes_[i + 1]->device() != lanes_[i]->device()) content_h += gap * 2;
+  }
+  scroll_y_ = std::clamp(scroll_y_, 0.0f, std::max(0.0f, content_h - (end_y - lanes_y0)));
+  for (float& t : top) t += lanes_y0 - scroll_y_;
+
+  return top;
+}
+
+// Flow arrows: from the sender's lane at the start to the receiver's lane at arrival.
+void TimelineView::draw_flows(const TimelineFrame& f, const std::vector<float>& top) const {
+  const ReplayModel& model = *f.model;
+  const Palette& pal = *f.palette;
+  ImDrawList* dl = f.dl;
+  const float fs = ImGui::GetFontSize();
   size_t flows = 0;
   for (const TimelineFrame::FlowEnd& fl : f.flows) {
     if (++flows > kMaxFlows) break;
@@ -266,21 +307,20 @@ void TimelineView::draw(ViewContext& ctx) {
     if (target < 0) continue;
     const float ty = top[static_cast<size_t>(target)] + f.row_h * 0.5f;
     if (std::fabs(ty - fl.y) < 1.0f) continue;
-    draw_arrow(dl, ImVec2(fl.x_start, fl.y), ImVec2(fl.x_end, ty),
-               with_alpha(pal.event_color(model.data(), e), 0.8f), 1.2f * pal.line_scale, fs * 0.45f);
+    draw_arrow(dl, ImVec2(fl.x_start, fl.y), ImVec2(fl.x_end, ty), with_alpha(pal.event_color(e), 0.8f),
+               1.2f * pal.line_scale, fs * 0.45f);
   }
-  dl->PopClipRect();
+}
 
-  // Lane labels.
-  dl->PushClipRect(ImVec2(origin.x, lanes_y0), ImVec2(x0, end.y), true);
-  for (size_t i = 0; i < lanes_.size(); ++i) {
-    if (top[i] > end.y) break;
-    draw_text(dl, f.font, f.font_size, ImVec2(origin.x + 4, top[i] + (f.row_h - f.font_size) * 0.5f),
-              lanes_[i]->label_color(pal), lanes_[i]->label());
-  }
-  dl->PopClipRect();
-  dl->AddLine(ImVec2(x0 - 1, origin.y), ImVec2(x0 - 1, end.y), pal.grid);
-
+// The range selection, the ruler and the playhead, over the lanes.
+void TimelineView::draw_overlays(const ViewContext& ctx, const TimelineFrame& f, ImVec2 origin, ImVec2 end,
+                                 float lanes_y0, float ruler_y1) {
+  const Palette& pal = *ctx.palette;
+  ImDrawList* dl = f.dl;
+  const float fs = ImGui::GetFontSize();
+  const float x0 = f.x0;
+  const float x1 = f.x1;
+  const Cursor cursor = ctx.state->cursor;
   // Range selection.
   if (selecting_ || has_selection_) {
     const float a = std::clamp(f.x_of(std::min(sel_a_, sel_b_)), x0, x1);
@@ -300,11 +340,6 @@ void TimelineView::draw(ViewContext& ctx) {
     dl->AddTriangleFilled(ImVec2(px - s, origin.y), ImVec2(px + s, origin.y), ImVec2(px, origin.y + s * 1.3f),
                           pal.playhead);
   }
-
-  hovered_ = f.hovered;
-  boxes_drawn_ = f.boxes_drawn;
-  merged_boxes_ = f.merged_boxes;
-  if (hovered_ != kNoEvent && f.interactive) ImGui::SetTooltip("%s", describe_event(model, hovered_).c_str());
 }
 
 }  // namespace dpscope::viz

@@ -34,6 +34,13 @@ class TimelineView final : public View {
   void sync_lanes(const ViewContext& ctx);
   void handle_input(ViewContext& ctx, ImVec2 canvas0, ImVec2 canvas1, float lanes_x0, float ruler_y1);
   void draw_ruler(const ViewContext& ctx, ImDrawList* dl, float x0, float x1, float y0, float y1);
+  // The parts of draw().
+  void follow_range(const ReplayModel& model, Cursor cursor);
+  void draw_toolbar(const ViewContext& ctx);
+  std::vector<float> layout_lanes(TimelineFrame& f, float lanes_y0, float end_y);
+  void draw_flows(const TimelineFrame& f, const std::vector<float>& top) const;
+  void draw_overlays(const ViewContext& ctx, const TimelineFrame& f, ImVec2 origin, ImVec2 end,
+                     float lanes_y0, float ruler_y1);
 
   std::vector<std::unique_ptr<TimelineLane>> lanes_;
   const Document* lanes_doc_ = nullptr;

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/network.hpp"
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/trace/recorder.hpp"
 
@@ -212,7 +213,9 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
         api_name(o.collective), n, o.preset, to_string(o.algorithm), to_string(o.op), o.timing_only,
         o.min_bytes, o.max_bytes, o.factor);
     for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
-    for (const Device& d : world_options.devices) add_trace_device(header, d);
+    std::vector<int> trace_ids;
+    for (const Device& d : world_options.devices) trace_ids.push_back(add_trace_device(header, d));
+    add_network_links(header, hardware, trace_ids);  // the simulated machine's links, not a full mesh
     recorder = TraceRecorder::open(o.trace, header, world_options.devices);  // attaches every device
   }
   std::shared_ptr<SimWorld> world = SimWorld::create(n, std::move(world_options));

@@ -6,6 +6,8 @@
 #include <limits>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "dpscope/base/error.hpp"
 #include "dpscope/core/device.hpp"
 
@@ -174,6 +176,75 @@ std::string NetworkModel::describe() const {
   return fmt::format("{}, {} GPU{}, {} {:.0f} GB/s usable per direction ({:.0f}% of line rate), {} ns",
                      topology_, gpu_count_, gpu_count_ == 1 ? "" : "s", peer_kind_, peer / 1e9,
                      efficiency_ * 100.0, peer_latency_ns_);
+}
+
+// ---- trace header links ----
+
+namespace {
+
+int add_header_node(TraceHeader& header, std::string name, std::string kind) {
+  const int id = static_cast<int>(header.devices.size());  // as add_trace_device numbers them
+  header.devices.push_back({.id = id, .name = std::move(name), .kind = std::move(kind)});
+  return id;
+}
+
+int ensure_host(TraceHeader& header) {
+  if (header.host_id < 0) header.host_id = add_header_node(header, "host", "host");
+  return header.host_id;
+}
+
+void add_header_link(TraceHeader& header, int a, int b, const std::string& kind, double bandwidth_bytes_per_s,
+                     double latency_ns) {
+  header.links.push_back({.src = a,
+                          .dst = b,
+                          .kind = kind,
+                          .bandwidth_bytes_per_s = bandwidth_bytes_per_s,
+                          .latency_ns = latency_ns});
+}
+
+}  // namespace
+
+void add_network_links(TraceHeader& header, const HardwarePreset& preset, std::span<const int> gpu_ids) {
+  const std::string& topology = preset.topology;
+  if (topology != "nvswitch" && topology != "pcie-host" && topology != "hybrid-cube-mesh") return;
+  const int n = static_cast<int>(gpu_ids.size());
+  auto is_gpu = [&](int id) { return std::find(gpu_ids.begin(), gpu_ids.end(), id) != gpu_ids.end(); };
+  std::erase_if(header.links, [&](const TraceLinkInfo& l) { return is_gpu(l.src) || is_gpu(l.dst); });
+  const LinkSpec& peer = preset.peer_link;
+  const LinkSpec& host_link = preset.host_link;
+  if (topology == "pcie-host") {
+    const int per_switch = preset.network.gpus_per_switch > 0 ? preset.network.gpus_per_switch : n;
+    const bool has_uplinks = preset.network.gpus_per_switch > 0;
+    const LinkSpec& uplink = has_uplinks ? preset.network.switch_uplink : host_link;
+    const int host = ensure_host(header);
+    std::vector<int> switches;
+    for (int s = 0; s * per_switch < n; ++s) {
+      switches.push_back(add_header_node(header, fmt::format("pcie switch {}", s), "switch"));
+      add_header_link(header, switches.back(), host, uplink.kind, uplink.bandwidth_bytes_per_s,
+                      uplink.latency_ns);
+    }
+    for (int g = 0; g < n; ++g)
+      add_header_link(header, gpu_ids[g], switches[static_cast<size_t>(g / per_switch)], peer.kind,
+                      peer.bandwidth_bytes_per_s, peer.latency_ns * 0.5);
+    return;
+  }
+  const int host = ensure_host(header);
+  for (int g = 0; g < n; ++g)
+    add_header_link(header, gpu_ids[g], host, host_link.kind, host_link.bandwidth_bytes_per_s,
+                    host_link.latency_ns);
+  if (topology == "nvswitch") {
+    if (n < 2) return;
+    const int nvswitch = add_header_node(header, "nvswitch", "switch");
+    for (int g = 0; g < n; ++g)
+      add_header_link(header, gpu_ids[g], nvswitch, peer.kind, peer.bandwidth_bytes_per_s,
+                      peer.latency_ns * 0.5);
+    return;
+  }
+  for (const NvlinkConnection& c : preset.network.nvlinks) {  // hybrid-cube-mesh
+    if (c.a >= n || c.b >= n) continue;                       // a box with fewer GPUs in use
+    add_header_link(header, gpu_ids[c.a], gpu_ids[c.b], peer.kind,
+                    preset.network.nvlink_bandwidth_bytes_per_s * c.links, peer.latency_ns);
+  }
 }
 
 }  // namespace dpscope

@@ -112,21 +112,23 @@ std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOpti
   call.slices = options.slices;
   call.timeout = options.timeout;
   TraceSink* tracer = options.trace_values && tensor.has_data() ? device_.tracer() : nullptr;
-  auto trace_values = [&](std::string_view when, int64_t ts) {
+  auto trace_values = [&](ValuesWhen when, int64_t ts) {
     std::vector<float> v = tensor.dtype() == DType::kF32 ? tensor.to_vector() : std::vector<float>{};
     double sq = 0.0;
     for (float x : v) sq += static_cast<double>(x) * x;
     v.resize(std::min<size_t>(v.size(), 4));
-    tracer->values(device_, "all_reduce", ts, -1, when, v, std::sqrt(sq));
+    tracer->values(
+        device_, ts,
+        {.name = EventName::kAllReduce, .param = -1, .when = when, .values = v, .norm = std::sqrt(sq)});
   };
   if (tracer != nullptr)
-    trace_values("before_reduce",
+    trace_values(ValuesWhen::kBeforeReduce,
                  std::max(device_.clock_ns(StreamKind::kComm), device_.clock_ns(StreamKind::kCompute)));
   const int n = size();
   CallResult result = run(call, [&](const Plan&) {
     if (options.op == ReduceOp::kAvg) divide(call.buffer.blocks[0], tensor.numel(), n);
   });
-  if (tracer != nullptr && result.plan) trace_values("after_reduce", result.plan->end_ns[rank_]);
+  if (tracer != nullptr && result.plan) trace_values(ValuesWhen::kAfterReduce, result.plan->end_ns[rank_]);
   return result.work;
 }
 

@@ -104,7 +104,7 @@ std::shared_ptr<Work> SimBackend::recv(Tensor& tensor, int src, const PointToPoi
                                .ts_ns = start,
                                .dur_ns = end - start,
                                .stream = StreamKind::kComm,
-                               .name = "send/recv"});
+                               .name = to_string(EventName::kSendRecv)});
   }
   if (auto sender = message->work.lock()) sender->complete(start, end, /*comm_on_wait=*/true);
   work->complete(start, end, false);

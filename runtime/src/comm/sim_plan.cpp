@@ -122,25 +122,32 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
   const Schedule& s = plan.schedule;
   const uint64_t bytes = collective_bytes(sig, n);
   const std::string name = sig.op == OpType::kBarrier
-                               ? std::string("barrier")
-                               : fmt::format("{} {} {}", api_name(sig.op), s.algorithm, format_bytes(bytes));
-  fmt::memory_buffer args;
-  fmt::format_to(
-      std::back_inserter(args),
-      R"({{"coll":{},"group":{},"op":"{}","algo":"{}","bytes":{},"count":{},"dtype":"{}","redop":"{}",)"
-      R"("root":{},"ranks":{},"slices":{},"steps":{}}})",
-      seq, g.id, api_name(sig.op), s.algorithm, bytes,
-      sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape), to_string(sig.dtype),
-      sig.reduce_op ? to_string(*sig.reduce_op) : "none", sig.root, n, s.slices, s.steps);
-  const std::string_view args_json(args.data(), args.size());
+                               ? std::string(to_string(EventName::kBarrier))
+                               : collective_span_name(api_name(sig.op), s.algorithm, bytes);
+  const CollectiveArgs args{.coll = seq,
+                            .group = g.id,
+                            .op = api_name(sig.op),
+                            .algo = s.algorithm,
+                            .bytes = bytes,
+                            .count = sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape),
+                            .dtype = to_string(sig.dtype),
+                            .redop = sig.reduce_op ? to_string(*sig.reduce_op) : "none",
+                            .root = sig.root,
+                            .ranks = n,
+                            .slices = s.slices,
+                            .steps = s.steps};
   for (int r = 0; r < n; ++r)
     if (TraceSink* t = device_of(r).tracer())
-      t->span(device_of(r), StreamKind::kComm, name, "collective", plan.start_ns[r],
-              plan.end_ns[r] - plan.start_ns[r], args_json);
+      t->span(device_of(r), {.stream = StreamKind::kComm,
+                             .cat = SpanCategory::kCollective,
+                             .name = name,
+                             .ts_ns = plan.start_ns[r],
+                             .dur_ns = plan.end_ns[r] - plan.start_ns[r],
+                             .args = args});
   const uint64_t elem = element_size(sig.dtype);
   std::vector<std::string> transfer_names;
   for (const std::string& phase : s.phases)
-    transfer_names.push_back(fmt::format("{} {}", s.algorithm, phase));
+    transfer_names.push_back(collective_transfer_name(s.algorithm, phase));
   for (size_t k = 0; k < s.ops.size(); ++k) {
     const CommOp& op = s.ops[k];
     const OpTime& time = plan.timing.ops[k];
@@ -158,26 +165,32 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
                                     .algo_step = op.algo_step,
                                     .chunk = op.chunk});
   }
-  const std::string reduce_name =
-      sig.reduce_op ? fmt::format("reduce {}", to_string(*sig.reduce_op)) : "reduce";
+  const std::string reduce_name = reduce_span_name(sig.reduce_op ? to_string(*sig.reduce_op) : "");
   for (size_t k = 0; k < s.ops.size(); ++k) {
     const CommOp& op = s.ops[k];
     const OpTime& time = plan.timing.ops[k];
     TraceSink* t = device_of(op.dst).tracer();
     if (t == nullptr || !op.reduce || time.empty) continue;
-    t->span(device_of(op.dst), StreamKind::kComm, reduce_name, "reduce", time.reduce_start_ns,
-            time.done_ns - time.reduce_start_ns,
-            fmt::format(R"({{"coll":{},"bytes":{},"src_rank":{}}})", seq, op.to.count_elems * elem, op.src));
+    t->span(device_of(op.dst),
+            {.stream = StreamKind::kComm,
+             .cat = SpanCategory::kReduce,
+             .name = reduce_name,
+             .ts_ns = time.reduce_start_ns,
+             .dur_ns = time.done_ns - time.reduce_start_ns,
+             .args = ReduceArgs{.coll = seq, .bytes = op.to.count_elems * elem, .src_rank = op.src}});
   }
   for (int r = 0; r < n; ++r) {
     TraceSink* t = device_of(r).tracer();
     if (t == nullptr) continue;
     if (scale_ns[r] > 0 || avg_bytes(sig, r) > 0)
-      t->span(device_of(r), StreamKind::kComm, "avg scale", "reduce", plan.end_ns[r] - scale_ns[r],
-              scale_ns[r],
-              fmt::format(R"({{"coll":{},"bytes":{},"divisor":{}}})", seq, avg_bytes(sig, r), n));
-    t->instant(device_of(r), "work_completed", plan.end_ns[r],
-               fmt::format(R"({{"coll":{},"op":"{}","group":{}}})", seq, api_name(sig.op), g.id));
+      t->span(device_of(r), {.stream = StreamKind::kComm,
+                             .cat = SpanCategory::kReduce,
+                             .name = to_string(EventName::kAvgScale),
+                             .ts_ns = plan.end_ns[r] - scale_ns[r],
+                             .dur_ns = scale_ns[r],
+                             .args = AvgScaleArgs{.coll = seq, .bytes = avg_bytes(sig, r), .divisor = n}});
+    t->instant(device_of(r), plan.end_ns[r],
+               WorkCompleted{.coll = seq, .op = api_name(sig.op), .group = g.id});
   }
 }
 

@@ -211,8 +211,7 @@ bool ensure_grad(Parameter& param) {
 void Module::grad_ready(Parameter& param) {
   const Device& device = param.data.device();
   if (TraceSink* tracer = device.tracer()) {
-    tracer->instant(device, "grad_ready", device.clock_ns(StreamKind::kCompute),
-                    fmt::format(R"({{"param":{}}})", param.index));
+    tracer->instant(device, device.clock_ns(StreamKind::kCompute), GradReady{.param = param.index});
   }
   for (Module* m = this; m != nullptr; m = m->parent_) {
     for (auto& [id, hook] : m->hooks_) hook(param);

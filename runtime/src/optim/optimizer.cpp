@@ -85,8 +85,12 @@ void Optimizer::step() {
   for (const DeviceStep& d : devices) {
     if (TraceSink* tracer = d.device.tracer()) {
       const int64_t end_ns = d.device.clock_ns(StreamKind::kCompute);
-      tracer->span(d.device, StreamKind::kCompute, fmt::format("optimizer.step {}", type_name()), "optimizer",
-                   d.start_ns, end_ns - d.start_ns);
+      const std::string name = optimizer_step_span_name(type_name());
+      tracer->span(d.device, {.stream = StreamKind::kCompute,
+                              .cat = SpanCategory::kOptimizer,
+                              .name = name,
+                              .ts_ns = d.start_ns,
+                              .dur_ns = end_ns - d.start_ns});
       d.device.set_phase(d.saved_phase);
     }
   }

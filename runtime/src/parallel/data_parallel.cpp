@@ -12,7 +12,7 @@ namespace dpscope {
 namespace {
 
 // Traces `grad` (of `param`) on `device` when it holds data.
-void trace_grad(const Device& device, const Parameter& param, const Tensor& grad, std::string_view when) {
+void trace_grad(const Device& device, const Parameter& param, const Tensor& grad, ValuesWhen when) {
   if (grad.defined() && grad.has_data())
     detail::trace_grad_values(device, param.index, when, grad.f32(), grad.numel());
 }
@@ -159,11 +159,11 @@ void DataParallel::reduce_add_gradients() {
   for (size_t i = 1; i < replicas_.size(); ++i) replica_params[i] = replicas_[i]->parameters();
   for (size_t j = 0; j < originals.size(); ++j) {
     Parameter& p = *originals[j];
-    if (p.grad.defined()) trace_grad(dev0, p, p.grad, "local");
+    if (p.grad.defined()) trace_grad(dev0, p, p.grad, ValuesWhen::kLocal);
     for (size_t i = 1; i < replicas_.size(); ++i) {
       const Tensor& g = replica_params[i][j]->grad;
       if (!g.defined()) continue;
-      trace_grad(device_ids_[i], p, g, "local");
+      trace_grad(device_ids_[i], p, g, ValuesWhen::kLocal);
       const Tensor here = g.to(dev0, MemoryCategory::kGradients);
       if (!p.grad.defined()) p.grad = Tensor::zeros(p.data.shape(), dev0, MemoryCategory::kGradients);
       const double n = static_cast<double>(p.grad.numel());
@@ -174,7 +174,7 @@ void DataParallel::reduce_add_gradients() {
         for (int64_t e = 0; e < p.grad.numel(); ++e) dst[e] += src[e];
       }
     }
-    if (p.grad.defined()) trace_grad(dev0, p, p.grad, "after_reduce");
+    if (p.grad.defined()) trace_grad(dev0, p, p.grad, ValuesWhen::kAfterReduce);
   }
 }
 

@@ -19,11 +19,12 @@ constexpr int64_t kBroadcastChunkElems =
 
 uint64_t mib_to_bytes(double mib) { return static_cast<uint64_t>(mib * 1024.0 * 1024.0); }
 
-void trace_instant(const Device& device, std::string_view name, const DdpBucket& bucket) {
+// `Instant`: BucketLaunched or BucketDone.
+template <typename Instant>
+void trace_bucket(const Device& device, const DdpBucket& bucket) {
   if (TraceSink* tracer = device.tracer())
-    tracer->instant(device, name, device.clock_ns(StreamKind::kCompute),
-                    fmt::format(R"({{"bucket":{},"bytes":{},"params":{}}})", bucket.id, bucket.bytes(),
-                                bucket.params.size()));
+    tracer->instant(device, device.clock_ns(StreamKind::kCompute),
+                    Instant{{.bucket = bucket.id, .bytes = bucket.bytes(), .params = bucket.params.size()}});
 }
 
 std::string shape_list(const std::vector<float>& encoded, size_t& pos) {
@@ -60,7 +61,7 @@ DistributedDataParallel::DistributedDataParallel(Module& module, ProcessGroup& g
   } else {
     assignment = compute_bucket_assignment_by_size(sizes, {std::numeric_limits<uint64_t>::max()});
   }
-  assign_buckets(assignment, "initial");
+  assign_buckets(assignment, BucketReason::kInitial);
   hook_id_ = module_.register_grad_ready_hook([this](Parameter& p) { on_grad_ready(p); }).id();
 }
 
@@ -144,7 +145,7 @@ void DistributedDataParallel::broadcast_parameters() {
 }
 
 void DistributedDataParallel::assign_buckets(const std::vector<std::vector<int>>& assignment,
-                                             const char* reason) {
+                                             BucketReason reason) {
   const Device& dev = group_.device();
   buckets_.clear();
   locator_.assign(params_.size(), {-1, -1});
@@ -193,7 +194,7 @@ void DistributedDataParallel::rebuild_buckets() {
   assign_buckets(
       compute_bucket_assignment_by_size(
           sizes, {mib_to_bytes(options_.first_bucket_mb), mib_to_bytes(options_.bucket_cap_mb)}, synced),
-      "rebuilt");
+      BucketReason::kRebuilt);
   rebuilt_ = true;
 }
 
@@ -277,7 +278,7 @@ void DistributedDataParallel::mark_ready(int index) {
       float* dst = view.f32();
       const bool has_grad = p.grad.defined() && p.used_in_last_forward;
       const float* src = has_grad ? p.grad.f32() : nullptr;
-      if (src != nullptr) detail::trace_grad_values(dev, index, "before_reduce", src, n);
+      if (src != nullptr) detail::trace_grad_values(dev, index, ValuesWhen::kBeforeReduce, src, n);
       if (src == nullptr) {
         std::fill(dst, dst + n, 0.0f);  // an unused parameter contributes zeros
       } else if (src == dst) {
@@ -303,7 +304,7 @@ void DistributedDataParallel::launch_ready_buckets() {
       const float divisor = options_.average_gradients ? static_cast<float>(group_.size()) : 1.0f;
       for (int64_t i = 0; i < bucket.numel; ++i) data[i] = round_to_fp16(round_to_fp16(data[i]) / divisor);
     }
-    trace_instant(group_.device(), "bucket_launched", bucket);
+    trace_bucket<BucketLaunched>(group_.device(), bucket);
     bucket.work = group_.all_reduce(bucket.buffer, {.op = ReduceOp::kSum, .algorithm = options_.algorithm});
     bucket.state = DdpBucket::State::kLaunched;
   }
@@ -321,7 +322,7 @@ void DistributedDataParallel::finalize() {
   for (DdpBucket& bucket : buckets_) {
     bucket.work->wait();  // the compute stream waits for this all-reduce to end
     bucket.state = DdpBucket::State::kDone;
-    trace_instant(dev, "bucket_done", bucket);
+    trace_bucket<BucketDone>(dev, bucket);
     const bool with_data = bucket.buffer.has_data();
     if (with_data && options_.comm_hook == CommHook::kFp16Compress) {
       float* data = bucket.buffer.f32();
@@ -338,7 +339,7 @@ void DistributedDataParallel::finalize() {
                            : Tensor::meta(p.data.shape(), dev, MemoryCategory::kGradients);
       }
       if (with_data && p.grad.f32() != view.f32()) p.grad.copy_from(view);
-      if (with_data) detail::trace_grad_values(dev, p.index, "after_reduce", view.f32(), n);
+      if (with_data) detail::trace_grad_values(dev, p.index, ValuesWhen::kAfterReduce, view.f32(), n);
     }
   }
   require_finalize_ = false;

@@ -14,15 +14,19 @@ namespace dpscope::detail {
 
 inline constexpr size_t kTracedGradValues = 4;
 
-inline void trace_grad_values(const Device& device, int param, std::string_view when, const float* data,
+inline void trace_grad_values(const Device& device, int param, ValuesWhen when, const float* data,
                               int64_t numel) {
   TraceSink* tracer = device.tracer();
   if (tracer == nullptr || data == nullptr) return;
   double sum = 0.0;
   for (int64_t i = 0; i < numel; ++i) sum += static_cast<double>(data[i]) * data[i];
   const size_t n = std::min<size_t>(kTracedGradValues, static_cast<size_t>(numel));
-  tracer->values(device, "grad", device.clock_ns(StreamKind::kCompute), param, when,
-                 std::span<const float>(data, n), std::sqrt(sum));
+  tracer->values(device, device.clock_ns(StreamKind::kCompute),
+                 {.name = EventName::kGrad,
+                  .param = param,
+                  .when = when,
+                  .values = std::span<const float>(data, n),
+                  .norm = std::sqrt(sum)});
 }
 
 }  // namespace dpscope::detail

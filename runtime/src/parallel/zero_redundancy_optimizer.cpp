@@ -180,7 +180,11 @@ void ZeroRedundancyOptimizer::sync_params() {
   }
   if (TraceSink* tracer = dev.tracer()) {
     const int64_t end_ns = dev.clock_ns(StreamKind::kCompute);
-    tracer->span(dev, StreamKind::kCompute, "optimizer.sync_params", "phase", start_ns, end_ns - start_ns);
+    tracer->span(dev, {.stream = StreamKind::kCompute,
+                       .cat = SpanCategory::kPhase,
+                       .name = to_string(EventName::kSyncParams),
+                       .ts_ns = start_ns,
+                       .dur_ns = end_ns - start_ns});
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <variant>
 
 #include "dpscope/base/error.hpp"
 
@@ -32,13 +33,9 @@ int add_trace_device(TraceHeader& header, const Device& device) {
       header.host_id = static_cast<int>(header.devices.size());
       header.devices.push_back({.id = header.host_id, .name = "host", .kind = "host"});
     }
+    // GPU-GPU links depend on the topology: add_network_links (comm/network.hpp) adds them.
     header.links.push_back({info.id, header.host_id, hw->host_link.kind, hw->host_link.bandwidth_bytes_per_s,
                             hw->host_link.latency_ns});
-    for (const TraceDeviceInfo& other : header.devices) {
-      if (other.id == info.id || other.kind != "sim") continue;
-      header.links.push_back({other.id, info.id, hw->peer_link.kind, hw->peer_link.bandwidth_bytes_per_s,
-                              hw->peer_link.latency_ns});
-    }
   }
   return info.id;
 }
@@ -92,6 +89,58 @@ void write_header(fmt::memory_buffer& out, const TraceHeader& h) {
   out.append(std::string_view("]}\n"));
 }
 
+// A span's `args` object (nothing for NoArgs), keys in the order docs/trace-format.md shows.
+void write_span_args(fmt::memory_buffer& out, const SpanArgs& args) {
+  auto it = std::back_inserter(out);
+  struct Writer {
+    fmt::memory_buffer& out;
+    std::back_insert_iterator<fmt::memory_buffer> it;
+    void operator()(const NoArgs&) const {}
+    void operator()(const KernelArgs& a) const {
+      out.append(std::string_view(R"(,"args":{"flops":)"));
+      append_json_number(out, a.flops);
+      out.append(std::string_view(R"(,"bytes":)"));
+      append_json_number(out, a.bytes);
+      out.push_back('}');
+    }
+    void operator()(const CollectiveArgs& a) const {
+      fmt::format_to(it,
+                     R"(,"args":{{"coll":{},"group":{},"op":"{}","algo":"{}","bytes":{},"count":{},)"
+                     R"("dtype":"{}","redop":"{}","root":{},"ranks":{},"slices":{},"steps":{}}})",
+                     a.coll, a.group, a.op, a.algo, a.bytes, a.count, a.dtype, a.redop, a.root, a.ranks,
+                     a.slices, a.steps);
+    }
+    void operator()(const ReduceArgs& a) const {
+      fmt::format_to(it, R"(,"args":{{"coll":{},"bytes":{},"src_rank":{}}})", a.coll, a.bytes, a.src_rank);
+    }
+    void operator()(const AvgScaleArgs& a) const {
+      fmt::format_to(it, R"(,"args":{{"coll":{},"bytes":{},"divisor":{}}})", a.coll, a.bytes, a.divisor);
+    }
+  };
+  std::visit(Writer{out, it}, args);
+}
+
+// An instant's `args` object.
+void write_instant_args(fmt::memory_buffer& out, const InstantPayload& payload) {
+  auto it = std::back_inserter(out);
+  struct Writer {
+    std::back_insert_iterator<fmt::memory_buffer> it;
+    void operator()(const GradReady& a) const { fmt::format_to(it, R"(,"args":{{"param":{}}})", a.param); }
+    void operator()(const BucketLaunched& a) const { bucket(a.bucket, a.bytes, a.params); }
+    void operator()(const BucketDone& a) const { bucket(a.bucket, a.bytes, a.params); }
+    void operator()(const WorkCompleted& a) const {
+      fmt::format_to(it, R"(,"args":{{"coll":{},"op":"{}","group":{}}})", a.coll, a.op, a.group);
+    }
+    void operator()(const CheckpointSaved& a) const {
+      fmt::format_to(it, R"(,"args":{{"steps_done":{}}})", a.steps_done);
+    }
+    void bucket(int id, uint64_t bytes, uint64_t params) const {
+      fmt::format_to(it, R"(,"args":{{"bucket":{},"bytes":{},"params":{}}})", id, bytes, params);
+    }
+  };
+  std::visit(Writer{it}, payload);
+}
+
 }  // namespace
 
 std::unique_ptr<TraceRecorder> TraceRecorder::open(const std::filesystem::path& path,
@@ -130,10 +179,10 @@ TraceRecorder::~TraceRecorder() {
   }
 }
 
-void TraceRecorder::begin_event(fmt::memory_buffer& out, std::string_view type, const Device& device,
+void TraceRecorder::begin_event(fmt::memory_buffer& out, EventType type, const Device& device,
                                 int64_t ts_ns) const {
   fmt::format_to(std::back_inserter(out),
-                 R"({{"type":"{}","ts":{},"rank":{},"dev":{},"step":{},"phase":"{}")", type, ts_ns,
+                 R"({{"type":"{}","ts":{},"rank":{},"dev":{},"step":{},"phase":"{}")", to_string(type), ts_ns,
                  device.rank(), device.trace_id(), device.step(), to_string(device.phase()));
 }
 
@@ -149,57 +198,40 @@ void TraceRecorder::commit(const fmt::memory_buffer& line) {
 
 void TraceRecorder::kernel_span(const Device& device, StreamKind stream, std::string_view name, int64_t ts_ns,
                                 int64_t dur_ns, KernelCost cost) {
-  fmt::memory_buffer out;
-  begin_event(out, "span", device, ts_ns);
-  out.append(std::string_view(R"(,"name":)"));
-  append_json_string(out, name);
-  fmt::format_to(std::back_inserter(out), R"(,"cat":"{}","stream":"{}","dur":{},"args":{{"flops":)",
-                 stream == StreamKind::kCompute ? "compute" : to_string(stream), to_string(stream), dur_ns);
-  append_json_number(out, cost.flops);
-  out.append(std::string_view(R"(,"bytes":)"));
-  append_json_number(out, cost.bytes);
-  out.append(std::string_view("}}\n"));
-  commit(out);
+  span(device, {.stream = stream,
+                .cat = kernel_category(stream),
+                .name = name,
+                .ts_ns = ts_ns,
+                .dur_ns = dur_ns,
+                .args = KernelArgs{.flops = cost.flops, .bytes = cost.bytes}});
 }
 
-void TraceRecorder::span(const Device& device, StreamKind stream, std::string_view name, std::string_view cat,
-                         int64_t ts_ns, int64_t dur_ns, std::string_view args_json) {
+void TraceRecorder::span(const Device& device, const SpanEvent& span) {
   fmt::memory_buffer out;
-  begin_event(out, "span", device, ts_ns);
+  begin_event(out, EventType::kSpan, device, span.ts_ns);
   out.append(std::string_view(R"(,"name":)"));
-  append_json_string(out, name);
-  out.append(std::string_view(R"(,"cat":)"));
-  append_json_string(out, cat);
-  fmt::format_to(std::back_inserter(out), R"(,"stream":"{}","dur":{})", to_string(stream), dur_ns);
-  if (!args_json.empty()) {
-    out.append(std::string_view(R"(,"args":)"));
-    out.append(args_json);
-  }
+  append_json_string(out, span.name);
+  fmt::format_to(std::back_inserter(out), R"(,"cat":"{}","stream":"{}","dur":{})", to_string(span.cat),
+                 to_string(span.stream), span.dur_ns);
+  write_span_args(out, span.args);
   out.append(std::string_view("}\n"));
   commit(out);
 }
 
-void TraceRecorder::instant(const Device& device, std::string_view name, int64_t ts_ns,
-                            std::string_view args_json) {
+void TraceRecorder::instant(const Device& device, int64_t ts_ns, const InstantPayload& payload) {
   fmt::memory_buffer out;
-  begin_event(out, "instant", device, ts_ns);
-  out.append(std::string_view(R"(,"name":)"));
-  append_json_string(out, name);
-  if (!args_json.empty()) {
-    out.append(std::string_view(R"(,"args":)"));
-    out.append(args_json);
-  }
+  begin_event(out, EventType::kInstant, device, ts_ns);
+  fmt::format_to(std::back_inserter(out), R"(,"name":"{}")", to_string(instant_name(payload)));
+  write_instant_args(out, payload);
   out.append(std::string_view("}\n"));
   commit(out);
 }
 
-void TraceRecorder::counter(const Device& device, std::string_view name, int64_t ts_ns,
+void TraceRecorder::counter(const Device& device, EventName name, int64_t ts_ns,
                             std::span<const std::pair<std::string_view, double>> values) {
   fmt::memory_buffer out;
-  begin_event(out, "counter", device, ts_ns);
-  out.append(std::string_view(R"(,"name":)"));
-  append_json_string(out, name);
-  out.append(std::string_view(R"(,"values":{)"));
+  begin_event(out, EventType::kCounter, device, ts_ns);
+  fmt::format_to(std::back_inserter(out), R"(,"name":"{}","values":{{)", to_string(name));
   for (size_t i = 0; i < values.size(); ++i) {
     if (i) out.push_back(',');
     append_json_string(out, values[i].first);
@@ -210,18 +242,23 @@ void TraceRecorder::counter(const Device& device, std::string_view name, int64_t
   commit(out);
 }
 
+void TraceRecorder::loss_counter(const Device& device, int64_t ts_ns, double loss) {
+  const std::pair<std::string_view, double> values[] = {{trace_key::kLoss, loss}};
+  counter(device, EventName::kLoss, ts_ns, values);
+}
+
 void TraceRecorder::memory_counter(const Device& device, int64_t ts_ns, const MemoryStats& memory) {
   std::pair<std::string_view, double> values[kMemoryCategoryCount + 1];
   for (int c = 0; c < kMemoryCategoryCount; ++c)
     values[c] = {to_string(static_cast<MemoryCategory>(c)), static_cast<double>(memory.bytes[c])};
-  values[kMemoryCategoryCount] = {"capacity", static_cast<double>(memory.capacity_bytes)};
-  counter(device, "memory", ts_ns, values);
+  values[kMemoryCategoryCount] = {trace_key::kCapacity, static_cast<double>(memory.capacity_bytes)};
+  counter(device, EventName::kMemory, ts_ns, values);
 }
 
 uint64_t TraceRecorder::transfer(const Device& device, const TraceTransfer& t) {
   const uint64_t flow = next_flow_.fetch_add(1, std::memory_order_relaxed);
   fmt::memory_buffer out;
-  begin_event(out, "transfer", device, t.ts_ns);
+  begin_event(out, EventType::kTransfer, device, t.ts_ns);
   out.append(std::string_view(R"(,"name":)"));
   append_json_string(out, t.name);
   fmt::format_to(std::back_inserter(out), R"(,"stream":"{}","dur":{},"src":{},"dst":{},"bytes":{},"flow":{})",
@@ -241,51 +278,46 @@ void TraceRecorder::copy_transfer(const Device& src, const Device& dst, int64_t 
   const int src_id = src.is_simulated() ? src.trace_id() : host_id_;
   const int dst_id = dst.is_simulated() ? dst.trace_id() : host_id_;
   const Device& issuer = dst.is_simulated() ? dst : src;
-  const std::string_view name =
-      !src.is_simulated() ? "copy H2D" : (!dst.is_simulated() ? "copy D2H" : "copy D2D");
+  const EventName name = !src.is_simulated()
+                             ? EventName::kCopyH2D
+                             : (!dst.is_simulated() ? EventName::kCopyD2H : EventName::kCopyD2D);
   transfer(issuer, {.src = src_id,
                     .dst = dst_id,
                     .bytes = bytes,
                     .ts_ns = ts_ns,
                     .dur_ns = dur_ns,
                     .stream = StreamKind::kCopy,
-                    .name = name});
+                    .name = to_string(name)});
 }
 
-void TraceRecorder::values(const Device& device, std::string_view name, int64_t ts_ns, int param,
-                           std::string_view when, std::span<const float> values, double norm) {
+void TraceRecorder::values(const Device& device, int64_t ts_ns, const ValuesEvent& v) {
   fmt::memory_buffer out;
-  begin_event(out, "values", device, ts_ns);
-  out.append(std::string_view(R"(,"name":)"));
-  append_json_string(out, name);
-  fmt::format_to(std::back_inserter(out), R"(,"param":{},"when":)", param);
-  append_json_string(out, when);
-  out.append(std::string_view(R"(,"values":[)"));
-  for (size_t i = 0; i < values.size(); ++i) {
+  begin_event(out, EventType::kValues, device, ts_ns);
+  fmt::format_to(std::back_inserter(out), R"(,"name":"{}","param":{},"when":"{}","values":[)",
+                 to_string(v.name), v.param, to_string(v.when));
+  for (size_t i = 0; i < v.values.size(); ++i) {
     if (i) out.push_back(',');
-    append_json_number(out, values[i]);
+    append_json_number(out, v.values[i]);
   }
   out.append(std::string_view(R"(],"norm":)"));
-  append_json_number(out, norm);
+  append_json_number(out, v.norm);
   out.append(std::string_view("}\n"));
   commit(out);
 }
 
 void TraceRecorder::samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices) {
   fmt::memory_buffer out;
-  begin_event(out, "samples", device, ts_ns);
+  begin_event(out, EventType::kSamples, device, ts_ns);
   fmt::format_to(std::back_inserter(out), R"(,"indices":[{}]}})", fmt::join(indices, ","));
   out.push_back('\n');
   commit(out);
 }
 
 void TraceRecorder::buckets(const Device& device, int64_t ts_ns, std::span<const TraceBucketInfo> buckets,
-                            std::string_view reason) {
+                            BucketReason reason) {
   fmt::memory_buffer out;
-  begin_event(out, "buckets", device, ts_ns);
-  out.append(std::string_view(R"(,"reason":)"));
-  append_json_string(out, reason);
-  out.append(std::string_view(R"(,"buckets":[)"));
+  begin_event(out, EventType::kBuckets, device, ts_ns);
+  fmt::format_to(std::back_inserter(out), R"(,"reason":"{}","buckets":[)", to_string(reason));
   for (size_t i = 0; i < buckets.size(); ++i) {
     const TraceBucketInfo& b = buckets[i];
     fmt::format_to(std::back_inserter(out), R"({}{{"id":{},"params":[{}],"bytes":{}}})", i ? "," : "", b.id,

@@ -16,19 +16,6 @@
 
 namespace dpscope::trace {
 
-const char* to_string(EventType type) {
-  switch (type) {
-    case EventType::kSpan: return "span";
-    case EventType::kInstant: return "instant";
-    case EventType::kCounter: return "counter";
-    case EventType::kTransfer: return "transfer";
-    case EventType::kValues: return "values";
-    case EventType::kSamples: return "samples";
-    case EventType::kBuckets: return "buckets";
-  }
-  return "?";
-}
-
 // ---- TraceData lookups ----
 
 std::string_view TraceData::str(uint32_t index) const {
@@ -56,6 +43,32 @@ std::optional<double> TraceData::arg(const Event& e, std::string_view key) const
   for (const auto& [key_index, value] : args[e.payload].values)
     if (key_index == k) return value;
   return std::nullopt;
+}
+
+std::optional<GradReady> TraceData::grad_ready(const Event& e) const {
+  if (e.type != EventType::kInstant || e.known != EventName::kGradReady) return std::nullopt;
+  const std::optional<double> param = arg(e, trace_key::kParam);
+  if (!param) return std::nullopt;
+  return GradReady{.param = static_cast<int>(*param)};
+}
+
+std::optional<BucketArgs> TraceData::bucket_args(const Event& e) const {
+  if (e.type != EventType::kInstant ||
+      (e.known != EventName::kBucketLaunched && e.known != EventName::kBucketDone))
+    return std::nullopt;
+  const std::optional<double> bucket = arg(e, trace_key::kBucket);
+  if (!bucket) return std::nullopt;
+  return BucketArgs{.bucket = static_cast<int>(*bucket),
+                    .bytes = static_cast<uint64_t>(arg(e, trace_key::kBytes).value_or(0.0)),
+                    .params = static_cast<uint64_t>(arg(e, trace_key::kParams).value_or(0.0))};
+}
+
+std::optional<KernelArgs> TraceData::kernel_args(const Event& e) const {
+  if (e.type != EventType::kSpan) return std::nullopt;
+  const std::optional<double> flops = arg(e, trace_key::kFlops);
+  const std::optional<double> bytes = arg(e, trace_key::kBytes);
+  if (!flops || !bytes) return std::nullopt;
+  return KernelArgs{.flops = *flops, .bytes = *bytes};
 }
 
 const TraceDeviceInfo* TraceData::device(int32_t id) const {

@@ -276,6 +276,9 @@ Key key_of(std::string_view k) {
   return kUnknownKey;
 }
 
+}  // namespace
+
+// An event's known fields by key (declared in trace_parser.hpp so the read_* members can take it).
 class Fields {
  public:
   explicit Fields(dom::object o) {
@@ -297,11 +300,11 @@ class Fields {
   uint32_t present_ = 0;
 };
 
-}  // namespace
-
 void TraceParser::reset() {
   strings_.clear();
   device_known_.clear();
+  known_names_.clear();
+  known_categories_.clear();
 }
 
 uint32_t TraceParser::intern(TraceData& data, std::string_view s) {
@@ -422,6 +425,140 @@ void TraceParser::parse_header(TraceData& data, std::string_view line, uint32_t 
 }
 
 // ---- events ----
+//
+// parse_event() reads the fields every event has (read_common), then the type's own fields
+// (read_<type>), checks the times (check_times) and appends the event (append).
+
+namespace {
+
+// Every ts and ts + dur lies in [-2^62, 2^62) ns (146 years around the clock's origin), so ts + dur
+// and the difference of any two times fit in int64: stats and the viewer subtract them freely.
+constexpr int64_t kTimeLimitNs = int64_t{1} << 62;
+
+void check_times(const Event& e) {
+  if (e.ts_ns < -kTimeLimitNs || e.ts_ns >= kTimeLimitNs)
+    fail(fmt::format("field 'ts' is {}, outside the supported range [-{}, {}) ns", e.ts_ns, kTimeLimitNs,
+                     kTimeLimitNs));
+  if (e.ts_ns > (kTimeLimitNs - 1) - e.dur_ns)  // ts + dur >= 2^62, without overflowing
+    fail(fmt::format("ts + dur = {} + {} is not below {} ns, the end of the supported range", e.ts_ns,
+                     e.dur_ns, kTimeLimitNs));
+}
+
+}  // namespace
+
+void TraceParser::read_common(const Fields& f, Event& e) {
+  e.ts_ns = integer(f[kTs], "ts");
+  e.rank = int32_at_least(f[kRank], "rank", 0);
+  e.dev = read_device(f, kDev);
+  e.step = integer(f[kStep], "step");
+  if (e.step < -1) fail("field 'step' must be an integer >= -1");
+  const std::string_view phase = string(f[kPhase], "phase");
+  if (!phase_of(phase, e.phase)) fail(fmt::format("unknown phase '{}'", phase));
+}
+
+int32_t TraceParser::read_device(const Fields& f, int key) {
+  const auto k = static_cast<Key>(key);
+  const int64_t id = integer(f[k], kKeyNames[k]);
+  if (!known_device(id))
+    fail(fmt::format("field '{}' is {}, which is not a device in the header", kKeyNames[k], id));
+  return static_cast<int32_t>(id);
+}
+
+void TraceParser::read_name(TraceData& data, const Fields& f, Event& e) {
+  e.name = intern(data, string(f[kName], "name"));
+  while (known_names_.size() <= e.name)
+    known_names_.push_back(event_name_from_string(data.strings[known_names_.size()]));
+  e.known = known_names_[e.name];
+}
+
+void TraceParser::read_stream(const Fields& f, Event& e) {
+  const std::string_view s = string(f[kStream], "stream");
+  if (!stream_of(s, e.stream)) fail(fmt::format("unknown stream '{}'", s));
+}
+
+// Numeric args of a span or instant; the others are dropped.
+void TraceParser::read_args(TraceData& data, const Fields& f, Event& e) {
+  if (!f.has(kArgs)) return;
+  Args args;
+  for (dom::key_value_pair kv : object(f[kArgs], "args")) {
+    double v = 0.0;
+    if (!kv.value.get_double().get(v)) args.values.emplace_back(intern(data, kv.key), v);
+  }
+  if (!args.values.empty()) {
+    e.payload = static_cast<int32_t>(data.args.size());
+    data.args.push_back(std::move(args));
+  }
+}
+
+void TraceParser::read_span(TraceData& data, const Fields& f, Event& e) {
+  read_name(data, f, e);
+  e.cat = intern(data, string(f[kCat], "cat"));
+  while (known_categories_.size() <= e.cat)
+    known_categories_.push_back(span_category_from_string(data.strings[known_categories_.size()]));
+  e.category = known_categories_[e.cat];
+  read_stream(f, e);
+  e.dur_ns = non_negative(f[kDur], "dur");
+  read_args(data, f, e);
+}
+
+void TraceParser::read_counter(TraceData& data, const Fields& f, Event& e) {
+  read_name(data, f, e);
+  CounterValues values;
+  for (dom::key_value_pair kv : object(f[kValues], "values")) {
+    values.values.emplace_back(intern(data, kv.key),
+                               number_or_null(kv.value, fmt::format("values.{}", kv.key)));
+  }
+  e.payload = static_cast<int32_t>(data.counters.size());
+  data.counters.push_back(std::move(values));
+}
+
+void TraceParser::read_transfer(TraceData& data, const Fields& f, Event& e) {
+  read_name(data, f, e);
+  read_stream(f, e);
+  e.dur_ns = non_negative(f[kDur], "dur");
+  e.src = read_device(f, kSrc);
+  e.dst = read_device(f, kDst);
+  e.bytes = unsigned_integer(f[kBytes], "bytes");
+  e.flow = unsigned_integer(f[kFlow], "flow");
+  if (f.has(kColl)) e.coll = non_negative(f[kColl], "coll");
+  if (f.has(kAlgo)) e.algo = intern(data, string(f[kAlgo], "algo"));
+  if (f.has(kAlgoStep)) e.algo_step = int32_at_least(f[kAlgoStep], "algo_step", -1);
+  if (f.has(kChunk)) e.chunk = int32_at_least(f[kChunk], "chunk", -1);
+}
+
+void TraceParser::read_values(TraceData& data, const Fields& f, Event& e) {
+  read_name(data, f, e);
+  ValueSample sample;
+  sample.param = int32_at_least(f[kParam], "param", -1);
+  const std::string_view when = string(f[kWhen], "when");
+  sample.when = intern(data, when);
+  sample.when_kind = values_when_from_string(when);
+  for (dom::element v : array(f[kValues], "values")) {
+    sample.values.push_back(static_cast<float>(array_number(v, "values")));
+  }
+  sample.norm = number_or_null(f[kNorm], "norm");
+  e.payload = static_cast<int32_t>(data.values.size());
+  data.values.push_back(std::move(sample));
+}
+
+void TraceParser::read_samples(TraceData& data, const Fields& f, Event& e) {
+  SampleIndices samples;
+  for (dom::element v : array(f[kIndices], "indices")) {
+    samples.indices.push_back(array_index(v, "indices"));
+  }
+  e.payload = static_cast<int32_t>(data.samples.size());
+  data.samples.push_back(std::move(samples));
+}
+
+void TraceParser::read_buckets(TraceData& data, const Fields& f, Event& e) {
+  BucketAssignment assignment;
+  const std::string_view reason = string(f[kReason], "reason");
+  assignment.reason = intern(data, reason);
+  assignment.reason_kind = bucket_reason_from_string(reason);
+  assignment.buckets = buckets_of(f[kBuckets], "buckets");
+  e.payload = static_cast<int32_t>(data.buckets.size());
+  data.buckets.push_back(std::move(assignment));
+}
 
 void TraceParser::parse_event(TraceData& data, std::string_view line, uint32_t line_no, bool padded) {
   dom::element root;
@@ -437,109 +574,24 @@ void TraceParser::parse_event(TraceData& data, std::string_view line, uint32_t l
     return;  // an event type from a newer minor version: skipped
   }
   e.line = line_no;
-  e.ts_ns = integer(f[kTs], "ts");
-  e.rank = int32_at_least(f[kRank], "rank", 0);
-  const int64_t dev = integer(f[kDev], "dev");
-  if (!known_device(dev)) fail(fmt::format("field 'dev' is {}, which is not a device in the header", dev));
-  e.dev = static_cast<int32_t>(dev);
-  e.step = integer(f[kStep], "step");
-  if (e.step < -1) fail("field 'step' must be an integer >= -1");
-  const std::string_view phase = string(f[kPhase], "phase");
-  if (!phase_of(phase, e.phase)) fail(fmt::format("unknown phase '{}'", phase));
-
-  auto read_stream = [&] {
-    const std::string_view s = string(f[kStream], "stream");
-    if (!stream_of(s, e.stream)) fail(fmt::format("unknown stream '{}'", s));
-  };
-  auto read_args = [&] {
-    if (!f.has(kArgs)) return;
-    Args args;
-    for (dom::key_value_pair kv : object(f[kArgs], "args")) {
-      double v = 0.0;
-      if (!kv.value.get_double().get(v)) args.values.emplace_back(intern(data, kv.key), v);
-    }
-    if (!args.values.empty()) {
-      e.payload = static_cast<int32_t>(data.args.size());
-      data.args.push_back(std::move(args));
-    }
-  };
-  auto read_device = [&](Key k) {
-    const int64_t id = integer(f[k], kKeyNames[k]);
-    if (!known_device(id))
-      fail(fmt::format("field '{}' is {}, which is not a device in the header", kKeyNames[k], id));
-    return static_cast<int32_t>(id);
-  };
-
+  read_common(f, e);
   switch (e.type) {
-    case EventType::kSpan: {
-      e.name = intern(data, string(f[kName], "name"));
-      e.cat = intern(data, string(f[kCat], "cat"));
-      read_stream();
-      e.dur_ns = non_negative(f[kDur], "dur");
-      read_args();
+    case EventType::kSpan: read_span(data, f, e); break;
+    case EventType::kInstant:
+      read_name(data, f, e);
+      read_args(data, f, e);
       break;
-    }
-    case EventType::kInstant: {
-      e.name = intern(data, string(f[kName], "name"));
-      read_args();
-      break;
-    }
-    case EventType::kCounter: {
-      e.name = intern(data, string(f[kName], "name"));
-      CounterValues values;
-      for (dom::key_value_pair kv : object(f[kValues], "values")) {
-        values.values.emplace_back(intern(data, kv.key),
-                                   number_or_null(kv.value, fmt::format("values.{}", kv.key)));
-      }
-      e.payload = static_cast<int32_t>(data.counters.size());
-      data.counters.push_back(std::move(values));
-      break;
-    }
-    case EventType::kTransfer: {
-      e.name = intern(data, string(f[kName], "name"));
-      read_stream();
-      e.dur_ns = non_negative(f[kDur], "dur");
-      e.src = read_device(kSrc);
-      e.dst = read_device(kDst);
-      e.bytes = unsigned_integer(f[kBytes], "bytes");
-      e.flow = unsigned_integer(f[kFlow], "flow");
-      if (f.has(kColl)) e.coll = non_negative(f[kColl], "coll");
-      if (f.has(kAlgo)) e.algo = intern(data, string(f[kAlgo], "algo"));
-      if (f.has(kAlgoStep)) e.algo_step = int32_at_least(f[kAlgoStep], "algo_step", -1);
-      if (f.has(kChunk)) e.chunk = int32_at_least(f[kChunk], "chunk", -1);
-      break;
-    }
-    case EventType::kValues: {
-      e.name = intern(data, string(f[kName], "name"));
-      ValueSample sample;
-      sample.param = int32_at_least(f[kParam], "param", -1);
-      sample.when = intern(data, string(f[kWhen], "when"));
-      for (dom::element v : array(f[kValues], "values")) {
-        sample.values.push_back(static_cast<float>(array_number(v, "values")));
-      }
-      sample.norm = number_or_null(f[kNorm], "norm");
-      e.payload = static_cast<int32_t>(data.values.size());
-      data.values.push_back(std::move(sample));
-      break;
-    }
-    case EventType::kSamples: {
-      SampleIndices samples;
-      for (dom::element v : array(f[kIndices], "indices")) {
-        samples.indices.push_back(array_index(v, "indices"));
-      }
-      e.payload = static_cast<int32_t>(data.samples.size());
-      data.samples.push_back(std::move(samples));
-      break;
-    }
-    case EventType::kBuckets: {
-      BucketAssignment assignment;
-      assignment.reason = intern(data, string(f[kReason], "reason"));
-      assignment.buckets = buckets_of(f[kBuckets], "buckets");
-      e.payload = static_cast<int32_t>(data.buckets.size());
-      data.buckets.push_back(std::move(assignment));
-      break;
-    }
+    case EventType::kCounter: read_counter(data, f, e); break;
+    case EventType::kTransfer: read_transfer(data, f, e); break;
+    case EventType::kValues: read_values(data, f, e); break;
+    case EventType::kSamples: read_samples(data, f, e); break;
+    case EventType::kBuckets: read_buckets(data, f, e); break;
   }
+  check_times(e);
+  append(data, e);
+}
+
+void TraceParser::append(TraceData& data, const Event& e) {
   if (data.events.empty()) {
     data.min_ts_ns = e.ts_ns;
     data.max_end_ns = e.end_ns();

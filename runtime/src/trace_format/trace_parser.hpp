@@ -19,6 +19,8 @@
 
 namespace dpscope::trace::detail {
 
+class Fields;  // an event line's fields by key (trace_parser.cpp)
+
 // Hash for string keys that also accepts string_view, so lookups do not allocate.
 struct StringHash {
   using is_transparent = void;
@@ -46,6 +48,19 @@ class TraceParser {
   void parse_header(TraceData& data, std::string_view line, uint32_t line_no);
   // `padded`: at least SIMDJSON_PADDING readable bytes follow the line.
   void parse_event(TraceData& data, std::string_view line, uint32_t line_no, bool padded);
+  // The parts of parse_event: the fields every event has, then each type's own.
+  void read_common(const Fields& f, Event& e);
+  int32_t read_device(const Fields& f, int key);
+  void read_name(TraceData& data, const Fields& f, Event& e);  // also resolves Event::known
+  void read_stream(const Fields& f, Event& e);
+  void read_args(TraceData& data, const Fields& f, Event& e);
+  void read_span(TraceData& data, const Fields& f, Event& e);
+  void read_counter(TraceData& data, const Fields& f, Event& e);
+  void read_transfer(TraceData& data, const Fields& f, Event& e);
+  void read_values(TraceData& data, const Fields& f, Event& e);
+  void read_samples(TraceData& data, const Fields& f, Event& e);
+  void read_buckets(TraceData& data, const Fields& f, Event& e);
+  static void append(TraceData& data, const Event& e);
   uint32_t intern(TraceData& data, std::string_view s);
   bool known_device(int64_t id) const {
     return id >= 0 && id < static_cast<int64_t>(device_known_.size()) && device_known_[id] != 0;
@@ -55,6 +70,9 @@ class TraceParser {
   simdjson::dom::parser json_;
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> strings_;
   std::vector<uint8_t> device_known_;  // indexed by header device id
+  // Typed names of the interned strings, indexed by string index (resolved once per string).
+  std::vector<EventName> known_names_;
+  std::vector<SpanCategory> known_categories_;
   size_t consumed_ = 0;
 };
 

@@ -184,8 +184,7 @@ TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_s
       check_loss_finite(loss_value, step, "");
       const int64_t step_end_ns = synchronize_all(run.devices);
       if (tracer) {
-        const std::pair<std::string_view, double> loss_counter[] = {{"loss", loss_value}};
-        tracer->counter(device, "loss", device.clock_ns(StreamKind::kCompute), loss_counter);
+        tracer->loss_counter(device, device.clock_ns(StreamKind::kCompute), loss_value);
         tracer->flush();
       }
       result.losses.push_back(loss_value);

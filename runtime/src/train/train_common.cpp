@@ -8,6 +8,7 @@
 #include <random>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/network.hpp"
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/nn/linear.hpp"
 #include "dpscope/nn/sequential.hpp"
@@ -130,7 +131,10 @@ std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::
   TraceHeader header;
   header.clock = devices.front().is_simulated() ? "simulated" : "measured";
   header.run_json = config.to_json();
-  for (const Device& device : devices) add_trace_device(header, device);
+  std::vector<int> trace_ids;
+  for (const Device& device : devices) trace_ids.push_back(add_trace_device(header, device));
+  if (const HardwarePreset* hw = devices.front().hardware(); hw != nullptr && devices.front().is_simulated())
+    add_network_links(header, *hw, trace_ids);  // the simulated machine's links, not a full mesh
   for (const Parameter* p : model.parameters())
     header.params.push_back(
         {.index = p->index, .name = p->name, .shape = p->data.shape(), .bytes = p->data.nbytes()});
@@ -184,8 +188,7 @@ std::string write_checkpoint(const TrainConfig& config, const Device& device, in
   state.optimizer = std::move(optimizer_state);
   std::string file = save_checkpoint(config.checkpoint_dir, state).string();
   if (TraceSink* tracer = device.tracer())
-    tracer->instant(device, "checkpoint_saved", device.clock_ns(StreamKind::kCompute),
-                    fmt::format(R"({{"steps_done":{}}})", steps_done));
+    tracer->instant(device, device.clock_ns(StreamKind::kCompute), CheckpointSaved{.steps_done = steps_done});
   return file;
 }
 

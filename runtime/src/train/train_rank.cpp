@@ -220,8 +220,7 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
       check_loss_finite(loss_value, step, where);
       result.losses.push_back(loss_value);
       if (TraceSink* t = dev.tracer()) {
-        const std::pair<std::string_view, double> counter[] = {{"loss", loss_value}};
-        t->counter(dev, "loss", dev.clock_ns(StreamKind::kCompute), counter);
+        t->loss_counter(dev, dev.clock_ns(StreamKind::kCompute), loss_value);
         if (rank_id == 0) t->flush();
       }
       if (rank_id == 0 && options.on_step)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "dpscope/base/error.hpp"
 #include "trace_test_util.hpp"
@@ -47,12 +48,15 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   gpu.set_phase(Phase::kBackward);
   const KernelCost cost{.flops = 102760448, .bytes = 1874944};
   { KernelScope kernel(gpu, "backward 0.Linear", cost); }
-  recorder->span(gpu, StreamKind::kComm, "all_reduce \"b0\"", "collective", 100, 50,
-                 R"({"coll":3,"label":"x"})");
-  recorder->instant(gpu, "grad_ready", 91000, R"({"param":5})");
+  recorder->span(gpu, {.stream = StreamKind::kComm,
+                       .cat = SpanCategory::kCollective,
+                       .name = "all_reduce \"b0\"",
+                       .ts_ns = 100,
+                       .dur_ns = 50,
+                       .args = CollectiveArgs{.coll = 3, .op = "all_reduce", .algo = "ring", .ranks = 2}});
+  recorder->instant(gpu, 91000, GradReady{.param = 5});
   recorder->memory_counter(gpu, 12000, gpu.memory());
-  const std::pair<std::string_view, double> loss[] = {{"loss", 2.3021}, {"nan", std::nan("")}};
-  recorder->counter(gpu, "loss", 50000, loss);
+  recorder->loss_counter(gpu, 50000, 2.3021);
   const uint64_t flow = recorder->transfer(gpu, {.src = 0,
                                                  .dst = 1,
                                                  .bytes = 65536,
@@ -66,10 +70,16 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
                                                  .chunk = 2});
   recorder->copy_transfer(Device::cpu(), gpu, 0, 2638, 102400);
   const float grad[] = {0.01f, -0.2f, 0.05f, 0.3f};
-  recorder->values(gpu, "grad", 99000, 4, "before_reduce", grad, 1.27);
+  recorder->values(gpu, 99000,
+                   {.name = EventName::kGrad,
+                    .param = 4,
+                    .when = ValuesWhen::kBeforeReduce,
+                    .values = grad,
+                    .norm = 1.27});
   const int64_t indices[] = {32, 33, 34, 35};
   recorder->samples(gpu, 0, indices);
-  recorder->buckets(gpu, 0, header.buckets, "rebuilt");
+  recorder->buckets(gpu, 0, header.buckets, BucketReason::kRebuilt);
+  recorder->loss_counter(gpu, 50000, std::nan(""));
   recorder->close();
 
   const TraceData data = read_trace(dir / "t.jsonl");
@@ -100,12 +110,14 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   EXPECT_EQ(data.header.buckets[0].params, (std::vector<int>{1, 0}));
   EXPECT_EQ(data.header.buckets[0].bytes, 1607680u);
 
-  ASSERT_EQ(data.events.size(), 10u);
+  ASSERT_EQ(data.events.size(), 11u);
   const Event& kernel = data.events[0];
   EXPECT_EQ(kernel.type, EventType::kSpan);
   EXPECT_EQ(kernel.line, 2u);
   EXPECT_EQ(data.str(kernel.name), "backward 0.Linear");
   EXPECT_EQ(data.str(kernel.cat), "compute");
+  EXPECT_EQ(kernel.category, SpanCategory::kCompute);
+  EXPECT_EQ(kernel.known, EventName::kOther) << "kernel names are free-form";
   EXPECT_EQ(kernel.stream, StreamKind::kCompute);
   EXPECT_EQ(kernel.phase, Phase::kBackward);
   EXPECT_EQ(kernel.step, 3);
@@ -115,6 +127,8 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   EXPECT_EQ(kernel.dur_ns, kernel_time_ns(h100, cost));
   EXPECT_EQ(data.arg(kernel, "flops"), 102760448.0);
   EXPECT_EQ(data.arg(kernel, "bytes"), 1874944.0);
+  ASSERT_TRUE(data.kernel_args(kernel).has_value());
+  EXPECT_EQ(data.kernel_args(kernel)->flops, 102760448.0);
 
   const Event& coll = data.events[1];
   EXPECT_EQ(data.str(coll.name), "all_reduce \"b0\"");
@@ -124,27 +138,38 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   EXPECT_EQ(coll.dur_ns, 50);
   EXPECT_EQ(coll.end_ns(), 150);
   EXPECT_EQ(data.arg(coll, "coll"), 3.0);
-  EXPECT_EQ(data.arg(coll, "label"), std::nullopt) << "non-numeric args are dropped";
+  EXPECT_EQ(data.arg(coll, "ranks"), 2.0);
+  EXPECT_EQ(data.arg(coll, "op"), std::nullopt) << "non-numeric args are dropped";
+  EXPECT_EQ(coll.category, SpanCategory::kCollective);
 
   const Event& instant = data.events[2];
   EXPECT_EQ(instant.type, EventType::kInstant);
   EXPECT_EQ(data.str(instant.name), "grad_ready");
   EXPECT_EQ(instant.ts_ns, 91000);
   EXPECT_EQ(data.arg(instant, "param"), 5.0);
+  EXPECT_EQ(instant.known, EventName::kGradReady);
+  ASSERT_TRUE(data.grad_ready(instant).has_value());
+  EXPECT_EQ(data.grad_ready(instant)->param, 5);
+  EXPECT_EQ(data.bucket_args(instant), std::nullopt);
 
   const Event& memory = data.events[3];
   EXPECT_EQ(memory.type, EventType::kCounter);
   EXPECT_EQ(data.str(memory.name), "memory");
+  EXPECT_EQ(memory.known, EventName::kMemory);
   const CounterValues& mem = data.counters[memory.payload];
   ASSERT_EQ(mem.values.size(), 6u);
   EXPECT_EQ(data.str(mem.values[0].first), "parameters");
   EXPECT_EQ(data.str(mem.values[5].first), "capacity");
   EXPECT_EQ(mem.values[5].second, static_cast<double>(h100.memory_bytes));
 
+  EXPECT_EQ(data.events[4].known, EventName::kLoss);
   const CounterValues& loss_values = data.counters[data.events[4].payload];
-  ASSERT_EQ(loss_values.values.size(), 2u);
+  ASSERT_EQ(loss_values.values.size(), 1u);
+  EXPECT_EQ(data.str(loss_values.values[0].first), "loss");
   EXPECT_EQ(loss_values.values[0].second, 2.3021);
-  EXPECT_TRUE(std::isnan(loss_values.values[1].second)) << "NaN is written as null and reads back as NaN";
+  const CounterValues& nan_loss = data.counters[data.events[10].payload];
+  ASSERT_EQ(nan_loss.values.size(), 1u);
+  EXPECT_TRUE(std::isnan(nan_loss.values[0].second)) << "NaN is written as null and reads back as NaN";
 
   const Event& transfer = data.events[5];
   EXPECT_EQ(transfer.type, EventType::kTransfer);
@@ -163,6 +188,7 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
 
   const Event& copy = data.events[6];
   EXPECT_EQ(data.str(copy.name), "copy H2D");
+  EXPECT_EQ(copy.known, EventName::kCopyH2D);
   EXPECT_EQ(copy.stream, StreamKind::kCopy);
   EXPECT_EQ(copy.src, 1);
   EXPECT_EQ(copy.dst, 0);
@@ -177,6 +203,8 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   const ValueSample& sample = data.values[values.payload];
   EXPECT_EQ(sample.param, 4);
   EXPECT_EQ(data.str(sample.when), "before_reduce");
+  EXPECT_EQ(sample.when_kind, ValuesWhen::kBeforeReduce);
+  EXPECT_EQ(values.known, EventName::kGrad);
   EXPECT_EQ(sample.values, (std::vector<float>{0.01f, -0.2f, 0.05f, 0.3f}));
   EXPECT_EQ(sample.norm, 1.27);
 
@@ -188,6 +216,7 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   EXPECT_EQ(buckets.type, EventType::kBuckets);
   const BucketAssignment& assignment = data.buckets[buckets.payload];
   EXPECT_EQ(data.str(assignment.reason), "rebuilt");
+  EXPECT_EQ(assignment.reason_kind, BucketReason::kRebuilt);
   ASSERT_EQ(assignment.buckets.size(), 1u);
   EXPECT_EQ(assignment.buckets[0].id, 0);
   EXPECT_EQ(assignment.buckets[0].params, (std::vector<int>{1, 0}));
@@ -410,6 +439,18 @@ std::vector<BadLine> bad_lines() {
       {R"({"type":"buckets",)" + common + R"(,"buckets":[]})", "missing field 'reason'"},
       {R"({"type":"header","format":"dpscope-trace","version":"1.0"})",
        "a second header (the header must be the first line)"},
+      // Issue 9, defect 9: ts + dur overflowed int64 and such spans vanished from stats.
+      {R"({"type":"span","ts":9223372036854775807,"rank":0,"dev":0,"step":0,"phase":"forward",)"
+       R"("name":"a","cat":"compute","stream":"compute","dur":10})",
+       "field 'ts' is 9223372036854775807, outside the supported range [-4611686018427387904, "
+       "4611686018427387904) ns"},
+      {R"({"type":"instant","ts":-4611686018427387905,"rank":0,"dev":0,"step":0,"phase":"forward","name":"a"})",
+       "field 'ts' is -4611686018427387905, outside the supported range [-4611686018427387904, "
+       "4611686018427387904) ns"},
+      {R"({"type":"span","ts":4611686018427387000,"rank":0,"dev":0,"step":0,"phase":"forward",)"
+       R"("name":"a","cat":"compute","stream":"compute","dur":904})",
+       "ts + dur = 4611686018427387000 + 904 is not below 4611686018427387904 ns, the end of the supported "
+       "range"},
   };
 }
 
@@ -432,6 +473,21 @@ TEST(TraceReader, LenientModeCollectsEveryMalformedLineAndKeepsTheRest) {
     EXPECT_EQ(data.problems[i].reason, lines[i].reason) << lines[i].line;
     EXPECT_EQ(data.events[i].line, 3 + 2 * i);
   }
+}
+
+TEST(TraceReader, TimesAtTheEdgeOfTheRangeAreAcceptedAndDifferencesFit) {
+  const std::string text =
+      header_line() +
+      R"({"type":"span","ts":-4611686018427387904,"rank":0,"dev":0,"step":0,"phase":"forward","name":"a","cat":"compute","stream":"compute","dur":0})"
+      "\n"
+      R"({"type":"span","ts":4611686018427387000,"rank":0,"dev":0,"step":0,"phase":"forward","name":"b","cat":"compute","stream":"compute","dur":903})"
+      "\n";
+  const TraceData data = parse_trace(text);
+  ASSERT_EQ(data.events.size(), 2u);
+  EXPECT_EQ(data.min_ts_ns, -(int64_t{1} << 62));
+  EXPECT_EQ(data.max_end_ns, (int64_t{1} << 62) - 1);
+  // The widest trace the reader accepts still has a duration that fits in int64.
+  EXPECT_EQ(data.max_end_ns - data.min_ts_ns, std::numeric_limits<int64_t>::max());
 }
 
 TEST(TraceReader, RecordedTraceReadsBackWithoutProblems) {

@@ -74,8 +74,12 @@ inline std::filesystem::path record_sample_trace(const std::filesystem::path& pa
       const int64_t indices[] = {4 * step, 4 * step + 1, 4 * step + 2, 4 * step + 3};
       recorder->samples(gpu, gpu.clock_ns(StreamKind::kCopy), indices);
       const int64_t ts = gpu.advance(StreamKind::kCopy, 2638);
-      recorder->transfer(
-          gpu, {.src = host, .dst = 0, .bytes = 12544, .ts_ns = ts, .dur_ns = 2638, .name = "copy H2D"});
+      recorder->transfer(gpu, {.src = host,
+                               .dst = 0,
+                               .bytes = 12544,
+                               .ts_ns = ts,
+                               .dur_ns = 2638,
+                               .name = to_string(EventName::kCopyH2D)});
     }
     {
       PhaseScope phase(gpu, Phase::kForward);
@@ -85,12 +89,18 @@ inline std::filesystem::path record_sample_trace(const std::filesystem::path& pa
     {
       PhaseScope phase(gpu, Phase::kBackward);
       { KernelScope kernel(gpu, "backward 0.Linear", {.flops = 205520896, .bytes = 3749888}); }
-      recorder->instant(gpu, "grad_ready", gpu.clock_ns(StreamKind::kCompute), R"({"param":1})");
+      recorder->instant(gpu, gpu.clock_ns(StreamKind::kCompute), GradReady{.param = 1});
       const float grad[] = {0.25f, -0.5f, 1.0f};
-      recorder->values(gpu, "grad", gpu.clock_ns(StreamKind::kCompute), 1, "local", grad, 1.1456);
+      recorder->values(
+          gpu, gpu.clock_ns(StreamKind::kCompute),
+          {.name = EventName::kGrad, .param = 1, .when = ValuesWhen::kLocal, .values = grad, .norm = 1.1456});
       const int64_t ts = gpu.advance(StreamKind::kComm, 1200);
-      recorder->span(gpu, StreamKind::kComm, "all_reduce", "collective", ts, 1200,
-                     R"({"coll":7,"bytes":2048})");
+      recorder->span(gpu, {.stream = StreamKind::kComm,
+                           .cat = SpanCategory::kCollective,
+                           .name = "all_reduce",
+                           .ts_ns = ts,
+                           .dur_ns = 1200,
+                           .args = CollectiveArgs{.coll = 7, .bytes = 2048}});
       recorder->transfer(gpu, {.src = 0,
                                .dst = host,
                                .bytes = 2048,
@@ -102,7 +112,7 @@ inline std::filesystem::path record_sample_trace(const std::filesystem::path& pa
                                .algo = "ring",
                                .algo_step = 0,
                                .chunk = 0});
-      if (step == 1) recorder->buckets(gpu, ts, header.buckets, "rebuilt");
+      if (step == 1) recorder->buckets(gpu, ts, header.buckets, BucketReason::kRebuilt);
     }
     {
       PhaseScope phase(gpu, Phase::kOptimizer);
@@ -110,8 +120,7 @@ inline std::filesystem::path record_sample_trace(const std::filesystem::path& pa
     }
     const int64_t now = gpu.clock_ns(StreamKind::kCompute);
     gpu.trace_memory();
-    const std::pair<std::string_view, double> loss[] = {{"loss", 2.3 - 0.1 * step}};
-    recorder->counter(gpu, "loss", now, loss);
+    recorder->loss_counter(gpu, now, 2.3 - 0.1 * step);
     recorder->flush();
   }
   recorder->close();

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "dpscope/core/preset.hpp"
+#include "dpscope/trace_format/schema.hpp"
 
 namespace dpscope {
 
@@ -81,5 +82,17 @@ class NetworkModel {
   std::vector<NetworkRoute> routes_;    // gpu_count x gpu_count
   std::vector<double> pair_bandwidth_;  // cube-mesh NVLink bandwidth per pair (0 = none)
 };
+
+// The trace header's links for GPUs on `preset`'s topology, so the visualizer draws the machine that
+// was simulated (docs/trace-format.md, "Header"). `gpu_ids[g]` is the header id of network GPU g
+// (added with add_trace_device). Replaces every link those GPUs had and adds, like NetworkModel:
+//  * nvswitch          — a device "nvswitch" (kind "switch") with one peer_link port per GPU;
+//  * pcie-host         — devices "pcie switch S" (kind "switch"), each GPU on its switch (peer_link),
+//                        each switch on the host (network.switch_uplink); no GPU-GPU or GPU-host link;
+//  * hybrid-cube-mesh  — one link per NVLink pair (kind peer_link's, bandwidth links x nvlink_gbps).
+// Every GPU keeps a host_link to the host except on pcie-host. A link's latency_ns is its share of
+// the route's alpha (half the peer latency per switch port). Unknown topologies keep the GPUs'
+// links as they were.
+void add_network_links(TraceHeader& header, const HardwarePreset& preset, std::span<const int> gpu_ids);
 
 }  // namespace dpscope

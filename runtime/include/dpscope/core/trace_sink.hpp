@@ -2,6 +2,8 @@
 //
 // Core sits below the trace writer, so it talks to this interface only; the JSON Lines recorder
 // (trace/recorder.hpp) implements it, and tests may implement it to observe events in memory.
+// Every call is typed: names are the constants of trace_format/events.hpp (or built by its
+// functions) and payloads are its plain structs, so only the recorder knows the JSON spelling.
 // Every event is stamped with the emitting device's trace id, rank, training step and phase.
 // Thread semantics: implementations must accept events from several host threads at once (rank
 // threads, DataParallel replica threads); each call formats or stores one whole event.
@@ -10,9 +12,9 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
-#include <utility>
 
 #include "dpscope/core/timing.hpp"
+#include "dpscope/trace_format/events.hpp"
 #include "dpscope/trace_format/schema.hpp"
 
 namespace dpscope {
@@ -28,7 +30,7 @@ struct TraceTransfer {
   int64_t ts_ns = 0;
   int64_t dur_ns = 0;
   StreamKind stream = StreamKind::kCopy;
-  std::string_view name = "copy";
+  std::string_view name;    // to_string(EventName::kSendRecv), or collective_transfer_name()
   int64_t collective = -1;  // the group's sequence number, -1 for plain copies
   std::string_view algo;    // "ring", "tree", ... (empty for copies)
   int algo_step = -1;
@@ -39,16 +41,16 @@ class TraceSink {
  public:
   virtual ~TraceSink() = default;
 
-  // A kernel timed by KernelScope (category "kernel", args flops and bytes).
+  // A kernel timed by KernelScope (category kernel_category(stream), args flops and bytes).
   virtual void kernel_span(const Device& device, StreamKind stream, std::string_view name, int64_t ts_ns,
                            int64_t dur_ns, KernelCost cost) = 0;
-  // `args_json`: empty or a JSON object rendered by the caller.
-  virtual void span(const Device& device, StreamKind stream, std::string_view name, std::string_view cat,
-                    int64_t ts_ns, int64_t dur_ns, std::string_view args_json = {}) = 0;
-  virtual void instant(const Device& device, std::string_view name, int64_t ts_ns,
-                       std::string_view args_json = {}) = 0;
-  virtual void counter(const Device& device, std::string_view name, int64_t ts_ns,
-                       std::span<const std::pair<std::string_view, double>> values) = 0;
+  // Any other span: a collective, a reduction, an optimizer step, a phase marker.
+  virtual void span(const Device& device, const SpanEvent& span) = 0;
+  // A moment; the payload's type names it (GradReady -> "grad_ready", ...).
+  virtual void instant(const Device& device, int64_t ts_ns, const InstantPayload& payload) = 0;
+  // The `loss` counter, once per step by the rank that computed it.
+  virtual void loss_counter(const Device& device, int64_t ts_ns, double loss) = 0;
+  // The `memory` counter: bytes by category and the capacity.
   virtual void memory_counter(const Device& device, int64_t ts_ns, const MemoryStats& memory) = 0;
   // A transfer stamped by `device` (the rank that issues it); returns its flow id.
   virtual uint64_t transfer(const Device& device, const TraceTransfer& transfer) = 0;
@@ -56,14 +58,12 @@ class TraceSink {
   virtual void copy_transfer(const Device& src, const Device& dst, int64_t ts_ns, int64_t dur_ns,
                              uint64_t bytes) = 0;
   // A few values of a tensor (e.g. a gradient before and after all-reduce) and its L2 norm.
-  // `when` is a short tag: "local", "before_reduce", "after_reduce", "after_step".
-  virtual void values(const Device& device, std::string_view name, int64_t ts_ns, int param,
-                      std::string_view when, std::span<const float> values, double norm) = 0;
+  virtual void values(const Device& device, int64_t ts_ns, const ValuesEvent& values) = 0;
   // The dataset indices `device` holds in the current step.
   virtual void samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices) = 0;
-  // A (new) bucket assignment: `reason` is "initial" or "rebuilt".
+  // A (new) bucket assignment.
   virtual void buckets(const Device& device, int64_t ts_ns, std::span<const TraceBucketInfo> buckets,
-                       std::string_view reason) = 0;
+                       BucketReason reason) = 0;
   // Makes the events so far visible to readers (called once per training step).
   virtual void flush() = 0;
 };

@@ -38,6 +38,7 @@
 
 #include "dpscope/comm/process_group.hpp"
 #include "dpscope/nn/module.hpp"
+#include "dpscope/trace_format/events.hpp"
 
 namespace dpscope {
 
@@ -112,7 +113,7 @@ class DistributedDataParallel {
  private:
   void verify_same_model();
   void broadcast_parameters();
-  void assign_buckets(const std::vector<std::vector<int>>& assignment, const char* reason);
+  void assign_buckets(const std::vector<std::vector<int>>& assignment, BucketReason reason);
   void rebuild_buckets();
   void ensure_prior_reduction_finished();
   void on_grad_ready(Parameter& param);

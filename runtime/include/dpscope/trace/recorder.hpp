@@ -26,13 +26,15 @@
 #include "dpscope/core/tensor.hpp"
 #include "dpscope/core/timing.hpp"
 #include "dpscope/core/trace_sink.hpp"
+#include "dpscope/trace_format/events.hpp"
 #include "dpscope/trace_format/json_text.hpp"
 #include "dpscope/trace_format/schema.hpp"
 
 namespace dpscope {
 
-// Adds `device` to `header` (and, for the first simulated device, the host with its PCIe links)
-// and returns its id. Devices are numbered in the order they are added.
+// Adds `device` to `header` (and, for the first simulated device, the host) with its PCIe link to
+// the host, and returns its id. Devices are numbered in the order they are added. Links between
+// GPUs come from the topology: call add_network_links (comm/network.hpp) once all are added.
 int add_trace_device(TraceHeader& header, const Device& device);
 
 class TraceRecorder final : public TraceSink {
@@ -52,28 +54,26 @@ class TraceRecorder final : public TraceSink {
   // ---- TraceSink: events, each stamped with the device's rank, step and phase ----
   void kernel_span(const Device& device, StreamKind stream, std::string_view name, int64_t ts_ns,
                    int64_t dur_ns, KernelCost cost) override;
-  void span(const Device& device, StreamKind stream, std::string_view name, std::string_view cat,
-            int64_t ts_ns, int64_t dur_ns, std::string_view args_json = {}) override;
-  void instant(const Device& device, std::string_view name, int64_t ts_ns,
-               std::string_view args_json = {}) override;
-  void counter(const Device& device, std::string_view name, int64_t ts_ns,
-               std::span<const std::pair<std::string_view, double>> values) override;
+  void span(const Device& device, const SpanEvent& span) override;
+  void instant(const Device& device, int64_t ts_ns, const InstantPayload& payload) override;
+  void loss_counter(const Device& device, int64_t ts_ns, double loss) override;
   void memory_counter(const Device& device, int64_t ts_ns, const MemoryStats& memory) override;
   uint64_t transfer(const Device& device, const TraceTransfer& transfer) override;
   void copy_transfer(const Device& src, const Device& dst, int64_t ts_ns, int64_t dur_ns,
                      uint64_t bytes) override;
-  void values(const Device& device, std::string_view name, int64_t ts_ns, int param, std::string_view when,
-              std::span<const float> values, double norm) override;
+  void values(const Device& device, int64_t ts_ns, const ValuesEvent& values) override;
   void samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices) override;
   void buckets(const Device& device, int64_t ts_ns, std::span<const TraceBucketInfo> buckets,
-               std::string_view reason) override;
+               BucketReason reason) override;
 
   void flush() override;
   void close();
 
  private:
   TraceRecorder(std::filesystem::path path, std::FILE* file, int host_id);
-  void begin_event(fmt::memory_buffer& out, std::string_view type, const Device& device, int64_t ts_ns) const;
+  void begin_event(fmt::memory_buffer& out, EventType type, const Device& device, int64_t ts_ns) const;
+  void counter(const Device& device, EventName name, int64_t ts_ns,
+               std::span<const std::pair<std::string_view, double>> values);
   void commit(const fmt::memory_buffer& line);
 
   std::filesystem::path path_;

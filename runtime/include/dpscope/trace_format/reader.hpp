@@ -21,12 +21,18 @@
 #include <utility>
 #include <vector>
 
+#include "dpscope/trace_format/events.hpp"
 #include "dpscope/trace_format/schema.hpp"
 
 namespace dpscope::trace {
 
-enum class EventType : uint8_t { kSpan, kInstant, kCounter, kTransfer, kValues, kSamples, kBuckets };
-const char* to_string(EventType type);
+// The vocabulary (trace_format/events.hpp), also reachable as trace::EventType, ...
+using dpscope::BucketReason;
+using dpscope::EventName;
+using dpscope::EventType;
+using dpscope::SpanCategory;
+using dpscope::to_string;
+using dpscope::ValuesWhen;
 
 inline constexpr uint32_t kNoString = UINT32_MAX;
 inline constexpr int32_t kNoPayload = -1;
@@ -36,6 +42,8 @@ struct Event {
   EventType type = EventType::kInstant;
   StreamKind stream = StreamKind::kCompute;  // spans and transfers
   Phase phase = Phase::kNone;
+  EventName known = EventName::kOther;           // `name` resolved at parse time (kOther: free-form)
+  SpanCategory category = SpanCategory::kOther;  // spans: `cat` resolved at parse time
   int32_t rank = 0;
   int32_t dev = -1;
   int64_t step = -1;
@@ -69,7 +77,8 @@ struct CounterValues {
 };
 struct ValueSample {
   int32_t param = -1;
-  uint32_t when = kNoString;  // "before_reduce", ...
+  uint32_t when = kNoString;                  // "before_reduce", ...
+  ValuesWhen when_kind = ValuesWhen::kOther;  // `when` resolved at parse time
   std::vector<float> values;
   double norm = 0.0;
 };
@@ -77,7 +86,8 @@ struct SampleIndices {
   std::vector<int64_t> indices;
 };
 struct BucketAssignment {
-  uint32_t reason = kNoString;  // "initial", "rebuilt"
+  uint32_t reason = kNoString;                      // "initial", "rebuilt"
+  BucketReason reason_kind = BucketReason::kOther;  // `reason` resolved at parse time
   std::vector<TraceBucketInfo> buckets;
 };
 
@@ -107,6 +117,10 @@ struct TraceData {
   uint32_t find_string(std::string_view s) const;  // kNoString when absent
   // A numeric arg of a span/instant, if present.
   std::optional<double> arg(const Event& e, std::string_view key) const;
+  // Typed payloads of the well-known events; nullopt when `e` is not one or lacks the fields.
+  std::optional<GradReady> grad_ready(const Event& e) const;    // EventName::kGradReady
+  std::optional<BucketArgs> bucket_args(const Event& e) const;  // kBucketLaunched, kBucketDone
+  std::optional<KernelArgs> kernel_args(const Event& e) const;  // spans with flops and bytes
   // The header device with this id, or nullptr.
   const TraceDeviceInfo* device(int32_t id) const;
 

@@ -1,0 +1,292 @@
+// Stage view, the GPU cards: title and phase, what each stream does, memory by category, then DDP
+// buckets and the dataset rows the GPU holds as chips. draw_card() lays out the card and calls one
+// function per section; each advances the card's running `y`.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "dpscope/base/format_bytes.hpp"
+#include "ui/draw_util.hpp"
+#include "ui/stage_view.hpp"
+
+namespace dpscope::viz {
+
+namespace {
+
+ImVec2 add(ImVec2 a, ImVec2 b) { return ImVec2(a.x + b.x, a.y + b.y); }
+ImVec2 sub(ImVec2 a, ImVec2 b) { return ImVec2(a.x - b.x, a.y - b.y); }
+std::string stream_name(StreamKind s) { return to_string(s); }
+
+}  // namespace
+
+// What every section of one card needs: where to draw, with which fonts, and how far down it is.
+struct StageView::CardFrame {
+  ImDrawList* dl = nullptr;
+  const ModelDevice* dev = nullptr;
+  const DeviceSnapshot* ds = nullptr;
+  ImFont* body = nullptr;
+  ImFont* bold = nullptr;
+  ImFont* small = nullptr;
+  float fs = 0;
+  ImVec2 r0, r1;  // the card's corners
+  float pad = 0;
+  ImVec4 clip;
+  float inner_w = 0;
+  float y = 0;  // top of the next section
+};
+
+void StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
+  const Palette& pal = *ctx.palette;
+  const ReplayModel& model = *ctx.model;
+  CardFrame f;
+  f.dl = dl;
+  f.dev = &model.devices()[box.device];
+  f.ds = &ctx.state->devices[box.device];
+  f.fs = ImGui::GetFontSize();
+  f.body = ImGui::GetFont();
+  f.bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : f.body;
+  f.small = ctx.fonts.small != nullptr ? ctx.fonts.small : f.body;
+  f.r0 = sub(box.center, box.half);
+  f.r1 = add(box.center, box.half);
+  f.pad = f.fs * 0.5f;
+
+  const StreamActivity* main_activity = nullptr;
+  for (const StreamActivity& a : f.ds->activity)
+    if (a.event != kNoEvent) {
+      main_activity = &a;
+      break;
+    }
+  const ImU32 border =
+      main_activity != nullptr ? pal.event_color(model.event(main_activity->event)) : pal.card_border;
+  dl->AddRectFilled(f.r0, f.r1, pal.card, 8.0f);
+  dl->AddRect(f.r0, f.r1, border, 8.0f, 0, (main_activity != nullptr ? 3.0f : 1.0f) * pal.line_scale);
+  f.clip = ImVec4(f.r0.x + f.pad, f.r0.y, f.r1.x - f.pad, f.r1.y - f.pad * 0.5f);
+  f.inner_w = f.r1.x - f.r0.x - 2 * f.pad;
+  f.y = f.r0.y + f.pad * 0.8f;
+  draw_card_title(ctx, f);
+  draw_card_streams(ctx, f);
+  draw_card_memory(ctx, f);
+  draw_card_chips(ctx, f, box);
+}
+
+void StageView::draw_card_title(const ViewContext& ctx, CardFrame& f) {
+  const Palette& pal = *ctx.palette;
+  ImDrawList* dl = f.dl;
+  const ModelDevice& dev = *f.dev;
+  const DeviceSnapshot& ds = *f.ds;
+  ImFont* bold = f.bold;
+  ImFont* small = f.small;
+  const float fs = f.fs;
+  const ImVec2 r0 = f.r0;
+  const ImVec2 r1 = f.r1;
+  const float pad = f.pad;
+  const ImVec4 clip = f.clip;
+  float& y = f.y;
+  // Title: "GPU 0", rank and device name, and the phase as a pill on the right.
+  const std::string title = device_label(dev);
+  draw_text(dl, bold, bold->FontSize, ImVec2(r0.x + pad, y), pal.text, title, &clip);
+  const float title_w = text_size(bold, bold->FontSize, title).x;
+  const std::string sub_title = dev.rank >= 0 ? fmt::format("rank {} · {}", dev.rank, dev.name) : dev.name;
+  float title_right = r1.x - pad;
+  if (ds.phase != Phase::kNone) {
+    const std::string phase = to_string(ds.phase);
+    const ImVec2 ps = text_size(small, small->FontSize, phase);
+    const ImVec2 p1(r1.x - pad, y + ps.y + 4);
+    const ImVec2 p0(p1.x - ps.x - 10, y);
+    if (p0.x > r0.x + pad + title_w) {
+      const ImU32 fill = pal.phase_color(ds.phase);
+      dl->AddRectFilled(p0, p1, fill, 4.0f);
+      draw_text(dl, small, small->FontSize, ImVec2(p0.x + 5, p0.y + 2), pal.text_on(fill), phase);
+      title_right = p0.x - fs * 0.3f;
+    }
+  }
+  const ImVec4 sub_clip(r0.x, r0.y, title_right, r1.y);
+  draw_text(dl, small, small->FontSize,
+            ImVec2(r0.x + pad + title_w + fs * 0.6f, y + (bold->FontSize - small->FontSize) * 0.7f),
+            pal.text_dim, sub_title, &sub_clip);
+  y += bold->FontSize * 1.35f;
+}
+
+void StageView::draw_card_streams(ViewContext& ctx, CardFrame& f) {
+  const Palette& pal = *ctx.palette;
+  const ReplayModel& model = *ctx.model;
+  ImDrawList* dl = f.dl;
+  const DeviceSnapshot& ds = *f.ds;
+  ImFont* body = f.body;
+  ImFont* small = f.small;
+  const float fs = f.fs;
+  const ImVec2 r0 = f.r0;
+  const ImVec2 r1 = f.r1;
+  const float pad = f.pad;
+  const ImVec4 clip = f.clip;
+  float& y = f.y;
+  // What each stream does now.
+  const float row = fs * 1.2f;
+  for (const StreamActivity& a : ds.activity) {
+    if (y + row > r1.y) break;
+    const bool busy = a.event != kNoEvent;
+    const ImU32 color = busy ? pal.event_color(model.event(a.event)) : pal.idle;
+    dl->AddRectFilled(ImVec2(r0.x + pad, y + fs * 0.15f), ImVec2(r0.x + pad + fs * 0.8f, y + fs * 0.95f),
+                      color, 2.0f);
+    const std::string stream = stream_name(a.stream);
+    draw_text(dl, small, small->FontSize, ImVec2(r0.x + pad + fs * 1.2f, y + (fs - small->FontSize) * 0.5f),
+              pal.text_dim, stream, &clip);
+    const float label_x = r0.x + pad + fs * 1.2f + fs * 4.2f;
+    draw_text(dl, body, fs, ImVec2(label_x, y), busy ? pal.text : pal.text_dim, busy ? a.text : "idle",
+              &clip);
+    if (!ctx.headless && busy && ImGui::IsMouseHoveringRect(ImVec2(r0.x, y), ImVec2(r1.x, y + row)) &&
+        ImGui::IsWindowHovered()) {
+      ImGui::SetTooltip("%s\n(click to inspect)", describe_event(model, a.event).c_str());
+      if (ImGui::IsMouseClicked(0)) ctx.select(a.event);
+    }
+    y += row;
+  }
+  y += fs * 0.15f;
+}
+
+void StageView::draw_card_memory(const ViewContext& ctx, CardFrame& f) {
+  const Palette& pal = *ctx.palette;
+  const ReplayModel& model = *ctx.model;
+  ImDrawList* dl = f.dl;
+  const ModelDevice& dev = *f.dev;
+  const DeviceSnapshot& ds = *f.ds;
+  ImFont* small = f.small;
+  const float fs = f.fs;
+  const ImVec2 r0 = f.r0;
+  const ImVec2 r1 = f.r1;
+  const float pad = f.pad;
+  const ImVec4 clip = f.clip;
+  const float inner_w = f.inner_w;
+  float& y = f.y;
+  // Memory by category on one line, on a scale shared by all cards (the largest use in the trace).
+  if (ds.memory_known && y + fs * 1.2f <= r1.y) {
+    const uint64_t used = ds.memory_in_use_bytes();
+    const float label_w = text_size(small, small->FontSize, "memory").x + fs * 0.5f;
+    const std::string amount = format_bytes(used);
+    const float amount_w = text_size(small, small->FontSize, amount).x + fs * 0.5f;
+    draw_text(dl, small, small->FontSize, ImVec2(r0.x + pad, y + (fs - small->FontSize) * 0.5f), pal.text_dim,
+              "memory", &clip);
+    const float bar_x0 = r0.x + pad + label_w;
+    const float bar_w = std::max(inner_w - label_w - amount_w, fs * 2.0f);
+    const float bar_h = fs * 0.75f;
+    const float by = y + (fs - bar_h) * 0.5f + 1;
+    const double scale = static_cast<double>(std::max<uint64_t>(model.peak_memory_bytes(), 1)) * 1.05;
+    dl->AddRectFilled(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), with_alpha(pal.idle, 0.5f),
+                      2.0f);
+    float x = bar_x0;
+    for (int c = 0; c < kMemoryCategoryCount; ++c) {
+      const float seg = static_cast<float>(static_cast<double>(ds.memory_bytes[c]) / scale) * bar_w;
+      if (seg <= 0.0f) continue;
+      dl->AddRectFilled(ImVec2(x, by), ImVec2(std::min(x + seg, bar_x0 + bar_w), by + bar_h), pal.memory[c]);
+      x += seg;
+    }
+    dl->AddRect(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), pal.grid, 2.0f);
+    draw_text(dl, small, small->FontSize,
+              ImVec2(bar_x0 + bar_w + fs * 0.4f, y + (fs - small->FontSize) * 0.5f), pal.text, amount, &clip);
+    if (!ctx.headless && ImGui::IsWindowHovered() &&
+        ImGui::IsMouseHoveringRect(ImVec2(r0.x, y), ImVec2(r1.x, y + fs))) {
+      std::string tip = fmt::format("memory on {}: {} in use", dev.name, format_bytes(used));
+      if (ds.capacity_bytes > 0) tip += fmt::format(" of {}", format_bytes(ds.capacity_bytes));
+      for (int c = 0; c < kMemoryCategoryCount; ++c)
+        tip += fmt::format("\n  {}: {}", to_string(static_cast<MemoryCategory>(c)),
+                           format_bytes(ds.memory_bytes[c]));
+      tip += "\nbar scale: the largest use of any GPU in this trace";
+      ImGui::SetTooltip("%s", tip.c_str());
+    }
+    y += fs * 1.3f;
+  }
+}
+
+void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box& box) {
+  const Palette& pal = *ctx.palette;
+  const ReplayState& state = *ctx.state;
+  ImDrawList* dl = f.dl;
+  const DeviceSnapshot& ds = *f.ds;
+  ImFont* small = f.small;
+  const float fs = f.fs;
+  const ImVec2 r0 = f.r0;
+  const ImVec2 r1 = f.r1;
+  const float pad = f.pad;
+  float& y = f.y;
+  // One flowing row: DDP buckets (coloured by state, filled as gradients become ready), then the
+  // dataset rows this GPU holds as chips coloured by row.
+  const float chip_h = small->FontSize * 1.3f;
+  float x = r0.x + pad;
+  auto next_row = [&]() {
+    x = r0.x + pad;
+    y += chip_h + 3;
+  };
+  auto fits = [&](float w) {
+    if (x + w > r1.x - pad) next_row();
+    return y + chip_h <= r1.y - pad * 0.5f;
+  };
+  auto label = [&](const std::string& text) {
+    const float w = text_size(small, small->FontSize, text).x + fs * 0.35f;
+    if (!fits(w)) return false;
+    draw_text(dl, small, small->FontSize, ImVec2(x, y + (chip_h - small->FontSize) * 0.5f), pal.text_dim,
+              text);
+    x += w;
+    return true;
+  };
+  bool room = true;
+  const auto bucket_col = std::find(state.bucket_devices.begin(), state.bucket_devices.end(), box.device);
+  if (bucket_col != state.bucket_devices.end() && !state.buckets.empty()) {
+    const size_t col = static_cast<size_t>(bucket_col - state.bucket_devices.begin());
+    room = label("buckets");
+    for (const BucketSnapshot& b : state.buckets) {
+      if (!room || !(room = fits(chip_h))) break;
+      const BucketState st = b.state[col];
+      const ImVec2 b0(x, y);
+      const ImVec2 b1(x + chip_h, y + chip_h);
+      dl->AddRectFilled(b0, b1, pal.bucket_color(BucketState::kPending), 3.0f);
+      float fill = 1.0f;
+      if (st == BucketState::kPending)
+        fill = b.params.empty()
+                   ? 0.0f
+                   : static_cast<float>(b.ready_params[col]) / static_cast<float>(b.params.size());
+      const ImU32 fill_color =
+          st == BucketState::kPending ? pal.bucket_color(BucketState::kReady) : pal.bucket_color(st);
+      if (fill > 0) dl->AddRectFilled(ImVec2(b0.x, b1.y - chip_h * fill), b1, fill_color, 3.0f);
+      dl->AddRect(b0, b1, pal.card_border, 3.0f);
+      draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_h * 0.5f, y + chip_h * 0.5f),
+                         pal.text_on(fill >= 0.5f ? fill_color : pal.bucket_color(BucketState::kPending)),
+                         fmt::format("{}", b.id));
+      x += chip_h + 3;
+    }
+    x += fs * 0.6f;
+  }
+  if (room && ds.samples != nullptr) {
+    const std::vector<int64_t>& rows = *ds.samples;
+    const bool current = ds.samples_step == ds.step;
+    room = label(current ? fmt::format("data ({} rows)", rows.size())
+                         : fmt::format("data from step {}", ds.samples_step));
+    int64_t widest = 0;
+    for (int64_t r : rows) widest = std::max(widest, r);
+    const float chip_w =
+        std::max(text_size(small, small->FontSize, fmt::format("{}", widest)).x + 8.0f, chip_h * 1.2f);
+    size_t shown = 0;
+    ImVec2 last_chip(-1, -1);
+    for (int64_t r : rows) {
+      if (!room || !(room = fits(chip_w))) break;
+      const ImU32 fill = current ? pal.sample_color(r) : with_alpha(pal.sample_color(r), 0.35f);
+      dl->AddRectFilled(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), fill, 3.0f);
+      draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_w * 0.5f, y + chip_h * 0.5f),
+                         pal.text_on(fill), fmt::format("{}", r));
+      last_chip = ImVec2(x, y);
+      x += chip_w + 3;
+      ++shown;
+    }
+    if (shown < rows.size() && shown > 0) {
+      // No room for every chip: the last one shown becomes "+N", the number not shown.
+      const std::string more = fmt::format("+{}", rows.size() - shown + 1);
+      const ImVec2 a = last_chip;
+      const ImVec2 b(a.x + chip_w, a.y + chip_h);
+      dl->AddRectFilled(a, b, pal.card, 3.0f);
+      dl->AddRect(a, b, pal.text_dim, 3.0f);
+      draw_text_centered(dl, small, small->FontSize, ImVec2(a.x + chip_w * 0.5f, a.y + chip_h * 0.5f),
+                         pal.text, more);
+    }
+  }
+}
+
+}  // namespace dpscope::viz
