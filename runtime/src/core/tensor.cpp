@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "dpscope/core/timing.hpp"
 #include "dpscope/core/trace_sink.hpp"
