@@ -1,11 +1,13 @@
 // TrainConfig validation (values only; train/output_paths.cpp checks the files), its JSON form
 // (the trace header's "run" object and a checkpoint's configuration), and the resume check.
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <set>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/backend_registry.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope {
@@ -30,8 +32,9 @@ void TrainConfig::validate() const {
             "--device cuda is not built in this version (use --device sim or cpu)");
   DPS_CHECK(one_of<string>(backend, {"sim", "cuda", "nccl", "mpi"}), ErrorKind::kUsage,
             "--backend '{}' is not one of sim, cuda, nccl, mpi", backend);
-  DPS_CHECK(backend == "sim", ErrorKind::kUsage,
-            "--backend {} is not built in this version (use --backend sim)", backend);
+  DPS_CHECK(is_backend_registered(backend), ErrorKind::kUsage,
+            "--backend {} is not built in this version (built: {})", backend,
+            fmt::join(registered_backends(), ", "));
   DPS_CHECK(devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", devices);
   DPS_CHECK(mode != "single" || devices == 1, ErrorKind::kUsage,
             "--mode single trains on one device, but --devices is {} (use --mode dp or ddp)", devices);
