@@ -10,6 +10,8 @@
 
 namespace dpscope {
 
+// A buffer in its device's memory, allocated through the device (which accounts it by category
+// and throws its OOM), shared by a tensor and its views.
 struct Storage {
   Device device;
   MemoryCategory category;
@@ -17,23 +19,8 @@ struct Storage {
   void* data = nullptr;  // nullptr for meta storage
 
   Storage(const Device& dev, MemoryCategory cat, uint64_t bytes, bool with_data)
-      : device(dev), category(cat), nbytes(bytes) {
-    device.allocate(nbytes, category);
-    if (with_data && nbytes > 0) {
-      // 64-byte alignment keeps BLAS and vectorized loops on their fast paths.
-      const uint64_t rounded = (nbytes + 63) / 64 * 64;
-      data = std::aligned_alloc(64, rounded);
-      if (data == nullptr) {
-        device.release(nbytes, category);
-        throw Error(ErrorKind::kOutOfMemory, fmt::format("host out of memory allocating {} for {}",
-                                                         format_bytes(nbytes), device.name()));
-      }
-    }
-  }
-  ~Storage() {
-    std::free(data);
-    device.release(nbytes, category);
-  }
+      : device(dev), category(cat), nbytes(bytes), data(device.allocate(nbytes, category, with_data)) {}
+  ~Storage() { device.deallocate(data, nbytes, category); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 };
@@ -166,6 +153,19 @@ const LinkSpec* copy_link(const Device& src, const Device& dst) {
   return nullptr;
 }
 
+// Copies `bytes` between two devices' memory through the device interface: host to device,
+// device to host, or within/between devices (the destination device copies).
+void copy_bytes(const Device& dst_device, void* dst, const Device& src_device, const void* src,
+                uint64_t bytes) {
+  if (src_device.kind() == DeviceKind::kCpu) {
+    dst_device.impl().copy_from_host(dst, src, bytes);
+  } else if (dst_device.kind() == DeviceKind::kCpu) {
+    src_device.impl().copy_to_host(dst, src, bytes);
+  } else {
+    dst_device.impl().copy_from_device(dst, src_device.impl(), src, bytes);
+  }
+}
+
 // Charges and traces a synchronous copy of `bytes` from `src` to `dst` (like tensor.to()).
 void charge_copy(const Device& src, const Device& dst, uint64_t bytes) {
   const LinkSpec* link = copy_link(src, dst);
@@ -193,8 +193,8 @@ Tensor Tensor::to(const Device& device, MemoryCategory category) const {
   if (device == this->device() && category == this->category()) return *this;
   Tensor out = has_data() ? empty(shape_, device, category, dtype_) : meta(shape_, device, category, dtype_);
   if (has_data() && nbytes() > 0)
-    std::memcpy(out.storage_->data,
-                static_cast<const char*>(storage_->data) + offset_elems_ * element_size(dtype_), nbytes());
+    copy_bytes(device, out.storage_->data, this->device(),
+               static_cast<const char*>(storage_->data) + offset_elems_ * element_size(dtype_), nbytes());
   if (!(device == this->device())) charge_copy(this->device(), device, nbytes());
   return out;
 }
@@ -238,9 +238,9 @@ void Tensor::copy_from(const Tensor& src) {
             "copy_from: {} {} into {} {}", to_string(src.dtype_), shape_to_string(src.shape_),
             to_string(dtype_), shape_to_string(shape_));
   if (has_data() && src.has_data() && nbytes() > 0)
-    std::memmove(static_cast<char*>(storage_->data) + offset_elems_ * element_size(dtype_),
-                 static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_),
-                 nbytes());
+    device().impl().copy_from_device(
+        static_cast<char*>(storage_->data) + offset_elems_ * element_size(dtype_), src.device().impl(),
+        static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_), nbytes());
 }
 
 void check_same_device(const Tensor& a, const Tensor& b) {

@@ -59,7 +59,7 @@ void trace_memory_all(const std::vector<Device>& devices) {
 }
 
 std::vector<Device> make_devices(const TrainConfig& c) {
-  if (c.backend == "cpu") return {Device::cpu()};
+  if (c.backend == "cpu") return {Device::new_cpu()};  // the run's own: it carries the trace context
   const HardwarePreset preset = find_preset(c.preset);
   std::vector<Device> devices;
   for (int i = 0; i < c.devices; ++i) {
