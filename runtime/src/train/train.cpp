@@ -90,7 +90,11 @@ TrainResult run_training(const TrainConfig& c, const StepObserver& on_step) {
   std::unique_ptr<Optimizer> optimizer = make_optimizer(c, model.parameters());
   std::unique_ptr<Loss> criterion = make_loss(c);
 
-  DataLoader loader(data, {.batch_size = c.batch, .shuffle = c.shuffle, .seed = c.seed, .drop_last = false});
+  // Batches are gathered on the host: on a cpu run that is the run's own cpu device (whose trace
+  // context the layers' kernels then stamp), else the shared cpu, copied to the GPU by .to().
+  const Device host = device.kind() == DeviceKind::kCpu ? device : Device::cpu();
+  DataLoader loader(data, {.batch_size = c.batch, .shuffle = c.shuffle, .seed = c.seed, .drop_last = false},
+                    host);
   const int64_t per_epoch = loader.num_batches();
   const int64_t total_steps = c.steps > 0 ? c.steps : per_epoch * std::max<int64_t>(c.epochs, 1);
 

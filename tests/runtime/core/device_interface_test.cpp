@@ -2,6 +2,11 @@
 // the kernel timer behind KernelScope, allocation and copies through the device, and the cpu device
 // holding no process-wide trace state.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "dpscope/core/sim_device.hpp"
 #include "dpscope/core/tensor.hpp"
@@ -241,6 +246,25 @@ TEST(DeviceInterface, CpuTimerMeasuresWallTime) {
   EXPECT_EQ(span.start_ns, begin.ts_ns);
   EXPECT_GE(span.dur_ns, 0);
   EXPECT_LT(span.dur_ns, 1'000'000'000);  // wall time, not the (huge) modelled cost
+}
+
+TEST(DeviceInterface, ACpuTrainingRunIsTracedThroughItsOwnCpuDevice) {
+  // The run makes its own cpu device; its batches, activations and kernels live there, so every
+  // layer's kernel is traced although the process's shared cpu device holds no tracer.
+  const auto trace =
+      std::filesystem::temp_directory_path() / fmt::format("dpscope_cpu_run_{}.jsonl", ::getpid());
+  const std::string command = fmt::format(
+      "{} train --backend cpu --model 2-8-3 --dataset spirals:64 --batch 16 --steps 2 --trace {} > /dev/null",
+      DPSCOPE_CLI, trace.string());
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream in(trace);
+  int spans = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"type\":\"span\"") != std::string::npos) ++spans;
+  std::filesystem::remove(trace);
+  // Per step: forward (Linear, ReLU, Linear, loss), backward (loss, 2.Linear x3, ReLU, 0.Linear x2
+  // without grad_input), the SGD update of 4 parameters and the optimizer.step span: 4 + 7 + 4 + 1.
+  EXPECT_EQ(spans, 2 * 16);
 }
 
 }  // namespace
