@@ -31,6 +31,10 @@ void CpuDevice::copy_to_host(void* host_dst, const void* src, uint64_t bytes) {
   if (bytes > 0) std::memcpy(host_dst, src, bytes);
 }
 
+void CpuDevice::fill_zeros(void* dst, uint64_t bytes) {
+  if (bytes > 0) std::memset(dst, 0, bytes);
+}
+
 void CpuDevice::copy_from_device(void* dst, const DeviceImpl& src_device, const void* src, uint64_t bytes) {
   DPS_CHECK(src_device.kind() != DeviceKind::kCuda, ErrorKind::kUnsupported,
             "copy from {} to cpu: device memory must be copied to the host by its own device",

@@ -28,6 +28,10 @@ void SimDevice::copy_to_host(void* host_dst, const void* src, uint64_t bytes) {
   if (bytes > 0) std::memcpy(host_dst, src, bytes);
 }
 
+void SimDevice::fill_zeros(void* dst, uint64_t bytes) {
+  if (bytes > 0) std::memset(dst, 0, bytes);
+}
+
 void SimDevice::copy_from_device(void* dst, const DeviceImpl& src_device, const void* src, uint64_t bytes) {
   DPS_CHECK(src_device.kind() != DeviceKind::kCuda, ErrorKind::kUnsupported,
             "copy from {} to {}: device memory must be copied to the host by its own device",

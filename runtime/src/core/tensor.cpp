@@ -59,7 +59,7 @@ Tensor Tensor::meta(const Shape& shape, const Device& device, MemoryCategory cat
 
 Tensor Tensor::zeros(const Shape& shape, const Device& device, MemoryCategory category, DType dtype) {
   Tensor t = empty(shape, device, category, dtype);
-  if (t.nbytes() > 0) std::memset(t.storage_->data, 0, t.nbytes());
+  if (t.nbytes() > 0) t.device().impl().fill_zeros(t.storage_->data, t.nbytes());
   return t;
 }
 
@@ -74,7 +74,7 @@ Tensor Tensor::from_floats(std::span<const float> values, const Shape& shape, co
   Tensor t = empty(shape, device, category);
   DPS_CHECK(static_cast<int64_t>(values.size()) == t.numel(), ErrorKind::kInvalidArgument,
             "from_floats: {} values for shape {}", values.size(), shape_to_string(shape));
-  std::copy(values.begin(), values.end(), t.f32());
+  t.device().impl().copy_from_host(t.f32(), values.data(), t.nbytes());
   return t;
 }
 
@@ -83,7 +83,7 @@ Tensor Tensor::from_ints(std::span<const int64_t> values, const Shape& shape, co
   Tensor t = empty(shape, device, category, DType::kI64);
   DPS_CHECK(static_cast<int64_t>(values.size()) == t.numel(), ErrorKind::kInvalidArgument,
             "from_ints: {} values for shape {}", values.size(), shape_to_string(shape));
-  std::copy(values.begin(), values.end(), t.i64());
+  t.device().impl().copy_from_host(t.i64(), values.data(), t.nbytes());
   return t;
 }
 
@@ -128,19 +128,23 @@ const int64_t* Tensor::i64() const {
 }
 
 std::vector<float> Tensor::to_vector() const {
-  const float* p = f32();
-  return std::vector<float>(p, p + numel_);
+  std::vector<float> out(static_cast<size_t>(numel_));
+  device().impl().copy_to_host(out.data(), f32(), nbytes());
+  return out;
 }
 
 std::vector<int64_t> Tensor::to_ints() const {
-  const int64_t* p = i64();
-  return std::vector<int64_t>(p, p + numel_);
+  std::vector<int64_t> out(static_cast<size_t>(numel_));
+  device().impl().copy_to_host(out.data(), i64(), nbytes());
+  return out;
 }
 
 float Tensor::item() const {
   DPS_CHECK(numel_ == 1, ErrorKind::kInvalidArgument,
             "item(): a tensor with {} elements cannot be converted to a scalar", numel_);
-  return f32()[0];
+  float value = 0.0f;
+  device().impl().copy_to_host(&value, f32(), sizeof(float));
+  return value;
 }
 
 namespace {

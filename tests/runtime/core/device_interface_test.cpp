@@ -41,6 +41,10 @@ class CountingDevice final : public DeviceImpl {
     ++device_to_host;
     inner_.copy_to_host(dst, src, bytes);
   }
+  void fill_zeros(void* dst, uint64_t bytes) override {
+    ++zero_fills;
+    inner_.fill_zeros(dst, bytes);
+  }
   void copy_from_device(void* dst, const DeviceImpl& src_device, const void* src, uint64_t bytes) override {
     ++device_to_device;
     inner_.copy_from_device(dst, src_device, src, bytes);
@@ -59,8 +63,8 @@ class CountingDevice final : public DeviceImpl {
   }
   TraceContext* trace_context() override { return inner_.trace_context(); }
 
-  int allocations = 0, deallocations = 0, host_to_device = 0, device_to_host = 0, device_to_device = 0,
-      timed_kernels = 0;
+  int allocations = 0, deallocations = 0, zero_fills = 0, host_to_device = 0, device_to_host = 0,
+      device_to_device = 0, timed_kernels = 0;
   uint64_t allocated_bytes = 0;
 
  private:
@@ -125,6 +129,7 @@ TEST(DeviceInterface, StorageAllocatesAndFreesThroughItsDevice) {
     EXPECT_EQ(dev.memory().bytes[static_cast<int>(MemoryCategory::kParameters)], 128u);
     EXPECT_EQ(dev.memory().bytes[static_cast<int>(MemoryCategory::kActivations)], 4000u);
     EXPECT_EQ(impl->deallocations, 0);
+    EXPECT_EQ(impl->zero_fills, 1);  // zeros() clears through the device (cudaMemset on cuda)
   }
   EXPECT_EQ(impl->deallocations, 2);
   EXPECT_EQ(dev.memory().in_use_bytes(), 0u);
@@ -144,6 +149,12 @@ TEST(DeviceInterface, CopiesGoThroughTheDeviceInTheirDirection) {
   const Tensor back = on_b.to(Device::cpu());
   EXPECT_EQ(b_impl->device_to_host, 1);
   EXPECT_EQ(back.to_vector(), values);
+  // Reading values back copies to the host through the device, as from a GPU.
+  const Tensor scalar = Tensor::from_floats(std::vector<float>{7.0f}, {}, a);
+  EXPECT_EQ(a_impl->host_to_device, 2);
+  EXPECT_EQ(scalar.item(), 7.0f);
+  EXPECT_EQ(on_a.to_vector(), values);
+  EXPECT_EQ(a_impl->device_to_host, 2);
   Tensor clone = on_a.clone();
   EXPECT_EQ(a_impl->device_to_device, 1);  // within a device
   EXPECT_EQ(clone.to_vector(), values);

@@ -28,6 +28,7 @@ class FakeCudaDevice final : public DeviceImpl {
   void copy_to_host(void* dst, const void* src, uint64_t bytes) override {
     inner_.copy_to_host(dst, src, bytes);
   }
+  void fill_zeros(void* dst, uint64_t bytes) override { inner_.fill_zeros(dst, bytes); }
   void copy_from_device(void* dst, const DeviceImpl& /*src_device*/, const void* src,
                         uint64_t bytes) override {
     inner_.copy_from_host(dst, src, bytes);

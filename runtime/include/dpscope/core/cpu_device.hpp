@@ -26,6 +26,7 @@ class CpuDevice final : public DeviceImpl {
 
   void copy_from_host(void* dst, const void* host_src, uint64_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, uint64_t bytes) override;
+  void fill_zeros(void* dst, uint64_t bytes) override;
   void copy_from_device(void* dst, const DeviceImpl& src_device, const void* src, uint64_t bytes) override;
 
   int64_t clock_ns(StreamKind stream) const override;

@@ -91,6 +91,8 @@ class DeviceImpl {
   // Host memory to this device's memory, and back. cpu and sim memory is host memory (memcpy).
   virtual void copy_from_host(void* dst, const void* host_src, uint64_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, uint64_t bytes) = 0;
+  // Sets `bytes` of this device's memory to zero (cudaMemset).
+  virtual void fill_zeros(void* dst, uint64_t bytes) = 0;
   // Within this device, or from `src_device`'s memory into this device's (a peer copy).
   // Optional: a device kind without peer access throws kUnsupported, and callers stage through host.
   virtual void copy_from_device(void* dst, const DeviceImpl& src_device, const void* src, uint64_t bytes) = 0;

@@ -26,6 +26,7 @@ class SimDevice final : public DeviceImpl {
   // Host memory underneath: plain copies (their simulated time is charged by Tensor::to()).
   void copy_from_host(void* dst, const void* host_src, uint64_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, uint64_t bytes) override;
+  void fill_zeros(void* dst, uint64_t bytes) override;
   void copy_from_device(void* dst, const DeviceImpl& src_device, const void* src, uint64_t bytes) override;
 
   int64_t clock_ns(StreamKind stream) const override { return clock_ns_[static_cast<size_t>(stream)]; }
