@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   const int steps = argc > 3 ? std::stoi(argv[3]) : 200;
   const std::string device_name = argc > 4 ? argv[4] : "cpu";
   try {
-    const Device device = device_name == "sim" ? Device::sim(0, find_preset("h100-sxm")) : Device::cpu();
+    const Device device = device_name == "sim" ? Device::sim(0, find_preset("h100-sxm")) : Device::new_cpu();
     std::unique_ptr<Sequential> model = Sequential::mlp(spec, device, 0);
     const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(spec);
     std::mt19937 gen(1);

@@ -4,41 +4,34 @@
 // thread runs first.
 #include <cstring>
 
+#include "dpscope/kernels/kernels.hpp"
 #include "sim_backend.hpp"
 
 namespace dpscope::detail {
+
 namespace {
 
-template <typename T, typename Combine>
-void combine_loop(T* __restrict dst, const T* __restrict src, int64_t count, Combine combine) {
-  for (int64_t i = 0; i < count; ++i) dst[i] = combine(dst[i], src[i]);
-}
-
-template <typename T>
-void reduce_typed(T* dst, const T* src, int64_t count, ReduceOp op) {
+// The kernel that combines two chunks for `op`; kAvg sums, and the caller divides at the end.
+kernels::Reduction reduction_of(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: combine_loop(dst, src, count, [](T a, T b) { return a + b; }); break;
-    case ReduceOp::kProduct: combine_loop(dst, src, count, [](T a, T b) { return a * b; }); break;
-    case ReduceOp::kMin: combine_loop(dst, src, count, [](T a, T b) { return b < a ? b : a; }); break;
-    case ReduceOp::kMax: combine_loop(dst, src, count, [](T a, T b) { return a < b ? b : a; }); break;
+    case ReduceOp::kAvg: return kernels::Reduction::kSum;
+    case ReduceOp::kProduct: return kernels::Reduction::kProduct;
+    case ReduceOp::kMin: return kernels::Reduction::kMin;
+    case ReduceOp::kMax: return kernels::Reduction::kMax;
   }
+  return kernels::Reduction::kSum;
 }
 
 }  // namespace
 
+// The sim backend's buffers are host memory of simulated devices.
 void reduce_into(std::byte* dst, const std::byte* src, int64_t count, ReduceOp op, DType dtype) {
-  if (dtype == DType::kF32) {
-    reduce_typed(reinterpret_cast<float*>(dst), reinterpret_cast<const float*>(src), count, op);
-  } else {
-    reduce_typed(reinterpret_cast<int64_t*>(dst), reinterpret_cast<const int64_t*>(src), count, op);
-  }
+  kernels::reduce_into(DeviceKind::kSim, dst, src, count, reduction_of(op), dtype);
 }
 
 void divide(std::byte* data, int64_t count, int divisor) {
-  float* p = reinterpret_cast<float*>(data);
-  const float d = static_cast<float>(divisor);
-  for (int64_t i = 0; i < count; ++i) p[i] /= d;
+  kernels::divide(DeviceKind::kSim, data, count, static_cast<float>(divisor));
 }
 
 void execute_steps(const Plan& plan, Rendezvous& rendezvous, int rank, Milliseconds timeout) {

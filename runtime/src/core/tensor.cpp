@@ -11,6 +11,8 @@
 
 namespace dpscope {
 
+// A buffer in its device's memory, allocated through the device (which accounts it by category
+// and throws its OOM), shared by a tensor and its views.
 struct Storage {
   Device device;
   MemoryCategory category;
@@ -18,23 +20,8 @@ struct Storage {
   void* data = nullptr;  // nullptr for meta storage
 
   Storage(const Device& dev, MemoryCategory cat, uint64_t bytes, bool with_data)
-      : device(dev), category(cat), nbytes(bytes) {
-    device.allocate(nbytes, category);
-    if (with_data && nbytes > 0) {
-      // 64-byte alignment keeps BLAS and vectorized loops on their fast paths.
-      const uint64_t rounded = (nbytes + 63) / 64 * 64;
-      data = std::aligned_alloc(64, rounded);
-      if (data == nullptr) {
-        device.release(nbytes, category);
-        throw Error(ErrorKind::kOutOfMemory, fmt::format("host out of memory allocating {} for {}",
-                                                         format_bytes(nbytes), device.name()));
-      }
-    }
-  }
-  ~Storage() {
-    std::free(data);
-    device.release(nbytes, category);
-  }
+      : device(dev), category(cat), nbytes(bytes), data(device.allocate(nbytes, category, with_data)) {}
+  ~Storage() { device.deallocate(data, nbytes, category); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 };
@@ -73,7 +60,7 @@ Tensor Tensor::meta(const Shape& shape, const Device& device, MemoryCategory cat
 
 Tensor Tensor::zeros(const Shape& shape, const Device& device, MemoryCategory category, DType dtype) {
   Tensor t = empty(shape, device, category, dtype);
-  if (t.nbytes() > 0) std::memset(t.storage_->data, 0, t.nbytes());
+  if (t.nbytes() > 0) t.device().impl().fill_zeros(t.storage_->data, t.nbytes());
   return t;
 }
 
@@ -88,7 +75,7 @@ Tensor Tensor::from_floats(std::span<const float> values, const Shape& shape, co
   Tensor t = empty(shape, device, category);
   DPS_CHECK(static_cast<int64_t>(values.size()) == t.numel(), ErrorKind::kInvalidArgument,
             "from_floats: {} values for shape {}", values.size(), shape_to_string(shape));
-  std::copy(values.begin(), values.end(), t.f32());
+  t.device().impl().copy_from_host(t.f32(), values.data(), t.nbytes());
   return t;
 }
 
@@ -97,7 +84,7 @@ Tensor Tensor::from_ints(std::span<const int64_t> values, const Shape& shape, co
   Tensor t = empty(shape, device, category, DType::kI64);
   DPS_CHECK(static_cast<int64_t>(values.size()) == t.numel(), ErrorKind::kInvalidArgument,
             "from_ints: {} values for shape {}", values.size(), shape_to_string(shape));
-  std::copy(values.begin(), values.end(), t.i64());
+  t.device().impl().copy_from_host(t.i64(), values.data(), t.nbytes());
   return t;
 }
 
@@ -142,19 +129,23 @@ const int64_t* Tensor::i64() const {
 }
 
 std::vector<float> Tensor::to_vector() const {
-  const float* p = f32();
-  return std::vector<float>(p, p + numel_);
+  std::vector<float> out(static_cast<size_t>(numel_));
+  device().impl().copy_to_host(out.data(), f32(), nbytes());
+  return out;
 }
 
 std::vector<int64_t> Tensor::to_ints() const {
-  const int64_t* p = i64();
-  return std::vector<int64_t>(p, p + numel_);
+  std::vector<int64_t> out(static_cast<size_t>(numel_));
+  device().impl().copy_to_host(out.data(), i64(), nbytes());
+  return out;
 }
 
 float Tensor::item() const {
   DPS_CHECK(numel_ == 1, ErrorKind::kInvalidArgument,
             "item(): a tensor with {} elements cannot be converted to a scalar", numel_);
-  return f32()[0];
+  float value = 0.0f;
+  device().impl().copy_to_host(&value, f32(), sizeof(float));
+  return value;
 }
 
 namespace {
@@ -165,6 +156,19 @@ const LinkSpec* copy_link(const Device& src, const Device& dst) {
   if (dst.is_simulated()) return &dst.hardware()->host_link;
   if (src.is_simulated()) return &src.hardware()->host_link;
   return nullptr;
+}
+
+// Copies `bytes` between two devices' memory through the device interface: host to device,
+// device to host, or within/between devices (the destination device copies).
+void copy_bytes(const Device& dst_device, void* dst, const Device& src_device, const void* src,
+                uint64_t bytes) {
+  if (src_device.kind() == DeviceKind::kCpu) {
+    dst_device.impl().copy_from_host(dst, src, bytes);
+  } else if (dst_device.kind() == DeviceKind::kCpu) {
+    src_device.impl().copy_to_host(dst, src, bytes);
+  } else {
+    dst_device.impl().copy_from_device(dst, src_device.impl(), src, bytes);
+  }
 }
 
 // Charges and traces a synchronous copy of `bytes` from `src` to `dst` (like tensor.to()).
@@ -194,8 +198,8 @@ Tensor Tensor::to(const Device& device, MemoryCategory category) const {
   if (device == this->device() && category == this->category()) return *this;
   Tensor out = has_data() ? empty(shape_, device, category, dtype_) : meta(shape_, device, category, dtype_);
   if (has_data() && nbytes() > 0)
-    std::memcpy(out.storage_->data,
-                static_cast<const char*>(storage_->data) + offset_elems_ * element_size(dtype_), nbytes());
+    copy_bytes(device, out.storage_->data, this->device(),
+               static_cast<const char*>(storage_->data) + offset_elems_ * element_size(dtype_), nbytes());
   if (!(device == this->device())) charge_copy(this->device(), device, nbytes());
   return out;
 }
@@ -239,9 +243,9 @@ void Tensor::copy_from(const Tensor& src) {
             "copy_from: {} {} into {} {}", to_string(src.dtype_), shape_to_string(src.shape_),
             to_string(dtype_), shape_to_string(shape_));
   if (has_data() && src.has_data() && nbytes() > 0)
-    std::memmove(static_cast<char*>(storage_->data) + offset_elems_ * element_size(dtype_),
-                 static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_),
-                 nbytes());
+    device().impl().copy_from_device(
+        static_cast<char*>(storage_->data) + offset_elems_ * element_size(dtype_), src.device().impl(),
+        static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_), nbytes());
 }
 
 void check_same_device(const Tensor& a, const Tensor& b) {

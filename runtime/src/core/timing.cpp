@@ -20,24 +20,16 @@ int64_t transfer_time_ns(const LinkSpec& link, uint64_t bytes) {
 }
 
 KernelScope::KernelScope(const Device& device, std::string_view name, KernelCost cost, StreamKind stream)
-    : device_(device), name_(name), cost_(cost), stream_(stream) {
-  if (!device_.is_simulated()) wall_start_ = std::chrono::steady_clock::now();
-}
+    : device_(device),
+      name_(name),
+      cost_(cost),
+      stream_(stream),
+      begin_(device_.impl().timer_begin(stream)) {}
 
 KernelScope::~KernelScope() {
-  int64_t start_ns = 0;
-  int64_t dur_ns = 0;
-  if (const HardwarePreset* hw = device_.hardware(); hw != nullptr && device_.is_simulated()) {
-    dur_ns = kernel_time_ns(*hw, cost_);
-    start_ns = device_.advance(stream_, dur_ns);
-  } else {
-    dur_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - wall_start_)
-            .count();
-    start_ns = device_.clock_ns(stream_) - dur_ns;
-  }
+  const TimedSpan span = device_.impl().timer_end(stream_, begin_, cost_);
   if (TraceSink* tracer = device_.tracer()) {
-    tracer->kernel_span(device_, stream_, name_, start_ns, dur_ns, cost_);
+    tracer->kernel_span(device_, stream_, name_, span.start_ns, span.dur_ns, cost_);
   }
 }
 

@@ -78,7 +78,7 @@ Batch TensorDataset::get_batch(std::span<const int64_t> indices, const Device& d
   for (int64_t d : target_sample_shape()) target_shape.push_back(d);
 
   // Gather on the host, then one copy to the device (what `x[idx].to(device)` costs in PyTorch).
-  const Device host = Device::cpu();
+  const Device host = device.kind() == DeviceKind::kCpu ? device : Device::cpu();
   const MemoryCategory host_category = device == host ? category : MemoryCategory::kBuffers;
   Tensor x = Tensor::empty({b, num_features()}, host, host_category, DType::kF32);
   Tensor y = Tensor::empty(target_shape, host, host_category, targets_.dtype());

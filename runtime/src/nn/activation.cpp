@@ -2,6 +2,7 @@
 #include "dpscope/nn/activation.hpp"
 
 #include "dpscope/core/timing.hpp"
+#include "dpscope/kernels/kernels.hpp"
 
 namespace dpscope {
 
@@ -24,11 +25,7 @@ Tensor ReLU::forward_impl(const Tensor& input) {
                                    : Tensor::meta(input.shape(), device, MemoryCategory::kActivations);
   {
     KernelScope kernel(device, span_forward_, KernelCost{nd, 8.0 * nd});
-    if (input.has_data()) {
-      const float* x = input.f32();
-      float* y = output.f32();
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
-    }
+    if (input.has_data()) kernels::relu_forward(input, output);
   }
   output_ = output;
   return output;
@@ -48,12 +45,7 @@ Tensor ReLU::backward_impl(const Tensor& grad_output, bool need_input_grad) {
                               : Tensor::meta(output_.shape(), device, MemoryCategory::kActivations);
   {
     KernelScope kernel(device, span_backward_, KernelCost{nd, 12.0 * nd});
-    if (compute) {
-      const float* dy = grad_output.f32();
-      const float* y = output_.f32();
-      float* dx = grad_input.f32();
-      for (int64_t i = 0; i < n; ++i) dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
-    }
+    if (compute) kernels::relu_backward(output_, grad_output, grad_input);
   }
   return grad_input;
 }

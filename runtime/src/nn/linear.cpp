@@ -1,13 +1,12 @@
-// Linear layer: forward and backward on OpenBLAS, timed through KernelScope (see nn/linear.hpp).
+// Linear layer: forward and backward through the kernel layer, timed by KernelScope (see nn/linear.hpp).
 #include "dpscope/nn/linear.hpp"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include "dpscope/core/timing.hpp"
+#include "dpscope/kernels/kernels.hpp"
 #include "dpscope/nn/init.hpp"
 
 namespace dpscope {
@@ -107,19 +106,7 @@ Tensor Linear::forward_impl(const Tensor& input) {
                           : Tensor::meta(out_shape, device, MemoryCategory::kActivations);
   {
     KernelScope kernel(device, span_forward_, cost);
-    if (compute && rows > 0) {
-      // y = b (broadcast over rows), then y += x W^T.
-      float* y = output.f32();
-      const int64_t n_out = out_features_;
-      if (has_bias_) {
-        const float* bias = bias_.data.f32();
-        for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + n_out, y + r * n_out);
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(n_out),
-                  static_cast<int>(in_features_), 1.0f, input.f32(), static_cast<int>(in_features_),
-                  weight_.data.f32(), static_cast<int>(in_features_), has_bias_ ? 1.0f : 0.0f, y,
-                  static_cast<int>(n_out));
-    }
+    if (compute) kernels::linear_forward(input, weight_.data, bias_.data, output);
   }
   weight_.used_in_last_forward = true;
   if (has_bias_) bias_.used_in_last_forward = true;
@@ -136,8 +123,6 @@ Tensor Linear::backward_impl(const Tensor& grad_output, bool need_input_grad) {
             "{}: expected a float32 grad_output, got {}", display_name(), to_string(grad_output.dtype()));
 
   const int64_t rows = rows_of(input_, in_features_);
-  const int i_rows = static_cast<int>(rows), i_in = static_cast<int>(in_features_),
-            i_out = static_cast<int>(out_features_);
   const double b = static_cast<double>(rows), in = static_cast<double>(in_features_),
                out = static_cast<double>(out_features_);
   const Device& device = grad_output.device();
@@ -147,22 +132,7 @@ Tensor Linear::backward_impl(const Tensor& grad_output, bool need_input_grad) {
     const bool fresh = ensure_grad(bias_);
     {
       KernelScope kernel(device, span_grad_bias_, KernelCost{b * out, kF32Bytes * (b * out + 2.0 * out)});
-      if (compute && rows > 0) {
-        // Sum the rows of dy first and add the sum once (PyTorch: grad += dy.sum(0)).
-        const float* dy = grad_output.f32();
-        float* db = bias_.grad.f32();
-        float* sum = db;
-        if (!fresh) {
-          bias_scratch_.assign(static_cast<size_t>(out_features_), 0.0f);
-          sum = bias_scratch_.data();
-        }
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* row = dy + r * out_features_;
-          for (int64_t o = 0; o < out_features_; ++o) sum[o] += row[o];
-        }
-        if (!fresh)
-          for (int64_t o = 0; o < out_features_; ++o) db[o] += sum[o];
-      }
+      if (compute) kernels::bias_grad(grad_output, bias_.grad, !fresh, bias_scratch_);
     }
     grad_ready(bias_);
   }
@@ -172,11 +142,7 @@ Tensor Linear::backward_impl(const Tensor& grad_output, bool need_input_grad) {
     {
       KernelScope kernel(device, span_grad_weight_,
                          KernelCost{2.0 * b * in * out, kF32Bytes * (b * out + b * in + 2.0 * out * in)});
-      if (compute && rows > 0) {
-        // dW (+)= dy^T x : [out, rows] x [rows, in].
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i_out, i_in, i_rows, 1.0f, grad_output.f32(),
-                    i_out, input_.f32(), i_in, fresh ? 0.0f : 1.0f, weight_.grad.f32(), i_in);
-      }
+      if (compute) kernels::linear_grad_weight(grad_output, input_, weight_.grad, !fresh);
     }
     grad_ready(weight_);
   }
@@ -188,11 +154,7 @@ Tensor Linear::backward_impl(const Tensor& grad_output, bool need_input_grad) {
   {
     KernelScope kernel(device, span_grad_input_,
                        KernelCost{2.0 * b * in * out, kF32Bytes * (b * out + out * in + b * in)});
-    if (with_data && rows > 0) {
-      // dx = dy W : [rows, out] x [out, in].
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i_rows, i_in, i_out, 1.0f, grad_output.f32(),
-                  i_out, weight_.data.f32(), i_in, 0.0f, grad_input.f32(), i_in);
-    }
+    if (with_data) kernels::linear_grad_input(grad_output, weight_.data, grad_input);
   }
   return grad_input;
 }

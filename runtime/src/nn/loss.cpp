@@ -1,11 +1,8 @@
 // MSELoss and CrossEntropyLoss (see nn/loss.hpp).
 #include "dpscope/nn/loss.hpp"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
-
 #include "dpscope/core/timing.hpp"
+#include "dpscope/kernels/kernels.hpp"
 
 namespace dpscope {
 
@@ -58,16 +55,7 @@ Tensor MSELoss::forward_impl(const Tensor& input, const Tensor& target) {
   Tensor loss = make_like({}, device, compute);
   {
     KernelScope kernel(device, kMseForward, KernelCost{3.0 * nd, 8.0 * nd + 4.0});
-    if (compute) {
-      const float* x = input.f32();
-      const float* t = target.f32();
-      double sum = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double d = static_cast<double>(x[i]) - static_cast<double>(t[i]);
-        sum += d * d;
-      }
-      loss.f32()[0] = static_cast<float>(sum / nd);  // NaN for an empty input, as PyTorch
-    }
+    if (compute) kernels::mse_forward(input, target, loss);
   }
   input_ = input;
   target_ = target;
@@ -82,13 +70,7 @@ Tensor MSELoss::backward_impl(float grad_output) {
   Tensor grad_input = make_like(input_.shape(), device, compute);
   {
     KernelScope kernel(device, kMseBackward, KernelCost{3.0 * nd, 12.0 * nd});
-    if (compute) {
-      const float scale = static_cast<float>(2.0 * static_cast<double>(grad_output) / nd);
-      const float* x = input_.f32();
-      const float* t = target_.f32();
-      float* dx = grad_input.f32();
-      for (int64_t i = 0; i < n; ++i) dx[i] = scale * (x[i] - t[i]);
-    }
+    if (compute) kernels::mse_backward(input_, target_, grad_output, grad_input);
   }
   return grad_input;
 }
@@ -128,29 +110,7 @@ Tensor CrossEntropyLoss::forward_impl(const Tensor& input, const Tensor& target)
   {
     KernelScope kernel(device, kCeForward,
                        KernelCost{4.0 * bc, 8.0 * bc + 8.0 * static_cast<double>(batch) + 4.0});
-    if (compute) {
-      const float* x = input.f32();
-      const int64_t* t = target.i64();
-      float* p = probs.f32();
-      double total = 0.0;
-      for (int64_t r = 0; r < batch; ++r) {
-        const float* row = x + r * classes;
-        float* prow = p + r * classes;
-        float max = -std::numeric_limits<float>::infinity();
-        for (int64_t c = 0; c < classes; ++c) max = std::max(max, row[c]);
-        // log-softmax = x - (max + log(sum(exp(x - max)))): no exp of a large positive number.
-        double sum = 0.0;
-        for (int64_t c = 0; c < classes; ++c) {
-          prow[c] = std::exp(row[c] - max);
-          sum += prow[c];
-        }
-        const float inv_sum = static_cast<float>(1.0 / sum);
-        for (int64_t c = 0; c < classes; ++c) prow[c] *= inv_sum;
-        const double log_sum_exp = static_cast<double>(max) + std::log(sum);
-        total += log_sum_exp - static_cast<double>(row[t[r]]);
-      }
-      loss.f32()[0] = static_cast<float>(total / static_cast<double>(batch));  // NaN for an empty batch
-    }
+    if (compute) kernels::cross_entropy_forward(input, target, probs, loss);
   }
   probs_ = probs;
   target_ = target;
@@ -167,17 +127,7 @@ Tensor CrossEntropyLoss::backward_impl(float grad_output) {
   {
     KernelScope kernel(device, kCeBackward,
                        KernelCost{2.0 * bc, 8.0 * bc + 8.0 * static_cast<double>(batch)});
-    if (compute && batch > 0) {
-      // d/dx mean(-log softmax(x)[t]) = (softmax(x) - onehot(t)) / B.
-      const float scale = static_cast<float>(static_cast<double>(grad_output) / static_cast<double>(batch));
-      const float* p = probs_.f32();
-      const int64_t* t = target_.i64();
-      float* dx = grad_input.f32();
-      for (int64_t r = 0; r < batch; ++r) {
-        for (int64_t c = 0; c < classes; ++c) dx[r * classes + c] = scale * p[r * classes + c];
-        dx[r * classes + t[r]] = scale * (p[r * classes + t[r]] - 1.0f);
-      }
-    }
+    if (compute) kernels::cross_entropy_backward(probs_, target_, grad_output, grad_input);
   }
   return grad_input;
 }

@@ -1,8 +1,10 @@
-// torch.optim.Adam / AdamW single-tensor updates (see optim/adam.hpp).
+// torch.optim.Adam / AdamW single-tensor updates (see optim/adam.hpp); the arithmetic is
+// kernels::adam_update.
 #include "dpscope/optim/adam.hpp"
 
-#include <algorithm>
 #include <cmath>
+
+#include "dpscope/kernels/kernels.hpp"
 
 namespace dpscope {
 
@@ -80,37 +82,20 @@ void Adam::update(size_t i, Parameter& param, bool compute) {
   const double bias_correction1 = 1.0 - std::pow(beta1_d, step_d);
   const double bias_correction2 = 1.0 - std::pow(beta2_d, step_d);
   // Python-float scalars applied to float32 tensors act in float32.
-  const float beta1 = static_cast<float>(beta1_d);
-  const float beta2 = static_cast<float>(beta2_d);
-  const float one_minus_beta1 = static_cast<float>(1.0 - beta1_d);
-  const float one_minus_beta2 = static_cast<float>(1.0 - beta2_d);
-  const float neg_step_size = static_cast<float>(-(options_.lr / bias_correction1));
-  const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  const float eps = static_cast<float>(options_.eps);
-  const float weight_decay = static_cast<float>(options_.weight_decay);
-  const float decay_factor = static_cast<float>(1.0 - options_.lr * options_.weight_decay);
-  const bool coupled_decay = !decoupled_weight_decay_ && options_.weight_decay != 0.0;
-
-  float* p = param.data.f32();
-  const float* g = param.grad.f32();
-  float* exp_avg = slot(i, kExpAvg).f32();
-  float* exp_avg_sq = slot(i, kExpAvgSq).f32();
-  float* max_exp_avg_sq = options_.amsgrad ? slot(i, kMaxExpAvgSq).f32() : nullptr;
-  const int64_t n = param.data.numel();
-  for (int64_t j = 0; j < n; ++j) {
-    float grad = options_.maximize ? -g[j] : g[j];
-    if (decoupled_weight_decay_) p[j] = p[j] * decay_factor;
-    if (coupled_decay) grad = grad + weight_decay * p[j];
-    exp_avg[j] = exp_avg[j] * beta1 + one_minus_beta1 * grad;
-    exp_avg_sq[j] = exp_avg_sq[j] * beta2 + one_minus_beta2 * grad * grad;
-    float second_moment = exp_avg_sq[j];
-    if (max_exp_avg_sq != nullptr) {
-      max_exp_avg_sq[j] = std::max(max_exp_avg_sq[j], exp_avg_sq[j]);
-      second_moment = max_exp_avg_sq[j];
-    }
-    const float denom = std::sqrt(second_moment) / bias_correction2_sqrt + eps;
-    p[j] = p[j] + neg_step_size * exp_avg[j] / denom;
-  }
+  const kernels::AdamStep step{.beta1 = static_cast<float>(beta1_d),
+                               .beta2 = static_cast<float>(beta2_d),
+                               .one_minus_beta1 = static_cast<float>(1.0 - beta1_d),
+                               .one_minus_beta2 = static_cast<float>(1.0 - beta2_d),
+                               .neg_step_size = static_cast<float>(-(options_.lr / bias_correction1)),
+                               .bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2)),
+                               .eps = static_cast<float>(options_.eps),
+                               .weight_decay = static_cast<float>(options_.weight_decay),
+                               .decay_factor = static_cast<float>(1.0 - options_.lr * options_.weight_decay),
+                               .coupled_decay = !decoupled_weight_decay_ && options_.weight_decay != 0.0,
+                               .decoupled_decay = decoupled_weight_decay_,
+                               .maximize = options_.maximize};
+  kernels::adam_update(param.data, param.grad, slot(i, kExpAvg), slot(i, kExpAvgSq), slot(i, kMaxExpAvgSq),
+                       step);
 }
 
 }  // namespace dpscope

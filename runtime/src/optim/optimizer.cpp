@@ -5,9 +5,16 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "dpscope/kernels/kernels.hpp"
 #include "dpscope/trace/recorder.hpp"
 
 namespace dpscope {
+
+namespace {
+
+Device host_of(const Device& device) { return device.kind() == DeviceKind::kCpu ? device : Device::cpu(); }
+
+}  // namespace
 
 std::string python_float(double value) {
   std::string text = fmt::format("{}", value);
@@ -36,7 +43,10 @@ std::vector<std::string> Optimizer::slot_names() const {
 }
 
 Tensor Optimizer::make_slot(const Parameter& param, size_t slot) const {
-  if (slots_[slot].scalar) return Tensor::zeros({}, Device::cpu(), MemoryCategory::kOptimizerState);
+  // A scalar slot (Adam's step) lives on the host, as in PyTorch: the parameter's own device when
+  // that is a cpu (so a run's memory counters include it), else the shared cpu.
+  if (slots_[slot].scalar)
+    return Tensor::zeros({}, host_of(param.data.device()), MemoryCategory::kOptimizerState);
   return param.data.has_data()
              ? Tensor::zeros(param.data.shape(), param.data.device(), MemoryCategory::kOptimizerState)
              : Tensor::meta(param.data.shape(), param.data.device(), MemoryCategory::kOptimizerState);
@@ -102,7 +112,7 @@ void Optimizer::zero_grad(bool set_to_none) {
     if (set_to_none) {
       p->grad = Tensor();
     } else if (p->grad.has_data()) {
-      p->grad.fill(0.0f);
+      kernels::fill(p->grad, 0.0f);
     }
   }
 }
@@ -144,7 +154,7 @@ void Optimizer::load_state_tensors(const StateDict& state) {
     DPS_CHECK(tensor.shape() == expected, ErrorKind::kInvalidArgument,
               "load_state_tensors: size mismatch for {}: checkpoint {}, optimizer {}", key,
               shape_to_string(tensor.shape()), shape_to_string(expected));
-    const Device target = slot_it->scalar ? Device::cpu() : p.data.device();
+    const Device target = slot_it->scalar ? host_of(p.data.device()) : p.data.device();
     // Always a copy the optimizer owns: updates must not write into the caller's tensors.
     loaded[i][s] = tensor.device() == target ? tensor.clone(MemoryCategory::kOptimizerState)
                                              : tensor.to(target, MemoryCategory::kOptimizerState);

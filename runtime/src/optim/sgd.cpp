@@ -1,7 +1,9 @@
-// torch.optim.SGD's single-tensor update (see optim/sgd.hpp).
+// torch.optim.SGD's single-tensor update (see optim/sgd.hpp); the arithmetic is kernels::sgd_update.
 #include "dpscope/optim/sgd.hpp"
 
 #include <cmath>
+
+#include "dpscope/kernels/kernels.hpp"
 
 namespace dpscope {
 
@@ -45,24 +47,16 @@ void SGD::update(size_t i, Parameter& param, bool compute) {
   if (!compute) return;
 
   // PyTorch applies Python-float scalars to float32 tensors in float32.
-  const float weight_decay = static_cast<float>(options_.weight_decay);
-  const float mu = static_cast<float>(options_.momentum);
-  const float one_minus_dampening = static_cast<float>(1.0 - options_.dampening);
-  const float neg_lr = static_cast<float>(-options_.lr);
-  const bool decay = options_.weight_decay != 0.0;
-  float* p = param.data.f32();
-  const float* g = param.grad.f32();
-  float* buf = momentum ? buffer.f32() : nullptr;
-  const int64_t n = param.data.numel();
-  for (int64_t j = 0; j < n; ++j) {
-    float d_p = options_.maximize ? -g[j] : g[j];
-    if (decay) d_p = d_p + weight_decay * p[j];
-    if (momentum) {
-      buf[j] = first ? d_p : buf[j] * mu + one_minus_dampening * d_p;
-      d_p = options_.nesterov ? d_p + mu * buf[j] : buf[j];
-    }
-    p[j] = p[j] + neg_lr * d_p;
-  }
+  const kernels::SgdStep step{.neg_lr = static_cast<float>(-options_.lr),
+                              .momentum = static_cast<float>(options_.momentum),
+                              .one_minus_dampening = static_cast<float>(1.0 - options_.dampening),
+                              .weight_decay = static_cast<float>(options_.weight_decay),
+                              .use_momentum = momentum,
+                              .decay = options_.weight_decay != 0.0,
+                              .nesterov = options_.nesterov,
+                              .maximize = options_.maximize,
+                              .first = first};
+  kernels::sgd_update(param.data, param.grad, buffer, step);
 }
 
 }  // namespace dpscope

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "dpscope/core/timing.hpp"
+#include "dpscope/kernels/kernels.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "grad_values.hpp"
 #include "run_parallel.hpp"
@@ -168,11 +169,7 @@ void DataParallel::reduce_add_gradients() {
       if (!p.grad.defined()) p.grad = Tensor::zeros(p.data.shape(), dev0, MemoryCategory::kGradients);
       const double n = static_cast<double>(p.grad.numel());
       KernelScope kernel(dev0, "reduce_add", {.flops = n, .bytes = 12.0 * n});
-      if (p.grad.has_data() && here.has_data()) {
-        float* dst = p.grad.f32();
-        const float* src = here.f32();
-        for (int64_t e = 0; e < p.grad.numel(); ++e) dst[e] += src[e];
-      }
+      if (p.grad.has_data() && here.has_data()) kernels::accumulate(here, p.grad);
     }
     if (p.grad.defined()) trace_grad(dev0, p, p.grad, ValuesWhen::kAfterReduce);
   }

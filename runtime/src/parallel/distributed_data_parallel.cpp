@@ -6,9 +6,9 @@
 #include <limits>
 
 #include "dpscope/core/timing.hpp"
+#include "dpscope/kernels/kernels.hpp"
 #include "dpscope/parallel/bucket_assignment.hpp"
 #include "dpscope/trace/recorder.hpp"
-#include "fp16.hpp"
 #include "grad_values.hpp"
 
 namespace dpscope {
@@ -275,16 +275,12 @@ void DistributedDataParallel::mark_ready(int index) {
   {
     KernelScope kernel(dev, "ddp copy grad into bucket", {.flops = static_cast<double>(n), .bytes = 8.0 * n});
     if (bucket.buffer.has_data()) {
-      float* dst = view.f32();
       const bool has_grad = p.grad.defined() && p.used_in_last_forward;
-      const float* src = has_grad ? p.grad.f32() : nullptr;
-      if (src != nullptr) detail::trace_grad_values(dev, index, ValuesWhen::kBeforeReduce, src, n);
-      if (src == nullptr) {
-        std::fill(dst, dst + n, 0.0f);  // an unused parameter contributes zeros
-      } else if (src == dst) {
-        for (int64_t i = 0; i < n; ++i) dst[i] *= scale;  // already a bucket view
+      if (has_grad) detail::trace_grad_values(dev, index, ValuesWhen::kBeforeReduce, p.grad.f32(), n);
+      if (has_grad) {
+        kernels::scale_copy(p.grad, scale, view);  // in place when .grad is already a bucket view
       } else {
-        for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * scale;
+        kernels::fill(view, 0.0f);  // an unused parameter contributes zeros
       }
     }
   }
@@ -300,9 +296,8 @@ void DistributedDataParallel::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     DdpBucket& bucket = buckets_[next_bucket_++];
     if (options_.comm_hook == CommHook::kFp16Compress && bucket.buffer.has_data()) {
-      float* data = bucket.buffer.f32();
       const float divisor = options_.average_gradients ? static_cast<float>(group_.size()) : 1.0f;
-      for (int64_t i = 0; i < bucket.numel; ++i) data[i] = round_to_fp16(round_to_fp16(data[i]) / divisor);
+      kernels::fp16_compress(bucket.buffer, divisor);
     }
     trace_bucket<BucketLaunched>(group_.device(), bucket);
     bucket.work = group_.all_reduce(bucket.buffer, {.op = ReduceOp::kSum, .algorithm = options_.algorithm});
@@ -324,10 +319,7 @@ void DistributedDataParallel::finalize() {
     bucket.state = DdpBucket::State::kDone;
     trace_bucket<BucketDone>(dev, bucket);
     const bool with_data = bucket.buffer.has_data();
-    if (with_data && options_.comm_hook == CommHook::kFp16Compress) {
-      float* data = bucket.buffer.f32();
-      for (int64_t i = 0; i < bucket.numel; ++i) data[i] = round_to_fp16(data[i]);
-    }
+    if (with_data && options_.comm_hook == CommHook::kFp16Compress) kernels::fp16_round(bucket.buffer);
     KernelScope kernel(dev, "ddp copy bucket into grads",
                        {.flops = 0.0, .bytes = 8.0 * static_cast<double>(bucket.numel)});
     for (size_t slot = 0; slot < bucket.params.size(); ++slot) {

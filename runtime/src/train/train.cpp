@@ -55,7 +55,7 @@ void trace_memory_all(const std::vector<Device>& devices) {
 // --device cpu: the host; --device sim: sim:0 .. sim:N-1 of the preset, which must hold N GPUs
 // (the same limit DDP's network model enforces).
 std::vector<Device> make_devices(const TrainConfig& config) {
-  if (config.device == "cpu") return {Device::cpu()};
+  if (config.device == "cpu") return {Device::new_cpu()};  // the run's own: it carries the trace context
   const HardwarePreset preset = find_preset(config.preset);
   const int max_gpus = preset.network.max_gpus;
   DPS_CHECK(max_gpus == 0 || config.devices <= max_gpus, ErrorKind::kUsage,
@@ -86,8 +86,12 @@ struct SingleRun {
     }
     optimizer = make_optimizer(config, model->parameters());
     criterion = make_loss(config);
+    // Batches are gathered on the host: on a cpu run that is the run's own cpu device (whose trace
+    // context the layers' kernels then stamp), else the shared cpu, copied to the GPU by .to().
+    const Device host = device().kind() == DeviceKind::kCpu ? device() : Device::cpu();
     loader.emplace(
-        data, DataLoaderOptions{.batch_size = config.batch, .shuffle = config.shuffle, .seed = config.seed});
+        data, DataLoaderOptions{.batch_size = config.batch, .shuffle = config.shuffle, .seed = config.seed},
+        host);
     length = plan_run(config, loader->num_batches());
     mse_flat_targets = config.loss == "mse" && data->target_sample_shape().empty();
   }

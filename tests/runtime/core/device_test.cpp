@@ -73,7 +73,7 @@ TEST(Device, StreamsHaveIndependentClocksAndEventsOrderThem) {
   EXPECT_EQ(sim.advance(StreamKind::kCompute, 100), 0);
   EXPECT_EQ(sim.advance(StreamKind::kCompute, 50), 100);
   EXPECT_EQ(sim.clock_ns(StreamKind::kComm), 0);
-  const SimEvent ready = sim.record(StreamKind::kCompute);
+  const Event ready = sim.record(StreamKind::kCompute);
   sim.wait(StreamKind::kComm, ready);
   EXPECT_EQ(sim.clock_ns(StreamKind::kComm), 150);
   sim.advance(StreamKind::kComm, 1000);

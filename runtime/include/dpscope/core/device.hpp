@@ -1,15 +1,20 @@
-// Devices: `cpu`, `sim:N` (a simulated GPU) and, in a later milestone, `cuda:N`.
+// Device: the cheap, copyable handle to a device (`cpu`, `sim:N`, later `cuda:N`) that the whole
+// code base passes around as `const Device&`. It owns its implementation (core/device_impl.hpp)
+// by shared pointer; the implementation holds the device's memory accounting, stream clocks and
+// trace context.
 //
-// A Device is a cheap handle (shared ownership of its DeviceState); two handles are equal when
-// they name the same device object. A simulated GPU owns:
-//  * memory accounting by category against its preset's capacity (an allocation past it throws
-//    ErrorKind::kOutOfMemory, worded like CUDA's OOM);
-//  * one simulated clock per stream (compute, comm, copy), in integer nanoseconds, advanced by the
-//    timing model (core/timing.hpp); cross-stream waits model CUDA events;
-//  * an optional trace recorder and the trace context (rank, training step, phase) that is stamped
-//    onto every event the device emits.
-// Thread semantics: memory accounting is thread-safe; clocks and the trace context belong to the
-// one host thread that drives the device (a rank, or a DataParallel replica thread).
+// Equality: two handles are equal when they name the same device. Every cpu device is the same
+// device (host memory), so tensors on the cpu meet whichever cpu instance made them; two sim:0
+// devices made separately are distinct (as two simulated machines are).
+//
+// The cpu: `Device::cpu()` is the process's shared host device. It holds no trace context (so
+// nothing mutable but thread-safe memory accounting is shared between runs and threads): a traced
+// run makes its own with `Device::new_cpu()`, and attaching a tracer to the shared one is an error.
+//
+// Streams are values (`device.stream(StreamKind::kComm)`): a stream handle names a device and a
+// stream kind; events recorded on one stream order work on another.
+// Thread semantics: as in DeviceImpl (memory accounting thread-safe; clocks and trace context
+// belong to the thread driving the device).
 #pragma once
 
 #include <array>
@@ -19,66 +24,72 @@
 #include <string>
 
 #include "dpscope/base/format_bytes.hpp"
+#include "dpscope/core/device_impl.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/trace_format/schema.hpp"
 
 namespace dpscope {
 
-class TraceSink;
-
-enum class DeviceKind : uint8_t { kCpu, kSim, kCuda };
-
-struct MemoryStats {
-  std::array<uint64_t, kMemoryCategoryCount> bytes{};  // in use, by category
-  uint64_t capacity_bytes = 0;                         // 0: unlimited (cpu)
-  uint64_t peak_bytes = 0;
-  uint64_t in_use_bytes() const;
-  uint64_t free_bytes() const;
-};
-
-// A point on one stream's simulated timeline (like a recorded cudaEvent_t).
-struct SimEvent {
-  int64_t ts_ns = 0;
-};
-
-struct DeviceState;
+class Stream;
 
 class Device {
  public:
-  Device();  // the cpu device
+  Device();  // the shared cpu device
+  // The process's shared cpu device: no trace context (see the file comment).
   static Device cpu();
+  // A new cpu device instance with its own trace context and memory accounting, equal to every
+  // other cpu device. A traced run on the cpu uses one.
+  static Device new_cpu();
   // Creates a new simulated GPU `sim:<index>` timed by `preset`.
   static Device sim(int index, const HardwarePreset& preset);
   // Parses "cpu" or "sim:N"; sim devices need a preset. Throws kDevice on anything else.
   static Device parse(const std::string& name, const HardwarePreset* preset = nullptr);
+  // Wraps an implementation (how a CudaDevice, or a test double, becomes a Device).
+  explicit Device(std::shared_ptr<DeviceImpl> impl);
 
-  DeviceKind kind() const;
-  int index() const;         // -1 for cpu
-  std::string name() const;  // "cpu", "sim:0"
+  DeviceKind kind() const { return impl_->kind(); }
+  int index() const { return impl_->index(); }  // -1 for cpu
+  std::string name() const { return impl_->name(); }
   bool is_simulated() const { return kind() == DeviceKind::kSim; }
-  const HardwarePreset* hardware() const;  // nullptr for cpu
+  const HardwarePreset* hardware() const { return impl_->hardware(); }  // nullptr for cpu
+  DeviceImpl& impl() const { return *impl_; }
 
-  // ---- memory accounting ----
-  // Reserves `bytes` in `category`; throws kOutOfMemory naming device, requested and free bytes.
-  void allocate(uint64_t bytes, MemoryCategory category) const;
-  void release(uint64_t bytes, MemoryCategory category) const;
-  MemoryStats memory() const;
+  // ---- memory ----
+  // A buffer in this device's memory, accounted under `category` (see DeviceImpl::allocate);
+  // without data it only accounts (nullptr), as a timing-only tensor does.
+  void* allocate(uint64_t bytes, MemoryCategory category, bool with_data = false) const {
+    return impl_->allocate(bytes, category, with_data);
+  }
+  void deallocate(void* data, uint64_t bytes, MemoryCategory category) const noexcept {
+    impl_->deallocate(data, bytes, category);
+  }
+  // Gives back an accounting-only allocation (allocate() without data).
+  void release(uint64_t bytes, MemoryCategory category) const noexcept {
+    impl_->deallocate(nullptr, bytes, category);
+  }
+  MemoryStats memory() const { return impl_->memory(); }
 
-  // ---- simulated clocks (sim devices; on cpu they read the wall clock since the trace origin) ----
-  int64_t clock_ns(StreamKind stream) const;
+  // ---- streams, events, clocks ----
+  Stream stream(StreamKind kind) const;
+  int64_t clock_ns(StreamKind stream) const { return impl_->clock_ns(stream); }
   // Reserves `dur_ns` on `stream` and returns the start time.
-  int64_t advance(StreamKind stream, int64_t dur_ns) const;
+  int64_t advance(StreamKind stream, int64_t dur_ns) const { return impl_->advance(stream, dur_ns); }
   // Moves `stream`'s clock forward to at least `ts_ns` (an idle gap).
-  void wait_until(StreamKind stream, int64_t ts_ns) const;
-  SimEvent record(StreamKind stream) const { return {clock_ns(stream)}; }
-  void wait(StreamKind stream, SimEvent event) const { wait_until(stream, event.ts_ns); }
+  void wait_until(StreamKind stream, int64_t ts_ns) const { impl_->wait_until(stream, ts_ns); }
+  Event record(StreamKind stream) const { return impl_->record(stream); }
+  void wait(StreamKind stream, const Event& event) const { impl_->wait(stream, event); }
+  int64_t elapsed_ns(const Event& start, const Event& end) const { return impl_->elapsed_ns(start, end); }
   // cudaDeviceSynchronize: every stream waits for the latest one; returns that time.
-  int64_t synchronize() const;
+  int64_t synchronize() const { return impl_->synchronize(); }
 
-  // ---- tracing ----
+  // ---- tracing (this instance's trace context) ----
+  // Throws kInvalidArgument on the shared cpu device (use Device::new_cpu()).
   void attach_tracer(TraceSink* tracer, int trace_id) const;
-  TraceSink* tracer() const;
-  int trace_id() const;  // index of this device in the trace header's device list
+  TraceSink* tracer() const {
+    const TraceContext* c = impl_->trace_context();
+    return c == nullptr ? nullptr : c->tracer;
+  }
+  int trace_id() const;
   void set_rank(int rank) const;
   int rank() const;
   void set_step(int64_t step) const;
@@ -88,13 +99,31 @@ class Device {
   // Emits a memory counter event (bytes by category) at the compute stream's clock.
   void trace_memory() const;
 
-  DeviceState& state() const { return *state_; }
-  friend bool operator==(const Device& a, const Device& b) { return a.state_ == b.state_; }
+  friend bool operator==(const Device& a, const Device& b) {
+    return a.impl_ == b.impl_ || (a.kind() == DeviceKind::kCpu && b.kind() == DeviceKind::kCpu);
+  }
 
  private:
-  explicit Device(std::shared_ptr<DeviceState> state) : state_(std::move(state)) {}
-  std::shared_ptr<DeviceState> state_;
+  std::shared_ptr<DeviceImpl> impl_;
 };
+
+// One stream of one device, as a value: what work is issued on and events are recorded on.
+class Stream {
+ public:
+  Stream(Device device, StreamKind kind) : device_(std::move(device)), kind_(kind) {}
+  const Device& device() const { return device_; }
+  StreamKind kind() const { return kind_; }
+  int64_t clock_ns() const { return device_.clock_ns(kind_); }
+  Event record() const { return device_.record(kind_); }
+  // Later work on this stream starts after `event` (which may come from another stream).
+  void wait(const Event& event) const { device_.wait(kind_, event); }
+
+ private:
+  Device device_;
+  StreamKind kind_;
+};
+
+inline Stream Device::stream(StreamKind kind) const { return Stream(*this, kind); }
 
 // Sets the device's phase for a scope and restores the previous one after it.
 class PhaseScope {

@@ -3,23 +3,19 @@
 //   kernel   = launch_latency + max(flops / peak_flops, bytes / memory_bandwidth)   (roofline)
 //   transfer = link_latency + bytes / link_bandwidth                                 (alpha-beta)
 //
-// On a sim device a KernelScope charges the model's time to a stream's simulated clock; on the
-// cpu device it measures wall time. Either way it emits one trace span when a tracer is attached,
-// and costs one pointer test when none is.
+// A KernelScope times one kernel through its device's timer (DeviceImpl::timer_begin/timer_end):
+// on a sim device it charges the model's time to a stream's simulated clock; on the cpu device it
+// measures wall time; on cuda it will record two events. Either way it emits one trace span when a
+// tracer is attached, and costs one pointer test when none is.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string_view>
 
 #include "dpscope/core/device.hpp"
+#include "dpscope/core/kernel_cost.hpp"
 
 namespace dpscope {
-
-struct KernelCost {
-  double flops = 0.0;
-  double bytes = 0.0;  // memory traffic: bytes read + bytes written
-};
 
 // Simulated duration of one kernel on `preset`, rounded to whole nanoseconds.
 int64_t kernel_time_ns(const HardwarePreset& preset, KernelCost cost);
@@ -41,7 +37,7 @@ class KernelScope {
   std::string_view name_;
   KernelCost cost_;
   StreamKind stream_;
-  std::chrono::steady_clock::time_point wall_start_;
+  Event begin_;
 };
 
 }  // namespace dpscope
