@@ -221,18 +221,15 @@ TEST(DeviceInterface, TheSharedCpuDeviceHoldsNoTraceState) {
   class NullSink : public TraceSink {
    public:
     void kernel_span(const Device&, StreamKind, std::string_view, int64_t, int64_t, KernelCost) override {}
-    void span(const Device&, StreamKind, std::string_view, std::string_view, int64_t, int64_t,
-              std::string_view) override {}
-    void instant(const Device&, std::string_view, int64_t, std::string_view) override {}
-    void counter(const Device&, std::string_view, int64_t,
-                 std::span<const std::pair<std::string_view, double>>) override {}
+    void span(const Device&, const SpanEvent&) override {}
+    void instant(const Device&, int64_t, const InstantPayload&) override {}
+    void loss_counter(const Device&, int64_t, double) override {}
     void memory_counter(const Device&, int64_t, const MemoryStats&) override {}
     uint64_t transfer(const Device&, const TraceTransfer&) override { return 0; }
     void copy_transfer(const Device&, const Device&, int64_t, int64_t, uint64_t) override {}
-    void values(const Device&, std::string_view, int64_t, int, std::string_view, std::span<const float>,
-                double) override {}
+    void values(const Device&, int64_t, const ValuesEvent&) override {}
     void samples(const Device&, int64_t, std::span<const int64_t>) override {}
-    void buckets(const Device&, int64_t, std::span<const TraceBucketInfo>, std::string_view) override {}
+    void buckets(const Device&, int64_t, std::span<const TraceBucketInfo>, BucketReason) override {}
     void flush() override {}
   } sink;
   try {
