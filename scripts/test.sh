@@ -2,8 +2,9 @@
 # One command (what .ci/run and the README call): install what is missing, build with warnings as
 # errors and run the whole test suite (ctest); then the sanitizer runs, each building only the
 # targets it needs (docs/reliability.md has the measured time):
-#   asan: every runtime suite (tests/runtime/*: core ... trace, train) and the hostile-input matrix
-#         (tests/cli) under AddressSanitizer + UBSan, -fno-sanitize-recover=all: any finding fails;
+#   asan: every runtime suite (tests/runtime/*: core ... trace, train), the hostile-input matrix
+#         (tests/cli) and the fuzz corpus replays (tests/fuzz) under AddressSanitizer + UBSan,
+#         -fno-sanitize-recover=all: any finding fails;
 #   tsan: the comm and parallel suites (rank threads, collectives, DDP) under ThreadSanitizer.
 # DPSCOPE_SANITIZERS=0 skips the sanitizer runs (a quick local check).
 set -euo pipefail
@@ -27,8 +28,9 @@ fi
 # the layering checks gain nothing from a sanitizer. Both are left out of those runs.
 not_built='(_NOT_BUILT$|^example_|^layering_check)'
 
-stage "asan: runtime suites + hostile-input matrix"
-asan_targets=(dpscope_cli cli_tests)
+stage "asan: runtime suites + hostile-input matrix + fuzz corpus replays"
+asan_targets=(dpscope_cli cli_tests fuzz_replay_trace_reader fuzz_replay_io_npy fuzz_replay_io_safetensors
+  fuzz_replay_checkpoint_metadata)
 for dir in tests/runtime/*/; do
   compgen -G "${dir}*.cpp" >/dev/null && asan_targets+=("$(basename "$dir")_tests")
 done
@@ -39,5 +41,5 @@ ctest --preset asan -j "$jobs" -E "$not_built"
 stage "tsan: comm + parallel suites"
 cmake --preset tsan "${launcher[@]}" >/dev/null
 cmake --build --preset tsan -j "$jobs" --target comm_tests parallel_tests
-ctest --preset tsan -j "$jobs" -E "$not_built"
+ctest --preset tsan -j "$jobs" -E "$not_built|^fuzz_replay_"
 stage "done"
