@@ -1,12 +1,40 @@
 // dpscope — the command-line front door: train, bench, sampler, trace, lesson, presets.
 //
 // Every failure is one line on stderr, "dpscope: error: <what>", with exit code 2 for usage
-// errors (bad flags, missing or malformed files) and 1 for runtime failures; never a crash.
+// errors (bad flags, missing or malformed files) and 1 for runtime failures; never a crash, never a
+// raw exception text (std::bad_alloc becomes "out of host memory").
+#include <fmt/format.h>
+
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <new>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
+
+namespace {
+
+// `dpscope frobnicate` used to say "A subcommand is required"; name the word and the commands. The
+// first argument that is not an option is the command (the only global option, --verbose, takes no
+// value). Returns the message, or "" when the command is known (or help or the version is asked for).
+std::string unknown_command_message(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--" || word == "-h" || word == "--help" || word == "--version") return "";
+    if (!word.empty() && word[0] == '-') continue;
+    for (const std::string& name : names)
+      if (name == word) return "";
+    return fmt::format("unknown command '{}' (expected one of: {})", word, fmt::join(names, ", "));
+  }
+  return fmt::format("a command is required: one of {} (dpscope --help lists them)", fmt::join(names, ", "));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"dpscope: watch how multi-GPU data-parallel training works", "dpscope"};
@@ -20,6 +48,10 @@ int main(int argc, char** argv) {
   dpscope::cli::register_trace(app);
   dpscope::cli::register_presets(app);
   try {
+    if (const std::string unknown = unknown_command_message(app, argc, argv); !unknown.empty()) {
+      std::fprintf(stderr, "dpscope: error: %s\n", unknown.c_str());
+      return 2;
+    }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
@@ -35,6 +67,10 @@ int main(int argc, char** argv) {
     if (verbose)
       std::fprintf(stderr, "  (raised at %s, kind: %s)\n", e.where().c_str(), dpscope::to_string(e.kind()));
     return e.is_usage_error() ? 2 : 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "dpscope: error: out of host memory (an allocation failed); try smaller sizes or counts\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dpscope: error: %s\n", e.what());
     return 1;

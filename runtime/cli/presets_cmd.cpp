@@ -1,7 +1,13 @@
-// `dpscope presets`: lists the hardware presets and their datasheet numbers.
+// `dpscope presets`: lists the hardware presets and their datasheet numbers. No preset found (a wrong
+// DPSCOPE_ASSETS, a broken install) is an error naming the folder searched, not an empty list.
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 #include "commands.hpp"
+#include "dpscope/base/error.hpp"
 #include "dpscope/core/preset.hpp"
 
 namespace dpscope::cli {
@@ -9,7 +15,13 @@ namespace dpscope::cli {
 void register_presets(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("presets", "list hardware presets (assets/presets/*.toml)");
   cmd->callback([] {
-    for (const std::string& id : list_presets()) {
+    const std::vector<std::string> ids = list_presets();
+    const char* env = std::getenv("DPSCOPE_ASSETS");
+    DPS_CHECK(
+        !ids.empty(), ErrorKind::kIo, "no hardware presets (*.toml) in '{}'{}",
+        (asset_dir() / "presets").string(),
+        env != nullptr && *env != '\0' ? " (DPSCOPE_ASSETS is set: is it the folder holding presets/?)" : "");
+    for (const std::string& id : ids) {
       const HardwarePreset p = find_preset(id);
       fmt::print(
           "{:<12} {:<26} {:>6.0f} GB  {:>6.0f} GB/s HBM  {:>5.1f} TFLOP/s fp32  {} {:.0f} GB/s  host {} "

@@ -19,7 +19,9 @@ void register_sampler(CLI::App& app) {
   cmd->add_option("--replicas", args->options.num_replicas, "num_replicas (world size)")
       ->capture_default_str();
   cmd->add_option("--rank", args->options.rank, "this rank")->capture_default_str();
-  cmd->add_option("--seed", args->options.seed, "seed")->capture_default_str();
+  cmd->add_option("--seed", args->options.seed, "seed")
+      ->check(CLI::NonNegativeNumber)  // "-1" would otherwise wrap to 2^64 - 1
+      ->capture_default_str();
   cmd->add_option("--epoch", args->epoch, "epoch passed to set_epoch()")->capture_default_str();
   cmd->add_flag("--shuffle,!--no-shuffle", args->options.shuffle, "shuffle (default on, as in PyTorch)");
   cmd->add_flag("--drop-last", args->options.drop_last, "drop the tail instead of padding");

@@ -22,6 +22,26 @@ namespace {
 
 constexpr size_t kProblemsShown = 10;
 
+// `trace export --chrome X X` used to overwrite its own input. OUT may not be IN by another spelling
+// either (./X, a symlink, a hard link: compared by file identity), nor, when IN is a directory of
+// per-rank traces, one of the files in it.
+void check_output_is_not_input(const std::string& in, const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(out, ec)) return;  // a new file cannot be an input
+  const auto same = [&](const fs::path& input) {
+    std::error_code eq;
+    return fs::equivalent(input, out, eq) && !eq;
+  };
+  DPS_CHECK(!same(in), ErrorKind::kUsage, "OUT '{}' is the input trace '{}'; refusing to overwrite it", out,
+            in);
+  if (!fs::is_directory(in, ec)) return;
+  for (const auto& entry : fs::directory_iterator(in, ec))
+    DPS_CHECK(!same(entry.path()), ErrorKind::kUsage,
+              "OUT '{}' is '{}' in the input directory '{}'; refusing to overwrite it", out,
+              entry.path().filename().string(), in);
+}
+
 trace::TraceData load(const std::string& path, bool lenient) {
   trace::TraceData data = trace::read_trace(path, {.strict = !lenient});
   for (size_t i = 0; i < data.problems.size() && i < kProblemsShown; ++i) {
@@ -62,6 +82,7 @@ void register_trace(CLI::App& app) {
   export_cmd->add_option("IN", export_options->in, "the dpscope trace (.jsonl)")->required();
   export_cmd->add_option("OUT", export_options->out, "where to write the Chrome JSON")->required();
   export_cmd->callback([export_options] {
+    check_output_is_not_input(export_options->in, export_options->out);
     const trace::TraceData data = load(export_options->in, export_options->lenient);
     trace::export_chrome(data, std::filesystem::path(export_options->out));
     fmt::print("wrote {} ({} trace events as Chrome Trace Event JSON)\nopen it at https://ui.perfetto.dev\n",

@@ -1,4 +1,4 @@
-// libFuzzer target for the .npy reader (io/npy.hpp). Not part of the default build.
+// libFuzzer target for the .npy reader (io/npy.hpp). Its corpus replays in the normal suite.
 //
 // Property: any byte string is either refused with Error(kFormat) or accepted as a tensor whose
 // bytes fit in the input and which re-encodes (encode_npy_header + data) into a file that loads

@@ -1,4 +1,4 @@
-// libFuzzer target for the safetensors reader (io/safetensors.hpp). Not part of the default build.
+// libFuzzer target for the safetensors reader (io/safetensors.hpp). Its corpus replays in the normal suite.
 //
 // Property: any byte string is either refused with Error(kFormat) or accepted as tensors whose
 // bytes add up to at most the input size and whose names are unique and never "__metadata__".

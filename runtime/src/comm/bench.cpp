@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/comm/spawn.hpp"
@@ -20,6 +21,8 @@ namespace dpscope {
 namespace {
 
 constexpr uint64_t kMaxDataBytes = 16ull << 30;  // host memory a data-mode run may use
+constexpr int kMaxBenchSlices = 4096;            // pipeline slices per chunk
+constexpr int kMaxBenchIterations = 1'000'000;   // warm-up + timed iterations per size
 
 float input_value(ReduceOp op, int rank, int64_t i) {
   if (op == ReduceOp::kProduct) return static_cast<float>(1 + (rank + i) % 2);
@@ -139,11 +142,19 @@ void validate_bench_options(const BenchOptions& o) {
   DPS_CHECK(o.root >= 0 && o.root < o.devices, ErrorKind::kUsage, "-r {} out of range for {} devices", o.root,
             o.devices);
   DPS_CHECK(o.slices >= 0, ErrorKind::kUsage, "--slices must be >= 0, got {}", o.slices);
+  // Past these the run cannot end in reasonable time or memory (a schedule holds an op per slice per
+  // step; -n 2147483647 used to overflow warm-up + iterations and report false wrong values).
+  DPS_CHECK(o.slices <= kMaxBenchSlices, ErrorKind::kUsage, "--slices {}: at most {} slices per chunk",
+            o.slices, kMaxBenchSlices);
+  const int total_iterations = checked_add(o.warmup, o.iterations, "-w + -n", ErrorKind::kUsage);
+  DPS_CHECK(total_iterations <= kMaxBenchIterations, ErrorKind::kUsage,
+            "-w {} + -n {}: at most {} iterations per size", o.warmup, o.iterations, kMaxBenchIterations);
   const bool reduces = o.collective == OpType::kAllReduce || o.collective == OpType::kReduce ||
                        o.collective == OpType::kReduceScatter;
   DPS_CHECK(reduces || o.op == ReduceOp::kSum, ErrorKind::kUsage, "-o {} given, but {} does not reduce",
             to_string(o.op), api_name(o.collective));
-  const uint64_t data_bytes = o.max_bytes * static_cast<uint64_t>(o.devices) * 2;
+  const uint64_t data_bytes = checked_mul<uint64_t>(o.max_bytes, static_cast<uint64_t>(o.devices) * 2,
+                                                    "-e * --devices", ErrorKind::kUsage);
   DPS_CHECK(o.timing_only || data_bytes <= kMaxDataBytes, ErrorKind::kUsage,
             "-e {} on {} devices needs about {} of host memory; add --timing-only to simulate without data",
             o.max_bytes, o.devices, format_bytes(data_bytes));

@@ -1,8 +1,10 @@
 // DistributedSampler (PyTorch 1.13 semantics; see the header).
 #include "dpscope/data/distributed_sampler.hpp"
 
+#include <algorithm>
 #include <numeric>
 
+#include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/data/randperm.hpp"
 
@@ -21,13 +23,20 @@ DistributedSampler::DistributedSampler(int64_t dataset_len, DistributedSamplerOp
   if (options.drop_last && dataset_len % r != 0) {
     // ceil((len - R) / R) computed as PyTorch does with math.ceil on a float; exact for these ints.
     const int64_t numerator = dataset_len - r;
-    num_samples_ = numerator <= 0 ? 0 : (numerator + r - 1) / r;
+    num_samples_ = numerator <= 0 ? 0 : checked_ceil_div(numerator, r, "DistributedSampler: num_samples");
   } else {
-    num_samples_ = (dataset_len + r - 1) / r;
+    num_samples_ = checked_ceil_div(dataset_len, r, "DistributedSampler: num_samples");
   }
+  // total_size = num_samples * R may pass len by up to R - 1 (the padding): it must stay in int64.
+  (void)checked_mul(num_samples_, r, "DistributedSampler: total_size = num_samples * num_replicas");
 }
 
 std::vector<int64_t> DistributedSampler::padded_order() const {
+  // Refused before allocating: `dpscope sampler --len 99999999999999` used to die of std::bad_alloc.
+  const uint64_t order_elems = static_cast<uint64_t>(std::max(total_size(), dataset_len_));
+  check_fits_in_host_memory(
+      checked_mul<uint64_t>(order_elems, sizeof(int64_t), "DistributedSampler: index bytes"),
+      fmt::format("DistributedSampler: the order of {} indices", order_elems));
   std::vector<int64_t> order;
   if (options_.shuffle) {
     order = randperm(dataset_len_, options_.seed + static_cast<uint64_t>(epoch_));

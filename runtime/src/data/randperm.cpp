@@ -5,12 +5,16 @@
 #include <random>
 #include <utility>
 
+#include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 
 namespace dpscope {
 
 std::vector<int64_t> randperm(int64_t n, uint64_t seed) {
   DPS_CHECK(n >= 0, ErrorKind::kInvalidArgument, "randperm: n must be non-negative, got {}", n);
+  check_fits_in_host_memory(
+      checked_mul<uint64_t>(static_cast<uint64_t>(n), sizeof(int64_t), "randperm: bytes"),
+      fmt::format("randperm({})", n));
   std::vector<int64_t> r(static_cast<size_t>(n));
   std::iota(r.begin(), r.end(), int64_t{0});
   // std::mt19937 reduces its seed mod 2^32, as at::mt19937 does with manual_seed's 64-bit value.

@@ -2,11 +2,14 @@
 #include "dpscope/io/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <optional>
 
 #include "dpscope/base/error.hpp"
 
@@ -30,7 +33,44 @@ void fsync_directory(const std::filesystem::path& dir) {
   ::close(fd);
 }
 
+// "<name>.tmp.<pid>.<n>" → pid, when `file_name` has that shape and <name> starts with `prefix`.
+std::optional<pid_t> temp_file_writer(std::string_view file_name, std::string_view prefix) {
+  if (file_name.substr(0, prefix.size()) != prefix) return std::nullopt;
+  const size_t counter_dot = file_name.rfind('.');
+  if (counter_dot == std::string_view::npos || counter_dot == 0) return std::nullopt;
+  const size_t pid_dot = file_name.rfind('.', counter_dot - 1);
+  if (pid_dot == std::string_view::npos || pid_dot < 4) return std::nullopt;
+  if (file_name.substr(pid_dot - 4, 4) != ".tmp" || pid_dot - 4 < prefix.size()) return std::nullopt;
+  const auto all_digits = [](std::string_view s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  const std::string_view pid_text = file_name.substr(pid_dot + 1, counter_dot - pid_dot - 1);
+  if (!all_digits(pid_text) || !all_digits(file_name.substr(counter_dot + 1))) return std::nullopt;
+  pid_t pid = 0;
+  const auto [end, ec] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
+  if (ec != std::errc() || end != pid_text.data() + pid_text.size() || pid <= 0) return std::nullopt;
+  return pid;
+}
+
+// kill(pid, 0) probes without signalling: ESRCH means no such process. EPERM means it exists (owned
+// by someone else), so its file may be a write in progress.
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
 }  // namespace
+
+std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& dir,
+                                                           std::string_view name_prefix) {
+  std::vector<std::filesystem::path> removed;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::optional<pid_t> pid = temp_file_writer(name, name_prefix);
+    if (!pid || *pid == ::getpid() || process_exists(*pid)) continue;
+    std::error_code remove_ec;
+    if (std::filesystem::remove(entry.path(), remove_ec)) removed.push_back(entry.path());
+  }
+  return removed;
+}
 
 AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move(path)) {
   static std::atomic<uint64_t> counter{0};

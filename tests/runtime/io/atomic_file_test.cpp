@@ -64,5 +64,33 @@ TEST(AtomicFileWriter, CommitTwiceIsAProgrammerError) {
   EXPECT_THROW(out.write("late"), Error);
 }
 
+// A writer killed before commit() leaves "<name>.tmp.<pid>.<n>"; the next sweep removes it unless
+// its process still runs (then it may be a write in progress). Issue 9: such files were never cleaned.
+TEST(RemoveStaleTempFiles, RemovesOnlyDeadWritersFilesWithThePrefix) {
+  TempDir dir;
+  // pid 99999999 is above Linux's pid_max (4194304), so no such process exists; pid 1 always does.
+  write_bytes(dir / "checkpoint-00000005.safetensors.tmp.99999999.3", "partial");
+  write_bytes(dir / "checkpoint-00000005.safetensors.tmp.1.0", "in progress elsewhere");
+  write_bytes(dir / ("checkpoint-00000006.safetensors.tmp." + std::to_string(::getpid()) + ".0"), "mine");
+  write_bytes(dir / "weights.safetensors.tmp.99999999.0", "another prefix");
+  write_bytes(dir / "checkpoint-00000007.safetensors.tmp.x.0", "not a pid");
+  write_bytes(dir / "checkpoint-00000007.safetensors", "a real file");
+  const std::vector<std::filesystem::path> removed = remove_stale_temp_files(dir.path(), "checkpoint-");
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0], dir.path() / "checkpoint-00000005.safetensors.tmp.99999999.3");
+  EXPECT_EQ(dir.files(), (std::vector<std::string>{
+                             "checkpoint-00000005.safetensors.tmp.1.0",
+                             "checkpoint-00000006.safetensors.tmp." + std::to_string(::getpid()) + ".0",
+                             "checkpoint-00000007.safetensors",
+                             "checkpoint-00000007.safetensors.tmp.x.0",
+                             "weights.safetensors.tmp.99999999.0",
+                         }));
+}
+
+TEST(RemoveStaleTempFiles, MissingDirectoryRemovesNothing) {
+  TempDir dir;
+  EXPECT_TRUE(remove_stale_temp_files(dir.path() / "absent", "").empty());
+}
+
 }  // namespace
 }  // namespace dpscope

@@ -1,17 +1,23 @@
-// Checkpoints: bit-identical resume, refusal of damaged files, the newest two kept, config checks.
+// Checkpoints: bit-identical resume, refusal of damaged files, the newest two kept, config checks;
+// and the library API underneath: run ownership, a checksum over metadata too, fallback to the newest
+// valid checkpoint, stale temporary files swept, resume positions checked (issue 9, defects 2, 5, 8).
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/train/checkpoint.hpp"
 #include "runtime/train/cli_support.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
 
 using testing::run_dpscope;
 using testing::TempDir;
+using testing::what_of;
+namespace fs = std::filesystem;
 
 const std::string kRun =
     "train --dataset spirals:100 --model 2-16-3 --batch 16 --optim adam --lr 0.01 --seed 3 ";  // 7
@@ -114,6 +120,213 @@ TEST(Checkpoint, NotACheckpoint) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not a dpscope checkpoint"), std::string::npos) << e.what();
   }
+}
+
+// A small state as a run would save it after `steps` steps with 4 batches per epoch.
+CheckpointState state_of(const std::string& run_id, int64_t steps) {
+  CheckpointState s;
+  s.run_id = run_id;
+  s.steps_done = steps;
+  s.epoch = steps / 4;
+  s.batch_in_epoch = steps % 4;
+  s.config_json = R"({"mode":"single","lr":0.01})";
+  const float w[] = {1.5f, -2.0f, static_cast<float>(steps)};
+  s.model = {{"0.weight", Tensor::from_floats(w, {1, 3})}};
+  const int64_t t[] = {steps};
+  s.optimizer = {{"0.weight.step", Tensor::from_ints(t, {1})}};
+  return s;
+}
+
+std::string read_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const fs::path& file, const std::string& bytes) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+// Flips bit `bit` of the first byte after `marker` in `file` (the marker must occur).
+void flip_bit_after(const fs::path& file, const std::string& marker, int bit) {
+  std::string bytes = read_bytes(file);
+  const size_t at = bytes.find(marker);
+  ASSERT_NE(at, std::string::npos) << marker << " not in " << file;
+  bytes[at + marker.size()] = static_cast<char>(bytes[at + marker.size()] ^ (1 << bit));
+  write_bytes(file, bytes);
+}
+
+TEST(CheckpointApi, RoundTripsRunIdPositionConfigAndTensors) {
+  TempDir dir("ckpt_api_roundtrip");
+  const fs::path file = save_checkpoint(dir.path(), state_of("run-a", 6));
+  EXPECT_EQ(file, dir.path() / "checkpoint-00000006.safetensors");
+  const CheckpointState s = load_checkpoint(file);
+  EXPECT_EQ(s.run_id, "run-a");
+  EXPECT_EQ(s.steps_done, 6);
+  EXPECT_EQ(s.epoch, 1);
+  EXPECT_EQ(s.batch_in_epoch, 2);
+  EXPECT_EQ(s.config_json, R"({"mode":"single","lr":0.01})");
+  ASSERT_EQ(s.model.size(), 1u);
+  EXPECT_EQ(s.model[0].first, "0.weight");
+  EXPECT_EQ(s.model[0].second.f32()[2], 6.0f);
+  ASSERT_EQ(s.optimizer.size(), 1u);
+  EXPECT_EQ(s.optimizer[0].second.i64()[0], 6);
+  EXPECT_EQ(read_safetensors_metadata(file).at("format"), "dpscope-checkpoint-2");
+}
+
+TEST(CheckpointApi, NewRunIdsDiffer) {
+  const std::string a = new_run_id();
+  const std::string b = new_run_id();
+  EXPECT_EQ(a.size(), 16u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos) << a;
+  EXPECT_NE(a, b);
+}
+
+// Defect 2: a fresh run deleted its own checkpoint-00000015 right after writing it because a stale
+// checkpoint-00000030 of an earlier run had a higher step number.
+TEST(CheckpointApi, AFreshRunRefusesADirectoryHoldingAnotherRunsCheckpoints) {
+  TempDir dir("ckpt_api_owner");
+  save_checkpoint(dir.path(), state_of("old-run", 30));
+  EXPECT_EQ(what_of([&] { check_fresh_checkpoint_dir(dir.path()); }),
+            "--checkpoint-dir " + dir.path().string() +
+                " already holds checkpoints of another run (newest: checkpoint-00000030.safetensors, run "
+                "old-run); continue that run with --resume or choose another directory");
+  EXPECT_EQ(what_of([&] { save_checkpoint(dir.path(), state_of("new-run", 15)); }),
+            "checkpoint directory " + dir.path().string() +
+                " holds checkpoint-00000030.safetensors of another run (run old-run, this run is new-run); "
+                "continue that run with --resume or choose another directory");
+  EXPECT_FALSE(fs::exists(dir / "checkpoint-00000015.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-00000030.safetensors"));
+
+  TempDir empty("ckpt_api_fresh");
+  EXPECT_NO_THROW(check_fresh_checkpoint_dir(empty.path() / "made" / "here"));
+  EXPECT_TRUE(fs::is_directory(empty.path() / "made" / "here"));
+  EXPECT_TRUE(fs::is_empty(empty.path() / "made" / "here"));  // the write probe is gone
+  write_bytes(empty.path() / "a-file", "x");
+  EXPECT_EQ(
+      what_of([&] { check_fresh_checkpoint_dir(empty.path() / "a-file"); }).rfind("--checkpoint-dir ", 0),
+      0u);
+}
+
+TEST(CheckpointApi, KeepsThisRunsNewestTwoAndNeverTouchesDamagedFiles) {
+  TempDir dir("ckpt_api_keep");
+  for (int64_t step : {4, 8, 12}) save_checkpoint(dir.path(), state_of("r", step));
+  EXPECT_FALSE(fs::exists(dir / "checkpoint-00000004.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-00000008.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-00000012.safetensors"));
+  // A damaged file (its run cannot be read) is left for the user, not rotated away.
+  write_bytes(dir / "checkpoint-00000099.safetensors", "garbage");
+  save_checkpoint(dir.path(), state_of("r", 16));
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-00000099.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "checkpoint-00000008.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-00000012.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-00000016.safetensors"));
+  // The file just written is always kept, even when the run holds one with more steps.
+  save_checkpoint(dir.path(), state_of("r", 2), 1);
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-00000002.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "checkpoint-00000016.safetensors"));
+}
+
+// Defect 5: the checksum covered only the tensors, so an edited epoch resumed at the wrong place.
+TEST(CheckpointApi, ChecksumCoversTheMetadata) {
+  TempDir dir("ckpt_api_meta");
+  const fs::path file = save_checkpoint(dir.path(), state_of("r", 1));  // epoch 0, batch 1
+  flip_bit_after(file, R"("epoch":")", 0);                              // "0" -> "1"
+  const std::string message = what_of([&] { load_checkpoint(file); });
+  EXPECT_EQ(message.rfind("checkpoint " + file.string() + " is corrupted: checksum fnv1a64:", 0), 0u)
+      << message;
+
+  const fs::path again = save_checkpoint(dir.path(), state_of("r", 5));
+  flip_bit_after(again, R"("run_id":")", 1);  // "r" -> "p"
+  EXPECT_NE(what_of([&] { load_checkpoint(again); }).find("is corrupted: checksum"), std::string::npos);
+}
+
+TEST(CheckpointApi, ChecksumCoversTensorShapes) {
+  CheckpointState s = state_of("r", 1);
+  NamedTensors tensors = {{"model.0.weight", s.model[0].second}};
+  const SafetensorsMetadata meta = {{"format", "dpscope-checkpoint-2"}};
+  const std::string as_row = checkpoint_checksum(meta, tensors);
+  tensors[0].second = s.model[0].second.reshape({3, 1});  // same bytes, another shape
+  EXPECT_NE(checkpoint_checksum(meta, tensors), as_row);
+  EXPECT_EQ(as_row.rfind("fnv1a64:", 0), 0u);
+  EXPECT_EQ(as_row.size(), 8u + 16u);
+}
+
+TEST(CheckpointApi, RefusesVersionOneCheckpointsClearly) {
+  TempDir dir("ckpt_api_v1");
+  const fs::path file = dir.path() / "checkpoint-00000001.safetensors";
+  save_safetensors(file, {{"model.w", Tensor::zeros({2})}}, {{"format", "dpscope-checkpoint-1"}});
+  EXPECT_EQ(what_of([&] { load_checkpoint(file); }),
+            "checkpoint " + file.string() +
+                ": written by an older dpscope (format 'dpscope-checkpoint-1') whose checksum does not cover "
+                "its metadata; start a fresh run");
+}
+
+// Defect 8: a corrupt newest checkpoint made --resume refuse without mentioning the previous one.
+TEST(CheckpointApi, ResumeFallsBackToTheNewestValidCheckpointWithOneWarning) {
+  TempDir dir("ckpt_api_fallback");
+  save_checkpoint(dir.path(), state_of("r", 4));
+  save_checkpoint(dir.path(), state_of("r", 8));
+  const ResumeCheckpoint clean = load_newest_valid_checkpoint(dir.path());
+  EXPECT_EQ(clean.state.steps_done, 8);
+  EXPECT_EQ(clean.warning, "");
+
+  const fs::path newest = dir.path() / "checkpoint-00000008.safetensors";
+  const fs::path previous = dir.path() / "checkpoint-00000004.safetensors";
+  flip_bit_after(newest, R"("steps_done":")", 2);
+  const ResumeCheckpoint taken = load_newest_valid_checkpoint(dir.path());
+  EXPECT_EQ(taken.file, previous);
+  EXPECT_EQ(taken.state.steps_done, 4);
+  EXPECT_EQ(taken.warning.find('\n'), std::string::npos);
+  EXPECT_EQ(taken.warning.rfind("checkpoint " + newest.string() + " is corrupted: checksum", 0), 0u)
+      << taken.warning;
+  const std::string tail = "; resuming from " + previous.string() + " instead, the newest valid checkpoint";
+  ASSERT_GE(taken.warning.size(), tail.size());
+  EXPECT_EQ(taken.warning.substr(taken.warning.size() - tail.size()), tail);
+
+  fs::resize_file(previous, 20);  // now every checkpoint is damaged
+  const std::string message = what_of([&] { load_newest_valid_checkpoint(dir.path()); });
+  EXPECT_EQ(message.rfind("checkpoint " + newest.string() + " is corrupted", 0), 0u) << message;
+  const std::string none = "; no older checkpoint in " + dir.path().string() + " is valid";
+  EXPECT_EQ(message.substr(message.size() - none.size()), none) << message;
+
+  TempDir empty("ckpt_api_none");
+  EXPECT_EQ(what_of([&] { load_newest_valid_checkpoint(empty.path()); }),
+            "--resume: no checkpoint in '" + empty.path().string() + "'");
+}
+
+TEST(CheckpointApi, ResumePositionMustFitTheRun) {
+  const CheckpointState s = state_of("r", 30);  // epoch 7, batch 2 at 4 batches per epoch
+  EXPECT_NO_THROW(check_resume_position(s, "c.safetensors", 30, 4));
+  EXPECT_NO_THROW(check_resume_position(s, "c.safetensors", 100, 4));
+  EXPECT_EQ(what_of([&] { check_resume_position(s, "c.safetensors", 15, 4); }),
+            "--resume: c.safetensors is after step 30, past the end of this run (15 steps); ask for at least "
+            "30 steps");
+  EXPECT_EQ(
+      what_of([&] { check_resume_position(s, "c.safetensors", 30, 5); }),
+      "checkpoint c.safetensors: its position (epoch 7, batch 2) does not follow from 30 steps done at 5 "
+      "batches per epoch");
+  CheckpointState edited = s;
+  edited.epoch = 0;
+  EXPECT_NE(what_of([&] { check_resume_position(edited, "c.safetensors", 30, 4); }).find("does not follow"),
+            std::string::npos);
+  edited = s;
+  edited.epoch = INT64_MAX / 2;  // epoch * batches overflows: refused, not wrapped
+  EXPECT_EQ(what_of([&] { check_resume_position(edited, "c.safetensors", 30, 4); }),
+            "checkpoint epoch * batches: 4611686018427387903 * 4 overflows a 64-bit integer");
+}
+
+TEST(CheckpointApi, SaveRemovesTemporaryFilesOfDeadWriters) {
+  TempDir dir("ckpt_api_tmp");
+  // pid 99999999 is above Linux's pid_max (4194304): no such process can exist. pid 1 always does.
+  const fs::path dead = dir.path() / "checkpoint-00000003.safetensors.tmp.99999999.0";
+  const fs::path alive = dir.path() / "checkpoint-00000003.safetensors.tmp.1.0";
+  const fs::path unrelated = dir.path() / "notes.txt.tmp.99999999.0";
+  for (const fs::path& f : {dead, alive, unrelated}) write_bytes(f, "partial");
+  save_checkpoint(dir.path(), state_of("r", 4));
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(alive));
+  EXPECT_TRUE(fs::exists(unrelated));
 }
 
 }  // namespace

@@ -5,12 +5,16 @@
 // the destination (atomic on POSIX) and fsyncs the directory so the rename itself survives a crash.
 // Until commit() the destination is untouched; a writer destroyed without commit() (an exception
 // while serializing) removes its temporary file.
+// A writer killed before commit() (SIGKILL, power loss) leaves its temporary file behind;
+// remove_stale_temp_files() sweeps those of processes that no longer exist (checkpointing calls it
+// on every save).
 // Used by save_npy, save_safetensors and checkpointing.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string_view>
+#include <vector>
 
 namespace dpscope {
 
@@ -41,5 +45,12 @@ class AtomicFileWriter {
   uint64_t bytes_written_ = 0;
   bool committed_ = false;
 };
+
+// Removes the files in `dir` named "<name>.tmp.<pid>.<n>" (an AtomicFileWriter's temporary file)
+// whose <name> starts with `name_prefix` and whose writer process <pid> no longer runs; a live
+// process's files (a write in progress) are left alone. Returns the files removed. Best effort: a
+// file that cannot be removed stays and is not reported.
+std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& dir,
+                                                           std::string_view name_prefix);
 
 }  // namespace dpscope

@@ -1,12 +1,19 @@
 // Training checkpoints: model, optimizer state and loop position in one safetensors file.
 //
 // <dir>/checkpoint-00000040.safetensors holds tensors "model.<name>" (PyTorch state_dict names) and
-// "optim.<param>.<slot>" (momentum_buffer, exp_avg, exp_avg_sq, step), and in __metadata__ the loop
-// position (steps done, epoch and batch of the next step), the run configuration and a checksum of
-// every tensor's name and bytes. Writing is atomic (temporary file, fsync, rename, directory fsync),
-// so a crash leaves either the old or the new checkpoint, never half of one; the newest `keep`
-// checkpoints are kept. Loading refuses a truncated or corrupted file with one clear line; resuming
-// from a checkpoint continues bit-identically (the data order is a function of seed and epoch).
+// "optim.<param>.<slot>" (momentum_buffer, exp_avg, exp_avg_sq, step), and in __metadata__ the run
+// id, the loop position (steps done, epoch and batch of the next step), the run configuration and a
+// checksum over every metadata entry and every tensor's name, dtype, shape and bytes (so flipping
+// one bit of `"epoch":"0"` is caught as surely as one in a weight).
+//
+// A run owns its checkpoints: each carries the run's id (new_run_id(); a resumed run keeps the id of
+// the checkpoint it resumed from). A fresh run refuses a directory that already holds checkpoints
+// (check_fresh_checkpoint_dir), and save_checkpoint keeps *this run's* newest `keep` files, never
+// touching another run's. Writing is atomic (temporary file, fsync, rename, directory fsync), so a
+// crash leaves either the old or the new checkpoint, never half of one; temporary files a killed
+// writer left behind are removed by the next save. Resuming takes the newest checkpoint that
+// verifies (load_newest_valid_checkpoint), with a one-line warning naming the damaged newer one, and
+// check_resume_position refuses a position the run's configuration cannot continue from.
 // In DDP, rank 0 writes and every rank waits at a barrier (DistributedDataParallel lesson 05).
 #pragma once
 
@@ -15,11 +22,13 @@
 #include <optional>
 #include <string>
 
+#include "dpscope/io/safetensors.hpp"
 #include "dpscope/nn/module.hpp"
 
 namespace dpscope {
 
 struct CheckpointState {
+  std::string run_id;          // the run that wrote it (new_run_id())
   int64_t steps_done = 0;      // optimizer steps completed
   int64_t epoch = 0;           // epoch of the next step
   int64_t batch_in_epoch = 0;  // batch index (within that epoch) of the next step
@@ -28,8 +37,20 @@ struct CheckpointState {
   StateDict optimizer;         // optimizer.state_tensors()
 };
 
-// Writes the checkpoint for `state.steps_done` into `dir` (created if needed) and deletes all but
-// the newest `keep` checkpoints there. Returns the file written.
+// A fresh run's id: 16 hex digits from std::random_device and the clock.
+std::string new_run_id();
+
+// For a fresh (not --resume) run, before its first step: creates `dir` if needed, checks that a file
+// can be written there, and refuses (kUsage) a directory that already holds checkpoints, naming the
+// newest and its run: "--checkpoint-dir D already holds checkpoints of another run (newest:
+// checkpoint-00000030.safetensors, run 1f...); continue that run with --resume or choose another
+// directory".
+void check_fresh_checkpoint_dir(const std::filesystem::path& dir);
+
+// Writes the checkpoint for `state.steps_done` into `dir` (created if needed), then deletes all but
+// the newest `keep` checkpoints of run `state.run_id` (the file just written is always kept) and
+// stale temporary files of dead writers. Refuses (kUsage) to write into a directory holding a valid
+// checkpoint of another run. Returns the file written.
 std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const CheckpointState& state,
                                       int keep = 2);
 
@@ -37,10 +58,39 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir, const Ch
 // Throws Error(kFormat) "checkpoint FILE: <reason>" or Error(kIo).
 CheckpointState load_checkpoint(const std::filesystem::path& file);
 
+// What --resume starts from: the newest checkpoint in a directory that verifies.
+struct ResumeCheckpoint {
+  std::filesystem::path file;
+  CheckpointState state;
+  // Empty when the newest checkpoint was taken; otherwise one line for the user naming the newest
+  // (damaged) checkpoint, why, and the one taken instead. Print it as "dpscope: warning: <warning>".
+  std::string warning;
+};
+
+// The newest checkpoint in `dir` that loads and verifies. Throws kUsage "--resume: no checkpoint in
+// D" for none, and the newest one's kFormat error (plus "; no older checkpoint in D is valid") when
+// every one is damaged.
+ResumeCheckpoint load_newest_valid_checkpoint(const std::filesystem::path& dir);
+
+// Refuses (kUsage) a resume position this run cannot continue from: more steps done than the run
+// has (`total_steps`, from --steps or --epochs), or an epoch and batch that do not add up to the
+// steps done with `batches_per_epoch` batches per epoch.
+void check_resume_position(const CheckpointState& state, const std::filesystem::path& file,
+                           int64_t total_steps, int64_t batches_per_epoch);
+
 // The checkpoint with the most steps in `dir`, if any (by file name; not verified).
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
 
-// 64-bit FNV-1a over bytes, chained through `seed`; the checkpoint checksum.
+// The value stored in metadata "checksum": "fnv1a64:<16 hex digits>" over every metadata entry but
+// "checksum" itself (key and value, length-prefixed) and every tensor's name, dtype, shape and bytes.
+std::string checkpoint_checksum(const SafetensorsMetadata& metadata, const NamedTensors& tensors);
+
+// Verifies and decodes a checkpoint's metadata and tensors (what load_checkpoint does once the file
+// is read); `source` names it in errors. Throws Error(kFormat).
+CheckpointState decode_checkpoint(const SafetensorsMetadata& metadata, NamedTensors tensors,
+                                  const std::string& source);
+
+// 64-bit FNV-1a over bytes, chained through `seed`; the checkpoint checksum's hash.
 uint64_t fnv1a64(const void* data, size_t size_bytes, uint64_t seed = 0xcbf29ce484222325ULL);
 
 }  // namespace dpscope
