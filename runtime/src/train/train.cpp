@@ -159,12 +159,14 @@ TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_s
   const auto wall_start = std::chrono::steady_clock::now();
   SingleRun run(config);
   const Device& device = run.device();
-  std::optional<CheckpointState> resumed;
+  std::optional<ResumeCheckpoint> resumed;
   if (config.resume) {
     resumed = load_resume_checkpoint(config);
-    run.model->load_state_dict(resumed->model);
-    run.optimizer->load_state_tensors(resumed->optimizer);
+    check_resume_fits(*resumed, run.length);
+    run.model->load_state_dict(resumed->state.model);
+    run.optimizer->load_state_tensors(resumed->state.optimizer);
   }
+  const std::string run_id = run_id_for(resumed ? &*resumed : nullptr);
   std::unique_ptr<TraceRecorder> tracer = open_trace(config, run.devices, *run.model);
 
   TrainResult result;
@@ -172,11 +174,11 @@ TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_s
   result.parameter_count = run.model->parameter_numel();
   result.samples = run.data->size();
   result.samples_per_step = std::min(config.batch, run.data->size());
-  result.resumed_from_step = resumed ? resumed->steps_done : -1;
+  result.resumed_from_step = resumed ? resumed->state.steps_done : -1;
   const int64_t sim_start_ns = synchronize_all(run.devices);
 
   const RunLength& length = run.length;
-  const LoopPosition start = start_position(resumed ? &*resumed : nullptr);
+  const LoopPosition start = start_position(resumed ? &resumed->state : nullptr);
   int64_t step = start.steps_done;
   for (int64_t epoch = start.epoch; step < length.total_steps; ++epoch) {
     run.loader->set_epoch(config.has_pitfall("no-set-epoch") ? 0 : epoch);  // the pitfall repeats epoch 0
@@ -201,8 +203,9 @@ TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_s
       ++step;
       if (checkpoint_due(config, length, step)) {
         AllDevicesPhase phase(run.devices, Phase::kCheckpoint);
-        result.last_checkpoint = write_checkpoint(config, device, step, epoch, b, length.batches_per_epoch,
-                                                  *run.model, run.optimizer->state_tensors());
+        result.last_checkpoint =
+            write_checkpoint(config, run_id, device, step, epoch, b, length.batches_per_epoch, *run.model,
+                             run.optimizer->state_tensors());
       }
     }
   }
@@ -220,6 +223,7 @@ TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_s
 TrainResult run_training(const TrainConfig& config, const StepObserver& on_step) {
   config.validate();
   check_output_paths(config);
+  if (!config.resume && !config.checkpoint_dir.empty()) check_fresh_checkpoint_dir(config.checkpoint_dir);
   find_preset(config.preset);  // an unknown --preset is refused with --device cpu too
   return config.mode == "ddp" ? run_ddp_training(config, on_step) : run_single_or_dp(config, on_step);
 }

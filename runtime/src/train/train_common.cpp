@@ -160,25 +160,34 @@ std::unique_ptr<Module> make_model(const TrainConfig& config, const Device& devi
                                                std::make_unique<Linear>(out, out, device, generator));
 }
 
-CheckpointState load_resume_checkpoint(const TrainConfig& config) {
-  const std::optional<std::filesystem::path> file = latest_checkpoint(config.checkpoint_dir);
-  DPS_CHECK(file.has_value(), ErrorKind::kUsage, "--resume: no checkpoint in '{}'", config.checkpoint_dir);
-  CheckpointState state = load_checkpoint(*file);
-  check_resumable(state.config_json, config, file->string());
+ResumeCheckpoint load_resume_checkpoint(const TrainConfig& config) {
+  ResumeCheckpoint resumed = load_newest_valid_checkpoint(config.checkpoint_dir);
+  if (!resumed.warning.empty()) fmt::print(stderr, "dpscope: warning: {}\n", resumed.warning);
+  const std::string file = resumed.file.string();
+  check_resumable(resumed.state.config_json, config, file);
   // Gradients accumulated under no_sync are not in a checkpoint: resuming between two synchronized
   // steps would drop them (this version writes none there; an older one did).
   const int64_t sync_every = config.mode == "ddp" ? config.no_sync_every : 1;
-  DPS_CHECK(state.steps_done % sync_every == 0, ErrorKind::kUsage,
+  DPS_CHECK(resumed.state.steps_done % sync_every == 0, ErrorKind::kUsage,
             "--resume: {} was written after step {}, between two synchronized steps of --no-sync-every {}, "
             "so gradients it accumulated are missing; resume from a checkpoint at a multiple of {} steps",
-            file->string(), state.steps_done, sync_every, sync_every);
-  return state;
+            file, resumed.state.steps_done, sync_every, sync_every);
+  return resumed;
 }
 
-std::string write_checkpoint(const TrainConfig& config, const Device& device, int64_t steps_done,
-                             int64_t epoch_done, int64_t batch_done, int64_t batches_per_epoch,
-                             const Module& model, StateDict optimizer_state) {
+void check_resume_fits(const ResumeCheckpoint& resumed, const RunLength& length) {
+  check_resume_position(resumed.state, resumed.file, length.total_steps, length.batches_per_epoch);
+}
+
+std::string run_id_for(const ResumeCheckpoint* resumed) {
+  return resumed != nullptr && !resumed->state.run_id.empty() ? resumed->state.run_id : new_run_id();
+}
+
+std::string write_checkpoint(const TrainConfig& config, const std::string& run_id, const Device& device,
+                             int64_t steps_done, int64_t epoch_done, int64_t batch_done,
+                             int64_t batches_per_epoch, const Module& model, StateDict optimizer_state) {
   CheckpointState state;
+  state.run_id = run_id;
   state.steps_done = steps_done;
   const bool epoch_ended = batch_done + 1 >= batches_per_epoch;
   state.epoch = epoch_ended ? epoch_done + 1 : epoch_done;

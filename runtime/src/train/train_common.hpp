@@ -64,14 +64,20 @@ LoopPosition start_position(const CheckpointState* resumed);
 // steps from 1, as the progress lines do. `where` is "" or " on rank 2".
 void check_loss_finite(double loss, int64_t step, const std::string& where);
 
-// --resume: the newest checkpoint in --checkpoint-dir, verified and checked against `config`.
-CheckpointState load_resume_checkpoint(const TrainConfig& config);
+// --resume: the newest checkpoint in --checkpoint-dir that verifies, checked against `config`. A
+// damaged newer checkpoint is skipped with one warning line on stderr naming both files.
+ResumeCheckpoint load_resume_checkpoint(const TrainConfig& config);
+// Refuses (kUsage) a resumed position this run cannot continue from (more steps done than the run
+// has, or an epoch and batch that do not add up with this run's batches per epoch).
+void check_resume_fits(const ResumeCheckpoint& resumed, const RunLength& length);
+// The run id checkpoints are written under: the resumed run's, or a new one for a fresh run.
+std::string run_id_for(const ResumeCheckpoint* resumed);
 // Writes the checkpoint after `steps_done` steps, the last of which was batch `batch_done` of
 // `epoch_done` (an epoch has `batches_per_epoch` batches), traces `checkpoint_saved` on `device`;
 // returns the file.
-std::string write_checkpoint(const TrainConfig& config, const Device& device, int64_t steps_done,
-                             int64_t epoch_done, int64_t batch_done, int64_t batches_per_epoch,
-                             const Module& model, StateDict optimizer_state);
+std::string write_checkpoint(const TrainConfig& config, const std::string& run_id, const Device& device,
+                             int64_t steps_done, int64_t epoch_done, int64_t batch_done,
+                             int64_t batches_per_epoch, const Module& model, StateDict optimizer_state);
 // --save: the model's weights with plain nn.Sequential names, so PyTorch loads them directly.
 void save_weights(const TrainConfig& config, const Module& model);
 // Closes the trace (if any) and fills the result's trace and wall-time fields.

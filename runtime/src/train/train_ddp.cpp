@@ -34,7 +34,8 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
   check_data_fits(config, *shared.data, sizes.front(), sizes.back());
   if (config.resume)
-    shared.resume_from = std::make_shared<const CheckpointState>(load_resume_checkpoint(config));
+    shared.resume_from = std::make_shared<const ResumeCheckpoint>(load_resume_checkpoint(config));
+  shared.run_id = run_id_for(shared.resume_from.get());
 
   const std::shared_ptr<SimWorld> world = SimWorld::create(config.devices, {.preset = config.preset});
   const std::vector<Device>& devices = world->devices();
@@ -53,7 +54,7 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   TrainResult result;
   result.device_name = describe_devices(devices);
   result.samples = shared.data->size();
-  result.resumed_from_step = shared.resume_from ? shared.resume_from->steps_done : -1;
+  result.resumed_from_step = shared.resume_from ? shared.resume_from->state.steps_done : -1;
   result.steps = ranks.front().steps;
   result.losses = mean_over_ranks(ranks);
   result.parameter_count = ranks.front().parameter_count;

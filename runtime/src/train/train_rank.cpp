@@ -84,6 +84,7 @@ struct RankSetup {
   DataLoader loader;  // its sampler reads `sampler` above
   RunLength length;
   bool mse_flat_targets = false;
+  std::string run_id;  // rank 0 writes checkpoints under it
 };
 
 // One step on this rank: batch `batch` of the loader's current epoch; the optimizer steps only when
@@ -162,7 +163,7 @@ std::string checkpoint_collectively(RankSetup& rank, int64_t steps_done, int64_t
   std::string failure_message;
   if (rank.group.rank() == 0) {
     try {
-      file = write_checkpoint(rank.config, dev, steps_done, epoch_done, batch_done,
+      file = write_checkpoint(rank.config, rank.run_id, dev, steps_done, epoch_done, batch_done,
                               rank.length.batches_per_epoch, *rank.model, rank.optimizer->state_tensors());
     } catch (const std::exception& e) {
       failure = std::current_exception();
@@ -194,11 +195,14 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
     const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
     check_data_fits(config, *data, sizes.front(), sizes.back());
   }
-  std::shared_ptr<const CheckpointState> resumed = options.resume_from;
+  std::shared_ptr<const ResumeCheckpoint> resumed = options.resume_from;
   if (config.resume && !resumed)
-    resumed = std::make_shared<const CheckpointState>(load_resume_checkpoint(config));
+    resumed = std::make_shared<const ResumeCheckpoint>(load_resume_checkpoint(config));
+  const CheckpointState* resumed_state = resumed ? &resumed->state : nullptr;
 
-  RankSetup rank(group, config, data, resumed.get());
+  RankSetup rank(group, config, data, resumed_state);
+  if (resumed) check_resume_fits(*resumed, rank.length);
+  rank.run_id = options.run_id.empty() ? run_id_for(resumed.get()) : options.run_id;
   const Device& dev = group.device();
   const int rank_id = group.rank();
   const RunLength& length = rank.length;
@@ -206,7 +210,7 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
   result.parameter_count = rank.model->parameter_numel();
   result.samples_per_step = std::min(config.batch, rank.sampler.num_samples()) * group.size();
 
-  const LoopPosition start = start_position(resumed.get());
+  const LoopPosition start = start_position(resumed_state);
   const std::string where = fmt::format(" on rank {}", rank_id);
   int64_t step = start.steps_done;
   for (int64_t epoch = start.epoch; step < length.total_steps; ++epoch) {

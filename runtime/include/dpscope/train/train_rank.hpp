@@ -37,7 +37,9 @@ struct RankOptions {
   // The dataset, shared by the rank threads of one process; null: the rank loads --data/--dataset.
   std::shared_ptr<const TensorDataset> data;
   // The --resume checkpoint, read once for all rank threads; null with --resume: the rank reads it.
-  std::shared_ptr<const CheckpointState> resume_from;
+  std::shared_ptr<const ResumeCheckpoint> resume_from;
+  // The id rank 0 writes checkpoints under; empty: the resumed run's, or a new one.
+  std::string run_id;
   // Called on rank 0 after each step (StepReport::loss_of_rank_0 is true).
   StepObserver on_step;
 };
