@@ -360,13 +360,21 @@ TEST(ReplayDdp, NavigationByStepAndPhase) {
   EXPECT_EQ(m.prev_step(m.at_time(m.ts_at(s1.seq - 1) + 1)), s1);  // inside step 1: back to its start
   EXPECT_EQ(m.prev_step(s0), m.start());
   EXPECT_FALSE(m.step_start(3).has_value());
-  // Phases of rank 0 in step 0: data, forward, backward, optimizer, then the step's loss counter,
-  // which train_rank writes after the optimizer's phase has ended.
+  // Phases of rank 0 (the reference device of phase navigation) in step 0: data, forward, backward,
+  // optimizer, then the step's loss counter, which train_rank writes after the optimizer's phase
+  // has ended. Rank 0's step starts at its own first event: the rank threads write in any order,
+  // so another rank's event may open the step.
+  auto rank0_step_start = [&](int64_t step) {
+    return m.after_event(
+        find_position(m, [&](const trace::Event& e) { return e.rank == 0 && e.step == step; }));
+  };
+  const Cursor r0s0 = rank0_step_start(0);
+  const Cursor r0s1 = rank0_step_start(1);
   std::vector<Phase> phases;
-  for (Cursor c = s0; c.seq < s1.seq; c = m.next_phase(c)) phases.push_back(m.state_at(c).phase);
+  for (Cursor c = r0s0; c.seq < r0s1.seq; c = m.next_phase(c)) phases.push_back(m.state_at(c).phase);
   EXPECT_EQ(phases, (std::vector<Phase>{Phase::kData, Phase::kForward, Phase::kBackward, Phase::kOptimizer,
                                         Phase::kNone}));
-  EXPECT_EQ(m.prev_phase(m.next_phase(s1)), s1);
+  EXPECT_EQ(m.prev_phase(m.next_phase(r0s1)), r0s1);
   // Events one by one.
   EXPECT_EQ(m.next_event(m.start()), m.after_event(0));
   EXPECT_EQ(m.prev_event(m.after_event(5)), m.after_event(4));
