@@ -50,7 +50,7 @@ std::string model_spec(const GenOptions& o) {
   return spec;
 }
 
-// Runs `steps` timing-only DDP steps traced to `path`; returns the number of events written.
+// Runs `steps` timing-only DDP steps traced to `path`; returns the number of events (header not counted).
 uint64_t write_trace(const GenOptions& o, int64_t steps, const std::filesystem::path& path) {
   const std::string spec = model_spec(o);
   const std::shared_ptr<SimWorld> world = SimWorld::create(o.devices, {.preset = o.preset});
@@ -110,7 +110,7 @@ uint64_t write_trace(const GenOptions& o, int64_t steps, const std::filesystem::
     dev.set_step(-1);
   });
   recorder->close();
-  return recorder->events_written();
+  return recorder->events_written() - 1;  // the recorder counts the header line too
 }
 
 }  // namespace
