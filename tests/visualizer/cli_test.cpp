@@ -1,10 +1,17 @@
 // dpscope-viz on the command line without a display: usage errors exit 2 with one line, bad
 // traces in headless mode exit 1 with one line naming the file, the line and the reason (before
-// any window is opened), and --bench-frames prints its table.
+// any window is opened), and --bench-frames prints its table — also on the benchmark's trace, which
+// bench/viz_trace_gen writes with the runtime in timing-only mode.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <regex>
 
+#include "dpscope/data/distributed_sampler.hpp"
+#include "dpscope/trace_format/reader.hpp"
+
+#include "replay/replay_model.hpp"
 #include "run_command.hpp"
 #include "trace_fixtures.hpp"
 
@@ -109,6 +116,50 @@ TEST(VizCli, BenchFramesPrintsLoadAndFrameTimes) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* row : {"load ", "full zoom-out", "zoomed in", "playing", "mean ms", "p95 ms"})
     EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+}
+
+TEST(VizCli, BenchmarkTraceIsTheRuntimesTimingOnlyDdpAndBenchFramesRunsOnIt) {
+  const auto dir = scratch_dir();
+  const auto trace = dir / "bench.jsonl";
+  const auto gen =
+      run_command(std::string(DPSCOPE_VIZ_TRACE_GEN) + " --devices 2 --layers 2 --width 16 --batch 3 " +
+                  "--events 3000 --out " + quoted(trace.string()));
+  ASSERT_EQ(gen.exit_code, 0) << gen.output;
+  EXPECT_EQ(line_count(gen.output), 1u) << gen.output;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(
+      gen.output, match, std::regex(R"((\d+) events, (\d+) steps of (\d+) events, 2 ranks, model 16-16-16)")))
+      << gen.output;
+  const uint64_t events = std::stoull(match[1]);
+  const int64_t steps = std::stoll(match[2]);
+  const uint64_t per_step = std::stoull(match[3]);
+  // The fewest steps that reach the target.
+  EXPECT_GE(events, 3000u);
+  EXPECT_LT(events - per_step, 3000u);
+
+  const trace::TraceData data = trace::read_trace(trace, {.strict = true});
+  EXPECT_TRUE(data.problems.empty());
+  EXPECT_EQ(data.events.size(), events);
+  EXPECT_NE(data.header.run_json.find(R"("timing_only":true)"), std::string::npos) << data.header.run_json;
+  const ReplayModel m(data);
+  EXPECT_EQ(m.first_step(), 0);
+  EXPECT_EQ(m.last_step(), steps - 1);
+  // Meta tensors carry no numbers: no gradient values. The sampler's rows are real: rank r of 2
+  // reads rows s*6 + r, s*6 + r + 2, s*6 + r + 4 in step s (3 per rank, no shuffle).
+  size_t samples = 0;
+  for (const trace::Event& e : data.events) {
+    EXPECT_NE(e.type, trace::EventType::kValues);
+    if (e.type != trace::EventType::kSamples) continue;
+    ++samples;
+    const std::vector<int64_t> expected = {e.step * 6 + e.rank, e.step * 6 + e.rank + 2,
+                                           e.step * 6 + e.rank + 4};
+    EXPECT_EQ(data.samples[e.payload].indices, expected) << "step " << e.step << " rank " << e.rank;
+  }
+  EXPECT_EQ(samples, static_cast<size_t>(2 * steps));
+
+  const auto r = run_command("env -u DISPLAY " + kViz + " " + quoted(trace.string()) + " --bench-frames 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(fmt::format("events {}", events)), std::string::npos) << r.output;
 }
 
 TEST(VizCli, HelpListsTheModes) {

@@ -1,5 +1,6 @@
 // Opening traces: good files, bad files (empty, malformed, truncated, newer version, missing,
 // garbage) never crash and say what is wrong with the line; live files are followed as they grow.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -1,10 +1,14 @@
-// The replay model on traces written by the real TraceRecorder: state at a time and after an
-// event, activity texts, transfers in flight, memory, the data split of DP and DDP, bucket states
-// through a DDP backward pass, reductions (mean for DDP, sum for DP), loss, navigation.
+// The replay model on traces written by the runtime (`dpscope train` runs of DP and DDP, and a
+// hand-timed trace written through the TraceRecorder): state at a time and after an event,
+// activity texts, transfers in flight, memory, the data split of DP and DDP, bucket states through
+// a DDP backward pass, reductions (mean for DDP, sum for DP), loss, navigation.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include <cmath>
 
+#include "dpscope/data/distributed_sampler.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "replay/replay_model.hpp"
 #include "trace_fixtures.hpp"
@@ -183,11 +187,15 @@ TEST_F(HandTraceTest, BreakdownUsesHtaDefinitions) {
   EXPECT_DOUBLE_EQ(b.overlap_pct(), 0.0);
 }
 
-// ---- DDP-like trace ----
+// ---- DDP trace (dpscope train --mode ddp) ----
+
+// The bytes of the fixture model's gradients: 784*256 + 256 + 256*128 + 128 + 128*10 + 10 floats.
+constexpr uint64_t kFixtureGradBytes = 4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
 
 TEST(ReplayDdp, SampleChipsPerDeviceEqualTheDistributedSamplerSplit) {
   const auto path = scratch_dir() / "ddp.jsonl";
   const auto info = testing::write_ddp_trace(path, 4, 2, 4);
+  const int64_t dataset_len = 4 * 4 * 2;
   const Loaded l = load(path);
   const ReplayModel& m = *l.model;
   for (int64_t step = 0; step < 2; ++step) {
@@ -200,7 +208,11 @@ TEST(ReplayDdp, SampleChipsPerDeviceEqualTheDistributedSamplerSplit) {
       std::vector<int64_t> expected;
       for (int64_t i = 0; i < 4; ++i) expected.push_back(step * 16 + static_cast<int64_t>(rank) + 4 * i);
       EXPECT_EQ(*d.samples, expected) << "step " << step << " rank " << rank;
-      EXPECT_EQ(*d.samples, info.samples[static_cast<size_t>(step)][rank]);
+      // The same rows from the runtime's DistributedSampler (no shuffle), batch `step` of the shard.
+      const DistributedSampler sampler(
+          dataset_len, {.num_replicas = 4, .rank = static_cast<int64_t>(rank), .shuffle = false});
+      const std::vector<int64_t> shard = sampler.indices();
+      EXPECT_EQ(*d.samples, std::vector<int64_t>(shard.begin() + step * 4, shard.begin() + step * 4 + 4));
     }
   }
 }
@@ -208,10 +220,6 @@ TEST(ReplayDdp, SampleChipsPerDeviceEqualTheDistributedSamplerSplit) {
 TEST(ReplayDdp, BucketStatesFollowTheTraceThroughBackward) {
   const auto path = scratch_dir() / "ddp.jsonl";
   const auto info = testing::write_ddp_trace(path, 2, 3, 4);
-  // 784-256-128-10 after the rebuild (first bucket 64 KiB, then 256 KiB), in gradient-ready order.
-  ASSERT_EQ(info.rebuilt_buckets.size(), 2u);
-  EXPECT_EQ(info.rebuilt_buckets[0].params, (std::vector<int>{5, 4, 3, 2}));
-  EXPECT_EQ(info.rebuilt_buckets[1].params, (std::vector<int>{1, 0}));
   const Loaded l = load(path);
   const ReplayModel& m = *l.model;
   const int d0 = m.device_index(info.gpu_ids[0]);
@@ -221,19 +229,23 @@ TEST(ReplayDdp, BucketStatesFollowTheTraceThroughBackward) {
                                s.bucket_devices.begin());
   };
 
-  // Step 0 runs on the initial single bucket.
+  // Step 0 runs on the initial bucket: taking parameters in reverse order, the 256 KiB cap is reached
+  // only when 0.weight (784 KiB) joins, so all six share one bucket (listed in index order).
   {
     const ReplayState s = state_after(find_instant(m, 0, 0, EventName::kGradReady, trace_key::kParam, 5));
     ASSERT_EQ(s.buckets.size(), 1u);
-    EXPECT_EQ(s.buckets[0].params, (std::vector<int>{5, 4, 3, 2, 1, 0}));
+    EXPECT_EQ(s.buckets[0].params, (std::vector<int>{0, 1, 2, 3, 4, 5}));
     EXPECT_EQ(s.bucket_devices.size(), 2u);
     EXPECT_EQ(s.buckets[0].state[col(s)], BucketState::kPending);
     EXPECT_EQ(s.buckets[0].ready_params[col(s)], 1);
   }
-  // Step 1: rebuilt buckets; bias before weight, last layer first.
+  // Step 1: rebuilt buckets in gradient-ready order (bias before weight, last layer first): the
+  // first closes at 64 KiB once 2.weight (128 KiB) joins, the second holds 0.bias and 0.weight.
   {
     const ReplayState s = state_after(find_instant(m, 0, 1, EventName::kGradReady, trace_key::kParam, 4));
     ASSERT_EQ(s.buckets.size(), 2u);
+    EXPECT_EQ(s.buckets[0].params, (std::vector<int>{5, 4, 3, 2}));
+    EXPECT_EQ(s.buckets[1].params, (std::vector<int>{1, 0}));
     EXPECT_EQ(s.buckets[0].state[col(s)], BucketState::kPending);
     EXPECT_EQ(s.buckets[0].ready_params[col(s)], 2);
     EXPECT_EQ(s.buckets[1].ready_params[col(s)], 0);
@@ -284,14 +296,21 @@ TEST(ReplayDdp, ValuesAfterAllReduceAreTheMeanOfValuesBefore) {
       for (int rank = 0; rank < 4; ++rank) {
         const auto& v = l.data.values[l.data.events[r.before[rank]].payload].values;
         EXPECT_EQ(l.data.events[r.before[rank]].rank, rank);
-        // The numbers each rank recorded are the generator's, rank by rank.
-        EXPECT_FLOAT_EQ(v[i], tools::synthetic_grad_values(r.step, rank, r.param, 4)[i]);
         sum += v[i];
       }
       for (uint32_t after : r.after)
         EXPECT_NEAR(l.data.values[l.data.events[after].payload].values[i], sum / 4, 1e-6);
     }
+    // Each rank recorded the gradient of its own batch (different rows): no two ranks' gradients
+    // have the same L2 norm.
+    for (int a = 0; a < 4; ++a)
+      for (int b = a + 1; b < 4; ++b)
+        EXPECT_NE(l.data.values[l.data.events[r.before[a]].payload].norm,
+                  l.data.values[l.data.events[r.before[b]].payload].norm)
+            << "step " << r.step << " param " << r.param << " ranks " << a << ", " << b;
   }
+  // One reduction per parameter and step, 4 values each (docs/trace-format.md `values`).
+  EXPECT_EQ(m.reductions().size(), 2u * 6);
   // The state points at the latest reduction that has started.
   const Reduction& last = m.reductions().back();
   EXPECT_EQ(m.state_at(m.end()).reduction, static_cast<int>(m.reductions().size()) - 1);
@@ -305,15 +324,21 @@ TEST(ReplayDdp, CollectiveStepsCountTheRingSteps) {
   const auto path = scratch_dir() / "ddp.jsonl";
   testing::write_ddp_trace(path, 4, 1, 4);
   const Loaded l = load(path);
+  // Step 0's only bucket is the first all-reduce of the step (DDP's setup collectives are step -1).
+  const uint32_t first = find_position(*l.model, [&](const trace::Event& e) {
+    return e.type == trace::EventType::kTransfer && e.step == 0 && e.stream == StreamKind::kComm;
+  });
+  const int32_t coll = l.model->event(l.model->event_at(first)).coll;
   // 4 ranks: 2(n-1) = 6 steps, numbered 0..5.
-  EXPECT_EQ(l.model->algo_step_range(0), (std::pair<int32_t, int32_t>{0, 5}));
+  EXPECT_EQ(l.model->algo_step_range(coll), (std::pair<int32_t, int32_t>{0, 5}));
   const uint32_t pos = find_position(*l.model, [&](const trace::Event& e) {
-    return e.type == trace::EventType::kTransfer && e.coll == 0 && e.algo_step == 2 && e.rank == 1;
+    return e.type == trace::EventType::kTransfer && e.coll == coll && e.algo_step == 2 && e.rank == 1;
   });
   const trace::Event& e = l.model->event(l.model->event_at(pos));
   const ReplayState s = l.model->state_at(l.model->at_time(e.ts_ns + e.dur_ns / 2));
   const StreamActivity* a = activity(s, l.model->device_index(e.dev), StreamKind::kComm);
-  EXPECT_EQ(a->text, "all-reduce bucket 0 ring step 3/6");
+  // The collective span's name: op, algorithm and the bucket's size (every gradient, 918.54 KiB).
+  EXPECT_EQ(a->text, fmt::format("all_reduce ring {:.2f} KiB step 3/6", kFixtureGradBytes / 1024.0));
   EXPECT_EQ(s.transfers.size(), 4u);  // every rank sends to its right neighbour
 }
 
@@ -335,11 +360,21 @@ TEST(ReplayDdp, NavigationByStepAndPhase) {
   EXPECT_EQ(m.prev_step(m.at_time(m.ts_at(s1.seq - 1) + 1)), s1);  // inside step 1: back to its start
   EXPECT_EQ(m.prev_step(s0), m.start());
   EXPECT_FALSE(m.step_start(3).has_value());
-  // Phases of rank 0 in step 0: data, forward, backward, optimizer.
+  // Phases of rank 0 (the reference device of phase navigation) in step 0: data, forward, backward,
+  // optimizer, then the step's loss counter, which train_rank writes after the optimizer's phase
+  // has ended. Rank 0's step starts at its own first event: the rank threads write in any order,
+  // so another rank's event may open the step.
+  auto rank0_step_start = [&](int64_t step) {
+    return m.after_event(
+        find_position(m, [&](const trace::Event& e) { return e.rank == 0 && e.step == step; }));
+  };
+  const Cursor r0s0 = rank0_step_start(0);
+  const Cursor r0s1 = rank0_step_start(1);
   std::vector<Phase> phases;
-  for (Cursor c = s0; c.seq < s1.seq; c = m.next_phase(c)) phases.push_back(m.state_at(c).phase);
-  EXPECT_EQ(phases, (std::vector<Phase>{Phase::kData, Phase::kForward, Phase::kBackward, Phase::kOptimizer}));
-  EXPECT_EQ(m.prev_phase(m.next_phase(s1)), s1);
+  for (Cursor c = r0s0; c.seq < r0s1.seq; c = m.next_phase(c)) phases.push_back(m.state_at(c).phase);
+  EXPECT_EQ(phases, (std::vector<Phase>{Phase::kData, Phase::kForward, Phase::kBackward, Phase::kOptimizer,
+                                        Phase::kNone}));
+  EXPECT_EQ(m.prev_phase(m.next_phase(r0s1)), r0s1);
   // Events one by one.
   EXPECT_EQ(m.next_event(m.start()), m.after_event(0));
   EXPECT_EQ(m.prev_event(m.after_event(5)), m.after_event(4));
@@ -362,7 +397,35 @@ TEST(ReplayDdp, CommOverlapsBackwardOnEveryRank) {
   }
 }
 
-// ---- DP-like trace ----
+TEST(ReplayDdp, AveragedGradientsEqualDataParallelsOverTheSameRows) {
+  // DDP's mean over 4 ranks of each rank's mean-loss gradient over 4 rows is the mean-loss gradient
+  // over all 16 rows: what DataParallel's reduce-add gives for a 16-row batch of the same rows
+  // (rows 0..15: the unshuffled sampler's step 0), from the same seed's initial weights.
+  const auto dir = scratch_dir();
+  testing::write_ddp_trace(dir / "ddp.jsonl", 4, 1, 4);
+  testing::write_dp_trace(dir / "dp.jsonl", 4, 1, 16);
+  const Loaded ddp = load(dir / "ddp.jsonl");
+  const Loaded dp = load(dir / "dp.jsonl");
+  ASSERT_EQ(ddp.model->reductions().size(), 6u);
+  ASSERT_EQ(dp.model->reductions().size(), 6u);
+  for (size_t k = 0; k < 6; ++k) {
+    const Reduction& a = ddp.model->reductions()[k];
+    const Reduction* b = nullptr;
+    for (const Reduction& r : dp.model->reductions())
+      if (r.param == a.param) b = &r;
+    ASSERT_NE(b, nullptr) << "param " << a.param;
+    ASSERT_FALSE(a.after.empty());
+    ASSERT_FALSE(b->after.empty());
+    const trace::ValueSample& x = ddp.data.values[ddp.data.events[a.after[0]].payload];
+    const trace::ValueSample& y = dp.data.values[dp.data.events[b->after[0]].payload];
+    ASSERT_EQ(x.values.size(), y.values.size());
+    for (size_t i = 0; i < x.values.size(); ++i)
+      EXPECT_NEAR(x.values[i], y.values[i], 1e-5 + 1e-4 * std::abs(y.values[i])) << "param " << a.param;
+    EXPECT_NEAR(x.norm, y.norm, 1e-4 * y.norm) << "param " << a.param;
+  }
+}
+
+// ---- DP trace (dpscope train --mode dp) ----
 
 TEST(ReplayDp, TenRowsOnFourGpusAreChunkedThreeThreeThreeOne) {
   const auto path = scratch_dir() / "dp.jsonl";
@@ -392,15 +455,17 @@ TEST(ReplayDp, ReduceAddOnGpuZeroIsTheSumOfTheReplicasGradients) {
   const auto path = scratch_dir() / "dp.jsonl";
   testing::write_dp_trace(path, 4, 2, 8);
   const Loaded l = load(path);
-  ASSERT_EQ(l.model->reductions().size(), 2u);
+  // One reduce-add per parameter (6) and step (2).
+  ASSERT_EQ(l.model->reductions().size(), 12u);
   for (const Reduction& r : l.model->reductions()) {
-    ASSERT_EQ(r.before.size(), 4u);
+    // Every replica's own gradient (when=local, GPU 0's included), then the sum on GPU 0.
+    ASSERT_EQ(r.local.size(), 4u);
     ASSERT_EQ(r.after.size(), 1u);
     EXPECT_EQ(l.data.events[r.after[0]].rank, 0);
     const auto& after = l.data.values[l.data.events[r.after[0]].payload].values;
     for (size_t i = 0; i < after.size(); ++i) {
       float sum = 0;
-      for (uint32_t b : r.before) sum += l.data.values[l.data.events[b].payload].values[i];
+      for (uint32_t b : r.local) sum += l.data.values[l.data.events[b].payload].values[i];
       EXPECT_FLOAT_EQ(after[i], sum);
     }
   }

@@ -1,6 +1,6 @@
-// The replay model on traces written by the runtime's own collectives (sim ProcessGroup on rank
-// threads, ring all-reduce traced chunk by chunk, values before and after): the same model that
-// replays the synthetic DP/DDP traces must read what the runtime really writes.
+// The replay model on traces written by the runtime's collectives called directly (sim
+// ProcessGroup on rank threads, ring all-reduce traced chunk by chunk, values before and after),
+// without DDP around them: a tensor that is no model parameter, AVG, calls that stay apart.
 #include <gtest/gtest.h>
 
 #include "dpscope/comm/spawn.hpp"

@@ -1,6 +1,7 @@
-// Headless screenshots (run under `xvfb-run`, see CMakeLists.txt): DP and DDP traces at several
-// positions give non-blank frames, different frames at different positions, and identical frames
-// for the same input. The PNGs stay in the build tree (test-output/visualizer/...) to look at.
+// Headless screenshots (run under `xvfb-run`, see CMakeLists.txt): DP and DDP traces written by
+// `dpscope train` (trace_fixtures.hpp) at several positions give non-blank frames, different frames at
+// different positions, and identical frames for the same input. The PNGs stay in the build tree
+// (test-output/visualizer/...) to look at.
 #include <gtest/gtest.h>
 
 #include <stb_image.h>
@@ -130,10 +131,7 @@ TEST_F(Screenshots, PresentationModeAndOtherSizes) {
   expect_rich(shoot(trace, "ddp8-present", "--present --seek 0.3 --size 1920x1080"), 1920, 1080, "present");
   expect_rich(shoot(trace, "ddp8-small", "--seek 0.3 --size 800x600"), 800, 600, "small");
   const auto single = dir_ / "single.jsonl";
-  tools::SyntheticTraceOptions o;
-  o.mode = tools::SyntheticMode::kSingle;
-  o.devices = 1;
-  tools::write_synthetic_trace(single, o);
+  testing::write_single_trace(single, 2);
   expect_rich(shoot(single, "single", "--seek 0.5 --size 1280x720"), 1280, 720, "single");
 }
 

@@ -1,6 +1,7 @@
 // Trace fixtures for the visualizer tests.
 #include "trace_fixtures.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,6 +10,7 @@
 #include "dpscope/comm/bench.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/trace/recorder.hpp"
+#include "dpscope/trace_format/reader.hpp"
 
 namespace dpscope::viz::testing {
 
@@ -33,24 +35,60 @@ std::string read_text(const std::filesystem::path& path) {
   return ss.str();
 }
 
-tools::SyntheticTraceInfo write_ddp_trace(const std::filesystem::path& path, int devices, int steps,
-                                          int64_t batch) {
-  tools::SyntheticTraceOptions o;
-  o.mode = tools::SyntheticMode::kDistributed;
-  o.devices = devices;
-  o.steps = steps;
-  o.batch = batch;
-  return tools::write_synthetic_trace(path, o);
+namespace {
+
+// Runs `config` with a trace at `path` and reads the GPUs' header ids back ("sim:R" is rank R).
+RuntimeTrace run_traced(TrainConfig config, const std::filesystem::path& path) {
+  config.model = kFixtureModel;
+  config.shuffle = false;
+  config.trace = path.string();
+  RuntimeTrace out;
+  out.result = run_training(config);
+  out.config = std::move(config);
+  const trace::TraceData data = trace::read_trace(path);
+  out.gpu_ids.assign(static_cast<size_t>(out.config.devices), -1);
+  for (const TraceDeviceInfo& d : data.header.devices) {
+    if (d.kind == "host") out.host_id = d.id;
+    if (d.kind != "sim") continue;
+    const int rank = std::stoi(d.name.substr(d.name.find(':') + 1));
+    if (rank >= 0 && rank < out.config.devices) out.gpu_ids[static_cast<size_t>(rank)] = d.id;
+  }
+  return out;
 }
 
-tools::SyntheticTraceInfo write_dp_trace(const std::filesystem::path& path, int devices, int steps,
-                                         int64_t batch) {
-  tools::SyntheticTraceOptions o;
-  o.mode = tools::SyntheticMode::kDataParallel;
-  o.devices = devices;
-  o.steps = steps;
-  o.batch = batch;
-  return tools::write_synthetic_trace(path, o);
+}  // namespace
+
+RuntimeTrace write_ddp_trace(const std::filesystem::path& path, int devices, int steps, int64_t batch) {
+  TrainConfig c;
+  c.mode = "ddp";
+  c.devices = devices;
+  c.steps = steps;
+  c.batch = batch;
+  c.dataset = fmt::format("blobs:{}:784:10", devices * batch * steps);
+  c.algo = "ring";
+  c.bucket_mb = 0.25;          // 256 KiB
+  c.first_bucket_mb = 0.0625;  // 64 KiB
+  return run_traced(std::move(c), path);
+}
+
+RuntimeTrace write_dp_trace(const std::filesystem::path& path, int devices, int steps, int64_t batch) {
+  TrainConfig c;
+  c.mode = "dp";
+  c.devices = devices;
+  c.steps = steps;
+  c.batch = batch;
+  c.dataset = fmt::format("blobs:{}:784:10", batch * steps);
+  return run_traced(std::move(c), path);
+}
+
+RuntimeTrace write_single_trace(const std::filesystem::path& path, int steps) {
+  TrainConfig c;
+  c.mode = "single";
+  c.devices = 1;
+  c.steps = steps;
+  c.batch = 16;
+  c.dataset = fmt::format("blobs:{}:784:10", 16 * steps);
+  return run_traced(std::move(c), path);
 }
 
 HandTrace write_hand_trace(const std::filesystem::path& path) {

@@ -1,15 +1,16 @@
-// Traces for the visualizer tests, all written by the real TraceRecorder on simulated GPUs:
-// DDP-like and DP-like runs (tools/synthetic_trace.hpp) and a small hand-timed trace whose state
-// at every time can be written down exactly. Also: a scratch directory per test and helpers to
-// find events in a model.
+// Traces for the visualizer tests, all written by the runtime on simulated GPUs: `dpscope train`
+// runs (run_training with --trace: single, DataParallel, DDP), a `dpscope bench` run, and a small
+// hand-timed trace written event by event through the TraceRecorder whose state at every time can
+// be written down exactly. Also: a scratch directory per test and helpers to find events in a model.
 #pragma once
 
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "dpscope/train/train.hpp"
 #include "replay/replay_model.hpp"
-#include "tools/synthetic_trace.hpp"
 
 namespace dpscope::viz::testing {
 
@@ -18,12 +19,29 @@ std::filesystem::path scratch_dir();
 void write_text(const std::filesystem::path& path, const std::string& text);
 std::string read_text(const std::filesystem::path& path);
 
-// A 4-GPU DDP-like trace: MLP 784-256-128-10, per-rank batch `batch`, ring all-reduce per bucket.
-tools::SyntheticTraceInfo write_ddp_trace(const std::filesystem::path& path, int devices = 4, int steps = 2,
-                                          int64_t batch = 4);
-// A DataParallel-like trace: `batch` rows chunked over `devices` replicas.
-tools::SyntheticTraceInfo write_dp_trace(const std::filesystem::path& path, int devices = 4, int steps = 2,
-                                         int64_t batch = 10);
+// What a fixture run wrote: its configuration, its result and the header ids of its GPUs.
+struct RuntimeTrace {
+  TrainConfig config;
+  TrainResult result;
+  std::vector<int> gpu_ids;  // header ids of the GPUs, by rank / replica ("sim:0", "sim:1", ...)
+  int host_id = -1;
+};
+
+// The model of every fixture run: Linear layers 784-256-128-10 with ReLU between, so parameters
+// 0..5 are 0.weight [256,784], 0.bias, 2.weight [128,256], 2.bias, 4.weight [10,128], 4.bias.
+inline constexpr const char* kFixtureModel = "784-256-128-10";
+
+// `dpscope train --mode ddp --devices D --batch B --steps S --no-shuffle --algo ring
+// --bucket-mb 0.25 --first-bucket-mb 0.0625` on blobs:(D*B*S):784:10 (exactly one epoch), traced.
+// Step 0 runs on the initial single bucket {0..5}; the rebuild after it makes {5,4,3,2} and {1,0}.
+RuntimeTrace write_ddp_trace(const std::filesystem::path& path, int devices = 4, int steps = 2,
+                             int64_t batch = 4);
+// `dpscope train --mode dp`: each step's `batch` rows chunked over `devices` replicas (torch.chunk),
+// blobs:(B*S):784:10, no shuffle, traced.
+RuntimeTrace write_dp_trace(const std::filesystem::path& path, int devices = 4, int steps = 2,
+                            int64_t batch = 10);
+// `dpscope train --mode single` on one simulated GPU, batch 16, traced.
+RuntimeTrace write_single_trace(const std::filesystem::path& path, int steps = 2);
 
 // A 4x T4 trace written by the runtime itself (run_collective_bench, as `dpscope bench --preset t4
 // --trace`): one 1 MiB ring all-reduce per iteration, timing only. The header holds the PCIe host
