@@ -1,4 +1,5 @@
-// what_of(): the message of the dpscope::Error a call throws, for tests that compare error texts.
+// what_of() and error_of(): the message (and kind) of the dpscope::Error a call throws, for tests
+// that compare error texts.
 #pragma once
 
 #include <functional>
@@ -16,6 +17,22 @@ inline std::string what_of(const std::function<void()>& f) {
     return e.what();
   }
   return "(no error)";
+}
+
+// What a call threw: the dpscope::Error's kind and message, or kInternal / "no error" when it
+// returned normally.
+struct Outcome {
+  ErrorKind kind = ErrorKind::kInternal;
+  std::string message = "no error";
+};
+
+inline Outcome error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return {e.kind(), e.what()};
+  }
+  return {};
 }
 
 }  // namespace dpscope::testing

@@ -8,25 +8,15 @@
 
 #include "comm_test_util.hpp"
 #include "dpscope/comm/backend_registry.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
 
 using test::round_options;
 
-struct Outcome {
-  ErrorKind kind = ErrorKind::kInternal;
-  std::string message = "no error";
-};
-
-Outcome error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return {e.kind(), e.what()};
-  }
-  return {};
-}
+using testing::error_of;
+using testing::Outcome;
 
 std::string registered_list() { return fmt::format("{}", fmt::join(registered_backends(), ", ")); }
 

@@ -7,25 +7,15 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/store.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
 
 using std::chrono::steady_clock;
 
-struct Outcome {
-  ErrorKind kind = ErrorKind::kInternal;
-  std::string message = "no error";
-};
-
-Outcome error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return {e.kind(), e.what()};
-  }
-  return {};
-}
+using testing::error_of;
+using testing::Outcome;
 
 TEST(InMemoryStore, SetThenGetReturnsTheBytesAndOverwritesReplace) {
   InMemoryStore store;
