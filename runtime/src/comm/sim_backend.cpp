@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "dpscope/kernels/kernels.hpp"
 #include "dpscope/trace/recorder.hpp"
 
 namespace dpscope::detail {
@@ -113,13 +114,17 @@ std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOpti
   call.timeout = options.timeout;
   TraceSink* tracer = options.trace_values && tensor.has_data() ? device_.tracer() : nullptr;
   auto trace_values = [&](ValuesWhen when, int64_t ts) {
-    std::vector<float> v = tensor.dtype() == DType::kF32 ? tensor.to_vector() : std::vector<float>{};
-    double sq = 0.0;
-    for (float x : v) sq += static_cast<double>(x) * x;
-    v.resize(std::min<size_t>(v.size(), 4));
-    tracer->values(
-        device_, ts,
-        {.name = EventName::kAllReduce, .param = -1, .when = when, .values = v, .norm = std::sqrt(sq)});
+    // The first values and the norm of a float32 tensor (an int64 one is traced without values).
+    const bool f32 = tensor.dtype() == DType::kF32;
+    const std::vector<float> first =
+        f32 ? tensor.reshape({tensor.numel()}).rows(0, std::min<int64_t>(tensor.numel(), 4)).to_vector()
+            : std::vector<float>{};
+    tracer->values(device_, ts,
+                   {.name = EventName::kAllReduce,
+                    .param = -1,
+                    .when = when,
+                    .values = first,
+                    .norm = f32 ? kernels::l2_norm(tensor) : 0.0});
   };
   if (tracer != nullptr)
     trace_values(ValuesWhen::kBeforeReduce,

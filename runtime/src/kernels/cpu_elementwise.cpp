@@ -1,5 +1,7 @@
 // CPU kernels of the element-wise ops: each runs its shared body (kernels/elementwise.hpp) over the
 // whole range on the calling thread.
+#include <cmath>
+
 #include <cstring>
 
 #include "dispatch.hpp"
@@ -20,6 +22,11 @@ void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
 void fill(Tensor& dst, float value) {
   detail::backend_for(dst.device(), "fill");
   fill_range(dst.f32(), value, 0, dst.numel());
+}
+
+double l2_norm(const Tensor& t) {
+  detail::backend_for(t.device(), "l2_norm");
+  return std::sqrt(sum_of_squares_range(t.f32(), 0, t.numel()));
 }
 
 void copy(const Tensor& src, Tensor& dst) {

@@ -14,8 +14,7 @@ namespace {
 
 // Traces `grad` (of `param`) on `device` when it holds data.
 void trace_grad(const Device& device, const Parameter& param, const Tensor& grad, ValuesWhen when) {
-  if (grad.defined() && grad.has_data())
-    detail::trace_grad_values(device, param.index, when, grad.f32(), grad.numel());
+  if (grad.defined() && grad.has_data()) detail::trace_grad_values(device, param.index, when, grad);
 }
 
 // Concatenates `pieces` (each [r_i, ...]) along dim 0 on `device`, copying each piece there.

@@ -276,7 +276,7 @@ void DistributedDataParallel::mark_ready(int index) {
     KernelScope kernel(dev, "ddp copy grad into bucket", {.flops = static_cast<double>(n), .bytes = 8.0 * n});
     if (bucket.buffer.has_data()) {
       const bool has_grad = p.grad.defined() && p.used_in_last_forward;
-      if (has_grad) detail::trace_grad_values(dev, index, ValuesWhen::kBeforeReduce, p.grad.f32(), n);
+      if (has_grad) detail::trace_grad_values(dev, index, ValuesWhen::kBeforeReduce, p.grad);
       if (has_grad) {
         kernels::scale_copy(p.grad, scale, view);  // in place when .grad is already a bucket view
       } else {
@@ -331,7 +331,7 @@ void DistributedDataParallel::finalize() {
                            : Tensor::meta(p.data.shape(), dev, MemoryCategory::kGradients);
       }
       if (with_data && p.grad.f32() != view.f32()) p.grad.copy_from(view);
-      if (with_data) detail::trace_grad_values(dev, p.index, ValuesWhen::kAfterReduce, view.f32(), n);
+      if (with_data) detail::trace_grad_values(dev, p.index, ValuesWhen::kAfterReduce, view);
     }
   }
   require_finalize_ = false;

@@ -4,29 +4,27 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <span>
-#include <string_view>
 
-#include "dpscope/trace/recorder.hpp"
+#include "dpscope/core/trace_sink.hpp"
+#include "dpscope/kernels/kernels.hpp"
 
 namespace dpscope::detail {
 
 inline constexpr size_t kTracedGradValues = 4;
 
-inline void trace_grad_values(const Device& device, int param, ValuesWhen when, const float* data,
-                              int64_t numel) {
+// `grad` is a float32 tensor with data (a parameter's .grad, or its view in a bucket).
+inline void trace_grad_values(const Device& device, int param, ValuesWhen when, const Tensor& grad) {
   TraceSink* tracer = device.tracer();
-  if (tracer == nullptr || data == nullptr) return;
-  double sum = 0.0;
-  for (int64_t i = 0; i < numel; ++i) sum += static_cast<double>(data[i]) * data[i];
-  const size_t n = std::min<size_t>(kTracedGradValues, static_cast<size_t>(numel));
+  if (tracer == nullptr) return;
+  const float* data = grad.f32();
+  const size_t n = std::min<size_t>(kTracedGradValues, static_cast<size_t>(grad.numel()));
   tracer->values(device, device.clock_ns(StreamKind::kCompute),
                  {.name = EventName::kGrad,
                   .param = param,
                   .when = when,
                   .values = std::span<const float>(data, n),
-                  .norm = std::sqrt(sum)});
+                  .norm = kernels::l2_norm(grad)});
 }
 
 }  // namespace dpscope::detail

@@ -3,6 +3,9 @@
 // sizes include 0, 1, odd and large. A new device kind joins by one line in device_cases().
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "dpscope/kernels/kernels.hpp"
 #include "kernel_reference.hpp"
 
@@ -245,6 +248,19 @@ TEST_P(KernelConsistency, FillCopyScaleCopyAndAccumulate) {
     kernels::accumulate(on(device, b, {n}), t);
     expect_close(t.to_vector(), summed, Tolerance{0.0, 6e-8}, fmt::format("accumulate n={}", n));
   }
+}
+
+// The norm a traced value sample carries: sqrt of a double sum of squares, in index order.
+TEST_P(KernelConsistency, L2NormAccumulatesInDouble) {
+  for (int64_t n : kLengths) {
+    const auto a = random_floats(static_cast<size_t>(n), 18);
+    double sum = 0.0;
+    for (float x : a) sum += static_cast<double>(x) * x;
+    const double norm = kernels::l2_norm(on(device, a, {n}));
+    EXPECT_NEAR(norm, std::sqrt(sum), 1e-12 * std::max(1.0, std::sqrt(sum))) << "l2_norm n=" << n;
+  }
+  const std::vector<float> three_four = {3.0f, 4.0f};
+  EXPECT_EQ(kernels::l2_norm(on(device, three_four, {2})), 5.0);
 }
 
 TEST_P(KernelConsistency, Fp16RoundingMatchesTheNearestHalf) {

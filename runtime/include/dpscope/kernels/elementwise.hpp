@@ -44,6 +44,13 @@ DPS_HOST_DEVICE inline void cross_entropy_backward_row(const float* p, int64_t t
 
 // ---- copies, scaling, reductions ----
 
+// The sum of squares of x[begin, end), accumulated in double (a traced value sample's norm).
+DPS_HOST_DEVICE inline double sum_of_squares_range(const float* x, int64_t begin, int64_t end) {
+  double sum = 0.0;
+  for (int64_t i = begin; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
 DPS_HOST_DEVICE inline void fill_range(float* dst, float value, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) dst[i] = value;
 }
@@ -124,8 +131,8 @@ struct SgdStep {
 // p -= lr * d_p with d_p = (maximize ? -g : g) (+ weight_decay * p), through the momentum buffer.
 // `s` is taken by value: a local copy cannot alias the float arrays, so the compiler keeps its
 // fields in registers and vectorizes the loop (by reference it reloads them every element).
-DPS_HOST_DEVICE inline void sgd_update_range(float* p, const float* g, float* buf, SgdStep s,
-                                             int64_t begin, int64_t end) {
+DPS_HOST_DEVICE inline void sgd_update_range(float* p, const float* g, float* buf, SgdStep s, int64_t begin,
+                                             int64_t end) {
   for (int64_t j = begin; j < end; ++j) {
     float d_p = s.maximize ? -g[j] : g[j];
     if (s.decay) d_p = d_p + s.weight_decay * p[j];
@@ -154,8 +161,7 @@ struct AdamStep {
 
 // One Adam/AdamW step; `max_exp_avg_sq` is nullptr unless amsgrad.
 DPS_HOST_DEVICE inline void adam_update_range(float* p, const float* g, float* exp_avg, float* exp_avg_sq,
-                                              float* max_exp_avg_sq, AdamStep s, int64_t begin,
-                                              int64_t end) {
+                                              float* max_exp_avg_sq, AdamStep s, int64_t begin, int64_t end) {
   for (int64_t j = begin; j < end; ++j) {
     float grad = s.maximize ? -g[j] : g[j];
     if (s.decoupled_decay) p[j] = p[j] * s.decay_factor;

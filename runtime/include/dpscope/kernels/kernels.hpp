@@ -57,6 +57,8 @@ void cross_entropy_backward(const Tensor& probs, const Tensor& targets, float gr
 
 // ---- copies and scaling ----
 void fill(Tensor& dst, float value);
+// The L2 norm of a float32 tensor, accumulated in double (the norm a `values` trace event carries).
+double l2_norm(const Tensor& t);
 // dst = src (same shape and dtype); src may equal dst.
 void copy(const Tensor& src, Tensor& dst);
 // dst = src * scale (DDP's copy of a gradient into its bucket); src may be dst itself.
