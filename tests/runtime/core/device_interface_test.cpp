@@ -12,17 +12,15 @@
 #include "dpscope/core/tensor.hpp"
 #include "dpscope/core/timing.hpp"
 #include "dpscope/core/trace_sink.hpp"
+#include "support/forwarding_device.hpp"
 
 namespace dpscope {
 namespace {
 
 // A simulated device that counts what Tensor asks of it (a test double of the interface).
-class CountingDevice final : public DeviceImpl {
+class CountingDevice final : public testing::ForwardingDevice {
  public:
-  explicit CountingDevice(int index) : inner_(index, find_preset("h100-sxm")) {}
-  DeviceKind kind() const override { return inner_.kind(); }
-  int index() const override { return inner_.index(); }
-  const HardwarePreset* hardware() const override { return inner_.hardware(); }
+  explicit CountingDevice(int index) : ForwardingDevice(index) {}
   void* allocate(uint64_t bytes, MemoryCategory category, bool with_data) override {
     ++allocations;
     allocated_bytes += bytes;
@@ -32,7 +30,6 @@ class CountingDevice final : public DeviceImpl {
     ++deallocations;
     inner_.deallocate(data, bytes, category);
   }
-  MemoryStats memory() const override { return inner_.memory(); }
   void copy_from_host(void* dst, const void* src, uint64_t bytes) override {
     ++host_to_device;
     inner_.copy_from_host(dst, src, bytes);
@@ -49,26 +46,14 @@ class CountingDevice final : public DeviceImpl {
     ++device_to_device;
     inner_.copy_from_device(dst, src_device, src, bytes);
   }
-  int64_t clock_ns(StreamKind s) const override { return inner_.clock_ns(s); }
-  int64_t advance(StreamKind s, int64_t dur_ns) override { return inner_.advance(s, dur_ns); }
-  void wait_until(StreamKind s, int64_t ts_ns) override { inner_.wait_until(s, ts_ns); }
-  Event record(StreamKind s) override { return inner_.record(s); }
-  void wait(StreamKind s, const Event& e) override { inner_.wait(s, e); }
-  int64_t elapsed_ns(const Event& a, const Event& b) const override { return inner_.elapsed_ns(a, b); }
-  int64_t synchronize() override { return inner_.synchronize(); }
-  Event timer_begin(StreamKind s) override { return inner_.timer_begin(s); }
   TimedSpan timer_end(StreamKind s, const Event& begin, KernelCost cost) override {
     ++timed_kernels;
     return inner_.timer_end(s, begin, cost);
   }
-  TraceContext* trace_context() override { return inner_.trace_context(); }
 
   int allocations = 0, deallocations = 0, zero_fills = 0, host_to_device = 0, device_to_host = 0,
       device_to_device = 0, timed_kernels = 0;
   uint64_t allocated_bytes = 0;
-
- private:
-  SimDevice inner_;
 };
 
 TEST(DeviceInterface, StreamsAreValuesAndEventsOrderThem) {

@@ -4,50 +4,20 @@
 
 #include "dpscope/core/sim_device.hpp"
 #include "dpscope/kernels/kernels.hpp"
+#include "support/forwarding_device.hpp"
 
 namespace dpscope {
 namespace {
 
 // Reports itself as a cuda device but keeps host memory, so only the dispatch can stop a kernel.
-class FakeCudaDevice final : public DeviceImpl {
+class FakeCudaDevice final : public testing::ForwardingDevice {
  public:
-  FakeCudaDevice() : inner_(0, find_preset("h100-sxm")) {}
   DeviceKind kind() const override { return DeviceKind::kCuda; }
   int index() const override { return 0; }
-  const HardwarePreset* hardware() const override { return inner_.hardware(); }
-  void* allocate(uint64_t bytes, MemoryCategory c, bool with_data) override {
-    return inner_.allocate(bytes, c, with_data);
-  }
-  void deallocate(void* data, uint64_t bytes, MemoryCategory c) noexcept override {
-    inner_.deallocate(data, bytes, c);
-  }
-  MemoryStats memory() const override { return inner_.memory(); }
-  void copy_from_host(void* dst, const void* src, uint64_t bytes) override {
-    inner_.copy_from_host(dst, src, bytes);
-  }
-  void copy_to_host(void* dst, const void* src, uint64_t bytes) override {
-    inner_.copy_to_host(dst, src, bytes);
-  }
-  void fill_zeros(void* dst, uint64_t bytes) override { inner_.fill_zeros(dst, bytes); }
   void copy_from_device(void* dst, const DeviceImpl& /*src_device*/, const void* src,
                         uint64_t bytes) override {
     inner_.copy_from_host(dst, src, bytes);
   }
-  int64_t clock_ns(StreamKind s) const override { return inner_.clock_ns(s); }
-  int64_t advance(StreamKind s, int64_t dur_ns) override { return inner_.advance(s, dur_ns); }
-  void wait_until(StreamKind s, int64_t ts_ns) override { inner_.wait_until(s, ts_ns); }
-  Event record(StreamKind s) override { return inner_.record(s); }
-  void wait(StreamKind s, const Event& e) override { inner_.wait(s, e); }
-  int64_t elapsed_ns(const Event& a, const Event& b) const override { return inner_.elapsed_ns(a, b); }
-  int64_t synchronize() override { return inner_.synchronize(); }
-  Event timer_begin(StreamKind s) override { return inner_.timer_begin(s); }
-  TimedSpan timer_end(StreamKind s, const Event& b, KernelCost c) override {
-    return inner_.timer_end(s, b, c);
-  }
-  TraceContext* trace_context() override { return inner_.trace_context(); }
-
- private:
-  SimDevice inner_;
 };
 
 TEST(KernelDispatch, ADeviceKindWithoutKernelsFailsNamingTheOp) {
