@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/train/train.hpp"
 
@@ -59,7 +60,7 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
         result.samples, result.steps);
   } else if (config.mode == "dp") {
     const int64_t batch = result.samples_per_step;
-    const int64_t chunk = batch / config.devices + (batch % config.devices == 0 ? 0 : 1);
+    const int64_t chunk = checked_ceil_div<int64_t>(batch, config.devices, "--batch chunk per GPU");
     fmt::print(
         "batch {} (the whole mini-batch, scattered in chunks of up to {} over {} GPUs), {} samples, {} "
         "steps\n",

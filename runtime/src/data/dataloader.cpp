@@ -3,6 +3,7 @@
 
 #include <numeric>
 
+#include "dpscope/base/checked.hpp"
 #include "dpscope/data/randperm.hpp"
 
 namespace dpscope {
@@ -38,7 +39,7 @@ int64_t DataLoader::batch_count(size_t indices) const {
   const int64_t b = options_.batch_size;
   // ceil(m / b) without forming m + b - 1, which overflows for a batch_size near INT64_MAX (the
   // count would turn negative and a loop over batches would never advance).
-  return options_.drop_last ? m / b : m / b + (m % b == 0 ? 0 : 1);
+  return options_.drop_last ? m / b : checked_ceil_div(m, b, "DataLoader: batches per epoch");
 }
 
 std::span<const int64_t> DataLoader::slice(const std::vector<int64_t>& order, int64_t b) const {

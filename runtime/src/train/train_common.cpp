@@ -18,12 +18,6 @@
 
 namespace dpscope::detail {
 
-int64_t ceil_div(int64_t numerator, int64_t denominator) {
-  DPS_ASSERT(numerator >= 0 && denominator >= 1, "ceil_div({}, {}) needs numerator >= 0, denominator >= 1",
-             numerator, denominator);
-  return numerator / denominator + (numerator % denominator == 0 ? 0 : 1);
-}
-
 RunLength plan_run(const TrainConfig& config, int64_t batches_per_epoch) {
   RunLength length;
   length.batches_per_epoch = batches_per_epoch;

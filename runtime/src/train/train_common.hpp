@@ -17,10 +17,6 @@
 
 namespace dpscope::detail {
 
-// ceil(numerator / denominator) for numerator >= 0 and denominator >= 1, without the overflow of
-// (numerator + denominator - 1) / denominator. (A stand-in until base/checked.hpp's ceil_div.)
-int64_t ceil_div(int64_t numerator, int64_t denominator);
-
 std::shared_ptr<TensorDataset> load_data(const TrainConfig& config);
 // Checks that the data fits the model and the loss; every mismatch is one kUsage line.
 void check_data_fits(const TrainConfig& config, const Dataset& data, int64_t in_features,
