@@ -33,8 +33,6 @@ RunInfo parse_run_info(std::string_view run_json) {
   info.algo = text("algo");
   info.command = text("command");
   info.collective = text("collective");
-  auto synthetic = j.find("synthetic");
-  info.synthetic = synthetic != j.end() && synthetic->is_boolean() && synthetic->get<bool>();
   return info;
 }
 

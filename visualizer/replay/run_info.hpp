@@ -16,7 +16,6 @@ struct RunInfo {
   std::string algo;        // collective algorithm, when given
   std::string command;     // "train", "bench", ... when the writer says
   std::string collective;  // `dpscope bench`: "all_reduce", ...
-  bool synthetic = false;
 
   // "DistributedDataParallel (DDP)", "DataParallel (DP)", "single device", the mode as written,
   // or for a benchmark "benchmark: all_reduce"; "" when the header says nothing.
