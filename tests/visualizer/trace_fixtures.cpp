@@ -37,6 +37,18 @@ std::string read_text(const std::filesystem::path& path) {
 
 namespace {
 
+// A run (the model is set by run_traced) on `samples` seeded blobs rows: one batch per step and
+// rank, so every step sees fresh rows.
+TrainConfig fixture_config(const std::string& mode, int devices, int steps, int64_t batch, int64_t samples) {
+  TrainConfig config;
+  config.mode = mode;
+  config.devices = devices;
+  config.steps = steps;
+  config.batch = batch;
+  config.dataset = fmt::format("blobs:{}:784:10", samples);
+  return config;
+}
+
 // Runs `config` with a trace at `path` and reads the GPUs' header ids back ("sim:R" is rank R).
 RuntimeTrace run_traced(TrainConfig config, const std::filesystem::path& path) {
   config.model = kFixtureModel;
@@ -59,36 +71,19 @@ RuntimeTrace run_traced(TrainConfig config, const std::filesystem::path& path) {
 }  // namespace
 
 RuntimeTrace write_ddp_trace(const std::filesystem::path& path, int devices, int steps, int64_t batch) {
-  TrainConfig c;
-  c.mode = "ddp";
-  c.devices = devices;
-  c.steps = steps;
-  c.batch = batch;
-  c.dataset = fmt::format("blobs:{}:784:10", devices * batch * steps);
-  c.algo = "ring";
-  c.bucket_mb = 0.25;          // 256 KiB
-  c.first_bucket_mb = 0.0625;  // 64 KiB
-  return run_traced(std::move(c), path);
+  TrainConfig config = fixture_config("ddp", devices, steps, batch, devices * batch * steps);
+  config.algo = "ring";
+  config.bucket_mb = 0.25;          // 256 KiB
+  config.first_bucket_mb = 0.0625;  // 64 KiB
+  return run_traced(std::move(config), path);
 }
 
 RuntimeTrace write_dp_trace(const std::filesystem::path& path, int devices, int steps, int64_t batch) {
-  TrainConfig c;
-  c.mode = "dp";
-  c.devices = devices;
-  c.steps = steps;
-  c.batch = batch;
-  c.dataset = fmt::format("blobs:{}:784:10", batch * steps);
-  return run_traced(std::move(c), path);
+  return run_traced(fixture_config("dp", devices, steps, batch, batch * steps), path);
 }
 
 RuntimeTrace write_single_trace(const std::filesystem::path& path, int steps) {
-  TrainConfig c;
-  c.mode = "single";
-  c.devices = 1;
-  c.steps = steps;
-  c.batch = 16;
-  c.dataset = fmt::format("blobs:{}:784:10", 16 * steps);
-  return run_traced(std::move(c), path);
+  return run_traced(fixture_config("single", 1, steps, 16, 16 * steps), path);
 }
 
 HandTrace write_hand_trace(const std::filesystem::path& path) {
