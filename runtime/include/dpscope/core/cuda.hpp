@@ -1,0 +1,91 @@
+// CUDA devices (`cuda:N`): whether this build and this machine can make them, the logical GPUs a
+// run asks for, and the native handles the kernel layer and the cuda/nccl backends issue work on.
+//
+// Logical GPUs: a run may ask for more devices than the machine has GPUs (the GPU machines at hand
+// have one). Logical device k runs on physical GPU k mod count, with its own compute, comm and copy
+// streams and its own memory budget: the physical GPU's memory split evenly between the logical
+// devices on it, or `memory_cap_bytes` when given. The trace header names the physical GPU.
+//
+// Streams: a cuda kernel is enqueued on its device's *current* stream for the calling thread, the
+// compute stream unless a StreamGuard says otherwise (as PyTorch's current-stream rule: a
+// collective's reductions run on the comm stream).
+//
+// Without CUDA in the build (or without a GPU), every function here still exists: `built()` and
+// `physical_device_count()` say what is missing, and make_devices() throws one line saying why.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dpscope/core/device.hpp"
+
+namespace dpscope::cuda {
+
+// Whether this build has the cuda device, the CUDA kernels and the cuda/nccl backends.
+bool built();
+// Physical CUDA GPUs the driver reports; 0 without CUDA in the build, a driver, or a GPU.
+int physical_device_count();
+// Why cuda devices cannot be made on this machine ("dpscope was built without CUDA ...",
+// "no CUDA GPU: cudaGetDeviceCount says ..."), or "" when they can.
+std::string unavailable_reason();
+// Throws ErrorKind::kDevice "<what>: <unavailable_reason()>" unless cuda devices can be made.
+void require_available(std::string_view what);
+
+// ---- logical GPUs (pure arithmetic, tested without a GPU) ----
+// The physical GPU logical device `logical` runs on.
+int physical_for(int logical, int physical_count);
+// How many of `logical_count` logical devices share physical GPU `physical`.
+int logical_on_physical(int physical, int logical_count, int physical_count);
+// The memory budget of one of `sharing` logical devices on a GPU with `physical_free_bytes` free:
+// an even split, or `cap_bytes` when given (a cap larger than the split is an error naming both).
+uint64_t logical_budget(uint64_t physical_free_bytes, int sharing, uint64_t cap_bytes);
+
+struct LogicalGpuOptions {
+  int count = 1;                  // logical devices cuda:0 .. cuda:count-1
+  uint64_t memory_cap_bytes = 0;  // 0: the physical GPU's free memory split evenly
+};
+// Makes the logical devices; throws kDevice (unavailable) or kInvalidArgument (a bad count or cap).
+std::vector<Device> make_devices(const LogicalGpuOptions& options);
+
+// ---- what kernels and backends need of a cuda device (throws kDevice on other kinds) ----
+// The physical GPU index of a cuda device, and its driver name ("NVIDIA H100 80GB HBM3").
+int physical_index(const DeviceImpl& device);
+std::string physical_name(const DeviceImpl& device);
+// cudaSetDevice(physical_index(device)) for the calling thread.
+void make_current(const DeviceImpl& device);
+// The cudaStream_t of one of the device's streams, as an opaque pointer.
+void* stream_handle(const DeviceImpl& device, StreamKind stream);
+// The stream kind cuda kernels issued by this thread run on (kCompute unless a StreamGuard is live).
+StreamKind current_stream();
+// The cudaStream_t kernels for `device` go on from this thread now.
+inline void* current_stream_handle(const DeviceImpl& device) {
+  return stream_handle(device, current_stream());
+}
+
+// Makes `stream` this thread's current stream for cuda kernels for a scope, then restores it.
+class StreamGuard {
+ public:
+  explicit StreamGuard(StreamKind stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  StreamKind saved_;
+};
+
+// Frees the cached, unused blocks of a cuda device's caching allocator (torch.cuda.empty_cache()).
+void empty_cache(const DeviceImpl& device);
+
+// Bytes the caching allocator of a cuda device holds from the driver, and of those in use.
+struct AllocatorStats {
+  uint64_t reserved_bytes = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t driver_free_bytes = 0;  // cudaMemGetInfo of the physical GPU
+  uint64_t driver_total_bytes = 0;
+};
+AllocatorStats allocator_stats(const DeviceImpl& device);
+
+}  // namespace dpscope::cuda

@@ -1,0 +1,45 @@
+// The parts of core/cuda.hpp that need no CUDA: logical GPU arithmetic and the current stream.
+#include "dpscope/base/checked.hpp"
+#include "dpscope/base/error.hpp"
+#include "dpscope/base/format_bytes.hpp"
+#include "dpscope/core/cuda.hpp"
+
+namespace dpscope::cuda {
+
+namespace {
+thread_local StreamKind t_current_stream = StreamKind::kCompute;
+}  // namespace
+
+int physical_for(int logical, int physical_count) {
+  DPS_ASSERT(logical >= 0 && physical_count > 0, "logical GPU {} over {} physical GPUs", logical,
+             physical_count);
+  return logical % physical_count;
+}
+
+int logical_on_physical(int physical, int logical_count, int physical_count) {
+  DPS_ASSERT(physical >= 0 && physical < physical_count, "physical GPU {} of {}", physical, physical_count);
+  // Logical devices physical, physical + count, physical + 2 * count, ... below logical_count.
+  return physical >= logical_count ? 0 : (logical_count - 1 - physical) / physical_count + 1;
+}
+
+uint64_t logical_budget(uint64_t physical_free_bytes, int sharing, uint64_t cap_bytes) {
+  DPS_ASSERT(sharing > 0, "{} logical GPUs sharing one GPU", sharing);
+  const uint64_t split = physical_free_bytes / static_cast<uint64_t>(sharing);
+  if (cap_bytes == 0) return split;
+  DPS_CHECK(cap_bytes <= split, ErrorKind::kInvalidArgument,
+            "--gpu-mem {} per logical GPU does not fit: {} logical GPUs share a GPU with {} free ({} each)",
+            format_bytes(cap_bytes), sharing, format_bytes(physical_free_bytes), format_bytes(split));
+  return cap_bytes;
+}
+
+void require_available(std::string_view what) {
+  const std::string reason = unavailable_reason();
+  DPS_CHECK(reason.empty(), ErrorKind::kDevice, "{}: {}", what, reason);
+}
+
+StreamKind current_stream() { return t_current_stream; }
+
+StreamGuard::StreamGuard(StreamKind stream) : saved_(t_current_stream) { t_current_stream = stream; }
+StreamGuard::~StreamGuard() { t_current_stream = saved_; }
+
+}  // namespace dpscope::cuda

@@ -1,0 +1,27 @@
+// core/cuda.hpp in a build without CUDA: no cuda device can be made, and every entry point that
+// needs one says so in one line.
+#include "dpscope/base/error.hpp"
+#include "dpscope/core/cuda.hpp"
+
+namespace dpscope::cuda {
+
+namespace {
+[[noreturn]] void not_built(const char* what) {
+  throw Error(ErrorKind::kDevice, fmt::format("{}: {}", what, unavailable_reason()));
+}
+}  // namespace
+
+bool built() { return false; }
+int physical_device_count() { return 0; }
+std::string unavailable_reason() {
+  return "dpscope was built without CUDA (configure found no nvcc, cuBLAS or NCCL; see docs/gpu.md)";
+}
+std::vector<Device> make_devices(const LogicalGpuOptions& /*options*/) { not_built("--device cuda"); }
+int physical_index(const DeviceImpl& /*device*/) { not_built("cuda device"); }
+std::string physical_name(const DeviceImpl& /*device*/) { not_built("cuda device"); }
+void make_current(const DeviceImpl& /*device*/) { not_built("cuda device"); }
+void* stream_handle(const DeviceImpl& /*device*/, StreamKind /*stream*/) { not_built("cuda device"); }
+void empty_cache(const DeviceImpl& /*device*/) { not_built("cuda device"); }
+AllocatorStats allocator_stats(const DeviceImpl& /*device*/) { not_built("cuda device"); }
+
+}  // namespace dpscope::cuda
