@@ -141,12 +141,15 @@ void register_train(CLI::App& app) {
   TrainConfig& config = *config_ptr;
   FlagsGiven& flags = *flags_ptr;
   cmd->add_option("--mode", config.mode, "single | dp | ddp")->capture_default_str();
-  flags.device = cmd->add_option("--device", config.device, "sim (simulated GPUs) | cpu | cuda (not built)")
+  flags.device = cmd->add_option("--device", config.device, "sim (simulated GPUs) | cpu | cuda (real GPUs, docs/gpu.md)")
                      ->capture_default_str();
   flags.backend =
       cmd->add_option("--backend", config.backend, "ddp process-group backend: sim | cuda | nccl | mpi")
           ->capture_default_str();
-  cmd->add_option("--devices", config.devices, "number of simulated GPUs")->capture_default_str();
+  cmd->add_option("--devices", config.devices, "number of GPUs (simulated, or logical cuda GPUs)")
+      ->capture_default_str();
+  cmd->add_option("--gpu-mem", config.gpu_mem_mb,
+                  "--device cuda: memory cap of each logical GPU in MiB (default: an even split)");
   cmd->add_option("--preset", config.preset, "hardware preset (dpscope presets)")->capture_default_str();
   cmd->add_option("--model", config.model, "MLP layer sizes, e.g. 784-512-10")->capture_default_str();
   cmd->add_option("--loss", config.loss, "ce | mse")->capture_default_str();

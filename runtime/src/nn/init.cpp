@@ -2,6 +2,7 @@
 #include "dpscope/nn/init.hpp"
 
 #include <cmath>
+#include <vector>
 
 namespace dpscope {
 
@@ -15,11 +16,13 @@ void init_uniform(Tensor& tensor, double from, double to, std::mt19937& generato
   const double range = static_cast<double>(to_f - from_f);
   constexpr uint32_t kMask = (1u << 24) - 1;
   constexpr double kDivisor = 1.0 / static_cast<double>(1u << 24);
-  float* values = tensor.f32();
-  for (int64_t i = 0; i < tensor.numel(); ++i) {
+  // Drawn on the host, then copied through the device (a cuda tensor's memory is not the host's).
+  std::vector<float> values(static_cast<size_t>(tensor.numel()));
+  for (float& value : values) {
     const double x = static_cast<double>(static_cast<uint32_t>(generator()) & kMask) * kDivisor;
-    values[i] = static_cast<float>(x * range + static_cast<double>(from_f));
+    value = static_cast<float>(x * range + static_cast<double>(from_f));
   }
+  if (!values.empty()) tensor.device().impl().copy_from_host(tensor.f32(), values.data(), tensor.nbytes());
 }
 
 void init_kaiming_uniform(Tensor& tensor, double a, std::mt19937& generator) {

@@ -98,7 +98,13 @@ Tensor CrossEntropyLoss::forward_impl(const Tensor& input, const Tensor& target)
   const double bc = static_cast<double>(batch) * static_cast<double>(classes);
   const bool compute = input.has_data() && target.has_data();
   if (compute) {
+    // The range check reads the targets on the host: a cuda tensor's are copied back first.
+    std::vector<int64_t> staged;
     const int64_t* t = target.i64();
+    if (target.device().kind() == DeviceKind::kCuda) {
+      staged = target.to_ints();
+      t = staged.data();
+    }
     for (int64_t r = 0; r < batch; ++r) {
       DPS_CHECK(t[r] >= 0 && t[r] < classes, ErrorKind::kInvalidArgument,
                 "CrossEntropyLoss: Target {} is out of bounds (class indices must be in [0, {}), at row {}).",

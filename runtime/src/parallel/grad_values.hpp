@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <span>
 
 #include "dpscope/core/trace_sink.hpp"
@@ -17,13 +18,15 @@ inline constexpr size_t kTracedGradValues = 4;
 inline void trace_grad_values(const Device& device, int param, ValuesWhen when, const Tensor& grad) {
   TraceSink* tracer = device.tracer();
   if (tracer == nullptr) return;
-  const float* data = grad.f32();
   const size_t n = std::min<size_t>(kTracedGradValues, static_cast<size_t>(grad.numel()));
+  // The first values, read through the device (a cuda gradient lives in device memory).
+  std::array<float, kTracedGradValues> head{};
+  grad.device().impl().copy_to_host(head.data(), grad.f32(), n * sizeof(float));
   tracer->values(device, device.clock_ns(StreamKind::kCompute),
                  {.name = EventName::kGrad,
                   .param = param,
                   .when = when,
-                  .values = std::span<const float>(data, n),
+                  .values = std::span<const float>(head.data(), n),
                   .norm = kernels::l2_norm(grad)});
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/data/dataloader.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/parallel/data_parallel.hpp"
@@ -24,6 +25,12 @@ using namespace detail;
 // A point where the host waits for every device (like torch.cuda.synchronize() on each): all
 // streams of all devices move to the latest clock among them. Returns that time.
 int64_t synchronize_all(const std::vector<Device>& devices) {
+  if (devices.front().kind() == DeviceKind::kCuda) {
+    // Real GPUs: the host waits for each device's streams (the step time is then measured).
+    int64_t latest = 0;
+    for (const Device& device : devices) latest = std::max(latest, device.synchronize());
+    return latest;
+  }
   if (!devices.front().is_simulated()) return 0;
   int64_t latest = 0;
   for (const Device& device : devices) latest = std::max(latest, device.synchronize());
@@ -52,10 +59,16 @@ void trace_memory_all(const std::vector<Device>& devices) {
   for (const Device& device : devices) device.trace_memory();
 }
 
-// --device cpu: the host; --device sim: sim:0 .. sim:N-1 of the preset, which must hold N GPUs
-// (the same limit DDP's network model enforces).
+// --device cpu: the host; --device cuda: logical GPUs cuda:0 .. cuda:N-1; --device sim: sim:0 ..
+// sim:N-1 of the preset, which must hold N GPUs (the same limit DDP's network model enforces).
 std::vector<Device> make_devices(const TrainConfig& config) {
   if (config.device == "cpu") return {Device::new_cpu()};  // the run's own: it carries the trace context
+  if (config.device == "cuda") {
+    std::vector<Device> devices = cuda::make_devices(
+        {.count = config.devices, .memory_cap_bytes = static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0)});
+    for (size_t i = 0; i < devices.size(); ++i) devices[i].set_rank(static_cast<int>(i));
+    return devices;
+  }
   const HardwarePreset preset = find_preset(config.preset);
   const int max_gpus = preset.network.max_gpus;
   DPS_CHECK(max_gpus == 0 || config.devices <= max_gpus, ErrorKind::kUsage,

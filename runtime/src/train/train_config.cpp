@@ -8,6 +8,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/backend_registry.hpp"
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope {
@@ -28,8 +29,6 @@ void TrainConfig::validate() const {
             "--mode '{}' is not one of single, dp, ddp", mode);
   DPS_CHECK(one_of<string>(device, {"cpu", "sim", "cuda"}), ErrorKind::kUsage,
             "--device '{}' is not one of cpu, sim, cuda", device);
-  DPS_CHECK(device != "cuda", ErrorKind::kUsage,
-            "--device cuda is not built in this version (use --device sim or cpu)");
   DPS_CHECK(one_of<string>(backend, {"sim", "cuda", "nccl", "mpi"}), ErrorKind::kUsage,
             "--backend '{}' is not one of sim, cuda, nccl, mpi", backend);
   DPS_CHECK(is_backend_registered(backend), ErrorKind::kUsage,
@@ -38,12 +37,25 @@ void TrainConfig::validate() const {
   DPS_CHECK(devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", devices);
   DPS_CHECK(mode != "single" || devices == 1, ErrorKind::kUsage,
             "--mode single trains on one device, but --devices is {} (use --mode dp or ddp)", devices);
-  DPS_CHECK(mode != "ddp" || device == "sim", ErrorKind::kUsage,
-            "--mode ddp runs its ranks on simulated GPUs in this version: use --device sim");
+  // DDP's ranks run where their backend runs: sim ranks on simulated GPUs, cuda and nccl ranks on
+  // cuda devices.
+  DPS_CHECK(mode != "ddp" || device != "cpu", ErrorKind::kUsage,
+            "--mode ddp runs one rank per GPU: use --device sim (simulated) or --device cuda");
+  DPS_CHECK(mode != "ddp" || device != "sim" || backend == "sim", ErrorKind::kUsage,
+            "--backend {} needs --device cuda (simulated GPUs communicate through --backend sim)", backend);
+  DPS_CHECK(mode != "ddp" || device != "cuda" || backend == "cuda" || backend == "nccl", ErrorKind::kUsage,
+            "--device cuda communicates through --backend cuda or nccl, not {}", backend);
   DPS_CHECK(device != "cpu" || devices == 1, ErrorKind::kUsage,
             "--device cpu has one device, got --devices {}", devices);
-  DPS_CHECK(devices <= 64, ErrorKind::kUsage, "--devices {} is more than the 64 simulated GPUs supported",
-            devices);
+  DPS_CHECK(devices <= 64, ErrorKind::kUsage, "--devices {} is more than the 64 GPUs supported", devices);
+  DPS_CHECK(gpu_mem_mb >= 0.0, ErrorKind::kUsage, "--gpu-mem must be >= 0 MiB, got {}", gpu_mem_mb);
+  DPS_CHECK(gpu_mem_mb == 0.0 || device == "cuda", ErrorKind::kUsage,
+            "--gpu-mem caps the memory of cuda devices: it needs --device cuda");
+  if (device == "cuda") {
+    // Cheap and decisive: a machine without a GPU (or a build without CUDA) stops here, one line.
+    const std::string reason = cuda::unavailable_reason();
+    DPS_CHECK(reason.empty(), ErrorKind::kUsage, "--device cuda: {}", reason);
+  }
   DPS_CHECK(one_of<string>(loss, {"ce", "mse"}), ErrorKind::kUsage, "--loss '{}' is not one of ce, mse",
             loss);
   DPS_CHECK(one_of<string>(optim, {"sgd", "adam", "adamw"}), ErrorKind::kUsage,
@@ -129,6 +141,7 @@ std::string TrainConfig::to_json() const {
   j["backend"] = backend;
   j["devices"] = devices;
   j["preset"] = preset;
+  if (gpu_mem_mb > 0.0) j["gpu_mem_mb"] = gpu_mem_mb;
   j["model"] = model;
   j["loss"] = loss;
   j["optim"] = optim;

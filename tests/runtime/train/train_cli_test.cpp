@@ -136,9 +136,11 @@ TEST(TrainCli, BadFlagValues) {
   expect_usage_error(kOk + "--no-such-flag", "no-such-flag");
   expect_usage_error(kOk + "--mode pipeline", "--mode 'pipeline' is not one of single, dp, ddp");
   expect_usage_error(kOk + "--mode ddp --device cpu",
-                     "--mode ddp runs its ranks on simulated GPUs in this version: use --device sim");
+                     "--mode ddp runs one rank per GPU: use --device sim (simulated) or --device cuda");
   expect_usage_error(kOk + "--mode ddp --backend cpu",  // the old spelling of --device cpu
-                     "--mode ddp runs its ranks on simulated GPUs in this version: use --device sim");
+                     "--mode ddp runs one rank per GPU: use --device sim (simulated) or --device cuda");
+  expect_usage_error(kOk + "--gpu-mem -1", "--gpu-mem must be >= 0 MiB, got -1");
+  expect_usage_error(kOk + "--gpu-mem 512", "--gpu-mem caps the memory of cuda devices: it needs --device cuda");
   expect_usage_error(kOk + "--bucket-mb 4", "apply to --mode ddp only");
   expect_usage_error(kOk + "--mode ddp --devices 2 --bucket-mb 0", "--bucket-mb must be > 0, got 0");
   expect_usage_error(kOk + "--mode ddp --devices 2 --no-sync-every 0", "--no-sync-every must be at least 1");

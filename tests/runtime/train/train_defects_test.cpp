@@ -7,6 +7,8 @@
 #include <fstream>
 #include <regex>
 
+#include "dpscope/comm/backend_registry.hpp"
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/io/npy.hpp"
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/trace_format/reader.hpp"
@@ -186,10 +188,24 @@ TEST(TrainFlags, DeviceAndBackendAreSeparateAndTheOldSpellingStillRuns) {
   EXPECT_EQ(ddp.exit_code, 0) << ddp.output;
   EXPECT_EQ(ddp.output.find("note:"), std::string::npos) << "sim is a backend in ddp:\n" << ddp.output;
 
-  expect_one_error_line(kSmall + "--steps 1 --device cuda", "--device cuda is not built in this version");
-  for (const char* backend : {"cuda", "nccl", "mpi"})
-    expect_one_error_line(kSmall + "--steps 1 --mode ddp --devices 2 --backend " + backend,
-                          fmt::format("--backend {} is not built in this version", backend));
+  // Real GPUs: one line saying why they cannot be used here (no GPU, or a build without CUDA), or a run.
+  if (const std::string reason = cuda::unavailable_reason(); !reason.empty()) {
+    expect_one_error_line(kSmall + "--steps 1 --device cuda", "--device cuda: " + reason);
+    expect_one_error_line(kSmall + "--steps 1 --mode ddp --devices 2 --device cuda --backend nccl",
+                          "--device cuda: " + reason);
+  } else {
+    const auto on_gpu = run_limited(kSmall + "--steps 1 --device cuda");
+    EXPECT_EQ(on_gpu.exit_code, 0) << on_gpu.output;
+  }
+  for (const char* backend : {"cuda", "nccl", "mpi"}) {
+    const std::string args = kSmall + "--steps 1 --mode ddp --devices 2 --backend " + backend;
+    if (is_backend_registered(backend))
+      expect_one_error_line(args, fmt::format("--backend {} needs --device cuda", backend));
+    else
+      expect_one_error_line(args, fmt::format("--backend {} is not built in this version", backend));
+  }
+  expect_one_error_line(kSmall + "--steps 1 --mode ddp --devices 2 --device cuda --backend sim",
+                        "--device cuda communicates through --backend cuda or nccl, not sim");
   expect_one_error_line(kSmall + "--steps 1 --device tpu", "--device 'tpu' is not one of cpu, sim, cuda");
   expect_one_error_line(kSmall + "--steps 1 --device sim --backend cpu", "give only --device sim");
 }

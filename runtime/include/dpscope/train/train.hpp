@@ -19,13 +19,16 @@ namespace dpscope {
 struct TrainConfig {
   std::string mode = "single";  // single | dp | ddp
   // The kind of device the model trains on: sim (simulated GPUs timed by `preset`), cpu (one host
-  // device, measured time; single/dp) or cuda (real GPUs: not built in this version).
+  // device, measured time; single/dp) or cuda (real GPUs, measured time; `devices` logical GPUs
+  // spread over the physical ones, core/cuda.hpp).
   std::string device = "sim";
   // The process-group backend the ranks of `--mode ddp` communicate through: sim (rank threads on
-  // the simulated machine); cuda, nccl and mpi are not built in this version. Unused by single/dp.
+  // the simulated machine), cuda (our schedules on device buffers, any number of logical GPUs),
+  // nccl (one rank per physical GPU); mpi arrives with real processes. Unused by single/dp.
   std::string backend = "sim";
   int devices = 1;
   std::string preset = "h100-sxm";
+  double gpu_mem_mb = 0.0;  // --device cuda: each logical GPU's memory cap in MiB (0: an even split)
 
   std::string model = "784-512-10";  // MLP layer sizes; ReLU between Linear layers
   std::string loss = "ce";           // ce | mse
