@@ -2,6 +2,8 @@
 // answers positions and navigation. state_at() lives in replay_state.cpp.
 #include "replay/replay_model.hpp"
 
+#include "dpscope/trace_format/stats.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -123,12 +125,11 @@ void ReplayModel::build_lanes_and_busy() {
     if (d < 0) continue;
     const int64_t end = e.ts_ns + std::max<int64_t>(e.dur_ns, 0);
     items[static_cast<size_t>(d) * kStreamCount + static_cast<size_t>(e.stream)].push_back({e.ts_ns, end, i});
-    // Phase spans wrap a whole phase, idle gaps included: they are not busy time.
-    if (e.type == trace::EventType::kSpan && e.category == SpanCategory::kPhase) continue;
-    if (e.stream == StreamKind::kCompute) {
-      compute[d].emplace_back(e.ts_ns, end);
-    } else {
-      comm[d].emplace_back(e.ts_ns, end);
+    // Busy time is classified as `dpscope trace stats` classifies it (trace_format/stats.hpp).
+    switch (trace::busy_class(e)) {
+      case trace::BusyClass::kCompute: compute[d].emplace_back(e.ts_ns, end); break;
+      case trace::BusyClass::kComm: comm[d].emplace_back(e.ts_ns, end); break;
+      case trace::BusyClass::kNone: break;
     }
   }
   lane_by_device_stream_.assign(lane_keys, -1);

@@ -26,14 +26,19 @@ struct Activity {
   int64_t begin_ns = INT64_MAX;
   int64_t end_ns = INT64_MIN;
 
-  void add(StreamKind stream, int64_t begin, int64_t end, bool counts_as_work) {
+  void add(const Event& e) {
+    const int64_t begin = e.ts_ns;
+    const int64_t end = e.end_ns();
     begin_ns = std::min(begin_ns, begin);
     end_ns = std::max(end_ns, end);
-    if (!counts_as_work || end <= begin) return;
-    switch (stream) {
-      case StreamKind::kCompute: compute.emplace_back(begin, end); break;
-      case StreamKind::kComm: comm.emplace_back(begin, end); break;
-      case StreamKind::kCopy: copy.emplace_back(begin, end); break;
+    if (end <= begin) return;
+    switch (busy_class(e)) {
+      case BusyClass::kNone: break;
+      case BusyClass::kCompute: compute.emplace_back(begin, end); break;
+      case BusyClass::kComm:
+        comm.emplace_back(begin, end);
+        if (e.stream == StreamKind::kCopy) copy.emplace_back(begin, end);
+        break;
     }
   }
 };
@@ -98,15 +103,20 @@ DeviceStats summarize(int32_t dev, const Activity& a) {
 
 }  // namespace
 
+BusyClass busy_class(const Event& e) {
+  if (e.type != EventType::kSpan && e.type != EventType::kTransfer) return BusyClass::kNone;
+  // Phase spans wrap a whole phase, idle gaps included: markers, not work.
+  if (e.type == EventType::kSpan && e.category == SpanCategory::kPhase) return BusyClass::kNone;
+  return e.stream == StreamKind::kCompute ? BusyClass::kCompute : BusyClass::kComm;
+}
+
 TraceStats compute_stats(const TraceData& data) {
   std::map<int32_t, Activity> by_device;
   std::map<std::pair<int64_t, int32_t>, Activity> by_step;  // (step, dev)
-  const uint32_t phase_cat = data.find_string("phase");
   for (const Event& e : data.events) {
     if (e.type != EventType::kSpan && e.type != EventType::kTransfer) continue;
-    const bool work = !(e.type == EventType::kSpan && phase_cat != kNoString && e.cat == phase_cat);
-    by_device[e.dev].add(e.stream, e.ts_ns, e.end_ns(), work);
-    if (e.step >= 0) by_step[{e.step, e.dev}].add(e.stream, e.ts_ns, e.end_ns(), work);
+    by_device[e.dev].add(e);
+    if (e.step >= 0) by_step[{e.step, e.dev}].add(e);
   }
   TraceStats stats;
   std::vector<int32_t> order;  // header order first, then ids the header does not list

@@ -27,10 +27,10 @@ std::string transfer(int dev, int64_t step, const char* stream, int64_t ts, int6
 
 // Device 0, step 0:
 //   compute  [0,100) [150,300)                 → 100 + 150 = 250
-//   comm     transfer [80,200), span [250,400) → 120 + 150 = 270
+//   comm     transfer [80,200), span [250,400) → 120 + 150 = 270, plus the copy below: 370
 //   overlap  [80,100) [150,200) [250,300)      → 20 + 50 + 50 = 120
-//   copy     [400,500)                         → 100, so the device's span is [0,500)
-// busy = 250 + 270 - 120 = 400; exposed = 270 - 120 = 150; idle = 500 - 400 = 100; overlap 120/270.
+//   copy     [400,500)                         → 100 (data moving: part of comm), so the span is [0,500)
+// busy = 250 + 370 - 120 = 500; exposed = 370 - 120 = 250; idle = 500 - 500 = 0; overlap 120/370.
 const std::string kTimeline = header_line() + span(0, 0, "compute", 0, 100) +
                               span(0, 0, "compute", 150, 150) + transfer(0, 0, "comm", 80, 120) +
                               span(0, 0, "comm", 250, 150, "collective") + transfer(0, 0, "copy", 400, 100);
@@ -44,12 +44,12 @@ TEST(TraceStats, OverlapExposedCommAndIdleFromIntervalUnions) {
   EXPECT_EQ(d.end_ns, 500);
   EXPECT_EQ(d.span_ns, 500);
   EXPECT_EQ(d.compute_ns, 250);
-  EXPECT_EQ(d.comm_ns, 270);
+  EXPECT_EQ(d.comm_ns, 370);
   EXPECT_EQ(d.copy_ns, 100);
-  EXPECT_EQ(d.busy_ns, 400);
-  EXPECT_EQ(d.exposed_comm_ns, 150);
-  EXPECT_EQ(d.idle_ns, 100);
-  EXPECT_DOUBLE_EQ(d.overlap_pct, 100.0 * 120.0 / 270.0);
+  EXPECT_EQ(d.busy_ns, 500);
+  EXPECT_EQ(d.exposed_comm_ns, 250);
+  EXPECT_EQ(d.idle_ns, 0);
+  EXPECT_DOUBLE_EQ(d.overlap_pct, 100.0 * 120.0 / 370.0);
 }
 
 TEST(TraceStats, NestedAndRepeatedSpansCountOnce) {
@@ -116,8 +116,8 @@ TEST(TraceStats, FormatsATableWithOneRowPerDevice) {
   EXPECT_EQ(table,
             "device             span         busy      compute         comm  exposed comm         idle       "
             "  copy   overlap\n"
-            "sim:0            500 ns       400 ns       250 ns       270 ns        150 ns       100 ns       "
-            "100 ns     44.4%\n");
+            "sim:0            500 ns       500 ns       250 ns       370 ns        250 ns         0 ns       "
+            "100 ns     32.4%\n");
   const std::string with_steps = format_stats(compute_stats(data), data, /*per_step=*/true);
   EXPECT_NE(with_steps.find("\nstep/dev "), std::string::npos) << with_steps;
   EXPECT_NE(with_steps.find("\n0 sim:0 "), std::string::npos) << with_steps;

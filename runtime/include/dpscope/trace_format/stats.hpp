@@ -1,12 +1,14 @@
 // Time breakdown of a dpscope trace per device (and per device and training step): how much of the
 // time was compute, communication, communication hidden behind compute, and idle.
-// Used by `dpscope trace stats`, the visualizer's step-time plot and lessons on overlap.
+// Used by `dpscope trace stats`, the visualizer's step-time plot and lessons on overlap: all of
+// them classify events with busy_class() below, so they report the same numbers for one trace.
 //
 // Definitions (all lengths are of unions of intervals, so nested or overlapping work counts once):
 //  * compute  = spans on the device's compute stream;
-//  * comm     = spans and transfers on its comm stream (a transfer counts for the device that
-//               issued it, the event's `dev`);
-//  * copy     = spans and transfers on its copy stream (reported, not part of busy);
+//  * comm     = spans and transfers on its comm or copy stream: data moving between devices (a
+//               transfer counts for the device that issued it, the event's `dev`). DataParallel
+//               has no comm stream: its scatter, gather and reduce-add copies are its communication;
+//  * copy     = the part of comm on the copy stream (reported on its own as well);
 //  * spans of category "phase" are markers of what the loop is doing, not work, and are left out;
 //  * span     = from the device's first span/transfer start to its last end (any stream);
 //  * busy     = compute ∪ comm;  exposed comm = comm \ compute;  idle = span − busy;
@@ -22,6 +24,14 @@
 #include "dpscope/trace_format/reader.hpp"
 
 namespace dpscope::trace {
+
+// What an event's interval counts as, for every time breakdown of a trace (one definition).
+enum class BusyClass : uint8_t {
+  kNone,     // not an interval of work: instants, counters, values, ..., and "phase" marker spans
+  kCompute,  // a span or transfer on the compute stream
+  kComm,     // on the comm or copy stream
+};
+BusyClass busy_class(const Event& e);
 
 struct DeviceStats {
   int32_t dev = -1;      // header device id
