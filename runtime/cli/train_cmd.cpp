@@ -24,8 +24,8 @@ class Progress {
 
   void update(const StepReport& report) {
     const int64_t done = report.step + 1;
-    // In ddp the loss a step reports is rank 0's own; the summary's is the mean over ranks.
-    const char* loss_label = report.loss_of_rank_0 ? "rank 0 loss" : "loss";
+    // The step's loss, defined as the summary's (in ddp: the mean over ranks).
+    const char* loss_label = "loss";
     if (tty_) {
       constexpr int kWidth = 30;
       const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(report.total_steps, 1));
@@ -141,8 +141,9 @@ void register_train(CLI::App& app) {
   TrainConfig& config = *config_ptr;
   FlagsGiven& flags = *flags_ptr;
   cmd->add_option("--mode", config.mode, "single | dp | ddp")->capture_default_str();
-  flags.device = cmd->add_option("--device", config.device, "sim (simulated GPUs) | cpu | cuda (real GPUs, docs/gpu.md)")
-                     ->capture_default_str();
+  flags.device =
+      cmd->add_option("--device", config.device, "sim (simulated GPUs) | cpu | cuda (real GPUs, docs/gpu.md)")
+          ->capture_default_str();
   flags.backend =
       cmd->add_option("--backend", config.backend, "ddp process-group backend: sim | cuda | nccl | mpi")
           ->capture_default_str();

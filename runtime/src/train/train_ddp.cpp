@@ -6,7 +6,9 @@
 // dataset, and the --resume checkpoint (so a bad checkpoint is one clear line, not one per rank).
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <mutex>
+#include <optional>
 
 #include "dpscope/comm/sim_world.hpp"
 #include "dpscope/comm/spawn.hpp"
@@ -26,11 +28,50 @@ std::vector<double> mean_over_ranks(const std::vector<RankResult>& ranks) {
   return means;
 }
 
+// Turns the ranks' per-step reports into one report per step whose loss is the mean over ranks
+// (the loss the summary, TrainResult::losses and a single-GPU run report), sent when the last rank
+// of that step has reported. Called from the rank threads.
+class StepMean {
+ public:
+  StepMean(int world_size, StepObserver observer) : world_size_(world_size), observer_(std::move(observer)) {}
+
+  void report(const StepReport& rank_report) {
+    StepReport whole;
+    {
+      std::lock_guard lock(mutex_);
+      Pending& pending = pending_[rank_report.step];
+      pending.loss_sum += rank_report.loss;
+      pending.sim_step_ns = std::max(pending.sim_step_ns, rank_report.sim_step_ns);
+      if (++pending.ranks < world_size_) return;
+      whole = rank_report;
+      whole.loss = pending.loss_sum / static_cast<double>(world_size_);
+      whole.rank = -1;
+      whole.sim_step_ns = pending.sim_step_ns;
+      pending_.erase(rank_report.step);
+    }
+    observer_(whole);
+  }
+
+ private:
+  struct Pending {
+    double loss_sum = 0.0;
+    int ranks = 0;
+    int64_t sim_step_ns = 0;
+  };
+  const int world_size_;
+  const StepObserver observer_;
+  std::mutex mutex_;
+  std::map<int64_t, Pending> pending_;
+};
+
 }  // namespace
 
 TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_step) {
   const auto wall_start = std::chrono::steady_clock::now();
-  RankOptions shared{.data = load_data(config), .resume_from = nullptr, .on_step = on_step};
+  std::optional<StepMean> step_mean;
+  if (on_step) step_mean.emplace(config.devices, on_step);
+  RankOptions shared{.data = load_data(config), .resume_from = nullptr, .on_step = {}};
+  if (step_mean) shared.on_step = [&step_mean](const StepReport& report) { step_mean->report(report); };
   const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
   check_data_fits(config, *shared.data, sizes.front(), sizes.back());
   if (config.resume)

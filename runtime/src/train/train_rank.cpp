@@ -227,12 +227,12 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
         t->loss_counter(dev, dev.clock_ns(StreamKind::kCompute), loss_value);
         if (rank_id == 0) t->flush();
       }
-      if (rank_id == 0 && options.on_step)
+      if (options.on_step)
         options.on_step({.step = step,
                          .total_steps = length.total_steps,
                          .epoch = epoch,
                          .loss = loss_value,
-                         .loss_of_rank_0 = true,
+                         .rank = rank_id,
                          .sim_step_ns = dev.clock_ns(StreamKind::kCompute) - step_start_ns});
       ++step;
       if (checkpoint_due(config, length, step)) {

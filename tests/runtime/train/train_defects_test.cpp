@@ -122,11 +122,22 @@ TEST(TrainDefects, TheNanMessageCountsStepsLikeTheProgressLines) {
   EXPECT_EQ(r.output.find(fmt::format("step {}/8", failed)), std::string::npos) << r.output;
 }
 
-TEST(TrainDefects, DdpLabelsRankZerosLossAndTheMeanOverRanks) {
+// The review found the step lines printing rank 0's own loss while the summary printed the mean over
+// ranks: both now print the step's loss as one definition (the mean over ranks in ddp).
+TEST(TrainDefects, DdpStepLinesAndSummaryPrintTheSameLoss) {
   const auto r = run_limited(kSmall + "--batch 8 --steps 3 --mode ddp --devices 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("step 1/3  epoch 0  rank 0 loss "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("mean loss over ranks: first "), std::string::npos) << r.output;
+  std::smatch first_step, last_step, summary;
+  ASSERT_TRUE(std::regex_search(r.output, first_step, std::regex("step 1/3  epoch 0  loss (\\S+)\n")))
+      << r.output;
+  ASSERT_TRUE(std::regex_search(r.output, last_step, std::regex("step 3/3  epoch 0  loss (\\S+)\n")))
+      << r.output;
+  ASSERT_TRUE(
+      std::regex_search(r.output, summary, std::regex("mean loss over ranks: first (\\S+), final (\\S+)\n")))
+      << r.output;
+  EXPECT_EQ(first_step[1], summary[1]) << r.output;
+  EXPECT_EQ(last_step[1], summary[2]) << r.output;
+  EXPECT_EQ(r.output.find("rank 0 loss"), std::string::npos) << r.output;
   const auto single = run_limited(kSmall + "--batch 8 --steps 3");
   EXPECT_NE(single.output.find("step 1/3  epoch 0  loss "), std::string::npos) << single.output;
   EXPECT_NE(single.output.find("\nloss: first "), std::string::npos) << single.output;

@@ -69,7 +69,7 @@ TEST(TrainRank, WhenRankZerosCheckpointWriteFailsEveryRankEndsWithAnErrorNamingI
   RankOptions options;
   // After step 2 of 5 (before its checkpoint), the checkpoint directory becomes a plain file.
   options.on_step = [&](const StepReport& report) {
-    if (report.step != 1) return;
+    if (report.step != 1 || report.rank != 0) return;
     std::filesystem::remove_all(config.checkpoint_dir);
     std::ofstream(config.checkpoint_dir) << "not a directory";
   };

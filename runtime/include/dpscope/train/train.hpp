@@ -84,9 +84,11 @@ struct StepReport {
   int64_t step = 0;  // 0-based (progress lines print step + 1, as the error messages do)
   int64_t total_steps = 0;
   int64_t epoch = 0;
+  // The step's loss: over the whole mini-batch (single/dp), the mean over ranks of their local
+  // losses (run_training in ddp, as TrainResult::losses and the trace's global loss), or one
+  // rank's own loss (train_rank's reports, where `rank` says whose).
   double loss = 0.0;
-  // true in ddp: `loss` is rank 0's loss over its own batch, not the mean over ranks.
-  bool loss_of_rank_0 = false;
+  int rank = -1;            // -1: the whole run; else the rank whose local loss this is
   int64_t sim_step_ns = 0;  // simulated duration of this step (0 on cpu)
 };
 

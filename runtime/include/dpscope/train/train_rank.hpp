@@ -40,7 +40,8 @@ struct RankOptions {
   std::shared_ptr<const ResumeCheckpoint> resume_from;
   // The id rank 0 writes checkpoints under; empty: the resumed run's, or a new one.
   std::string run_id;
-  // Called on rank 0 after each step (StepReport::loss_of_rank_0 is true).
+  // Called on every rank after each step with its local loss (StepReport::rank is the rank), from
+  // the rank's thread.
   StepObserver on_step;
 };
 
