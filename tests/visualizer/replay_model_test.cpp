@@ -549,5 +549,21 @@ TEST(ReplayRobustness, AnEmptyTraceHasOnePositionAndNoState) {
   EXPECT_EQ(s.last_event, kNoEvent);
 }
 
+// The review found the loss plot drawing every rank's local loss while `dpscope train` reports the
+// mean over ranks: the plot's series is the run's own per-step loss.
+TEST(StepLosses, AreTheMeanOverRanksThatTrainReports) {
+  const std::filesystem::path path = testing::scratch_dir() / "ddp_loss.jsonl";
+  const testing::RuntimeTrace run = testing::write_ddp_trace(path, 4, 3, 4);
+  const trace::TraceData data = trace::read_trace(path, {.strict = true});
+  const ReplayModel model(data);
+  ASSERT_EQ(model.losses().size(), 12u) << "4 ranks x 3 steps";
+  ASSERT_EQ(model.step_losses().size(), run.result.losses.size());
+  for (size_t s = 0; s < run.result.losses.size(); ++s) {
+    EXPECT_EQ(model.step_losses()[s].step, static_cast<int64_t>(s));
+    EXPECT_EQ(model.step_losses()[s].ranks, 4);
+    EXPECT_NEAR(model.step_losses()[s].loss, run.result.losses[s], 1e-12 * std::fabs(run.result.losses[s]));
+  }
+}
+
 }  // namespace
 }  // namespace dpscope::viz

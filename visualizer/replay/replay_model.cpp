@@ -31,9 +31,27 @@ ReplayModel::ReplayModel(const trace::TraceData& data) : data_(&data) {
   build_order();
   build_lanes_and_busy();
   build_per_device();
+  build_step_losses();
   build_marks();
   build_reductions();
   build_collectives();
+}
+
+void ReplayModel::build_step_losses() {
+  std::map<int64_t, StepLoss> by_step;
+  for (size_t i = 0; i < losses_.size(); ++i) {
+    const LossPoint& l = losses_[i];
+    StepLoss& s = by_step[l.step];
+    s.step = l.step;
+    s.loss += l.loss;
+    ++s.ranks;
+    s.last = i;
+  }
+  step_losses_.clear();
+  for (auto& [step, s] : by_step) {
+    s.loss /= static_cast<double>(s.ranks);
+    step_losses_.push_back(s);
+  }
 }
 
 int ReplayModel::device_index(int32_t id) const {

@@ -68,6 +68,16 @@ struct LossPoint {
   double loss = 0.0;
 };
 
+// The loss of one training step, as `dpscope train` reports it: the mean over the ranks that
+// logged a loss in that step (one rank in single/dp runs). `last` is the index in losses() of the
+// last of those points, so the step's loss has happened once that point has.
+struct StepLoss {
+  int64_t step = -1;
+  double loss = 0.0;
+  int ranks = 0;
+  size_t last = 0;
+};
+
 // The value samples of one tensor around one reduction: each rank's values before, and after.
 // Reductions are in the order they start (first value sample), so first_pos increases.
 struct Reduction {
@@ -125,7 +135,8 @@ class ReplayModel {
   const std::vector<uint32_t>& instants(int device) const { return per_device_[device].instants; }
   const std::vector<PhaseMark>& phase_marks() const { return phase_marks_; }
   const std::vector<StepMark>& step_marks() const { return step_marks_; }
-  const std::vector<LossPoint>& losses() const { return losses_; }
+  const std::vector<LossPoint>& losses() const { return losses_; }           // every rank's, in trace order
+  const std::vector<StepLoss>& step_losses() const { return step_losses_; }  // by step
   const std::vector<Reduction>& reductions() const { return reductions_; }
   // [first, last] step seen (first > last when the trace has no step >= 0).
   int64_t first_step() const { return first_step_; }
@@ -166,6 +177,7 @@ class ReplayModel {
   void build_devices();
   void build_order();
   void build_lanes_and_busy();
+  void build_step_losses();
   void build_per_device();
   void build_marks();
   void build_reductions();
@@ -195,6 +207,7 @@ class ReplayModel {
   std::vector<PhaseMark> phase_marks_;
   std::vector<StepMark> step_marks_;
   std::vector<LossPoint> losses_;
+  std::vector<StepLoss> step_losses_;
   std::vector<Reduction> reductions_;
   std::vector<uint32_t> bucket_assignments_;  // positions of `buckets` events
   std::unordered_map<int64_t, std::pair<int32_t, int32_t>> algo_steps_;

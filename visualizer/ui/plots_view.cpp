@@ -15,8 +15,11 @@ namespace dpscope::viz {
 void PlotsView::draw_loss(const ViewContext& ctx, ImVec2 size) {
   const ReplayModel& model = *ctx.model;
   const Palette& pal = *ctx.palette;
-  const auto& losses = model.losses();
-  ImGui::TextUnformatted("Loss per training step");
+  // One line: each step's loss as `dpscope train` reports it (the mean over ranks in ddp).
+  const std::vector<StepLoss>& losses = model.step_losses();
+  int ranks = 0;
+  for (const StepLoss& l : losses) ranks = std::max(ranks, l.ranks);
+  ImGui::TextUnformatted(ranks > 1 ? "Loss per training step (mean over ranks)" : "Loss per training step");
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   ImGui::Dummy(size);
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -31,14 +34,12 @@ void PlotsView::draw_loss(const ViewContext& ctx, ImVec2 size) {
   }
   double lo = losses.front().loss;
   double hi = lo;
-  int64_t s_lo = losses.front().step;
-  int64_t s_hi = s_lo;
-  for (const LossPoint& l : losses) {
+  for (const StepLoss& l : losses) {
     lo = std::min(lo, l.loss);
     hi = std::max(hi, l.loss);
-    s_lo = std::min(s_lo, l.step);
-    s_hi = std::max(s_hi, l.step);
   }
+  const int64_t s_lo = losses.front().step;
+  const int64_t s_hi = losses.back().step;
   if (hi - lo < 1e-9) {
     hi += 0.5;
     lo -= 0.5;
@@ -62,32 +63,26 @@ void PlotsView::draw_loss(const ViewContext& ctx, ImVec2 size) {
   const std::string last = fmt::format("step {}", s_hi);
   draw_text(dl, small, fs, ImVec2(right - text_size(small, fs, last).x, bottom + 2), pal.text_dim, last);
 
-  // One line per rank that logs a loss; at most one point per pixel column.
-  std::map<int32_t, std::vector<const LossPoint*>> by_rank;
-  for (const LossPoint& l : losses) by_rank[l.rank].push_back(&l);
+  // At most one point per pixel column; a step's loss has happened once its last rank logged it.
   const size_t so_far = ctx.state->losses_so_far;
-  size_t line = 0;
-  for (const auto& [rank, points] : by_rank) {
-    const ImU32 color = line == 0 ? pal.forward : pal.sample_color(static_cast<int64_t>(line) * 3 + 1);
-    ++line;
-    ImVec2 prev(-1, -1);
-    float last_x = -1e9f;
-    for (const LossPoint* l : points) {
-      const ImVec2 p(x_of(l->step), y_of(l->loss));
-      if (p.x - last_x < 1.0f && l != points.back()) continue;
-      last_x = p.x;
-      const bool happened = static_cast<size_t>(l - losses.data()) < so_far;
-      const ImU32 c = happened ? color : with_alpha(color, 0.25f);
-      if (prev.x >= 0) dl->AddLine(prev, p, c, 2.0f * pal.line_scale);
-      if (points.size() <= 64) dl->AddCircleFilled(p, 3.0f * pal.line_scale, c);
-      prev = p;
-    }
+  const StepLoss* current = nullptr;
+  ImVec2 prev(-1, -1);
+  float last_x = -1e9f;
+  for (const StepLoss& l : losses) {
+    const bool happened = l.last < so_far;
+    if (happened) current = &l;
+    const ImVec2 p(x_of(l.step), y_of(l.loss));
+    if (p.x - last_x < 1.0f && &l != &losses.back()) continue;
+    last_x = p.x;
+    const ImU32 c = happened ? pal.forward : with_alpha(pal.forward, 0.25f);
+    if (prev.x >= 0) dl->AddLine(prev, p, c, 2.0f * pal.line_scale);
+    if (losses.size() <= 64) dl->AddCircleFilled(p, 3.0f * pal.line_scale, c);
+    prev = p;
   }
-  if (so_far > 0) {
-    const LossPoint& cur = losses[so_far - 1];
-    const ImVec2 p(x_of(cur.step), y_of(cur.loss));
+  if (current != nullptr) {
+    const ImVec2 p(x_of(current->step), y_of(current->loss));
     dl->AddCircle(p, 6.0f * pal.line_scale, pal.playhead, 0, 2.0f);
-    const std::string label = fmt::format("step {}: {:.4f}", cur.step, cur.loss);
+    const std::string label = fmt::format("step {}: {:.4f}", current->step, current->loss);
     const ImVec2 ts = text_size(small, fs, label);
     draw_text(dl, small, fs, ImVec2(std::min(p.x + 8, right - ts.x), std::max(p.y - fs * 1.3f, top)),
               pal.text, label);
