@@ -83,6 +83,8 @@ TEST(VizCli, UsageErrorsExitTwoWithOneLine) {
       {t + " --screenshot " + png + " --seek 1.5", "--seek '1.5'"},
       {t + " --screenshot " + png + " --seek step:9", "the trace has steps 0..1"},
       {t + " --screenshot " + png + " --size 100", "--size '100'"},
+      {t + " --screenshot " + png + " --zoom 5", "--zoom '5': no unit"},
+      {t + " --zoom wide", "--zoom 'wide'"},
       {t + " --bench-frames 0", "--bench-frames"},
       {"--screenshot " + png, "--screenshot needs a trace file"},
       {t + " --no-such-flag", "no-such-flag"},
@@ -165,7 +167,8 @@ TEST(VizCli, BenchmarkTraceIsTheRuntimesTimingOnlyDdpAndBenchFramesRunsOnIt) {
 TEST(VizCli, HelpListsTheModes) {
   const auto r = run_command(kViz + " --help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* flag : {"--follow", "--present", "--screenshot", "--seek", "--size", "--bench-frames"})
+  for (const char* flag :
+       {"--follow", "--present", "--screenshot", "--seek", "--zoom", "--size", "--bench-frames"})
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
 }
 

@@ -1,7 +1,7 @@
 // dpscope-viz: replay dpscope traces step by step, recorded or live, in a Dear ImGui + GLFW app.
 //
 //   dpscope-viz [TRACE...] [--follow] [--present]
-//   dpscope-viz TRACE --screenshot OUT.png [--seek POS] [--size WxH]     (headless: one frame, exit)
+//   dpscope-viz TRACE --screenshot OUT.png [--seek POS] [--zoom Z] [--size WxH]  (headless: one frame)
 //   dpscope-viz TRACE --bench-frames N [--size WxH]                      (load and frame timings)
 //
 // This file reads like the table of contents of the app: parse the command line (CLI11), then
@@ -33,6 +33,7 @@ struct AppOptions {
   bool present = false;
   std::string screenshot;  // headless: write one frame here and exit
   std::string seek;        // fraction, step:N or event:K
+  std::string zoom;        // how the timeline opens: step (default), fit, or a duration
   std::string size;        // WxH
   int bench_frames = 0;
   // --lesson ID (lessons issue): the lesson panel is added to the Viewer with add_view().
@@ -52,6 +53,7 @@ int run_screenshot(const AppOptions& o) {
   const std::optional<SeekSpec> seek =
       o.seek.empty() ? std::nullopt : std::optional<SeekSpec>(parse_seek(o.seek));
   Viewer viewer(ViewerOptions{.present = o.present, .headless = true});
+  if (!o.zoom.empty()) viewer.timeline().set_open_zoom(parse_zoom(o.zoom));
   // Strict: the first malformed line is an error naming the line (a cut-off last line is left out).
   viewer.open(o.traces.front(), OpenOptions{.strict = true, .follow = o.follow});
   const Document* doc = viewer.active_document();
@@ -94,6 +96,7 @@ int run_interactive(const AppOptions& o) {
   Viewer viewer(ViewerOptions{.present = o.present, .headless = false});
   viewer.set_fonts(fonts.normal, fonts.present);
   viewer.take_present_changed();
+  if (!o.zoom.empty()) viewer.timeline().set_open_zoom(parse_zoom(o.zoom));
   for (const std::string& t : o.traces) viewer.open(t, OpenOptions{.strict = false, .follow = o.follow});
   if (seek && viewer.active_document() != nullptr && viewer.active_document()->model() != nullptr) {
     try {
@@ -157,6 +160,9 @@ int run(int argc, char** argv) {
   app.add_option("--screenshot", o.screenshot,
                  "render one frame to this PNG and exit (headless; needs a display or xvfb-run)");
   app.add_option("--seek", o.seek, "where to put the playhead: a fraction 0..1, step:N or event:K");
+  app.add_option("--zoom", o.zoom,
+                 "how the timeline opens: step (the step under the playhead, default), fit (the whole "
+                 "trace) or a duration around the playhead (500us, 2ms)");
   app.add_option("--size", o.size, "window or screenshot size in pixels, WxH (default 1600x900)");
   app.add_option("--bench-frames", o.bench_frames,
                  "time loading and N frames at several zoom levels, print a table, exit")
@@ -179,9 +185,11 @@ int run(int argc, char** argv) {
         return fail(kExitUsage, fmt::format("{} needs a trace file",
                                             o.bench_frames > 0 ? "--bench-frames" : "--screenshot"));
       if (o.traces.size() > 1) return fail(kExitUsage, "headless modes take one trace file");
-      if (!o.seek.empty()) parse_seek(o.seek);  // usage errors before any work
-      if (!o.size.empty()) parse_size(o.size);
     }
+    // Usage errors before any work (and before a window opens).
+    if (!o.seek.empty()) parse_seek(o.seek);
+    if (!o.zoom.empty()) parse_zoom(o.zoom);
+    if (!o.size.empty()) parse_size(o.size);
     if (o.bench_frames > 0) {
       return run_frame_bench(BenchOptions{.trace = o.traces.front(),
                                           .frames = o.bench_frames,

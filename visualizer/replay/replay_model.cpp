@@ -232,10 +232,15 @@ void ReplayModel::build_marks() {
   }
   if (reference_device_ >= 0) phase_marks_ = per_device_[reference_device_].phases;
 
+  // A step starts where the reference device enters it (the picture then says "step N"; another
+  // rank may have begun it a little earlier), or at its first event where that device has none.
   std::map<int64_t, uint32_t> first_pos;
+  if (reference_device_ >= 0)
+    for (const PhaseMark& m : per_device_[reference_device_].phases)
+      if (m.step >= 0) first_pos.emplace(m.step, m.pos);  // keeps the first
   for (uint32_t p = 0; p < order_.size(); ++p) {
     const int64_t step = data_->events[order_[p]].step;
-    if (step >= 0) first_pos.emplace(step, p);  // keeps the first
+    if (step >= 0) first_pos.emplace(step, p);  // only steps the reference device never entered
   }
   for (const auto& [step, p] : first_pos) step_marks_.push_back({p, order_ts_[p], step});
   std::sort(step_marks_.begin(), step_marks_.end(),

@@ -1,6 +1,7 @@
 // --seek / --size parsing and time formatting.
 #include "replay/seek.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -46,6 +47,56 @@ SeekSpec parse_seek(std::string_view text) {
   if (f < 0.0 || f > 1.0) throw fail("the fraction is outside 0..1");
   spec.fraction = f;
   return spec;
+}
+
+ZoomSpec parse_zoom(std::string_view text) {
+  if (text == "step") return {};
+  if (text == "fit") return {.kind = ZoomSpec::Kind::kFit};
+  auto fail = [&](std::string_view why) {
+    return Error(ErrorKind::kUsage,
+                 fmt::format("--zoom '{}': {}; expected step, fit or a duration like 500us, "
+                             "2ms, 1.5s, 800ns",
+                             text, why));
+  };
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"ns", 1.0}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}};
+  for (const auto& [unit, ns_per_unit] : kUnits) {
+    if (!text.ends_with(unit)) continue;
+    const std::string number(text.substr(0, text.size() - unit.size()));
+    if (number.empty() ||
+        (unit == "s" && (number.back() == 'n' || number.back() == 'u' || number.back() == 'm')))
+      continue;  // "ns", "us", "ms" end with "s" too: their own entries match them
+    char* end = nullptr;
+    const double value = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size() || !std::isfinite(value)) throw fail("not a number");
+    const double ns = value * ns_per_unit;
+    if (!(ns >= 20.0 && ns <= 1e15)) throw fail("the duration is outside 20 ns .. 11 days");
+    return {.kind = ZoomSpec::Kind::kDuration, .duration_ns = static_cast<int64_t>(std::llround(ns))};
+  }
+  throw fail("no unit");
+}
+
+std::pair<double, double> zoom_range(const ReplayModel& model, const ZoomSpec& spec, const Cursor& cursor,
+                                     int64_t cursor_step) {
+  const double begin = static_cast<double>(model.begin_ns());
+  const double end = static_cast<double>(model.end_ns());
+  const double span = std::max(end - begin, 1.0);
+  const std::pair<double, double> fitted{begin - span * 0.005, end + span * 0.005};
+  switch (spec.kind) {
+    case ZoomSpec::Kind::kFit: return fitted;
+    case ZoomSpec::Kind::kDuration: {
+      const double w = static_cast<double>(spec.duration_ns);
+      const double t = static_cast<double>(cursor.t_ns);
+      return {t - w * 0.5, t + w * 0.5};
+    }
+    case ZoomSpec::Kind::kStep: break;
+  }
+  if (model.first_step() > model.last_step()) return fitted;
+  const int64_t step =
+      std::clamp(cursor_step < 0 ? model.first_step() : cursor_step, model.first_step(), model.last_step());
+  const auto [a, b] = model.step_window(step);
+  const double w = std::max(static_cast<double>(b - a), 1.0);
+  return {static_cast<double>(a) - w * 0.01, static_cast<double>(b) + w * 0.01};
 }
 
 Cursor resolve_seek(const ReplayModel& model, const SeekSpec& spec) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "replay/replay_model.hpp"
 
@@ -23,6 +24,21 @@ struct SeekSpec {
 SeekSpec parse_seek(std::string_view text);
 // The cursor for `spec` in `model`; throws Error(kUsage) when the step or event is not in the trace.
 Cursor resolve_seek(const ReplayModel& model, const SeekSpec& spec);
+
+// How the timeline opens on a trace (`--zoom Z`): on the training step under the playhead (`step`,
+// the default: one step fills the width, so its kernels and transfers are readable), the whole
+// trace (`fit`), or a window of a given length around the playhead (`500us`, `2ms`, `1.5s`, `800ns`).
+struct ZoomSpec {
+  enum class Kind { kStep, kFit, kDuration };
+  Kind kind = Kind::kStep;
+  int64_t duration_ns = 0;
+};
+// Parses Z; throws Error(kUsage) naming the text and the accepted forms.
+ZoomSpec parse_zoom(std::string_view text);
+// The time range [first, second) a timeline shows for `spec` with the playhead at `cursor` in
+// `model` (a trace without training steps opens fitted).
+std::pair<double, double> zoom_range(const ReplayModel& model, const ZoomSpec& spec, const Cursor& cursor,
+                                     int64_t cursor_step);
 
 // "WxH" (e.g. "1600x900"), each in [64, 16384]; throws Error(kUsage).
 struct PixelSize {

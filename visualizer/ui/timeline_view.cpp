@@ -29,6 +29,7 @@ void TimelineView::set_range(double t0_ns, double t1_ns) {
 void TimelineView::sync_lanes(const ViewContext& ctx) {
   if (lanes_doc_ == ctx.doc && lanes_generation_ == ctx.doc->generation() && model_ == ctx.model) return;
   lanes_ = build_lanes(*ctx.model);
+  if (lanes_doc_ != ctx.doc) pending_open_ = true;  // another document: open it as the first one
   lanes_doc_ = ctx.doc;
   lanes_generation_ = ctx.doc->generation();
   model_ = ctx.model;
@@ -149,7 +150,7 @@ void TimelineView::draw(ViewContext& ctx) {
   const Palette& pal = *ctx.palette;
   const float fs = ImGui::GetFontSize();
   const Cursor cursor = ctx.state->cursor;
-  follow_range(model, cursor);
+  follow_range(model, cursor, ctx.state->step);
   draw_toolbar(ctx);
 
   const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -221,7 +222,16 @@ void TimelineView::draw(ViewContext& ctx) {
 // ---- draw() in parts ----
 
 // Keeps the visible range fitted, or following the playhead when it leaves the range.
-void TimelineView::follow_range(const ReplayModel& model, Cursor cursor) {
+void TimelineView::follow_range(const ReplayModel& model, Cursor cursor, int64_t cursor_step) {
+  if (pending_open_) {
+    pending_open_ = false;
+    if (open_zoom_.kind == ZoomSpec::Kind::kFit) {
+      fitted_ = true;
+    } else {
+      const auto [a, b] = zoom_range(model, open_zoom_, cursor, cursor_step);
+      set_range(a, b);
+    }
+  }
   if (fitted_) {
     const double span = static_cast<double>(std::max<int64_t>(model.end_ns() - model.begin_ns(), 1));
     t0_ = static_cast<double>(model.begin_ns()) - span * 0.005;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "replay/seek.hpp"
 #include "ui/timeline_lanes.hpp"
 #include "ui/view.hpp"
 
@@ -20,6 +21,11 @@ class TimelineView final : public View {
 
   // Shows the whole trace (and keeps doing so as a live trace grows) until the user zooms.
   void fit();
+  // How the timeline opens each document it is shown (default: the step under the playhead).
+  void set_open_zoom(ZoomSpec zoom) {
+    open_zoom_ = zoom;
+    pending_open_ = true;
+  }
   void set_range(double t0_ns, double t1_ns);
   double range_begin() const { return t0_; }
   double range_end() const { return t1_; }
@@ -35,7 +41,7 @@ class TimelineView final : public View {
   void handle_input(ViewContext& ctx, ImVec2 canvas0, ImVec2 canvas1, float lanes_x0, float ruler_y1);
   void draw_ruler(const ViewContext& ctx, ImDrawList* dl, float x0, float x1, float y0, float y1);
   // The parts of draw().
-  void follow_range(const ReplayModel& model, Cursor cursor);
+  void follow_range(const ReplayModel& model, Cursor cursor, int64_t cursor_step);
   void draw_toolbar(const ViewContext& ctx);
   std::vector<float> layout_lanes(TimelineFrame& f, float lanes_y0, float end_y);
   void draw_flows(const TimelineFrame& f, const std::vector<float>& top) const;
@@ -48,7 +54,9 @@ class TimelineView final : public View {
   const ReplayModel* model_ = nullptr;
   double t0_ = 0.0;
   double t1_ = 1.0;
-  bool fitted_ = true;
+  bool fitted_ = false;
+  ZoomSpec open_zoom_;        // applied when a document is first shown
+  bool pending_open_ = true;  // the next frame applies open_zoom_
   float scroll_y_ = 0.0f;
   Cursor last_cursor_{};
   // interaction
