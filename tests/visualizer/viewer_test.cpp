@@ -5,6 +5,7 @@
 
 #include <imgui.h>
 
+#include "dpscope/trace_format/reader.hpp"
 #include "trace_fixtures.hpp"
 #include "ui/viewer.hpp"
 
@@ -210,7 +211,49 @@ TEST_F(ViewerTest, LiveDocumentsStayAtTheLiveEdge) {
   frame(*v);
   const ReplayModel& m = *v->active_document()->model();
   EXPECT_GT(m.event_count(), first);
-  EXPECT_EQ(v->active_playback()->cursor(), m.end());
+  EXPECT_EQ(v->active_playback()->cursor(), m.live_edge());
+}
+
+// The review found a mixed state at the live edge (ranks write at different moments): the edge is
+// the latest time every GPU has written, never past a GPU that is behind.
+TEST_F(ViewerTest, TheLiveEdgeWaitsForTheGpuThatIsBehind) {
+  const auto path = dir_ / "ddp.jsonl";
+  testing::write_ddp_trace(path, 2, 3);
+  const trace::TraceData full = trace::read_trace(path, {.strict = true});
+  // A file where rank 1 has written only its first half: every line of rank 0, half of rank 1's.
+  const std::string text = testing::read_text(path);
+  std::string partial;
+  int64_t rank1_last_ts = INT64_MIN;
+  size_t rank1_lines = 0;
+  size_t rank1_total = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = text.find('\n', at);
+    if (text.find("\"rank\":1,", at) < nl) ++rank1_total;
+    at = nl + 1;
+  }
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = text.find('\n', at);
+    const std::string line = text.substr(at, nl + 1 - at);
+    at = nl + 1;
+    if (line.find("\"rank\":1,") != std::string::npos) {
+      if (++rank1_lines > rank1_total / 2) continue;
+    }
+    partial += line;
+  }
+  testing::write_text(dir_ / "live.jsonl", partial);
+  const trace::TraceData data = trace::read_trace(dir_ / "live.jsonl", {.strict = true});
+  const ReplayModel m(data);
+  for (const trace::Event& e : data.events)
+    if (e.rank == 1 && e.dev >= 0 && m.devices()[m.device_index(e.dev)].kind != "host")
+      rank1_last_ts = std::max(rank1_last_ts, e.ts_ns);
+  ASSERT_LT(rank1_last_ts, m.end_ns());
+  EXPECT_EQ(m.live_edge(), m.at_time(rank1_last_ts));
+  auto v = make(false);
+  v->open(dir_ / "live.jsonl", {.follow = true});
+  frame(*v);
+  EXPECT_EQ(v->active_playback()->cursor(), v->active_document()->model()->live_edge());
+  EXPECT_LT(v->active_playback()->cursor().seq, v->active_document()->model()->event_count());
+  EXPECT_EQ(full.events.size() > data.events.size(), true);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ void Playback::attach(const ReplayModel& model, bool live) {
   live_ = live;
   if (live_ && (live_edge_ || !attached_)) {
     live_edge_ = true;
-    cursor_ = model.end();
+    cursor_ = model.live_edge();
   } else if (!attached_) {
     cursor_ = model.start();
   } else {
@@ -31,12 +31,12 @@ void Playback::attach(const ReplayModel& model, bool live) {
 void Playback::seek(const ReplayModel& model, Cursor cursor) {
   cursor_ = cursor;
   play_t_ns_ = static_cast<double>(cursor.t_ns);
-  if (live_) live_edge_ = cursor.seq >= model.event_count() && cursor.t_ns >= model.end_ns();
+  if (live_) live_edge_ = cursor.seq >= model.live_edge().seq && cursor.t_ns >= model.live_edge().t_ns;
 }
 
 void Playback::go_live(const ReplayModel& model) {
   live_edge_ = live_;
-  seek(model, model.end());
+  seek(model, live_ ? model.live_edge() : model.end());
   if (live_) live_edge_ = true;
 }
 
@@ -51,17 +51,23 @@ void Playback::set_speed(double speed) { speed_ = std::clamp(speed, kMinSpeed, k
 
 void Playback::tick(const ReplayModel& model, double dt_s) {
   if (live_edge_) {
-    cursor_ = model.end();
+    cursor_ = model.live_edge();
     play_t_ns_ = static_cast<double>(cursor_.t_ns);
     return;
   }
   if (!playing_ || dt_s <= 0.0) return;
   play_t_ns_ += dt_s * speed_ * base_rate_ns_per_s(model);
+  if (live_ && play_t_ns_ >= static_cast<double>(model.live_edge().t_ns)) {
+    cursor_ = model.live_edge();  // caught up with a live file
+    play_t_ns_ = static_cast<double>(cursor_.t_ns);
+    live_edge_ = true;
+    return;
+  }
   if (play_t_ns_ >= static_cast<double>(model.end_ns())) {
     cursor_ = model.end();
     play_t_ns_ = static_cast<double>(cursor_.t_ns);
     if (live_) {
-      live_edge_ = true;  // caught up with a live file
+      live_edge_ = true;
     } else {
       playing_ = false;
     }

@@ -32,9 +32,21 @@ ReplayModel::ReplayModel(const trace::TraceData& data) : data_(&data) {
   build_lanes_and_busy();
   build_per_device();
   build_step_losses();
+  build_live_edge();
   build_marks();
   build_reductions();
   build_collectives();
+}
+
+void ReplayModel::build_live_edge() {
+  std::vector<int64_t> latest(devices_.size(), INT64_MIN);
+  for (const trace::Event& e : data_->events) {
+    const int d = device_index(e.dev);
+    if (d >= 0 && !devices_[d].is_host && !devices_[d].is_switch) latest[d] = std::max(latest[d], e.ts_ns);
+  }
+  live_edge_ns_ = -1;
+  for (int64_t t : latest)
+    if (t != INT64_MIN) live_edge_ns_ = live_edge_ns_ < 0 ? t : std::min(live_edge_ns_, t);
 }
 
 void ReplayModel::build_step_losses() {
