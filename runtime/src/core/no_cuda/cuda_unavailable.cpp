@@ -23,5 +23,13 @@ void make_current(const DeviceImpl& /*device*/) { not_built("cuda device"); }
 void* stream_handle(const DeviceImpl& /*device*/, StreamKind /*stream*/) { not_built("cuda device"); }
 void empty_cache(const DeviceImpl& /*device*/) { not_built("cuda device"); }
 AllocatorStats allocator_stats(const DeviceImpl& /*device*/) { not_built("cuda device"); }
+int64_t event_time_ns(const DeviceImpl& /*device*/, const Event& /*event*/) { not_built("cuda device"); }
+void defer_kernel_span(DeviceImpl& /*device*/, StreamKind /*stream*/, std::string_view /*name*/,
+                       const Event& /*begin*/, KernelCost /*cost*/) {
+  not_built("cuda device");
+}
+// No CudaDevice exists in this build: nothing is ever queued or measured.
+void flush_trace(DeviceImpl& /*device*/) {}
+std::optional<TimedSpan> last_copy_span(DeviceImpl& /*device*/) { return std::nullopt; }
 
 }  // namespace dpscope::cuda
