@@ -1,4 +1,5 @@
-// The parts of core/cuda.hpp that need no CUDA: logical GPU arithmetic and the current stream.
+// The parts of core/cuda.hpp that need no CUDA: logical GPU arithmetic, the preset of a GPU by
+// name, and the current stream.
 #include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/format_bytes.hpp"
@@ -30,6 +31,14 @@ uint64_t logical_budget(uint64_t physical_free_bytes, int sharing, uint64_t cap_
             "--gpu-mem {} per logical GPU does not fit: {} logical GPUs share a GPU with {} free ({} each)",
             format_bytes(cap_bytes), sharing, format_bytes(physical_free_bytes), format_bytes(split));
   return cap_bytes;
+}
+
+std::string preset_id_for_gpu(std::string_view driver_name) {
+  auto has = [&](std::string_view word) { return driver_name.find(word) != std::string_view::npos; };
+  if (has("PCIe") || has("NVL")) return "";
+  if (has("H100")) return "h100-sxm";
+  if (has("H200")) return "h200";
+  return "";
 }
 
 void require_available(std::string_view what) {

@@ -61,6 +61,18 @@ TEST(CudaLogicalGpus, ACapLargerThanTheSplitIsAnErrorNamingBoth) {
   EXPECT_EQ(testing::error_of([] { cuda::logical_budget(kGiB, 0, 0); }).kind, ErrorKind::kInternal);
 }
 
+TEST(CudaLogicalGpus, DescribesSxmH100AndH200ByTheirPresetsAndOtherBoardsByTheDriver) {
+  EXPECT_EQ(cuda::preset_id_for_gpu("NVIDIA H100 80GB HBM3"), "h100-sxm");
+  EXPECT_EQ(cuda::preset_id_for_gpu("NVIDIA H200"), "h200");
+  EXPECT_EQ(cuda::preset_id_for_gpu("NVIDIA H100 PCIe"), "");
+  EXPECT_EQ(cuda::preset_id_for_gpu("NVIDIA H100 NVL"), "");
+  EXPECT_EQ(cuda::preset_id_for_gpu("NVIDIA H200 NVL"), "");
+  EXPECT_EQ(cuda::preset_id_for_gpu("Tesla T4"), "");
+  // The ids name presets that exist.
+  EXPECT_EQ(find_preset(cuda::preset_id_for_gpu("NVIDIA H100 80GB HBM3")).id, "h100-sxm");
+  EXPECT_EQ(find_preset(cuda::preset_id_for_gpu("NVIDIA H200")).id, "h200");
+}
+
 TEST(CudaStreams, KernelsGoOnTheComputeStreamUnlessAGuardSaysOtherwise) {
   EXPECT_EQ(cuda::current_stream(), StreamKind::kCompute);
   {

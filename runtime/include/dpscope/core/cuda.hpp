@@ -43,6 +43,11 @@ int logical_on_physical(int physical, int logical_count, int physical_count);
 // an even split, or `cap_bytes` when given (a cap larger than the split is an error naming both).
 uint64_t logical_budget(uint64_t physical_free_bytes, int sharing, uint64_t cap_bytes);
 
+// The preset (assets/presets) describing a GPU by its driver name: "h100-sxm" for an SXM H100
+// ("NVIDIA H100 80GB HBM3"), "h200" for an SXM H200, "" for any other (PCIe and NVL boards differ in
+// clocks and links); a cuda device without one is described from the driver's attributes.
+std::string preset_id_for_gpu(std::string_view driver_name);
+
 struct LogicalGpuOptions {
   int count = 1;                  // logical devices cuda:0 .. cuda:count-1
   uint64_t memory_cap_bytes = 0;  // 0: the physical GPU's free memory split evenly

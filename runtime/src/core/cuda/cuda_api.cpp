@@ -25,15 +25,14 @@ uint64_t headroom_bytes(uint64_t free_bytes) {
   return std::min<uint64_t>(free_bytes / 16, uint64_t{1} << 30);
 }
 
-// The preset of a known product ("H100" -> h100-sxm, "H200" -> h200), else one described from the
-// driver's attributes (the cuda device does not use it for timing; lessons and reports read it).
+// The preset of a known product (preset_id_for_gpu), else one described from the driver's
+// attributes (the cuda device does not use it for timing; lessons and reports read it).
 HardwarePreset preset_for(int physical, const std::string& driver_name) {
-  for (const auto& [needle, id] : {std::pair{"H100", "h100-sxm"}, std::pair{"H200", "h200"}}) {
-    if (driver_name.find(needle) == std::string::npos) continue;
+  if (const std::string id = preset_id_for_gpu(driver_name); !id.empty()) {
     try {
       return find_preset(id);
     } catch (const Error&) {
-      break;  // the asset folder is not installed: describe the GPU from the driver instead
+      // The asset folder is not installed: describe the GPU from the driver instead.
     }
   }
   const std::string where = fmt::format("GPU {}", physical);

@@ -204,7 +204,7 @@ void CudaDevice::ensure_staging(uint64_t bytes) {
 void CudaDevice::copy_from_host(void* dst, const void* host_src, uint64_t bytes) {
   if (bytes == 0) return;
   DeviceGuard guard(gpu_->index, where_);
-  std::lock_guard lock(staging_mutex_);
+  std::lock_guard lock(copy_mutex_);
   order_copy_after_work();  // a reused block may still be read by earlier kernels
   ensure_staging(bytes);
   const cudaStream_t copy = stream(StreamKind::kCopy);
@@ -223,7 +223,7 @@ void CudaDevice::copy_from_host(void* dst, const void* host_src, uint64_t bytes)
 void CudaDevice::copy_to_host(void* host_dst, const void* src, uint64_t bytes) {
   if (bytes == 0) return;
   DeviceGuard guard(gpu_->index, where_);
-  std::lock_guard lock(staging_mutex_);
+  std::lock_guard lock(copy_mutex_);
   order_copy_after_work();  // the kernels producing `src` come first
   ensure_staging(bytes);
   const cudaStream_t copy = stream(StreamKind::kCopy);
@@ -262,6 +262,7 @@ void CudaDevice::copy_from_device(void* dst, const DeviceImpl& src_device, const
   // ends. Ordered by events rather than a host wait (DataParallel's scatter issues several at
   // once): the compute and comm streams of both ends wait for the copy, so every later kernel, copy
   // to the host, or reuse of either buffer through the allocator's per-stream cache comes after it.
+  std::lock_guard lock(copy_mutex_);
   wait(StreamKind::kCopy, from.record(StreamKind::kCompute));
   wait(StreamKind::kCopy, from.record(StreamKind::kComm));
   order_copy_after_work();

@@ -169,12 +169,14 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   Event anchor_;  // recorded on the compute stream
   int64_t anchor_host_ns_ = 0;
 
-  std::mutex staging_mutex_;  // copies may come from replica threads (DataParallel's gather)
-  void* staging_ = nullptr;   // cudaHostAlloc
+  // Serializes this device's copies (DataParallel's gather reads replicas from the main thread):
+  // guards the staging buffer and the last copy's events.
+  std::mutex copy_mutex_;
+  void* staging_ = nullptr;  // cudaHostAlloc
   uint64_t staging_bytes_ = 0;
 
   std::deque<PendingSpan> pending_;
-  Event copy_begin_;
+  Event copy_begin_;  // guarded by copy_mutex_
   Event copy_end_;
 };
 

@@ -167,6 +167,7 @@ void CudaDevice::end_copy_trace() {
 }
 
 std::optional<TimedSpan> CudaDevice::last_copy_span() {
+  std::lock_guard lock(copy_mutex_);
   if (native_event(copy_begin_) == nullptr || native_event(copy_end_) == nullptr) return std::nullopt;
   const int64_t start_ns = event_time_ns(copy_begin_);
   return TimedSpan{.start_ns = start_ns, .dur_ns = elapsed_ns(copy_begin_, copy_end_)};
