@@ -162,8 +162,8 @@ const LinkSpec* copy_link(const Device& src, const Device& dst) {
 }
 
 // Copies `bytes` between two devices' memory through the device interface: host to device,
-// device to host, or within/between devices (the destination device copies).
-// Returns the device that made the copy.
+// device to host, or within/between devices (the destination device copies, but a cuda device
+// copies out into sim memory, which is host memory). Returns the device that made the copy.
 const Device& copy_bytes(const Device& dst_device, void* dst, const Device& src_device, const void* src,
                          uint64_t bytes) {
   if (src_device.kind() == DeviceKind::kCpu) {

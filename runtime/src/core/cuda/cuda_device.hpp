@@ -154,6 +154,8 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   void begin_copy_trace();
   void end_copy_trace();
   void emit(const PendingSpan& span);
+  // Records the anchor event and the host time it ran at (at creation).
+  void measure_anchor();
   // After a synchronize(): moves the anchor forward when it is old (float milliseconds lose
   // precision over long intervals), measuring the new one from the old.
   void refresh_anchor();
