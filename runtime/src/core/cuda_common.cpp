@@ -1,5 +1,6 @@
 // The parts of core/cuda.hpp that need no CUDA: logical GPU arithmetic, the preset of a GPU by
 // name, and the current stream.
+#include "cuda_internal.hpp"
 #include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/format_bytes.hpp"
@@ -52,3 +53,12 @@ StreamGuard::StreamGuard(StreamKind stream) : saved_(t_current_stream) { t_curre
 StreamGuard::~StreamGuard() { t_current_stream = saved_; }
 
 }  // namespace dpscope::cuda
+
+namespace dpscope::cuda::detail {
+
+void check_options(const LogicalGpuOptions& options) {
+  DPS_CHECK(options.count >= 1, ErrorKind::kInvalidArgument, "--devices {}: need at least one cuda device",
+            options.count);
+}
+
+}  // namespace dpscope::cuda::detail

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "../cuda_internal.hpp"
 #include "cuda_check.hpp"
 #include "cuda_device.hpp"
 #include "dpscope/base/error.hpp"
@@ -114,8 +115,7 @@ std::string unavailable_reason() {
 }
 
 std::vector<Device> make_devices(const LogicalGpuOptions& options) {
-  DPS_CHECK(options.count >= 1, ErrorKind::kInvalidArgument, "--devices {}: need at least one cuda device",
-            options.count);
+  detail::check_options(options);
   require_available("--device cuda");
   const int physical_count = physical_device_count();
   const int used = std::min(physical_count, options.count);

@@ -1,5 +1,6 @@
 // core/cuda.hpp in a build without CUDA: no cuda device can be made, and every entry point that
 // needs one says so in one line.
+#include "../cuda_internal.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/core/cuda.hpp"
 
@@ -16,7 +17,10 @@ int physical_device_count() { return 0; }
 std::string unavailable_reason() {
   return "dpscope was built without CUDA (configure found no nvcc, cuBLAS or NCCL; see docs/gpu.md)";
 }
-std::vector<Device> make_devices(const LogicalGpuOptions& /*options*/) { not_built("--device cuda"); }
+std::vector<Device> make_devices(const LogicalGpuOptions& options) {
+  detail::check_options(options);
+  not_built("--device cuda");
+}
 int physical_index(const DeviceImpl& /*device*/) { not_built("cuda device"); }
 std::string physical_name(const DeviceImpl& /*device*/) { not_built("cuda device"); }
 void make_current(const DeviceImpl& /*device*/) { not_built("cuda device"); }
