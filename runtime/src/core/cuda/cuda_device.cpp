@@ -16,7 +16,7 @@ namespace dpscope::cuda::detail {
 
 namespace {
 // Host copies go through one pinned buffer per logical device, grown up to this size and then
-// reused in chunks: pageable memory would make the driver stage (and block) on every call.
+// reused in chunks (two halves): pageable memory would make the driver stage (and block) on every call.
 constexpr uint64_t kStagingCapBytes = uint64_t{16} << 20;
 constexpr uint64_t kStagingMinBytes = uint64_t{1} << 20;
 
@@ -216,23 +216,32 @@ void CudaDevice::ensure_staging(uint64_t bytes) {
   staging_bytes_ = wanted;
 }
 
+// Host copies use the staging buffer as two halves, so that the host's memcpy of one chunk overlaps
+// the DMA of the other; an event per half says when its DMA is done.
 void CudaDevice::copy_from_host(void* dst, const void* host_src, uint64_t bytes) {
   if (bytes == 0) return;
   DeviceGuard guard(gpu_->index, where_);
   std::lock_guard lock(copy_mutex_);
   order_copy_after_work();  // a reused block may still be read by earlier kernels
-  ensure_staging(bytes);
+  ensure_staging(2 * bytes);
+  const uint64_t half = staging_bytes_ / 2;
   const cudaStream_t copy = stream(StreamKind::kCopy);
+  std::array<Event, 2> dma_done;
   begin_copy_trace();
-  for (uint64_t offset = 0; offset < bytes; offset += staging_bytes_) {
-    const uint64_t n = std::min(staging_bytes_, bytes - offset);
-    std::memcpy(staging_, static_cast<const char*>(host_src) + offset, n);
-    check(cudaMemcpyAsync(static_cast<char*>(dst) + offset, staging_, n, cudaMemcpyHostToDevice, copy),
+  for (uint64_t offset = 0, chunk = 0; offset < bytes; offset += half, ++chunk) {
+    const uint64_t n = std::min(half, bytes - offset);
+    Event& slot_done = dma_done[chunk % 2];
+    char* slot = static_cast<char*>(staging_) + (chunk % 2) * half;
+    if (slot_done.native != nullptr)  // the half's previous DMA must have read it
+      check(cudaEventSynchronize(native_event(slot_done)), "cudaEventSynchronize (staging)", where_);
+    std::memcpy(slot, static_cast<const char*>(host_src) + offset, n);
+    check(cudaMemcpyAsync(static_cast<char*>(dst) + offset, slot, n, cudaMemcpyHostToDevice, copy),
           "cudaMemcpyAsync (host to device)", where_);
-    if (offset + n == bytes) end_copy_trace();
-    // The staging buffer is refilled next: wait for the DMA (and, last, so the caller may rely on it).
-    check(cudaStreamSynchronize(copy), "cudaStreamSynchronize (copy stream)", where_);
+    slot_done = record(StreamKind::kCopy);
   }
+  end_copy_trace();
+  // Synchronous for the caller, and later work on any stream sees the data.
+  check(cudaStreamSynchronize(copy), "cudaStreamSynchronize (copy stream)", where_);
 }
 
 void CudaDevice::copy_to_host(void* host_dst, const void* src, uint64_t bytes) {
@@ -240,17 +249,31 @@ void CudaDevice::copy_to_host(void* host_dst, const void* src, uint64_t bytes) {
   DeviceGuard guard(gpu_->index, where_);
   std::lock_guard lock(copy_mutex_);
   order_copy_after_work();  // the kernels producing `src` come first
-  ensure_staging(bytes);
+  ensure_staging(2 * bytes);
+  const uint64_t half = staging_bytes_ / 2;
   const cudaStream_t copy = stream(StreamKind::kCopy);
+  std::array<Event, 2> dma_done;
+  // Copies chunk `chunk` (at `offset`, `n` bytes) out of its half once its DMA is done.
+  auto drain = [&](uint64_t chunk, uint64_t offset, uint64_t n) {
+    check(cudaEventSynchronize(native_event(dma_done[chunk % 2])), "cudaEventSynchronize (staging)", where_);
+    std::memcpy(static_cast<char*>(host_dst) + offset,
+                static_cast<const char*>(staging_) + (chunk % 2) * half, n);
+  };
   begin_copy_trace();
-  for (uint64_t offset = 0; offset < bytes; offset += staging_bytes_) {
-    const uint64_t n = std::min(staging_bytes_, bytes - offset);
-    check(cudaMemcpyAsync(staging_, static_cast<const char*>(src) + offset, n, cudaMemcpyDeviceToHost, copy),
+  uint64_t chunk = 0;
+  uint64_t offset = 0;
+  for (; offset < bytes; offset += half, ++chunk) {
+    const uint64_t n = std::min(half, bytes - offset);
+    // This half was drained in the previous iteration (or never used): the DMA may overwrite it.
+    check(cudaMemcpyAsync(static_cast<char*>(staging_) + (chunk % 2) * half,
+                          static_cast<const char*>(src) + offset, n, cudaMemcpyDeviceToHost, copy),
           "cudaMemcpyAsync (device to host)", where_);
-    if (offset + n == bytes) end_copy_trace();
-    check(cudaStreamSynchronize(copy), "cudaStreamSynchronize (copy stream)", where_);
-    std::memcpy(static_cast<char*>(host_dst) + offset, staging_, n);
+    dma_done[chunk % 2] = record(StreamKind::kCopy);
+    if (chunk > 0) drain(chunk - 1, offset - half, half);  // overlaps the DMA just issued
   }
+  end_copy_trace();
+  const uint64_t last_offset = (chunk - 1) * half;
+  drain(chunk - 1, last_offset, bytes - last_offset);
 }
 
 void CudaDevice::fill_zeros(void* dst, uint64_t bytes) {
