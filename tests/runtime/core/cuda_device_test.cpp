@@ -184,6 +184,23 @@ TEST(CudaDevice, TheCachingAllocatorReusesFreedBlocksUntilEmptyCache) {
   EXPECT_EQ(cuda::allocator_stats(cuda.impl()).reserved_bytes, before.reserved_bytes);
 }
 
+TEST(CudaDevice, LogicalDevicesOnOneGpuShareTheAllocatorButNotEachOthersFreedBlocks) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Device> devices = cuda::make_devices({.count = 2 * cuda::physical_device_count()});
+  const Device& a = devices[0];
+  const Device& b = devices[static_cast<size_t>(cuda::physical_device_count())];  // also on GPU 0
+  ASSERT_EQ(cuda::physical_index(b.impl()), 0);
+  const void* freed_by_a = nullptr;
+  {
+    const Tensor t = Tensor::empty({1024}, a);
+    freed_by_a = t.f32();
+  }
+  const Tensor on_b = Tensor::empty({1024}, b);
+  EXPECT_NE(on_b.f32(), freed_by_a);  // cuda:0's cached block waits for cuda:0's streams
+  EXPECT_EQ(cuda::allocator_stats(a.impl()).allocated_bytes, cuda::allocator_stats(b.impl()).allocated_bytes);
+  EXPECT_EQ(Tensor::empty({1024}, a).f32(), freed_by_a);  // and is reused by cuda:0
+}
+
 TEST(CudaDevice, AnEventOrdersTheCommStreamAfterTheComputeStream) {
   SKIP_WITHOUT_GPU();
   const Device cuda = cuda::make_devices({.count = 1}).front();
@@ -234,6 +251,22 @@ TEST(CudaDevice, TracedKernelsGetMeasuredSpansOnTheHostClockWithoutTracingCostWh
   EXPECT_EQ(sink.copies[0].dst, "cpu");
   EXPECT_EQ(sink.copies[0].bytes, 256 * kMiB);
   EXPECT_GT(sink.copies[0].dur_ns, 0);
+  cuda.attach_tracer(nullptr, -1);
+}
+
+TEST(CudaDevice, TheSynchronousTimerMeasuresBetweenItsTwoEvents) {
+  SKIP_WITHOUT_GPU();
+  const Device cuda = cuda::make_devices({.count = 1}).front();
+  RecordingSink sink;
+  cuda.attach_tracer(&sink, 0);
+  Tensor big = Tensor::empty({64 * 1024 * 1024}, cuda);
+  const Event begin = cuda.impl().timer_begin(StreamKind::kCompute);
+  ASSERT_NE(begin.native, nullptr);
+  big.fill(0.0f);
+  const TimedSpan span = cuda.impl().timer_end(StreamKind::kCompute, begin, KernelCost{});
+  EXPECT_GT(span.dur_ns, 0);
+  EXPECT_EQ(span.start_ns, cuda::event_time_ns(cuda.impl(), begin));
+  EXPECT_TRUE(sink.kernels.empty());  // timer_end only measures; KernelScope emits
   cuda.attach_tracer(nullptr, -1);
 }
 
