@@ -1,4 +1,6 @@
-// The parts of core/cuda.hpp that need no CUDA: logical GPU arithmetic and the current stream.
+// The parts of core/cuda.hpp that need no CUDA: logical GPU arithmetic, the preset of a GPU by
+// name, and the current stream.
+#include "cuda_internal.hpp"
 #include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/format_bytes.hpp"
@@ -32,6 +34,14 @@ uint64_t logical_budget(uint64_t physical_free_bytes, int sharing, uint64_t cap_
   return cap_bytes;
 }
 
+std::string preset_id_for_gpu(std::string_view driver_name) {
+  auto has = [&](std::string_view word) { return driver_name.find(word) != std::string_view::npos; };
+  if (has("PCIe") || has("NVL")) return "";
+  if (has("H100")) return "h100-sxm";
+  if (has("H200")) return "h200";
+  return "";
+}
+
 void require_available(std::string_view what) {
   const std::string reason = unavailable_reason();
   DPS_CHECK(reason.empty(), ErrorKind::kDevice, "{}: {}", what, reason);
@@ -43,3 +53,12 @@ StreamGuard::StreamGuard(StreamKind stream) : saved_(t_current_stream) { t_curre
 StreamGuard::~StreamGuard() { t_current_stream = saved_; }
 
 }  // namespace dpscope::cuda
+
+namespace dpscope::cuda::detail {
+
+void check_options(const LogicalGpuOptions& options) {
+  DPS_CHECK(options.count >= 1, ErrorKind::kInvalidArgument, "--devices {}: need at least one cuda device",
+            options.count);
+}
+
+}  // namespace dpscope::cuda::detail

@@ -5,6 +5,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/core/cpu_device.hpp"
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/core/sim_device.hpp"
 #include "dpscope/core/trace_sink.hpp"
 
@@ -50,9 +51,15 @@ Device Device::parse(const std::string& name, const HardwarePreset* preset) {
     DPS_CHECK(preset != nullptr, ErrorKind::kDevice, "device '{}' needs a hardware preset", name);
     return sim(index, *preset);
   }
-  throw Error(
-      ErrorKind::kDevice,
-      fmt::format("invalid device '{}': expected cpu or sim:N (cuda:N needs the CUDA backend)", name));
+  if (name.rfind("cuda", 0) == 0) {
+    // Logical GPUs share physical ones and split their memory, so they are made as a set.
+    const std::string reason = cuda::unavailable_reason();
+    throw Error(ErrorKind::kDevice,
+                fmt::format("device '{}' cannot be made on its own: cuda devices are made together by "
+                            "cuda::make_devices() (dpscope train --device cuda --devices N){}",
+                            name, reason.empty() ? "" : fmt::format("; {}", reason)));
+  }
+  throw Error(ErrorKind::kDevice, fmt::format("invalid device '{}': expected cpu, sim:N or cuda:N", name));
 }
 
 void Device::attach_tracer(TraceSink* tracer, int trace_id) const {
@@ -64,6 +71,8 @@ void Device::attach_tracer(TraceSink* tracer, int trace_id) const {
               name());
     return;
   }
+  // Measured spans a cuda device still holds belong to the tracer they were issued under.
+  if (kind() == DeviceKind::kCuda && c->tracer != tracer) cuda::flush_trace(*impl_);
   c->tracer = tracer;
   c->trace_id = trace_id;
 }

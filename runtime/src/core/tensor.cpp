@@ -2,10 +2,13 @@
 #include "dpscope/core/tensor.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/core/timing.hpp"
 #include "dpscope/core/trace_sink.hpp"
 
@@ -159,16 +162,33 @@ const LinkSpec* copy_link(const Device& src, const Device& dst) {
 }
 
 // Copies `bytes` between two devices' memory through the device interface: host to device,
-// device to host, or within/between devices (the destination device copies).
-void copy_bytes(const Device& dst_device, void* dst, const Device& src_device, const void* src,
-                uint64_t bytes) {
+// device to host, or within/between devices (the destination device copies, but a cuda device
+// copies out into sim memory, which is host memory). Returns the device that made the copy.
+const Device& copy_bytes(const Device& dst_device, void* dst, const Device& src_device, const void* src,
+                         uint64_t bytes) {
   if (src_device.kind() == DeviceKind::kCpu) {
     dst_device.impl().copy_from_host(dst, src, bytes);
-  } else if (dst_device.kind() == DeviceKind::kCpu) {
-    src_device.impl().copy_to_host(dst, src, bytes);
-  } else {
-    dst_device.impl().copy_from_device(dst, src_device.impl(), src, bytes);
+    return dst_device;
   }
+  // sim memory is host memory: a cuda device copies into it as into the cpu's.
+  if (dst_device.kind() == DeviceKind::kCpu ||
+      (src_device.kind() == DeviceKind::kCuda && dst_device.kind() != DeviceKind::kCuda)) {
+    src_device.impl().copy_to_host(dst, src, bytes);
+    return src_device;
+  }
+  dst_device.impl().copy_from_device(dst, src_device.impl(), src, bytes);
+  return dst_device;
+}
+
+// Traces a copy a cuda device made with the times its events measured; false when there is no
+// measurement (no tracer attached, or a device that measures nothing).
+bool trace_measured_copy(const Device& copier, const Device& src, const Device& dst, uint64_t bytes) {
+  TraceSink* tracer = copier.tracer();
+  if (tracer == nullptr) return false;
+  const std::optional<TimedSpan> span = cuda::last_copy_span(copier.impl());
+  if (!span) return false;
+  tracer->copy_transfer(src, dst, span->start_ns, span->dur_ns, bytes);
+  return true;
 }
 
 // Charges and traces a synchronous copy of `bytes` from `src` to `dst` (like tensor.to()).
@@ -197,10 +217,15 @@ Tensor Tensor::to(const Device& device, MemoryCategory category) const {
   DPS_ASSERT(defined(), "to() of an undefined tensor");
   if (device == this->device() && category == this->category()) return *this;
   Tensor out = has_data() ? empty(shape_, device, category, dtype_) : meta(shape_, device, category, dtype_);
+  const Device* copier = nullptr;
   if (has_data() && nbytes() > 0)
-    copy_bytes(device, out.storage_->data, this->device(),
-               static_cast<const char*>(storage_->data) + offset_elems_ * element_size(dtype_), nbytes());
-  if (!(device == this->device())) charge_copy(this->device(), device, nbytes());
+    copier = &copy_bytes(device, out.storage_->data, this->device(),
+                         static_cast<const char*>(storage_->data) + offset_elems_ * element_size(dtype_),
+                         nbytes());
+  if (device == this->device()) return out;
+  const bool measured = copier != nullptr && copier->kind() == DeviceKind::kCuda &&
+                        trace_measured_copy(*copier, this->device(), device, nbytes());
+  if (!measured) charge_copy(this->device(), device, nbytes());
   return out;
 }
 
@@ -234,7 +259,18 @@ Tensor Tensor::reshape(const Shape& shape) const {
 
 void Tensor::fill(float value) {
   float* p = f32();
-  std::fill(p, p + numel_, value);
+  if (device().kind() != DeviceKind::kCuda) {
+    std::fill(p, p + numel_, value);
+    return;
+  }
+  // Device memory is never touched from the host: a memset for +0.0f, else the values built on the
+  // host and copied in.
+  if (std::bit_cast<uint32_t>(value) == 0) {
+    device().impl().fill_zeros(p, nbytes());
+    return;
+  }
+  const std::vector<float> host(static_cast<size_t>(numel_), value);
+  device().impl().copy_from_host(p, host.data(), nbytes());
 }
 
 void Tensor::copy_from(const Tensor& src) {

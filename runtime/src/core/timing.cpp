@@ -1,9 +1,10 @@
-// Roofline kernel costs, alpha-beta transfer costs, and KernelScope.
+// Roofline kernel costs, alpha-beta transfer costs, and KernelScope (measured on cpu and cuda).
 #include "dpscope/core/timing.hpp"
 
 #include <algorithm>
 #include <cmath>
 
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/core/trace_sink.hpp"
 
 namespace dpscope {
@@ -27,6 +28,12 @@ KernelScope::KernelScope(const Device& device, std::string_view name, KernelCost
       begin_(device_.impl().timer_begin(stream)) {}
 
 KernelScope::~KernelScope() {
+  if (begin_.native != nullptr && device_.kind() == DeviceKind::kCuda) {
+    // A traced cuda kernel: the device emits the measured span once its end event has completed,
+    // so tracing does not wait for every kernel (core/cuda.hpp).
+    cuda::defer_kernel_span(device_.impl(), stream_, name_, begin_, cost_);
+    return;
+  }
   const TimedSpan span = device_.impl().timer_end(stream_, begin_, cost_);
   if (TraceSink* tracer = device_.tracer()) {
     tracer->kernel_span(device_, stream_, name_, span.start_ns, span.dur_ns, cost_);

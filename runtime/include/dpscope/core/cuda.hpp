@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,11 @@ int logical_on_physical(int physical, int logical_count, int physical_count);
 // The memory budget of one of `sharing` logical devices on a GPU with `physical_free_bytes` free:
 // an even split, or `cap_bytes` when given (a cap larger than the split is an error naming both).
 uint64_t logical_budget(uint64_t physical_free_bytes, int sharing, uint64_t cap_bytes);
+
+// The preset (assets/presets) describing a GPU by its driver name: "h100-sxm" for an SXM H100
+// ("NVIDIA H100 80GB HBM3"), "h200" for an SXM H200, "" for any other (PCIe and NVL boards differ in
+// clocks and links); a cuda device without one is described from the driver's attributes.
+std::string preset_id_for_gpu(std::string_view driver_name);
 
 struct LogicalGpuOptions {
   int count = 1;                  // logical devices cuda:0 .. cuda:count-1
@@ -87,5 +93,26 @@ struct AllocatorStats {
   uint64_t driver_total_bytes = 0;
 };
 AllocatorStats allocator_stats(const DeviceImpl& device);
+
+// ---- measured timing (KernelScope, Tensor::to() and the backends on cuda devices) ----
+// A cuda device's clocks are host-clock nanoseconds since the process's trace origin (the cpu
+// device's clock): an event's time is the origin event's host time plus cudaEventElapsedTime from
+// it (the offset is measured when the device is made).
+//
+// The host time at which `event` (recorded on a cuda device) completed on the GPU; waits for it.
+int64_t event_time_ns(const DeviceImpl& device, const Event& event);
+// KernelScope's end of a traced cuda kernel: records the end event on `stream` and queues the span;
+// the device emits it once the end event has completed (checked without waiting on later kernels,
+// at synchronize() and at copies to the host), stamped with the rank, step and phase of now. No
+// sync per kernel. `begin` without a native event (tracing was off at the start) queues nothing.
+void defer_kernel_span(DeviceImpl& device, StreamKind stream, std::string_view name, const Event& begin,
+                       KernelCost cost);
+// Emits every queued span of a cuda device to its tracer, waiting for their end events (before a
+// tracer is detached). Does nothing for a device that is not a CudaDevice.
+void flush_trace(DeviceImpl& device);
+// The measured span of the last copy `device` made (copy_from_host/copy_to_host/copy_from_device)
+// while a tracer was attached, or nothing (also for a device that is not a CudaDevice); waits for
+// the copy's end event.
+std::optional<TimedSpan> last_copy_span(DeviceImpl& device);
 
 }  // namespace dpscope::cuda

@@ -1,5 +1,6 @@
 // core/cuda.hpp in a build without CUDA: no cuda device can be made, and every entry point that
 // needs one says so in one line.
+#include "../cuda_internal.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/core/cuda.hpp"
 
@@ -16,12 +17,23 @@ int physical_device_count() { return 0; }
 std::string unavailable_reason() {
   return "dpscope was built without CUDA (configure found no nvcc, cuBLAS or NCCL; see docs/gpu.md)";
 }
-std::vector<Device> make_devices(const LogicalGpuOptions& /*options*/) { not_built("--device cuda"); }
+std::vector<Device> make_devices(const LogicalGpuOptions& options) {
+  detail::check_options(options);
+  not_built("--device cuda");
+}
 int physical_index(const DeviceImpl& /*device*/) { not_built("cuda device"); }
 std::string physical_name(const DeviceImpl& /*device*/) { not_built("cuda device"); }
 void make_current(const DeviceImpl& /*device*/) { not_built("cuda device"); }
 void* stream_handle(const DeviceImpl& /*device*/, StreamKind /*stream*/) { not_built("cuda device"); }
 void empty_cache(const DeviceImpl& /*device*/) { not_built("cuda device"); }
 AllocatorStats allocator_stats(const DeviceImpl& /*device*/) { not_built("cuda device"); }
+int64_t event_time_ns(const DeviceImpl& /*device*/, const Event& /*event*/) { not_built("cuda device"); }
+void defer_kernel_span(DeviceImpl& /*device*/, StreamKind /*stream*/, std::string_view /*name*/,
+                       const Event& /*begin*/, KernelCost /*cost*/) {
+  not_built("cuda device");
+}
+// No CudaDevice exists in this build: nothing is ever queued or measured.
+void flush_trace(DeviceImpl& /*device*/) {}
+std::optional<TimedSpan> last_copy_span(DeviceImpl& /*device*/) { return std::nullopt; }
 
 }  // namespace dpscope::cuda

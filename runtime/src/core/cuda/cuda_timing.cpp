@@ -1,0 +1,176 @@
+// The cuda device's streams, events and measured clocks (cuda_device.hpp), and the queue of traced
+// kernel spans it emits once their end events have completed.
+//
+// Clocks are host nanoseconds since the trace origin (wall_ns_since_origin, the cpu's clock). A
+// stream's work ends at a time the host learns only by waiting, so clock_ns() reads the host clock
+// now and record() stamps an Event with the host time it was issued; the measured time of an event
+// is anchor_host_ns_ + cudaEventElapsedTime(anchor_, event). `advance` and `wait_until` are the
+// timing model's calls: a measured device has no model, so advance() returns now - dur (the work
+// has just been done) and wait_until() does nothing (the GPU orders work by events, not by times).
+#include <cmath>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "cuda_device.hpp"
+#include "dpscope/core/cpu_device.hpp"
+#include "dpscope/core/cuda.hpp"
+#include "dpscope/core/device.hpp"
+#include "dpscope/core/trace_sink.hpp"
+
+namespace dpscope::cuda::detail {
+
+namespace {
+// Spans queued before the oldest is waited for: the host may run this far ahead of the GPU before
+// tracing adds a wait (a wait on a kernel that the GPU has long finished, in practice).
+constexpr size_t kMaxPendingSpans = 4096;
+// The anchor is moved forward after a synchronize() once it is this old: cudaEventElapsedTime is
+// float milliseconds, exact to ~0.1 us over a second but to ~10 us over minutes.
+constexpr int64_t kAnchorRefreshNs = 1'000'000'000;
+
+int64_t ms_to_ns(float ms) { return static_cast<int64_t>(std::llround(static_cast<double>(ms) * 1e6)); }
+}  // namespace
+
+int64_t CudaDevice::clock_ns(StreamKind /*stream*/) const { return wall_ns_since_origin(); }
+
+int64_t CudaDevice::advance(StreamKind /*stream*/, int64_t dur_ns) { return wall_ns_since_origin() - dur_ns; }
+
+void CudaDevice::wait_until(StreamKind /*stream*/, int64_t /*ts_ns*/) {}
+
+Event CudaDevice::record(StreamKind stream) {
+  Event event{.ts_ns = wall_ns_since_origin(), .stream = stream, .native = gpu_->events->acquire(where_)};
+  check(cudaEventRecord(native_event(event), this->stream(stream)),
+        fmt::format("cudaEventRecord ({} stream)", to_string(stream)), where_);
+  return event;
+}
+
+void CudaDevice::wait(StreamKind stream, const Event& event) {
+  // cpu and sim events carry no native event: the host issued their work already.
+  if (cudaEvent_t native = native_event(event))
+    check(cudaStreamWaitEvent(this->stream(stream), native, 0),
+          fmt::format("cudaStreamWaitEvent ({} stream)", to_string(stream)), where_);
+}
+
+int64_t CudaDevice::elapsed_ns(const Event& start, const Event& end) const {
+  cudaEvent_t a = native_event(start);
+  cudaEvent_t b = native_event(end);
+  if (a == nullptr || b == nullptr) return end.ts_ns - start.ts_ns;  // host-stamped events
+  check(cudaEventSynchronize(b), "cudaEventSynchronize", where_);
+  float ms = 0.0f;
+  // Both events must belong to one GPU; the driver says so when they do not.
+  check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime", where_);
+  return ms_to_ns(ms);
+}
+
+int64_t CudaDevice::event_time_ns(const Event& event) const {
+  DPS_CHECK(native_event(event) != nullptr, ErrorKind::kInvalidArgument,
+            "event_time_ns on {}: the event was not recorded on a cuda stream", name());
+  return anchor_host_ns_ + elapsed_ns(anchor_, event);
+}
+
+int64_t CudaDevice::synchronize() {
+  DeviceGuard guard(gpu_->index, where_);
+  // This logical device's streams only: other logical devices share the physical GPU and keep going.
+  for (StreamKind kind : {StreamKind::kCompute, StreamKind::kComm, StreamKind::kCopy})
+    check(cudaStreamSynchronize(stream(kind)),
+          fmt::format("cudaStreamSynchronize ({} stream)", to_string(kind)), where_);
+  emit_spans(/*wait_all=*/true);
+  refresh_anchor();
+  return wall_ns_since_origin();
+}
+
+void CudaDevice::refresh_anchor() {
+  if (wall_ns_since_origin() - anchor_host_ns_ < kAnchorRefreshNs) return;
+  // Chained from the old anchor (not read off the host clock): a measured trace keeps one GPU
+  // timeline, with each link measured over a short interval.
+  const Event next = record(StreamKind::kCompute);
+  const int64_t next_host_ns = anchor_host_ns_ + elapsed_ns(anchor_, next);
+  anchor_ = next;
+  anchor_host_ns_ = next_host_ns;
+}
+
+Event CudaDevice::timer_begin(StreamKind stream) {
+  // Tracing off: no event, no clock read (KernelScope then costs a pointer test and this call).
+  if (context_.tracer == nullptr) return Event{.stream = stream};
+  return record(stream);
+}
+
+TimedSpan CudaDevice::timer_end(StreamKind stream, const Event& begin, KernelCost /*cost*/) {
+  // The synchronous form, for direct callers: KernelScope queues cuda spans instead
+  // (defer_kernel_span) so that a traced run does not wait for every kernel.
+  if (native_event(begin) == nullptr) return {.start_ns = begin.ts_ns, .dur_ns = 0};
+  const Event end = record(stream);
+  const int64_t start_ns = event_time_ns(begin);
+  return {.start_ns = start_ns, .dur_ns = elapsed_ns(begin, end)};
+}
+
+void CudaDevice::defer_kernel_span(StreamKind stream, std::string_view name, const Event& begin,
+                                   KernelCost cost) {
+  if (native_event(begin) == nullptr) return;  // tracing was off when the kernel began
+  pending_.push_back(PendingSpan{.name = std::string(name),
+                                 .stream = stream,
+                                 .begin = begin,
+                                 .end = record(stream),
+                                 .cost = cost,
+                                 .rank = context_.rank,
+                                 .step = context_.step,
+                                 .phase = context_.phase});
+  if (pending_.size() >= kMaxPendingSpans) {
+    // The host ran far ahead: wait for the oldest half rather than let the queue grow.
+    while (pending_.size() > kMaxPendingSpans / 2) {
+      emit(pending_.front());
+      pending_.pop_front();
+    }
+  }
+  emit_spans(/*wait_all=*/false);
+}
+
+void CudaDevice::emit_spans(bool wait_all) {
+  while (!pending_.empty()) {
+    if (!wait_all) {
+      const cudaError_t status = cudaEventQuery(native_event(pending_.front().end));
+      if (status == cudaErrorNotReady) return;  // in order: a later span waits behind it
+      check(status, "cudaEventQuery", where_);
+    }
+    PendingSpan span = std::move(pending_.front());
+    pending_.pop_front();
+    emit(span);
+  }
+}
+
+void CudaDevice::emit(const PendingSpan& span) {
+  TraceSink* tracer = context_.tracer;
+  if (tracer == nullptr) return;
+  const int64_t start_ns = event_time_ns(span.begin);
+  const int64_t dur_ns = elapsed_ns(span.begin, span.end);
+  // The tracer stamps rank, step and phase from the context: the span carries those of its launch.
+  const TraceContext saved = context_;
+  context_.rank = span.rank;
+  context_.step = span.step;
+  context_.phase = span.phase;
+  try {
+    tracer->kernel_span(Device(shared_from_this()), span.stream, span.name, start_ns, dur_ns, span.cost);
+  } catch (...) {
+    context_ = saved;
+    throw;
+  }
+  context_ = saved;
+}
+
+void CudaDevice::begin_copy_trace() {
+  copy_begin_ = Event{};
+  copy_end_ = Event{};
+  if (context_.tracer != nullptr) copy_begin_ = record(StreamKind::kCopy);
+}
+
+void CudaDevice::end_copy_trace() {
+  if (native_event(copy_begin_) != nullptr) copy_end_ = record(StreamKind::kCopy);
+}
+
+std::optional<TimedSpan> CudaDevice::last_copy_span() {
+  std::lock_guard lock(copy_mutex_);
+  if (native_event(copy_begin_) == nullptr || native_event(copy_end_) == nullptr) return std::nullopt;
+  const int64_t start_ns = event_time_ns(copy_begin_);
+  return TimedSpan{.start_ns = start_ns, .dur_ns = elapsed_ns(copy_begin_, copy_end_)};
+}
+
+}  // namespace dpscope::cuda::detail

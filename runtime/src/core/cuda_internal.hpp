@@ -1,0 +1,12 @@
+// What the cuda and no_cuda builds of core/cuda.hpp share (private to core): the checks of a
+// make_devices() request that come before any question to the driver.
+#pragma once
+
+#include "dpscope/core/cuda.hpp"
+
+namespace dpscope::cuda::detail {
+
+// Throws kInvalidArgument "--devices N: need at least one cuda device" for a count below 1.
+void check_options(const LogicalGpuOptions& options);
+
+}  // namespace dpscope::cuda::detail
