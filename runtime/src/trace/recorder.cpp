@@ -338,10 +338,12 @@ void TraceRecorder::flush() {
 }
 
 void TraceRecorder::close() {
-  flush();
+  // Detach first: a measured (cuda) device emits the spans it still holds when its tracer goes, and
+  // they must reach the file.
   for (const Device& device : devices_)
     if (device.tracer() == this) device.attach_tracer(nullptr, -1);
   devices_.clear();
+  flush();
   std::lock_guard lock(mutex_);
   if (file_ == nullptr) return;
   const bool failed = std::ferror(file_) != 0;

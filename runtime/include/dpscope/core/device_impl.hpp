@@ -1,8 +1,8 @@
 // DeviceImpl: what a device kind implements, in the spirit of ggml's backend interface
 // (device -> stream -> buffer). `Device` (core/device.hpp) is the cheap handle the code base passes
 // around; it owns a DeviceImpl. Implementations: CpuDevice (core/cpu_device.hpp), SimDevice
-// (core/sim_device.hpp); a CudaDevice will implement the same virtuals over cudaMalloc, cudaStream_t
-// and cudaEvent_t.
+// (core/sim_device.hpp) and, in a CUDA build, CudaDevice (src/core/cuda/cuda_device.hpp: a caching
+// allocator over cudaMalloc, real cudaStream_t and cudaEvent_t, measured times).
 //
 // Streams: every device has kStreamCount streams (compute, comm, copy), named by StreamKind. Work
 // on one stream runs in order; work on two streams is ordered only by events (record on one, wait
@@ -117,7 +117,7 @@ class DeviceImpl {
   // ---- the kernel timer KernelScope uses (the driving thread only) ----
   // timer_begin marks the start of a kernel on `stream`; timer_end places the kernel on the stream's
   // timeline: sim charges the roofline cost of `cost` to the stream's clock, cpu measures wall time
-  // (and ignores `cost`), cuda will time it with the two events.
+  // (and ignores `cost`), cuda times it with two events and emits the span once it has completed.
   virtual Event timer_begin(StreamKind stream) = 0;
   virtual TimedSpan timer_end(StreamKind stream, const Event& begin, KernelCost cost) = 0;
 
