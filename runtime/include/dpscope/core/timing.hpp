@@ -5,8 +5,9 @@
 //
 // A KernelScope times one kernel through its device's timer (DeviceImpl::timer_begin/timer_end):
 // on a sim device it charges the model's time to a stream's simulated clock; on the cpu device it
-// measures wall time; on cuda it records two events (the span is emitted once they completed). Either way it
-// emits one trace span when a tracer is attached, and costs one pointer test when none is.
+// measures wall time; on cuda it records two events (the span is emitted once they completed).
+// Either way it emits one trace span when a tracer is attached, and costs one pointer test when
+// none is.
 #pragma once
 
 #include <cstdint>
