@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -68,24 +69,26 @@ class NcclWork final : public Work {
 
 class NcclBackend final : public Backend {
  public:
+  // Rank `rank` of the world group, joining the communicator of `id`.
   NcclBackend(std::shared_ptr<SimWorld> world, int rank, Milliseconds timeout, const ncclUniqueId& id)
-      : world_(std::move(world)),
-        rank_(rank),
-        device_(world_->device(rank)),
-        timeout_(timeout.count() > 0 ? timeout : world_->timeout()) {
+      : NcclBackend(world, all_ranks(world->size()), rank, timeout) {
     cuda::make_current(device_.impl());
-    // Non-blocking: init and collectives return at once, and wait_for() bounds every wait.
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
+    ncclConfig_t config = non_blocking();
     check_nccl(ncclCommInitRankConfig(&comm_, size(), id, rank_, &config), "ncclCommInitRankConfig", device_,
                comm_);
-    try {
-      wait_for("init (ncclCommInitRankConfig)", nullptr, timeout_);
-    } catch (...) {
-      abort_comm();
-      throw;
-    }
+    settle("init (ncclCommInitRankConfig)");
   }
+
+  // Group rank `rank` of a sub-group of `parent` (ncclCommSplit, which every parent rank calls).
+  NcclBackend(const NcclBackend& parent, std::vector<int> global_ranks, int rank, Milliseconds timeout,
+              ncclComm_t comm)
+      : NcclBackend(parent.world_, std::move(global_ranks), rank, timeout) {
+    comm_ = comm;
+    settle("new_group (ncclCommSplit)");
+  }
+
+  NcclBackend(const NcclBackend&) = delete;  // owns its communicator
+  NcclBackend& operator=(const NcclBackend&) = delete;
 
   ~NcclBackend() override {
     if (comm_ == nullptr) return;
@@ -108,7 +111,7 @@ class NcclBackend final : public Backend {
 
   const char* name() const override { return "nccl"; }
   int rank() const override { return rank_; }
-  int size() const override { return world_->size(); }
+  int size() const override { return static_cast<int>(global_ranks_.size()); }
   const Device& device() const override { return device_; }
   Milliseconds timeout() const override { return timeout_; }
 
@@ -230,13 +233,64 @@ class NcclBackend final : public Backend {
     });
   }
 
+  std::unique_ptr<Backend> new_group(const std::vector<int>& ranks, const NewGroupOptions& options) override {
+    const auto it = std::find(ranks.begin(), ranks.end(), rank_);
+    const bool member = it != ranks.end();
+    DPS_CHECK(!aborted_, ErrorKind::kDevice,
+              "[Rank {}] nccl new_group failed: the communicator was aborted by an "
+              "earlier failure",
+              rank_);
+    cuda::make_current(device_.impl());
+    ncclConfig_t config = non_blocking();
+    ncclComm_t sub = nullptr;
+    check_nccl(ncclCommSplit(comm_, member ? 0 : NCCL_SPLIT_NOCOLOR, rank_, &sub, &config), "ncclCommSplit",
+               device_, comm_);
+    wait_for("new_group (ncclCommSplit)", nullptr, timeout_);  // the parent's side of the split
+    if (!member) return nullptr;
+    std::vector<int> global;
+    for (int r : ranks) global.push_back(global_ranks_[r]);
+    return std::make_unique<NcclBackend>(*this, std::move(global), static_cast<int>(it - ranks.begin()),
+                                         options.timeout.count() > 0 ? options.timeout : timeout_, sub);
+  }
+
   void abort(ErrorKind kind, const std::string& message) override {
-    world_->abort(rank_, kind, message);
+    world_->abort(global_ranks_[rank_], kind, message);
     abort_comm();
   }
-  void rank_finished() override { world_->rank_finished(rank_); }
+  void rank_finished() override { world_->rank_finished(global_ranks_[rank_]); }
 
  private:
+  NcclBackend(std::shared_ptr<SimWorld> world, std::vector<int> global_ranks, int rank, Milliseconds timeout)
+      : world_(std::move(world)),
+        global_ranks_(std::move(global_ranks)),
+        rank_(rank),
+        device_(world_->device(global_ranks_[rank])),
+        timeout_(timeout.count() > 0 ? timeout : world_->timeout()) {}
+
+  static std::vector<int> all_ranks(int n) {
+    std::vector<int> ranks(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) ranks[static_cast<size_t>(r)] = r;
+    return ranks;
+  }
+
+  // Non-blocking communicators: init and collectives return at once, and wait_for() bounds every
+  // wait, so nothing here can block past the timeout.
+  static ncclConfig_t non_blocking() {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    return config;
+  }
+
+  // Waits for the communicator's creation; on failure aborts it before the error leaves the
+  // constructor (the destructor does not run then).
+  void settle(const std::string& what) {
+    try {
+      wait_for(what, nullptr, timeout_);
+    } catch (...) {
+      abort_comm();
+      throw;
+    }
+  }
   // Runs `issue` inside ncclGroupStart/End (several sends and receives as one operation).
   ncclResult_t grouped(const std::function<ncclResult_t()>& issue) {
     check_nccl(ncclGroupStart(), "ncclGroupStart", device_, comm_);
@@ -280,7 +334,7 @@ class NcclBackend final : public Backend {
                            cudaGetErrorName(query)));
       }
       if (const std::optional<RankFailure> failure = world_->first_failure();
-          failure && failure->rank != rank_)
+          failure && failure->rank != global_ranks_[rank_])
         fail(what, failure->kind,
              fmt::format("aborted because rank {} failed: {}", failure->rank, failure->message));
       const auto elapsed = std::chrono::duration_cast<Milliseconds>(std::chrono::steady_clock::now() - begun);
@@ -321,6 +375,7 @@ class NcclBackend final : public Backend {
   }
 
   std::shared_ptr<SimWorld> world_;
+  std::vector<int> global_ranks_;  // group rank -> world rank
   int rank_;
   Device device_;
   Milliseconds timeout_;
