@@ -10,6 +10,7 @@
 
 #include "comm_test_util.hpp"
 #include "dpscope/comm/backend_registry.hpp"
+#include "dpscope/comm/bench.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/core/cuda.hpp"
@@ -141,6 +142,52 @@ TEST(GpuBackends, NcclRunsAWorldOfOneRank) {
     got = t.to_vector();
   });
   EXPECT_EQ(got, (std::vector<float>{1.0f, 2.0f, 3.0f}));
+}
+
+}  // namespace
+}  // namespace dpscope
+
+namespace dpscope {
+namespace {
+
+TEST(GpuBench, BackendsAreCheckedBeforeAnythingRuns) {
+  EXPECT_EQ(error_of([] { validate_bench_options({.backend = "mpi"}); }).message,
+            "--backend mpi: expected sim, cuda or nccl");
+  const Outcome timing = error_of([] { validate_bench_options({.backend = "cuda", .timing_only = true}); });
+  EXPECT_EQ(timing.kind, ErrorKind::kUsage);
+  EXPECT_EQ(timing.message, "--timing-only simulates without data: it is for --backend sim, not cuda");
+  if (has_gpu()) return;
+  for (const char* backend : {"cuda", "nccl"}) {
+    const Outcome e = error_of([&] { validate_bench_options({.backend = backend, .devices = 2}); });
+    EXPECT_EQ(e.kind, ErrorKind::kDevice) << backend;
+    EXPECT_EQ(e.message, fmt::format("--backend {}: {}", backend, cuda::unavailable_reason()));
+  }
+}
+
+TEST(GpuBench, NcclWithMoreDevicesThanGpusIsAUsageError) {
+  if (!cuda::built() || !has_gpu()) GTEST_SKIP() << "needs a CUDA GPU: " << cuda::unavailable_reason();
+  const int devices = cuda::physical_device_count() + 1;
+  const Outcome e = error_of([&] { validate_bench_options({.backend = "nccl", .devices = devices}); });
+  EXPECT_EQ(e.kind, ErrorKind::kUsage);
+  EXPECT_EQ(e.message, nccl_world_size_problem(devices, cuda::physical_device_count()));
+}
+
+TEST(GpuBench, CudaRowsAreMeasuredAndExact) {
+  if (!cuda::built() || !has_gpu()) GTEST_SKIP() << "needs a CUDA GPU: " << cuda::unavailable_reason();
+  for (OpType op : {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kBroadcast,
+                    OpType::kReduce}) {
+    const std::vector<BenchRow> rows = run_collective_bench({.collective = op,
+                                                             .backend = "cuda",
+                                                             .devices = 4,
+                                                             .min_bytes = 1024,
+                                                             .max_bytes = 1 << 20,
+                                                             .factor = 32});
+    ASSERT_EQ(rows.size(), 3u) << api_name(op);
+    for (const BenchRow& r : rows) {
+      EXPECT_EQ(r.wrong, 0) << api_name(op) << " " << r.bytes;
+      EXPECT_GT(r.sim_us, 0.0) << api_name(op) << " " << r.bytes;
+    }
+  }
 }
 
 }  // namespace
