@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "cuda_check.hpp"
@@ -38,21 +39,34 @@ ncclDataType_t nccl_type(DType dtype) { return dtype == DType::kI64 ? ncclInt64 
 
 std::byte* data_of(const Tensor& t) { return raw_data(t); }
 
-// A finished operation: NCCL work is waited for before the call returns (with the timeout).
+// The Work of the nccl backend. Collectives and receives are waited for before the call returns
+// (with the timeout), so their Work is created finished. A send is *pending* until it is issued:
+// with the next receive (in one NCCL group, so a ring of send-then-recv cannot deadlock on the
+// ordered comm stream), before the next collective, or by its own wait().
 class NcclWork final : public Work {
  public:
   NcclWork(OpType op, int64_t seq) : op_(op), seq_(seq) {}
   void complete(int64_t start_ns, int64_t end_ns) {
     start_ns_ = start_ns;
     end_ns_ = end_ns;
+    issue_ = nullptr;
   }
-  void fail(const Error& error) { error_ = std::make_exception_ptr(error); }
+  void fail(const Error& error) {
+    error_ = std::make_exception_ptr(error);
+    issue_ = nullptr;
+  }
+  // Pending until `issue` ran (it completes or fails this work).
+  void set_pending(std::function<void()> issue) { issue_ = std::move(issue); }
 
   void wait() override {
+    if (issue_) {
+      const std::function<void()> issue = issue_;  // issue_ is cleared when it completes
+      issue();
+    }
     if (error_) std::rethrow_exception(error_);
   }
-  bool is_completed() const override { return true; }
-  bool is_success() const override { return error_ == nullptr; }
+  bool is_completed() const override { return issue_ == nullptr; }
+  bool is_success() const override { return issue_ == nullptr && error_ == nullptr; }
   std::exception_ptr exception() const override { return error_; }
   OpType op_type() const override { return op_; }
   int64_t sequence_number() const override { return seq_; }
@@ -65,6 +79,14 @@ class NcclWork final : public Work {
   int64_t start_ns_ = 0;
   int64_t end_ns_ = 0;
   std::exception_ptr error_;
+  std::function<void()> issue_;
+};
+
+// A send waiting to be issued (NcclWork).
+struct PendingSend {
+  Tensor tensor;
+  int dst = 0;
+  std::shared_ptr<NcclWork> work;
 };
 
 class NcclBackend final : public Backend {
@@ -91,6 +113,12 @@ class NcclBackend final : public Backend {
   NcclBackend& operator=(const NcclBackend&) = delete;
 
   ~NcclBackend() override {
+    for (PendingSend& p : pending_)
+      p.work->fail(
+          Error(ErrorKind::kMismatch,
+                fmt::format("[Rank {}] nccl SEND (SequenceNumber={}) to rank {} was never issued: its "
+                            "group was destroyed first",
+                            rank_, p.work->sequence_number(), p.dst)));
     if (comm_ == nullptr) return;
     cuda::make_current(device_.impl());
     if (aborted_) return;  // ncclCommAbort freed it
@@ -222,15 +250,20 @@ class NcclBackend final : public Backend {
       return ncclAllReduce(data_of(token), data_of(token), 1, ncclFloat32, ncclSum, comm_, s);
     });
   }
+  // Tags are not matched: NCCL orders messages per peer, as the sim backend does per (peer, tag).
   std::shared_ptr<Work> send(const Tensor& t, int dst, const PointToPointOptions& o) override {
-    return run(OpType::kSend, o.timeout, [&](cudaStream_t s) {
-      return ncclSend(data_of(t), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), dst, comm_, s);
-    });
+    auto work = std::make_shared<NcclWork>(OpType::kSend, p2p_sent_[dst]++);
+    work->set_pending([this, timeout = o.timeout] { flush_sends(timeout); });
+    pending_.push_back({t, dst, work});
+    return work;
   }
   std::shared_ptr<Work> recv(Tensor& t, int src, const PointToPointOptions& o) override {
-    return run(OpType::kRecv, o.timeout, [&](cudaStream_t s) {
-      return ncclRecv(data_of(t), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), src, comm_, s);
-    });
+    return run(
+        OpType::kRecv, o.timeout,
+        [&](cudaStream_t s) {
+          return ncclRecv(data_of(t), static_cast<size_t>(t.numel()), nccl_type(t.dtype()), src, comm_, s);
+        },
+        p2p_received_[src]++, /*with_sends=*/true);
   }
 
   std::unique_ptr<Backend> new_group(const std::vector<int>& ranks, const NewGroupOptions& options) override {
@@ -349,10 +382,30 @@ class NcclBackend final : public Backend {
 
   // Enqueues `issue` on the comm stream (after the compute stream's work), waits for it and
   // returns a completed Work holding the measured interval or the failure.
+  // Issues the pending sends alone (a send's wait(), or before a collective).
+  void flush_sends(Milliseconds timeout) {
+    if (!pending_.empty())
+      run(OpType::kSend, timeout, nullptr, pending_.front().work->sequence_number(), true);
+  }
+
+  // Enqueues `issue` on the comm stream (after the compute stream's work), waits for it and
+  // returns a completed Work holding the measured interval or the failure. `with_sends`: the
+  // pending sends go in the same NCCL group and share the outcome; otherwise they are issued
+  // first. `seq` < 0: the group's next collective sequence number.
   std::shared_ptr<Work> run(OpType op, Milliseconds timeout,
-                            const std::function<ncclResult_t(cudaStream_t)>& issue) {
-    auto work = std::make_shared<NcclWork>(op, next_seq_++);
-    const std::string what = fmt::format("{} (SequenceNumber={})", to_string(op), work->sequence_number());
+                            const std::function<ncclResult_t(cudaStream_t)>& issue, int64_t seq = -1,
+                            bool with_sends = false) {
+    if (!with_sends) flush_sends(timeout);
+    std::vector<PendingSend> sends;
+    if (with_sends) sends.swap(pending_);
+    auto work = issue ? std::make_shared<NcclWork>(op, seq >= 0 ? seq : next_seq_++) : nullptr;
+    const std::string what =
+        fmt::format("{} (SequenceNumber={})", to_string(op),
+                    work ? work->sequence_number() : sends.front().work->sequence_number());
+    auto fail_all = [&](const Error& e) {
+      if (work) work->fail(e);
+      for (PendingSend& p : sends) p.work->fail(e);
+    };
     try {
       if (aborted_)
         throw Error(ErrorKind::kDevice,
@@ -362,14 +415,23 @@ class NcclBackend final : public Backend {
       comm_waits_for_compute(device_);
       const cudaStream_t stream = comm_stream(device_);
       const Event begin = device_.record(StreamKind::kComm);
-      const ncclResult_t issued = issue(stream);
+      const ncclResult_t issued = sends.empty() ? issue(stream) : grouped([&]() -> ncclResult_t {
+        for (const PendingSend& p : sends) {
+          const ncclResult_t r = ncclSend(data_of(p.tensor), static_cast<size_t>(p.tensor.numel()),
+                                          nccl_type(p.tensor.dtype()), p.dst, comm_, stream);
+          if (r != ncclSuccess && r != ncclInProgress) return r;
+        }
+        return issue ? issue(stream) : ncclSuccess;
+      });
       if (issued != ncclSuccess && issued != ncclInProgress)
         fail(what, ErrorKind::kDevice, fmt::format("issuing it: {}", ncclGetErrorString(issued)));
       wait_for(what, stream, timeout.count() > 0 ? timeout : timeout_);
       const Event end = device_.record(StreamKind::kComm);
-      work->complete(begin.ts_ns, begin.ts_ns + device_.elapsed_ns(begin, end));
+      const int64_t end_ns = begin.ts_ns + device_.elapsed_ns(begin, end);
+      if (work) work->complete(begin.ts_ns, end_ns);
+      for (PendingSend& p : sends) p.work->complete(begin.ts_ns, end_ns);
     } catch (const Error& e) {
-      work->fail(e);
+      fail_all(e);
     }
     return work;
   }
@@ -382,6 +444,9 @@ class NcclBackend final : public Backend {
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
   int64_t next_seq_ = 0;
+  std::vector<PendingSend> pending_;     // sends not issued yet, in call order
+  std::map<int, int64_t> p2p_sent_;      // peer -> next send sequence number
+  std::map<int, int64_t> p2p_received_;  // peer -> next recv sequence number
 };
 
 constexpr const char* kUniqueIdKey = "dpscope/nccl/unique_id/";
