@@ -83,13 +83,15 @@ std::vector<int64_t> execute_steps(const Plan& plan, Rendezvous& rendezvous, int
       continue;
     }
     path.fence(self);
-    if (begin) {
-      const Event end = self.record(StreamKind::kComm);
-      step_end_ns.push_back(begin->ts_ns + self.elapsed_ns(*begin, end));
-    }
     DPS_CHECK(rendezvous.barrier.arrive_and_wait(Clock::now() + timeout), ErrorKind::kTimeout,
               "[Rank {}] step {} of {} (SequenceNumber={}) timed out waiting for its peers", rank, step,
               s.algorithm, rendezvous.seq);
+    if (begin) {
+      // After the barrier: the step ended for every rank, senders included (their own comm
+      // stream idles while peers receive from them).
+      const Event end = self.record(StreamKind::kComm);
+      step_end_ns.push_back(begin->ts_ns + self.elapsed_ns(*begin, end));
+    }
   }
   return step_end_ns;
 }

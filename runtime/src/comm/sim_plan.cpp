@@ -291,28 +291,29 @@ void write_measured_trace(const Plan& plan, int rank, int64_t begin_ns,
                                         .ranks = n,
                                         .slices = s.slices,
                                         .steps = s.steps}});
-  // Ops are timed per step: the events bracket each step on the receiving rank's comm stream, so
-  // every chunk this rank received in a step spans that step. The receiver traces them (the
-  // sender's thread has moved on).
+  // Ops are timed per step: every rank's events bracket each step (fence and barrier included),
+  // so a chunk spans the step it moved in. As in the simulated trace, the sender traces the
+  // transfer and the receiver the reduction.
   const uint64_t elem = element_size(sig.dtype);
   const std::string reduce_name = reduce_span_name(sig.reduce_op ? to_string(*sig.reduce_op) : "");
   const bool stepped = static_cast<int>(step_end_ns.size()) == s.steps;
   for (const CommOp& op : s.ops) {
-    if (op.dst != rank || op.to.count_elems == 0 || !stepped) continue;
+    if ((op.src != rank && op.dst != rank) || op.to.count_elems == 0 || !stepped) continue;
     const int64_t start = op.step == 0 ? begin_ns : step_end_ns[op.step - 1];
     const int64_t dur = step_end_ns[op.step] - start;
-    t->transfer(self, {.src = plan.devices[op.src].trace_id(),
-                       .dst = self.trace_id(),
-                       .bytes = static_cast<uint64_t>(op.from.count_elems) * elem,
-                       .ts_ns = start,
-                       .dur_ns = dur,
-                       .stream = StreamKind::kComm,
-                       .name = collective_transfer_name(s.algorithm, s.phases[op.phase]),
-                       .collective = plan.seq,
-                       .algo = s.algorithm,
-                       .algo_step = op.algo_step,
-                       .chunk = op.chunk});
-    if (op.reduce)
+    if (op.src == rank)
+      t->transfer(self, {.src = self.trace_id(),
+                         .dst = plan.devices[op.dst].trace_id(),
+                         .bytes = static_cast<uint64_t>(op.from.count_elems) * elem,
+                         .ts_ns = start,
+                         .dur_ns = dur,
+                         .stream = StreamKind::kComm,
+                         .name = collective_transfer_name(s.algorithm, s.phases[op.phase]),
+                         .collective = plan.seq,
+                         .algo = s.algorithm,
+                         .algo_step = op.algo_step,
+                         .chunk = op.chunk});
+    if (op.dst == rank && op.reduce)
       t->span(self,
               {.stream = StreamKind::kComm,
                .cat = SpanCategory::kReduce,

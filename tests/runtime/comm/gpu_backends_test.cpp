@@ -1,12 +1,17 @@
 // The `cuda` and `nccl` process-group backends (comm/gpu_backends.hpp) on any machine: they are
 // registered exactly when the build has CUDA, init without a GPU fails at once with one line,
 // nccl's rank-count check and its ReduceOp/DType names. On a GPU: the cuda backend's results are
-// bit-identical to sim's for the same schedule, and nccl runs a world of one rank.
+// bit-identical to sim's for the same schedule and traced with the same events, and nccl runs a
+// world of one rank.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include "comm_test_util.hpp"
 #include "dpscope/comm/backend_registry.hpp"
@@ -14,6 +19,7 @@
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/core/cuda.hpp"
+#include "dpscope/trace/recorder.hpp"
 #include "support/errors.hpp"
 
 namespace dpscope {
@@ -188,6 +194,59 @@ TEST(GpuBench, CudaRowsAreMeasuredAndExact) {
       EXPECT_GT(r.sim_us, 0.0) << api_name(op) << " " << r.bytes;
     }
   }
+}
+
+}  // namespace
+}  // namespace dpscope
+
+namespace dpscope {
+namespace {
+
+// (type, category, name, device) of every comm event in a trace, counted: what the visualizer
+// keys on, without the times.
+std::multiset<std::string> comm_events(const std::filesystem::path& path) {
+  std::stringstream lines(test::read_file(path));
+  std::multiset<std::string> seen;
+  std::string line;
+  std::getline(lines, line);  // header
+  while (std::getline(lines, line)) {
+    const nlohmann::json e = nlohmann::json::parse(line);
+    if (e.value("stream", "") != "comm" && e.value("type", "") != "instant") continue;
+    seen.insert(fmt::format("{} {} {} dev{}", e.value("type", ""), e.value("cat", ""), e.value("name", ""),
+                            e.value("dev", -1)));
+  }
+  return seen;
+}
+
+// A traced 3-rank world on `backend`: ring all-reduce (avg) then tree broadcast.
+void traced_collectives(const std::string& backend, const std::filesystem::path& path) {
+  SimWorldOptions machine = test::round_options();
+  const int n = 3;
+  if (backend == "sim") {
+    for (int r = 0; r < n; ++r) machine.devices.push_back(Device::sim(r, *machine.hardware));
+  } else {
+    machine.devices = cuda::make_devices({.count = n});
+  }
+  TraceHeader header;
+  if (backend != "sim") header.clock = "measured";
+  for (const Device& d : machine.devices) add_trace_device(header, d);
+  std::unique_ptr<TraceRecorder> recorder = TraceRecorder::open(path, header, machine.devices);
+  spawn_ranks({.backend = backend, .world_size = n, .world = SimWorld::create(n, machine)},
+              [](ProcessGroup& pg) {
+                Tensor t = Tensor::full({4096}, static_cast<float>(pg.rank()), pg.device());
+                pg.all_reduce(t, {.op = ReduceOp::kAvg, .algorithm = Algorithm::kRing, .slices = 2})->wait();
+                pg.broadcast(t, {.root = 1, .algorithm = Algorithm::kTree})->wait();
+              });
+  recorder->close();
+}
+
+TEST(GpuBackends, CudaTracesTheSameEventsAsSim) {
+  if (!cuda::built() || !has_gpu()) GTEST_SKIP() << "needs a CUDA GPU: " << cuda::unavailable_reason();
+  traced_collectives("sim", test::temp_path("sim.jsonl"));
+  traced_collectives("cuda", test::temp_path("cuda.jsonl"));
+  const std::multiset<std::string> sim = comm_events(test::temp_path("sim.jsonl"));
+  EXPECT_GT(sim.size(), 20u);
+  EXPECT_EQ(comm_events(test::temp_path("cuda.jsonl")), sim);
 }
 
 }  // namespace
