@@ -27,8 +27,6 @@ class DataPath {
  public:
   virtual ~DataPath() = default;
 
-  // "host" or "cuda" (for messages).
-  virtual const char* name() const = 0;
   // True when collective times are measured on the device rather than taken from the plan.
   virtual bool measured() const = 0;
   // `bytes` of working memory in `device`'s memory (a reduce's or reduce_scatter's copy of the

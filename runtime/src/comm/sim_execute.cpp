@@ -26,7 +26,6 @@ namespace {
 // Buffers of simulated devices are host memory: every op completes before its call returns.
 class HostDataPath final : public DataPath {
  public:
-  const char* name() const override { return "host"; }
   bool measured() const override { return false; }
   std::shared_ptr<std::byte> scratch(const Device&, uint64_t bytes) override {
     return std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());

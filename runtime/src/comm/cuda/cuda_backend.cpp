@@ -17,7 +17,6 @@ namespace {
 
 class CudaDataPath final : public DataPath {
  public:
-  const char* name() const override { return "cuda"; }
   bool measured() const override { return true; }
 
   std::shared_ptr<std::byte> scratch(const Device& device, uint64_t bytes) override {
