@@ -119,9 +119,12 @@ class NcclBackend final : public Backend {
                 fmt::format("[Rank {}] nccl SEND (SequenceNumber={}) to rank {} was never issued: its "
                             "group was destroyed first",
                             rank_, p.work->sequence_number(), p.dst)));
-    if (comm_ == nullptr) return;
-    cuda::make_current(device_.impl());
-    if (aborted_) return;  // ncclCommAbort freed it
+    if (comm_ == nullptr || aborted_) return;  // ncclCommAbort freed it
+    try {
+      cuda::make_current(device_.impl());
+    } catch (const Error&) {
+      // A destructor cannot report it; NCCL calls below name the communicator, not the device.
+    }
     // Finalizing flushes outstanding work; a communicator that cannot flush within the timeout
     // is aborted instead of waited on.
     ncclResult_t state = ncclCommFinalize(comm_);
