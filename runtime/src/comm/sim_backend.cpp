@@ -157,7 +157,9 @@ std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOpti
   CallResult result = run(call, [&](const Plan&) {
     if (options.op == ReduceOp::kAvg) path_->divide(device_, call.buffer.blocks[0], tensor.numel(), n);
   });
-  if (tracer != nullptr && result.plan) trace_values(ValuesWhen::kAfterReduce, result.plan->end_ns[rank_]);
+  if (tracer != nullptr && result.plan)
+    trace_values(ValuesWhen::kAfterReduce,
+                 path_->measured() ? result.work->end_ns() : result.plan->end_ns[rank_]);
   return result.work;
 }
 
