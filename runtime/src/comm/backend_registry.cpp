@@ -34,6 +34,8 @@ Registry& registry() {
   static Registry* const instance = [] {
     auto* r = new Registry();  // never destroyed: rank threads may outlive static destruction
     add_locked(*r, "sim", detail::sim_backend_factory());
+    detail::add_gpu_backends(
+        [r](const std::string& name, BackendFactory factory) { add_locked(*r, name, std::move(factory)); });
     return r;
   }();
   return *instance;

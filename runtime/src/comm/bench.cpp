@@ -13,8 +13,10 @@
 
 #include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/comm/spawn.hpp"
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/trace/recorder.hpp"
 
 namespace dpscope {
@@ -73,7 +75,17 @@ Buffers make_buffers(OpType op, Counts c, const Device& device, bool meta) {
   return b;
 }
 
+bool on_gpu(const BenchOptions& o) { return o.backend != "sim"; }
+
 void fill_inputs(const BenchOptions& o, Buffers& b, int rank) {
+  if (on_gpu(o)) {
+    // Device memory is filled from the host (a fresh tensor: the collective's buffer is replaced).
+    Tensor& t = o.collective == OpType::kReduceScatter ? b.flat : b.tensor;
+    std::vector<float> values(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) values[static_cast<size_t>(i)] = input_value(o.op, rank, i);
+    t = Tensor::from_floats(values, t.shape(), t.device(), MemoryCategory::kBuffers);
+    return;
+  }
   if (o.collective == OpType::kReduceScatter) {
     float* p = b.flat.f32();
     for (int64_t i = 0; i < b.flat.numel(); ++i) p[i] = input_value(o.op, rank, i);
@@ -86,7 +98,9 @@ void fill_inputs(const BenchOptions& o, Buffers& b, int rank) {
 int64_t count_wrong(const BenchOptions& o, const Buffers& b, int rank, int n) {
   int64_t wrong = 0;
   auto check = [&](const Tensor& t, auto expected) {
-    const float* p = t.f32();
+    std::vector<float> copied;  // device memory is checked through a copy back to the host
+    if (on_gpu(o)) copied = t.to_vector();
+    const float* p = on_gpu(o) ? copied.data() : t.f32();
     for (int64_t i = 0; i < t.numel(); ++i) wrong += p[i] != expected(i) ? 1 : 0;
   };
   switch (o.collective) {
@@ -133,7 +147,11 @@ std::shared_ptr<Work> run_once(const BenchOptions& o, ProcessGroup& pg, Buffers&
 }  // namespace
 
 void validate_bench_options(const BenchOptions& o) {
+  DPS_CHECK(o.backend == "sim" || o.backend == "cuda" || o.backend == "nccl", ErrorKind::kUsage,
+            "--backend {}: expected sim, cuda or nccl", o.backend);
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
+  DPS_CHECK(!o.timing_only || !on_gpu(o), ErrorKind::kUsage,
+            "--timing-only simulates without data: it is for --backend sim, not {}", o.backend);
   DPS_CHECK(o.min_bytes <= o.max_bytes, ErrorKind::kUsage, "-b {} is larger than -e {}", o.min_bytes,
             o.max_bytes);
   DPS_CHECK(o.factor >= 2, ErrorKind::kUsage, "-f must be at least 2, got {}", o.factor);
@@ -155,7 +173,7 @@ void validate_bench_options(const BenchOptions& o) {
             to_string(o.op), api_name(o.collective));
   const uint64_t data_bytes = checked_mul<uint64_t>(o.max_bytes, static_cast<uint64_t>(o.devices) * 2,
                                                     "-e * --devices", ErrorKind::kUsage);
-  DPS_CHECK(o.timing_only || data_bytes <= kMaxDataBytes, ErrorKind::kUsage,
+  DPS_CHECK(o.timing_only || on_gpu(o) || data_bytes <= kMaxDataBytes, ErrorKind::kUsage,
             "-e {} on {} devices needs about {} of host memory; add --timing-only to simulate without data",
             o.max_bytes, o.devices, format_bytes(data_bytes));
   if (const char* env = std::getenv("DPSCOPE_ALGO");
@@ -163,6 +181,14 @@ void validate_bench_options(const BenchOptions& o) {
     parse_algorithm(env, "DPSCOPE_ALGO");
   const NetworkModel network(find_preset(o.preset), o.devices);  // throws if the topology is smaller
   (void)network;
+  if (o.backend == "nccl") {
+    // Before any GPU work: one line saying why, as init would.
+    cuda::require_available("--backend nccl");
+    const std::string problem = nccl_world_size_problem(o.devices, cuda::physical_device_count());
+    DPS_CHECK(problem.empty(), ErrorKind::kUsage, "{}", problem);
+  } else if (o.backend == "cuda") {
+    cuda::require_available("--backend cuda");
+  }
 }
 
 OpType parse_bench_collective(std::string_view text) {
@@ -216,14 +242,17 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
   const HardwarePreset hardware = find_preset(o.preset);
   world_options.hardware = hardware;
   std::unique_ptr<TraceRecorder> recorder;
+  if (on_gpu(o)) world_options.devices = cuda::make_devices({.count = n});
   if (!o.trace.empty()) {
     TraceHeader header;
+    if (on_gpu(o)) header.clock = "measured";
     header.run_json = fmt::format(
-        R"({{"command":"bench","collective":"{}","backend":"sim","devices":{},"preset":"{}","algo":"{}",)"
+        R"({{"command":"bench","collective":"{}","backend":"{}","devices":{},"preset":"{}","algo":"{}",)"
         R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}}})",
-        api_name(o.collective), n, o.preset, to_string(o.algorithm), to_string(o.op), o.timing_only,
-        o.min_bytes, o.max_bytes, o.factor);
-    for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
+        api_name(o.collective), o.backend, n, o.preset, to_string(o.algorithm), to_string(o.op),
+        o.timing_only, o.min_bytes, o.max_bytes, o.factor);
+    if (!on_gpu(o))
+      for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
     std::vector<int> trace_ids;
     for (const Device& d : world_options.devices) trace_ids.push_back(add_trace_device(header, d));
     add_network_links(header, hardware, trace_ids);  // the simulated machine's links, not a full mesh
@@ -239,10 +268,10 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
   std::vector<BenchRow> rows(sizes.size());
   std::barrier sync(n);
   std::atomic<int64_t> clock_ns{0};  // latest stream time of any rank: where the next run starts
-  std::vector<int64_t> end_ns(n, 0);
+  std::vector<int64_t> start_ns(n, 0), end_ns(n, 0);
   std::atomic<int64_t> wrong{0};
   std::chrono::steady_clock::time_point started;
-  spawn(world, [&](ProcessGroup& pg) {
+  const RankFunction rank_fn = [&](ProcessGroup& pg) {
     const int rank = pg.rank();
     const Device& device = pg.device();
     for (size_t row = 0; row < sizes.size(); ++row) {
@@ -251,16 +280,20 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
       Buffers b = make_buffers(o.collective, c, device, o.timing_only);
       double wall_s = 0.0;
       int64_t sim_ns = 0;
+      int64_t measured_ns = 0;  // cuda, nccl: summed over the timed iterations
       for (int it = 0; it < o.warmup + o.iterations; ++it) {
         if (!o.timing_only) fill_inputs(o, b, rank);
         sync.arrive_and_wait();  // every rank has published its clock and filled its inputs
         const int64_t t0 = clock_ns.load();
-        device.wait_until(StreamKind::kComm, t0);
-        device.wait_until(StreamKind::kCompute, t0);
+        if (!on_gpu(o)) {  // measured clocks cannot be moved
+          device.wait_until(StreamKind::kComm, t0);
+          device.wait_until(StreamKind::kCompute, t0);
+        }
         sync.arrive_and_wait();  // no rank reads clock_ns after this until the next round
         if (rank == 0) started = std::chrono::steady_clock::now();
         std::shared_ptr<Work> work = run_once(o, pg, b);
         work->wait();
+        start_ns[rank] = work->start_ns();
         end_ns[rank] = work->end_ns();
         sync.arrive_and_wait();  // every rank is done
         if (rank == 0) {
@@ -269,6 +302,7 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
           if (it >= o.warmup) wall_s += seconds;
           const int64_t latest = *std::max_element(end_ns.begin(), end_ns.end());
           sim_ns = latest - t0;
+          if (it >= o.warmup) measured_ns += latest - *std::min_element(start_ns.begin(), start_ns.end());
           clock_ns.store(latest);
         }
       }
@@ -278,8 +312,9 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
         BenchRow& r = rows[row];
         r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
         r.count = c.total;
-        r.sim_us = static_cast<double>(sim_ns) / 1e3;
-        r.algbw_gbps = sim_ns > 0 ? static_cast<double>(r.bytes) / static_cast<double>(sim_ns) : 0.0;
+        const int64_t time_ns = on_gpu(o) ? measured_ns / o.iterations : sim_ns;
+        r.sim_us = static_cast<double>(time_ns) / 1e3;
+        r.algbw_gbps = time_ns > 0 ? static_cast<double>(r.bytes) / static_cast<double>(time_ns) : 0.0;
         r.busbw_gbps = r.algbw_gbps * bus_bandwidth_factor(o.collective, n);
         r.wall_us = wall_s / o.iterations * 1e6;
         r.wrong = o.timing_only ? -1 : wrong.exchange(0);
@@ -288,7 +323,16 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
       }
       sync.arrive_and_wait();
     }
-  });
+  };
+  if (on_gpu(o)) {
+    spawn_ranks({.backend = o.backend,
+                 .store = std::make_shared<InMemoryStore>(world->timeout()),
+                 .world_size = n,
+                 .world = world},
+                rank_fn);
+  } else {
+    spawn(world, rank_fn);
+  }
   if (recorder) recorder->close();
   return rows;
 }

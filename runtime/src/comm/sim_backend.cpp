@@ -1,10 +1,10 @@
 // SimBackend's collectives: each op prepares this rank's fingerprint and buffer (the schedule.hpp
-// layout), then run() joins the group, executes the data steps and applies the simulated times.
+// layout), then run() joins the group, executes the data steps and applies the simulated (or, on
+// the cuda data path, measured) times. Buffers are only ever touched through the DataPath.
 #include "sim_backend.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "dpscope/kernels/kernels.hpp"
 #include "dpscope/trace/recorder.hpp"
@@ -34,17 +34,14 @@ bool supports(OpType op, Algorithm algo) {
 
 RankBuffer single_block(const Tensor& t) { return {{raw_data(t)}, t.numel()}; }
 
-void copy_elems(std::byte* dst, const std::byte* src, int64_t count, DType dtype) {
-  if (count > 0 && dst != nullptr && src != nullptr && dst != src)
-    std::memmove(dst, src, static_cast<size_t>(count) * element_size(dtype));
-}
-
 }  // namespace
 
 SimBackend::SimBackend(std::shared_ptr<SimWorld> world, std::shared_ptr<GroupState> group, int rank,
-                       Milliseconds timeout)
+                       Milliseconds timeout, const char* name, std::shared_ptr<DataPath> path)
     : world_(std::move(world)),
       group_(std::move(group)),
+      name_(name),
+      path_(path ? std::move(path) : host_data_path()),
       rank_(rank),
       device_(world_->device(group_->global_ranks.at(rank))),
       timeout_(timeout.count() > 0 ? timeout : group_->timeout) {}
@@ -85,15 +82,41 @@ CallResult SimBackend::run(Call& call, const std::function<void(const Plan&)>& f
   arrival.buffer = call.buffer;
   arrival.slices = call.slices;
   arrival.new_group_timeout = call.new_group_timeout;
+  if (!call.signature.meta) {
+    try {
+      path_->fence(device_);  // peers may read this rank's buffers once everyone arrived
+    } catch (const Error& e) {
+      work->fail(e.kind(), e.what());
+      return {work, nullptr};
+    }
+  }
   JoinResult joined = join_collective(*world_, *group_, rank_, seq, std::move(arrival), timeout);
   if (joined.failure) {
     work->fail(joined.failure->kind, joined.failure->message);
     return {work, nullptr};
   }
   const Plan& plan = *joined.plan;
+  if (path_->measured()) {
+    // Device times: the comm stream's events around this rank's part, traced by the rank itself.
+    try {
+      const Event begin = device_.record(StreamKind::kComm);
+      std::vector<int64_t> step_end_ns;
+      if (plan.with_data) step_end_ns = execute_steps(plan, *joined.rendezvous, rank_, timeout, *path_);
+      if (plan.with_data && finish) finish(plan);
+      path_->fence(device_);
+      const Event end = device_.record(StreamKind::kComm);
+      const int64_t end_ns = begin.ts_ns + device_.elapsed_ns(begin, end);
+      write_measured_trace(plan, rank_, begin.ts_ns, step_end_ns, end_ns);
+      work->complete(begin.ts_ns, end_ns, false);
+    } catch (const Error& e) {
+      work->fail(e.kind(), e.what());
+      return {work, nullptr};
+    }
+    return {work, joined.plan};
+  }
   if (plan.with_data) {
     try {
-      execute_steps(plan, *joined.rendezvous, rank_, timeout);
+      execute_steps(plan, *joined.rendezvous, rank_, timeout, *path_);
       if (finish) finish(plan);
     } catch (const Error& e) {
       work->fail(e.kind(), e.what());
@@ -106,6 +129,7 @@ CallResult SimBackend::run(Call& call, const std::function<void(const Plan&)>& f
 }
 
 std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOptions& options) {
+  path_->prepare(device_);
   Call call{OpType::kAllReduce, signature_for(OpType::kAllReduce, tensor,
                                               resolve_algorithm(OpType::kAllReduce, options.algorithm))};
   call.signature.reduce_op = options.op;
@@ -131,13 +155,16 @@ std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOpti
                  std::max(device_.clock_ns(StreamKind::kComm), device_.clock_ns(StreamKind::kCompute)));
   const int n = size();
   CallResult result = run(call, [&](const Plan&) {
-    if (options.op == ReduceOp::kAvg) divide(call.buffer.blocks[0], tensor.numel(), n);
+    if (options.op == ReduceOp::kAvg) path_->divide(device_, call.buffer.blocks[0], tensor.numel(), n);
   });
-  if (tracer != nullptr && result.plan) trace_values(ValuesWhen::kAfterReduce, result.plan->end_ns[rank_]);
+  if (tracer != nullptr && result.plan)
+    trace_values(ValuesWhen::kAfterReduce,
+                 path_->measured() ? result.work->end_ns() : result.plan->end_ns[rank_]);
   return result.work;
 }
 
 std::shared_ptr<Work> SimBackend::broadcast(Tensor& tensor, const BroadcastOptions& options) {
+  path_->prepare(device_);
   Call call{OpType::kBroadcast, signature_for(OpType::kBroadcast, tensor,
                                               resolve_algorithm(OpType::kBroadcast, options.algorithm))};
   call.signature.root = options.root;
@@ -148,6 +175,7 @@ std::shared_ptr<Work> SimBackend::broadcast(Tensor& tensor, const BroadcastOptio
 }
 
 std::shared_ptr<Work> SimBackend::reduce(Tensor& tensor, const ReduceOptions& options) {
+  path_->prepare(device_);
   Call call{OpType::kReduce,
             signature_for(OpType::kReduce, tensor, resolve_algorithm(OpType::kReduce, options.algorithm))};
   call.signature.root = options.root;
@@ -157,21 +185,22 @@ std::shared_ptr<Work> SimBackend::reduce(Tensor& tensor, const ReduceOptions& op
   call.buffer = single_block(tensor);
   if (rank_ != options.root && tensor.has_data() && tensor.numel() > 0) {
     // Non-roots accumulate partial results in a copy, so their tensor stays as it was.
-    call.scratch.resize(tensor.nbytes());
-    std::memcpy(call.scratch.data(), raw_data(tensor), tensor.nbytes());
-    call.buffer.blocks = {call.scratch.data()};
+    call.scratch = path_->scratch(device_, tensor.nbytes());
+    path_->copy(device_, call.scratch.get(), device_, raw_data(tensor), tensor.nbytes());
+    call.buffer.blocks = {call.scratch.get()};
   }
   const int n = size();
   return run(call,
              [&](const Plan&) {
                if (options.op == ReduceOp::kAvg && rank_ == options.root)
-                 divide(raw_data(tensor), tensor.numel(), n);
+                 path_->divide(device_, raw_data(tensor), tensor.numel(), n);
              })
       .work;
 }
 
 std::shared_ptr<Work> SimBackend::all_gather(std::vector<Tensor>& outputs, const Tensor& input,
                                              bool flat_output, const AllgatherOptions& options) {
+  path_->prepare(device_);
   Call call{OpType::kAllGather, signature_for(OpType::kAllGather, input,
                                               resolve_algorithm(OpType::kAllGather, options.algorithm))};
   call.slices = options.slices;
@@ -186,13 +215,16 @@ std::shared_ptr<Work> SimBackend::all_gather(std::vector<Tensor>& outputs, const
         base += static_cast<size_t>(r * block) * element_size(input.dtype());
       call.buffer.blocks.push_back(base);
     }
-    copy_elems(call.buffer.blocks[rank_], raw_data(input), block, input.dtype());
+    if (block > 0)
+      path_->copy(device_, call.buffer.blocks[rank_], device_, raw_data(input),
+                  static_cast<uint64_t>(block) * element_size(input.dtype()));
   }
   return run(call).work;
 }
 
 std::shared_ptr<Work> SimBackend::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                                  bool flat_input, const ReduceScatterOptions& options) {
+  path_->prepare(device_);
   Call call{OpType::kReduceScatter,
             signature_for(OpType::kReduceScatter, output,
                           resolve_algorithm(OpType::kReduceScatter, options.algorithm))};
@@ -205,24 +237,27 @@ std::shared_ptr<Work> SimBackend::reduce_scatter(Tensor& output, const std::vect
   call.buffer.block_elems = block;
   if (output.has_data()) {
     // Work on a copy of the inputs (they stay unchanged); block r ends up holding the result.
-    call.scratch.resize(block_bytes * n);
+    if (block_bytes > 0) call.scratch = path_->scratch(device_, block_bytes * n);
     for (int r = 0; r < n; ++r) {
       const std::byte* src = flat_input ? raw_data(inputs[0]) : raw_data(inputs[r]);
       if (flat_input && src != nullptr) src += block_bytes * r;
-      if (block_bytes > 0) std::memcpy(call.scratch.data() + block_bytes * r, src, block_bytes);
-      call.buffer.blocks.push_back(call.scratch.data() + block_bytes * r);
+      std::byte* dst = block_bytes > 0 ? call.scratch.get() + block_bytes * r : nullptr;
+      if (block_bytes > 0) path_->copy(device_, dst, device_, src, block_bytes);
+      call.buffer.blocks.push_back(dst);
     }
   }
   return run(call,
              [&](const Plan&) {
-               copy_elems(raw_data(output), call.buffer.blocks[rank_], block, output.dtype());
-               if (options.op == ReduceOp::kAvg) divide(raw_data(output), block, n);
+               if (block_bytes > 0)
+                 path_->copy(device_, raw_data(output), device_, call.buffer.blocks[rank_], block_bytes);
+               if (options.op == ReduceOp::kAvg) path_->divide(device_, raw_data(output), block, n);
              })
       .work;
 }
 
 std::shared_ptr<Work> SimBackend::scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                           const ScatterOptions& options) {
+  path_->prepare(device_);
   Call call{OpType::kScatter, signature_for(OpType::kScatter, output, std::nullopt)};
   call.signature.root = options.root;
   call.timeout = options.timeout;
@@ -230,13 +265,15 @@ std::shared_ptr<Work> SimBackend::scatter(Tensor& output, const std::vector<Tens
   if (rank_ == options.root && output.has_data()) {
     call.buffer.blocks.clear();
     for (const Tensor& t : inputs) call.buffer.blocks.push_back(raw_data(t));
-    copy_elems(raw_data(output), raw_data(inputs[rank_]), output.numel(), output.dtype());
+    if (output.numel() > 0)
+      path_->copy(device_, raw_data(output), device_, raw_data(inputs[rank_]), output.nbytes());
   }
   return run(call).work;
 }
 
 std::shared_ptr<Work> SimBackend::gather(const Tensor& input, std::vector<Tensor>& outputs,
                                          const GatherOptions& options) {
+  path_->prepare(device_);
   Call call{OpType::kGather, signature_for(OpType::kGather, input, std::nullopt)};
   call.signature.root = options.root;
   call.timeout = options.timeout;
@@ -244,7 +281,8 @@ std::shared_ptr<Work> SimBackend::gather(const Tensor& input, std::vector<Tensor
   if (rank_ == options.root && input.has_data()) {
     call.buffer.blocks.clear();
     for (const Tensor& t : outputs) call.buffer.blocks.push_back(raw_data(t));
-    copy_elems(raw_data(outputs[rank_]), raw_data(input), input.numel(), input.dtype());
+    if (input.numel() > 0)
+      path_->copy(device_, raw_data(outputs[rank_]), device_, raw_data(input), input.nbytes());
   }
   return run(call).work;
 }
@@ -272,7 +310,7 @@ std::unique_ptr<Backend> SimBackend::new_group(const std::vector<int>& ranks,
   const auto it = std::find(ranks.begin(), ranks.end(), rank_);
   if (it == ranks.end()) return nullptr;
   return std::make_unique<SimBackend>(world_, std::move(sub), static_cast<int>(it - ranks.begin()),
-                                      options.timeout.count() > 0 ? options.timeout : timeout_);
+                                      options.timeout.count() > 0 ? options.timeout : timeout_, name_, path_);
 }
 
 // ---- failure handling and the registry's factory ----

@@ -1,9 +1,12 @@
-// SimBackend: the `sim` Backend — one rank of a group of threads sharing a SimWorld.
+// SimBackend: the `sim` Backend — one rank of a group of threads sharing a SimWorld — and, with
+// the cuda DataPath, the `cuda` backend (the same schedules on device buffers, comm/cuda/).
 //
 // Every collective goes through run(): fingerprint and buffers are prepared locally, the rank
 // joins the group's rendezvous (sim_rendezvous.cpp), the leader plans and traces (sim_plan.cpp),
-// every rank executes its data steps (sim_execute.cpp), then applies the simulated times to its
-// own streams. Point-to-point ops live in sim_p2p.cpp. See sim_state.hpp for the locking rules.
+// every rank executes its data steps (sim_execute.cpp) through the DataPath (data_path.hpp), then
+// applies the simulated times to its own streams — or, on a measured data path, the times its
+// comm stream's events measured, and traces them itself. Point-to-point ops live in sim_p2p.cpp.
+// See sim_state.hpp for the locking rules.
 #pragma once
 
 #include <functional>
@@ -12,9 +15,11 @@
 #include <utility>
 #include <vector>
 
+#include "data_path.hpp"
 #include "dpscope/comm/backend.hpp"
 #include "dpscope/comm/backend_registry.hpp"
 #include "dpscope/comm/process_group.hpp"
+#include "dpscope/kernels/kernels.hpp"
 #include "sim_state.hpp"
 
 namespace dpscope::detail {
@@ -27,7 +32,7 @@ struct Call {
   int slices = 0;
   Milliseconds timeout{0};
   Milliseconds new_group_timeout{0};
-  std::vector<std::byte> scratch;  // reduce (non-roots), reduce_scatter: working copy
+  std::shared_ptr<std::byte> scratch;  // reduce (non-roots), reduce_scatter: working copy
 };
 
 struct CallResult {
@@ -48,25 +53,35 @@ JoinResult join_collective(SimWorld& world, GroupState& group, int rank, int64_t
 
 // ---- sim_plan.cpp ----
 // The leader's work: fingerprints agree (else throws kMismatch), build the schedule, time it,
-// write the trace. `arrivals` is complete.
+// write the trace (simulated devices only: measured ranks trace themselves, write_measured_trace).
+// `arrivals` is complete.
 std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64_t seq,
                                        const std::vector<std::optional<Arrival>>& arrivals);
+// A measured rank's trace of one collective: the same events as the simulated trace (collective
+// span, a transfer per chunk it received, reduce spans, avg_scale, work_completed), timed by its
+// comm stream's events: the collective over [begin_ns, end_ns], each op over its step
+// (step_end_ns from execute_steps), the kAvg division over [last step's end, end_ns].
+void write_measured_trace(const Plan& plan, int rank, int64_t begin_ns,
+                          const std::vector<int64_t>& step_end_ns, int64_t end_ns);
 
 // ---- sim_execute.cpp ----
-// Runs this rank's data steps of `plan` (ops it receives), a barrier after each step.
-void execute_steps(const Plan& plan, Rendezvous& rendezvous, int rank, Milliseconds timeout);
-// dst = op(dst, src) element-wise.
-void reduce_into(std::byte* dst, const std::byte* src, int64_t count, ReduceOp op, DType dtype);
-// data /= divisor (ReduceOp::kAvg; float32).
-void divide(std::byte* data, int64_t count, int divisor);
+// Runs this rank's data steps of `plan` (ops it receives) through `path`, a fence and a barrier
+// after each step. On a measured path, returns when each step ended on the rank's comm stream
+// (one entry per step); else nothing.
+std::vector<int64_t> execute_steps(const Plan& plan, Rendezvous& rendezvous, int rank, Milliseconds timeout,
+                                   DataPath& path);
+// The kernel that combines two chunks for `op`; kAvg sums, and the caller divides at the end.
+kernels::Reduction reduction_of(ReduceOp op);
 
 class SimBackend final : public Backend {
  public:
-  // `timeout` 0: the group's.
+  // `timeout` 0: the group's. `name` is the registry's ("sim", "cuda"); `path` moves the data
+  // (null: host memory, the sim backend's).
   SimBackend(std::shared_ptr<SimWorld> world, std::shared_ptr<GroupState> group, int rank,
-             Milliseconds timeout = Milliseconds(0));
+             Milliseconds timeout = Milliseconds(0), const char* name = "sim",
+             std::shared_ptr<DataPath> path = nullptr);
 
-  const char* name() const override { return "sim"; }
+  const char* name() const override { return name_; }
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(group_->global_ranks.size()); }
   const Device& device() const override { return device_; }
@@ -100,6 +115,8 @@ class SimBackend final : public Backend {
 
   std::shared_ptr<SimWorld> world_;
   std::shared_ptr<GroupState> group_;
+  const char* name_;
+  std::shared_ptr<DataPath> path_;
   int rank_;
   Device device_;
   Milliseconds timeout_;
@@ -110,6 +127,10 @@ class SimBackend final : public Backend {
 
 // The registry's factory of `sim` (comm/backend_registry.hpp): needs InitOptions::world.
 BackendFactory sim_backend_factory();
+
+// The registry's factories of the GPU backends this build has (comm/cuda/, comm/no_cuda/):
+// calls add(name, factory) for `cuda` and `nccl` in a build with CUDA, nothing otherwise.
+void add_gpu_backends(const std::function<void(const std::string&, BackendFactory)>& add);
 
 // The first byte of a tensor's data (nullptr for meta tensors and empty ones).
 std::byte* raw_data(const Tensor& tensor);

@@ -1,7 +1,8 @@
-// Data movement of the sim backend: each rank executes the ops of each step in which it receives
-// (copy or reduce from a peer's buffer into its own), then waits at the step barrier. Every
-// element sees its operations in the order the schedule fixes, so results do not depend on which
-// thread runs first.
+// Data movement of the sim and cuda backends: each rank executes the ops of each step in which it
+// receives (copy or reduce from a peer's buffer into its own) through the backend's DataPath,
+// fences, then waits at the step barrier. Every element sees its operations in the order the
+// schedule fixes, so results do not depend on which thread runs first — nor on the data path.
+// Also the host DataPath of the sim backend.
 #include <cstring>
 
 #include "dpscope/kernels/kernels.hpp"
@@ -9,9 +10,6 @@
 
 namespace dpscope::detail {
 
-namespace {
-
-// The kernel that combines two chunks for `op`; kAvg sums, and the caller divides at the end.
 kernels::Reduction reduction_of(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
@@ -23,43 +21,78 @@ kernels::Reduction reduction_of(ReduceOp op) {
   return kernels::Reduction::kSum;
 }
 
+namespace {
+
+// Buffers of simulated devices are host memory: every op completes before its call returns.
+class HostDataPath final : public DataPath {
+ public:
+  bool measured() const override { return false; }
+  std::shared_ptr<std::byte> scratch(const Device&, uint64_t bytes) override {
+    return std::shared_ptr<std::byte>(new std::byte[bytes], std::default_delete<std::byte[]>());
+  }
+  void prepare(const Device&) override {}
+  void copy(const Device&, std::byte* dst, const Device&, const std::byte* src, uint64_t bytes) override {
+    if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
+  }
+  void reduce(const Device&, std::byte* dst, const Device&, const std::byte* src, int64_t count, ReduceOp op,
+              DType dtype) override {
+    kernels::reduce_into(DeviceKind::kSim, dst, src, count, reduction_of(op), dtype);
+  }
+  void divide(const Device&, std::byte* data, int64_t count, int divisor) override {
+    kernels::divide(DeviceKind::kSim, data, count, static_cast<float>(divisor));
+  }
+  void fence(const Device&) override {}
+};
+
 }  // namespace
 
-// The sim backend's buffers are host memory of simulated devices.
-void reduce_into(std::byte* dst, const std::byte* src, int64_t count, ReduceOp op, DType dtype) {
-  kernels::reduce_into(DeviceKind::kSim, dst, src, count, reduction_of(op), dtype);
+std::shared_ptr<DataPath> host_data_path() {
+  static const std::shared_ptr<DataPath> path = std::make_shared<HostDataPath>();  // stateless
+  return path;
 }
 
-void divide(std::byte* data, int64_t count, int divisor) {
-  kernels::divide(DeviceKind::kSim, data, count, static_cast<float>(divisor));
-}
-
-void execute_steps(const Plan& plan, Rendezvous& rendezvous, int rank, Milliseconds timeout) {
+std::vector<int64_t> execute_steps(const Plan& plan, Rendezvous& rendezvous, int rank, Milliseconds timeout,
+                                   DataPath& path) {
   const int n = static_cast<int>(plan.buffers.size());
   const size_t elem = element_size(plan.dtype);
   const Schedule& s = plan.schedule;
+  const Device& self = plan.devices[rank];
+  std::vector<int64_t> step_end_ns;
+  std::optional<Event> begin;
+  if (path.measured()) begin = self.record(StreamKind::kComm);
   for (int step = 0; step < s.steps; ++step) {
-    const int32_t begin = plan.exec_begin[static_cast<size_t>(step) * n + rank];
-    const int32_t end = plan.exec_begin[static_cast<size_t>(step) * n + rank + 1];
-    for (int32_t i = begin; i < end; ++i) {
+    const int32_t first = plan.exec_begin[static_cast<size_t>(step) * n + rank];
+    const int32_t last = plan.exec_begin[static_cast<size_t>(step) * n + rank + 1];
+    for (int32_t i = first; i < last; ++i) {
       const CommOp& op = s.ops[plan.exec_order[i]];
       const int64_t count = op.to.count_elems;
       if (count == 0) continue;
       std::byte* dst = plan.buffers[op.dst].at(op.to.offset_elems, elem);
       const std::byte* src = plan.buffers[op.src].at(op.from.offset_elems, elem);
       if (op.reduce) {
-        reduce_into(dst, src, count, plan.reduce_op, plan.dtype);
+        path.reduce(self, dst, plan.devices[op.src], src, count, plan.reduce_op, plan.dtype);
       } else {
-        std::memcpy(dst, src, static_cast<size_t>(count) * elem);
+        path.copy(self, dst, plan.devices[op.src], src, static_cast<uint64_t>(count) * elem);
       }
     }
     // A step with no op anywhere needs no barrier (every rank sees the same plan).
-    if (plan.exec_begin[static_cast<size_t>(step + 1) * n] == plan.exec_begin[static_cast<size_t>(step) * n])
+    if (plan.exec_begin[static_cast<size_t>(step + 1) * n] ==
+        plan.exec_begin[static_cast<size_t>(step) * n]) {
+      if (begin) step_end_ns.push_back(step_end_ns.empty() ? begin->ts_ns : step_end_ns.back());
       continue;
+    }
+    path.fence(self);
     DPS_CHECK(rendezvous.barrier.arrive_and_wait(Clock::now() + timeout), ErrorKind::kTimeout,
               "[Rank {}] step {} of {} (SequenceNumber={}) timed out waiting for its peers", rank, step,
               s.algorithm, rendezvous.seq);
+    if (begin) {
+      // After the barrier: the step ended for every rank, senders included (their own comm
+      // stream idles while peers receive from them).
+      const Event end = self.record(StreamKind::kComm);
+      step_end_ns.push_back(begin->ts_ns + self.elapsed_ns(*begin, end));
+    }
   }
+  return step_end_ns;
 }
 
 }  // namespace dpscope::detail

@@ -3,7 +3,7 @@
 // times the transfer (an uncontended flow along the route, starting when both sides are ready),
 // traces it, and completes both Works. The sender's streams move when it calls wait().
 #include <algorithm>
-#include <cstring>
+#include <optional>
 
 #include "dpscope/trace/recorder.hpp"
 #include "sim_backend.hpp"
@@ -12,6 +12,9 @@ namespace dpscope::detail {
 
 std::shared_ptr<Work> SimBackend::send(const Tensor& tensor, int dst, const PointToPointOptions& options) {
   const int64_t seq = p2p_sent_[dst]++;
+  // The receiver reads the tensor from its own thread: it must be complete before it is posted.
+  path_->prepare(device_);
+  path_->fence(device_);
   const Milliseconds timeout = timeout_or_default(options.timeout);
   auto work = std::make_shared<SimWork>(world_, device_, OpType::kSend, seq, rank_, timeout);
   work->set_peer(group_->global_ranks[dst]);
@@ -91,11 +94,29 @@ std::shared_ptr<Work> SimBackend::recv(Tensor& tensor, int src, const PointToPoi
     return work;
   }
   const uint64_t bytes = tensor.nbytes();
-  if (tensor.has_data() && bytes > 0) std::memcpy(raw_data(tensor), raw_data(sent), bytes);
-  const int src_gpu = group_->gpus[src], dst_gpu = group_->gpus[rank_];
-  const int64_t start = std::max(message->ready_ns, ready_ns);
-  const int64_t end = start + world_->network().uncontended_transfer_ns(src_gpu, dst_gpu, bytes);
-  device_.wait_until(StreamKind::kComm, end);
+  int64_t start = 0, end = 0;
+  try {
+    path_->prepare(device_);
+    const std::optional<Event> begun_event =
+        path_->measured() ? std::optional<Event>(device_.record(StreamKind::kComm)) : std::nullopt;
+    if (tensor.has_data() && bytes > 0)
+      path_->copy(device_, raw_data(tensor), sent.device(), raw_data(sent), bytes);
+    path_->fence(device_);  // the sender may reuse its tensor once its Work completes
+    if (begun_event) {
+      start = begun_event->ts_ns;
+      end = start + device_.elapsed_ns(*begun_event, device_.record(StreamKind::kComm));
+    }
+  } catch (const Error& e) {
+    if (auto sender = message->work.lock()) sender->fail(e.kind(), e.what());
+    work->fail(e.kind(), e.what());
+    return work;
+  }
+  if (!path_->measured()) {
+    const int src_gpu = group_->gpus[src], dst_gpu = group_->gpus[rank_];
+    start = std::max(message->ready_ns, ready_ns);
+    end = start + world_->network().uncontended_transfer_ns(src_gpu, dst_gpu, bytes);
+    device_.wait_until(StreamKind::kComm, end);
+  }
   if (TraceSink* tracer = device_.tracer()) {
     const Device& src_device = world_->device(group_->global_ranks[src]);
     tracer->transfer(device_, {.src = src_device.trace_id(),

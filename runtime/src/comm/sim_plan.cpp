@@ -2,7 +2,8 @@
 // schedule, time it on the network, and write the trace (one enclosing `collective` span per
 // rank, a `transfer` per chunk, a `reduce` span per reduction, `work_completed` instants).
 // Everything here is a function of the ranks' arrivals only, so plans and traces are identical
-// on every run.
+// on every run. On measured devices (the cuda backend) each rank writes the same events itself,
+// after the fact, with the times its comm stream measured (write_measured_trace).
 #include <algorithm>
 
 #include "dpscope/trace/recorder.hpp"
@@ -205,6 +206,10 @@ std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64
   plan->reduce_op = sig.reduce_op.value_or(ReduceOp::kSum);
   plan->dtype = sig.dtype;
   plan->with_data = !sig.meta;
+  plan->signature = sig;
+  plan->seq = seq;
+  plan->group_id = group.id;
+  for (int r = 0; r < n; ++r) plan->devices.push_back(world.device(group.global_ranks[r]));
   for (const std::optional<Arrival>& a : arrivals) {
     plan->start_ns.push_back(a->ready_ns);
     plan->buffers.push_back(a->buffer);
@@ -253,8 +258,80 @@ std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64
     plan->exec_order[fill[static_cast<size_t>(op.step) * n + op.dst]++] = static_cast<int32_t>(k);
   }
 
-  write_trace(world, group, seq, sig, *plan, scale_ns);
+  if (world.device(0).is_simulated()) write_trace(world, group, seq, sig, *plan, scale_ns);
   return plan;
+}
+
+void write_measured_trace(const Plan& plan, int rank, int64_t begin_ns,
+                          const std::vector<int64_t>& step_end_ns, int64_t end_ns) {
+  const Device& self = plan.devices[rank];
+  TraceSink* t = self.tracer();
+  const Signature& sig = plan.signature;
+  if (t == nullptr || sig.op == OpType::kNewGroup) return;  // as simulated: new_group is not traced
+  const Schedule& s = plan.schedule;
+  const int n = static_cast<int>(plan.devices.size());
+  const uint64_t bytes = collective_bytes(sig, n);
+  const std::string name = sig.op == OpType::kBarrier
+                               ? std::string(to_string(EventName::kBarrier))
+                               : collective_span_name(api_name(sig.op), s.algorithm, bytes);
+  t->span(self, {.stream = StreamKind::kComm,
+                 .cat = SpanCategory::kCollective,
+                 .name = name,
+                 .ts_ns = begin_ns,
+                 .dur_ns = end_ns - begin_ns,
+                 .args = CollectiveArgs{.coll = plan.seq,
+                                        .group = plan.group_id,
+                                        .op = api_name(sig.op),
+                                        .algo = s.algorithm,
+                                        .bytes = bytes,
+                                        .count = sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape),
+                                        .dtype = to_string(sig.dtype),
+                                        .redop = sig.reduce_op ? to_string(*sig.reduce_op) : "none",
+                                        .root = sig.root,
+                                        .ranks = n,
+                                        .slices = s.slices,
+                                        .steps = s.steps}});
+  // Ops are timed per step: every rank's events bracket each step (fence and barrier included),
+  // so a chunk spans the step it moved in. As in the simulated trace, the sender traces the
+  // transfer and the receiver the reduction.
+  const uint64_t elem = element_size(sig.dtype);
+  const std::string reduce_name = reduce_span_name(sig.reduce_op ? to_string(*sig.reduce_op) : "");
+  const bool stepped = static_cast<int>(step_end_ns.size()) == s.steps;
+  for (const CommOp& op : s.ops) {
+    if ((op.src != rank && op.dst != rank) || op.to.count_elems == 0 || !stepped) continue;
+    const int64_t start = op.step == 0 ? begin_ns : step_end_ns[op.step - 1];
+    const int64_t dur = step_end_ns[op.step] - start;
+    if (op.src == rank)
+      t->transfer(self, {.src = self.trace_id(),
+                         .dst = plan.devices[op.dst].trace_id(),
+                         .bytes = static_cast<uint64_t>(op.from.count_elems) * elem,
+                         .ts_ns = start,
+                         .dur_ns = dur,
+                         .stream = StreamKind::kComm,
+                         .name = collective_transfer_name(s.algorithm, s.phases[op.phase]),
+                         .collective = plan.seq,
+                         .algo = s.algorithm,
+                         .algo_step = op.algo_step,
+                         .chunk = op.chunk});
+    if (op.dst == rank && op.reduce)
+      t->span(self,
+              {.stream = StreamKind::kComm,
+               .cat = SpanCategory::kReduce,
+               .name = reduce_name,
+               .ts_ns = start,
+               .dur_ns = dur,
+               .args = ReduceArgs{.coll = plan.seq, .bytes = op.to.count_elems * elem, .src_rank = op.src}});
+  }
+  if (const uint64_t avg = avg_bytes(sig, rank); avg > 0) {
+    const int64_t scale_start = step_end_ns.empty() ? begin_ns : step_end_ns.back();
+    t->span(self, {.stream = StreamKind::kComm,
+                   .cat = SpanCategory::kReduce,
+                   .name = to_string(EventName::kAvgScale),
+                   .ts_ns = scale_start,
+                   .dur_ns = end_ns - scale_start,
+                   .args = AvgScaleArgs{.coll = plan.seq, .bytes = avg, .divisor = n}});
+  }
+  t->instant(self, end_ns, WorkCompleted{.coll = plan.seq, .op = api_name(sig.op), .group = plan.group_id});
 }
 
 }  // namespace dpscope::detail

@@ -92,6 +92,9 @@ class StepBarrier {
 struct GroupState;
 
 struct Plan {
+  Signature signature;  // rank 0's (every rank's, once checked)
+  int64_t seq = 0;
+  int group_id = 0;
   Schedule schedule;
   ScheduleTiming timing;
   ReduceOp reduce_op = ReduceOp::kSum;
@@ -100,6 +103,7 @@ struct Plan {
   std::vector<int64_t> start_ns;  // per group rank
   std::vector<int64_t> end_ns;
   std::vector<RankBuffer> buffers;
+  std::vector<Device> devices;      // per group rank
   std::vector<int32_t> exec_order;  // op indices sorted by (step, dst)
   std::vector<int32_t> exec_begin;  // (step * ranks + dst) -> offset into exec_order; + 1 sentinel
   std::shared_ptr<GroupState> new_group;

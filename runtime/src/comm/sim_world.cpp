@@ -23,9 +23,15 @@ std::shared_ptr<SimWorld> SimWorld::create(int world_size, SimWorldOptions optio
   } else {
     DPS_CHECK(static_cast<int>(options.devices.size()) == world_size, ErrorKind::kInvalidArgument,
               "world of {} ranks given {} devices", world_size, options.devices.size());
-    for (const Device& d : options.devices)
-      DPS_CHECK(d.is_simulated(), ErrorKind::kInvalidArgument,
+    // All simulated (the sim backend) or all cuda (the cuda and nccl backends' ranks).
+    const DeviceKind kind = options.devices.front().kind();
+    for (const Device& d : options.devices) {
+      DPS_CHECK(d.is_simulated() || d.kind() == DeviceKind::kCuda, ErrorKind::kInvalidArgument,
                 "the sim backend needs simulated devices (sim:N), got {}", d.name());
+      DPS_CHECK(d.kind() == kind, ErrorKind::kInvalidArgument,
+                "a world's devices are all simulated or all cuda, got {} and {}",
+                options.devices.front().name(), d.name());
+    }
     world->devices_ = options.devices;
   }
   int gpus = 0;

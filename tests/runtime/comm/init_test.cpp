@@ -8,6 +8,7 @@
 
 #include "comm_test_util.hpp"
 #include "dpscope/comm/backend_registry.hpp"
+#include "dpscope/core/cuda.hpp"
 #include "support/errors.hpp"
 
 namespace dpscope {
@@ -34,7 +35,10 @@ TEST(BackendRegistry, SimIsRegisteredFromTheStart) {
   const std::vector<std::string> names = registered_backends();
   EXPECT_NE(std::find(names.begin(), names.end(), "sim"), names.end());
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
-  EXPECT_FALSE(is_backend_registered("nccl"));
+  // The GPU backends exactly when the build has CUDA (gpu_backends_test.cpp says more).
+  EXPECT_EQ(is_backend_registered("nccl"), cuda::built());
+  EXPECT_EQ(is_backend_registered("cuda"), cuda::built());
+  EXPECT_FALSE(is_backend_registered("mpi"));
 }
 
 TEST(BackendRegistry, UnknownNamesListTheRegisteredOnes) {
@@ -44,8 +48,10 @@ TEST(BackendRegistry, UnknownNamesListTheRegisteredOnes) {
                            registered_list() + ")");
 }
 
-TEST(BackendRegistry, CudaNcclAndMpiAreNotBuiltInThisVersion) {
-  for (const char* name : {"cuda", "nccl", "mpi"}) {
+TEST(BackendRegistry, KnownBackendsThisBuildLacksAreUnsupported) {
+  std::vector<const char*> not_built = {"mpi", "gloo"};
+  if (!cuda::built()) not_built.insert(not_built.end(), {"cuda", "nccl"});
+  for (const char* name : not_built) {
     const Outcome e = error_of([&] { init_process_group(name, 0, 1, {}); });
     EXPECT_EQ(e.kind, ErrorKind::kUnsupported) << name;
     EXPECT_EQ(e.message, fmt::format("init_process_group: backend '{}' is not built in this version of "

@@ -81,6 +81,7 @@ class Ddp : public test::BackendSuite {
 TEST_P(Ddp, EqualsSingleDeviceTrainingOnTheConcatenatedBatch) {
   const SgdOptions sgd{.lr = 0.1, .momentum = 0.9};
   for (int n : {1, 2, 3, 4, 8}) {
+    if (!fits(n)) continue;
     const std::vector<Batches> data = {make_batches(4, 8 * n, 6, 4, 5)};
     const Weights single = train_single("6-16-16-4", data, sgd);
     // Small buckets, so several all-reduces are in flight during backward.
@@ -96,6 +97,7 @@ TEST_P(Ddp, EqualsSingleDeviceTrainingOnTheConcatenatedBatch) {
 TEST_P(Ddp, NoSyncAccumulatesLocallyAndReducesTheSumAtTheNextSynchronisedBackward) {
   const SgdOptions sgd{.lr = 0.1};
   for (int n : {2, 4}) {
+    if (!fits(n)) continue;
     // Three micro-batches per step: two under no_sync, the third synchronised.
     const std::vector<Batches> micro = {make_batches(2, 4 * n, 5, 3, 9), make_batches(2, 4 * n, 5, 3, 10),
                                         make_batches(2, 4 * n, 5, 3, 11)};

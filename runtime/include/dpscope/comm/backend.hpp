@@ -3,9 +3,10 @@
 // ProcessGroup (comm/process_group.hpp) validates arguments that do not depend on the backend
 // (roots in range, tensors on this rank's device, list lengths, divisibility) and forwards to a
 // Backend, so a backend only implements data movement, rendezvous and timing. Backends: `sim`
-// (SimBackend, src/comm: one thread per rank, explicit step-by-step algorithms); `nccl`, `cuda`
-// and `mpi` arrive with their milestones and register a factory (comm/backend_registry.hpp). An op a backend
-// lacks throws kUnsupported naming it.
+// (SimBackend, src/comm: one thread per rank, explicit step-by-step algorithms); `cuda` (the same
+// SimBackend with its data on cuda devices) and `nccl` (src/comm/cuda, comm/gpu_backends.hpp) in a
+// build with CUDA; `mpi` arrives with its milestone and registers a factory
+// (comm/backend_registry.hpp). An op a backend lacks throws kUnsupported naming it.
 //
 // Thread semantics: a Backend object is the view of one rank; every call comes from that rank's
 // thread. Calls are blocking on the host until the peers joined (see work.hpp for what is left

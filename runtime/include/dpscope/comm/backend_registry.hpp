@@ -6,11 +6,11 @@
 //   });
 //   auto group = init_process_group({.backend = "mine", .store = store, .rank = r, .world_size = n});
 //
-// Built-in backends register themselves the first time the registry is used (`sim` today; `cuda`,
-// `nccl` and `mpi` where they are compiled in), so there is no static-initialisation order to get
-// wrong and no object file a static link could drop. Names of backends this version knows but did
-// not build (cuda, nccl, mpi, gloo) fail with kUnsupported; any other unknown name fails with
-// kInvalidArgument listing the registered ones.
+// Built-in backends register themselves the first time the registry is used (`sim`; `cuda` and
+// `nccl` in a build with CUDA, whatever the machine: without a GPU their init fails with one line), so there
+// is no static-initialisation order to get wrong and no object file a static link could drop. Names of
+// backends this version knows but did not build (cuda, nccl, mpi, gloo) fail with kUnsupported; any other
+// unknown name fails with kInvalidArgument listing the registered ones.
 //
 // The registry is the one process-wide table in the comm layer, as in c10d: a backend is a
 // property of the program, not of a run. It only grows; entries are never replaced.
@@ -40,7 +40,8 @@ void register_backend(const std::string& name, BackendFactory factory);
 
 bool is_backend_registered(const std::string& name);
 
-// The registered names, sorted: {"sim"} in a build without GPU or MPI support.
+// The registered names, sorted: {"sim"} in a build without CUDA or MPI, {"cuda", "nccl",
+// "sim"} with CUDA.
 std::vector<std::string> registered_backends();
 
 // The factory of `name`. Throws kUnsupported for a known backend this build lacks ("init_process_group:

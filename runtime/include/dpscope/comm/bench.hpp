@@ -1,9 +1,12 @@
-// The collective benchmark behind `dpscope bench` (nccl-tests' harness, for the sim backend).
+// The collective benchmark behind `dpscope bench` (nccl-tests' harness) on the sim backend, or on
+// the cuda and nccl backends (real GPUs: device times measured with CUDA events).
 //
 // For each size from min_bytes to max_bytes (times `factor`) every rank builds its buffers,
 // fills them with values whose result is exactly predictable (rank r, element i holds
 // r + 1 + i % 7; for prod 1 + (r + i) % 2), runs `warmup` + `iterations` collectives with all
-// streams aligned before each one, and reports the simulated time of one collective, algbw and
+// streams aligned before each one, and reports the simulated time of one collective (cuda, nccl:
+// the measured device time, mean over the timed iterations, from the earliest rank's start to the
+// latest rank's end), algbw and
 // busbw (nccl-tests' definitions, REFERENCE.md), the measured wall time per collective (host,
 // from the first rank's call until every rank has returned), and #wrong from an exact check of
 // the last iteration. Timing-only runs use meta tensors: same times, no data, nothing to check.
@@ -25,6 +28,7 @@ namespace dpscope {
 
 struct BenchOptions {
   OpType collective = OpType::kAllReduce;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce
+  std::string backend = "sim";             // sim, cuda (logical GPUs), nccl (one rank per GPU)
   int devices = 4;
   std::string preset = "h100-sxm";
   uint64_t min_bytes = 8;
@@ -43,7 +47,7 @@ struct BenchOptions {
 struct BenchRow {
   uint64_t bytes = 0;   // nccl-tests' size column (all ranks' data for all_gather/reduce_scatter)
   int64_t count = 0;    // elements in that size
-  double sim_us = 0.0;  // simulated time of one collective
+  double sim_us = 0.0;  // simulated time of one collective (cuda, nccl: measured on the devices)
   double algbw_gbps = 0.0;
   double busbw_gbps = 0.0;
   double wall_us = 0.0;  // measured, mean over iterations

@@ -118,13 +118,13 @@ struct InitOptions {
   // the rendezvous, the backend's default for collectives (sim: SimWorldOptions::timeout).
   Milliseconds timeout{0};
   // sim: the simulated machine the rank threads share (explicit, no hidden global), of
-  // world_size ranks.
+  // world_size ranks; cuda, nccl: a world of cuda devices (make_cuda_world, comm/gpu_backends.hpp).
   std::shared_ptr<SimWorld> world;
 };
 
 // torch.distributed.init_process_group: this thread becomes rank options.rank of
 // options.world_size in a group of backend options.backend. Checks sizes and ranks
-// (kInvalidArgument), finds the backend (kUnsupported for cuda, nccl, mpi in this build,
+// (kInvalidArgument), finds the backend (kUnsupported for mpi, and cuda and nccl in a build without CUDA,
 // kInvalidArgument for an unknown name, listing the registered ones), meets the other ranks in
 // options.store (kTimeout naming the ranks that never arrived; kMismatch if ranks disagree on the
 // backend or the world size), then creates the backend.

@@ -1,9 +1,11 @@
 // SimWorld: the simulated machine the ranks of the `sim` backend share, and their rendezvous.
 //
 // A SimWorld owns one simulated GPU per rank (sim:0 .. sim:N-1, or devices the caller made, e.g.
-// with a trace recorder attached), the hardware preset and its network model (comm/network.hpp),
-// the default timeout and algorithm, and the state through which rank threads meet at each
-// collective. It is passed explicitly (InitOptions::world, spawn()), never found through a global.
+// with a trace recorder attached; or cuda:0 .. cuda:N-1 from cuda::make_devices() for the `cuda`
+// and `nccl` backends, whose ranks meet and fail the same way and plan with the same network), the hardware
+// preset and its network model (comm/network.hpp), the default timeout and algorithm, and the state through
+// which rank threads meet at each collective. It is passed explicitly (InitOptions::world, spawn()), never
+// found through a global.
 //
 // Failure handling: abort() marks a rank as failed — every pending and future operation of every
 // group of this world then fails fast with that reason; rank_finished() tells the world a rank's
@@ -48,8 +50,8 @@ struct RankFailure {
 
 class SimWorld {
  public:
-  // Throws kInvalidArgument for world_size < 1, a device list of another length or with a
-  // non-simulated device, a bad DPSCOPE_ALGO, or more GPUs than the topology holds.
+  // Throws kInvalidArgument for world_size < 1, a device list of another length, with a device
+  // neither simulated nor cuda, or mixing the two, a bad DPSCOPE_ALGO, or more GPUs than the topology holds.
   static std::shared_ptr<SimWorld> create(int world_size, SimWorldOptions options = {});
   ~SimWorld();
   SimWorld(const SimWorld&) = delete;

@@ -10,7 +10,7 @@
 // returns early makes peers still waiting for it fail.
 //
 // spawn_ranks() is the same for any registered backend whose ranks are threads of one process
-// (sim today, cuda tomorrow): the backend and its options come in InitOptions.
+// (sim, cuda, nccl): the backend and its options come in InitOptions.
 //
 // Thread semantics: spawn() blocks the calling thread until every rank thread has ended.
 #pragma once

@@ -45,7 +45,8 @@ class Work {
   virtual OpType op_type() const = 0;
   // The group's sequence number of this collective (per-peer counter for send/recv).
   virtual int64_t sequence_number() const = 0;
-  // Simulated interval of this operation on this rank's comm stream (0 on measured backends).
+  // Interval of this operation on this rank's comm stream: simulated on sim; on cuda and nccl
+  // measured with CUDA events (the device clock's nanoseconds).
   virtual int64_t start_ns() const = 0;
   virtual int64_t end_ns() const = 0;
 };
