@@ -49,6 +49,11 @@ class DataPath {
   virtual void fence(const Device& device) = 0;
 };
 
+// The time an event recorded on `device` happened, on the trace clock: the event's own time on a
+// simulated device; on a cuda device the host time the GPU reached it (cuda::event_time_ns, which
+// waits for it), not the time the host issued it.
+int64_t event_time(const Device& device, const Event& event);
+
 // The sim backend's: buffers are host memory of simulated devices; fence() is a no-op (each op
 // completes before its call returns).
 std::shared_ptr<DataPath> host_data_path();

@@ -105,9 +105,10 @@ CallResult SimBackend::run(Call& call, const std::function<void(const Plan&)>& f
       if (plan.with_data && finish) finish(plan);
       path_->fence(device_);
       const Event end = device_.record(StreamKind::kComm);
-      const int64_t end_ns = begin.ts_ns + device_.elapsed_ns(begin, end);
-      write_measured_trace(plan, rank_, begin.ts_ns, step_end_ns, end_ns);
-      work->complete(begin.ts_ns, end_ns, false);
+      const int64_t begin_ns = event_time(device_, begin);
+      const int64_t end_ns = begin_ns + device_.elapsed_ns(begin, end);
+      write_measured_trace(plan, rank_, begin_ns, step_end_ns, end_ns);
+      work->complete(begin_ns, end_ns, false);
     } catch (const Error& e) {
       work->fail(e.kind(), e.what());
       return {work, nullptr};

@@ -5,6 +5,7 @@
 // Also the host DataPath of the sim backend.
 #include <cstring>
 
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/kernels/kernels.hpp"
 #include "sim_backend.hpp"
 
@@ -60,6 +61,11 @@ std::vector<int64_t> execute_steps(const Plan& plan, Rendezvous& rendezvous, int
   std::vector<int64_t> step_end_ns;
   std::optional<Event> begin;
   if (path.measured()) begin = self.record(StreamKind::kComm);
+  std::optional<int64_t> begin_ns;  // when the GPU reached `begin` (asked once its work is fenced)
+  auto begin_time = [&] {
+    if (!begin_ns) begin_ns = event_time(self, *begin);
+    return *begin_ns;
+  };
   for (int step = 0; step < s.steps; ++step) {
     const int32_t first = plan.exec_begin[static_cast<size_t>(step) * n + rank];
     const int32_t last = plan.exec_begin[static_cast<size_t>(step) * n + rank + 1];
@@ -78,7 +84,7 @@ std::vector<int64_t> execute_steps(const Plan& plan, Rendezvous& rendezvous, int
     // A step with no op anywhere needs no barrier (every rank sees the same plan).
     if (plan.exec_begin[static_cast<size_t>(step + 1) * n] ==
         plan.exec_begin[static_cast<size_t>(step) * n]) {
-      if (begin) step_end_ns.push_back(step_end_ns.empty() ? begin->ts_ns : step_end_ns.back());
+      if (begin) step_end_ns.push_back(step_end_ns.empty() ? begin_time() : step_end_ns.back());
       continue;
     }
     path.fence(self);
@@ -89,10 +95,14 @@ std::vector<int64_t> execute_steps(const Plan& plan, Rendezvous& rendezvous, int
       // After the barrier: the step ended for every rank, senders included (their own comm
       // stream idles while peers receive from them).
       const Event end = self.record(StreamKind::kComm);
-      step_end_ns.push_back(begin->ts_ns + self.elapsed_ns(*begin, end));
+      step_end_ns.push_back(begin_time() + self.elapsed_ns(*begin, end));
     }
   }
   return step_end_ns;
+}
+
+int64_t event_time(const Device& device, const Event& event) {
+  return device.kind() == DeviceKind::kCuda ? cuda::event_time_ns(device.impl(), event) : event.ts_ns;
 }
 
 }  // namespace dpscope::detail

@@ -103,7 +103,7 @@ std::shared_ptr<Work> SimBackend::recv(Tensor& tensor, int src, const PointToPoi
       path_->copy(device_, raw_data(tensor), sent.device(), raw_data(sent), bytes);
     path_->fence(device_);  // the sender may reuse its tensor once its Work completes
     if (begun_event) {
-      start = begun_event->ts_ns;
+      start = event_time(device_, *begun_event);
       end = start + device_.elapsed_ns(*begun_event, device_.record(StreamKind::kComm));
     }
   } catch (const Error& e) {

@@ -141,7 +141,7 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
         Case{"all_reduce -b 1M -e 1K", "-b 1048576 is larger than -e 1024"},
         Case{"all_reduce --devices 0", "--devices must be at least 1, got 0"},
         Case{"all_reduce --algo hypercube", "--algo: unknown algorithm 'hypercube'"},
-        Case{"all_reduce --backend nccl", "--backend nccl: only the sim backend is available"},
+        Case{"all_reduce --backend mpi", "--backend mpi: expected sim, cuda or nccl"},
         Case{"alltoall", "unknown collective 'alltoall'"},
         Case{"broadcast -o max", "-o max given, but broadcast does not reduce"},
         Case{"all_reduce -f 1", "-f must be at least 2, got 1"},

@@ -1,9 +1,11 @@
 // `dpscope train` from the command line: a successful run, and one clear line with exit code 2 for
 // every bad flag, missing file and mismatch between data, weights and model.
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 
+#include "dpscope/comm/backend_registry.hpp"
 #include "dpscope/io/npy.hpp"
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/trace_format/reader.hpp"
@@ -148,7 +150,8 @@ TEST(TrainCli, BadFlagValues) {
   expect_usage_error(kOk + "--mode ddp --devices 2 --algo hier", "--algo 'hier' is not one of");
   expect_usage_error(kOk + "--pitfall slow", "--pitfall 'slow' is not one of");
   expect_usage_error(kOk + "--pitfall no-average", "--pitfall no-average applies to --mode ddp only");
-  expect_usage_error(kOk + "--backend mpi", "--backend mpi is not built in this version (built: sim)");
+  expect_usage_error(kOk + "--backend mpi", fmt::format("--backend mpi is not built in this version (built: {})",
+                                                         fmt::join(registered_backends(), ", ")));
   expect_usage_error(kOk + "--backend gloo", "--backend 'gloo' is not one of sim, cuda, nccl, mpi");
   expect_usage_error(kOk + "--loss hinge", "--loss 'hinge' is not one of ce, mse");
   expect_usage_error(kOk + "--optim lion", "--optim 'lion' is not one of sgd, adam, adamw");
