@@ -22,8 +22,8 @@ class ThreadState {
   ThreadState(const ThreadState&) = delete;
   ThreadState& operator=(const ThreadState&) = delete;
   ~ThreadState() {
-    for (auto& [gpu, handle] : cublas_) {
-      if (cudaSetDevice(gpu) == cudaSuccess) cublasDestroy(handle);
+    for (auto& [key, handle] : cublas_) {
+      if (cudaSetDevice(key.first) == cudaSuccess) cublasDestroy(handle);
     }
     for (auto& [key, buffer] : scratch_) {
       if (cudaSetDevice(key.first) == cudaSuccess) cudaFree(buffer.data);
@@ -31,11 +31,12 @@ class ThreadState {
   }
 
   cublasHandle_t cublas(const Launch& launch) {
-    auto it = cublas_.find(launch.physical_gpu);
+    const std::pair<int, cudaStream_t> key{launch.physical_gpu, launch.stream};
+    auto it = cublas_.find(key);
     if (it == cublas_.end()) {
       cublasHandle_t handle = nullptr;
       check_cublas(cublasCreate(&handle), launch.op, launch.device);
-      it = cublas_.emplace(launch.physical_gpu, handle).first;
+      it = cublas_.emplace(key, handle).first;
       // FP32 products in full precision: CUBLAS_DEFAULT_MATH allows no TF32 for cublasSgemm (PyTorch's
       // default since 1.12, torch.backends.cuda.matmul.allow_tf32 = False).
       check_cublas(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), launch.op, launch.device);
@@ -66,8 +67,8 @@ class ThreadState {
     void* data = nullptr;
     size_t bytes = 0;
   };
-  std::map<int, cublasHandle_t> cublas_;                    // physical GPU -> handle
-  std::map<std::pair<int, cudaStream_t>, Buffer> scratch_;  // (physical GPU, stream) -> buffer
+  std::map<std::pair<int, cudaStream_t>, cublasHandle_t> cublas_;  // (physical GPU, stream) -> handle
+  std::map<std::pair<int, cudaStream_t>, Buffer> scratch_;         // (physical GPU, stream) -> buffer
 };
 
 ThreadState& thread_state() {

@@ -2,13 +2,15 @@
 // the device made current, its current stream, a cuBLAS handle, a small scratch buffer, and the
 // status checks that turn a CUDA or cuBLAS failure into one dpscope::Error.
 //
-// Per-thread state: a cuBLAS handle per (host thread, physical GPU), as cuBLAS recommends (a handle
-// is not safe to share between threads that set different streams on it), and a scratch buffer per
-// (host thread, physical GPU, stream), so two streams never race on one buffer and work on one
-// stream reuses it in stream order. Both live in a thread_local table created lazily on the first
-// CUDA kernel of a thread and destroyed at thread exit (the handles and buffers freed then). The
-// scratch is outside the device's memory accounting, like cuBLAS's own workspace: a few KiB, or
-// 8 bytes per row of a cross-entropy batch.
+// Per-thread state: cuBLAS handles and scratch buffers per (host thread, physical GPU, stream). A
+// handle belongs to one host thread (cuBLAS handles are not thread-safe), and keying it by stream
+// too keeps its internal workspace from serving two streams at once (a thread driving two logical
+// GPUs on one physical GPU); a thread that drives one stream, the usual case, has one handle per
+// GPU. The stream is set on the handle at every call. A scratch buffer per stream means two streams
+// never race on one buffer, and work on one stream reuses it in stream order. Both live in a thread_local
+// table created lazily on the first CUDA kernel of a thread and destroyed at thread exit (the handles and
+// buffers freed then). The scratch is outside the device's memory accounting, like cuBLAS's own workspace: a
+// few KiB, or 8 bytes per row of a cross-entropy batch.
 #pragma once
 
 #include <cublas_v2.h>
@@ -45,7 +47,7 @@ int checked_int(int64_t value, const char* what, const Launch& launch);
 // Makes `device` (a cuda device) current for this thread and returns its current stream.
 Launch begin(const Device& device, const char* op);
 
-// This thread's cuBLAS handle for the launch's physical GPU, bound to the launch's stream, in
+// This thread's cuBLAS handle for the launch's physical GPU and stream, bound to that stream, in
 // CUBLAS_DEFAULT_MATH mode (no TF32: results match the CPU's float32 products).
 cublasHandle_t cublas_for(const Launch& launch);
 
