@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/core/device.hpp"
 
 namespace dpscope::kernels::detail {
@@ -36,10 +37,9 @@ inline bool runs_on_cuda(DeviceKind kind, const char* op, std::string_view where
       if constexpr (kCudaBuilt) return true;
       break;
   }
+  // cuda::unavailable_reason() says "dpscope was built without CUDA (...)" in such a build.
   throw Error(ErrorKind::kUnsupported,
-              fmt::format("kernel {} on {}: dpscope was built without CUDA (rebuild with the CUDA "
-                          "toolkit and NCCL installed)",
-                          op, where));
+              fmt::format("kernel {} on {}: {}", op, where, cuda::unavailable_reason()));
 }
 
 inline bool runs_on_cuda(const Device& device, const char* op) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct DeviceCase {
   // Why this case cannot run on this machine (the test skips, printing it), or "" when it can.
   std::string (*unavailable)();
 };
+
+// gtest prints a case by its name ("cuda"), not its bytes.
+inline void PrintTo(const DeviceCase& c, std::ostream* os) { *os << c.name; }
 
 inline std::string always_available() { return ""; }
 
