@@ -24,8 +24,8 @@ cudaError_t launch_over(cudaStream_t stream, int64_t n, void (*kernel)(KernelArg
   return cudaGetLastError();
 }
 
-// The sum of every thread's `value` in the block (blockDim.x == kThreadsPerBlock), valid in thread
-// 0; a fixed tree, so the order of additions is the same on every run. `shared` holds
+// The sum of every thread's `value` in the block (blockDim.x == kThreadsPerBlock), returned to every
+// thread; a fixed tree, so the order of additions is the same on every run. `shared` holds
 // kThreadsPerBlock values; the block must call this together.
 template <typename T>
 __device__ inline T block_sum(T value, T* shared) {

@@ -49,11 +49,7 @@ __global__ void softmax_rows_kernel(const float* logits, const int64_t* targets,
     prow[c] = expf(row[c] - max);
     sum += prow[c];
   }
-  // block_sum leaves the total in thread 0; share it with the block.
   sum = block_sum(sum, shared_sum);
-  if (threadIdx.x == 0) shared_sum[0] = sum;
-  __syncthreads();
-  sum = shared_sum[0];
   const float inv_sum = static_cast<float>(1.0 / sum);
   for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) prow[c] *= inv_sum;
   if (threadIdx.x == 0)
