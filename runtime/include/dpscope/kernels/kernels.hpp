@@ -13,15 +13,18 @@
 //    order, same float/double mix): PyTorch parity tests depend on it;
 //  * no timing and no tracing: the caller wraps the call in a KernelScope with the op's roofline
 //    cost, so span names and costs stay where the op's meaning is known;
-//  * no allocation, except where a function takes a caller-owned scratch buffer.
+//  * no allocation, except where a function takes a caller-owned scratch buffer (on CUDA the
+//    reductions use a small per-thread, per-stream device scratch kept between calls, and cuBLAS
+//    its handle's workspace: see src/kernels/cuda/cuda_context.hpp).
 // Thread semantics: a kernel runs on the calling host thread; distinct tensors may be processed from
 // several threads at once. On CUDA a kernel is enqueued, asynchronously, on the device's current
 // stream for the calling thread (cuda::current_stream(): compute unless a cuda::StreamGuard says
 // otherwise) after cuda::make_current(); only l2_norm waits for its result. Any CUDA or cuBLAS
 // failure is a kDevice error "<op> on cuda:N: <reason>".
-// CUDA tolerances (kernel_consistency_test.cpp): matrix products 1e-5 relative to the sum of |terms|
-// (cuBLAS sums in another order; TF32 is off), losses 1e-6 (two-pass reductions in double),
-// element-wise ops and optimizer steps exact or within an FMA contraction's rounding.
+// CUDA against the CPU (cuda_matches_cpu_test.cpp): matrix products within 1e-5 relative to the sum
+// of |terms| (cuBLAS sums in another order; TF32 is off), losses within 1e-6 (two-pass reductions
+// in double, the GPU's expf), element-wise ops, bias row sums and optimizer steps bit-identical
+// (the shared bodies, compiled without FMA contraction).
 #pragma once
 
 #include <cstddef>
