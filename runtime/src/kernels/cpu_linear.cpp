@@ -1,8 +1,11 @@
-// CPU kernels of Linear: the three matrix products on OpenBLAS (cblas_sgemm, row-major) and the bias.
+// The Linear ops of the kernel layer: the dispatch by device kind (dispatch.hpp) and the host kernels,
+// the three matrix products on OpenBLAS (cblas_sgemm, row-major) and the bias. Cuda tensors go to
+// src/kernels/cuda/linear.cu (cuBLAS).
 #include <cblas.h>
 
 #include <algorithm>
 
+#include "cuda/gpu_ops.hpp"
 #include "dispatch.hpp"
 #include "dpscope/kernels/kernels.hpp"
 
@@ -16,7 +19,9 @@ int64_t rows_of(const Tensor& t, int64_t features) { return features == 0 ? 0 : 
 }  // namespace
 
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y) {
-  detail::backend_for(x.device(), "linear_forward");
+  if (detail::runs_on_cuda(x.device(), "linear_forward")) {
+    if constexpr (detail::kCudaBuilt) return gpu::linear_forward(x, weight, bias, y);
+  }
   const int64_t n_out = weight.size(0);
   const int64_t n_in = weight.size(1);
   const int64_t rows = rows_of(x, n_in);
@@ -34,7 +39,9 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, T
 }
 
 void linear_grad_weight(const Tensor& dy, const Tensor& x, Tensor& dweight, bool accumulate) {
-  detail::backend_for(dy.device(), "linear_grad_weight");
+  if (detail::runs_on_cuda(dy.device(), "linear_grad_weight")) {
+    if constexpr (detail::kCudaBuilt) return gpu::linear_grad_weight(dy, x, dweight, accumulate);
+  }
   const int n_out = static_cast<int>(dweight.size(0));
   const int n_in = static_cast<int>(dweight.size(1));
   const int rows = static_cast<int>(rows_of(x, n_in));
@@ -45,7 +52,9 @@ void linear_grad_weight(const Tensor& dy, const Tensor& x, Tensor& dweight, bool
 }
 
 void linear_grad_input(const Tensor& dy, const Tensor& weight, Tensor& dx) {
-  detail::backend_for(dy.device(), "linear_grad_input");
+  if (detail::runs_on_cuda(dy.device(), "linear_grad_input")) {
+    if constexpr (detail::kCudaBuilt) return gpu::linear_grad_input(dy, weight, dx);
+  }
   const int n_out = static_cast<int>(weight.size(0));
   const int n_in = static_cast<int>(weight.size(1));
   const int rows = static_cast<int>(rows_of(dx, n_in));
@@ -56,7 +65,9 @@ void linear_grad_input(const Tensor& dy, const Tensor& weight, Tensor& dx) {
 }
 
 void bias_grad(const Tensor& dy, Tensor& dbias, bool accumulate, std::vector<float>& scratch) {
-  detail::backend_for(dy.device(), "bias_grad");
+  if (detail::runs_on_cuda(dy.device(), "bias_grad")) {
+    if constexpr (detail::kCudaBuilt) return gpu::bias_grad(dy, dbias, accumulate);
+  }
   const int64_t n_out = dbias.numel();
   const int64_t rows = rows_of(dy, n_out);
   if (rows == 0) return;

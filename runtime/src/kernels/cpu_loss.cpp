@@ -1,35 +1,38 @@
-// CPU kernels of the losses: MSE and cross-entropy (softmax through a stable log-sum-exp).
+// The loss ops of the kernel layer: the dispatch by device kind (dispatch.hpp) and the host kernels
+// of MSE and cross-entropy (softmax through a stable log-sum-exp). Cuda tensors go to
+// src/kernels/cuda/loss.cu.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "cuda/gpu_ops.hpp"
 #include "dispatch.hpp"
 #include "dpscope/kernels/kernels.hpp"
 
 namespace dpscope::kernels {
 
 void mse_forward(const Tensor& x, const Tensor& target, Tensor& loss) {
-  detail::backend_for(x.device(), "mse_forward");
-  const int64_t n = x.numel();
-  const float* xs = x.f32();
-  const float* ts = target.f32();
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(xs[i]) - static_cast<double>(ts[i]);
-    sum += d * d;
+  if (detail::runs_on_cuda(x.device(), "mse_forward")) {
+    if constexpr (detail::kCudaBuilt) return gpu::mse_forward(x, target, loss);
   }
+  const int64_t n = x.numel();
+  const double sum = squared_error_sum_range(x.f32(), target.f32(), 0, n);
   loss.f32()[0] = static_cast<float>(sum / static_cast<double>(n));  // NaN for an empty input, as PyTorch
 }
 
 void mse_backward(const Tensor& x, const Tensor& target, float grad_output, Tensor& dx) {
-  detail::backend_for(x.device(), "mse_backward");
+  if (detail::runs_on_cuda(x.device(), "mse_backward")) {
+    if constexpr (detail::kCudaBuilt) return gpu::mse_backward(x, target, grad_output, dx);
+  }
   const int64_t n = x.numel();
   const float scale = static_cast<float>(2.0 * static_cast<double>(grad_output) / static_cast<double>(n));
   mse_backward_range(x.f32(), target.f32(), scale, dx.f32(), 0, n);
 }
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& probs, Tensor& loss) {
-  detail::backend_for(logits.device(), "cross_entropy_forward");
+  if (detail::runs_on_cuda(logits.device(), "cross_entropy_forward")) {
+    if constexpr (detail::kCudaBuilt) return gpu::cross_entropy_forward(logits, targets, probs, loss);
+  }
   const int64_t batch = logits.size(0);
   const int64_t classes = logits.size(1);
   const float* x = logits.f32();
@@ -56,7 +59,9 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& 
 }
 
 void cross_entropy_backward(const Tensor& probs, const Tensor& targets, float grad_output, Tensor& dx) {
-  detail::backend_for(probs.device(), "cross_entropy_backward");
+  if (detail::runs_on_cuda(probs.device(), "cross_entropy_backward")) {
+    if constexpr (detail::kCudaBuilt) return gpu::cross_entropy_backward(probs, targets, grad_output, dx);
+  }
   const int64_t batch = probs.size(0);
   const int64_t classes = probs.size(1);
   if (batch == 0) return;

@@ -1,5 +1,5 @@
-// torch.optim.Adam / AdamW single-tensor updates (see optim/adam.hpp); the arithmetic is
-// kernels::adam_update.
+// torch.optim.Adam / AdamW updates (see optim/adam.hpp); the arithmetic is
+// kernels::adam_update_multi, one call for the parameters of one device.
 #include "dpscope/optim/adam.hpp"
 
 #include <cmath>
@@ -68,34 +68,51 @@ void Adam::check_loaded_state(size_t i) const {
             options_.amsgrad ? "missing" : "present", options_.amsgrad ? "on" : "off");
 }
 
-void Adam::update(size_t i, Parameter& param, bool compute) {
-  if (!slot(i, kStep).defined()) {
-    for (size_t s : {kStep, kExpAvg, kExpAvgSq}) slot(i, s) = make_slot(param, s);
-    if (options_.amsgrad) slot(i, kMaxExpAvgSq) = make_slot(param, kMaxExpAvgSq);
-  }
-  float& step_count = slot(i, kStep).f32()[0];
-  step_count += 1.0f;
-  if (!compute) return;
+float& Adam::step_count(size_t i) {
+  // The step count is a 0-d tensor on the host (Optimizer::make_slot and load_state_tensors put
+  // scalar slots there, as PyTorch keeps `step` on the cpu), so it is read and written here without
+  // touching device memory, whatever the parameter's device; a checkpoint stores it as before.
+  Tensor& step = slot(i, kStep);
+  DPS_ASSERT(step.device().kind() == DeviceKind::kCpu,
+             "{} step count of {} is on {}: scalar slots must stay on the host (Optimizer::make_slot)",
+             type_name(), params()[i]->name, step.device().name());
+  return step.f32()[0];
+}
 
-  const auto [beta1_d, beta2_d] = options_.betas;
-  const double step_d = static_cast<double>(step_count);
-  const double bias_correction1 = 1.0 - std::pow(beta1_d, step_d);
-  const double bias_correction2 = 1.0 - std::pow(beta2_d, step_d);
-  // Python-float scalars applied to float32 tensors act in float32.
-  const kernels::AdamStep step{.beta1 = static_cast<float>(beta1_d),
-                               .beta2 = static_cast<float>(beta2_d),
-                               .one_minus_beta1 = static_cast<float>(1.0 - beta1_d),
-                               .one_minus_beta2 = static_cast<float>(1.0 - beta2_d),
-                               .neg_step_size = static_cast<float>(-(options_.lr / bias_correction1)),
-                               .bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2)),
-                               .eps = static_cast<float>(options_.eps),
-                               .weight_decay = static_cast<float>(options_.weight_decay),
-                               .decay_factor = static_cast<float>(1.0 - options_.lr * options_.weight_decay),
-                               .coupled_decay = !decoupled_weight_decay_ && options_.weight_decay != 0.0,
-                               .decoupled_decay = decoupled_weight_decay_,
-                               .maximize = options_.maximize};
-  kernels::adam_update(param.data, param.grad, slot(i, kExpAvg), slot(i, kExpAvgSq), slot(i, kMaxExpAvgSq),
-                       step);
+void Adam::update(std::span<const size_t> indices) {
+  batch_.clear();
+  for (size_t i : indices) {
+    Parameter& param = *params()[i];
+    if (!slot(i, kStep).defined()) {
+      for (size_t s : {kStep, kExpAvg, kExpAvgSq}) slot(i, s) = make_slot(param, s);
+      if (options_.amsgrad) slot(i, kMaxExpAvgSq) = make_slot(param, kMaxExpAvgSq);
+    }
+    float& count = step_count(i);
+    count += 1.0f;
+    if (!param.data.has_data() || !param.grad.has_data()) continue;
+
+    const auto [beta1_d, beta2_d] = options_.betas;
+    const double step_d = static_cast<double>(count);
+    const double bias_correction1 = 1.0 - std::pow(beta1_d, step_d);
+    const double bias_correction2 = 1.0 - std::pow(beta2_d, step_d);
+    // Python-float scalars applied to float32 tensors act in float32.
+    const kernels::AdamStep step{
+        .beta1 = static_cast<float>(beta1_d),
+        .beta2 = static_cast<float>(beta2_d),
+        .one_minus_beta1 = static_cast<float>(1.0 - beta1_d),
+        .one_minus_beta2 = static_cast<float>(1.0 - beta2_d),
+        .neg_step_size = static_cast<float>(-(options_.lr / bias_correction1)),
+        .bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2)),
+        .eps = static_cast<float>(options_.eps),
+        .weight_decay = static_cast<float>(options_.weight_decay),
+        .decay_factor = static_cast<float>(1.0 - options_.lr * options_.weight_decay),
+        .coupled_decay = !decoupled_weight_decay_ && options_.weight_decay != 0.0,
+        .decoupled_decay = decoupled_weight_decay_,
+        .maximize = options_.maximize};
+    batch_.push_back(
+        {&param.data, &param.grad, &slot(i, kExpAvg), &slot(i, kExpAvgSq), &slot(i, kMaxExpAvgSq), step});
+  }
+  kernels::adam_update_multi(batch_);
 }
 
 }  // namespace dpscope

@@ -55,37 +55,61 @@ Tensor Optimizer::make_slot(const Parameter& param, size_t slot) const {
 void Optimizer::step() {
   // Every device the step runs on gets one "optimizer.step" span around its kernels and, while
   // traced, the phase kOptimizer (the trace context is only touched on traced devices: the cpu
-  // device is shared by host threads).
+  // device is shared by host threads). `indices` are the device's parameters to update, in order.
   struct DeviceStep {
     Device device;
     Phase saved_phase;
     int64_t start_ns;
+    std::vector<size_t> indices;
   };
+  // Every parameter is checked before any is updated.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Parameter& p = *params_[i];
+    if (!p.grad.defined()) continue;
+    check_same_device(p.data, p.grad);
+    DPS_CHECK(p.grad.shape() == p.data.shape(), ErrorKind::kInvalidArgument,
+              "{}.step: gradient of {} has shape {}, the parameter {}", type_name(), p.name,
+              shape_to_string(p.grad.shape()), shape_to_string(p.data.shape()));
+  }
   std::vector<DeviceStep> devices;
-  for (const Parameter* p : params_) {
-    if (!p->grad.defined()) continue;
-    const Device& device = p->data.device();
-    if (std::none_of(devices.begin(), devices.end(),
-                     [&](const DeviceStep& d) { return d.device == device; })) {
-      devices.push_back({device, device.phase(), 0});
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Parameter& p = *params_[i];
+    if (!p.grad.defined()) continue;
+    const Device& device = p.data.device();
+    auto it =
+        std::find_if(devices.begin(), devices.end(), [&](const DeviceStep& d) { return d.device == device; });
+    if (it == devices.end()) {
+      devices.push_back({device, device.phase(), 0, {}});
       if (device.tracer() != nullptr) device.set_phase(Phase::kOptimizer);
       devices.back().start_ns = device.clock_ns(StreamKind::kCompute);
+      it = devices.end() - 1;
     }
+    it->indices.push_back(i);
   }
   try {
-    for (size_t i = 0; i < params_.size(); ++i) {
-      Parameter& p = *params_[i];
-      if (!p.grad.defined()) continue;
-      check_same_device(p.data, p.grad);
-      DPS_CHECK(p.grad.shape() == p.data.shape(), ErrorKind::kInvalidArgument,
-                "{}.step: gradient of {} has shape {}, the parameter {}", type_name(), p.name,
-                shape_to_string(p.grad.shape()), shape_to_string(p.data.shape()));
-      if (span_params_[i] != p.name) {  // built once, and again if a wrapper renamed the parameter
-        span_params_[i] = p.name;
-        span_names_[i] = fmt::format("optimizer {} {}", type_name(), p.name);
+    for (const DeviceStep& d : devices) {
+      if (d.device.kind() == DeviceKind::kCuda) {
+        // One fused launch for the device's parameters, timed as one kernel.
+        if (fused_span_name_.empty()) fused_span_name_ = fmt::format("optimizer {} fused", type_name());
+        KernelCost cost;
+        for (size_t i : d.indices) {
+          const KernelCost one = update_cost(params_[i]->data.numel());
+          cost.flops += one.flops;
+          cost.bytes += one.bytes;
+        }
+        KernelScope kernel(d.device, fused_span_name_, cost);
+        update(d.indices);
+        continue;
       }
-      KernelScope kernel(p.data.device(), span_names_[i], update_cost(p.data.numel()));
-      update(i, p, p.data.has_data() && p.grad.has_data());
+      for (const size_t& i : d.indices) {
+        const Parameter& p = *params_[i];
+        if (span_params_[i] != p.name) {  // built once, and again if a wrapper renamed the parameter
+          span_params_[i] = p.name;
+          span_names_[i] = fmt::format("optimizer {} {}", type_name(), p.name);
+        }
+        KernelScope kernel(d.device, span_names_[i], update_cost(p.data.numel()));
+        update(std::span<const size_t>(&i, 1));
+      }
     }
   } catch (...) {
     for (const DeviceStep& d : devices)

@@ -1,4 +1,5 @@
-// torch.optim.SGD's single-tensor update (see optim/sgd.hpp); the arithmetic is kernels::sgd_update.
+// torch.optim.SGD's update (see optim/sgd.hpp); the arithmetic is kernels::sgd_update_multi, one
+// call for the parameters of one device.
 #include "dpscope/optim/sgd.hpp"
 
 #include <cmath>
@@ -39,24 +40,28 @@ KernelCost SGD::update_cost(int64_t numel) const {
   return {flops * n, 4.0 * n * (momentum ? 5.0 : 3.0)};
 }
 
-void SGD::update(size_t i, Parameter& param, bool compute) {
+void SGD::update(std::span<const size_t> indices) {
   const bool momentum = options_.momentum != 0.0;
-  Tensor& buffer = slot(i, kMomentumBuffer);
-  const bool first = momentum && !buffer.defined();
-  if (first) buffer = make_slot(param, kMomentumBuffer);
-  if (!compute) return;
-
-  // PyTorch applies Python-float scalars to float32 tensors in float32.
-  const kernels::SgdStep step{.neg_lr = static_cast<float>(-options_.lr),
-                              .momentum = static_cast<float>(options_.momentum),
-                              .one_minus_dampening = static_cast<float>(1.0 - options_.dampening),
-                              .weight_decay = static_cast<float>(options_.weight_decay),
-                              .use_momentum = momentum,
-                              .decay = options_.weight_decay != 0.0,
-                              .nesterov = options_.nesterov,
-                              .maximize = options_.maximize,
-                              .first = first};
-  kernels::sgd_update(param.data, param.grad, buffer, step);
+  batch_.clear();
+  for (size_t i : indices) {
+    Parameter& param = *params()[i];
+    Tensor& buffer = slot(i, kMomentumBuffer);
+    const bool first = momentum && !buffer.defined();
+    if (first) buffer = make_slot(param, kMomentumBuffer);
+    if (!param.data.has_data() || !param.grad.has_data()) continue;
+    // PyTorch applies Python-float scalars to float32 tensors in float32.
+    const kernels::SgdStep step{.neg_lr = static_cast<float>(-options_.lr),
+                                .momentum = static_cast<float>(options_.momentum),
+                                .one_minus_dampening = static_cast<float>(1.0 - options_.dampening),
+                                .weight_decay = static_cast<float>(options_.weight_decay),
+                                .use_momentum = momentum,
+                                .decay = options_.weight_decay != 0.0,
+                                .nesterov = options_.nesterov,
+                                .maximize = options_.maximize,
+                                .first = first};
+    batch_.push_back({&param.data, &param.grad, &buffer, step});
+  }
+  kernels::sgd_update_multi(batch_);
 }
 
 }  // namespace dpscope

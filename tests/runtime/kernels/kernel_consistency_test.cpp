@@ -1,6 +1,7 @@
-// Every kernel of the kernel layer on every device kind built, against the plain references of
-// kernel_reference.hpp (in the style of ggml's test-backend-ops). Each op states its tolerance;
-// sizes include 0, 1, odd and large. A new device kind joins by one line in device_cases().
+// Every kernel of the kernel layer on every device kind (cpu, sim, cuda), against the plain
+// references of kernel_reference.hpp (in the style of ggml's test-backend-ops). Each op states its
+// tolerance; sizes include 0, 1, odd and large. A new device kind joins by one line in
+// device_cases(); the cuda case skips, printing why, on a machine without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,7 +27,12 @@ const std::vector<int64_t> kLengths = {0, 1, 7, 1023, 65537};
 
 class KernelConsistency : public ::testing::TestWithParam<DeviceCase> {
  protected:
-  Device device = GetParam().make();
+  void SetUp() override {
+    const std::string reason = GetParam().unavailable();
+    if (!reason.empty()) GTEST_SKIP() << reason;
+    device = GetParam().make();
+  }
+  Device device = Device::cpu();  // replaced by the case's device in SetUp
 };
 
 // |y - ref| <= tol.abs + tol.rel * sum|terms| per output, the bound of a float dot product.
@@ -443,14 +449,14 @@ TEST_P(KernelConsistency, ReduceIntoEveryOpAndDtype) {
       }
       Tensor dst = on(device, a, {n});
       const Tensor src = on(device, b, {n});
-      kernels::reduce_into(device.kind(), reinterpret_cast<std::byte*>(dst.f32()),
+      kernels::reduce_into(device, reinterpret_cast<std::byte*>(dst.f32()),
                            reinterpret_cast<const std::byte*>(src.f32()), n, op, DType::kF32);
       // One float rounding of an exact double result.
       expect_close(dst.to_vector(), ref, Tolerance{0.0, 6e-8},
                    fmt::format("reduce_into f32 {} n={}", name, n));
       Tensor idst = Tensor::from_ints(ia, {n}, device);
       const Tensor isrc = Tensor::from_ints(ib, {n}, device);
-      kernels::reduce_into(device.kind(), reinterpret_cast<std::byte*>(idst.i64()),
+      kernels::reduce_into(device, reinterpret_cast<std::byte*>(idst.i64()),
                            reinterpret_cast<const std::byte*>(isrc.i64()), n, op, DType::kI64);
       EXPECT_EQ(idst.to_ints(), iref) << "reduce_into i64 " << name << " n=" << n;
     }
@@ -463,12 +469,12 @@ TEST_P(KernelConsistency, DivideIsTheLastStepOfAnAverage) {
     std::vector<double> ref(a.size());
     for (size_t i = 0; i < a.size(); ++i) ref[i] = static_cast<double>(a[i]) / 3.0;
     Tensor t = on(device, a, {n});
-    kernels::divide(device.kind(), reinterpret_cast<std::byte*>(t.f32()), n, 3.0f);
+    kernels::divide(device, reinterpret_cast<std::byte*>(t.f32()), n, 3.0f);
     expect_close(t.to_vector(), ref, Tolerance{0.0, 6e-8}, fmt::format("divide n={}", n));
   }
 }
 
-// Test names end in the device kind: KernelConsistency/.../cpu, .../sim.
+// Test names end in the device kind: KernelConsistency/.../cpu, .../sim, .../cuda.
 std::string device_case_name(const ::testing::TestParamInfo<DeviceCase>& param) { return param.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(AllDevices, KernelConsistency, ::testing::ValuesIn(device_cases()),

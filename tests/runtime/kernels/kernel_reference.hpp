@@ -1,6 +1,7 @@
 // Plain CPU references for the kernel consistency test (kernel_consistency_test.cpp): each op
 // written the obvious way, in double where a sum is involved, independent of src/kernels/. Also the
-// device list every kernel runs on, deterministic inputs, and the tolerance check.
+// device list every kernel runs on (cpu, sim, cuda: skipped visibly without a GPU), deterministic inputs, and
+// the tolerance check.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,24 +11,39 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/core/tensor.hpp"
 
 namespace dpscope::kernel_test {
 
-// ---- the devices every kernel runs on (a CUDA device joins with one line) ----
+// ---- the devices every kernel runs on (a new device kind joins with one line) ----
 struct DeviceCase {
   const char* name;
   Device (*make)();
+  // Why this case cannot run on this machine (the test skips, printing it), or "" when it can.
+  std::string (*unavailable)();
 };
+
+// gtest prints a case by its name ("cuda"), not its bytes.
+inline void PrintTo(const DeviceCase& c, std::ostream* os) { *os << c.name; }
+
+inline std::string always_available() { return ""; }
+
+// The cuda case is always listed, so a machine without a GPU shows it skipped with the reason.
+inline std::string cuda_unavailable() {
+  return cuda::physical_device_count() > 0 ? "" : "cuda kernels not run: " + cuda::unavailable_reason();
+}
 
 inline const std::vector<DeviceCase>& device_cases() {
   static const std::vector<DeviceCase> cases = {
-      {"cpu", [] { return Device::new_cpu(); }},
-      {"sim", [] { return Device::sim(0, find_preset("h100-sxm")); }},
+      {"cpu", [] { return Device::new_cpu(); }, always_available},
+      {"sim", [] { return Device::sim(0, find_preset("h100-sxm")); }, always_available},
+      {"cuda", [] { return cuda::make_devices({.count = 1}).front(); }, cuda_unavailable},
   };
   return cases;
 }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "dpscope/core/preset.hpp"
 #include "dpscope/optim/adam.hpp"
 #include "support/errors.hpp"
 
@@ -158,6 +159,34 @@ TEST(Adam, InvalidOptionsAreRejectedWithPyTorchMessages) {
   EXPECT_EQ(what_of([&] { Adam({&p}, {.betas = {0.9, -0.5}}); }), "Invalid beta parameter at index 1: -0.5");
   EXPECT_EQ(what_of([&] { Adam({&p}, {.weight_decay = -1.0}); }), "Invalid weight_decay value: -1.0");
   EXPECT_EQ(what_of([&] { AdamW({&p}, {.lr = -2.0}); }), "Invalid learning rate: -2.0");
+}
+
+// The step count of a parameter on an accelerator stays a 0-d tensor on the host (read and written
+// there, never in device memory), and a checkpoint carries it as before.
+TEST(Adam, TheStepCountOfADeviceParameterLivesOnTheHost) {
+  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  Parameter p{.name = "w", .data = Tensor::from_floats(std::vector<float>{1.0f, 2.0f}, {2}, dev)};
+  Adam adam({&p}, {.lr = 0.1});
+  for (int t = 0; t < 2; ++t) {
+    p.grad = Tensor::full({2}, 1.0f, dev);
+    adam.step();
+  }
+  const StateDict state = adam.state_tensors();
+  ASSERT_EQ(state[0].first, "w.step");
+  EXPECT_EQ(state[0].second.device().kind(), DeviceKind::kCpu);
+  EXPECT_EQ(state[0].second.item(), 2.0f);
+  EXPECT_EQ(state[1].second.device(), dev);  // the moments live with the parameter
+
+  Parameter q{.name = "w", .data = p.data.clone()};
+  Adam resumed({&q}, {.lr = 0.1});
+  resumed.load_state_tensors(state);
+  EXPECT_EQ(resumed.state_tensors()[0].second.device().kind(), DeviceKind::kCpu);
+  p.grad = Tensor::full({2}, 1.0f, dev);
+  q.grad = Tensor::full({2}, 1.0f, dev);
+  adam.step();
+  resumed.step();
+  EXPECT_EQ(resumed.state_tensors()[0].second.item(), 3.0f);
+  EXPECT_EQ(q.data.to_vector(), p.data.to_vector());
 }
 
 }  // namespace

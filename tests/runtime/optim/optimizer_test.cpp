@@ -191,5 +191,43 @@ TEST(Optimizer, StepIsTracedAsAnOptimizerSpanAroundItsKernels) {
   EXPECT_EQ(outer["dur"], kernel_total_ns);
 }
 
+// step() checks every parameter before it updates any: a bad gradient anywhere leaves the whole
+// model and the optimizer state as they were.
+TEST(Optimizer, StepChecksEveryParameterBeforeUpdatingAny) {
+  auto model = Sequential::mlp("4-3-2", Device::cpu(), 0);
+  SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+  set_grads(*model);
+  std::vector<std::vector<float>> before;
+  for (const Parameter* p : model->parameters()) before.push_back(p->data.to_vector());
+  Parameter& last = *model->parameters().back();
+  last.grad = Tensor::zeros({3}, Device::cpu(), MemoryCategory::kGradients);
+  EXPECT_EQ(what_of([&] { sgd.step(); }), "SGD.step: gradient of 2.bias has shape [3], the parameter [2]");
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(model->parameters()[i]->data.to_vector(), before[i]) << i;
+  EXPECT_TRUE(sgd.state_tensors().empty());  // no momentum buffer was created either
+}
+
+// The parameters of each device take one multi-tensor update call; on a simulated device it is
+// still modelled (and traced) as one kernel per parameter, with the same results as a step of
+// each parameter alone.
+TEST(Optimizer, AStepOverManyParametersEqualsOneStepPerParameter) {
+  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  auto together = Sequential::mlp("6-5-4-3", dev, 7);
+  auto alone = Sequential::mlp("6-5-4-3", dev, 7);
+  AdamW adamw(together->parameters(), {.lr = 0.01, .amsgrad = true});
+  std::vector<std::unique_ptr<AdamW>> singles;
+  for (Parameter* p : alone->parameters())
+    singles.push_back(
+        std::make_unique<AdamW>(std::vector<Parameter*>{p}, AdamWOptions{.lr = 0.01, .amsgrad = true}));
+  for (int t = 0; t < 3; ++t) {
+    set_grads(*together);
+    set_grads(*alone);
+    adamw.step();
+    for (auto& single : singles) single->step();
+  }
+  for (size_t i = 0; i < together->parameters().size(); ++i)
+    EXPECT_EQ(together->parameters()[i]->data.to_vector(), alone->parameters()[i]->data.to_vector()) << i;
+}
+
 }  // namespace
 }  // namespace dpscope

@@ -29,6 +29,17 @@ DPS_HOST_DEVICE inline void relu_backward_range(const float* y, const float* dy,
 
 // ---- losses ----
 
+// The sum of (x - t)^2 over [begin, end), each difference and the sum in double (MSE's numerator).
+DPS_HOST_DEVICE inline double squared_error_sum_range(const float* x, const float* t, int64_t begin,
+                                                      int64_t end) {
+  double sum = 0.0;
+  for (int64_t i = begin; i < end; ++i) {
+    const double d = static_cast<double>(x[i]) - static_cast<double>(t[i]);
+    sum += d * d;
+  }
+  return sum;
+}
+
 // d/dx mean((x - t)^2) * grad_output: dx = scale * (x - t) with scale = 2 * grad_output / n.
 DPS_HOST_DEVICE inline void mse_backward_range(const float* x, const float* t, float scale, float* dx,
                                                int64_t begin, int64_t end) {

@@ -1,8 +1,10 @@
 // The kernel layer: every numeric op the runtime runs, one function each, dispatched by the kind of
 // the device its tensors live on. nn/, optim/, parallel/ and comm/ call these and hold no math of
 // their own. cpu and sim devices hold host memory and run the CPU kernels (OpenBLAS for matrix
-// products, kernels/elementwise.hpp for the rest); a CUDA device will add its own implementations
-// behind the same functions (a cuda tensor reaching a kernel without one is a kUnsupported error).
+// products, kernels/elementwise.hpp for the rest); cuda devices run the CUDA implementations
+// (src/kernels/cuda/: cuBLAS with TF32 off for matrix products, own kernels calling the same
+// element-wise bodies for the rest). In a build without CUDA a cuda tensor reaching a kernel is a
+// kUnsupported error saying so (and without a GPU no cuda tensor can be made at all).
 //
 // Contract of every function:
 //  * tensors hold data (timing-only tensors never reach a kernel: callers skip the call) and live
@@ -11,13 +13,23 @@
 //    order, same float/double mix): PyTorch parity tests depend on it;
 //  * no timing and no tracing: the caller wraps the call in a KernelScope with the op's roofline
 //    cost, so span names and costs stay where the op's meaning is known;
-//  * no allocation, except where a function takes a caller-owned scratch buffer.
-// Thread semantics: a kernel runs on the calling host thread (on CUDA: enqueued on the device's
-// compute stream); distinct tensors may be processed from several threads at once.
+//  * no allocation, except where a function takes a caller-owned scratch buffer (on CUDA the
+//    reductions use a small per-thread, per-stream device scratch kept between calls, and cuBLAS
+//    its handle's workspace: see src/kernels/cuda/cuda_context.hpp).
+// Thread semantics: a kernel runs on the calling host thread; distinct tensors may be processed from
+// several threads at once. On CUDA a kernel is enqueued, asynchronously, on the device's current
+// stream for the calling thread (cuda::current_stream(): compute unless a cuda::StreamGuard says
+// otherwise) after cuda::make_current(); only l2_norm waits for its result. Any CUDA or cuBLAS
+// failure is a kDevice error "<op> on cuda:N: <reason>".
+// CUDA against the CPU (cuda_matches_cpu_test.cpp): matrix products within 1e-5 relative to the sum
+// of |terms| (cuBLAS sums in another order; TF32 is off), losses within 1e-6 (two-pass reductions
+// in double, the GPU's expf), element-wise ops, bias row sums and optimizer steps bit-identical
+// (the shared bodies, compiled without FMA contraction).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "dpscope/core/tensor.hpp"
@@ -79,12 +91,45 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, cons
 void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                  Tensor& max_exp_avg_sq, const AdamStep& step);
 
+// ---- multi-tensor optimizer updates (PyTorch's fused=True / _foreach) ----
+// One optimizer step over many parameters of one device. On CUDA the whole list is one kernel
+// launch (a launch per 32 tensors: the descriptors travel as kernel arguments); on the host it is
+// the per-tensor function above called tensor by tensor, so results are bit-identical to it.
+// Every pointer is non-null except where the per-tensor function takes an undefined tensor (the
+// momentum buffer without momentum, max_exp_avg_sq without amsgrad); each tensor has its own step
+// (a new momentum buffer, Adam's per-parameter step count). Throws kInvalidArgument when the
+// tensors are not all on one device.
+struct SgdTensors {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* momentum_buffer;
+  SgdStep step;
+};
+void sgd_update_multi(std::span<const SgdTensors> tensors);
+
+struct AdamTensors {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* exp_avg;
+  Tensor* exp_avg_sq;
+  Tensor* max_exp_avg_sq;
+  AdamStep step;
+};
+void adam_update_multi(std::span<const AdamTensors> tensors);
+
 // ---- reductions on raw buffers (the collectives' chunks) ----
-// These take the memory's device kind, not a Device: a collective's buffers belong to several ranks.
-// dst[i] = op(dst[i], src[i]) for `count` elements of `dtype`, both buffers in `kind`'s memory.
-void reduce_into(DeviceKind kind, std::byte* dst, const std::byte* src, int64_t count, Reduction op,
+// dst[i] = op(dst[i], src[i]) for `count` elements of `dtype`, run by `device`: on a cuda device
+// both buffers are device memory that device can address (its own, or a peer's on the same
+// physical GPU) and the kernel goes on the device's current stream (a collective sets kComm with a
+// cuda::StreamGuard); on a host device both are host memory.
+void reduce_into(const Device& device, std::byte* dst, const std::byte* src, int64_t count, Reduction op,
                  DType dtype);
 // data[i] /= divisor for `count` float32 elements (the last step of an average).
+void divide(const Device& device, std::byte* data, int64_t count, float divisor);
+// The same on host memory, named by kind (a collective's host buffers belong to several ranks).
+// A cuda kind is refused (kInvalidArgument): which stream to run on needs the Device above.
+void reduce_into(DeviceKind kind, std::byte* dst, const std::byte* src, int64_t count, Reduction op,
+                 DType dtype);
 void divide(DeviceKind kind, std::byte* data, int64_t count, float divisor);
 
 }  // namespace dpscope::kernels

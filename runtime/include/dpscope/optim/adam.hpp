@@ -13,7 +13,8 @@
 //   denom = sqrt(exp_avg_sq) / sqrt(bias_correction2) + eps
 //   param = param - step_size * exp_avg / denom
 //
-// State per parameter: "step" (a 0-d float32 cpu tensor, like PyTorch's), "exp_avg",
+// State per parameter: "step" (a 0-d float32 cpu tensor, like PyTorch's, on the host even for a
+// cuda parameter), "exp_avg",
 // "exp_avg_sq" and, with amsgrad, "max_exp_avg_sq". Kernel cost per parameter of n elements:
 // flops (13 + 2·[weight decay] + [amsgrad])·n, bytes 4·n·(7 + 2·[amsgrad]).
 #pragma once
@@ -21,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "dpscope/kernels/kernels.hpp"
 #include "dpscope/optim/optimizer.hpp"
 
 namespace dpscope {
@@ -55,13 +57,17 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::vector<Parameter*> params, const AdamOptions& options, bool decoupled_weight_decay);
-  void update(size_t i, Parameter& param, bool compute) override;
+  void update(std::span<const size_t> indices) override;
   KernelCost update_cost(int64_t numel) const override;
   void check_loaded_state(size_t i) const override;
 
  private:
+  // Parameter i's step count, kept on the host (never device memory).
+  float& step_count(size_t i);
+
   AdamOptions options_;
   bool decoupled_weight_decay_;
+  std::vector<kernels::AdamTensors> batch_;  // one step's multi-tensor update, reused between steps
 };
 
 class AdamW : public Adam {

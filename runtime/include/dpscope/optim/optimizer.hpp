@@ -6,11 +6,16 @@
 // PyTorch's optimizer.state fills. Per-parameter scalar slots (Adam's "step") are 0-d float32
 // tensors on the cpu device, as PyTorch keeps them.
 //
-// step() updates every parameter whose grad is defined (others are skipped, as in PyTorch), one
-// kernel per parameter named "optimizer <type> <param name>" and charged with the update's memory
-// traffic (each subclass documents its cost); on each device the whole step is also traced as a
-// span "optimizer.step <type>" of category `optimizer`, and a traced device's phase is kOptimizer
-// meanwhile. Parameters without data (timing-only mode) are timed, not computed.
+// step() updates every parameter whose grad is defined (others are skipped, as in PyTorch) through
+// the kernel layer's multi-tensor updates (kernels::sgd_update_multi / adam_update_multi):
+//  * on a cuda device, one fused launch for all of the device's parameters (PyTorch's fused=True),
+//    one kernel span "optimizer <type> fused" charged with the sum of the parameters' costs;
+//  * on cpu and simulated devices, one kernel per parameter named "optimizer <type> <param name>"
+//    (the for-loop optimizer the simulator models and lessons show), each charged with the update's
+//    memory traffic (each subclass documents its cost).
+// All parameters are checked before any is updated. On each device the whole step is also traced
+// as a span "optimizer.step <type>" of category `optimizer`, and a traced device's phase is
+// kOptimizer meanwhile. Parameters without data (timing-only mode) are timed, not computed.
 //
 // state_tensors() names every state tensor "<param name>.<slot>" ("0.weight.momentum_buffer",
 // "0.weight.exp_avg", "0.weight.step", ...), for checkpoints; load_state_tensors() reads them back.
@@ -23,6 +28,7 @@
 // followed by state_tensors() on rank 0.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,10 +76,10 @@ class Optimizer {
   // Throws kInvalidArgument on an empty list, a null pointer or a parameter given twice.
   Optimizer(std::vector<Parameter*> params, std::vector<SlotSpec> slots);
 
-  // Updates params()[i], whose grad is defined and on the parameter's device. When `compute` is
-  // false (timing-only tensors) only the state bookkeeping happens. Called by step() only, so a
-  // wrapper that overrides step() keeps this default.
-  virtual void update(size_t /*i*/, Parameter& /*param*/, bool /*compute*/) {
+  // Updates params()[i] for every i in `indices` (each with a defined grad, all on one device) in
+  // one multi-tensor kernel call. A parameter without data (timing-only tensors) gets only its
+  // state bookkeeping. Called by step() only, so a wrapper that overrides step() keeps this default.
+  virtual void update(std::span<const size_t> /*indices*/) {
     DPS_ASSERT(false,
                "{} overrides neither step() nor update(): a per-parameter optimizer implements "
                "update() and update_cost()",
@@ -99,6 +105,7 @@ class Optimizer {
   std::vector<std::vector<Tensor>> state_;  // [param][slot]
   std::vector<std::string> span_names_;     // [param]: "optimizer SGD 0.weight"
   std::vector<std::string> span_params_;    // [param]: the parameter name span_names_ was built for
+  std::string fused_span_name_;             // "optimizer SGD fused": a cuda device's one launch
 };
 
 // Python's repr of a float ("0.1", "1.0", "-0.5"), for PyTorch-worded option errors.

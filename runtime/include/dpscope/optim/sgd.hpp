@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "dpscope/kernels/kernels.hpp"
 #include "dpscope/optim/optimizer.hpp"
 
 namespace dpscope {
@@ -39,11 +40,12 @@ class SGD : public Optimizer {
   const SgdOptions& options() const { return options_; }
 
  protected:
-  void update(size_t i, Parameter& param, bool compute) override;
+  void update(std::span<const size_t> indices) override;
   KernelCost update_cost(int64_t numel) const override;
 
  private:
   SgdOptions options_;
+  std::vector<kernels::SgdTensors> batch_;  // one step's multi-tensor update, reused between steps
 };
 
 }  // namespace dpscope
