@@ -47,14 +47,14 @@ class CudaDataPath final : public DataPath {
     const cuda::StreamGuard on_comm(StreamKind::kComm);
     const uint64_t bytes = static_cast<uint64_t>(count) * element_size(dtype);
     if (cuda::physical_index(src_device.impl()) == cuda::physical_index(dst_device.impl())) {
-      kernels::reduce_into(DeviceKind::kCuda, dst, src, count, reduction_of(op), dtype);
+      kernels::reduce_into(dst_device, dst, src, count, reduction_of(op), dtype);
       return;
     }
     // Another physical GPU's memory: stage the chunk here first (no peer access is assumed), and
     // finish before the staging buffer goes back to the allocator.
     std::shared_ptr<std::byte> staged = scratch(dst_device, bytes);
     copy(dst_device, staged.get(), src_device, src, bytes);
-    kernels::reduce_into(DeviceKind::kCuda, dst, staged.get(), count, reduction_of(op), dtype);
+    kernels::reduce_into(dst_device, dst, staged.get(), count, reduction_of(op), dtype);
     fence(dst_device);
   }
 
@@ -62,7 +62,7 @@ class CudaDataPath final : public DataPath {
     if (count == 0) return;
     cuda::make_current(device.impl());
     const cuda::StreamGuard on_comm(StreamKind::kComm);
-    kernels::divide(DeviceKind::kCuda, data, count, static_cast<float>(divisor));
+    kernels::divide(device, data, count, static_cast<float>(divisor));
   }
 
   void fence(const Device& device) override {
