@@ -58,7 +58,9 @@ def torch_ms_per_step(sizes, batch, steps, device):
 
 
 def dpscope_ms_per_step(binary, model, batch, steps):
-    out = subprocess.run([binary, model, str(batch), str(steps)], check=True, capture_output=True, text=True)
+    out = subprocess.run([binary, model, str(batch), str(steps)], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"torch_mlp_step: {binary} failed (exit {out.returncode}): {out.stderr.strip()}")
     return json.loads(out.stdout)
 
 

@@ -59,8 +59,8 @@ Options:
                    $all_stages
                    (split a long run in two: --stages gpu,deps,configure,build then the rest)
 
-Exit status: 0 every stage passed; 1 a stage failed (the report names it); 2 no NVIDIA GPU on this
-machine (one line, nothing written); 64 bad usage.
+Exit status: 0 every stage passed; 1 a stage failed (the report names it);
+2 no NVIDIA GPU on this machine (one line, nothing written); 64 bad usage.
 Environment: DPSCOPE_NVIDIA_SMI (default nvidia-smi) is the command asked for the GPUs;
 DPSCOPE_CUDA_ARCH (default 90) the CUDA architecture to build.
 EOF
@@ -122,7 +122,7 @@ gpu_count() {
     return
   fi
   if ! listing=$($smi -L 2>&1); then
-    echo "${listing:-$smi not found}" | head -n 1 >&2
+    echo "${listing:-failed with no output}" | head -n 1 >&2
     echo 0
     return
   fi

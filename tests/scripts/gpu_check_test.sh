@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Tests of scripts/gpu-check.sh that need no GPU and no network (tests/CMakeLists.txt runs each case
+# as its own ctest test): without a GPU it says so in one line and exits 2, writing nothing; --help
+# documents both modes; usage errors exit 64; its package table covers every CMake package the build
+# requires; with a stand-in nvidia-smi, the report names each stage's result and a failing stage
+# makes the run exit 1 while the stages after it still run.
+# Usage: gpu_check_test.sh SOURCE_DIR CASE
+set -uo pipefail
+src=$1
+case_name=$2
+script="$src/scripts/gpu-check.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail() {
+  echo "FAIL ($case_name): $*"
+  exit 1
+}
+
+# Runs gpu-check with the arguments given; sets rc and output (stdout and stderr together).
+run() {
+  output=$("$script" "$@" 2>&1)
+  rc=$?
+}
+
+expect_rc() { [[ $rc == "$1" ]] || fail "exit status $rc, expected $1; output: $output"; }
+expect_one_line() { [[ $(printf '%s\n' "$output" | wc -l) == 1 ]] || fail "expected one line, got: $output"; }
+expect_text() { grep -qF -- "$1" <<<"$output" || fail "output lacks '$1': $output"; }
+
+# A stand-in nvidia-smi that lists one GPU, so the run mode starts on a machine without one.
+fake_smi() {
+  cat >"$tmp/nvidia-smi" <<'SMI'
+#!/bin/sh
+[ "$1" = "-L" ] && { echo "GPU 0: Stand-in GPU (UUID: GPU-test)"; exit 0; }
+echo "Stand-in GPU, 80 GiB"
+SMI
+  chmod +x "$tmp/nvidia-smi"
+  export DPSCOPE_NVIDIA_SMI="$tmp/nvidia-smi"
+}
+
+case_no_gpu_smi_fails() {
+  DPSCOPE_NVIDIA_SMI=false run "$tmp/out"
+  expect_rc 2
+  expect_one_line
+  expect_text "gpu-check: no NVIDIA GPU on this machine (false -L: failed with no output)"
+  [[ ! -e $tmp/out ]] || fail "OUT_DIR was created without a GPU"
+}
+
+case_no_gpu_smi_missing() {
+  DPSCOPE_NVIDIA_SMI="$tmp/no-such-nvidia-smi" run "$tmp/out"
+  expect_rc 2
+  expect_one_line
+  expect_text "no-such-nvidia-smi not found"
+  [[ ! -e $tmp/out ]] || fail "OUT_DIR was created without a GPU"
+}
+
+case_no_gpu_smi_lists_none() {
+  DPSCOPE_NVIDIA_SMI=true run "$tmp/out"
+  expect_rc 2
+  expect_one_line
+  expect_text "lists no GPU"
+}
+
+case_help() {
+  run --help
+  expect_rc 0
+  expect_text "--prepare [--deps DIR]"
+  expect_text "[--stages LIST] OUT_DIR"
+  expect_text "2 no NVIDIA GPU on this machine"
+  expect_text "gpu deps configure build tests bench-copy bench-allreduce bench-mlp bench-calibrate ddp viz"
+}
+
+case_usage_errors() {
+  run
+  expect_rc 64
+  expect_one_line
+  expect_text "give OUT_DIR"
+  run --frobnicate "$tmp/out"
+  expect_rc 64
+  expect_text "unknown option '--frobnicate'"
+  run --stages gpu,warp-drive "$tmp/out"
+  expect_rc 64
+  expect_text "unknown stage 'warp-drive'"
+  run "$tmp/a" "$tmp/b"
+  expect_rc 64
+  expect_text "one OUT_DIR only"
+  run --prepare "$tmp/out"
+  expect_rc 64
+  expect_text "--prepare takes no OUT_DIR"
+}
+
+# Every `find_package(NAME ... REQUIRED)` of the build (but Threads, which every system has) has a
+# line "NAME: debian-package ..." in the table --prepare downloads.
+case_packages_cover_cmake() {
+  run --print-packages
+  expect_rc 0
+  local required name
+  required=$(cat "$src/cmake/DpscopeFeatures.cmake" "$src/tests/CMakeLists.txt" |
+    sed -nE 's/^ *find_package\(([A-Za-z0-9_]+) .*REQUIRED.*/\1/p' | sort -u)
+  [[ $(wc -w <<<"$required") -ge 7 ]] || fail "found only '$required' in the CMake files: did the parse break?"
+  for name in $required; do
+    [[ $name == Threads ]] && continue
+    grep -qE "^$name: [a-z0-9]" <<<"$output" || fail "no Debian package for find_package($name) in: $output"
+  done
+  expect_text "BLAS: libopenblas-dev"
+}
+
+case_report_names_stages() {
+  fake_smi
+  run --build-dir "$tmp/build" --stages gpu "$tmp/out"
+  expect_rc 0
+  local report="$tmp/out/report.md"
+  [[ -f $report ]] || fail "no report.md; output: $output"
+  grep -qE '^\| gpu \| passed \| [0-9]+ \|' "$report" || fail "gpu stage not passed in: $(cat "$report")"
+  grep -qF '| build | not run | - | not in --stages |' "$report" || fail "build stage not 'not run': $(cat "$report")"
+  grep -qF 'Stand-in GPU, 80 GiB' "$tmp/out/gpu-check.log" || fail "nvidia-smi output not in gpu-check.log"
+}
+
+case_failed_stage_exits_1() {
+  fake_smi
+  mkdir -p "$tmp/empty-deps"
+  run --deps "$tmp/empty-deps" --build-dir "$tmp/build" --stages gpu,deps,viz "$tmp/out"
+  expect_rc 1
+  expect_text "gpu-check: FAILED stages: deps;"
+  local report="$tmp/out/report.md"
+  grep -qF "| deps | FAILED |" "$report" || fail "deps not FAILED in: $(cat "$report")"
+  grep -qF "no .deb files in $tmp/empty-deps" "$report" || fail "the reason is not in the report: $(cat "$report")"
+  grep -qE '^\| viz \| passed \|' "$report" || fail "the stage after the failure did not run: $(cat "$report")"
+}
+
+declare -F "case_$case_name" >/dev/null || fail "no such case"
+"case_$case_name"
+echo "PASS ($case_name)"
