@@ -5,7 +5,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh release dpscope_cli dpscope_viz
+# Compiling the CUDA code takes minutes on a small machine and is of no use without a GPU: only
+# where `nvidia-smi -L` lists one does the quick start build it (CI and scripts/test.sh always do).
+cmake_args=()
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+else
+  cmake_args+=(-DDPSCOPE_WITH_CUDA=OFF)
+fi
+command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+scripts/build.sh release "${cmake_args[@]}" dpscope_cli dpscope_viz
 
 bin=build/release/bin
 out=${DPSCOPE_OUT:-out}
