@@ -20,13 +20,13 @@ using namespace dpscope;
 // Median seconds per step of blocks of `block` steps, each block between synchronized devices,
 // blocks alternating tracing off and on (so both see the same GPU clocks and caches): {off, on}.
 std::pair<double, double> time_steps(gpu_bench::MlpStep& step, const Device& device, TraceRecorder& tracer,
-                                     int steps) {
+                                     int trace_id, int steps) {
   for (int i = 0; i < 10; ++i) step.run();  // warm-up: cuBLAS handles, the caching allocator's blocks
   constexpr int kBlock = 10;
   std::vector<double> off, on;
   for (int done = 0; done < 2 * steps; done += kBlock) {
     const bool traced = (done / kBlock) % 2 == 1;
-    device.attach_tracer(traced ? &tracer : nullptr, traced ? device.trace_id() : -1);
+    device.attach_tracer(traced ? &tracer : nullptr, traced ? trace_id : -1);
     device.synchronize();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kBlock; ++i) step.run();
@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
     std::pair<double, double> times;
     {
       auto tracer = TraceRecorder::open(trace_path, header, devices);
-      times = time_steps(step, device, *tracer, steps);
+      const int trace_id = device.trace_id();  // the header's id, before the first detach
+      times = time_steps(step, device, *tracer, trace_id, steps);
       tracer->close();
     }
     std::filesystem::remove(trace_path);
