@@ -35,7 +35,8 @@ cmake_packages=(
   "BLAS: libopenblas-dev libopenblas-pthread-dev libopenblas0 libopenblas0-pthread libgfortran5 libquadmath0"
   "GTest: libgtest-dev libgmock-dev"
 )
-# Dependencies of those packages every glibc-based Linux with a C++ compiler already has.
+# Dependencies of those packages that need not travel: what every glibc-based Linux with a C++
+# compiler has, and GoogleTest's sources (libgtest-dev's static libraries are what the build links).
 base_system=(libc6 libgcc-s1 libstdc++6 gcc-12-base googletest)
 all_stages="gpu deps configure build tests bench-copy bench-allreduce bench-mlp bench-calibrate ddp viz"
 
@@ -88,11 +89,11 @@ prepare() {
   echo "gpu-check --prepare: downloading ${#debs[@]} packages into $abs"
   rm -f "$abs"/*.deb
   # apt-get download writes into the current directory; run it in a subshell there.
-  if ! (cd "$abs" && apt-get download -q "${debs[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed'); then
+  if ! (cd "$abs" && apt-get download -q "${debs[@]}" 2>&1 | sed '/^W: Download is performed unsandboxed/d'); then
     echo "gpu-check --prepare: apt-get download failed (network? run apt-get update first)" >&2
     return 1
   fi
-  # Every dependency of a downloaded package must be downloaded too or be part of any base system.
+  # Every dependency of a downloaded package must be downloaded too, or be in base_system.
   local f dep missing=()
   for f in "$abs"/*.deb; do
     while read -r dep; do
@@ -107,7 +108,11 @@ prepare() {
   local rel=${abs#"$repo"/}
   echo "gpu-check --prepare: $(find "$abs" -name '*.deb' | wc -l) packages, $(du -sh "$abs" | cut -f1) in $abs"
   echo "carry this path to the GPU machine: $rel   (it must stay git-ignored; the repository comes along)"
-  echo "then run there: $self --deps $rel OUT_DIR"
+  if [[ $rel == .gpu-deps ]]; then
+    echo "then run there: $self OUT_DIR"
+  else
+    echo "then run there: $self --deps $rel OUT_DIR"
+  fi
 }
 
 # ---------------------------------------------------------------------------------------------
