@@ -161,6 +161,26 @@ BENCH
   grep -qF "#wrong is '3' at the largest size" "$report" || fail "the reason is not in the report: $(cat "$report")"
 }
 
+# The tests section from a real ctest run over a stand-in test list: one test passes, one fails,
+# one skips the way a GPU test does without a GPU.
+case_tests_summary() {
+  fake_smi
+  mkdir -p "$tmp/build"
+  cat >"$tmp/build/CTestTestfile.cmake" <<'CTEST'
+add_test(passes "true")
+add_test(fails "false")
+add_test(skips "sh" "-c" "echo '[  SKIPPED ] no CUDA GPU on this machine'")
+set_tests_properties(skips PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+CTEST
+  run --build-dir "$tmp/build" --stages tests "$tmp/out"
+  expect_rc 1
+  local report="$tmp/out/report.md"
+  grep -qF '**1 passed, 1 failed, 1 skipped** out of 3' "$report" || fail "wrong summary: $(cat "$report")"
+  grep -qxF -- '- fails (Failed)' "$report" || fail "failed test not named: $(cat "$report")"
+  grep -qxF -- '- skips (Skipped)' "$report" || fail "skipped test not named: $(cat "$report")"
+  grep -qF '| tests | FAILED |' "$report" || fail "tests stage not FAILED: $(cat "$report")"
+}
+
 declare -F "case_$case_name" >/dev/null || fail "no such case"
 "case_$case_name"
 echo "PASS ($case_name)"
