@@ -82,12 +82,15 @@ double event_seconds(cudaStream_t stream, int repeats, Body body) {
   return gpu_bench::median(seconds);
 }
 
-// C = A B for square n x n matrices: achieved FLOP/s.
+// C = A B for square n x n matrices of values in [-1, 1): achieved FLOP/s.
 double gemm_flops(cudaStream_t stream, int n) {
   const size_t bytes = static_cast<size_t>(n) * n * sizeof(float);
   gpu_bench::DeviceBuffer a(kGpu, bytes), b(kGpu, bytes), c(kGpu, bytes);
-  check_cuda(cudaMemsetAsync(a.data(), 0, bytes, stream), "cudaMemsetAsync", kGpu);
-  check_cuda(cudaMemsetAsync(b.data(), 0, bytes, stream), "cudaMemsetAsync", kGpu);
+  const size_t count = static_cast<size_t>(n) * n;
+  check_cuda(gpu_bench::launch_fill_kernel(static_cast<float*>(a.data()), count, 1, 1024, stream),
+             "fill_kernel<<<>>>", kGpu);
+  check_cuda(gpu_bench::launch_fill_kernel(static_cast<float*>(b.data()), count, 2, 1024, stream),
+             "fill_kernel<<<>>>", kGpu);
   Cublas cublas(stream);
   const float one = 1.0f, zero = 0.0f;
   const double s = event_seconds(stream, 5, [&] {
