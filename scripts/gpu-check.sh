@@ -459,7 +459,7 @@ write_report() {
   local s
   echo "# dpscope gpu-check report"
   echo
-  echo "- started $started, finished $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname)"
+  echo "- started $started, finished $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -n)"
   echo "- GPU: $(${DPSCOPE_NVIDIA_SMI:-nvidia-smi} --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 3 | paste -sd ';')"
   echo "- source: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "a copy without git history")"
   echo "- build: $build (CUDA arch ${DPSCOPE_CUDA_ARCH:-90}, warnings as errors); full log: $log"
