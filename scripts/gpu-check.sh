@@ -63,7 +63,9 @@ Options:
 Exit status: 0 every stage passed; 1 a stage failed (the report names it);
 2 no NVIDIA GPU on this machine (one line, nothing written); 64 bad usage.
 Environment: DPSCOPE_NVIDIA_SMI (default nvidia-smi) is the command asked for the GPUs;
-DPSCOPE_CUDA_ARCH (default 90) the CUDA architecture to build.
+DPSCOPE_CUDA_ARCH (default 90) the CUDA architecture to build; DPSCOPE_RUN_TIMEOUT (default 300)
+the seconds each benchmark or training command may run before it is stopped (ctest's own per-test
+limits bound the tests).
 EOF
 }
 
@@ -238,6 +240,16 @@ stage_tests() {
   return "${PIPESTATUS[0]}"
 }
 
+# Runs a benchmark or training command under a time limit (DPSCOPE_RUN_TIMEOUT seconds, default
+# 300): a hang in code under test must cost one stage, not the report of the whole run.
+limited() {
+  local limit=${DPSCOPE_RUN_TIMEOUT:-300} rc
+  timeout -k 10 "$limit" "$@"
+  rc=$?
+  if ((rc == 124 || rc == 137)); then echo "gpu-check: '${*:1:3} ...' ran past $limit s and was stopped"; fi
+  return "$rc"
+}
+
 need_bin() {
   [[ -x $bin/$1 ]] && return 0
   echo "$bin/$1 was not built (see the build stage)"
@@ -246,7 +258,7 @@ need_bin() {
 
 stage_bench_copy() {
   need_bin gpu_copy_bench || return 1
-  "$bin/gpu_copy_bench" 2>&1 | tee "$logs/bench-copy.out.txt"
+  limited "$bin/gpu_copy_bench" 2>&1 | tee "$logs/bench-copy.out.txt"
   return "${PIPESTATUS[0]}"
 }
 
@@ -254,7 +266,7 @@ stage_bench_copy() {
 # copy benchmark measured (its "bench-value d2d_copy_gbps" line).
 stage_bench_allreduce() {
   need_bin dpscope || return 1
-  "$bin/dpscope" bench all_reduce --backend cuda --devices 4 --algo ring -b 1M -e 256M -f 4 -n 20 -w 5 2>&1 |
+  limited "$bin/dpscope" bench all_reduce --backend cuda --devices 4 --algo ring -b 1M -e 256M -f 4 -n 20 -w 5 2>&1 |
     tee "$logs/bench-allreduce.out.txt"
   local rc=${PIPESTATUS[0]}
   ((rc == 0)) || return "$rc"
@@ -282,7 +294,7 @@ stage_bench_mlp() {
   need_bin gpu_mlp_step_bench || return 1
   local batch rc=0
   for batch in 128 4096; do
-    python3 "$repo/bench/torch_mlp_step.py" --device cuda --batch "$batch" \
+    limited python3 "$repo/bench/torch_mlp_step.py" --device cuda --batch "$batch" \
       --dpscope-bin "$bin/gpu_mlp_step_bench" || rc=1
   done
   return "$rc"
@@ -290,7 +302,7 @@ stage_bench_mlp() {
 
 stage_bench_calibrate() {
   need_bin gpu_calibrate || return 1
-  "$bin/gpu_calibrate" 2>&1 | tee "$logs/bench-calibrate.out.txt"
+  limited "$bin/gpu_calibrate" 2>&1 | tee "$logs/bench-calibrate.out.txt"
   return "${PIPESTATUS[0]}"
 }
 
@@ -301,7 +313,7 @@ stage_ddp() {
   need_bin dpscope || return 1
   local rc=0
   rm -f "$out/ddp-cuda.jsonl"
-  "$bin/dpscope" train "${ddp_args[@]}" --device cuda --backend cuda --trace "$out/ddp-cuda.jsonl" || rc=1
+  limited "$bin/dpscope" train "${ddp_args[@]}" --device cuda --backend cuda --trace "$out/ddp-cuda.jsonl" || rc=1
   if [[ -f $out/ddp-cuda.jsonl ]]; then
     "$bin/dpscope" trace stats "$out/ddp-cuda.jsonl" 2>&1 | tee "$logs/ddp.stats.txt" || rc=1
   else
@@ -310,7 +322,7 @@ stage_ddp() {
   fi
   echo
   echo "-- the same run on 4 simulated GPUs (preset ${DPSCOPE_SIM_PRESET:-h100-sxm}), for comparison:"
-  "$bin/dpscope" train "${ddp_args[@]}" --device sim --backend sim --preset "${DPSCOPE_SIM_PRESET:-h100-sxm}" \
+  limited "$bin/dpscope" train "${ddp_args[@]}" --device sim --backend sim --preset "${DPSCOPE_SIM_PRESET:-h100-sxm}" \
     --trace "$logs/ddp.sim.jsonl" >/dev/null 2>&1 &&
     "$bin/dpscope" trace stats "$logs/ddp.sim.jsonl" 2>&1 | tee "$logs/ddp.sim-stats.txt"
   return "$rc"
@@ -324,7 +336,7 @@ stage_viz() {
   fi
   command -v xvfb-run >/dev/null || { echo "SKIP: xvfb-run is not installed"; return 0; }
   [[ -f $out/ddp-cuda.jsonl ]] || { echo "no measured trace to show (ddp stage)"; return 1; }
-  xvfb-run -a -s "-screen 0 1920x1080x24" "$bin/dpscope-viz" "$out/ddp-cuda.jsonl" \
+  limited xvfb-run -a -s "-screen 0 1920x1080x24" "$bin/dpscope-viz" "$out/ddp-cuda.jsonl" \
     --screenshot "$out/ddp-cuda.png" --seek 1.0 --size 1600x900
 }
 

@@ -181,6 +181,23 @@ CTEST
   grep -qF '| tests | FAILED |' "$report" || fail "tests stage not FAILED: $(cat "$report")"
 }
 
+# A benchmark that hangs is stopped after DPSCOPE_RUN_TIMEOUT seconds: its stage fails with the
+# reason, and the run goes on to write the report.
+case_hung_bench_is_stopped() {
+  fake_smi
+  mkdir -p "$tmp/build/bin"
+  printf '#!/bin/sh\nexec sleep 60\n' >"$tmp/build/bin/gpu_copy_bench"
+  chmod +x "$tmp/build/bin/gpu_copy_bench"
+  local t0=$SECONDS
+  DPSCOPE_RUN_TIMEOUT=1 run --build-dir "$tmp/build" --stages bench-copy,viz "$tmp/out"
+  expect_rc 1
+  ((SECONDS - t0 < 30)) || fail "the hung benchmark was not stopped in time ($((SECONDS - t0)) s)"
+  local report="$tmp/out/report.md"
+  grep -qF "ran past 1 s and was stopped" "$report" || fail "the reason is not in the report: $(cat "$report")"
+  grep -qF "| bench-copy | FAILED |" "$report" || fail "bench-copy not FAILED: $(cat "$report")"
+  grep -qE '^\| viz \| passed \|' "$report" || fail "the run did not go on: $(cat "$report")"
+}
+
 declare -F "case_$case_name" >/dev/null || fail "no such case"
 "case_$case_name"
 echo "PASS ($case_name)"
