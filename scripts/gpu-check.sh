@@ -335,7 +335,7 @@ stage_viz() {
     return 0
   fi
   command -v xvfb-run >/dev/null || { echo "SKIP: xvfb-run is not installed"; return 0; }
-  [[ -f $out/ddp-cuda.jsonl ]] || { echo "no measured trace to show (ddp stage)"; return 1; }
+  [[ -f $out/ddp-cuda.jsonl ]] || { echo "SKIP: no measured trace to show (see the ddp stage)"; return 0; }
   limited xvfb-run -a -s "-screen 0 1920x1080x24" "$bin/dpscope-viz" "$out/ddp-cuda.jsonl" \
     --screenshot "$out/ddp-cuda.png" --seek 1.0 --size 1600x900
 }
@@ -363,7 +363,11 @@ run_stage() {
     note[$name]=$(grep -m1 '^SKIP: ' "$logs/$name.log" | sed 's/^SKIP: /skipped: /')
   else
     result[$name]="FAILED"
-    note[$name]="exit $rc; last line: $(grep -v '^\s*$' "$logs/$name.log" | tail -n 1 | cut -c1-160)"
+    # The first line that says what went wrong, else the last line.
+    local why
+    why=$(grep -m1 -iE 'error|fail|was stopped|not built|not found' "$logs/$name.log" ||
+      grep -v '^\s*$' "$logs/$name.log" | tail -n 1)
+    note[$name]="exit $rc: $(cut -c1-160 <<<"$why")"
   fi
   echo "   ${result[$name]} (${seconds[$name]} s) ${note[$name]}"
 }
@@ -404,7 +408,7 @@ report_tests() {
   if ((skipped > 0)); then
     echo
     echo "Skipped (on a GPU machine a GPU test should not skip; the reasons are in gpu-check.log):"
-    printf -- '- %s\n' "${skipped_list[@]:0:40}"
+    printf -- '- %s\n' "${skipped_list[@]:0:40}" | sed 's/  # GetParam() = [^ ]*//'
     ((skipped > 40)) && echo "- ... and $((skipped - 40)) more"
   fi
 }
