@@ -5,7 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh release dpscope_cli dpscope_viz
+# The CUDA code lengthens the build (docs/gpu.md has the measured time) and is of no use without a
+# GPU: only where `nvidia-smi -L` lists one does the quick start build it (scripts/test.sh, what CI
+# runs, always does). Said explicitly both ways, since CMake keeps the last choice in its cache.
+cmake_args=()
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  cmake_args+=(-DDPSCOPE_WITH_CUDA=ON)
+  command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+else
+  cmake_args+=(-DDPSCOPE_WITH_CUDA=OFF)
+fi
+command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+scripts/build.sh release "${cmake_args[@]}" dpscope_cli dpscope_viz
 
 bin=build/release/bin
 out=${DPSCOPE_OUT:-out}

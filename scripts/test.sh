@@ -10,14 +10,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-launcher=()
-if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+launcher=()       # every preset: C++ through ccache when there is one
+cuda_launcher=()  # the ci preset compiles CUDA too (the sanitizer presets do not)
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cuda_launcher=(-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
 started=$SECONDS
 stage() { echo "== test.sh: $1 ($((SECONDS - started)) s so far)"; }
 
 scripts/install-deps.sh
-cmake --preset ci "${launcher[@]}"
+cmake --preset ci "${launcher[@]}" "${cuda_launcher[@]}"
 cmake --build --preset ci -j "$jobs"
+stage "ci build done (CUDA compiled where nvcc + NCCL are found; its GPU tests skip without a GPU)"
 ctest --preset ci -j "$jobs"
 if [[ "${DPSCOPE_SANITIZERS:-1}" == 0 ]]; then
   stage "sanitizer runs skipped (DPSCOPE_SANITIZERS=0)"

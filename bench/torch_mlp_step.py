@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""One MLP training step in PyTorch eager, timed on a GPU (or the CPU), and side by side with dpscope.
+
+Same model (nn.Sequential of Linear + ReLU, --model A-B-C), batch, loss (cross-entropy) and optimizer
+(SGD lr 0.01, momentum 0.9; PyTorch's defaults otherwise: foreach on CUDA) as
+bench/gpu/gpu_mlp_step_bench. TF32 stays off for matmul (PyTorch's default, and dpscope's).
+Time = median over blocks of 10 steps, each block between torch.cuda.synchronize() calls.
+
+Usage:
+  bench/torch_mlp_step.py [--device cuda] [--batch 128]          one JSON line, PyTorch only
+  bench/torch_mlp_step.py --dpscope-bin build/.../gpu_mlp_step_bench [--batch 4096]
+      both, alternating rounds, then a table with the ratio and one "bench-row" line for
+      scripts/gpu-check.sh's report.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def torch_ms_per_step(sizes, batch, steps, device):
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "parity"))
+    from parity_common import build_mlp
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.manual_seed(0)
+    model = build_mlp(sizes).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x = torch.randn(batch, sizes[0], device=device)
+    y = torch.randint(0, sizes[-1], (batch,), device=device)
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    for _ in range(10):
+        step()
+    block = 10
+    per_step = []
+    for _ in range(max(1, steps // block)):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(block):
+            step()
+        sync()
+        per_step.append((time.perf_counter() - t0) / block)
+    return statistics.median(per_step) * 1e3
+
+
+def dpscope_ms_per_step(binary, model, batch, steps):
+    out = subprocess.run([binary, model, str(batch), str(steps)], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"torch_mlp_step: {binary} failed (exit {out.returncode}): {out.stderr.strip()}")
+    return json.loads(out.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--model", default="784-512-512-10")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dpscope-bin", default="", help="gpu_mlp_step_bench to run side by side")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.model.split("-")]
+    import torch
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("torch_mlp_step: PyTorch sees no CUDA GPU", file=sys.stderr)
+        return 2
+
+    if not args.dpscope_bin:
+        ms = torch_ms_per_step(sizes, args.batch, args.steps, args.device)
+        print(json.dumps({"impl": "torch", "model": args.model, "batch": args.batch, "device": args.device,
+                          "ms_per_step": round(ms, 4)}))
+        return 0
+
+    ours, ours_traced, theirs, gpu = [], [], [], ""
+    for _ in range(args.rounds):  # alternating, so both see the same clocks and temperature
+        r = dpscope_ms_per_step(args.dpscope_bin, args.model, args.batch, args.steps)
+        ours.append(r["ms_per_step"])
+        ours_traced.append(r["ms_per_step_traced"])
+        gpu = r.get("gpu", "")
+        theirs.append(torch_ms_per_step(sizes, args.batch, args.steps, args.device))
+    o, ot, t = statistics.median(ours), statistics.median(ours_traced), statistics.median(theirs)
+    print(f"MLP {args.model}, batch {args.batch}, SGD(momentum), CE, on {gpu or args.device}, "
+          f"torch {torch.__version__}, median of {args.rounds} rounds x {args.steps} steps")
+    print(f"{'implementation':<30}{'ms/step':>10}{'vs PyTorch':>12}")
+    print(f"{'PyTorch eager':<30}{t:>10.3f}{1.0:>11.2f}x")
+    print(f"{'dpscope (cuda, no trace)':<30}{o:>10.3f}{o / t:>11.2f}x")
+    print(f"{'dpscope (cuda, traced)':<30}{ot:>10.3f}{ot / t:>11.2f}x")
+    print(f"bench-row\tMLP {args.model} step, batch {args.batch} (ms)\t{o:.3f}\tPyTorch eager {t:.3f}"
+          f"\t{o / t:.2f}\t<= 1.00")
+    print(f"bench-row\ttracing cost, batch {args.batch} (traced / untraced)\t{ot:.3f}\tuntraced {o:.3f}"
+          f"\t{ot / o:.2f}\t<= 1.05")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
