@@ -280,6 +280,11 @@ std::optional<double> field_of(const trace::TraceData& data, const trace::Event&
     if (e.type == EventType::kTransfer && e.coll >= 0) return static_cast<double>(e.coll);
     return data.arg(e, trace_key::kColl);
   }
+  if (field == "param") {
+    if (e.type == EventType::kValues && e.payload >= 0)
+      return static_cast<double>(data.values[static_cast<size_t>(e.payload)].param);
+    return data.arg(e, trace_key::kParam);
+  }
   if (field == "value" || field == "norm") {
     if (e.type == EventType::kValues && e.payload >= 0) {
       const trace::ValueSample& sample = data.values[static_cast<size_t>(e.payload)];
