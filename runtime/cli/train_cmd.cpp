@@ -141,9 +141,8 @@ void register_train(CLI::App& app) {
   TrainConfig& config = *config_ptr;
   FlagsGiven& flags = *flags_ptr;
   cmd->add_option("--mode", config.mode, "single | dp | ddp")->capture_default_str();
-  flags.device =
-      cmd->add_option("--device", config.device, "sim (simulated GPUs) | cpu | cuda (real GPUs, docs/gpu.md)")
-          ->capture_default_str();
+  flags.device = cmd->add_option("--device", config.device, "sim (simulated GPUs) | cpu | cuda (real GPUs, docs/gpu.md)")
+                     ->capture_default_str();
   flags.backend =
       cmd->add_option("--backend", config.backend, "ddp process-group backend: sim | cuda | nccl | mpi")
           ->capture_default_str();
