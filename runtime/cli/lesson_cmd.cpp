@@ -331,7 +331,12 @@ void register_lesson(CLI::App& app) {
   auto args = std::make_shared<LessonArgs>();
   CLI::App* cmd =
       app.add_subcommand("lesson", "interactive lessons: list, run, check, handout (docs/lessons.md)");
-  cmd->require_subcommand(1);
+  // One line naming the subcommands instead of CLI11's "A subcommand is required".
+  cmd->require_subcommand(0, 1);
+  cmd->callback([cmd] {
+    DPS_CHECK(!cmd->get_subcommands().empty(), ErrorKind::kUsage,
+              "lesson needs a subcommand: list, run ID, check [ID] or handout ID OUT");
+  });
   auto add_dir = [&](CLI::App* sub) {
     sub->add_option("--lessons-dir", args->lessons_dir,
                     "where the lesson files are (default: next to the assets)");

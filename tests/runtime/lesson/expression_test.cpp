@@ -109,8 +109,9 @@ TEST(Expression, ParseErrorsNameTheColumn) {
   EXPECT_EQ(parse_error("count(type=transfr)"),
             "column 12: type must be one of: span, instant, counter, transfer, values, samples, buckets; got "
             "'transfr'");
-  EXPECT_EQ(parse_error("count(phase=fwd)"),
-            "column 13: phase must be one of: none, data, forward, backward, optimizer, checkpoint; got 'fwd'");
+  EXPECT_EQ(
+      parse_error("count(phase=fwd)"),
+      "column 13: phase must be one of: none, data, forward, backward, optimizer, checkpoint; got 'fwd'");
   EXPECT_EQ(parse_error("count(rank=zero)"), "column 12: rank must be an integer, got 'zero'");
   EXPECT_EQ(parse_error("count(nth=0)"), "column 11: nth counts matches from 1, got 0");
   EXPECT_EQ(parse_error("count(rank 0)"), "column 12: expected '=' after 'rank', got '0'");
@@ -131,9 +132,7 @@ TEST(Expression, EvaluationErrorsSayWhyItCannotBeComputed) {
             "cannot be computed: first(name=grad_ready, nth=3) matches no event");
 }
 
-TEST(Expression, KeepsItsText) {
-  EXPECT_EQ(Expression::parse("count(rank=0)").text(), "count(rank=0)");
-}
+TEST(Expression, KeepsItsText) { EXPECT_EQ(Expression::parse("count(rank=0)").text(), "count(rank=0)"); }
 
 }  // namespace
 }  // namespace dpscope::lesson

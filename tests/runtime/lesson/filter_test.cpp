@@ -43,7 +43,8 @@ class RealTrace : public ::testing::Test {
   static const Event* earliest(Pred pred) {
     const Event* best = nullptr;
     for (const Event& e : data().events)
-      if (pred(e) && (!best || e.ts_ns < best->ts_ns || (e.ts_ns == best->ts_ns && e.rank < best->rank))) best = &e;
+      if (pred(e) && (!best || e.ts_ns < best->ts_ns || (e.ts_ns == best->ts_ns && e.rank < best->rank)))
+        best = &e;
     return best;
   }
 
@@ -54,9 +55,8 @@ class RealTrace : public ::testing::Test {
 
 TEST_F(RealTrace, TransferAtARingStepFiresAtThatTransfer) {
   const auto hits = matching_events(data(), filter({{"type", "transfer"}, {"algo_step", 1}, {"rank", 0}}));
-  const Event* want = earliest([&](const Event& e) {
-    return e.type == EventType::kTransfer && e.algo_step == 1 && e.rank == 0;
-  });
+  const Event* want = earliest(
+      [&](const Event& e) { return e.type == EventType::kTransfer && e.algo_step == 1 && e.rank == 0; });
   ASSERT_NE(want, nullptr);
   ASSERT_FALSE(hits.empty());
   EXPECT_EQ(hits.front(), want);
@@ -99,7 +99,8 @@ TEST_F(RealTrace, HitsAreInTimeOrder) {
 
 TEST_F(RealTrace, NamePrefixAndFixedNames) {
   const size_t bucket_launched = matching_events(data(), filter({{"name", "bucket_launched"}})).size();
-  EXPECT_EQ(bucket_launched, matching_events(data(), filter({{"name", "bucket_launched"}, {"type", "instant"}})).size());
+  EXPECT_EQ(bucket_launched,
+            matching_events(data(), filter({{"name", "bucket_launched"}, {"type", "instant"}})).size());
   EXPECT_GT(bucket_launched, 0u);
   for (const Event* e : matching_events(data(), filter({{"name", "broadcast*"}})))
     EXPECT_TRUE(data().str(e->name).starts_with("broadcast"));
@@ -110,7 +111,8 @@ TEST_F(RealTrace, BucketAndParamKeysReadTheArgs) {
   const auto done = matching_events(data(), filter({{"name", "bucket_done"}, {"bucket", 0}, {"rank", 1}}));
   ASSERT_FALSE(done.empty());
   EXPECT_EQ(data().arg(*done.front(), "bucket"), 0.0);
-  const auto grads = matching_events(data(), filter({{"name", "grad"}, {"param", 3}, {"when", "after_reduce"}}));
+  const auto grads =
+      matching_events(data(), filter({{"name", "grad"}, {"param", 3}, {"when", "after_reduce"}}));
   ASSERT_FALSE(grads.empty());
   for (const Event* e : grads) {
     EXPECT_EQ(e->type, EventType::kValues);
@@ -125,9 +127,11 @@ TEST(FilterKeys, EachBadKeyOrValueIsOneReason) {
             "algo_step, chunk, coll, param, bucket, when, nth)");
   EXPECT_EQ(set_filter_key(f, "rank", std::string("zero")), "rank must be an integer, got 'zero'");
   EXPECT_EQ(set_filter_key(f, "type", int64_t{3}), "type must be an event type, got the number 3");
-  EXPECT_EQ(set_filter_key(f, "category", std::string("kernels")),
-            "category must be one of: compute, copy, comm, reduce, collective, optimizer, phase; got 'kernels'");
-  EXPECT_EQ(set_filter_key(f, "stream", std::string("nccl")), "stream must be one of: compute, comm, copy; got 'nccl'");
+  EXPECT_EQ(
+      set_filter_key(f, "category", std::string("kernels")),
+      "category must be one of: compute, copy, comm, reduce, collective, optimizer, phase; got 'kernels'");
+  EXPECT_EQ(set_filter_key(f, "stream", std::string("nccl")),
+            "stream must be one of: compute, comm, copy; got 'nccl'");
   EXPECT_EQ(set_filter_key(f, "when", std::string("later")),
             "when must be one of: local, before_reduce, after_reduce, after_step; got 'later'");
   EXPECT_EQ(set_filter_key(f, "name", std::string("")), "name must not be empty");

@@ -122,15 +122,17 @@ TEST_F(LessonFile, LoadsEveryField) {
 }
 
 TEST_F(LessonFile, UnknownKeysAreNamedWithTheirLine) {
-  EXPECT_EQ(error(good_with("minutes = 5", "minutes = 5\ntitel = \"x\"")),
-            "F:4: unknown key 'titel' in the lesson (expected one of: id, title, goals, minutes, scenario, knobs, "
-            "snippet, chapters, questions)");
+  EXPECT_EQ(
+      error(good_with("minutes = 5", "minutes = 5\ntitel = \"x\"")),
+      "F:4: unknown key 'titel' in the lesson (expected one of: id, title, goals, minutes, scenario, knobs, "
+      "snippet, chapters, questions)");
   EXPECT_EQ(error(good_with("narration = \"Look.\"", "narration = \"Look.\"\nnarative = 1")),
             "F:38: unknown key 'narative' in [[chapters]] 1 (expected one of: title, trigger, narration, "
             "snippet_line)");
-  EXPECT_EQ(error(good_with("unit = \"transfers\"", "unit = \"transfers\"\nunits = \"x\"")),
-            "F:44: unknown key 'units' in question 1 (expected one of: chapter, prompt, answer, unit, tolerance, "
-            "explain)");
+  EXPECT_EQ(
+      error(good_with("unit = \"transfers\"", "unit = \"transfers\"\nunits = \"x\"")),
+      "F:44: unknown key 'units' in question 1 (expected one of: chapter, prompt, answer, unit, tolerance, "
+      "explain)");
   EXPECT_EQ(error(good_with("step = 2\n", "step = 2\nstride = 1\n")),
             "F:19: unknown key 'stride' in [[knobs]] (expected one of: flag, label, min, max, step, choices, "
             "switch, default)");
@@ -139,12 +141,14 @@ TEST_F(LessonFile, UnknownKeysAreNamedWithTheirLine) {
 TEST_F(LessonFile, MissingKeysAreNamed) {
   EXPECT_EQ(error(good_with("title = \"A sample\"\n", "")), "F:1: the lesson is missing 'title'");
   EXPECT_EQ(error(good_with("narration = \"Look.\"\n", "")), "F:33: [[chapters]] 1 is missing 'narration'");
-  EXPECT_EQ(error(good_with("answer = \"count(type=transfer)\"\n", "")), "F:39: question 1 is missing 'answer'");
+  EXPECT_EQ(error(good_with("answer = \"count(type=transfer)\"\n", "")),
+            "F:39: question 1 is missing 'answer'");
   EXPECT_EQ(error(good_with("default = \"ring\"\n", "")), "F:21: [[knobs]] is missing 'default'");
 }
 
 TEST_F(LessonFile, BadTypesAreNamed) {
-  EXPECT_EQ(error(good_with("minutes = 5", "minutes = \"five\"")), "F:3: 'minutes' must be an integer, got a string");
+  EXPECT_EQ(error(good_with("minutes = 5", "minutes = \"five\"")),
+            "F:3: 'minutes' must be an integer, got a string");
   EXPECT_EQ(error(good_with("goals = [\"one\", \"two\"]", "goals = \"one\"")),
             "F:4: 'goals' must be an array, got a string");
   EXPECT_EQ(error(good_with("snippet_line = 2", "snippet_line = \"2\"")),
