@@ -127,6 +127,23 @@ TEST(LessonCli, HandoutWritesTheMarkdownPage) {
                                   (dir / "01-one-gpu.trace.jsonl").string()));
 }
 
+// docs/lessons.md's complete example is a lesson that passes the check, so the doc cannot drift.
+TEST(LessonDocs, TheCompleteExampleIsAWorkingLesson) {
+  const std::string doc = testing::read_file(fs::path(DPSCOPE_SOURCE_DIR) / "docs" / "lessons.md");
+  const size_t section = doc.find("## A complete example");
+  ASSERT_NE(section, std::string::npos);
+  const size_t begin = doc.find("```toml\n", section);
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = doc.find("```\n", begin + 8);
+  ASSERT_NE(end, std::string::npos);
+  const fs::path dir = testing::scratch_dir();
+  testing::write_file(dir / "09-ring-steps.toml", doc.substr(begin + 8, end - begin - 8));
+  const testing::CliResult r = run_cli("lesson check --lessons-dir " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ok   09-ring-steps                2 chapters, 2 questions"), std::string::npos)
+      << r.output;
+}
+
 // Lesson 4 says four GPUs with 512 samples each take less time per step than one GPU with all 2048.
 TEST(DdpLesson, FourGpusTakeLessTimePerStepThanOneWithTheSameGlobalBatch) {
   const fs::path dir = testing::scratch_dir();
