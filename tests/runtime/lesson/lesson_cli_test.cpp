@@ -144,8 +144,9 @@ TEST(LessonDocs, TheCompleteExampleIsAWorkingLesson) {
       << r.output;
 }
 
-// Lesson 4 says four GPUs with 512 samples each take less time per step than one GPU with all 2048.
-TEST(DdpLesson, FourGpusTakeLessTimePerStepThanOneWithTheSameGlobalBatch) {
+// Lesson 4 says four GPUs with 512 samples each take less time per step than one GPU with all 2048;
+// lesson 3 says DataParallel on four GPUs does not.
+TEST(DdpLesson, FourGpusTakeLessTimePerStepThanOneWithTheSameGlobalBatchAndDataParallelDoesNot) {
   const fs::path dir = testing::scratch_dir();
   const Lesson ddp = load_lesson(kLessons / "04-ddp.toml");
   const std::vector<std::string> args = scenario_args(ddp);
@@ -173,6 +174,18 @@ TEST(DdpLesson, FourGpusTakeLessTimePerStepThanOneWithTheSameGlobalBatch) {
   const double single_us = step_us.evaluate(trace::read_trace(dir / "single.jsonl"));
   const double ddp_us = step_us.evaluate(trace::read_trace(dir / "04-ddp.trace.jsonl"));
   EXPECT_LT(ddp_us, single_us) << "DDP " << ddp_us << " us vs one GPU " << single_us << " us per step";
+
+  // Lesson 3 says DataParallel on four GPUs is no faster than one GPU on the same batch.
+  const Lesson dp = load_lesson(kLessons / "03-why-dp-is-slow.toml");
+  const std::vector<std::string> dp_args = scenario_args(dp);
+  const auto batch = std::find(dp_args.begin(), dp_args.end(), "--batch");
+  ASSERT_NE(batch, dp_args.end());
+  ASSERT_EQ(std::stoll(*(batch + 1)), global_batch);
+  const testing::CliResult dp_run = run_cli("lesson run 03 --no-viz --out " + quoted(dir));
+  ASSERT_EQ(dp_run.exit_code, 0) << dp_run.output;
+  const double dp_us = Expression::parse("span(step=1) / 1000")
+                           .evaluate(trace::read_trace(dir / "03-why-dp-is-slow.trace.jsonl"));
+  EXPECT_GE(dp_us, single_us) << "DataParallel " << dp_us << " us vs one GPU " << single_us << " us per step";
 }
 
 }  // namespace
