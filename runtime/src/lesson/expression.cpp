@@ -280,6 +280,12 @@ std::optional<double> field_of(const trace::TraceData& data, const trace::Event&
     if (e.type == EventType::kTransfer && e.coll >= 0) return static_cast<double>(e.coll);
     return data.arg(e, trace_key::kColl);
   }
+  if (field == "sample" || field == "samples") {  // a `samples` event: its first index, its count
+    if (e.type != EventType::kSamples || e.payload < 0) return std::nullopt;
+    const std::vector<int64_t>& indices = data.samples[static_cast<size_t>(e.payload)].indices;
+    if (field == "samples") return static_cast<double>(indices.size());
+    return indices.empty() ? std::nullopt : std::optional<double>(static_cast<double>(indices.front()));
+  }
   if (field == "param") {
     if (e.type == EventType::kValues && e.payload >= 0)
       return static_cast<double>(data.values[static_cast<size_t>(e.payload)].param);

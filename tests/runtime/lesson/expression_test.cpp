@@ -53,7 +53,7 @@ TEST(Expression, HeaderValues) {
 TEST(Expression, CountAndSumOverFilters) {
   EXPECT_DOUBLE_EQ(eval("count(type=transfer)"), 4.0);
   EXPECT_DOUBLE_EQ(eval("count(type=transfer, rank=0)"), 2.0);
-  EXPECT_DOUBLE_EQ(eval("count()"), 12.0);
+  EXPECT_DOUBLE_EQ(eval("count()"), 13.0);
   EXPECT_DOUBLE_EQ(eval("sum(bytes, type=transfer, rank=0)"), 2000.0);
   EXPECT_DOUBLE_EQ(eval("sum(bytes, name=\"ring all-gather\")"), 2000.0);
   // `coll` is a field of transfers and an arg of the collective span: both match.
@@ -84,6 +84,9 @@ TEST(Expression, ValuesAndCounterFields) {
   EXPECT_DOUBLE_EQ(eval("max(gradients, name=memory)"), 100.0);
   EXPECT_DOUBLE_EQ(eval("first(gradients, name=memory)"), 0.0);
   EXPECT_DOUBLE_EQ(eval("max(gradients, name=memory) / max(parameters, name=memory)"), 1.0);
+  // A `samples` event's first data-set index and its count.
+  EXPECT_DOUBLE_EQ(eval("first(sample, type=samples, rank=0)"), 7.0);
+  EXPECT_DOUBLE_EQ(eval("sum(samples, type=samples)"), 3.0);
 }
 
 TEST(Expression, CombinesAggregates) {

@@ -62,6 +62,7 @@ inline CliResult run_cli(const std::string& args) {
 
 // A trace small enough to add up by hand. Devices: 0 = sim:0, 1 = host, 2 = sim:1; one parameter
 // of 1,605,632 bytes. Events (ts in ns):
+//   samples  ts 5    rank 0  indices [7, 3, 5], step 0, data
 //   counter  ts 10   rank 0  memory  parameters 100, gradients 0
 //   span     ts 0    rank 0  compute "backward 0.Linear grad_weight" dur 80, step 0, backward
 //   instant  ts 50   rank 0  grad_ready param 1;  ts 60 rank 0 grad_ready param 0
@@ -76,6 +77,8 @@ inline std::string hand_trace_text() {
          R"({"id":1,"name":"host","kind":"host","hardware":"","memory_bytes":0,"peak_flops":0,"mem_bandwidth":0},)"
          R"({"id":2,"name":"sim:1","kind":"sim","hardware":"NVIDIA H100 SXM5 80GB","memory_bytes":80000000000,"peak_flops":67000000000000,"mem_bandwidth":3350000000000}],)"
          R"("links":[],"params":[{"index":0,"name":"0.weight","shape":[512,784],"bytes":1605632}],"buckets":[]})"
+         "\n"
+         R"({"type":"samples","ts":5,"rank":0,"dev":0,"step":0,"phase":"data","indices":[7,3,5]})"
          "\n"
          R"({"type":"counter","ts":10,"rank":0,"dev":0,"step":0,"phase":"forward","name":"memory","values":{"parameters":100,"gradients":0}})"
          "\n"

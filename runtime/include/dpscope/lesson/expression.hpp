@@ -10,7 +10,8 @@
 // e.g.  sum(bytes, type=transfer, coll=2, rank=0) / 1024
 //       span(category=collective, rank=0, step=1) - sum(dur_ns, category=compute, rank=0, step=1)
 // Fields: bytes, dur_ns, dur_us, ts_ns, ts_us, end_ns, rank, step, algo_step, chunk, coll,
-// param (grad_ready and `values` events), value (the first traced element of a `values` event, or a counter's
+// param (grad_ready and `values` events), sample and samples (a `samples` event's first data-set
+// index and how many it lists), value (the first traced element of a `values` event, or a counter's
 // first value), norm (a `values` event's L2 norm), and a counter's keys (loss, parameters, gradients,
 // optimizer_state, activations, buffers, capacity). Used by the lesson engine (lesson/report.hpp); parse
 // errors name the column, evaluation errors say why the value cannot be computed (a filter that matches
@@ -33,9 +34,9 @@ struct Node;  // the syntax tree (runtime/src/lesson/expression.cpp)
 inline constexpr std::string_view kAggregates[] = {"count", "sum", "max", "min", "mean", "first", "span"};
 inline constexpr std::string_view kHeaderValues[] = {"devices", "params", "param_bytes", "buckets", "steps"};
 inline constexpr std::string_view kFields[] = {
-    "bytes",     "dur_ns",          "dur_us",      "ts_ns",   "ts_us",   "end_ns", "rank", "step",
-    "algo_step", "chunk",           "coll",        "param",   "value",   "norm",   "loss", "parameters",
-    "gradients", "optimizer_state", "activations", "buffers", "capacity"};
+    "bytes",     "dur_ns",     "dur_us",    "ts_ns",           "ts_us",       "end_ns",  "rank",    "step",
+    "algo_step", "chunk",      "coll",      "param",           "sample",      "samples", "value",   "norm",
+    "loss",      "parameters", "gradients", "optimizer_state", "activations", "buffers", "capacity"};
 
 class Expression {
  public:
