@@ -188,5 +188,24 @@ TEST(DdpLesson, FourGpusTakeLessTimePerStepThanOneWithTheSameGlobalBatchAndDataP
   EXPECT_GE(dp_us, single_us) << "DataParallel " << dp_us << " us vs one GPU " << single_us << " us per step";
 }
 
+// Lesson 7 says larger buckets leave more communication exposed after backward and lengthen the step.
+TEST(BucketLesson, LargerBucketsLeaveMoreExposedAndMakeTheStepLonger) {
+  const fs::path dir = testing::scratch_dir();
+  const Expression exposed_us = Expression::parse(
+      "(max(ts_ns, name=bucket_done, rank=0, step=1) - max(ts_ns, name=grad_ready, rank=0, step=1)) / 1000");
+  const Expression step_us = Expression::parse("span(rank=0, step=1) / 1000");
+  std::vector<std::pair<double, double>> runs;  // (exposed, step) for bucket_cap_mb 1, then 25
+  for (const char* mb : {"1", "25"}) {
+    const fs::path out = dir / mb;
+    const testing::CliResult r =
+        run_cli(fmt::format("lesson run 07 --no-viz --knob bucket-mb={} --out {}", mb, quoted(out)));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const trace::TraceData data = trace::read_trace(out / "07-buckets-overlap.trace.jsonl");
+    runs.emplace_back(exposed_us.evaluate(data), step_us.evaluate(data));
+  }
+  EXPECT_LT(runs[0].first, runs[1].first) << "exposed us at 1 MB vs 25 MB";
+  EXPECT_LT(runs[0].second, runs[1].second) << "step us at 1 MB vs 25 MB";
+}
+
 }  // namespace
 }  // namespace dpscope::lesson
