@@ -162,6 +162,21 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   DPS_CHECK(fs::is_directory(out_dir, ec), ErrorKind::kIo, "cannot create the output directory {}",
             out_dir.string());
   run.trace = out_dir / (lesson.id + ".trace.jsonl");
+  // `{scratch}` in the scenario (e.g. --checkpoint-dir {scratch}/ckpt) names a directory of the
+  // lesson's own, emptied before every run so that a rerun starts like the first one.
+  const fs::path scratch = out_dir / (lesson.id + ".scratch");
+  bool uses_scratch = false;
+  for (std::string& arg : run.args)
+    for (size_t at = arg.find("{scratch}"); at != std::string::npos; at = arg.find("{scratch}", at)) {
+      arg.replace(at, 9, scratch.string());
+      uses_scratch = true;
+    }
+  if (uses_scratch) {
+    fs::remove_all(scratch, ec);
+    fs::create_directories(scratch, ec);
+    DPS_CHECK(fs::is_directory(scratch, ec), ErrorKind::kIo,
+              "cannot create the lesson's scratch directory {}", scratch.string());
+  }
   const auto start = std::chrono::steady_clock::now();
   run_scenario(run.args, run.trace, quiet);
   run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

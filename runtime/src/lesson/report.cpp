@@ -42,6 +42,12 @@ LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data)
       report.problems.push_back(fmt::format("{}: chapter {} '{}': trigger {} never fires", lesson.id, i + 1,
                                             chapter.title, chapter.trigger.text));
     }
+    // The viewer pauses at each chapter in turn, so a chapter must not start before the previous one.
+    const ChapterResult* previous = report.chapters.empty() ? nullptr : &report.chapters.back();
+    if (result.time_ns && previous && previous->time_ns && *result.time_ns < *previous->time_ns)
+      report.problems.push_back(fmt::format("{}: chapter {} '{}': fires at {}, before chapter {} ({})",
+                                            lesson.id, i + 1, chapter.title, time_text(result.time_ns), i,
+                                            time_text(previous->time_ns)));
     report.chapters.push_back(result);
   }
   for (size_t i = 0; i < lesson.questions.size(); ++i) {

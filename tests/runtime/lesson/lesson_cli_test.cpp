@@ -127,6 +127,19 @@ TEST(LessonCli, HandoutWritesTheMarkdownPage) {
                                   (dir / "01-one-gpu.trace.jsonl").string()));
 }
 
+// `{scratch}` in a scenario is emptied before each run: lesson 11 writes checkpoints there, and a
+// second run into the same directory starts afresh instead of meeting the first run's checkpoints.
+TEST(LessonCli, ScratchDirectoryIsEmptiedSoALessonCanRunTwice) {
+  const fs::path dir = testing::scratch_dir();
+  for (int run = 0; run < 2; ++run) {
+    const testing::CliResult r = run_cli("lesson run 11 --no-viz --knob devices=2 --out " + quoted(dir));
+    ASSERT_EQ(r.exit_code, 0) << "run " << run << ": " << r.output;
+    EXPECT_NE(r.output.find("answer: 2 checkpoints"), std::string::npos) << r.output;
+  }
+  const fs::path ckpt = dir / "11-checkpoints.scratch" / "ckpt";
+  EXPECT_TRUE(fs::exists(ckpt / "checkpoint-00000004.safetensors"));
+}
+
 // docs/lessons.md's complete example is a lesson that passes the check, so the doc cannot drift.
 TEST(LessonDocs, TheCompleteExampleIsAWorkingLesson) {
   const std::string doc = testing::read_file(fs::path(DPSCOPE_SOURCE_DIR) / "docs" / "lessons.md");

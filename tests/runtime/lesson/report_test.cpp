@@ -72,6 +72,17 @@ TEST(LessonReport, OneProblemLinePerItemNamingLessonAndItem) {
                 "(count(rank=9))"}));
 }
 
+TEST(LessonReport, AChapterThatStartsBeforeThePreviousOneIsAProblem) {
+  Lesson l = sample_lesson();
+  l.chapters = {chapter("All-gather", {{"name", "ring all-gather"}}),
+                chapter("Reduce-scatter", {{"type", "transfer"}, {"rank", 1}}),
+                chapter("Same time", {{"type", "transfer"}, {"rank", 0}})};
+  l.questions.clear();
+  EXPECT_EQ(evaluate_lesson(l, testing::hand_trace()).problems,
+            (std::vector<std::string>{
+                "09-sample: chapter 2 'Reduce-scatter': fires at 100 ns, before chapter 1 (200 ns)"}));
+}
+
 TEST(LessonReport, FormatAnswerUsesSignificantDigits) {
   EXPECT_EQ(format_answer(2000.0), "2000");
   EXPECT_EQ(format_answer(0.2), "0.2");

@@ -29,7 +29,8 @@ struct LessonReport {
   std::vector<ChapterResult> chapters;    // one per lesson chapter, same order
   std::vector<QuestionResult> questions;  // one per lesson question, same order
   // One line per problem, naming the lesson and the item: "04-ddp: chapter 2 'The ring': trigger
-  // { type = "transfer" } never fires", "04-ddp: question 1: answer cannot be computed: ...".
+  // { type = "transfer" } never fires", "04-ddp: chapter 3 'Sum': fires at 1.000 us, before chapter
+  // 2 (2.000 us)", "04-ddp: question 1: answer cannot be computed: ...".
   std::vector<std::string> problems;
 };
 
