@@ -5,6 +5,7 @@
 #     base          error.hpp, checked arithmetic: depends on nothing of ours
 #     trace_format  the trace contract: schema (enums, event names, payloads, header), reader,
 #                   stats, Chrome export; what the visualizer links
+#     lesson        lesson files (TOML), triggers and answer expressions evaluated on a trace
 #     core          devices, streams, events, tensors, presets, timing model, the TraceSink interface
 #     kernels       every numeric op, dispatched by device kind
 #     trace         the recorder (implements core's TraceSink, writes the trace_format)
@@ -20,7 +21,7 @@
 # <root> is a source tree with runtime/ and visualizer/ (the test also runs it on a fixture tree
 # holding one upward include, and expects it to fail).
 
-set(DPSCOPE_RUNTIME_LAYERS base trace_format core kernels trace io data nn optim comm parallel train cli)
+set(DPSCOPE_RUNTIME_LAYERS base trace_format lesson core kernels trace io data nn optim comm parallel train cli)
 
 # The rank of `layer` in DPSCOPE_RUNTIME_LAYERS, or -1.
 function(_dpscope_layer_rank layer out)

@@ -12,5 +12,6 @@ void register_trace(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_sampler(CLI::App& app);
 void register_presets(CLI::App& app);
+void register_lesson(CLI::App& app);
 
 }  // namespace dpscope::cli

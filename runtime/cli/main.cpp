@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   dpscope::cli::register_sampler(app);
   dpscope::cli::register_trace(app);
   dpscope::cli::register_presets(app);
+  dpscope::cli::register_lesson(app);
   try {
     if (const std::string unknown = unknown_command_message(app, argc, argv); !unknown.empty()) {
       std::fprintf(stderr, "dpscope: error: %s\n", unknown.c_str());

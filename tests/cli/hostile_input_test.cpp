@@ -219,6 +219,26 @@ std::vector<Case> hostile_cases() {
       {"FreshRunInAnotherRunsDirectory", kTrain + " --steps 1 --checkpoint-dir {dir}/ckpt", 2,
        "already holds checkpoints of another run",
        [](const fs::path& d, const Fixtures& fx) { fs::copy(fx.checkpoints, d / "ckpt"); }},
+      // ---- lessons ----
+      {"LessonWithoutSubcommand", "lesson", 2, "lesson needs a subcommand: list, run ID"},
+      {"LessonUnknownId", "lesson run 99 --no-viz", 2, "no lesson '99' in"},
+      {"LessonKnobOutOfRange", "lesson run 01-one-gpu --no-viz --out {dir} --knob batch=100", 2,
+       "--batch must be a number from 64 to 1024 in steps of 64, got '100'"},
+      {"LessonKnobNotFlagEqualsValue", "lesson run 01-one-gpu --no-viz --knob batch", 2,
+       "--knob 'batch': expected FLAG=VALUE"},
+      {"LessonUnknownKnob", "lesson run 01-one-gpu --no-viz --out {dir} --knob lr=1", 2,
+       "lesson 01-one-gpu has no knob lr"},
+      {"LessonsDirMissing", "lesson list --lessons-dir {dir}/missing", 2, "does not exist"},
+      {"LessonFileMalformed", "lesson run 01 --no-viz --lessons-dir {dir}", 2,
+       "01-bad.toml:2: unknown key 'titel'",
+       [](const fs::path& d, const Fixtures&) {
+         write_file(d / "01-bad.toml", "id = \"01-bad\"\ntitel = \"x\"\n");
+       }},
+      {"LessonCheckFindsAMalformedFile", "lesson check --lessons-dir {dir}", 1,
+       "lesson check: 1 problem(s) in 1 of 1 lesson(s)",
+       [](const fs::path& d, const Fixtures&) {
+         write_file(d / "01-bad.toml", "id = \"01-bad\"\ntitel = \"x\"\n");
+       }},
   };
 }
 

@@ -1,0 +1,388 @@
+// `dpscope lesson`: the lessons in lessons/ (docs/lessons.md).
+//   dpscope lesson list                          id, title and minutes of every lesson
+//   dpscope lesson run ID [--out DIR] [--knob FLAG=VALUE ...] [--no-viz]
+//                                                runs the scenario in-process with a trace, prints the
+//                                                chapters' trigger times and the computed answers, and
+//                                                opens dpscope-viz on the trace when a display is there
+//   dpscope lesson check [ID] [--out DIR]        runs every lesson (or one) headlessly: exit 1 with one
+//                                                line per problem (a trigger that never fires, an answer
+//                                                that cannot be computed, a snippet that is not Python)
+//   dpscope lesson handout ID OUT                writes OUT/ID.md (narration, questions, answers, code)
+// Every subcommand takes --lessons-dir DIR; by default lessons are found next to the assets (the
+// presets' lookup, core/preset.hpp asset_dir()). The scenario runs through the same `train` and
+// `bench` commands as on the command line (registered on a private CLI11 app), so a lesson's run
+// is exactly the command it shows.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "dpscope/base/error.hpp"
+#include "dpscope/core/preset.hpp"
+#include "dpscope/lesson/lesson.hpp"
+#include "dpscope/lesson/report.hpp"
+#include "dpscope/trace_format/reader.hpp"
+
+extern char** environ;
+
+namespace dpscope::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct LessonArgs {
+  std::string lessons_dir;
+  std::string id;
+  std::string out;
+  std::vector<std::string> knobs;  // FLAG=VALUE
+  bool no_viz = false;
+};
+
+fs::path lessons_dir(const LessonArgs& args) {
+  if (!args.lessons_dir.empty()) return args.lessons_dir;
+  std::error_code ec;
+  const fs::path assets = asset_dir();
+  for (const fs::path& dir : {assets / "lessons", assets / ".." / "lessons"})
+    if (fs::is_directory(dir, ec)) return dir.lexically_normal();
+  throw Error(ErrorKind::kIo,
+              fmt::format("no lessons found next to the assets ({}/lessons or {}/../lessons); "
+                          "give --lessons-dir DIR",
+                          assets.string(), assets.string()));
+}
+
+// True when `text` is a non-empty run of digits.
+bool all_digits(const std::string& text) {
+  return !text.empty() && text.size() < 10 && text.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// The lesson whose id is `id`, or whose number is ("4" and "04" find "04-ddp").
+lesson::Lesson find_lesson(const fs::path& dir, const std::string& id) {
+  std::vector<std::string> ids;
+  for (const fs::path& file : lesson::lesson_files(dir)) {
+    const std::string stem = file.stem().string();
+    const std::string number = stem.substr(0, stem.find('-'));
+    if (stem == id || (all_digits(id) && all_digits(number) && std::stoi(id) == std::stoi(number)))
+      return lesson::load_lesson(file);
+    ids.push_back(stem);
+  }
+  throw Error(ErrorKind::kUsage, fmt::format("no lesson '{}' in {} (lessons: {})", id, dir.string(),
+                                             ids.empty() ? "none" : fmt::format("{}", fmt::join(ids, ", "))));
+}
+
+std::map<std::string, std::string> parse_knobs(const std::vector<std::string>& knobs) {
+  std::map<std::string, std::string> values;
+  for (const std::string& k : knobs) {
+    const size_t eq = k.find('=');
+    DPS_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < k.size(), ErrorKind::kUsage,
+              "--knob '{}': expected FLAG=VALUE, e.g. --knob devices=8", k);
+    values[k.substr(0, eq)] = k.substr(eq + 1);
+  }
+  return values;
+}
+
+// Sends stdout to /dev/null while it lives (the scenario's own progress and summary, for `check`
+// and `handout`, which print one line per lesson instead).
+class QuietStdout {
+ public:
+  explicit QuietStdout(bool quiet) {
+    if (!quiet) return;
+    std::fflush(stdout);
+    saved_ = dup(STDOUT_FILENO);
+    const int null = open("/dev/null", O_WRONLY);
+    if (saved_ < 0 || null < 0 || dup2(null, STDOUT_FILENO) < 0) {
+      if (null >= 0) close(null);
+      restore();
+      return;
+    }
+    close(null);
+  }
+  ~QuietStdout() { restore(); }
+  QuietStdout(const QuietStdout&) = delete;
+  QuietStdout& operator=(const QuietStdout&) = delete;
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stdout);
+    dup2(saved_, STDOUT_FILENO);
+    close(saved_);
+    saved_ = -1;
+  }
+  int saved_ = -1;
+};
+
+// Runs `args` (a `train` or `bench` command line) in-process with --trace `trace`.
+void run_scenario(const std::vector<std::string>& args, const fs::path& trace, bool quiet) {
+  CLI::App app{"dpscope lesson scenario", "dpscope"};
+  app.require_subcommand(1);
+  register_train(app);
+  register_bench(app);
+  std::vector<std::string> argv_text = {"dpscope"};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  argv_text.push_back("--trace");
+  argv_text.push_back(trace.string());
+  std::vector<const char*> argv;
+  for (const std::string& a : argv_text) argv.push_back(a.c_str());
+  QuietStdout quiet_stdout(quiet);
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    throw Error(ErrorKind::kFormat, fmt::format("the scenario's command line is wrong: {}", e.what()));
+  }
+}
+
+struct LessonRun {
+  fs::path trace;
+  std::vector<std::string> args;
+  trace::TraceData data;
+  lesson::LessonReport report;
+  double wall_seconds = 0.0;
+};
+
+LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
+                     const std::map<std::string, std::string>& knobs, bool quiet) {
+  LessonRun run;
+  run.args = lesson::scenario_args(lesson, knobs);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  DPS_CHECK(fs::is_directory(out_dir, ec), ErrorKind::kIo, "cannot create the output directory {}",
+            out_dir.string());
+  run.trace = out_dir / (lesson.id + ".trace.jsonl");
+  // `{scratch}` in the scenario (e.g. --checkpoint-dir {scratch}/ckpt) names a directory of the
+  // lesson's own, emptied before every run so that a rerun starts like the first one.
+  const fs::path scratch = out_dir / (lesson.id + ".scratch");
+  bool uses_scratch = false;
+  for (std::string& arg : run.args)
+    for (size_t at = arg.find("{scratch}"); at != std::string::npos; at = arg.find("{scratch}", at)) {
+      arg.replace(at, 9, scratch.string());
+      uses_scratch = true;
+    }
+  if (uses_scratch) {
+    fs::remove_all(scratch, ec);
+    fs::create_directories(scratch, ec);
+    DPS_CHECK(fs::is_directory(scratch, ec), ErrorKind::kIo,
+              "cannot create the lesson's scratch directory {}", scratch.string());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  run_scenario(run.args, run.trace, quiet);
+  run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.data = trace::read_trace(run.trace);
+  run.report = lesson::evaluate_lesson(lesson, run.data);
+  return run;
+}
+
+// `program` found on PATH, or "" when it is not there.
+std::string find_on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+  }
+  return "";
+}
+
+// Starts `argv` with stdout and stderr sent to `log` (or left alone when empty); returns its pid.
+pid_t spawn(const std::vector<std::string>& argv, const fs::path& log) {
+  std::vector<char*> c_argv;
+  for (const std::string& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+  c_argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!log.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  }
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, c_argv[0], &actions, nullptr, c_argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
+}
+
+// Checks that `lesson`'s snippet compiles as Python. Returns "" when it does (or python3 is
+// absent: `skipped` is set), else the problem line.
+std::string check_snippet(const lesson::Lesson& lesson, const fs::path& dir, bool& skipped) {
+  const std::string python = find_on_path("python3");
+  skipped = python.empty();
+  if (skipped) return "";
+  const fs::path file = dir / (lesson.id + "_snippet.py");
+  const fs::path log = dir / (lesson.id + "_snippet.log");
+  std::ofstream(file) << lesson.snippet;
+  const pid_t pid = spawn({python, "-m", "py_compile", file.string()}, log);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid)
+    return fmt::format("{}: snippet: could not run {} -m py_compile", lesson.id, python);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  // py_compile prints the SyntaxError last: keep its last non-empty line.
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t") != std::string::npos) last = line.substr(line.find_first_not_of(" \t"));
+  return fmt::format("{}: snippet does not compile as Python: {}", lesson.id,
+                     last.empty() ? "py_compile failed" : last);
+}
+
+// The directory of the running `dpscope` (dpscope-viz is built and installed beside it).
+fs::path executable_dir() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path(ec) : self.parent_path();
+}
+
+// Opens dpscope-viz on `trace` when a display is present; says what it did.
+void open_viewer(const fs::path& trace) {
+  const char* x11 = std::getenv("DISPLAY");
+  const char* wayland = std::getenv("WAYLAND_DISPLAY");
+  const std::string viz = (executable_dir() / "dpscope-viz").string();
+  if ((!x11 || !*x11) && (!wayland || !*wayland)) {
+    fmt::print("\nno display: watch it later with  dpscope-viz {}\n", trace.string());
+    return;
+  }
+  if (access(viz.c_str(), X_OK) != 0) {
+    fmt::print("\ndpscope-viz is not built next to dpscope; watch the trace with  dpscope-viz {}\n",
+               trace.string());
+    return;
+  }
+  fmt::print("\nopening {} {}\n", viz, trace.string());
+  std::fflush(stdout);
+  DPS_CHECK(spawn({viz, trace.string()}, {}) > 0, ErrorKind::kIo, "could not start {}", viz);
+}
+
+void list_command(const LessonArgs& args) {
+  const fs::path dir = lessons_dir(args);
+  const std::vector<lesson::Lesson> lessons = lesson::load_lessons(dir);
+  for (const lesson::Lesson& l : lessons) fmt::print("{:<28} {:>3} min  {}\n", l.id, l.minutes, l.title);
+  fmt::print("{} lessons in {}; run one with  dpscope lesson run ID\n", lessons.size(), dir.string());
+}
+
+void run_command(const LessonArgs& args) {
+  const lesson::Lesson lesson = find_lesson(lessons_dir(args), args.id);
+  const fs::path out = args.out.empty() ? fs::path("out") / "lessons" / lesson.id : fs::path(args.out);
+  const LessonRun run = run_lesson(lesson, out, parse_knobs(args.knobs), /*quiet=*/false);
+  fmt::print("\n{}", lesson::format_report(lesson, run.report));
+  for (const std::string& problem : run.report.problems)
+    std::fprintf(stderr, "dpscope: %s\n", problem.c_str());
+  fmt::print("\ntrace: {}\n", run.trace.string());
+  if (!args.no_viz) open_viewer(run.trace);
+}
+
+void check_command(const LessonArgs& args) {
+  const fs::path dir = lessons_dir(args);
+  std::vector<fs::path> files;
+  if (args.id.empty()) {
+    files = lesson::lesson_files(dir);
+  } else {
+    files.push_back(find_lesson(dir, args.id).file);
+  }
+  const bool keep = !args.out.empty();
+  const fs::path out = keep ? fs::path(args.out)
+                            : fs::temp_directory_path() / fmt::format("dpscope-lesson-check-{}", getpid());
+  std::vector<std::string> problems;
+  size_t failed_lessons = 0;
+  bool python_skipped = false;
+  for (const fs::path& file : files) {
+    std::vector<std::string> lesson_problems;
+    std::string summary;
+    try {
+      const lesson::Lesson lesson = lesson::load_lesson(file);
+      const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
+      lesson_problems = run.report.problems;
+      bool skipped = false;
+      if (std::string p = check_snippet(lesson, out, skipped); !p.empty())
+        lesson_problems.push_back(std::move(p));
+      python_skipped = python_skipped || skipped;
+      summary = fmt::format("{} chapters, {} questions, trace made in {:.2f} s", lesson.chapters.size(),
+                            lesson.questions.size(), run.wall_seconds);
+    } catch (const Error& e) {
+      lesson_problems.push_back(fmt::format("{}: {}", file.stem().string(), e.what()));
+    }
+    fmt::print("{:<4} {:<28} {}\n", lesson_problems.empty() ? "ok" : "FAIL", file.stem().string(),
+               lesson_problems.empty() ? summary : fmt::format("{} problem(s)", lesson_problems.size()));
+    std::fflush(stdout);
+    for (const std::string& p : lesson_problems) std::fprintf(stderr, "dpscope: %s\n", p.c_str());
+    failed_lessons += lesson_problems.empty() ? 0 : 1;
+    problems.insert(problems.end(), lesson_problems.begin(), lesson_problems.end());
+  }
+  if (python_skipped) fmt::print("snippets not checked: python3 is not on PATH\n");
+  std::error_code ec;
+  if (!keep) fs::remove_all(out, ec);
+  DPS_CHECK(problems.empty(), ErrorKind::kInternal, "lesson check: {} problem(s) in {} of {} lesson(s)",
+            problems.size(), failed_lessons, files.size());
+  fmt::print("{} lesson(s) checked, all triggers fire and every answer is computed\n", files.size());
+}
+
+void handout_command(const LessonArgs& args) {
+  const lesson::Lesson lesson = find_lesson(lessons_dir(args), args.id);
+  const fs::path out = args.out;
+  const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
+  for (const std::string& problem : run.report.problems)
+    std::fprintf(stderr, "dpscope: %s\n", problem.c_str());
+  const fs::path page = out / (lesson.id + ".md");
+  std::ofstream file(page, std::ios::binary | std::ios::trunc);
+  file << lesson::handout_markdown(lesson, run.args, run.report, run.trace.filename().string());
+  file.close();
+  DPS_CHECK(file.good(), ErrorKind::kIo, "cannot write {}", page.string());
+  fmt::print("handout: {} (trace {})\n", page.string(), run.trace.string());
+}
+
+}  // namespace
+
+void register_lesson(CLI::App& app) {
+  auto args = std::make_shared<LessonArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("lesson", "interactive lessons: list, run, check, handout (docs/lessons.md)");
+  // One line naming the subcommands instead of CLI11's "A subcommand is required".
+  cmd->require_subcommand(0, 1);
+  cmd->callback([cmd] {
+    DPS_CHECK(!cmd->get_subcommands().empty(), ErrorKind::kUsage,
+              "lesson needs a subcommand: list, run ID, check [ID] or handout ID OUT");
+  });
+  auto add_dir = [&](CLI::App* sub) {
+    sub->add_option("--lessons-dir", args->lessons_dir,
+                    "where the lesson files are (default: next to the assets)");
+  };
+
+  CLI::App* list = cmd->add_subcommand("list", "list the lessons: id, minutes, title");
+  add_dir(list);
+  list->callback([args] { list_command(*args); });
+
+  CLI::App* run =
+      cmd->add_subcommand("run", "run a lesson's scenario, print its chapters and answers, open the viewer");
+  run->add_option("id", args->id, "lesson id (04-ddp) or number (4)")->required();
+  run->add_option("--out", args->out, "directory for the trace (default out/lessons/ID)");
+  run->add_option("--knob", args->knobs, "turn a knob: FLAG=VALUE, e.g. --knob devices=8 (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  run->add_flag("--no-viz", args->no_viz, "do not open dpscope-viz");
+  add_dir(run);
+  run->callback([args] { run_command(*args); });
+
+  CLI::App* check = cmd->add_subcommand("check", "run every lesson (or one) headlessly; exit 1 on a problem");
+  check->add_option("id", args->id, "only this lesson");
+  check->add_option("--out", args->out, "keep the traces there (default: a temporary directory, removed)");
+  add_dir(check);
+  check->callback([args] { check_command(*args); });
+
+  CLI::App* handout = cmd->add_subcommand("handout", "write OUT/ID.md: narration, questions, answers, code");
+  handout->add_option("id", args->id, "lesson id or number")->required();
+  handout->add_option("out", args->out, "output directory (made when missing)")->required();
+  add_dir(handout);
+  handout->callback([args] { handout_command(*args); });
+}
+
+}  // namespace dpscope::cli

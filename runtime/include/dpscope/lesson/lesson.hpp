@@ -1,0 +1,90 @@
+// A lesson: one TOML file in lessons/ (docs/lessons.md has the format and a complete example).
+//
+// A lesson names the run it watches (`[scenario]`, a `dpscope train` or `dpscope bench` command
+// line on simulated GPUs), the knobs a student may turn, the equivalent PyTorch snippet, chapters
+// that start when a trace event happens (`trigger`, an EventFilter) and predict-then-reveal
+// questions whose answers are Expressions computed from the trace. load_lesson() checks all of it
+// (keys, types, ranges, filters, expressions) and reports the first problem as one line naming
+// "FILE:LINE" and the key. Used by `dpscope lesson` (runtime/cli/lesson_cmd.cpp) and, later, the
+// visualizer's lesson mode; the engine that evaluates a lesson on a trace is lesson/report.hpp.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dpscope/lesson/expression.hpp"
+#include "dpscope/lesson/filter.hpp"
+
+namespace dpscope::lesson {
+
+// A value a student may change: numeric (min, max, step) or one of `choices`. The scenario runs
+// with every knob at its value (the default unless turned), as `FLAG VALUE` appended to its args;
+// a choice "none" leaves the flag out, and a switch knob (`choices = ["off", "on"]` with a flag
+// taking no value) gives the bare flag for "on".
+struct Knob {
+  std::string flag;   // "--devices"
+  std::string label;  // "GPUs"
+  bool numeric = false;
+  double min = 0.0, max = 0.0, step = 1.0;  // numeric knobs
+  std::vector<std::string> choices;         // choice knobs
+  bool is_switch = false;                   // `switch = true`: "on" adds the bare flag
+  std::string default_value;                // as written on the command line ("4", "ring")
+
+  // Returns "" when `value` is allowed, else the reason ("--devices must be an integer from 1 to 8
+  // in steps of 1, got 9").
+  std::string check(const std::string& value) const;
+};
+
+struct Chapter {
+  std::string title;
+  EventFilter trigger;  // nth defaults to 1
+  std::string narration;
+  int snippet_line = 0;  // 1-based line of the snippet to highlight
+};
+
+struct Question {
+  int chapter = 1;  // 1-based: the chapter during which it is asked
+  std::string prompt;
+  Expression answer;
+  std::string unit;         // "bytes", "us", "" for a count
+  double tolerance = 0.01;  // relative: an answer within 1 % is right by default
+  std::string explain;      // shown after the reveal (optional)
+};
+
+struct Lesson {
+  std::filesystem::path file;
+  std::string id;  // "04-ddp": the file's stem
+  std::string title;
+  std::vector<std::string> goals;
+  int minutes = 0;
+  std::vector<std::string> scenario;  // ["train", "--mode", "ddp", ...] without --trace
+  std::vector<Knob> knobs;
+  std::string snippet;  // PyTorch code
+  std::vector<Chapter> chapters;
+  std::vector<Question> questions;
+
+  const Knob* find_knob(std::string_view flag) const;  // "--devices" or "devices"; nullptr if none
+  int snippet_lines() const;
+};
+
+// Reads and checks one lesson file. Throws Error(kIo) when it cannot be read, Error(kFormat)
+// "FILE:LINE: what" for anything malformed (TOML syntax, unknown or missing key, bad type, a value
+// out of range, a bad trigger, an answer that does not parse: "... question 2: answer column 7: ...").
+Lesson load_lesson(const std::filesystem::path& file);
+
+// The lesson files in `dir` (*.toml), sorted by name. Throws Error(kIo) when `dir` is not a directory.
+std::vector<std::filesystem::path> lesson_files(const std::filesystem::path& dir);
+
+// Loads every lesson in `dir`, sorted by id. Throws on the first malformed one.
+std::vector<Lesson> load_lessons(const std::filesystem::path& dir);
+
+// The scenario's command line with every knob at its value: `overrides` maps a knob's flag
+// ("--devices" or "devices") to a value. Throws Error(kUsage) for a flag that is no knob of the
+// lesson or a value out of its range, naming both.
+std::vector<std::string> scenario_args(const Lesson& lesson,
+                                       const std::map<std::string, std::string>& overrides = {});
+
+}  // namespace dpscope::lesson

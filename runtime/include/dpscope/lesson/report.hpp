@@ -1,0 +1,52 @@
+// The lesson engine: a lesson evaluated on the trace of its scenario — when each chapter starts and
+// what each question's answer is — and the texts made from that (the `dpscope lesson run` listing
+// and the `dpscope lesson handout` Markdown page). Used by runtime/cli/lesson_cmd.cpp and, later,
+// the visualizer's lesson mode (which pauses the player at each chapter's time).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dpscope/lesson/lesson.hpp"
+
+namespace dpscope::lesson {
+
+struct ChapterResult {
+  // When the trigger fires: the matching event's start, from the trace's first event (ns);
+  // nullopt when it never fires.
+  std::optional<int64_t> time_ns;
+};
+
+struct QuestionResult {
+  std::optional<double> value;  // nullopt when it cannot be computed
+  std::string problem;          // why not ("cannot be computed: count(...) matches no event")
+};
+
+struct LessonReport {
+  std::vector<ChapterResult> chapters;    // one per lesson chapter, same order
+  std::vector<QuestionResult> questions;  // one per lesson question, same order
+  // One line per problem, naming the lesson and the item: "04-ddp: chapter 2 'The ring': trigger
+  // { type = "transfer" } never fires", "04-ddp: chapter 3 'Sum': fires at 1.000 us, before chapter
+  // 2 (2.000 us)", "04-ddp: question 1: answer cannot be computed: ...".
+  std::vector<std::string> problems;
+};
+
+LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data);
+
+// An answer in significant digits: integers as integers, else about four significant digits.
+std::string format_answer(double value);
+
+// What `dpscope lesson run` prints after the run: the chapters with their trigger times, the
+// questions with their answers.
+std::string format_report(const Lesson& lesson, const LessonReport& report);
+
+// The handout page: title, goals, the scenario's command line, every chapter (title, time,
+// narration, its questions), the PyTorch snippet, and the answers in a section of their own.
+// `trace_name` is the trace file the page refers to (for dpscope-viz).
+std::string handout_markdown(const Lesson& lesson, const std::vector<std::string>& args,
+                             const LessonReport& report, std::string_view trace_name);
+
+}  // namespace dpscope::lesson

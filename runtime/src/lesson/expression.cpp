@@ -1,0 +1,397 @@
+// Answer expressions (lesson/expression.hpp): a recursive-descent parser over characters (filter
+// values are words like `before_reduce` or `all_reduce*`, so there is no separate lexer) and an
+// evaluator over a loaded trace.
+//
+// Grammar:
+//   expr      := term (('+' | '-') term)*
+//   term      := unary (('*' | '/') unary)*
+//   unary     := '-' unary | primary
+//   primary   := number | '(' expr ')' | header | aggregate
+//   aggregate := ('count' | 'span') '(' filter ')' | fn '(' field [',' filter] ')'
+//   filter    := [key '=' value (',' key '=' value)*]
+//   value     := integer | '"' chars '"' | word (letters, digits and _ - . * :)
+#include "dpscope/lesson/expression.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <variant>
+#include <vector>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/lesson/filter.hpp"
+
+namespace dpscope::lesson {
+namespace detail {
+
+struct Number {
+  double value = 0.0;
+};
+struct HeaderValue {
+  std::string name;
+};
+struct Negate {
+  std::shared_ptr<const Node> operand;
+};
+struct Binary {
+  char op = '+';
+  std::shared_ptr<const Node> lhs, rhs;
+};
+struct Aggregate {
+  std::string function;  // count, sum, ...
+  std::string field;     // "" for count and span
+  EventFilter filter;
+};
+struct Node {
+  std::variant<Number, HeaderValue, Negate, Binary, Aggregate> value;
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+bool contains(const auto& names, std::string_view word) {
+  return std::find(std::begin(names), std::end(names), word) != std::end(names);
+}
+
+std::string joined(const auto& names) { return fmt::format("{}", fmt::join(names, ", ")); }
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text) {}
+
+  NodePtr parse() {
+    NodePtr root = expr();
+    skip_space();
+    if (pos_ < text_.size()) fail(fmt::format("unexpected '{}'", text_[pos_]));
+    return root;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& reason) const { fail_at(pos_, reason); }
+  [[noreturn]] void fail_at(size_t pos, const std::string& reason) const {
+    throw Error(ErrorKind::kFormat, fmt::format("column {}: {}", pos + 1, reason));
+  }
+
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool accept(char c) {
+    skip_space();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c, std::string_view what) {
+    if (!accept(c))
+      fail(pos_ < text_.size() ? fmt::format("expected {}, got '{}'", what, text_[pos_])
+                               : fmt::format("expected {} at the end", what));
+  }
+  static NodePtr make(auto value) { return std::make_shared<const Node>(Node{std::move(value)}); }
+
+  NodePtr expr() {
+    NodePtr lhs = term();
+    for (;;) {
+      if (accept('+')) {
+        lhs = make(detail::Binary{'+', lhs, term()});
+      } else if (accept('-')) {
+        lhs = make(detail::Binary{'-', lhs, term()});
+      } else {
+        return lhs;
+      }
+    }
+  }
+
+  NodePtr term() {
+    NodePtr lhs = unary();
+    for (;;) {
+      if (accept('*')) {
+        lhs = make(detail::Binary{'*', lhs, unary()});
+      } else if (accept('/')) {
+        lhs = make(detail::Binary{'/', lhs, unary()});
+      } else {
+        return lhs;
+      }
+    }
+  }
+
+  NodePtr unary() {
+    if (accept('-')) return make(detail::Negate{unary()});
+    return primary();
+  }
+
+  NodePtr primary() {
+    skip_space();
+    if (pos_ >= text_.size()) fail("expected a number, a name or '(' at the end");
+    const char c = text_[pos_];
+    if (accept('(')) {
+      NodePtr inner = expr();
+      expect(')', "')'");
+      return inner;
+    }
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') return make(detail::Number{number()});
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      const size_t start = pos_;
+      const std::string name = identifier();
+      if (accept('(')) return aggregate(name, start);
+      if (contains(kHeaderValues, name)) return make(detail::HeaderValue{name});
+      if (contains(kAggregates, name))
+        fail_at(start, fmt::format("'{}' needs its arguments: {}(...)", name, name));
+      fail_at(start, fmt::format("unknown name '{}' (header values: {}; functions: {})", name,
+                                 joined(kHeaderValues), joined(kAggregates)));
+    }
+    fail(fmt::format("unexpected '{}'", c));
+  }
+
+  double number() {
+    const size_t start = pos_;
+    while (pos_ < text_.size() && (std::isdigit(static_cast<unsigned char>(text_[pos_])) ||
+                                   text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E' ||
+                                   ((text_[pos_] == '-' || text_[pos_] == '+') && pos_ > start &&
+                                    (text_[pos_ - 1] == 'e' || text_[pos_ - 1] == 'E'))))
+      ++pos_;
+    double value = 0.0;
+    const auto [end, error] = std::from_chars(text_.data() + start, text_.data() + pos_, value);
+    if (error != std::errc() || end != text_.data() + pos_)
+      fail_at(start, fmt::format("'{}' is not a number", text_.substr(start, pos_ - start)));
+    return value;
+  }
+
+  std::string identifier() {
+    const size_t start = pos_;
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
+      ++pos_;
+    return std::string(text_.substr(start, pos_ - start));
+  }
+
+  NodePtr aggregate(const std::string& function, size_t start) {
+    if (!contains(kAggregates, function))
+      fail_at(start,
+              fmt::format("unknown function '{}' (expected one of: {})", function, joined(kAggregates)));
+    detail::Aggregate node;
+    node.function = function;
+    const bool takes_field = function != "count" && function != "span";
+    if (takes_field) {
+      skip_space();
+      const size_t field_at = pos_;
+      node.field = identifier();
+      if (node.field.empty())
+        fail(fmt::format("{}() needs a field first, e.g. {}(bytes, ...)", function, function));
+      if (!contains(kFields, node.field))
+        fail_at(field_at,
+                fmt::format("unknown field '{}' (expected one of: {})", node.field, joined(kFields)));
+      if (accept(')')) return make(std::move(node));
+      expect(',', "',' or ')'");
+    }
+    skip_space();
+    const size_t filter_at = pos_;
+    if (!accept(')')) {
+      do {
+        filter_item(node.filter);
+      } while (accept(','));
+      expect(')', "',' or ')'");
+    }
+    node.filter.text = std::string(text_.substr(filter_at, pos_ - 1 - filter_at));
+    return make(std::move(node));
+  }
+
+  void filter_item(EventFilter& filter) {
+    skip_space();
+    const size_t key_at = pos_;
+    const std::string key = identifier();
+    if (key.empty()) fail("expected a filter key (type, name, rank, ...)");
+    expect('=', fmt::format("'=' after '{}'", key));
+    skip_space();
+    const size_t value_at = pos_;
+    const FilterValue value = filter_value();
+    const std::string problem = set_filter_key(filter, key, value);
+    if (!problem.empty()) fail_at(problem.starts_with("unknown key") ? key_at : value_at, problem);
+  }
+
+  FilterValue filter_value() {
+    if (pos_ < text_.size() && text_[pos_] == '"') {
+      const size_t close = text_.find('"', pos_ + 1);
+      if (close == std::string_view::npos) fail("unterminated string");
+      std::string value(text_.substr(pos_ + 1, close - pos_ - 1));
+      pos_ = close + 1;
+      return value;
+    }
+    const size_t start = pos_;
+    auto word_char = [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '*' ||
+             c == ':';
+    };
+    while (pos_ < text_.size() && word_char(text_[pos_])) ++pos_;
+    const std::string_view word = text_.substr(start, pos_ - start);
+    if (word.empty()) fail("expected a value after '='");
+    int64_t integer = 0;
+    const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), integer);
+    if (error == std::errc() && end == word.data() + word.size()) return integer;
+    return std::string(word);
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+// ---- evaluation ----
+
+[[noreturn]] void cannot(const std::string& reason) {
+  throw Error(ErrorKind::kInvalidArgument, fmt::format("cannot be computed: {}", reason));
+}
+
+std::optional<double> counter_value(const trace::TraceData& data, const trace::Event& e,
+                                    std::string_view key) {
+  if (e.type != trace::EventType::kCounter || e.payload < 0) return std::nullopt;
+  for (const auto& [k, v] : data.counters[static_cast<size_t>(e.payload)].values)
+    if (key.empty() || data.str(k) == key) return v;
+  return std::nullopt;
+}
+
+std::optional<double> field_of(const trace::TraceData& data, const trace::Event& e, std::string_view field) {
+  using trace::EventType;
+  const bool timed = e.type == EventType::kSpan || e.type == EventType::kTransfer;
+  if (field == "bytes") {
+    if (e.type == EventType::kTransfer) return static_cast<double>(e.bytes);
+    return data.arg(e, trace_key::kBytes);
+  }
+  if (field == "dur_ns") return timed ? std::optional<double>(static_cast<double>(e.dur_ns)) : std::nullopt;
+  if (field == "dur_us")
+    return timed ? std::optional<double>(static_cast<double>(e.dur_ns) / 1e3) : std::nullopt;
+  if (field == "ts_ns") return static_cast<double>(e.ts_ns);
+  if (field == "ts_us") return static_cast<double>(e.ts_ns) / 1e3;
+  if (field == "end_ns") return static_cast<double>(e.end_ns());
+  if (field == "rank") return static_cast<double>(e.rank);
+  if (field == "step") return e.step >= 0 ? std::optional<double>(static_cast<double>(e.step)) : std::nullopt;
+  if (field == "algo_step")
+    return e.algo_step >= 0 ? std::optional<double>(static_cast<double>(e.algo_step)) : std::nullopt;
+  if (field == "chunk")
+    return e.chunk >= 0 ? std::optional<double>(static_cast<double>(e.chunk)) : std::nullopt;
+  if (field == "coll") {
+    if (e.type == EventType::kTransfer && e.coll >= 0) return static_cast<double>(e.coll);
+    return data.arg(e, trace_key::kColl);
+  }
+  if (field == "sample" || field == "samples") {  // a `samples` event: its first index, its count
+    if (e.type != EventType::kSamples || e.payload < 0) return std::nullopt;
+    const std::vector<int64_t>& indices = data.samples[static_cast<size_t>(e.payload)].indices;
+    if (field == "samples") return static_cast<double>(indices.size());
+    return indices.empty() ? std::nullopt : std::optional<double>(static_cast<double>(indices.front()));
+  }
+  if (field == "param") {
+    if (e.type == EventType::kValues && e.payload >= 0)
+      return static_cast<double>(data.values[static_cast<size_t>(e.payload)].param);
+    return data.arg(e, trace_key::kParam);
+  }
+  if (field == "value" || field == "norm") {
+    if (e.type == EventType::kValues && e.payload >= 0) {
+      const trace::ValueSample& sample = data.values[static_cast<size_t>(e.payload)];
+      if (field == "norm") return sample.norm;
+      if (!sample.values.empty()) return static_cast<double>(sample.values.front());
+      return std::nullopt;
+    }
+    return field == "value" ? counter_value(data, e, "") : std::nullopt;
+  }
+  return counter_value(data, e, field);  // loss, parameters, gradients, ...
+}
+
+double header_value(const trace::TraceData& data, const std::string& name) {
+  const TraceHeader& h = data.header;
+  if (name == "devices") {
+    const auto gpus = std::count_if(h.devices.begin(), h.devices.end(), [](const TraceDeviceInfo& d) {
+      return d.kind == "sim" || d.kind == "cuda" || d.kind == "cpu";
+    });
+    return static_cast<double>(gpus);
+  }
+  if (name == "params") return static_cast<double>(h.params.size());
+  if (name == "param_bytes") {
+    double bytes = 0.0;
+    for (const TraceParamInfo& p : h.params) bytes += static_cast<double>(p.bytes);
+    return bytes;
+  }
+  if (name == "buckets") return static_cast<double>(h.buckets.size());
+  // steps: training steps in the trace (the largest step + 1).
+  int64_t last = -1;
+  for (const trace::Event& e : data.events) last = std::max(last, e.step);
+  if (last < 0) cannot("the trace has no training step");
+  return static_cast<double>(last + 1);
+}
+
+double aggregate(const trace::TraceData& data, const detail::Aggregate& a) {
+  const std::vector<const trace::Event*> events = matching_events(data, a.filter);
+  const std::string where = a.filter.text.empty() ? "the trace" : fmt::format("'{}'", a.filter.text);
+  if (events.empty()) cannot(fmt::format("{}({}) matches no event", a.function, a.filter.text));
+  if (a.function == "count") return static_cast<double>(events.size());
+  if (a.function == "span") {
+    int64_t begin = events.front()->ts_ns, end = events.front()->end_ns();
+    for (const trace::Event* e : events) {
+      begin = std::min(begin, e->ts_ns);
+      end = std::max(end, e->end_ns());
+    }
+    return static_cast<double>(end - begin);
+  }
+  std::vector<double> values;
+  for (const trace::Event* e : events)
+    if (const std::optional<double> v = field_of(data, *e, a.field)) values.push_back(*v);
+  if (values.empty())
+    cannot(fmt::format("none of the {} events matching {} has a '{}'", events.size(), where, a.field));
+  if (a.function == "first") return values.front();  // events are in time order
+  if (a.function == "max") return *std::max_element(values.begin(), values.end());
+  if (a.function == "min") return *std::min_element(values.begin(), values.end());
+  double sum = 0.0;
+  for (double v : values) sum += v;
+  if (a.function == "sum") return sum;
+  return sum / static_cast<double>(values.size());  // mean
+}
+
+double evaluate_node(const trace::TraceData& data, const Node& node) {
+  return std::visit(
+      [&](const auto& n) -> double {
+        using T = std::decay_t<decltype(n)>;
+        if constexpr (std::is_same_v<T, detail::Number>) {
+          return n.value;
+        } else if constexpr (std::is_same_v<T, detail::HeaderValue>) {
+          return header_value(data, n.name);
+        } else if constexpr (std::is_same_v<T, detail::Negate>) {
+          return -evaluate_node(data, *n.operand);
+        } else if constexpr (std::is_same_v<T, detail::Binary>) {
+          const double lhs = evaluate_node(data, *n.lhs);
+          const double rhs = evaluate_node(data, *n.rhs);
+          switch (n.op) {
+            case '+': return lhs + rhs;
+            case '-': return lhs - rhs;
+            case '*': return lhs * rhs;
+            default:
+              if (rhs == 0.0) cannot("division by zero");
+              return lhs / rhs;
+          }
+        } else {
+          return aggregate(data, n);
+        }
+      },
+      node.value);
+}
+
+}  // namespace
+
+Expression Expression::parse(std::string_view text) {
+  Expression e;
+  e.text_ = std::string(text);
+  e.root_ = Parser(e.text_).parse();
+  return e;
+}
+
+double Expression::evaluate(const trace::TraceData& data) const {
+  DPS_ASSERT(root_ != nullptr, "evaluate() on a default-constructed Expression; use Expression::parse()");
+  return evaluate_node(data, *root_);
+}
+
+}  // namespace dpscope::lesson

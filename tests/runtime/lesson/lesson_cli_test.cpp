@@ -1,0 +1,224 @@
+// `dpscope lesson list|run|check|handout`, run as the built binary, and the shipped lessons
+// themselves: `LessonCheck.EveryShippedLessonPasses` is the suite's `dpscope lesson check` (every
+// trigger fires, every answer is computed, every snippet compiles as Python), and the DDP lesson's
+// claim that 4 GPUs beat 1 is measured.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "dpscope/lesson/expression.hpp"
+#include "dpscope/lesson/lesson.hpp"
+#include "lesson_test_util.hpp"
+
+namespace dpscope::lesson {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_cli;
+
+const fs::path kLessons = fs::path(DPSCOPE_SOURCE_DIR) / "lessons";
+
+std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+
+size_t count_lines_starting(const std::string& text, const std::string& prefix) {
+  size_t n = 0;
+  for (size_t at = 0; at < text.size();) {
+    if (text.compare(at, prefix.size(), prefix) == 0) ++n;
+    const size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  return n;
+}
+
+TEST(LessonCheck, EveryShippedLessonPasses) {
+  const size_t lessons = lesson_files(kLessons).size();
+  ASSERT_GE(lessons, 4u);
+  const testing::CliResult r = run_cli("lesson check --lessons-dir " + quoted(kLessons));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_lines_starting(r.output, "ok   "), lessons) << r.output;
+  EXPECT_NE(r.output.find(fmt::format(
+                "{} lesson(s) checked, all triggers fire and every answer is computed\n", lessons)),
+            std::string::npos)
+      << r.output;
+}
+
+// A lesson with one problem of each kind the check looks for.
+const char* kBrokenLesson = R"toml(id = "01-broken"
+title = "Broken"
+minutes = 1
+goals = ["fail"]
+snippet = '''
+def f(:
+    pass
+'''
+
+[scenario]
+args = ["train", "--mode", "single", "--model", "4-8-2", "--dataset", "blobs:32:4:2", "--batch", "8", "--steps", "1"]
+
+[[chapters]]
+title = "Never"
+trigger = { name = "checkpoint_saved" }
+snippet_line = 1
+narration = "Nothing."
+
+[[questions]]
+chapter = 1
+prompt = "How many?"
+answer = "count(type=transfer, rank=3)"
+unit = ""
+)toml";
+
+TEST(LessonCli, CheckFailsWithOneLinePerProblemNamingLessonAndItem) {
+  const fs::path dir = testing::scratch_dir();
+  testing::write_file(dir / "01-broken.toml", kBrokenLesson);
+  const testing::CliResult r = run_cli("lesson check --lessons-dir " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("FAIL 01-broken                    3 problem(s)\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(
+                "dpscope: 01-broken: chapter 1 'Never': trigger { name = 'checkpoint_saved' } never fires\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(
+      r.output.find("dpscope: 01-broken: question 1: answer cannot be computed: count(type=transfer, rank=3) "
+                    "matches no event (count(type=transfer, rank=3))\n"),
+      std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("dpscope: 01-broken: snippet does not compile as Python: SyntaxError"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("dpscope: error: lesson check: 3 problem(s) in 1 of 1 lesson(s)\n"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(LessonCli, ListShowsIdMinutesAndTitle) {
+  const testing::CliResult r = run_cli("lesson list --lessons-dir " + quoted(kLessons));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const Lesson first = load_lesson(lesson_files(kLessons).front());
+  EXPECT_TRUE(
+      r.output.starts_with(fmt::format("{:<28} {:>3} min  {}\n", first.id, first.minutes, first.title)))
+      << r.output;
+}
+
+TEST(LessonCli, RunPrintsChaptersAndAnswersAndWritesTheTrace) {
+  const fs::path dir = testing::scratch_dir();
+  const testing::CliResult r = run_cli("lesson run 5 --no-viz --knob devices=3 --out " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "05-ring-allreduce.trace.jsonl"));
+  // Three GPUs: 2 (N - 1) = 4 ring steps, N - 1 = 2 additions.
+  EXPECT_NE(r.output.find("== lesson 05-ring-allreduce: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("How many steps does the whole ring all-reduce take?\n      answer: 4 steps\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("answer: 2 additions\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("chapter 1 at 0 ns: "), std::string::npos) << r.output;
+}
+
+TEST(LessonCli, HandoutWritesTheMarkdownPage) {
+  const fs::path dir = testing::scratch_dir() / "handouts";
+  const testing::CliResult r = run_cli("lesson handout 01-one-gpu " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const std::string md = testing::read_file(dir / "01-one-gpu.md");
+  EXPECT_TRUE(md.starts_with("# Lesson 01-one-gpu: ")) << md.substr(0, 200);
+  EXPECT_NE(md.find("\n## Answers\n\n1. 524288 bytes"), std::string::npos) << md;
+  EXPECT_NE(md.find("```python\nimport torch\n"), std::string::npos);
+  EXPECT_EQ(r.output, fmt::format("handout: {} (trace {})\n", (dir / "01-one-gpu.md").string(),
+                                  (dir / "01-one-gpu.trace.jsonl").string()));
+}
+
+// `{scratch}` in a scenario is emptied before each run: lesson 11 writes checkpoints there, and a
+// second run into the same directory starts afresh instead of meeting the first run's checkpoints.
+TEST(LessonCli, ScratchDirectoryIsEmptiedSoALessonCanRunTwice) {
+  const fs::path dir = testing::scratch_dir();
+  for (int run = 0; run < 2; ++run) {
+    const testing::CliResult r = run_cli("lesson run 11 --no-viz --knob devices=2 --out " + quoted(dir));
+    ASSERT_EQ(r.exit_code, 0) << "run " << run << ": " << r.output;
+    EXPECT_NE(r.output.find("answer: 2 checkpoints"), std::string::npos) << r.output;
+  }
+  const fs::path ckpt = dir / "11-checkpoints.scratch" / "ckpt";
+  EXPECT_TRUE(fs::exists(ckpt / "checkpoint-00000004.safetensors"));
+}
+
+// docs/lessons.md's complete example is a lesson that passes the check, so the doc cannot drift.
+TEST(LessonDocs, TheCompleteExampleIsAWorkingLesson) {
+  const std::string doc = testing::read_file(fs::path(DPSCOPE_SOURCE_DIR) / "docs" / "lessons.md");
+  const size_t section = doc.find("## A complete example");
+  ASSERT_NE(section, std::string::npos);
+  const size_t begin = doc.find("```toml\n", section);
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = doc.find("```\n", begin + 8);
+  ASSERT_NE(end, std::string::npos);
+  const fs::path dir = testing::scratch_dir();
+  testing::write_file(dir / "09-ring-steps.toml", doc.substr(begin + 8, end - begin - 8));
+  const testing::CliResult r = run_cli("lesson check --lessons-dir " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ok   09-ring-steps                2 chapters, 2 questions"), std::string::npos)
+      << r.output;
+}
+
+// Lesson 4 says four GPUs with 512 samples each take less time per step than one GPU with all 2048;
+// lesson 3 says DataParallel on four GPUs does not.
+TEST(DdpLesson, FourGpusTakeLessTimePerStepThanOneWithTheSameGlobalBatchAndDataParallelDoesNot) {
+  const fs::path dir = testing::scratch_dir();
+  const Lesson ddp = load_lesson(kLessons / "04-ddp.toml");
+  const std::vector<std::string> args = scenario_args(ddp);
+  auto value_of = [&](const std::string& flag) {
+    const auto it = std::find(args.begin(), args.end(), flag);
+    return it != args.end() && it + 1 != args.end() ? *(it + 1) : std::string();
+  };
+  ASSERT_EQ(value_of("--mode"), "ddp");
+  ASSERT_EQ(value_of("--devices"), "4");
+  const int64_t global_batch = std::stoll(value_of("--batch")) * 4;
+
+  TrainConfig single;
+  single.mode = "single";
+  single.model = value_of("--model");
+  single.dataset = value_of("--dataset");
+  single.batch = global_batch;
+  single.steps = 2;
+  single.shuffle = false;
+  single.trace = (dir / "single.jsonl").string();
+  run_training(single);
+  const testing::CliResult r = run_cli("lesson run 04 --no-viz --out " + quoted(dir));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  const Expression step_us = Expression::parse("span(rank=0, step=1) / 1000");
+  const double single_us = step_us.evaluate(trace::read_trace(dir / "single.jsonl"));
+  const double ddp_us = step_us.evaluate(trace::read_trace(dir / "04-ddp.trace.jsonl"));
+  EXPECT_LT(ddp_us, single_us) << "DDP " << ddp_us << " us vs one GPU " << single_us << " us per step";
+
+  // Lesson 3 says DataParallel on four GPUs is no faster than one GPU on the same batch.
+  const Lesson dp = load_lesson(kLessons / "03-why-dp-is-slow.toml");
+  const std::vector<std::string> dp_args = scenario_args(dp);
+  const auto batch = std::find(dp_args.begin(), dp_args.end(), "--batch");
+  ASSERT_NE(batch, dp_args.end());
+  ASSERT_EQ(std::stoll(*(batch + 1)), global_batch);
+  const testing::CliResult dp_run = run_cli("lesson run 03 --no-viz --out " + quoted(dir));
+  ASSERT_EQ(dp_run.exit_code, 0) << dp_run.output;
+  const double dp_us = Expression::parse("span(step=1) / 1000")
+                           .evaluate(trace::read_trace(dir / "03-why-dp-is-slow.trace.jsonl"));
+  EXPECT_GE(dp_us, single_us) << "DataParallel " << dp_us << " us vs one GPU " << single_us << " us per step";
+}
+
+// Lesson 7 says larger buckets leave more communication exposed after backward and lengthen the step.
+TEST(BucketLesson, LargerBucketsLeaveMoreExposedAndMakeTheStepLonger) {
+  const fs::path dir = testing::scratch_dir();
+  const Expression exposed_us = Expression::parse(
+      "(max(ts_ns, name=bucket_done, rank=0, step=1) - max(ts_ns, name=grad_ready, rank=0, step=1)) / 1000");
+  const Expression step_us = Expression::parse("span(rank=0, step=1) / 1000");
+  std::vector<std::pair<double, double>> runs;  // (exposed, step) for bucket_cap_mb 1, then 25
+  for (const char* mb : {"1", "25"}) {
+    const fs::path out = dir / mb;
+    const testing::CliResult r =
+        run_cli(fmt::format("lesson run 07 --no-viz --knob bucket-mb={} --out {}", mb, quoted(out)));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const trace::TraceData data = trace::read_trace(out / "07-buckets-overlap.trace.jsonl");
+    runs.emplace_back(exposed_us.evaluate(data), step_us.evaluate(data));
+  }
+  EXPECT_LT(runs[0].first, runs[1].first) << "exposed us at 1 MB vs 25 MB";
+  EXPECT_LT(runs[0].second, runs[1].second) << "step us at 1 MB vs 25 MB";
+}
+
+}  // namespace
+}  // namespace dpscope::lesson

@@ -1,0 +1,185 @@
+// The lesson engine (lesson/report.hpp) and knobs (lesson/lesson.hpp scenario_args): chapter
+// times, computed answers and problem lines on the hand-written trace; the handout page.
+#include "dpscope/lesson/report.hpp"
+
+#include <gtest/gtest.h>
+
+#include "dpscope/base/error.hpp"
+#include "lesson_test_util.hpp"
+
+namespace dpscope::lesson {
+namespace {
+
+Chapter chapter(const std::string& title, std::initializer_list<std::pair<std::string, FilterValue>> keys) {
+  Chapter c;
+  c.title = title;
+  c.narration = title + " narration.";
+  c.snippet_line = 1;
+  for (const auto& [key, value] : keys) EXPECT_EQ(set_filter_key(c.trigger, key, value), "");
+  c.trigger.nth = c.trigger.nth == 0 ? 1 : c.trigger.nth;
+  c.trigger.text = "{ ... }";
+  return c;
+}
+
+Question question(int chapter_number, const std::string& answer, const std::string& unit) {
+  Question q;
+  q.chapter = chapter_number;
+  q.prompt = "Q about " + answer + "?";
+  q.answer = Expression::parse(answer);
+  q.unit = unit;
+  return q;
+}
+
+Lesson sample_lesson() {
+  Lesson l;
+  l.id = "09-sample";
+  l.title = "A sample";
+  l.minutes = 5;
+  l.goals = {"see a ring"};
+  l.scenario = {"bench", "all_reduce", "--iters", "1"};
+  l.snippet = "import torch\n";
+  l.chapters = {chapter("Reduce-scatter", {{"type", "transfer"}, {"rank", 1}}),
+                chapter("All-gather", {{"name", "ring all-gather"}}),
+                chapter("Never", {{"name", "checkpoint_saved"}})};
+  l.questions = {question(1, "sum(bytes, type=transfer, rank=0)", "bytes"), question(2, "count(rank=9)", ""),
+                 question(2, "span(category=collective) / 1000", "us")};
+  return l;
+}
+
+TEST(LessonReport, ChapterTimesAreTheTriggersFromTheTraceStart) {
+  const LessonReport r = evaluate_lesson(sample_lesson(), testing::hand_trace());
+  ASSERT_EQ(r.chapters.size(), 3u);
+  EXPECT_EQ(r.chapters[0].time_ns, 100);  // rank 1's reduce-scatter transfer
+  EXPECT_EQ(r.chapters[1].time_ns, 200);
+  EXPECT_FALSE(r.chapters[2].time_ns.has_value());
+}
+
+TEST(LessonReport, AnswersAreComputedOrSayWhyNot) {
+  const LessonReport r = evaluate_lesson(sample_lesson(), testing::hand_trace());
+  ASSERT_EQ(r.questions.size(), 3u);
+  EXPECT_EQ(r.questions[0].value, 2000.0);
+  EXPECT_FALSE(r.questions[1].value.has_value());
+  EXPECT_EQ(r.questions[1].problem, "cannot be computed: count(rank=9) matches no event");
+  EXPECT_EQ(r.questions[2].value, 0.2);
+}
+
+TEST(LessonReport, OneProblemLinePerItemNamingLessonAndItem) {
+  const LessonReport r = evaluate_lesson(sample_lesson(), testing::hand_trace());
+  EXPECT_EQ(r.problems,
+            (std::vector<std::string>{
+                "09-sample: chapter 3 'Never': trigger { ... } never fires",
+                "09-sample: question 2: answer cannot be computed: count(rank=9) matches no event "
+                "(count(rank=9))"}));
+}
+
+TEST(LessonReport, AChapterThatStartsBeforeThePreviousOneIsAProblem) {
+  Lesson l = sample_lesson();
+  l.chapters = {chapter("All-gather", {{"name", "ring all-gather"}}),
+                chapter("Reduce-scatter", {{"type", "transfer"}, {"rank", 1}}),
+                chapter("Same time", {{"type", "transfer"}, {"rank", 0}})};
+  l.questions.clear();
+  EXPECT_EQ(evaluate_lesson(l, testing::hand_trace()).problems,
+            (std::vector<std::string>{
+                "09-sample: chapter 2 'Reduce-scatter': fires at 100 ns, before chapter 1 (200 ns)"}));
+}
+
+TEST(LessonReport, FormatAnswerUsesSignificantDigits) {
+  EXPECT_EQ(format_answer(2000.0), "2000");
+  EXPECT_EQ(format_answer(0.2), "0.2");
+  EXPECT_EQ(format_answer(-0.31168), "-0.3117");
+  EXPECT_EQ(format_answer(289.9612), "290");
+  EXPECT_EQ(format_answer(12345.678), "12345.7");
+  EXPECT_EQ(format_answer(1.0 / 3.0), "0.3333");
+}
+
+TEST(LessonReport, RunListingShowsChaptersWithTheirQuestions) {
+  const Lesson l = sample_lesson();
+  EXPECT_EQ(format_report(l, evaluate_lesson(l, testing::hand_trace())),
+            "== lesson 09-sample: A sample (5 min) ==\n"
+            "\nchapter 1 at 100 ns: Reduce-scatter\n"
+            "  Q1. Q about sum(bytes, type=transfer, rank=0)?\n      answer: 2000 bytes\n"
+            "\nchapter 2 at 200 ns: All-gather\n"
+            "  Q2. Q about count(rank=9)?\n      answer: cannot be computed: count(rank=9) matches no event\n"
+            "  Q3. Q about span(category=collective) / 1000?\n      answer: 0.2 us\n"
+            "\nchapter 3 at never: Never\n");
+}
+
+TEST(LessonReport, HandoutHasNarrationQuestionsSnippetAndAnswersApart) {
+  const Lesson l = sample_lesson();
+  const std::string md =
+      handout_markdown(l, scenario_args(l), evaluate_lesson(l, testing::hand_trace()), "t.jsonl");
+  EXPECT_TRUE(
+      md.starts_with("# Lesson 09-sample: A sample\n\n*About 5 minutes.*\n\n## Goals\n\n- see a ring\n"));
+  EXPECT_NE(md.find("```\ndpscope bench all_reduce --iters 1\n```"), std::string::npos);
+  EXPECT_NE(md.find("watch it with `dpscope-viz t.jsonl`"), std::string::npos);
+  EXPECT_NE(md.find("## 1. Reduce-scatter\n\n*At 100 ns of simulated time; snippet line "
+                    "1.*\n\nReduce-scatter narration.\n"
+                    "\n**Question 1.** Q about sum(bytes, type=transfer, rank=0)?\n"),
+            std::string::npos);
+  EXPECT_NE(md.find("## The PyTorch code\n\n```python\nimport torch\n```\n"), std::string::npos);
+  // Answers come after every chapter, in a section of their own.
+  const size_t answers = md.find("\n## Answers\n\n1. 2000 bytes\n2. cannot be computed");
+  ASSERT_NE(answers, std::string::npos);
+  EXPECT_GT(answers, md.find("## 3. Never"));
+  EXPECT_EQ(md.find("2000 bytes"), answers + std::string("\n## Answers\n\n1. ").size());
+}
+
+Lesson knob_lesson() {
+  Lesson l;
+  l.id = "09-knobs";
+  l.scenario = {"train", "--mode", "ddp"};
+  Knob devices;
+  devices.flag = "--devices";
+  devices.numeric = true;
+  devices.min = 2;
+  devices.max = 8;
+  devices.step = 2;
+  devices.default_value = "4";
+  Knob pitfall;
+  pitfall.flag = "--pitfall";
+  pitfall.choices = {"none", "no-average"};
+  pitfall.default_value = "none";
+  Knob zero;
+  zero.flag = "--zero";
+  zero.is_switch = true;
+  zero.choices = {"off", "on"};
+  zero.default_value = "off";
+  l.knobs = {devices, pitfall, zero};
+  return l;
+}
+
+TEST(Knobs, DefaultsAreAppendedAndNoneOrOffLeaveTheFlagOut) {
+  EXPECT_EQ(scenario_args(knob_lesson()),
+            (std::vector<std::string>{"train", "--mode", "ddp", "--devices", "4"}));
+}
+
+TEST(Knobs, TurnedKnobsReplaceTheirDefault) {
+  EXPECT_EQ(scenario_args(knob_lesson(), {{"devices", "8"}, {"--pitfall", "no-average"}, {"zero", "on"}}),
+            (std::vector<std::string>{"train", "--mode", "ddp", "--devices", "8", "--pitfall", "no-average",
+                                      "--zero"}));
+}
+
+TEST(Knobs, ValuesOutsideTheRangeAreUsageErrors) {
+  auto message = [](const std::map<std::string, std::string>& knobs) -> std::string {
+    try {
+      scenario_args(knob_lesson(), knobs);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_EQ(message({{"devices", "9"}}),
+            "lesson 09-knobs: --devices must be a number from 2 to 8 in steps of 2, got '9'");
+  EXPECT_EQ(message({{"devices", "3"}}),
+            "lesson 09-knobs: --devices must be a number from 2 to 8 in steps of 2, got '3'");
+  EXPECT_EQ(message({{"devices", "4x"}}),
+            "lesson 09-knobs: --devices must be a number from 2 to 8 in steps of 2, got '4x'");
+  EXPECT_EQ(message({{"pitfall", "no-set-epoch"}}),
+            "lesson 09-knobs: --pitfall must be one of: none, no-average; got 'no-set-epoch'");
+  EXPECT_EQ(message({{"batch", "8"}}),
+            "lesson 09-knobs has no knob batch (its knobs: --devices, --pitfall, --zero)");
+}
+
+}  // namespace
+}  // namespace dpscope::lesson
