@@ -53,10 +53,10 @@ void spawn_ranks(InitOptions options, const RankFunction& fn) {
   if (first) throw Error(first->kind, fmt::format("rank {} failed: {}", first->rank, first->message));
 }
 
-void spawn(const std::shared_ptr<SimWorld>& world, const RankFunction& fn) {
+void spawn(const std::shared_ptr<SimWorld>& world, const RankFunction& fn, const std::string& backend) {
   DPS_CHECK(world != nullptr, ErrorKind::kInvalidArgument, "spawn: the world is null");
   try {
-    spawn_ranks({.backend = "sim",
+    spawn_ranks({.backend = backend,
                  .store = std::make_shared<InMemoryStore>(world->timeout()),
                  .world_size = world->size(),
                  .world = world},

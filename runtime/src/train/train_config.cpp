@@ -8,6 +8,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/backend_registry.hpp"
+#include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/train/train.hpp"
 
@@ -55,6 +56,11 @@ void TrainConfig::validate() const {
     // Cheap and decisive: a machine without a GPU (or a build without CUDA) stops here, one line.
     const std::string reason = cuda::unavailable_reason();
     DPS_CHECK(reason.empty(), ErrorKind::kUsage, "--device cuda: {}", reason);
+  }
+  if (mode == "ddp" && backend == "nccl") {
+    // NCCL runs one rank per physical GPU ("Duplicate GPU detected" otherwise): say so at once.
+    const std::string problem = nccl_world_size_problem(devices, cuda::physical_device_count());
+    DPS_CHECK(problem.empty(), ErrorKind::kUsage, "--backend {}", problem);
   }
   DPS_CHECK(one_of<string>(loss, {"ce", "mse"}), ErrorKind::kUsage, "--loss '{}' is not one of ce, mse",
             loss);

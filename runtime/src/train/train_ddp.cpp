@@ -1,5 +1,6 @@
-// run_ddp_training(): `dpscope train --mode ddp` — make the simulated world, spawn one rank thread
-// per GPU (torch.multiprocessing.spawn), and run train_rank() on each; then the run's summary: the
+// run_ddp_training(): `dpscope train --mode ddp` — make the world (simulated GPUs, or logical cuda
+// GPUs for the cuda and nccl backends), spawn one rank thread per GPU (torch.multiprocessing.spawn),
+// and run train_rank() on each; then the run's summary: the
 // loss of a step is the mean over ranks of their local losses.
 //
 // What the threads can share is read once here and handed to every rank through RankOptions: the
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <optional>
 
+#include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/comm/sim_world.hpp"
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/nn/sequential.hpp"
@@ -78,7 +80,11 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
     shared.resume_from = std::make_shared<const ResumeCheckpoint>(load_resume_checkpoint(config));
   shared.run_id = run_id_for(shared.resume_from.get());
 
-  const std::shared_ptr<SimWorld> world = SimWorld::create(config.devices, {.preset = config.preset});
+  // The ranks' machine: simulated GPUs (sim backend), or logical cuda GPUs (cuda and nccl backends).
+  const std::shared_ptr<SimWorld> world =
+      config.device == "cuda" ? make_cuda_world(config.devices, {.preset = config.preset},
+                                                static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0))
+                              : SimWorld::create(config.devices, {.preset = config.preset});
   const std::vector<Device>& devices = world->devices();
   std::unique_ptr<TraceRecorder> tracer;
   {
@@ -88,9 +94,12 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   }
 
   std::vector<RankResult> ranks(static_cast<size_t>(config.devices));
-  spawn(world, [&](ProcessGroup& group) {
-    ranks[static_cast<size_t>(group.rank())] = train_rank(group, config, shared);  // one slot per rank
-  });
+  spawn(
+      world,
+      [&](ProcessGroup& group) {
+        ranks[static_cast<size_t>(group.rank())] = train_rank(group, config, shared);  // one slot per rank
+      },
+      config.backend);
 
   TrainResult result;
   result.device_name = describe_devices(devices);

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "dpscope/comm/process_group.hpp"
 #include "dpscope/comm/sim_world.hpp"
@@ -31,8 +32,10 @@ using RankFunction = std::function<void(ProcessGroup& group)>;
 void spawn_ranks(InitOptions options, const RankFunction& fn);
 
 // Runs fn on every rank of an existing world (so the caller can attach a trace recorder to its
-// devices first, or inspect them afterwards); the rendezvous' timeout is the world's.
-void spawn(const std::shared_ptr<SimWorld>& world, const RankFunction& fn);
+// devices first, or inspect them afterwards); the rendezvous' timeout is the world's. `backend`:
+// "sim" for a world of simulated GPUs, "cuda" or "nccl" for one from make_cuda_world().
+void spawn(const std::shared_ptr<SimWorld>& world, const RankFunction& fn,
+           const std::string& backend = "sim");
 
 // Creates a world of `world_size` ranks with `options`, then runs fn on every rank.
 void spawn(int world_size, const RankFunction& fn, SimWorldOptions options = {});
