@@ -64,8 +64,9 @@ void trace_memory_all(const std::vector<Device>& devices) {
 std::vector<Device> make_devices(const TrainConfig& config) {
   if (config.device == "cpu") return {Device::new_cpu()};  // the run's own: it carries the trace context
   if (config.device == "cuda") {
-    std::vector<Device> devices = cuda::make_devices(
-        {.count = config.devices, .memory_cap_bytes = static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0)});
+    std::vector<Device> devices =
+        cuda::make_devices({.count = config.devices,
+                            .memory_cap_bytes = static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0)});
     for (size_t i = 0; i < devices.size(); ++i) devices[i].set_rank(static_cast<int>(i));
     return devices;
   }

@@ -136,18 +136,17 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
     const char* args;
     const char* message;
   };
-  for (const Case& c :
-       {Case{"all_reduce -b 1X", "-b '1X': expected a byte count like 8, 1K, 16M or 1G"},
-        Case{"all_reduce -b 1M -e 1K", "-b 1048576 is larger than -e 1024"},
-        Case{"all_reduce --devices 0", "--devices must be at least 1, got 0"},
-        Case{"all_reduce --algo hypercube", "--algo: unknown algorithm 'hypercube'"},
-        Case{"all_reduce --backend mpi", "--backend mpi: expected sim, cuda or nccl"},
-        Case{"alltoall", "unknown collective 'alltoall'"},
-        Case{"broadcast -o max", "-o max given, but broadcast does not reduce"},
-        Case{"all_reduce -f 1", "-f must be at least 2, got 1"},
-        Case{"all_reduce -o median", "unknown reduce op 'median'"},
-        Case{"all_reduce --devices 9 --preset v100-sxm2", "holds 8 GPUs; 9 requested"},
-        Case{"all_reduce --devices 64 -e 1G", "add --timing-only"}}) {
+  for (const Case& c : {Case{"all_reduce -b 1X", "-b '1X': expected a byte count like 8, 1K, 16M or 1G"},
+                        Case{"all_reduce -b 1M -e 1K", "-b 1048576 is larger than -e 1024"},
+                        Case{"all_reduce --devices 0", "--devices must be at least 1, got 0"},
+                        Case{"all_reduce --algo hypercube", "--algo: unknown algorithm 'hypercube'"},
+                        Case{"all_reduce --backend mpi", "--backend mpi: expected sim, cuda or nccl"},
+                        Case{"alltoall", "unknown collective 'alltoall'"},
+                        Case{"broadcast -o max", "-o max given, but broadcast does not reduce"},
+                        Case{"all_reduce -f 1", "-f must be at least 2, got 1"},
+                        Case{"all_reduce -o median", "unknown reduce op 'median'"},
+                        Case{"all_reduce --devices 9 --preset v100-sxm2", "holds 8 GPUs; 9 requested"},
+                        Case{"all_reduce --devices 64 -e 1G", "add --timing-only"}}) {
     SCOPED_TRACE(c.args);
     const Result r = run_bench(c.args);
     EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -142,7 +142,8 @@ TEST(TrainCli, BadFlagValues) {
   expect_usage_error(kOk + "--mode ddp --backend cpu",  // the old spelling of --device cpu
                      "--mode ddp runs one rank per GPU: use --device sim (simulated) or --device cuda");
   expect_usage_error(kOk + "--gpu-mem -1", "--gpu-mem must be >= 0 MiB, got -1");
-  expect_usage_error(kOk + "--gpu-mem 512", "--gpu-mem caps the memory of cuda devices: it needs --device cuda");
+  expect_usage_error(kOk + "--gpu-mem 512",
+                     "--gpu-mem caps the memory of cuda devices: it needs --device cuda");
   expect_usage_error(kOk + "--bucket-mb 4", "apply to --mode ddp only");
   expect_usage_error(kOk + "--mode ddp --devices 2 --bucket-mb 0", "--bucket-mb must be > 0, got 0");
   expect_usage_error(kOk + "--mode ddp --devices 2 --no-sync-every 0", "--no-sync-every must be at least 1");
@@ -150,8 +151,9 @@ TEST(TrainCli, BadFlagValues) {
   expect_usage_error(kOk + "--mode ddp --devices 2 --algo hier", "--algo 'hier' is not one of");
   expect_usage_error(kOk + "--pitfall slow", "--pitfall 'slow' is not one of");
   expect_usage_error(kOk + "--pitfall no-average", "--pitfall no-average applies to --mode ddp only");
-  expect_usage_error(kOk + "--backend mpi", fmt::format("--backend mpi is not built in this version (built: {})",
-                                                         fmt::join(registered_backends(), ", ")));
+  expect_usage_error(kOk + "--backend mpi",
+                     fmt::format("--backend mpi is not built in this version (built: {})",
+                                 fmt::join(registered_backends(), ", ")));
   expect_usage_error(kOk + "--backend gloo", "--backend 'gloo' is not one of sim, cuda, nccl, mpi");
   expect_usage_error(kOk + "--loss hinge", "--loss 'hinge' is not one of ce, mse");
   expect_usage_error(kOk + "--optim lion", "--optim 'lion' is not one of sgd, adam, adamw");
