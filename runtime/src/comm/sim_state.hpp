@@ -201,7 +201,10 @@ class SimWork final : public Work {
   // guarded by the world lock:
   bool completed_ = false;
   bool comm_on_wait_ = false;
-  std::exception_ptr error_;
+  // The failure as plain data: every wait() and exception() builds its own Error from it, so no
+  // exception object is shared between the rank threads (one of which may drop the last reference
+  // to this Work while another still reads its error).
+  std::optional<Failure> error_;
   int64_t start_ns_ = 0;
   int64_t end_ns_ = 0;
 };

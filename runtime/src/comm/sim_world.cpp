@@ -142,7 +142,7 @@ void SimWork::complete_locked(int64_t start_ns, int64_t end_ns, bool comm_on_wai
 
 void SimWork::fail_locked(ErrorKind kind, const std::string& message) {
   completed_ = true;
-  error_ = std::make_exception_ptr(Error(kind, message));
+  error_ = Failure{kind, message};
 }
 
 void SimWork::complete(int64_t start_ns, int64_t end_ns, bool comm_on_wait) {
@@ -188,7 +188,11 @@ void SimWork::wait() {
                       rank_, seq_, to_string(op_), timeout_.count(), elapsed, peer_));
     }
   }
-  if (error_) std::rethrow_exception(error_);
+  if (error_) {
+    Error error(error_->kind, error_->message);  // built here, under the lock, owned by this thread
+    lock.unlock();
+    throw error;
+  }
   const int64_t end = end_ns_;
   const bool comm = comm_on_wait_;
   lock.unlock();
@@ -208,7 +212,7 @@ bool SimWork::is_success() const {
 
 std::exception_ptr SimWork::exception() const {
   std::lock_guard lock(world_->state().mutex);
-  return error_;
+  return error_ ? std::make_exception_ptr(Error(error_->kind, error_->message)) : nullptr;
 }
 
 int64_t SimWork::start_ns() const {
