@@ -116,27 +116,36 @@ uint64_t avg_bytes(const Signature& sig, int rank) {
   return static_cast<uint64_t>(shape_numel(sig.shape)) * element_size(sig.dtype);
 }
 
+// The collective span's name and args, the same in simulated and measured traces.
+std::string collective_name(const Signature& sig, const Schedule& s, uint64_t bytes) {
+  return sig.op == OpType::kBarrier ? std::string(to_string(EventName::kBarrier))
+                                    : collective_span_name(api_name(sig.op), s.algorithm, bytes);
+}
+
+CollectiveArgs collective_args(const Signature& sig, const Schedule& s, int64_t seq, int group,
+                               uint64_t bytes, int ranks) {
+  return {.coll = seq,
+          .group = group,
+          .op = api_name(sig.op),
+          .algo = s.algorithm,
+          .bytes = bytes,
+          .count = sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape),
+          .dtype = to_string(sig.dtype),
+          .redop = sig.reduce_op ? to_string(*sig.reduce_op) : "none",
+          .root = sig.root,
+          .ranks = ranks,
+          .slices = s.slices,
+          .steps = s.steps};
+}
+
 void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const Signature& sig,
                  const Plan& plan, const std::vector<int64_t>& scale_ns) {
   const int n = static_cast<int>(g.global_ranks.size());
   auto device_of = [&](int r) -> const Device& { return world.device(g.global_ranks[r]); };
   const Schedule& s = plan.schedule;
   const uint64_t bytes = collective_bytes(sig, n);
-  const std::string name = sig.op == OpType::kBarrier
-                               ? std::string(to_string(EventName::kBarrier))
-                               : collective_span_name(api_name(sig.op), s.algorithm, bytes);
-  const CollectiveArgs args{.coll = seq,
-                            .group = g.id,
-                            .op = api_name(sig.op),
-                            .algo = s.algorithm,
-                            .bytes = bytes,
-                            .count = sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape),
-                            .dtype = to_string(sig.dtype),
-                            .redop = sig.reduce_op ? to_string(*sig.reduce_op) : "none",
-                            .root = sig.root,
-                            .ranks = n,
-                            .slices = s.slices,
-                            .steps = s.steps};
+  const std::string name = collective_name(sig, s, bytes);
+  const CollectiveArgs args = collective_args(sig, s, seq, g.id, bytes, n);
   for (int r = 0; r < n; ++r)
     if (TraceSink* t = device_of(r).tracer())
       t->span(device_of(r), {.stream = StreamKind::kComm,
@@ -271,26 +280,13 @@ void write_measured_trace(const Plan& plan, int rank, int64_t begin_ns,
   const Schedule& s = plan.schedule;
   const int n = static_cast<int>(plan.devices.size());
   const uint64_t bytes = collective_bytes(sig, n);
-  const std::string name = sig.op == OpType::kBarrier
-                               ? std::string(to_string(EventName::kBarrier))
-                               : collective_span_name(api_name(sig.op), s.algorithm, bytes);
+  const std::string name = collective_name(sig, s, bytes);
   t->span(self, {.stream = StreamKind::kComm,
                  .cat = SpanCategory::kCollective,
                  .name = name,
                  .ts_ns = begin_ns,
                  .dur_ns = end_ns - begin_ns,
-                 .args = CollectiveArgs{.coll = plan.seq,
-                                        .group = plan.group_id,
-                                        .op = api_name(sig.op),
-                                        .algo = s.algorithm,
-                                        .bytes = bytes,
-                                        .count = sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape),
-                                        .dtype = to_string(sig.dtype),
-                                        .redop = sig.reduce_op ? to_string(*sig.reduce_op) : "none",
-                                        .root = sig.root,
-                                        .ranks = n,
-                                        .slices = s.slices,
-                                        .steps = s.steps}});
+                 .args = collective_args(sig, s, plan.seq, plan.group_id, bytes, n)});
   // Ops are timed per step: every rank's events bracket each step (fence and barrier included),
   // so a chunk spans the step it moved in. As in the simulated trace, the sender traces the
   // transfer and the receiver the reduction.
