@@ -7,7 +7,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/data/distributed_sampler.hpp"
-#include "runtime/train/cli_support.hpp"
+#include "support/cli.hpp"
 
 namespace dpscope {
 namespace {

@@ -16,6 +16,7 @@
 
 #include "dpscope/trace_format/reader.hpp"
 #include "dpscope/train/train.hpp"
+#include "support/cli.hpp"
 
 namespace dpscope::lesson::testing {
 
@@ -41,24 +42,10 @@ inline std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
-struct CliResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using CliResult = dpscope::testing::CommandResult;
 
 // Runs the built `dpscope ARGS` (DPSCOPE_CLI) and collects its output.
-inline CliResult run_cli(const std::string& args) {
-  const std::string command = std::string(DPSCOPE_CLI) + " " + args + " 2>&1";
-  CliResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> chunk{};
-  size_t n = 0;
-  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) result.output.append(chunk.data(), n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+inline CliResult run_cli(const std::string& args) { return dpscope::testing::run_dpscope(args); }
 
 // A trace small enough to add up by hand. Devices: 0 = sim:0, 1 = host, 2 = sim:1; one parameter
 // of 1,605,632 bytes. Events (ts in ns):

@@ -1,35 +1,20 @@
 // `dpscope trace export --chrome IN OUT` and `dpscope trace stats IN`, run as the built binary:
 // output, exit codes (0 ok, 2 for bad input) and one-line error messages.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "dpscope/trace_format/reader.hpp"
+#include "support/cli.hpp"
 #include "trace_test_util.hpp"
 
 namespace dpscope::trace {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using RunResult = dpscope::testing::CommandResult;
+using dpscope::testing::run_dpscope;
 
-RunResult run_cli(const std::string& args) {
-  const std::string command = std::string(DPSCOPE_CLI) + " " + args + " 2>&1";
-  RunResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> chunk{};
-  size_t n = 0;
-  while ((n = std::fread(chunk.data(), 1, chunk.size(), pipe)) > 0) result.output.append(chunk.data(), n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+RunResult run_cli(const std::string& args) { return run_dpscope(args); }
 
 std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
 

@@ -8,7 +8,7 @@
 
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/train/checkpoint.hpp"
-#include "runtime/train/cli_support.hpp"
+#include "support/cli.hpp"
 #include "support/errors.hpp"
 
 namespace dpscope {

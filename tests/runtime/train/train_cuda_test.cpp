@@ -9,7 +9,7 @@
 #include "dpscope/comm/backend_registry.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/io/safetensors.hpp"
-#include "runtime/train/cli_support.hpp"
+#include "support/cli.hpp"
 
 namespace dpscope {
 namespace {

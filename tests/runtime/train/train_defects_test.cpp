@@ -12,7 +12,7 @@
 #include "dpscope/io/npy.hpp"
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/trace_format/reader.hpp"
-#include "runtime/train/cli_support.hpp"
+#include "support/cli.hpp"
 
 namespace dpscope {
 namespace {

@@ -7,7 +7,7 @@
 #include <ostream>
 
 #include "dpscope/io/safetensors.hpp"
-#include "runtime/train/cli_support.hpp"
+#include "support/cli.hpp"
 
 namespace dpscope {
 namespace {

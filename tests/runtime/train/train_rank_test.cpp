@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "dpscope/comm/spawn.hpp"
-#include "runtime/train/cli_support.hpp"
+#include "support/cli.hpp"
 
 namespace dpscope {
 namespace {

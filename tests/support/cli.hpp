@@ -1,4 +1,4 @@
-// Helpers for tests that run the built `dpscope` command: run it, capture output and exit code.
+// Helpers for tests that run the built `dpscope` command (any area): run it, capture output and exit code.
 #pragma once
 
 #include <sys/wait.h>
