@@ -91,6 +91,21 @@ TEST(ZoomRange, OpensOnTheStepUnderThePlayhead) {
   EXPECT_DOUBLE_EQ((d0 + d1) / 2, static_cast<double>(mid.t_ns));
 }
 
+// The review found the gradient table showing "+0.0000" for most entries (%+.4f of small values):
+// values keep 3 significant digits, and only an exact zero reads as zero.
+TEST(FormatValue, KeepsThreeSignificantDigitsAndShowsOnlyExactZeroAsZero) {
+  EXPECT_EQ(format_value(0.0), "0");
+  EXPECT_EQ(format_value(-0.0), "0");
+  EXPECT_EQ(format_value(1.234e-4), "+1.23e-04");
+  EXPECT_EQ(format_value(-3.0e-7), "-3.00e-07");
+  EXPECT_EQ(format_value(-0.0457), "-0.0457");
+  EXPECT_EQ(format_value(0.5), "+0.500");
+  EXPECT_EQ(format_value(12.34), "+12.3");
+  EXPECT_EQ(format_value(123456.0), "+1.23e+05");
+  for (double v : {1e-5, 2e-6, 4.2e-9})
+    EXPECT_NE(format_value(v).find_first_of("123456789"), std::string::npos) << v;
+}
+
 TEST(ParseSize, AcceptsWidthByHeightWithinLimits) {
   const PixelSize s = parse_size("1600x900");
   EXPECT_EQ(s.width, 1600);

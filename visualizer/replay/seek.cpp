@@ -147,4 +147,12 @@ std::string format_duration(int64_t ns) {
   return fmt::format("{}{}", ns >= 0 ? "+" : "-", format_time(ns >= 0 ? ns : -ns));
 }
 
+std::string format_value(double v) {
+  if (v == 0.0) return "0";
+  if (!std::isfinite(v)) return fmt::format("{}", v);
+  const double magnitude = std::fabs(v);
+  if (magnitude >= 1e-3 && magnitude < 1e4) return fmt::format("{:+#.3g}", v);
+  return fmt::format("{:+.2e}", v);
+}
+
 }  // namespace dpscope::viz

@@ -51,5 +51,9 @@ PixelSize parse_size(std::string_view text);
 std::string format_time(int64_t ns);
 // The same with an explicit sign for deltas: "+1.20 µs".
 std::string format_duration(int64_t ns);
+// A traced tensor value in 3 significant digits with its sign, so small gradients stay readable
+// ("+0.000123" as "+1.23e-04", "-0.0457", "+12.3"); an exact zero is "0" (a ReLU that let nothing
+// through), never a rounded "+0.0000" that hides a non-zero value.
+std::string format_value(double v);
 
 }  // namespace dpscope::viz

@@ -208,7 +208,7 @@ void InspectorView::draw_reduction(const ViewContext& ctx) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", label.c_str());
     for (size_t i = 0; i < width; ++i) {
       ImGui::TableSetColumnIndex(static_cast<int>(i) + 1);
-      if (i < v.size()) ImGui::Text("%+.4f", static_cast<double>(v[i]));
+      if (i < v.size()) ImGui::TextUnformatted(format_value(static_cast<double>(v[i])).c_str());
     }
     ImGui::TableSetColumnIndex(static_cast<int>(width) + 1);
     if (norm >= 0) ImGui::Text("%.4g", norm);
