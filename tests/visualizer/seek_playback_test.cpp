@@ -125,6 +125,29 @@ TEST(FormatTime, PicksTheUnitAndFourSignificantDigits) {
   EXPECT_EQ(format_duration(-1500), "-1.500 µs");
 }
 
+// The review found DDP's sum under --pitfall no-average labelled "DataParallel's reduce-add": the
+// words now follow the run's mode and pitfalls.
+TEST(RunInfo, TheReductionVerdictFollowsTheModeAndThePitfalls) {
+  const RunInfo ddp = parse_run_info(R"({"mode":"ddp"})");
+  const RunInfo no_average = parse_run_info(R"({"mode":"ddp","pitfalls":["no-set-epoch","no-average"]})");
+  const RunInfo dp = parse_run_info(R"({"mode":"dp"})");
+  EXPECT_TRUE(no_average.has_pitfall("no-average"));
+  EXPECT_FALSE(ddp.has_pitfall("no-average"));
+  EXPECT_EQ(reduction_verdict(ddp, true, false, 4),
+            "after = mean of the 4 ranks' gradients (all-reduce SUM, then ÷ 4)");
+  EXPECT_EQ(
+      reduction_verdict(no_average, false, true, 4),
+      "after = SUM of the 4 ranks' gradients, not their mean: the no-average pitfall (the learning rate "
+      "is in effect 4x larger)");
+  EXPECT_EQ(reduction_verdict(dp, false, true, 2),
+            "after = sum of the replicas' gradients (DataParallel's reduce-add onto GPU 0)");
+  EXPECT_EQ(reduction_verdict(ddp, false, true, 2),
+            "after = sum of the 2 ranks' gradients (all-reduce SUM, no ÷ 2)");
+  EXPECT_EQ(reduction_verdict(ddp, false, false, 2), "");
+  for (const RunInfo& run : {ddp, no_average})
+    EXPECT_EQ(reduction_verdict(run, false, true, 4).find("DataParallel"), std::string::npos);
+}
+
 TEST(RunInfo, TitlesComeFromTheHeadersRunObject) {
   const RunInfo ddp = parse_run_info(R"({"mode":"ddp","backend":"sim","model":"784-10","batch":32})");
   EXPECT_EQ(ddp.mode_title(), "DistributedDataParallel (DDP)");

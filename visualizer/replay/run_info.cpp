@@ -1,7 +1,10 @@
 // RunInfo: a tolerant read of the header's "run" object.
 #include "replay/run_info.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 
 namespace dpscope::viz {
 
@@ -33,7 +36,28 @@ RunInfo parse_run_info(std::string_view run_json) {
   info.algo = text("algo");
   info.command = text("command");
   info.collective = text("collective");
+  if (auto it = j.find("pitfalls"); it != j.end() && it->is_array())
+    for (const auto& p : *it)
+      if (p.is_string()) info.pitfalls.push_back(p.get<std::string>());
   return info;
+}
+
+bool RunInfo::has_pitfall(std::string_view name) const {
+  return std::find(pitfalls.begin(), pitfalls.end(), name) != pitfalls.end();
+}
+
+std::string reduction_verdict(const RunInfo& run, bool is_mean, bool is_sum, size_t ranks) {
+  if (is_mean)
+    return fmt::format("after = mean of the {} ranks' gradients (all-reduce SUM, then ÷ {})", ranks, ranks);
+  if (!is_sum) return "";
+  if (run.mode == "dp")
+    return "after = sum of the replicas' gradients (DataParallel's reduce-add onto GPU 0)";
+  if (run.mode == "ddp" && run.has_pitfall("no-average"))
+    return fmt::format(
+        "after = SUM of the {} ranks' gradients, not their mean: the no-average pitfall "
+        "(the learning rate is in effect {}x larger)",
+        ranks, ranks);
+  return fmt::format("after = sum of the {} ranks' gradients (all-reduce SUM, no ÷ {})", ranks, ranks);
 }
 
 }  // namespace dpscope::viz

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dpscope::viz {
 
@@ -12,10 +13,12 @@ struct RunInfo {
   std::string backend;  // "sim", "nccl", ...
   std::string model;    // "784-512-10"
   std::string preset;
-  std::string batch;       // as written
-  std::string algo;        // collective algorithm, when given
-  std::string command;     // "train", "bench", ... when the writer says
-  std::string collective;  // `dpscope bench`: "all_reduce", ...
+  std::string batch;                  // as written
+  std::string algo;                   // collective algorithm, when given
+  std::string command;                // "train", "bench", ... when the writer says
+  std::string collective;             // `dpscope bench`: "all_reduce", ...
+  std::vector<std::string> pitfalls;  // "no-average", "no-set-epoch", "unused-parameter"
+  bool has_pitfall(std::string_view name) const;
 
   // "DistributedDataParallel (DDP)", "DataParallel (DP)", "single device", the mode as written,
   // or for a benchmark "benchmark: all_reduce"; "" when the header says nothing.
@@ -24,5 +27,12 @@ struct RunInfo {
 
 // Never throws: malformed or missing fields are left empty.
 RunInfo parse_run_info(std::string_view run_json);
+
+// What the "after" values of a reduction are, in words checked against the run's mode and
+// pitfalls: the ranks' mean (DDP's all-reduce, SUM then ÷ N), their sum in DataParallel (its
+// reduce-add onto GPU 0), or their sum in DDP (only with the no-average pitfall, which it names).
+// `is_mean` / `is_sum`: whether "after" equals the mean / the sum of the `ranks` "before" rows.
+// "" when neither holds.
+std::string reduction_verdict(const RunInfo& run, bool is_mean, bool is_sum, size_t ranks);
 
 }  // namespace dpscope::viz

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "dpscope/base/format_bytes.hpp"
+#include "replay/run_info.hpp"
 #include "replay/seek.hpp"
 #include "ui/draw_util.hpp"
 
@@ -190,7 +191,7 @@ void InspectorView::draw_reduction(const ViewContext& ctx) {
   const std::string what = r.param >= 0 ? fmt::format("Gradient of {}", param_name(data, r.param))
                                         : fmt::format("Values of {}", data.str(r.name));
   ImGui::Text("%s, step %lld: %s", what.c_str(), static_cast<long long>(r.step),
-              after.empty() ? (before.empty() ? "local values" : "reduction in progress…") : "reduced");
+              after.empty() ? (before.empty() ? "local values" : "waiting for the all-reduce") : "reduced");
   size_t width = 0;
   for (uint32_t ev : shown) width = std::max(width, values_of(ev).values.size());
   for (uint32_t ev : after) width = std::max(width, values_of(ev).values.size());
@@ -236,19 +237,21 @@ void InspectorView::draw_reduction(const ViewContext& ctx) {
                                 : (all_same ? fmt::format("all {} ranks", after.size()) : "rank 0");
     value_row(fmt::format("after ({})", who), a.values, a.norm, ctx.palette->optimizer);
     if (shown.size() > 1 && !a.values.empty() && width > 0) {
-      const double mean0 = sum[0] / static_cast<double>(shown.size());
       const double got = a.values[0];
-      const double tol = 1e-5 * std::max(1.0, std::fabs(got));
-      if (std::fabs(got - mean0) <= tol) {
+      const double mean0 = sum[0] / static_cast<double>(shown.size());
+      const bool is_mean = std::fabs(got - mean0) <= 1e-5 * std::max(1.0, std::fabs(got));
+      const bool is_sum = std::fabs(got - sum[0]) <= 1e-5 * std::max(1.0, std::fabs(sum[0]));
+      const std::string verdict =
+          reduction_verdict(parse_run_info(data.header.run_json), is_mean, is_sum, shown.size());
+      if (!verdict.empty()) {
         ImGui::EndTable();
-        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.palette->optimizer),
-                           "after = mean of the ranks' gradients (all-reduce SUM, then ÷ %zu)", shown.size());
-        return;
-      }
-      if (std::fabs(got - sum[0]) <= 1e-5 * std::max(1.0, std::fabs(sum[0]))) {
-        ImGui::EndTable();
-        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(ctx.palette->copy),
-                           "after = sum of the replicas' gradients (DataParallel's reduce-add)");
+        const bool pitfall = !is_mean && verdict.find("pitfall") != std::string::npos;
+        const ImU32 color = is_mean   ? ctx.palette->optimizer
+                            : pitfall ? ctx.palette->error
+                                      : ctx.palette->copy;
+        ImGui::PushTextWrapPos(0.0f);
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", verdict.c_str());
+        ImGui::PopTextWrapPos();
         return;
       }
     }
