@@ -25,15 +25,7 @@ constexpr Tolerance kUpdate{1e-6, 1e-6};       // optimizer rules: sums of terms
 
 const std::vector<int64_t> kLengths = {0, 1, 7, 1023, 65537};
 
-class KernelConsistency : public ::testing::TestWithParam<DeviceCase> {
- protected:
-  void SetUp() override {
-    const std::string reason = GetParam().unavailable();
-    if (!reason.empty()) GTEST_SKIP() << reason;
-    device = GetParam().make();
-  }
-  Device device = Device::cpu();  // replaced by the case's device in SetUp
-};
+class KernelConsistency : public OnEveryDevice {};
 
 // |y - ref| <= tol.abs + tol.rel * sum|terms| per output, the bound of a float dot product.
 void check_matmul(const std::vector<float>& got, const std::vector<double>& ref,

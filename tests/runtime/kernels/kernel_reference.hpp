@@ -62,6 +62,18 @@ inline Tensor on(const Device& device, const std::vector<float>& values, const S
 }
 
 // ---- tolerance: |actual - expected| <= abs + rel * |expected| per element ----
+// A suite parametrized over device_cases(): each test gets its case's device, or skips (printing
+// the reason) where that kind of device cannot be made here.
+class OnEveryDevice : public ::testing::TestWithParam<DeviceCase> {
+ protected:
+  void SetUp() override {
+    const std::string reason = GetParam().unavailable();
+    if (!reason.empty()) GTEST_SKIP() << reason;
+    device = GetParam().make();
+  }
+  Device device = Device::cpu();  // replaced by the case's device in SetUp
+};
+
 struct Tolerance {
   double abs = 0.0;
   double rel = 0.0;

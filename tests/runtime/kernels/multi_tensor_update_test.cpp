@@ -12,15 +12,7 @@ namespace {
 
 using namespace kernel_test;
 
-class MultiTensorUpdate : public ::testing::TestWithParam<DeviceCase> {
- protected:
-  void SetUp() override {
-    const std::string reason = GetParam().unavailable();
-    if (!reason.empty()) GTEST_SKIP() << reason;
-    device = GetParam().make();
-  }
-  Device device = Device::cpu();  // replaced by the case's device in SetUp
-};
+class MultiTensorUpdate : public OnEveryDevice {};
 
 // Sizes of the 40 tensors: 0, 1, odd, and a few large ones.
 std::vector<int64_t> tensor_sizes() {
