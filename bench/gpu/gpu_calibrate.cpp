@@ -14,13 +14,16 @@
 // Usage: gpu_calibrate [PRESET]   (default: h200 on an H200, else h100-sxm)
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "calibrate_kernels.hpp"
 #include "dpscope/core/preset.hpp"
+#include "dpscope/kernels/kernels.hpp"
 #include "gpu_bench_common.hpp"
 
 namespace {
@@ -137,17 +140,57 @@ double launch_seconds(cudaStream_t stream, int count) {
          count;
 }
 
+// Achieved FLOP/s of the matrix products of one training step of the MLP `spec` at `batch` rows,
+// run by dpscope's own kernels (cuBLAS as the runtime calls it) on `device`: forward, weight and
+// input gradients of every Linear (the first one has no input gradient), timed between
+// synchronizations over `repeats` steps. These shapes, not a square 8192^3, are what a training
+// step's GEMMs reach.
+double model_gemm_flops(const Device& device, const std::string& spec, int64_t batch, int repeats) {
+  const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(spec);
+  struct Layer {
+    Tensor x, w, y, dw, dx;
+  };
+  std::vector<Layer> layers;
+  double flops_per_step = 0.0;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    const int64_t in = sizes[i], out = sizes[i + 1];
+    layers.push_back({Tensor::full({batch, in}, 0.5f, device), Tensor::full({out, in}, 0.25f, device),
+                      Tensor::zeros({batch, out}, device), Tensor::zeros({out, in}, device),
+                      Tensor::zeros({batch, in}, device)});
+    flops_per_step += 2.0 * static_cast<double>(batch * in * out) * (i == 0 ? 2 : 3);
+  }
+  const auto step = [&] {
+    for (Layer& l : layers) kernels::linear_forward(l.x, l.w, Tensor(), l.y);
+    for (size_t i = layers.size(); i-- > 0;) {
+      Layer& l = layers[i];
+      kernels::linear_grad_weight(l.y, l.x, l.dw, false);
+      if (i > 0) kernels::linear_grad_input(l.y, l.w, l.dx);
+    }
+  };
+  for (int i = 0; i < 3; ++i) step();
+  device.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < repeats; ++i) step();
+  device.synchronize();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / repeats;
+  return flops_per_step / s;
+}
+
 // Seconds per MLP training step: simulated (timing-only on `preset`) and measured on `cuda0`.
-std::pair<double, double> step_seconds(const HardwarePreset& preset, const Device& cuda0,
-                                       const std::string& spec, int64_t batch) {
+double simulated_step_seconds(const HardwarePreset& preset, const std::string& spec, int64_t batch) {
   constexpr int kSteps = 50;
   const Device sim = Device::sim(0, preset);
   gpu_bench::MlpStep simulated(spec, batch, sim, /*timing_only=*/true);
   simulated.run();  // the first step allocates the optimizer state, as on the GPU
   const int64_t sim_start_ns = sim.synchronize();
   for (int i = 0; i < kSteps; ++i) simulated.run();
-  const double sim_s = static_cast<double>(sim.synchronize() - sim_start_ns) * 1e-9 / kSteps;
+  return static_cast<double>(sim.synchronize() - sim_start_ns) * 1e-9 / kSteps;
+}
 
+std::pair<double, double> step_seconds(const HardwarePreset& preset, const Device& cuda0,
+                                       const std::string& spec, int64_t batch) {
+  constexpr int kSteps = 50;
+  const double sim_s = simulated_step_seconds(preset, spec, batch);
   gpu_bench::MlpStep measured(spec, batch, cuda0);
   for (int i = 0; i < 10; ++i) measured.run();
   cuda0.synchronize();
@@ -195,29 +238,57 @@ int main(int argc, char** argv) {
     std::printf("%-44s%13.2f us%13.2f us%10.3f\n", "launch latency (back-to-back empty kernels)",
                 launch_s * 1e6, preset.launch_latency_ns / 1e3, launch_s * 1e9 / preset.launch_latency_ns);
 
-    // What a preset would take from this run (assets/presets/<id>.toml; docs/gpu.md "Calibration").
+    const std::vector<Device> devices = cuda::make_devices({.count = 1});
+    const std::string spec = "784-512-512-10";
+    const double model_flops = model_gemm_flops(devices.front(), spec, 4096, 20);
+    const double model_gemm_fraction = std::min(1.0, model_flops / preset.peak_flops);
+    std::printf("%-44s%11.2f TF/s%11.2f TF/s%10.3f\n", "GEMMs of the MLP step, batch 4096 (dpscope)",
+                model_flops / 1e12, preset.peak_flops / 1e12, model_gemm_fraction);
+
+    // The runtime's host time per kernel: a batch-1 step does next to nothing on the GPU, so its
+    // time is the host issuing kernels. Their number comes from the simulator, where one of a
+    // millisecond each makes the step last (kernels) milliseconds.
+    HardwarePreset counting = preset;
+    counting.host_issue_ns = 1e6;
+    const double kernels_per_step = std::round(simulated_step_seconds(counting, spec, 1) / 1e-3);
+    const double batch1_s = step_seconds(preset, devices.front(), spec, 1).second;
+    const double host_issue_s = batch1_s / std::max(1.0, kernels_per_step);
+    std::printf("%-44s%13.2f us%16s%10s\n", "host time per kernel (batch-1 step / kernels)", host_issue_s * 1e6,
+                fmt::format("{:.0f} kernels", kernels_per_step).c_str(), "-");
+
+    // What a preset takes from this run (assets/presets/<id>.toml; docs/gpu.md "Calibration").
+    HardwarePreset calibrated = preset;
+    calibrated.compute_efficiency = model_gemm_fraction;
+    calibrated.bandwidth_fraction = std::min(1.0, bandwidth_fraction);
+    calibrated.launch_latency_ns = launch_s * 1e9;
+    calibrated.host_issue_ns = host_issue_s * 1e9;
     std::printf("\n# proposed calibration for assets/presets/%s.toml, measured on %s\n", preset.id.c_str(),
                 gpu_name.c_str());
     std::printf("[calibration]\n");
-    std::printf("gemm_efficiency = %.3f            # achieved FP32 GEMM / fp32_tflops\n", gemm_fraction);
+    std::printf("measured_on = \"%s (gpu_calibrate)\"\n", gpu_name.c_str());
+    std::printf("gemm_efficiency = %.3f            # the MLP step's GEMMs / fp32_tflops (8192^3 reaches %.3f)\n",
+                calibrated.compute_efficiency, gemm_fraction);
     std::printf("memory_bandwidth_fraction = %.3f  # achieved kernel bandwidth / memory_bandwidth_gbps\n",
-                bandwidth_fraction);
-    std::printf("d2d_copy_fraction = %.3f          # cudaMemcpy D2D (read + write) / memory_bandwidth_gbps\n",
-                copy_fraction);
-    std::printf("launch_latency_us = %.2f           # measured per back-to-back kernel\n\n", launch_s * 1e6);
+                calibrated.bandwidth_fraction);
+    std::printf("launch_latency_us = %.2f           # measured per back-to-back kernel\n", launch_s * 1e6);
+    std::printf("host_issue_us = %.2f               # dpscope's host time per kernel\n", host_issue_s * 1e6);
+    std::printf("# (D2D cudaMemcpy reaches %.3f of memory_bandwidth_gbps)\n\n", copy_fraction);
 
-    const std::vector<Device> devices = cuda::make_devices({.count = 1});
-    const std::string spec = "784-512-512-10";
-    std::printf("%-40s%16s%16s%12s\n", "MLP training step (SGD momentum, CE)", "simulated", "measured",
-                "sim/real");
+    std::printf("%-40s%16s%16s%16s%12s\n", "MLP training step (SGD momentum, CE)", "preset as is",
+                "calibrated", "measured", "calib/real");
     for (const int64_t batch : {int64_t{128}, int64_t{4096}}) {
       const auto [sim_s, real_s] = step_seconds(preset, devices.front(), spec, batch);
-      std::printf("%-40s%13.1f us%13.1f us%12.2f\n", fmt::format("{} batch {}", spec, batch).c_str(),
-                  sim_s * 1e6, real_s * 1e6, sim_s / real_s);
+      const double calibrated_s = simulated_step_seconds(calibrated, spec, batch);
+      std::printf("%-40s%13.1f us%13.1f us%13.1f us%12.2f\n", fmt::format("{} batch {}", spec, batch).c_str(),
+                  sim_s * 1e6, calibrated_s * 1e6, real_s * 1e6, calibrated_s / real_s);
       gpu_bench::print_row(
-          fmt::format("MLP {} batch {}: simulated step ({}) vs measured (us)", spec, batch, preset.id),
+          fmt::format("MLP {} batch {}: simulated step ({} as is) vs measured (us)", spec, batch, preset.id),
           fmt::format("{:.1f}", sim_s * 1e6), fmt::format("measured {:.1f}", real_s * 1e6), sim_s / real_s,
-          "0.90 - 1.10");
+          preset.calibrated_on.empty() ? "-" : "0.90 - 1.10");
+      gpu_bench::print_row(
+          fmt::format("MLP {} batch {}: simulated step (calibrated by this run) vs measured (us)", spec, batch),
+          fmt::format("{:.1f}", calibrated_s * 1e6), fmt::format("measured {:.1f}", real_s * 1e6),
+          calibrated_s / real_s, "0.90 - 1.10");
     }
     gpu_bench::print_row("FP32 GEMM 8192^3 (TFLOP/s)", fmt::format("{:.2f}", flops / 1e12),
                          fmt::format("preset {:.1f}", preset.peak_flops / 1e12), gemm_fraction, "-");

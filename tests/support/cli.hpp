@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace dpscope::testing {
@@ -37,6 +39,14 @@ inline bool torch_available() {
 }
 
 // A fresh, empty directory under the system temp dir, removed by the destructor.
+// The whole of a file, bytes as they are ("" when it cannot be read).
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 class TempDir {
  public:
   explicit TempDir(const std::string& tag) {

@@ -52,6 +52,28 @@ double optional_number(const toml::table& table, const fs::path& file, std::stri
   throw Error(ErrorKind::kFormat, fmt::format("preset {}: key '{}' must be a number", file.string(), key));
 }
 
+// The optional [calibration] table: fractions in (0, 1], times >= 0 (HardwarePreset).
+void read_calibration(const toml::table& table, const fs::path& file, HardwarePreset& p) {
+  if (!table.contains("calibration")) return;
+  const auto fraction = [&](std::string_view key) {
+    const double v = optional_number(table, file, key, 1.0);
+    DPS_CHECK(v > 0.0 && v <= 1.0, ErrorKind::kFormat, "preset {}: '{}' is {}, it must be in (0, 1]",
+              file.string(), key, v);
+    return v;
+  };
+  const auto micros = [&](std::string_view key, double fallback_ns) {
+    const double v = optional_number(table, file, key, fallback_ns / 1e3);
+    DPS_CHECK(v >= 0.0 && v < 1e6, ErrorKind::kFormat, "preset {}: '{}' is {}, it must be in [0, 1e6) us",
+              file.string(), key, v);
+    return v * 1e3;
+  };
+  p.compute_efficiency = fraction("calibration.gemm_efficiency");
+  p.bandwidth_fraction = fraction("calibration.memory_bandwidth_fraction");
+  p.launch_latency_ns = micros("calibration.launch_latency_us", p.launch_latency_ns);
+  p.host_issue_ns = micros("calibration.host_issue_us", 0.0);
+  if (auto on = table.at_path("calibration.measured_on").value<std::string>()) p.calibrated_on = *on;
+}
+
 // The optional [network] table (topology details for the collectives' timing model).
 NetworkSpec read_network(const toml::table& table, const fs::path& file) {
   NetworkSpec net;
@@ -111,6 +133,7 @@ HardwarePreset load_preset_file(const fs::path& path) {
   p.peer_link = read_link(table, path, "peer_link");
   p.topology = require_string(table, path, "topology");
   p.network = read_network(table, path);
+  read_calibration(table, path, p);
   if (const toml::array* sources = table["sources"].as_array()) {
     for (const toml::node& s : *sources)
       if (auto str = s.value<std::string>()) p.sources.push_back(*str);

@@ -2,6 +2,7 @@
 #include "dpscope/core/sim_device.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "dpscope/core/timing.hpp"
@@ -55,10 +56,15 @@ void SimDevice::wait_until(StreamKind stream, int64_t ts_ns) {
 int64_t SimDevice::synchronize() {
   const int64_t latest = *std::max_element(clock_ns_.begin(), clock_ns_.end());
   clock_ns_.fill(latest);
+  host_ns_ = std::max(host_ns_, latest);
   return latest;
 }
 
 TimedSpan SimDevice::timer_end(StreamKind stream, const Event& /*begin*/, KernelCost cost) {
+  if (preset_.host_issue_ns > 0.0) {
+    host_ns_ += static_cast<int64_t>(std::llround(preset_.host_issue_ns));
+    wait_until(stream, host_ns_);
+  }
   const int64_t dur_ns = kernel_time_ns(preset_, cost);
   return {.start_ns = advance(stream, dur_ns), .dur_ns = dur_ns};
 }

@@ -217,16 +217,21 @@ Tensor Tensor::to(const Device& device, MemoryCategory category) const {
   DPS_ASSERT(defined(), "to() of an undefined tensor");
   if (device == this->device() && category == this->category()) return *this;
   Tensor out = has_data() ? empty(shape_, device, category, dtype_) : meta(shape_, device, category, dtype_);
-  const Device* copier = nullptr;
-  if (has_data() && nbytes() > 0)
-    copier = &copy_bytes(device, out.storage_->data, this->device(),
-                         static_cast<const char*>(storage_->data) + offset_elems_ * element_size(dtype_),
-                         nbytes());
-  if (device == this->device()) return out;
-  const bool measured = copier != nullptr && copier->kind() == DeviceKind::kCuda &&
-                        trace_measured_copy(*copier, this->device(), device, nbytes());
-  if (!measured) charge_copy(this->device(), device, nbytes());
+  out.transfer_from(*this);
   return out;
+}
+
+void Tensor::transfer_from(const Tensor& src) {
+  const Device* copier = nullptr;
+  if (has_data() && src.has_data() && nbytes() > 0)
+    copier = &copy_bytes(device(), static_cast<char*>(storage_->data) + offset_elems_ * element_size(dtype_),
+                         src.device(),
+                         static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_),
+                         nbytes());
+  if (device() == src.device()) return;
+  const bool measured = copier != nullptr && copier->kind() == DeviceKind::kCuda &&
+                        trace_measured_copy(*copier, src.device(), device(), nbytes());
+  if (!measured) charge_copy(src.device(), device(), nbytes());
 }
 
 Tensor Tensor::clone(MemoryCategory category) const {
@@ -274,14 +279,10 @@ void Tensor::fill(float value) {
 }
 
 void Tensor::copy_from(const Tensor& src) {
-  check_same_device(*this, src);
   DPS_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, ErrorKind::kInvalidArgument,
             "copy_from: {} {} into {} {}", to_string(src.dtype_), shape_to_string(src.shape_),
             to_string(dtype_), shape_to_string(shape_));
-  if (has_data() && src.has_data() && nbytes() > 0)
-    device().impl().copy_from_device(
-        static_cast<char*>(storage_->data) + offset_elems_ * element_size(dtype_), src.device().impl(),
-        static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_), nbytes());
+  transfer_from(src);
 }
 
 void check_same_device(const Tensor& a, const Tensor& b) {

@@ -10,8 +10,8 @@
 namespace dpscope {
 
 int64_t kernel_time_ns(const HardwarePreset& preset, KernelCost cost) {
-  const double compute_s = cost.flops / preset.peak_flops;
-  const double memory_s = cost.bytes / preset.mem_bandwidth_bytes_per_s;
+  const double compute_s = cost.flops / (preset.peak_flops * preset.compute_efficiency);
+  const double memory_s = cost.bytes / (preset.mem_bandwidth_bytes_per_s * preset.bandwidth_fraction);
   return static_cast<int64_t>(std::llround(preset.launch_latency_ns + std::max(compute_s, memory_s) * 1e9));
 }
 

@@ -29,8 +29,9 @@ Tensor gather_rows(const std::vector<Tensor>& pieces, const Device& device) {
   Tensor out = with_data ? Tensor::empty(shape, device) : Tensor::meta(shape, device);
   int64_t row = 0;
   for (const Tensor& p : pieces) {
-    const Tensor here = p.to(device);  // a traced copy for every replica but the one on `device`
-    if (with_data) out.rows(row, p.size(0)).copy_from(here);
+    // Straight into the output's rows, as torch.cuda.comm.gather does: one traced copy for every
+    // replica but the one on `device`, and no staging tensor.
+    out.rows(row, p.size(0)).copy_from(p);
     row += p.size(0);
   }
   return out;

@@ -27,9 +27,10 @@ int add_trace_device(TraceHeader& header, const Device& device) {
     info.mem_bandwidth_bytes_per_s = hw->mem_bandwidth_bytes_per_s;
   }
   header.devices.push_back(info);
-  if (device.is_simulated() && hw != nullptr) {
+  if (device.is_gpu() && hw != nullptr) {
     if (header.host_id < 0) {
-      // The host appears once, after the first simulated device.
+      // The host appears once, after the first GPU (simulated or cuda: copies to and from it are
+      // drawn the same way).
       header.host_id = static_cast<int>(header.devices.size());
       header.devices.push_back({.id = header.host_id, .name = "host", .kind = "host"});
     }
@@ -275,12 +276,11 @@ uint64_t TraceRecorder::transfer(const Device& device, const TraceTransfer& t) {
 
 void TraceRecorder::copy_transfer(const Device& src, const Device& dst, int64_t ts_ns, int64_t dur_ns,
                                   uint64_t bytes) {
-  const int src_id = src.is_simulated() ? src.trace_id() : host_id_;
-  const int dst_id = dst.is_simulated() ? dst.trace_id() : host_id_;
-  const Device& issuer = dst.is_simulated() ? dst : src;
-  const EventName name = !src.is_simulated()
-                             ? EventName::kCopyH2D
-                             : (!dst.is_simulated() ? EventName::kCopyD2H : EventName::kCopyD2D);
+  const int src_id = src.is_gpu() ? src.trace_id() : host_id_;
+  const int dst_id = dst.is_gpu() ? dst.trace_id() : host_id_;
+  const Device& issuer = dst.is_gpu() ? dst : src;
+  const EventName name =
+      !src.is_gpu() ? EventName::kCopyH2D : (!dst.is_gpu() ? EventName::kCopyD2H : EventName::kCopyD2D);
   transfer(issuer, {.src = src_id,
                     .dst = dst_id,
                     .bytes = bytes,

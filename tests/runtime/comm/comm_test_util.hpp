@@ -18,6 +18,7 @@
 #include "dpscope/comm/sim_world.hpp"
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/trace/recorder.hpp"
+#include "support/cli.hpp"
 
 namespace dpscope::test {
 
@@ -62,12 +63,7 @@ inline TracedWorld traced_world(int n, const std::filesystem::path& path, SimWor
   return t;
 }
 
-inline std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::dpscope::testing::read_file;  // support/cli.hpp
 
 inline std::filesystem::path temp_path(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/core/timing.hpp"
@@ -50,6 +53,75 @@ TEST(Preset, MalformedFileNamesFileAndKey) {
   std::ofstream(path) << "name = [\n";
   EXPECT_THROW(load_preset_file(path), Error);
   std::filesystem::remove(path);
+}
+
+// A preset file of the minimal keys plus `extra` lines, written to a temporary path.
+std::filesystem::path write_preset(const std::string& extra) {
+  const auto path = std::filesystem::temp_directory_path() / "dpscope_calibrated_preset.toml";
+  std::ofstream(path) << "name = \"x\"\nmemory_gb = 1\nmemory_bandwidth_gbps = 100\nfp32_tflops = 1\n"
+                         "launch_latency_us = 2\ntopology = \"pcie-host\"\n"
+                         "[host_link]\nkind = \"pcie4\"\nbandwidth_gbps = 32\nlatency_us = 1\n"
+                         "[peer_link]\nkind = \"pcie4\"\nbandwidth_gbps = 32\nlatency_us = 1\n"
+                      << extra;
+  return path;
+}
+
+TEST(Preset, CalibrationScalesTheRooflineAndAddsHostIssueTime) {
+  const auto path = write_preset(
+      "[calibration]\nmeasured_on = \"GPU Z\"\ngemm_efficiency = 0.5\nmemory_bandwidth_fraction = 0.8\n"
+      "launch_latency_us = 5\nhost_issue_us = 7.5\n");
+  const HardwarePreset p = load_preset_file(path);
+  EXPECT_DOUBLE_EQ(p.compute_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(p.bandwidth_fraction, 0.8);
+  EXPECT_DOUBLE_EQ(p.launch_latency_ns, 5000);
+  EXPECT_DOUBLE_EQ(p.host_issue_ns, 7500);
+  EXPECT_EQ(p.calibrated_on, "GPU Z");
+  // 1 TFLOP/s at half efficiency: 1e6 FLOP take 2 us; 100 GB/s at 0.8: 8e5 bytes take 10 us.
+  EXPECT_EQ(kernel_time_ns(p, {.flops = 1e6, .bytes = 1}), 5000 + 2000);
+  EXPECT_EQ(kernel_time_ns(p, {.flops = 1, .bytes = 8e5}), 5000 + 10'000);
+  // Uncalibrated: the datasheet roofline and no host time.
+  const HardwarePreset plain = load_preset_file(write_preset(""));
+  EXPECT_DOUBLE_EQ(plain.compute_efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(plain.host_issue_ns, 0.0);
+  EXPECT_TRUE(plain.calibrated_on.empty());
+  std::filesystem::remove(path);
+}
+
+TEST(Preset, CalibrationOutOfRangeNamesTheKey) {
+  for (const auto& [line, key] : std::vector<std::pair<std::string, std::string>>{
+           {"gemm_efficiency = 1.5", "'calibration.gemm_efficiency' is 1.5, it must be in (0, 1]"},
+           {"memory_bandwidth_fraction = 0", "'calibration.memory_bandwidth_fraction' is 0"},
+           {"host_issue_us = -1", "'calibration.host_issue_us' is -1"},
+           {"launch_latency_us = \"fast\"", "key 'calibration.launch_latency_us' must be a number"}}) {
+    const auto path = write_preset("[calibration]\n" + line + "\n");
+    try {
+      load_preset_file(path);
+      ADD_FAILURE() << line;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+    std::filesystem::remove(path);
+  }
+}
+
+TEST(Timing, AHostBoundStepWaitsForTheHostToIssueEachKernel) {
+  HardwarePreset p = find_preset("a100-sxm");
+  p.host_issue_ns = 10'000;  // 10 us per kernel: longer than the tiny kernels below
+  Device sim = Device::sim(0, p);
+  const KernelCost tiny{.flops = 1, .bytes = 4};
+  for (int i = 0; i < 3; ++i) KernelScope k(sim, "tiny", tiny);
+  // The third kernel starts once the host issued it at 30 us, and runs its own time after.
+  EXPECT_EQ(sim.clock_ns(StreamKind::kCompute), 30'000 + kernel_time_ns(p, tiny));
+  // Behind a long kernel the host runs ahead: the next tiny kernel queues behind the stream.
+  const KernelCost big{.flops = 1e12, .bytes = 4};
+  { KernelScope k(sim, "big", big); }   // issued at 40 us, the stream free before then
+  { KernelScope k(sim, "tiny", tiny); }  // issued at 50 us, long before the big one ends
+  EXPECT_EQ(sim.clock_ns(StreamKind::kCompute), 40'000 + kernel_time_ns(p, big) + kernel_time_ns(p, tiny));
+  // synchronize() brings the host up to the streams.
+  const int64_t now = sim.synchronize();
+  { KernelScope k(sim, "tiny", tiny); }
+  EXPECT_EQ(sim.clock_ns(StreamKind::kCompute), now + 10'000 + kernel_time_ns(p, tiny));
 }
 
 TEST(Timing, KernelIsLaunchLatencyPlusRoofline) {

@@ -89,6 +89,23 @@ TEST(Tensor, ToCopiesDataAndChargesTheHostLink) {
   EXPECT_EQ(host.to(Device::cpu()).f32(), host.f32());         // no copy when already there
 }
 
+TEST(Tensor, CopyFromAnotherDeviceCopiesStraightIntoRowsAndChargesTheLink) {
+  Device sim = make_sim();
+  Tensor out = Tensor::zeros({4, 3}, sim);
+  const std::vector<float> values{1, 2, 3, 4, 5, 6};
+  const Tensor rows = Tensor::from_floats(values, {2, 3});  // on the cpu
+  out.rows(1, 2).copy_from(rows);                                      // like DataParallel's gather
+  EXPECT_EQ(out.to_vector(), (std::vector<float>{0, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0, 0}));
+  const int64_t expected_ns = transfer_time_ns(sim.hardware()->host_link, 6 * sizeof(float));
+  EXPECT_EQ(sim.clock_ns(StreamKind::kCopy), expected_ns);  // charged as .to() charges it
+  try {
+    out.rows(0, 1).copy_from(rows);
+    FAIL() << "expected a shape error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "copy_from: float32 [2, 3] into float32 [1, 3]");
+  }
+}
+
 TEST(Tensor, MetaTensorsHaveShapeButNoData) {
   Device sim = make_sim();
   Tensor t = Tensor::meta({1024, 1024}, sim, MemoryCategory::kParameters);

@@ -35,12 +35,7 @@ inline void write_file(const std::filesystem::path& path, const std::string& tex
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
 }
 
-inline std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::dpscope::testing::read_file;  // support/cli.hpp
 
 using CliResult = dpscope::testing::CommandResult;
 

@@ -14,6 +14,7 @@
 #include "dpscope/core/preset.hpp"
 #include "dpscope/core/timing.hpp"
 #include "dpscope/trace/recorder.hpp"
+#include "support/cli.hpp"
 
 namespace dpscope::trace::testing {
 
@@ -28,12 +29,7 @@ inline std::filesystem::path scratch_dir() {
   return dir;
 }
 
-inline std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::dpscope::testing::read_file;  // support/cli.hpp
 
 inline void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;

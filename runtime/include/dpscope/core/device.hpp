@@ -51,6 +51,8 @@ class Device {
   int index() const { return impl_->index(); }  // -1 for cpu
   std::string name() const { return impl_->name(); }
   bool is_simulated() const { return kind() == DeviceKind::kSim; }
+  // A GPU, simulated or real: what a trace draws as a device with the host behind a link.
+  bool is_gpu() const { return kind() != DeviceKind::kCpu; }
   const HardwarePreset* hardware() const { return impl_->hardware(); }  // nullptr for cpu
   DeviceImpl& impl() const { return *impl_; }
 

@@ -37,7 +37,9 @@ class SimDevice final : public DeviceImpl {
   int64_t elapsed_ns(const Event& start, const Event& end) const override { return end.ts_ns - start.ts_ns; }
   int64_t synchronize() override;
 
-  // The roofline model: the kernel starts when the stream is free and lasts kernel_time_ns(cost).
+  // The roofline model: the kernel starts when the stream is free and the host has issued it (a
+  // calibrated preset's host_issue_ns per kernel, on this device's host clock), and lasts
+  // kernel_time_ns(cost).
   Event timer_begin(StreamKind stream) override { return record(stream); }
   TimedSpan timer_end(StreamKind stream, const Event& begin, KernelCost cost) override;
 
@@ -48,6 +50,9 @@ class SimDevice final : public DeviceImpl {
   const HardwarePreset preset_;
   MemoryAccounting memory_;
   std::array<int64_t, kStreamCount> clock_ns_{};
+  // When the host thread driving this device has issued its kernels so far: it runs ahead of the
+  // streams (launches are asynchronous) and catches up at synchronize().
+  int64_t host_ns_ = 0;
   TraceContext context_;
 };
 

@@ -81,11 +81,15 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
 
   void fill(float value);
-  // Copies `src` (same shape, dtype and device) into this tensor's storage. Not timed: callers that
-  // model a device copy wrap it in a KernelScope.
+  // Copies `src` (same shape and dtype) into this tensor's storage, like PyTorch's copy_(). On one
+  // device it is not timed: callers that model a device copy wrap it in a KernelScope. Across
+  // devices it is the transfer .to() makes, charged and traced the same way, but straight into
+  // this tensor (DataParallel's gather copies each replica's rows into the output like this).
   void copy_from(const Tensor& src);
 
  private:
+  // copy_from without the checks: the bytes, and the transfer's cost and trace across devices.
+  void transfer_from(const Tensor& src);
   std::shared_ptr<Storage> storage_;
   int64_t offset_elems_ = 0;
   Shape shape_;

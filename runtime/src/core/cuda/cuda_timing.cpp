@@ -7,6 +7,7 @@
 // is anchor_host_ns_ + cudaEventElapsedTime(anchor_, event). `advance` and `wait_until` are the
 // timing model's calls: a measured device has no model, so advance() returns now - dur (the work
 // has just been done) and wait_until() does nothing (the GPU orders work by events, not by times).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -23,6 +24,10 @@ namespace {
 // Spans queued before the oldest is waited for: the host may run this far ahead of the GPU before
 // tracing adds a wait (a wait on a kernel that the GPU has long finished, in practice).
 constexpr size_t kMaxPendingSpans = 4096;
+// Spans queued before the completed ones are emitted: asking the driver about every span as it is
+// queued would cost more host time than the kernels it times take to launch (issue 10 allows
+// tracing 5 % of a step), so completed spans go out in batches and at every synchronize().
+constexpr size_t kEmitBatch = 256;
 // The anchor is moved forward after a synchronize() once it is this old: cudaEventElapsedTime is
 // float milliseconds, exact to ~0.1 us over a second but to ~10 us over minutes.
 constexpr int64_t kAnchorRefreshNs = 1'000'000'000;
@@ -38,16 +43,17 @@ void CudaDevice::wait_until(StreamKind /*stream*/, int64_t /*ts_ns*/) {}
 
 Event CudaDevice::record(StreamKind stream) {
   Event event{.ts_ns = wall_ns_since_origin(), .stream = stream, .native = gpu_->events->acquire(where_)};
-  check(cudaEventRecord(native_event(event), this->stream(stream)),
-        fmt::format("cudaEventRecord ({} stream)", to_string(stream)), where_);
+  if (const cudaError_t status = cudaEventRecord(native_event(event), this->stream(stream)); status != cudaSuccess)
+    check(status, fmt::format("cudaEventRecord ({} stream)", to_string(stream)), where_);
   return event;
 }
 
 void CudaDevice::wait(StreamKind stream, const Event& event) {
   // cpu and sim events carry no native event: the host issued their work already.
-  if (cudaEvent_t native = native_event(event))
-    check(cudaStreamWaitEvent(this->stream(stream), native, 0),
-          fmt::format("cudaStreamWaitEvent ({} stream)", to_string(stream)), where_);
+  cudaEvent_t native = native_event(event);
+  if (native == nullptr) return;
+  if (const cudaError_t status = cudaStreamWaitEvent(this->stream(stream), native, 0); status != cudaSuccess)
+    check(status, fmt::format("cudaStreamWaitEvent ({} stream)", to_string(stream)), where_);
 }
 
 int64_t CudaDevice::elapsed_ns(const Event& start, const Event& end) const {
@@ -117,31 +123,40 @@ void CudaDevice::defer_kernel_span(StreamKind stream, std::string_view name, con
   if (pending_.size() >= kMaxPendingSpans) {
     // The host ran far ahead: wait for the oldest half rather than let the queue grow.
     while (pending_.size() > kMaxPendingSpans / 2) {
+      check(cudaEventSynchronize(native_event(pending_.front().end)), "cudaEventSynchronize", where_);
       emit(pending_.front());
       pending_.pop_front();
     }
   }
-  emit_spans(/*wait_all=*/false);
+  if (pending_.size() % kEmitBatch == 0) emit_spans(/*wait_all=*/false);
 }
 
 void CudaDevice::emit_spans(bool wait_all) {
   while (!pending_.empty()) {
-    if (!wait_all) {
-      const cudaError_t status = cudaEventQuery(native_event(pending_.front().end));
-      if (status == cudaErrorNotReady) return;  // in order: a later span waits behind it
-      check(status, "cudaEventQuery", where_);
-    }
+    const cudaError_t status = wait_all ? cudaEventSynchronize(native_event(pending_.front().end))
+                                        : cudaEventQuery(native_event(pending_.front().end));
+    if (status == cudaErrorNotReady) return;  // in order: a later span waits behind it
+    check(status, wait_all ? "cudaEventSynchronize" : "cudaEventQuery", where_);
     PendingSpan span = std::move(pending_.front());
     pending_.pop_front();
     emit(span);
   }
 }
 
+// `span`'s end event has completed (and so has its begin, earlier on the same stream): its times
+// are elapsed-time reads, with no wait (the duration from its own events: float milliseconds from
+// an old anchor would round it).
 void CudaDevice::emit(const PendingSpan& span) {
   TraceSink* tracer = context_.tracer;
   if (tracer == nullptr) return;
-  const int64_t start_ns = event_time_ns(span.begin);
-  const int64_t dur_ns = elapsed_ns(span.begin, span.end);
+  float begin_ms = 0.0f;
+  float dur_ms = 0.0f;
+  check(cudaEventElapsedTime(&begin_ms, native_event(anchor_), native_event(span.begin)),
+        "cudaEventElapsedTime", where_);
+  check(cudaEventElapsedTime(&dur_ms, native_event(span.begin), native_event(span.end)), "cudaEventElapsedTime",
+        where_);
+  const int64_t start_ns = anchor_host_ns_ + ms_to_ns(begin_ms);
+  const int64_t dur_ns = std::max<int64_t>(0, ms_to_ns(dur_ms));
   // The tracer stamps rank, step and phase from the context: the span carries those of its launch.
   const TraceContext saved = context_;
   context_.rank = span.rank;
