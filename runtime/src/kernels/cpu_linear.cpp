@@ -71,16 +71,27 @@ void bias_grad(const Tensor& dy, Tensor& dbias, bool accumulate, std::vector<flo
   const int64_t n_out = dbias.numel();
   const int64_t rows = rows_of(dy, n_out);
   if (rows == 0) return;
-  // Sum the rows of dy first and add the sum once (PyTorch: grad += dy.sum(0)).
+  // Sum the rows of dy first and add the sum once (PyTorch: grad += dy.sum(0)); overwriting adds
+  // onto db's own value (the caller's zeroed gradient). Rows are summed in blocks of
+  // kBiasGradRowBlock, block sums then added in order: the GPU's order (cuda/linear.cu).
   const float* g = dy.f32();
   float* db = dbias.f32();
-  float* sum = db;
-  if (accumulate) {
-    scratch.assign(static_cast<size_t>(n_out), 0.0f);
-    sum = scratch.data();
+  const auto n = static_cast<size_t>(n_out);
+  scratch.assign(2 * n, 0.0f);
+  float* total = scratch.data();     // the sum of the blocks so far
+  float* block = scratch.data() + n;  // one block's rows
+  if (!accumulate) std::copy(db, db + n_out, total);
+  for (int64_t first = 0; first < rows; first += kBiasGradRowBlock) {
+    std::fill(block, block + n_out, 0.0f);
+    const int64_t end = std::min(rows, first + kBiasGradRowBlock);
+    for (int64_t r = first; r < end; ++r) reduce_range(block, g + r * n_out, Reduction::kSum, 0, n_out);
+    reduce_range(total, block, Reduction::kSum, 0, n_out);
   }
-  for (int64_t r = 0; r < rows; ++r) reduce_range(sum, g + r * n_out, Reduction::kSum, 0, n_out);
-  if (accumulate) reduce_range(db, sum, Reduction::kSum, 0, n_out);
+  if (accumulate) {
+    reduce_range(db, total, Reduction::kSum, 0, n_out);
+  } else {
+    std::copy(total, total + n_out, db);
+  }
 }
 
 }  // namespace dpscope::kernels

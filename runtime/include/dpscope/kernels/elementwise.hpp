@@ -79,6 +79,12 @@ DPS_HOST_DEVICE inline void divide_range(float* data, float divisor, int64_t beg
 // The combining operations of a reduction; kAvg is a kSum followed by divide_range.
 enum class Reduction : uint8_t { kSum, kProduct, kMin, kMax };
 
+// The bias gradient sums dy's rows in blocks of this many rows, each block's sum from zero in row
+// order, then the block sums in block order: the same additions on the CPU and on a GPU, where the
+// blocks run in parallel (a column's plain running sum over thousands of rows would leave a GPU
+// with one thread per feature).
+inline constexpr int64_t kBiasGradRowBlock = 64;
+
 // dst = combine(dst, src) element by element, in index order; dst and src do not overlap.
 template <typename T>
 DPS_HOST_DEVICE inline void reduce_range(T* __restrict__ dst, const T* __restrict__ src, Reduction op,

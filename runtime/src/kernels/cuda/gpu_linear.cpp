@@ -76,7 +76,9 @@ void bias_grad(const Tensor& dy, Tensor& dbias, bool accumulate) {
   const int64_t rows = rows_of(dy, n_out);
   if (rows == 0) return;
   const Launch launch = begin(dy.device(), "bias_grad");
-  check(launch, launch_bias_grad(launch.stream, dy.f32(), dbias.f32(), rows, n_out, accumulate));
+  auto* partial = static_cast<float*>(
+      scratch_for(launch, static_cast<size_t>(bias_grad_blocks(rows) * n_out) * sizeof(float)));
+  check(launch, launch_bias_grad(launch.stream, dy.f32(), partial, dbias.f32(), rows, n_out, accumulate));
 }
 
 }  // namespace dpscope::kernels::gpu

@@ -43,9 +43,11 @@ cudaError_t launch_sum_of_squares(cudaStream_t stream, const float* x, int64_t n
 // ---- linear.cu ----
 // y[r][o] = b[o] for rows x n_out (the bias before the product adds x·Wᵀ).
 cudaError_t launch_broadcast_rows(cudaStream_t stream, const float* b, float* y, int64_t rows, int64_t n_out);
-// db (+)= the sum of dy's rows, in row order (see kernels::bias_grad).
-cudaError_t launch_bias_grad(cudaStream_t stream, const float* dy, float* db, int64_t rows, int64_t n_out,
-                             bool accumulate);
+// db (+)= the sum of dy's rows, in the CPU's blocked order (see kernels::bias_grad); `partial`
+// holds bias_grad_blocks(rows) x n_out floats of scratch.
+int64_t bias_grad_blocks(int64_t rows);
+cudaError_t launch_bias_grad(cudaStream_t stream, const float* dy, float* partial, float* db, int64_t rows,
+                             int64_t n_out, bool accumulate);
 
 // ---- loss.cu ----
 // *loss = mean((x - t)^2) over n elements (NaN for n == 0); scratch as launch_sum_of_squares.

@@ -14,33 +14,33 @@ __global__ void broadcast_rows_kernel(const float* b, float* y, int64_t rows, in
   for (int64_t i = first_index(); i < n; i += grid_stride()) fill_range(y, b[i % n_out], i, i + 1);
 }
 
-// One thread per output feature sums dy's rows in row order with the shared reduce body, exactly
-// as the CPU does row by row: overwriting adds onto db's own value (the caller's zeroed gradient);
-// accumulating sums the rows first and adds the sum once (PyTorch's grad += dy.sum(0)).
-//
-// The additions must stay in row order (bit-identical to the CPU), so a feature's sum cannot be
-// split across threads; what makes it fast is having many loads in flight: each thread loads
-// kBiasRowsAhead rows into registers before adding them in order (loads of a warp are coalesced,
-// 32 consecutive features), and small blocks spread the features over more SMs.
-constexpr int kBiasRowsAhead = 32;
-constexpr int kBiasThreadsPerBlock = 32;
+// The bias gradient in the CPU's order (kBiasGradRowBlock, cpu_linear.cpp): first every block of
+// rows summed from zero in row order, one thread per (block, feature), into partial[block][o];
+// then one thread per feature adds the block sums in block order onto db's own value
+// (overwriting: the caller's zeroed gradient) or onto zero and then db (accumulating, PyTorch's
+// grad += dy.sum(0)). A warp reads 32 consecutive features of a row: coalesced.
+__global__ void bias_block_sums_kernel(const float* dy, float* partial, int64_t rows, int64_t n_out,
+                                       int64_t blocks) {
+  const int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (o >= n_out) return;
+  for (int64_t b = blockIdx.y; b < blocks; b += gridDim.y) {
+    const int64_t first = b * kBiasGradRowBlock;
+    const int64_t end = first + kBiasGradRowBlock < rows ? first + kBiasGradRowBlock : rows;
+    float sum = 0.0f;
+    for (int64_t r = first; r < end; ++r) reduce_range(&sum, dy + r * n_out + o, Reduction::kSum, 0, 1);
+    partial[b * n_out + o] = sum;
+  }
+}
 
-__global__ void bias_grad_kernel(const float* dy, float* db, int64_t rows, int64_t n_out, bool accumulate) {
+__global__ void bias_add_blocks_kernel(const float* partial, float* db, int64_t n_out, int64_t blocks,
+                                       bool accumulate) {
   for (int64_t o = first_index(); o < n_out; o += grid_stride()) {
-    float sum = accumulate ? 0.0f : db[o];
-    int64_t r = 0;
-    for (; r + kBiasRowsAhead <= rows; r += kBiasRowsAhead) {
-      float ahead[kBiasRowsAhead];
-#pragma unroll
-      for (int k = 0; k < kBiasRowsAhead; ++k) ahead[k] = dy[(r + k) * n_out + o];
-#pragma unroll
-      for (int k = 0; k < kBiasRowsAhead; ++k) reduce_range(&sum, &ahead[k], Reduction::kSum, 0, 1);
-    }
-    for (; r < rows; ++r) reduce_range(&sum, dy + r * n_out + o, Reduction::kSum, 0, 1);
+    float total = accumulate ? 0.0f : db[o];
+    for (int64_t b = 0; b < blocks; ++b) reduce_range(&total, partial + b * n_out + o, Reduction::kSum, 0, 1);
     if (accumulate) {
-      reduce_range(db + o, &sum, Reduction::kSum, 0, 1);
+      reduce_range(db + o, &total, Reduction::kSum, 0, 1);
     } else {
-      db[o] = sum;
+      db[o] = total;
     }
   }
 }
@@ -52,13 +52,19 @@ cudaError_t launch_broadcast_rows(cudaStream_t stream, const float* b, float* y,
   return launch_over(stream, rows * n_out, broadcast_rows_kernel, b, y, rows, n_out);
 }
 
-cudaError_t launch_bias_grad(cudaStream_t stream, const float* dy, float* db, int64_t rows, int64_t n_out,
-                             bool accumulate) {
-  if (n_out == 0) return cudaSuccess;
-  const int64_t blocks = (n_out + kBiasThreadsPerBlock - 1) / kBiasThreadsPerBlock;
-  bias_grad_kernel<<<static_cast<unsigned>(std::min<int64_t>(blocks, 65535)), kBiasThreadsPerBlock, 0, stream>>>(
-      dy, db, rows, n_out, accumulate);
-  return cudaGetLastError();
+int64_t bias_grad_blocks(int64_t rows) { return (rows + kBiasGradRowBlock - 1) / kBiasGradRowBlock; }
+
+cudaError_t launch_bias_grad(cudaStream_t stream, const float* dy, float* partial, float* db, int64_t rows,
+                             int64_t n_out, bool accumulate) {
+  if (n_out == 0 || rows == 0) return cudaSuccess;
+  constexpr int kThreads = 32;
+  const int64_t blocks = bias_grad_blocks(rows);
+  const dim3 grid(static_cast<unsigned>((n_out + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(std::min<int64_t>(blocks, 65535)));
+  bias_block_sums_kernel<<<grid, kThreads, 0, stream>>>(dy, partial, rows, n_out, blocks);
+  if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
+  return launch_over(stream, n_out, bias_add_blocks_kernel, static_cast<const float*>(partial), db, n_out, blocks,
+                     accumulate);
 }
 
 }  // namespace dpscope::kernels::gpu
