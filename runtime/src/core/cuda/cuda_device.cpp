@@ -150,6 +150,7 @@ CudaDevice::~CudaDevice() {
   // emitted yet are dropped (their tracer may be gone; Device::attach_tracer flushes them).
   for (cudaStream_t stream : streams_) static_cast<void>(cudaStreamSynchronize(stream));
   pending_.clear();
+  last_end_.fill(Event{});
   anchor_ = Event{};
   copy_begin_ = Event{};
   copy_end_ = Event{};

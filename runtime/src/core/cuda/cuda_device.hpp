@@ -178,6 +178,8 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   uint64_t staging_bytes_ = 0;
 
   std::deque<PendingSpan> pending_;
+  // Per stream, the end event of the last traced kernel (timer_begin may start the next one there).
+  std::array<Event, kStreamCount> last_end_{};
   Event copy_begin_;  // guarded by copy_mutex_
   Event copy_end_;
 };

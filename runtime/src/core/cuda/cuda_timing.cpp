@@ -97,6 +97,14 @@ void CudaDevice::refresh_anchor() {
 Event CudaDevice::timer_begin(StreamKind stream) {
   // Tracing off: no event, no clock read (KernelScope then costs a pointer test and this call).
   if (context_.tracer == nullptr) return Event{.stream = stream};
+  // While the stream's last traced kernel has not finished, the GPU is busy and this kernel will
+  // start the moment it ends: that end event is this kernel's begin. Each event recorded between
+  // two kernels costs the GPU a gap, and a GPU-bound step half as many of them is what keeps
+  // tracing within its budget. Once the stream has run dry, a fresh event marks the start, so an
+  // idle GPU waiting for the host never counts as kernel time.
+  Event& last = last_end_[static_cast<size_t>(stream)];
+  if (cudaEvent_t native = native_event(last); native != nullptr && cudaEventQuery(native) == cudaErrorNotReady)
+    return last;
   return record(stream);
 }
 
@@ -112,10 +120,12 @@ TimedSpan CudaDevice::timer_end(StreamKind stream, const Event& begin, KernelCos
 void CudaDevice::defer_kernel_span(StreamKind stream, std::string_view name, const Event& begin,
                                    KernelCost cost) {
   if (native_event(begin) == nullptr) return;  // tracing was off when the kernel began
+  Event end = record(stream);
+  last_end_[static_cast<size_t>(stream)] = end;
   pending_.push_back(PendingSpan{.name = std::string(name),
                                  .stream = stream,
                                  .begin = begin,
-                                 .end = record(stream),
+                                 .end = std::move(end),
                                  .cost = cost,
                                  .rank = context_.rank,
                                  .step = context_.step,
