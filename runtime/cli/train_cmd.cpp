@@ -74,7 +74,7 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
                result.losses.front(), result.losses.back());
   const double steps_per_s = result.wall_seconds > 0 ? result.steps / result.wall_seconds : 0.0;
   fmt::print("wall time {:.3f} s ({:.1f} steps/s on this machine)\n", result.wall_seconds, steps_per_s);
-  if (result.sim_total_ns > 0 && result.steps > 0)
+  if (result.sim_total_ns > 0 && result.steps > 0 && config.device == "sim")
     fmt::print("simulated time {:.3f} ms ({:.1f} us per step on {})\n", result.sim_total_ns / 1e6,
                result.sim_total_ns / 1e3 / static_cast<double>(result.steps), config.preset);
   if (result.resumed_from_step >= 0)

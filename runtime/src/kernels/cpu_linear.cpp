@@ -64,6 +64,14 @@ void linear_grad_input(const Tensor& dy, const Tensor& weight, Tensor& dx) {
               weight.f32(), n_in, 0.0f, dx.f32(), n_in);
 }
 
+void warm_up(const Device& device) {
+  if (device.kind() != DeviceKind::kCuda) return;
+  const Tensor x = Tensor::zeros({1, 1}, device);
+  Tensor y = Tensor::zeros({1, 1}, device);
+  linear_forward(x, x, Tensor(), y);
+  device.synchronize();
+}
+
 void bias_grad(const Tensor& dy, Tensor& dbias, bool accumulate, std::vector<float>& scratch) {
   if (detail::runs_on_cuda(dy.device(), "bias_grad")) {
     if constexpr (detail::kCudaBuilt) return gpu::bias_grad(dy, dbias, accumulate);

@@ -10,6 +10,7 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/io/safetensors.hpp"
+#include "dpscope/kernels/kernels.hpp"
 #include "dpscope/nn/linear.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/nn/unused_parameter.hpp"
@@ -122,6 +123,7 @@ std::unique_ptr<Loss> make_loss(const TrainConfig& config) {
 std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::vector<Device>& devices,
                                           const Module& model) {
   if (config.trace.empty()) return nullptr;
+  for (const Device& device : devices) kernels::warm_up(device);  // not inside the first traced step
   TraceHeader header;
   header.clock = devices.front().is_simulated() ? "simulated" : "measured";
   header.run_json = config.to_json();

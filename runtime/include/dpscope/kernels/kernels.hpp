@@ -42,6 +42,10 @@ namespace dpscope::kernels {
 
 // y = x · weightᵀ (+ bias broadcast over rows when `bias` is defined).
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor& y);
+// Runs one tiny matrix product on `device` and waits for it, so that what a first product loads
+// (cuBLAS's handle and kernels: a tenth of a second on a GPU) is not measured inside the first
+// traced step. Nothing on devices that load nothing (cpu, sim).
+void warm_up(const Device& device);
 // dweight = dyᵀ · x, or dweight += dyᵀ · x when `accumulate` (gradient accumulation).
 void linear_grad_weight(const Tensor& dy, const Tensor& x, Tensor& dweight, bool accumulate);
 // dx = dy · weight.
