@@ -6,8 +6,9 @@
 // The scatter and gather below make exactly the calls DataParallel makes (parallel/data_parallel.cpp):
 // scatter = input.rows(chunk).to(device k); gather = output.rows(chunk).copy_from(piece), a copy
 // straight into the output on device 0 (as torch.cuda.comm.gather does).
-// Bandwidth counts the bytes that change device (chunk 0 stays on device 0), per second of wall time
-// between fully synchronized GPUs.
+// Bandwidth counts the bytes each copies, per second of wall time between fully synchronized GPUs:
+// the scatter's chunk 0 stays on device 0 as a view (not copied), the gather copies all four chunks
+// into its new output, device 0's own chunk too.
 //
 // Usage: gpu_copy_bench [MIB=1024] [DEVICES=4] [REPEATS=10]
 #include <chrono>
@@ -104,7 +105,8 @@ int main(int argc, char** argv) {
 
     const double copy_gbps = static_cast<double>(bytes) / copy_s / 1e9;
     const double scatter_gbps = static_cast<double>(moved) / scatter_s / 1e9;
-    const double gather_gbps = static_cast<double>(moved) / gather_s / 1e9;
+    // The gather copies every chunk, device 0's own too (into the new output, as PyTorch's does).
+    const double gather_gbps = static_cast<double>(bytes) / gather_s / 1e9;
     std::printf("# gpu_copy_bench: %d logical GPUs on GPU %d (%s), %.0f MiB input, median of %d\n", count,
                 cuda::physical_index(devices[0].impl()), cuda::physical_name(devices[0].impl()).c_str(),
                 static_cast<double>(bytes) / (1 << 20), repeats);
