@@ -7,6 +7,7 @@
 
 #include "dpscope/core/device_impl.hpp"
 #include "dpscope/core/preset.hpp"
+#include "support/presets.hpp"
 #include "dpscope/core/sim_device.hpp"
 
 namespace dpscope::testing {
@@ -14,7 +15,7 @@ namespace dpscope::testing {
 class ForwardingDevice : public DeviceImpl {
  public:
   explicit ForwardingDevice(int index = 0, const std::string& preset = "h100-sxm")
-      : inner_(index, find_preset(preset)) {}
+      : inner_(index, roofline_preset(preset)) {}
 
   DeviceKind kind() const override { return inner_.kind(); }
   int index() const override { return inner_.index(); }

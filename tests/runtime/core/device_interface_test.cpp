@@ -13,6 +13,7 @@
 #include "dpscope/core/timing.hpp"
 #include "dpscope/core/trace_sink.hpp"
 #include "support/forwarding_device.hpp"
+#include "support/presets.hpp"
 
 namespace dpscope {
 namespace {
@@ -57,7 +58,7 @@ class CountingDevice final : public testing::ForwardingDevice {
 };
 
 TEST(DeviceInterface, StreamsAreValuesAndEventsOrderThem) {
-  const Device sim = Device::sim(0, find_preset("h100-sxm"));
+  const Device sim = Device::sim(0, testing::roofline_preset("h100-sxm"));
   const Stream compute = sim.stream(StreamKind::kCompute);
   const Stream comm = sim.stream(StreamKind::kComm);
   EXPECT_EQ(compute.kind(), StreamKind::kCompute);
@@ -78,7 +79,7 @@ TEST(DeviceInterface, StreamsAreValuesAndEventsOrderThem) {
 }
 
 TEST(DeviceInterface, ElapsedTimeBetweenTwoEventsIsTheirDistanceOnTheClock) {
-  const Device sim = Device::sim(0, find_preset("h100-sxm"));
+  const Device sim = Device::sim(0, testing::roofline_preset("h100-sxm"));
   const Event start = sim.record(StreamKind::kCopy);
   sim.advance(StreamKind::kCopy, 1234);
   const Event end = sim.record(StreamKind::kCopy);

@@ -11,6 +11,7 @@
 #include "dpscope/nn/sequential.hpp"
 #include "runtime/nn/reference.hpp"
 #include "support/errors.hpp"
+#include "support/presets.hpp"
 
 namespace dpscope {
 namespace {
@@ -127,7 +128,7 @@ TEST(Sequential, HookSeesTheAccumulatedGradientAndCanBeRemoved) {
 }
 
 TEST(Sequential, HookFiresWhenTheGradientKernelHasBeenCharged) {
-  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  const Device dev = Device::sim(0, testing::roofline_preset("h100-sxm"));
   auto model = Sequential::mlp("4-3-2", dev, 0);
   std::vector<int64_t> clocks;
   model->register_grad_ready_hook([&](Parameter&) { clocks.push_back(dev.clock_ns(StreamKind::kCompute)); });
@@ -259,7 +260,7 @@ TEST(Sequential, StateDictRoundTripsIntoAnotherModel) {
 }
 
 TEST(Sequential, StateDictLoadsAcrossDevices) {
-  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  const Device dev = Device::sim(0, testing::roofline_preset("h100-sxm"));
   auto a = Sequential::mlp("3-2", Device::cpu(), 1);
   auto b = Sequential::mlp("3-2", dev, 2);
   b->load_state_dict(a->state_dict());
@@ -315,7 +316,7 @@ TEST(Sequential, CloneKeepsNamesValuesAndSettings) {
 }
 
 TEST(Sequential, TimingOnlyMlpRunsWithoutData) {
-  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  const Device dev = Device::sim(0, testing::roofline_preset("h100-sxm"));
   auto model = Sequential::mlp_timing_only("8192-8192-8192-1000", dev);
   EXPECT_EQ(model->parameter_numel(), 8192 * 8192 * 2 + 8192 * 2 + 8192 * 1000 + 1000);
   CrossEntropyLoss loss_fn;

@@ -15,6 +15,7 @@
 #include "dpscope/nn/loss.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/trace/recorder.hpp"
+#include "support/presets.hpp"
 
 namespace dpscope {
 namespace {
@@ -59,7 +60,7 @@ int64_t run_step(Sequential& model, const Device& dev, bool timing_only) {
 }
 
 TEST(SimTiming, AStepAdvancesTheComputeClockByTheRooflineTimeOfItsKernels) {
-  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  const Device dev = Device::sim(0, testing::roofline_preset("h100-sxm"));
   auto model = Sequential::mlp("64-32-10", dev, 0);
   int64_t expected = 0;
   for (const Kernel& k : expected_kernels()) expected += kernel_time_ns(*dev.hardware(), k.cost);
@@ -76,7 +77,7 @@ TEST(SimTiming, TimingOnlyTensorsCostTheSameTime) {
 }
 
 TEST(SimTiming, TracerSeesOneSpanPerKernelAndGradReadyInstants) {
-  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  const Device dev = Device::sim(0, testing::roofline_preset("h100-sxm"));
   const std::filesystem::path path =
       std::filesystem::temp_directory_path() / fmt::format("dpscope_nn_timing_{}.jsonl", ::getpid());
   TraceHeader header;

@@ -15,6 +15,7 @@
 #include "dpscope/optim/sgd.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "support/errors.hpp"
+#include "support/presets.hpp"
 
 namespace dpscope {
 namespace {
@@ -105,7 +106,7 @@ TEST(Optimizer, LoadStateTensorsErrors) {
 }
 
 TEST(Optimizer, StateIsAccountedAsOptimizerStateOnTheParameterDevice) {
-  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  const Device dev = Device::sim(0, testing::roofline_preset("h100-sxm"));
   auto model = Sequential::mlp("4-3-2", dev, 0);
   Adam adam(model->parameters(), {.lr = 0.1});
   set_grads(*model);
@@ -118,7 +119,7 @@ TEST(Optimizer, StateIsAccountedAsOptimizerStateOnTheParameterDevice) {
 }
 
 TEST(Optimizer, StepChargesTheRooflineTimeOfEachParameterUpdate) {
-  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  const Device dev = Device::sim(0, testing::roofline_preset("h100-sxm"));
   auto model = Sequential::mlp("64-32-10", dev, 0);
   SGD sgd(model->parameters(), {.lr = 0.1, .momentum = 0.9});
   Adam adam(model->parameters(), {.lr = 0.1, .weight_decay = 0.1});
@@ -138,7 +139,7 @@ TEST(Optimizer, StepChargesTheRooflineTimeOfEachParameterUpdate) {
 }
 
 TEST(Optimizer, TimingOnlyParametersAreTimedAndGetStateWithoutData) {
-  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  const Device dev = Device::sim(0, testing::roofline_preset("h100-sxm"));
   auto model = Sequential::mlp_timing_only("4096-4096-10", dev);
   Adam adam(model->parameters(), {.lr = 0.1});
   set_grads(*model);
@@ -152,7 +153,7 @@ TEST(Optimizer, TimingOnlyParametersAreTimedAndGetStateWithoutData) {
 }
 
 TEST(Optimizer, StepIsTracedAsAnOptimizerSpanAroundItsKernels) {
-  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  const Device dev = Device::sim(0, testing::roofline_preset("h100-sxm"));
   dev.set_phase(Phase::kBackward);
   const std::filesystem::path path =
       std::filesystem::temp_directory_path() / fmt::format("dpscope_optim_trace_{}.jsonl", ::getpid());
@@ -211,7 +212,7 @@ TEST(Optimizer, StepChecksEveryParameterBeforeUpdatingAny) {
 // still modelled (and traced) as one kernel per parameter, with the same results as a step of
 // each parameter alone.
 TEST(Optimizer, AStepOverManyParametersEqualsOneStepPerParameter) {
-  const Device dev = Device::sim(0, find_preset("h100-sxm"));
+  const Device dev = Device::sim(0, testing::roofline_preset("h100-sxm"));
   auto together = Sequential::mlp("6-5-4-3", dev, 7);
   auto alone = Sequential::mlp("6-5-4-3", dev, 7);
   AdamW adamw(together->parameters(), {.lr = 0.01, .amsgrad = true});

@@ -10,6 +10,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "trace_test_util.hpp"
+#include "support/presets.hpp"
 
 namespace dpscope::trace {
 namespace {
@@ -33,7 +34,7 @@ constexpr const char* kGoodSpan =
 
 TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   const auto dir = testing::scratch_dir();
-  const HardwarePreset h100 = find_preset("h100-sxm");
+  const HardwarePreset h100 = dpscope::testing::roofline_preset("h100-sxm");
   const Device gpu = Device::sim(0, h100);
   TraceHeader header;
   header.clock = "simulated";
