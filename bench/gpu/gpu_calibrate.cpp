@@ -275,8 +275,9 @@ int main(int argc, char** argv) {
                 gpu_name.c_str());
     std::printf("[calibration]\n");
     std::printf("measured_on = \"%s (gpu_calibrate)\"\n", gpu_name.c_str());
-    std::printf("gemm_efficiency = %.3f            # the MLP step's GEMMs / fp32_tflops (8192^3 reaches %.3f)\n",
-                calibrated.compute_efficiency, gemm_fraction);
+    std::printf(
+        "gemm_efficiency = %.3f            # the MLP step's GEMMs / fp32_tflops (8192^3 reaches %.3f)\n",
+        calibrated.compute_efficiency, gemm_fraction);
     std::printf("memory_bandwidth_fraction = %.3f  # achieved kernel bandwidth / memory_bandwidth_gbps\n",
                 calibrated.bandwidth_fraction);
     std::printf("launch_latency_us = %.2f           # measured per back-to-back kernel\n", launch_s * 1e6);
@@ -301,8 +302,9 @@ int main(int argc, char** argv) {
       gpu_bench::print_row(fmt::format("MLP {} batch {}: simulated step (calibrated by this run, {}) vs "
                                        "measured (us)",
                                        spec, batch, role),
-                           fmt::format("{:.1f}", calibrated_s * 1e6), fmt::format("measured {:.1f}", real_s * 1e6),
-                           calibrated_s / real_s, "0.90 - 1.10");
+                           fmt::format("{:.1f}", calibrated_s * 1e6),
+                           fmt::format("measured {:.1f}", real_s * 1e6), calibrated_s / real_s,
+                           "0.90 - 1.10");
     }
     gpu_bench::print_row("FP32 GEMM 8192^3 (TFLOP/s)", fmt::format("{:.2f}", flops / 1e12),
                          fmt::format("preset {:.1f}", preset.peak_flops / 1e12), gemm_fraction, "-");

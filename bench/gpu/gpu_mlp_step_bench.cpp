@@ -6,9 +6,9 @@
 // Usage: gpu_mlp_step_bench [MODEL=784-512-512-10] [BATCH=128] [STEPS=200]
 #include <array>
 #include <chrono>
-#include <span>
 #include <cstdio>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,8 +40,8 @@ class NullSink final : public TraceSink {
 // Median seconds per step of blocks of `block` steps, each block between synchronized devices,
 // blocks taking turns with each sink (nullptr: tracing off), so that all see the same GPU clocks
 // and caches. One median per sink, in order.
-std::vector<double> time_steps(gpu_bench::MlpStep& step, const Device& device, std::span<TraceSink* const> sinks,
-                               int trace_id, int steps) {
+std::vector<double> time_steps(gpu_bench::MlpStep& step, const Device& device,
+                               std::span<TraceSink* const> sinks, int trace_id, int steps) {
   for (int i = 0; i < 10; ++i) step.run();  // warm-up: cuBLAS handles, the caching allocator's blocks
   constexpr int kBlock = 10;
   std::vector<std::vector<double>> seconds(sinks.size());

@@ -7,8 +7,8 @@
 
 #include "dpscope/core/device_impl.hpp"
 #include "dpscope/core/preset.hpp"
-#include "support/presets.hpp"
 #include "dpscope/core/sim_device.hpp"
+#include "support/presets.hpp"
 
 namespace dpscope::testing {
 

@@ -224,10 +224,9 @@ Tensor Tensor::to(const Device& device, MemoryCategory category) const {
 void Tensor::transfer_from(const Tensor& src) {
   const Device* copier = nullptr;
   if (has_data() && src.has_data() && nbytes() > 0)
-    copier = &copy_bytes(device(), static_cast<char*>(storage_->data) + offset_elems_ * element_size(dtype_),
-                         src.device(),
-                         static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_),
-                         nbytes());
+    copier = &copy_bytes(
+        device(), static_cast<char*>(storage_->data) + offset_elems_ * element_size(dtype_), src.device(),
+        static_cast<const char*>(src.storage_->data) + src.offset_elems_ * element_size(dtype_), nbytes());
   if (device() == src.device()) return;
   const bool measured = copier != nullptr && copier->kind() == DeviceKind::kCuda &&
                         trace_measured_copy(*copier, src.device(), device(), nbytes());

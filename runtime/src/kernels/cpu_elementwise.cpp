@@ -1,6 +1,7 @@
 // The element-wise ops of the kernel layer: the dispatch by device kind (dispatch.hpp) and the host
 // kernels, each running its shared body (kernels/elementwise.hpp) over the whole range on the
 // calling thread. Cuda tensors go to src/kernels/cuda/elementwise.cu and optim.cu.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -50,6 +51,28 @@ double l2_norm(const Tensor& t) {
     if constexpr (detail::kCudaBuilt) return gpu::l2_norm(t);
   }
   return std::sqrt(sum_of_squares_range(t.f32(), 0, t.numel()));
+}
+
+ValuesSnapshot snapshot_values(const Tensor& t, size_t count) {
+  const size_t n = std::min(count, static_cast<size_t>(t.numel()));
+  if (detail::runs_on_cuda(t.device(), "snapshot_values")) {
+    if constexpr (detail::kCudaBuilt) return gpu::snapshot_values(t, n);
+  }
+  ValuesSnapshot snapshot;
+  snapshot.values.assign(t.f32(), t.f32() + n);
+  snapshot.norm = l2_norm(t);
+  return snapshot;
+}
+
+void ValuesSnapshot::read() {
+  if (!pending.defined()) return;
+  const std::vector<float> raw = pending.to_vector();
+  pending = Tensor();
+  // [the values | padding to 8 bytes | the sum of squares as a double] (gpu::snapshot_values).
+  values.assign(raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(values.size()));
+  double sum_of_squares = 0.0;
+  std::memcpy(&sum_of_squares, raw.data() + raw.size() - 2, sizeof(double));
+  norm = std::sqrt(sum_of_squares);
 }
 
 void copy(const Tensor& src, Tensor& dst) {

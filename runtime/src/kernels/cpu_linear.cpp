@@ -86,7 +86,7 @@ void bias_grad(const Tensor& dy, Tensor& dbias, bool accumulate, std::vector<flo
   float* db = dbias.f32();
   const auto n = static_cast<size_t>(n_out);
   scratch.assign(2 * n, 0.0f);
-  float* total = scratch.data();     // the sum of the blocks so far
+  float* total = scratch.data();      // the sum of the blocks so far
   float* block = scratch.data() + n;  // one block's rows
   if (!accumulate) std::copy(db, db + n_out, total);
   for (int64_t first = 0; first < rows; first += kBiasGradRowBlock) {

@@ -13,8 +13,9 @@ namespace dpscope {
 namespace {
 
 // Traces `grad` (of `param`) on `device` when it holds data.
-void trace_grad(const Device& device, const Parameter& param, const Tensor& grad, ValuesWhen when) {
-  if (grad.defined() && grad.has_data()) detail::trace_grad_values(device, param.index, when, grad);
+void trace_grad(detail::TracedGradValues& traced, const Device& device, const Parameter& param,
+                const Tensor& grad, ValuesWhen when) {
+  if (grad.defined() && grad.has_data()) traced.take(device, param.index, when, grad);
 }
 
 // Concatenates `pieces` (each [r_i, ...]) along dim 0 on `device`, copying each piece there.
@@ -158,21 +159,23 @@ void DataParallel::reduce_add_gradients() {
   std::vector<Parameter*> originals = module_->parameters();
   std::vector<std::vector<Parameter*>> replica_params(replicas_.size());
   for (size_t i = 1; i < replicas_.size(); ++i) replica_params[i] = replicas_[i]->parameters();
+  detail::TracedGradValues traced;  // written at the end: DataParallel's backward waits anyway
   for (size_t j = 0; j < originals.size(); ++j) {
     Parameter& p = *originals[j];
-    if (p.grad.defined()) trace_grad(dev0, p, p.grad, ValuesWhen::kLocal);
+    if (p.grad.defined()) trace_grad(traced, dev0, p, p.grad, ValuesWhen::kLocal);
     for (size_t i = 1; i < replicas_.size(); ++i) {
       const Tensor& g = replica_params[i][j]->grad;
       if (!g.defined()) continue;
-      trace_grad(device_ids_[i], p, g, ValuesWhen::kLocal);
+      trace_grad(traced, device_ids_[i], p, g, ValuesWhen::kLocal);
       const Tensor here = g.to(dev0, MemoryCategory::kGradients);
       if (!p.grad.defined()) p.grad = Tensor::zeros(p.data.shape(), dev0, MemoryCategory::kGradients);
       const double n = static_cast<double>(p.grad.numel());
       KernelScope kernel(dev0, "reduce_add", {.flops = n, .bytes = 12.0 * n});
       if (p.grad.has_data() && here.has_data()) kernels::accumulate(here, p.grad);
     }
-    if (p.grad.defined()) trace_grad(dev0, p, p.grad, ValuesWhen::kAfterReduce);
+    if (p.grad.defined()) trace_grad(traced, dev0, p, p.grad, ValuesWhen::kAfterReduce);
   }
+  traced.emit();
 }
 
 StateDict DataParallel::state_dict() const {

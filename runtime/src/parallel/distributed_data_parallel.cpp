@@ -37,7 +37,11 @@ std::string shape_list(const std::vector<float>& encoded, size_t& pos) {
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(Module& module, ProcessGroup& group, DdpOptions options)
-    : module_(module), group_(group), options_(options), params_(module.parameters()) {
+    : module_(module),
+      group_(group),
+      options_(options),
+      params_(module.parameters()),
+      traced_values_(std::make_unique<detail::TracedGradValues>()) {
   DPS_CHECK(options_.bucket_cap_mb > 0 && options_.first_bucket_mb > 0, ErrorKind::kInvalidArgument,
             "DistributedDataParallel: bucket sizes must be positive (bucket_cap_mb {}, first_bucket_mb {})",
             options_.bucket_cap_mb, options_.first_bucket_mb);
@@ -65,7 +69,14 @@ DistributedDataParallel::DistributedDataParallel(Module& module, ProcessGroup& g
   hook_id_ = module_.register_grad_ready_hook([this](Parameter& p) { on_grad_ready(p); }).id();
 }
 
-DistributedDataParallel::~DistributedDataParallel() { module_.remove_grad_ready_hook(hook_id_); }
+DistributedDataParallel::~DistributedDataParallel() {
+  module_.remove_grad_ready_hook(hook_id_);
+  try {
+    traced_values_->emit();  // the last step's values, while the tracer is still attached
+  } catch (...) {
+    // A device error here was (or will be) reported by the call that met it.
+  }
+}
 
 void DistributedDataParallel::verify_same_model() {
   // Every rank shares its parameter count and the length of its shape encoding, then the shapes.
@@ -226,6 +237,7 @@ void DistributedDataParallel::ensure_prior_reduction_finished() {
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   ensure_prior_reduction_finished();
+  traced_values_->emit();  // the previous step's, snapshotted on a GPU
   if (!rebuilt_ && !options_.find_unused_parameters && !ready_order_.empty()) rebuild_buckets();
   Tensor out = module_.forward(input);
   expect_hooks_ = require_sync_;
@@ -272,11 +284,12 @@ void DistributedDataParallel::mark_ready(int index) {
   // The default hook divides while copying; a comm hook (fp16) divides by itself.
   const bool divide = options_.average_gradients && options_.comm_hook == CommHook::kAllreduce;
   const float scale = divide ? 1.0f / static_cast<float>(group_.size()) : 1.0f;
+  const bool has_grad = p.grad.defined() && p.used_in_last_forward;
+  if (has_grad && bucket.buffer.has_data())
+    traced_values_->take(dev, index, ValuesWhen::kBeforeReduce, p.grad);
   {
     KernelScope kernel(dev, "ddp copy grad into bucket", {.flops = static_cast<double>(n), .bytes = 8.0 * n});
     if (bucket.buffer.has_data()) {
-      const bool has_grad = p.grad.defined() && p.used_in_last_forward;
-      if (has_grad) detail::trace_grad_values(dev, index, ValuesWhen::kBeforeReduce, p.grad);
       if (has_grad) {
         kernels::scale_copy(p.grad, scale, view);  // in place when .grad is already a bucket view
       } else {
@@ -320,19 +333,24 @@ void DistributedDataParallel::finalize() {
     trace_bucket<BucketDone>(dev, bucket);
     const bool with_data = bucket.buffer.has_data();
     if (with_data && options_.comm_hook == CommHook::kFp16Compress) kernels::fp16_round(bucket.buffer);
-    KernelScope kernel(dev, "ddp copy bucket into grads",
-                       {.flops = 0.0, .bytes = 8.0 * static_cast<double>(bucket.numel)});
-    for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
-      Parameter& p = *params_[static_cast<size_t>(bucket.params[slot])];
-      const int64_t n = p.data.numel();
-      Tensor view = bucket.buffer.rows(bucket.offsets_elems[slot], n).reshape(p.data.shape());
-      if (!p.grad.defined()) {
-        p.grad = with_data ? Tensor::zeros(p.data.shape(), dev, MemoryCategory::kGradients)
-                           : Tensor::meta(p.data.shape(), dev, MemoryCategory::kGradients);
+    {
+      KernelScope kernel(dev, "ddp copy bucket into grads",
+                         {.flops = 0.0, .bytes = 8.0 * static_cast<double>(bucket.numel)});
+      for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+        Parameter& p = *params_[static_cast<size_t>(bucket.params[slot])];
+        const int64_t n = p.data.numel();
+        Tensor view = bucket.buffer.rows(bucket.offsets_elems[slot], n).reshape(p.data.shape());
+        if (!p.grad.defined()) {
+          p.grad = with_data ? Tensor::zeros(p.data.shape(), dev, MemoryCategory::kGradients)
+                             : Tensor::meta(p.data.shape(), dev, MemoryCategory::kGradients);
+        }
+        if (with_data && p.grad.f32() != view.f32()) p.grad.copy_from(view);
       }
-      if (with_data && p.grad.f32() != view.f32()) p.grad.copy_from(view);
-      if (with_data) detail::trace_grad_values(dev, p.index, ValuesWhen::kAfterReduce, view);
     }
+    // Outside the copy's span, so that taking them is not timed as the copy.
+    if (with_data)
+      for (const int index : bucket.params)
+        traced_values_->take(dev, index, ValuesWhen::kAfterReduce, params_[static_cast<size_t>(index)]->grad);
   }
   require_finalize_ = false;
   ++iterations_;

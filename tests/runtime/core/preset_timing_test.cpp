@@ -115,7 +115,7 @@ TEST(Timing, AHostBoundStepWaitsForTheHostToIssueEachKernel) {
   EXPECT_EQ(sim.clock_ns(StreamKind::kCompute), 30'000 + kernel_time_ns(p, tiny));
   // Behind a long kernel the host runs ahead: the next tiny kernel queues behind the stream.
   const KernelCost big{.flops = 1e12, .bytes = 4};
-  { KernelScope k(sim, "big", big); }   // issued at 40 us, the stream free before then
+  { KernelScope k(sim, "big", big); }    // issued at 40 us, the stream free before then
   { KernelScope k(sim, "tiny", tiny); }  // issued at 50 us, long before the big one ends
   EXPECT_EQ(sim.clock_ns(StreamKind::kCompute), 40'000 + kernel_time_ns(p, big) + kernel_time_ns(p, tiny));
   // synchronize() brings the host up to the streams.

@@ -94,7 +94,7 @@ TEST(Tensor, CopyFromAnotherDeviceCopiesStraightIntoRowsAndChargesTheLink) {
   Tensor out = Tensor::zeros({4, 3}, sim);
   const std::vector<float> values{1, 2, 3, 4, 5, 6};
   const Tensor rows = Tensor::from_floats(values, {2, 3});  // on the cpu
-  out.rows(1, 2).copy_from(rows);                                      // like DataParallel's gather
+  out.rows(1, 2).copy_from(rows);                           // like DataParallel's gather
   EXPECT_EQ(out.to_vector(), (std::vector<float>{0, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0, 0}));
   const int64_t expected_ns = transfer_time_ns(sim.hardware()->host_link, 6 * sizeof(float));
   EXPECT_EQ(sim.clock_ns(StreamKind::kCopy), expected_ns);  // charged as .to() charges it

@@ -261,6 +261,26 @@ TEST_P(KernelConsistency, L2NormAccumulatesInDouble) {
   EXPECT_EQ(kernels::l2_norm(on(device, three_four, {2})), 5.0);
 }
 
+TEST_P(KernelConsistency, ValuesSnapshotsKeepTheNumbersOfTheMomentTheyWereTaken) {
+  for (const size_t count : {size_t{4}, size_t{3}, size_t{0}}) {
+    const auto a = random_floats(1000, 21);
+    Tensor t = on(device, a, {1000});
+    kernels::ValuesSnapshot snapshot = kernels::snapshot_values(t, count);
+    kernels::fill(t, 7.0f);  // after the snapshot, in stream order: not seen by it
+    snapshot.read();
+    ASSERT_EQ(snapshot.values.size(), count);
+    for (size_t i = 0; i < count; ++i) EXPECT_EQ(snapshot.values[i], a[i]) << i;
+    double sum = 0.0;
+    for (float v : a) sum += static_cast<double>(v) * v;
+    EXPECT_NEAR(snapshot.norm, std::sqrt(sum), 1e-12 * std::sqrt(sum)) << "count " << count;
+  }
+  const std::vector<float> two{3.0f, 4.0f};
+  kernels::ValuesSnapshot few = kernels::snapshot_values(on(device, two, {2}), 4);  // fewer than asked
+  few.read();
+  EXPECT_EQ(few.values, two);
+  EXPECT_EQ(few.norm, 5.0);
+}
+
 TEST_P(KernelConsistency, Fp16RoundingMatchesTheNearestHalf) {
   std::vector<float> values = {0.0f,
                                -0.0f,

@@ -9,8 +9,8 @@
 #include <limits>
 
 #include "dpscope/base/error.hpp"
-#include "trace_test_util.hpp"
 #include "support/presets.hpp"
+#include "trace_test_util.hpp"
 
 namespace dpscope::trace {
 namespace {

@@ -43,7 +43,7 @@ struct HardwarePreset {
   uint64_t memory_bytes = 0;
   double peak_flops = 0.0;  // FP32 dense (non-tensor-core) FLOP/s
   double mem_bandwidth_bytes_per_s = 0.0;
-  double launch_latency_ns = 0.0;    // per kernel
+  double launch_latency_ns = 0.0;  // per kernel
   // The optional [calibration] table, measured on a real GPU by gpu_calibrate (docs/gpu.md): the
   // fractions of peak_flops and mem_bandwidth a kernel achieves, and the host time the runtime
   // takes to issue one kernel (a step cannot run faster than the host issues its kernels). The
@@ -51,7 +51,7 @@ struct HardwarePreset {
   double compute_efficiency = 1.0;
   double bandwidth_fraction = 1.0;
   double host_issue_ns = 0.0;
-  std::string calibrated_on;  // "NVIDIA H100 80GB HBM3, 2026-11-22", empty when not calibrated
+  std::string calibrated_on;         // "NVIDIA H100 80GB HBM3, 2026-11-22", empty when not calibrated
   LinkSpec host_link;                // host <-> device (PCIe)
   LinkSpec peer_link;                // device <-> device (NVLink/NVSwitch or PCIe via host)
   std::string topology;              // "nvswitch", "pcie-host", "hybrid-cube-mesh"

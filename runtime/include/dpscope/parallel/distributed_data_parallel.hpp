@@ -72,6 +72,10 @@ struct DdpBucket {
   uint64_t bytes() const { return static_cast<uint64_t>(numel) * 4; }
 };
 
+namespace detail {
+class TracedGradValues;
+}
+
 class DistributedDataParallel {
  public:
   // `module` must outlive the DDP object and live on group.device().
@@ -130,6 +134,9 @@ class DistributedDataParallel {
   std::vector<bool> marked_;                  // param index → ready in this backward
   std::vector<int> ready_order_;
   int64_t hook_id_ = -1;
+  // Traced gradient values (before and after the all-reduce); on a GPU written at the next
+  // forward(), when the step that took them has ended (parallel/grad_values.hpp).
+  std::unique_ptr<detail::TracedGradValues> traced_values_;
   size_t next_bucket_ = 0;
   bool require_sync_ = true;
   bool expect_hooks_ = false;      // a synchronized forward ran; its backward reduces

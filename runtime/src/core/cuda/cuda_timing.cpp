@@ -43,7 +43,8 @@ void CudaDevice::wait_until(StreamKind /*stream*/, int64_t /*ts_ns*/) {}
 
 Event CudaDevice::record(StreamKind stream) {
   Event event{.ts_ns = wall_ns_since_origin(), .stream = stream, .native = gpu_->events->acquire(where_)};
-  if (const cudaError_t status = cudaEventRecord(native_event(event), this->stream(stream)); status != cudaSuccess)
+  if (const cudaError_t status = cudaEventRecord(native_event(event), this->stream(stream));
+      status != cudaSuccess)
     check(status, fmt::format("cudaEventRecord ({} stream)", to_string(stream)), where_);
   return event;
 }
@@ -103,7 +104,8 @@ Event CudaDevice::timer_begin(StreamKind stream) {
   // tracing within its budget. Once the stream has run dry, a fresh event marks the start, so an
   // idle GPU waiting for the host never counts as kernel time.
   Event& last = last_end_[static_cast<size_t>(stream)];
-  if (cudaEvent_t native = native_event(last); native != nullptr && cudaEventQuery(native) == cudaErrorNotReady)
+  if (cudaEvent_t native = native_event(last);
+      native != nullptr && cudaEventQuery(native) == cudaErrorNotReady)
     return last;
   return record(stream);
 }
@@ -163,8 +165,8 @@ void CudaDevice::emit(const PendingSpan& span) {
   float dur_ms = 0.0f;
   check(cudaEventElapsedTime(&begin_ms, native_event(anchor_), native_event(span.begin)),
         "cudaEventElapsedTime", where_);
-  check(cudaEventElapsedTime(&dur_ms, native_event(span.begin), native_event(span.end)), "cudaEventElapsedTime",
-        where_);
+  check(cudaEventElapsedTime(&dur_ms, native_event(span.begin), native_event(span.end)),
+        "cudaEventElapsedTime", where_);
   const int64_t start_ns = anchor_host_ns_ + ms_to_ns(begin_ms);
   const int64_t dur_ns = std::max<int64_t>(0, ms_to_ns(dur_ms));
   // The tracer stamps rank, step and phase from the context: the span carries those of its launch.

@@ -50,6 +50,27 @@ double l2_norm(const Tensor& t) {
   return std::sqrt(sum_of_squares);
 }
 
+ValuesSnapshot snapshot_values(const Tensor& t, size_t count) {
+  ValuesSnapshot snapshot;
+  // [count floats | the sum of squares as a double]: count + 2 floats, the double 8-byte aligned
+  // when count is even (a device allocation starts aligned).
+  const size_t slots = count + count % 2;
+  snapshot.pending = Tensor::empty({static_cast<int64_t>(slots + 2)}, t.device(), MemoryCategory::kBuffers);
+  const Launch launch = begin(t.device(), "snapshot_values");
+  float* out = snapshot.pending.f32();
+  check(launch, cudaMemsetAsync(out, 0, snapshot.pending.nbytes(), launch.stream));
+  if (count > 0)
+    check(launch,
+          cudaMemcpyAsync(out, t.f32(), count * sizeof(float), cudaMemcpyDeviceToDevice, launch.stream));
+  if (t.numel() > 0) {
+    double* scratch = scratch_doubles(launch, sum_scratch_doubles(t.numel()));
+    check(launch, launch_sum_of_squares(launch.stream, t.f32(), t.numel(), scratch,
+                                        reinterpret_cast<double*>(out + slots)));
+  }
+  snapshot.values.resize(count);  // how many read() takes
+  return snapshot;
+}
+
 // Same device, shape and dtype: checked by the dispatch (cpu_elementwise.cpp).
 void copy(const Tensor& src, Tensor& dst) {
   if (dst.nbytes() == 0) return;

@@ -63,8 +63,8 @@ cudaError_t launch_bias_grad(cudaStream_t stream, const float* dy, float* partia
                   static_cast<unsigned>(std::min<int64_t>(blocks, 65535)));
   bias_block_sums_kernel<<<grid, kThreads, 0, stream>>>(dy, partial, rows, n_out, blocks);
   if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
-  return launch_over(stream, n_out, bias_add_blocks_kernel, static_cast<const float*>(partial), db, n_out, blocks,
-                     accumulate);
+  return launch_over(stream, n_out, bias_add_blocks_kernel, static_cast<const float*>(partial), db, n_out,
+                     blocks, accumulate);
 }
 
 }  // namespace dpscope::kernels::gpu
