@@ -390,13 +390,16 @@ report_tests() {
     return
   fi
   local summary total failed skipped
-  summary=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$logs/tests.ctest.txt" | tail -n 1)
+  # "100% tests passed, 0 tests failed out of 817", or without the failed count when none failed
+  # (newer CMake: "100% tests passed out of 817").
+  summary=$(grep -E 'tests passed(, [0-9]+ tests? failed)? out of [0-9]+' "$logs/tests.ctest.txt" | tail -n 1)
   if [[ -z $summary ]]; then
     echo "ctest printed no summary: see gpu-check.log (tests)."
     return
   fi
   total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$summary")
-  failed=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$summary")
+  failed=0
+  [[ $summary == *" failed out of "* ]] && failed=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$summary")
   mapfile -t skipped_list < <(ctest_section "The following tests did not run:")
   skipped=${#skipped_list[@]}
   echo "**$((total - failed - skipped)) passed, $failed failed, $skipped skipped** out of $total (ctest, $(nproc) jobs)."

@@ -290,7 +290,9 @@ void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origi
     }
   std::string title = run.mode_title().empty() ? "trace" : run.mode_title();
   title += fmt::format(" · {} GPU{}", ring_.size(), ring_.size() == 1 ? "" : "s");
-  if (!hardware.empty()) title += fmt::format(" ({}{})", hardware, run.backend == "sim" ? ", simulated" : "");
+  // The header's clock, not the backend: DataParallel runs without one, on either kind of GPU.
+  const bool simulated = model.data().header.clock == "simulated";
+  if (!hardware.empty()) title += fmt::format(" ({}, {})", hardware, simulated ? "simulated" : "measured");
   if (!run.model.empty()) title += fmt::format(" · model {}", run.model);
   if (!run.batch.empty())
     title += fmt::format(" · batch {}{}", run.batch, run.mode == "ddp" ? " per rank" : "");
