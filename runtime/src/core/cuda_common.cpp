@@ -10,6 +10,9 @@ namespace dpscope::cuda {
 
 namespace {
 thread_local StreamKind t_current_stream = StreamKind::kCompute;
+// TraceContextScope's: the device whose context this thread sees replaced, and the replacement.
+thread_local const void* t_context_device = nullptr;
+thread_local TraceContext t_context;
 }  // namespace
 
 int physical_for(int logical, int physical_count) {
@@ -52,9 +55,24 @@ StreamKind current_stream() { return t_current_stream; }
 StreamGuard::StreamGuard(StreamKind stream) : saved_(t_current_stream) { t_current_stream = stream; }
 StreamGuard::~StreamGuard() { t_current_stream = saved_; }
 
+TraceContextScope::TraceContextScope(const DeviceImpl& device, const TraceContext& context)
+    : saved_device_(t_context_device), saved_context_(t_context) {
+  t_context_device = &device;
+  t_context = context;
+}
+
+TraceContextScope::~TraceContextScope() {
+  t_context_device = saved_device_;
+  t_context = saved_context_;
+}
+
 }  // namespace dpscope::cuda
 
 namespace dpscope::cuda::detail {
+
+TraceContext* thread_trace_context(const void* device) {
+  return device != nullptr && device == t_context_device ? &t_context : nullptr;
+}
 
 void check_options(const LogicalGpuOptions& options) {
   DPS_CHECK(options.count >= 1, ErrorKind::kInvalidArgument, "--devices {}: need at least one cuda device",

@@ -82,6 +82,23 @@ class StreamGuard {
   StreamKind saved_;
 };
 
+// For a scope, the calling thread sees `context` as `device`'s trace context (what stamps its
+// events' rank, step and phase), and no other thread is affected. A thread that works for a rank
+// (the cuda backend's comm worker) stamps events with the step and phase of the moment the rank
+// issued the work, and never reads the context the rank's own thread is changing meanwhile.
+// Nothing on a build without CUDA or a device that is not cuda.
+class TraceContextScope {
+ public:
+  TraceContextScope(const DeviceImpl& device, const TraceContext& context);
+  ~TraceContextScope();
+  TraceContextScope(const TraceContextScope&) = delete;
+  TraceContextScope& operator=(const TraceContextScope&) = delete;
+
+ private:
+  const void* saved_device_;
+  TraceContext saved_context_;
+};
+
 // Frees the cached, unused blocks of a cuda device's caching allocator (torch.cuda.empty_cache()).
 void empty_cache(const DeviceImpl& device);
 

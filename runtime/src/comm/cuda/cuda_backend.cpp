@@ -4,9 +4,12 @@
 // rank's comm stream, which is synchronized at the end of every step before the step barrier, so
 // peers read only finished chunks and every element sees the schedule's order of operations:
 // results are bit-identical to `sim` for the same schedule. One rank thread per cuda device,
-// logical or physical. Times are measured with the comm stream's events (SimBackend::run).
+// logical or physical, and one comm worker thread per rank that runs its collectives
+// (comm/async_backend.hpp), so a DDP rank's backward overlaps its buckets' all-reduces. Times are
+// measured with the comm stream's events (SimBackend::run).
 #include <cuda_runtime_api.h>
 
+#include "../async_backend.hpp"
 #include "cuda_check.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/kernels/kernels.hpp"
@@ -28,7 +31,16 @@ class CudaDataPath final : public DataPath {
     });
   }
 
-  void prepare(const Device& device) override { comm_waits_for_compute(device); }
+  // A call queued to the rank's comm worker waits for the compute stream as it was when the rank
+  // made the call (not for the backward kernels the rank has issued since); a direct call, for
+  // everything issued so far.
+  void prepare(const Device& device) override {
+    if (const Event* issued = IssuedEventScope::current(device)) {
+      device.wait(StreamKind::kComm, *issued);
+      return;
+    }
+    comm_waits_for_compute(device);
+  }
 
   void copy(const Device& dst_device, std::byte* dst, const Device& src_device, const std::byte* src,
             uint64_t bytes) override {
@@ -89,8 +101,12 @@ BackendFactory cuda_backend_factory() {
               "make_cuda_world)",
               options.rank, world.device(options.rank).name());
     world.device(options.rank).set_rank(options.rank);
-    return std::make_unique<SimBackend>(options.world, world.state().default_group, options.rank,
-                                        options.timeout, "cuda", path);
+    // The schedules meet their peers on the host after every step: on the rank's comm worker,
+    // so that the rank's thread goes on with backward meanwhile (comm/async_backend.hpp).
+    return std::make_unique<AsyncBackend>(
+        std::make_unique<SimBackend>(options.world, world.state().default_group, options.rank,
+                                     options.timeout, "cuda", path),
+        std::make_shared<CommWorker>());
   };
 }
 

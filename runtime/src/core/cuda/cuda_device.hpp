@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "../cuda_internal.hpp"
 #include "dpscope/core/caching_allocator.hpp"
 #include "dpscope/core/device_impl.hpp"
 #include "dpscope/core/memory_accounting.hpp"
@@ -120,7 +121,12 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   Event timer_begin(StreamKind stream) override;
   TimedSpan timer_end(StreamKind stream, const Event& begin, KernelCost cost) override;
 
-  TraceContext* trace_context() override { return &context_; }
+  // This thread's TraceContextScope for this device if it set one (a comm worker's), else the
+  // device's own.
+  TraceContext* trace_context() override {
+    if (TraceContext* scoped = thread_trace_context(this)) return scoped;
+    return &context_;
+  }
 
   // ---- for core/cuda.hpp ----
   // Shared and internally locked, so reachable from a const device.
@@ -168,6 +174,9 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   std::array<cudaStream_t, kStreamCount> streams_{};
   TraceContext context_;
 
+  // The anchor is read by a rank's comm worker (the cuda backend's measured collectives) while
+  // the rank's thread may move it forward in synchronize(): anchor_mutex_ guards both.
+  mutable std::mutex anchor_mutex_;
   Event anchor_;  // recorded on the compute stream
   int64_t anchor_host_ns_ = 0;
 

@@ -71,6 +71,8 @@ int64_t CudaDevice::elapsed_ns(const Event& start, const Event& end) const {
 int64_t CudaDevice::event_time_ns(const Event& event) const {
   DPS_CHECK(native_event(event) != nullptr, ErrorKind::kInvalidArgument,
             "event_time_ns on {}: the event was not recorded on a cuda stream", name());
+  check(cudaEventSynchronize(native_event(event)), "cudaEventSynchronize", where_);  // outside the lock
+  std::lock_guard lock(anchor_mutex_);
   return anchor_host_ns_ + elapsed_ns(anchor_, event);
 }
 
@@ -86,6 +88,7 @@ int64_t CudaDevice::synchronize() {
 }
 
 void CudaDevice::refresh_anchor() {
+  std::lock_guard lock(anchor_mutex_);
   if (wall_ns_since_origin() - anchor_host_ns_ < kAnchorRefreshNs) return;
   // Chained from the old anchor (not read off the host clock): a measured trace keeps one GPU
   // timeline, with each link measured over a short interval.
@@ -163,11 +166,16 @@ void CudaDevice::emit(const PendingSpan& span) {
   if (tracer == nullptr) return;
   float begin_ms = 0.0f;
   float dur_ms = 0.0f;
-  check(cudaEventElapsedTime(&begin_ms, native_event(anchor_), native_event(span.begin)),
-        "cudaEventElapsedTime", where_);
+  int64_t anchor_host_ns = 0;
+  {
+    std::lock_guard lock(anchor_mutex_);
+    anchor_host_ns = anchor_host_ns_;
+    check(cudaEventElapsedTime(&begin_ms, native_event(anchor_), native_event(span.begin)),
+          "cudaEventElapsedTime", where_);
+  }
   check(cudaEventElapsedTime(&dur_ms, native_event(span.begin), native_event(span.end)),
         "cudaEventElapsedTime", where_);
-  const int64_t start_ns = anchor_host_ns_ + ms_to_ns(begin_ms);
+  const int64_t start_ns = anchor_host_ns + ms_to_ns(begin_ms);
   const int64_t dur_ns = std::max<int64_t>(0, ms_to_ns(dur_ms));
   // The tracer stamps rank, step and phase from the context: the span carries those of its launch.
   const TraceContext saved = context_;
