@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job, in one command: install what is missing, build, train on simulated GPUs with
-# tracing on, export the trace for Perfetto, and show it in dpscope-viz (on a display) or render
-# screenshots of it (headless, under Xvfb). Everything lands in ./out and the paths are printed.
+# The main job, in one command: install what is missing, build, and run lesson 1 on a simulated
+# GPU: its trace, a Perfetto export, and the lesson in dpscope-viz (on a display) or its handout
+# with a screenshot of every chapter (headless, under Xvfb). Everything lands in ./out/lesson-01
+# and the paths are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -20,32 +21,31 @@ scripts/build.sh release "${cmake_args[@]}" dpscope_cli dpscope_viz
 
 bin=build/release/bin
 out=${DPSCOPE_OUT:-out}
-mkdir -p "$out"
-trace="$out/quickstart.jsonl"
+lesson_out="$out/lesson-01"
+mkdir -p "$lesson_out"
+trace="$lesson_out/01-one-gpu.trace.jsonl"
 
 echo
-echo "== DistributedDataParallel on 4 simulated H100s: MLP 2-256-256-256-3 on spirals, 32 samples per rank =="
-"$bin/dpscope" train --mode ddp --devices 4 --backend sim --preset h100-sxm --model 2-256-256-256-3 --loss ce \
-  --dataset spirals:2048 --batch 32 --optim sgd --lr 0.05 --momentum 0.9 --epochs 2 --seed 0 \
-  --bucket-mb 0.25 --first-bucket-mb 0.1 --trace "$trace" --save "$out/quickstart.safetensors"
-"$bin/dpscope" trace export --chrome "$trace" "$out/quickstart.perfetto.json"
+echo "== Lesson 1: one GPU — forward, backward, the optimizer step, memory (simulated H100) =="
+if [[ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" && -x "$bin/dpscope-viz" ]]; then
+  # Runs the scenario, prints the chapters and the answers, and opens dpscope-viz on its trace.
+  "$bin/dpscope" lesson run 01 --out "$lesson_out"
+  shots=""
+else
+  # No display: the handout instead: the page with every chapter's narration and answers, and a
+  # picture of every chapter drawn by dpscope-viz under Xvfb.
+  "$bin/dpscope" lesson handout 01 "$lesson_out"
+  shots=$(ls "$lesson_out"/01-one-gpu-chapter-*.png 2>/dev/null | tr '\n' ' ')
+fi
+"$bin/dpscope" trace export --chrome "$trace" "$lesson_out/01-one-gpu.perfetto.json"
 "$bin/dpscope" trace stats "$trace"
 
-if [[ -x "$bin/dpscope-viz" ]]; then
-  if [[ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]]; then
-    echo "Opening the visualizer (close its window to finish)..."
-    "$bin/dpscope-viz" "$trace"
-  elif command -v xvfb-run >/dev/null; then
-    for pos in step:0 step:3 1.0; do
-      xvfb-run -a -s "-screen 0 1920x1080x24" "$bin/dpscope-viz" "$trace" \
-        --screenshot "$out/quickstart-${pos/:/-}.png" --seek "$pos" --size 1600x900
-    done
-    echo "No display: wrote screenshots $out/quickstart-step-0.png, quickstart-step-3.png, quickstart-1.0.png"
-  fi
-fi
-
 echo
-echo "Done. Files in $out/:"
+echo "Done. Files in $lesson_out/:"
 echo "  trace:            $trace   (dpscope-viz $trace)"
-echo "  Perfetto export:  $out/quickstart.perfetto.json   (open https://ui.perfetto.dev and drop the file)"
-echo "  weights:          $out/quickstart.safetensors"
+echo "  Perfetto export:  $lesson_out/01-one-gpu.perfetto.json   (open https://ui.perfetto.dev and drop the file)"
+if [[ -n $shots ]]; then
+  echo "  handout:          $lesson_out/01-one-gpu.md"
+  echo "  screenshots:      $shots"
+fi
+echo "Next: $bin/dpscope lesson list   (the course: lessons/README.md), e.g. $bin/dpscope lesson run 04 for DDP"

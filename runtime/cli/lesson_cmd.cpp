@@ -7,7 +7,8 @@
 //   dpscope lesson check [ID] [--out DIR]        runs every lesson (or one) headlessly: exit 1 with one
 //                                                line per problem (a trigger that never fires, an answer
 //                                                that cannot be computed, a snippet that is not Python)
-//   dpscope lesson handout ID OUT                writes OUT/ID.md (narration, questions, answers, code)
+//   dpscope lesson handout ID OUT [--no-png]     writes OUT/ID.md (narration, questions, answers, code)
+//                                                and OUT/ID-chapter-N.png (dpscope-viz screenshots)
 // Every subcommand takes --lessons-dir DIR; by default lessons are found next to the assets (the
 // presets' lookup, core/preset.hpp asset_dir()). The scenario runs through the same `train` and
 // `bench` commands as on the command line (registered on a private CLI11 app), so a lesson's run
@@ -50,6 +51,7 @@ struct LessonArgs {
   std::string out;
   std::vector<std::string> knobs;  // FLAG=VALUE
   bool no_viz = false;
+  bool no_png = false;  // handout: the Markdown page only
 };
 
 fs::path lessons_dir(const LessonArgs& args) {
@@ -326,15 +328,66 @@ void check_command(const LessonArgs& args) {
   fmt::print("{} lesson(s) checked, all triggers fire and every answer is computed\n", files.size());
 }
 
+// Draws every chapter of `lesson` as the viewer shows it at the chapter's moment: OUT/ID-chapter-N.png
+// by dpscope-viz --screenshot (on the display, else under xvfb-run). Returns the file names, ""
+// for a chapter without a picture; says in one line why there are none when they cannot be drawn.
+std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const lesson::LessonReport& report,
+                                         const fs::path& trace, const fs::path& out) {
+  std::vector<std::string> images(lesson.chapters.size());
+  const std::string viz = (executable_dir() / "dpscope-viz").string();
+  if (access(viz.c_str(), X_OK) != 0) {
+    fmt::print("no chapter pictures: dpscope-viz is not built next to dpscope\n");
+    return images;
+  }
+  std::vector<std::string> prefix;
+  const char* x11 = std::getenv("DISPLAY");
+  const char* wayland = std::getenv("WAYLAND_DISPLAY");
+  if ((!x11 || !*x11) && (!wayland || !*wayland)) {
+    const std::string xvfb = find_on_path("xvfb-run");
+    if (xvfb.empty()) {
+      fmt::print("no chapter pictures: no display and no xvfb-run (apt install xvfb)\n");
+      return images;
+    }
+    prefix = {xvfb, "-a", "-s", "-screen 0 1920x1080x24"};
+  }
+  size_t drawn = 0;
+  for (size_t c = 0; c < lesson.chapters.size(); ++c) {
+    if (!report.chapters[c].time_ns) continue;  // its trigger never fired (check reports it)
+    const std::string name = fmt::format("{}-chapter-{}.png", lesson.id, c + 1);
+    std::vector<std::string> argv = prefix;
+    for (const std::string& a :
+         {viz, trace.string(), std::string("--screenshot"), (out / name).string(), std::string("--seek"),
+          fmt::format("t:{}ns", *report.chapters[c].time_ns), std::string("--size"), std::string("1600x900")})
+      argv.push_back(a);
+    const fs::path log = out / fmt::format("{}-chapter-{}.log", lesson.id, c + 1);
+    const pid_t pid = spawn(argv, log);
+    int status = 0;
+    const bool ok =
+        pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    std::error_code ec;
+    if (ok && fs::is_regular_file(out / name, ec)) {
+      images[c] = name;
+      ++drawn;
+      fs::remove(log, ec);
+    } else {
+      std::fprintf(stderr, "dpscope: chapter %zu's picture failed: see %s\n", c + 1, log.c_str());
+    }
+  }
+  fmt::print("chapter pictures: {} of {} in {}\n", drawn, lesson.chapters.size(), out.string());
+  return images;
+}
+
 void handout_command(const LessonArgs& args) {
   const lesson::Lesson lesson = find_lesson(lessons_dir(args), args.id);
   const fs::path out = args.out;
   const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
   for (const std::string& problem : run.report.problems)
     std::fprintf(stderr, "dpscope: %s\n", problem.c_str());
+  const std::vector<std::string> images =
+      args.no_png ? std::vector<std::string>() : render_chapters(lesson, run.report, run.trace, out);
   const fs::path page = out / (lesson.id + ".md");
   std::ofstream file(page, std::ios::binary | std::ios::trunc);
-  file << lesson::handout_markdown(lesson, run.args, run.report, run.trace.filename().string());
+  file << lesson::handout_markdown(lesson, run.args, run.report, run.trace.filename().string(), images);
   file.close();
   DPS_CHECK(file.good(), ErrorKind::kIo, "cannot write {}", page.string());
   fmt::print("handout: {} (trace {})\n", page.string(), run.trace.string());
@@ -378,9 +431,11 @@ void register_lesson(CLI::App& app) {
   add_dir(check);
   check->callback([args] { check_command(*args); });
 
-  CLI::App* handout = cmd->add_subcommand("handout", "write OUT/ID.md: narration, questions, answers, code");
+  CLI::App* handout = cmd->add_subcommand(
+      "handout", "write OUT/ID.md (narration, questions, answers, code) and a PNG of every chapter");
   handout->add_option("id", args->id, "lesson id or number")->required();
   handout->add_option("out", args->out, "output directory (made when missing)")->required();
+  handout->add_flag("--no-png", args->no_png, "the Markdown page only (no dpscope-viz screenshots)");
   add_dir(handout);
   handout->callback([args] { handout_command(*args); });
 }

@@ -82,6 +82,7 @@ TEST(VizCli, UsageErrorsExitTwoWithOneLine) {
   const std::pair<std::string, std::string> cases[] = {
       {t + " --screenshot " + png + " --seek 1.5", "--seek '1.5'"},
       {t + " --screenshot " + png + " --seek step:9", "the trace has steps 0..1"},
+      {t + " --screenshot " + png + " --seek t:1s", "--seek t:1.000 s: the trace runs from"},
       {t + " --screenshot " + png + " --size 100", "--size '100'"},
       {t + " --screenshot " + png + " --zoom 5", "--zoom '5': no unit"},
       {t + " --zoom wide", "--zoom 'wide'"},

@@ -32,15 +32,20 @@ TEST(ParseSeek, AcceptsFractionsStepsAndEvents) {
   EXPECT_EQ(parse_seek("step:3").step, 3);
   EXPECT_EQ(parse_seek("event:120").kind, SeekSpec::Kind::kEvent);
   EXPECT_EQ(parse_seek("event:120").event, 120);
+  EXPECT_EQ(parse_seek("t:155.7us").kind, SeekSpec::Kind::kTime);
+  EXPECT_EQ(parse_seek("t:155.7us").t_ns, 155700);
+  EXPECT_EQ(parse_seek("t:2ms").t_ns, 2000000);
+  EXPECT_EQ(parse_seek("t:0ns").t_ns, 0);
 }
 
 TEST(ParseSeek, RejectsAnythingElseNamingTheTextAndTheForms) {
-  for (const char* bad :
-       {"1.5", "-0.1", "half", "", "step:", "step:x", "step:-1", "event:1.5", "nan", "0.5x"}) {
+  for (const char* bad : {"1.5", "-0.1", "half", "", "step:", "step:x", "step:-1", "event:1.5", "nan", "0.5x",
+                          "t:", "t:5", "t:xus", "t:-1us"}) {
     const std::string msg = usage_error([&] { parse_seek(bad); });
     EXPECT_NE(msg.find(fmt::format("--seek '{}'", bad)), std::string::npos) << msg;
-    EXPECT_NE(msg.find("step:N or event:K"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("step:N, event:K or t:TIME"), std::string::npos) << msg;
   }
+  EXPECT_NE(usage_error([] { parse_seek("t:5"); }).find("the time has no unit"), std::string::npos);
 }
 
 TEST(ParseZoom, AcceptsStepFitAndDurations) {

@@ -32,7 +32,7 @@ struct AppOptions {
   bool follow = false;
   bool present = false;
   std::string screenshot;  // headless: write one frame here and exit
-  std::string seek;        // fraction, step:N or event:K
+  std::string seek;        // fraction, step:N, event:K or t:TIME
   std::string zoom;        // how the timeline opens: step (default), fit, or a duration
   std::string size;        // WxH
   int bench_frames = 0;
@@ -159,7 +159,9 @@ int run(int argc, char** argv) {
   app.add_flag("--present", o.present, "classroom mode: full screen, large fonts, high contrast");
   app.add_option("--screenshot", o.screenshot,
                  "render one frame to this PNG and exit (headless; needs a display or xvfb-run)");
-  app.add_option("--seek", o.seek, "where to put the playhead: a fraction 0..1, step:N or event:K");
+  app.add_option("--seek", o.seek,
+                 "where to put the playhead: a fraction 0..1, step:N, event:K or t:TIME (155.7us: a time on "
+                 "the trace clock)");
   app.add_option("--zoom", o.zoom,
                  "how the timeline opens: step (the step under the playhead, default), fit (the whole "
                  "trace) or a duration around the playhead (500us, 2ms)");

@@ -5,6 +5,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -22,12 +25,42 @@ bool parse_int(std::string_view text, int64_t& out) {
 
 }  // namespace
 
+// A duration with its unit (800ns, 155.7us, 2ms, 1.5s) in nanoseconds; nullopt without a unit, and
+// throws `fail(why)` for a bad number.
+template <typename Fail>
+std::optional<double> parse_duration_ns(std::string_view text, Fail fail) {
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"ns", 1.0}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}};
+  for (const auto& [unit, ns_per_unit] : kUnits) {
+    if (!text.ends_with(unit)) continue;
+    const std::string number(text.substr(0, text.size() - unit.size()));
+    if (number.empty() ||
+        (unit == "s" && (number.back() == 'n' || number.back() == 'u' || number.back() == 'm')))
+      continue;  // "ns", "us", "ms" end with "s" too: their own entries match them
+    char* end = nullptr;
+    const double value = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size() || !std::isfinite(value)) throw fail("not a number");
+    return value * ns_per_unit;
+  }
+  return std::nullopt;
+}
+
 SeekSpec parse_seek(std::string_view text) {
   SeekSpec spec;
   auto fail = [&](std::string_view why) {
     return Error(ErrorKind::kUsage,
-                 fmt::format("--seek '{}': {}; expected a fraction 0..1, step:N or event:K", text, why));
+                 fmt::format("--seek '{}': {}; expected a fraction 0..1, step:N, event:K or t:TIME (e.g. "
+                             "t:155.7us)",
+                             text, why));
   };
+  if (text.starts_with("t:")) {
+    spec.kind = SeekSpec::Kind::kTime;
+    const std::optional<double> ns = parse_duration_ns(text.substr(2), fail);
+    if (!ns) throw fail("the time has no unit (ns, us, ms or s)");
+    if (!(*ns >= 0.0 && *ns <= 1e18)) throw fail("the time is outside 0 .. 31 years");
+    spec.t_ns = static_cast<int64_t>(std::llround(*ns));
+    return spec;
+  }
   if (text.starts_with("step:")) {
     spec.kind = SeekSpec::Kind::kStep;
     if (!parse_int(text.substr(5), spec.step) || spec.step < 0)
@@ -58,22 +91,10 @@ ZoomSpec parse_zoom(std::string_view text) {
                              "2ms, 1.5s, 800ns",
                              text, why));
   };
-  static constexpr std::pair<std::string_view, double> kUnits[] = {
-      {"ns", 1.0}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}};
-  for (const auto& [unit, ns_per_unit] : kUnits) {
-    if (!text.ends_with(unit)) continue;
-    const std::string number(text.substr(0, text.size() - unit.size()));
-    if (number.empty() ||
-        (unit == "s" && (number.back() == 'n' || number.back() == 'u' || number.back() == 'm')))
-      continue;  // "ns", "us", "ms" end with "s" too: their own entries match them
-    char* end = nullptr;
-    const double value = std::strtod(number.c_str(), &end);
-    if (end != number.c_str() + number.size() || !std::isfinite(value)) throw fail("not a number");
-    const double ns = value * ns_per_unit;
-    if (!(ns >= 20.0 && ns <= 1e15)) throw fail("the duration is outside 20 ns .. 11 days");
-    return {.kind = ZoomSpec::Kind::kDuration, .duration_ns = static_cast<int64_t>(std::llround(ns))};
-  }
-  throw fail("no unit");
+  const std::optional<double> ns = parse_duration_ns(text, fail);
+  if (!ns) throw fail("no unit");
+  if (!(*ns >= 20.0 && *ns <= 1e15)) throw fail("the duration is outside 20 ns .. 11 days");
+  return {.kind = ZoomSpec::Kind::kDuration, .duration_ns = static_cast<int64_t>(std::llround(*ns))};
 }
 
 std::pair<double, double> zoom_range(const ReplayModel& model, const ZoomSpec& spec, const Cursor& cursor,
@@ -110,6 +131,12 @@ Cursor resolve_seek(const ReplayModel& model, const SeekSpec& spec) {
       throw Error(ErrorKind::kUsage, fmt::format("--seek step:{}: the trace has steps {}..{}", spec.step,
                                                  model.first_step(), model.last_step()));
     }
+    case SeekSpec::Kind::kTime:
+      if (spec.t_ns < model.begin_ns() || spec.t_ns > model.end_ns())
+        throw Error(ErrorKind::kUsage,
+                    fmt::format("--seek t:{}: the trace runs from {} to {}", format_time(spec.t_ns),
+                                format_time(model.begin_ns()), format_time(model.end_ns())));
+      return model.at_time(spec.t_ns);
     case SeekSpec::Kind::kEvent:
       if (static_cast<uint64_t>(spec.event) >= model.event_count())
         throw Error(ErrorKind::kUsage,

@@ -13,11 +13,12 @@
 namespace dpscope::viz {
 
 struct SeekSpec {
-  enum class Kind { kFraction, kStep, kEvent };
+  enum class Kind { kFraction, kStep, kEvent, kTime };
   Kind kind = Kind::kFraction;
   double fraction = 1.0;
   int64_t step = 0;
   int64_t event = 0;
+  int64_t t_ns = 0;  // kTime: a time on the trace's clock (what the viewer shows as t = ...)
 };
 
 // Parses POS; throws Error(kUsage) naming the text and the accepted forms.

@@ -88,7 +88,8 @@ std::string format_report(const Lesson& lesson, const LessonReport& report) {
 }
 
 std::string handout_markdown(const Lesson& lesson, const std::vector<std::string>& args,
-                             const LessonReport& report, std::string_view trace_name) {
+                             const LessonReport& report, std::string_view trace_name,
+                             const std::vector<std::string>& images) {
   std::string md = fmt::format("# Lesson {}: {}\n\n*About {} minutes.*\n\n## Goals\n\n", lesson.id,
                                lesson.title, lesson.minutes);
   for (const std::string& goal : lesson.goals) md += fmt::format("- {}\n", goal);
@@ -96,9 +97,11 @@ std::string handout_markdown(const Lesson& lesson, const std::vector<std::string
                     command_line(args), trace_name, trace_name);
   for (size_t c = 0; c < lesson.chapters.size(); ++c) {
     const Chapter& chapter = lesson.chapters[c];
-    md += fmt::format("\n## {}. {}\n\n*At {} of simulated time; snippet line {}.*\n\n{}\n", c + 1,
-                      chapter.title, time_text(report.chapters[c].time_ns), chapter.snippet_line,
-                      chapter.narration);
+    md += fmt::format("\n## {}. {}\n\n*At {} of simulated time; snippet line {}.*\n\n", c + 1, chapter.title,
+                      time_text(report.chapters[c].time_ns), chapter.snippet_line);
+    if (c < images.size() && !images[c].empty())
+      md += fmt::format("![Chapter {}: {}]({})\n\n", c + 1, chapter.title, images[c]);
+    md += fmt::format("{}\n", chapter.narration);
     for (size_t q = 0; q < lesson.questions.size(); ++q)
       if (lesson.questions[q].chapter == static_cast<int>(c + 1))
         md += fmt::format("\n**Question {}.** {}\n", q + 1, lesson.questions[q].prompt);

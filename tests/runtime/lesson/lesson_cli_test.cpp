@@ -117,14 +117,36 @@ TEST(LessonCli, RunPrintsChaptersAndAnswersAndWritesTheTrace) {
 
 TEST(LessonCli, HandoutWritesTheMarkdownPage) {
   const fs::path dir = testing::scratch_dir() / "handouts";
-  const testing::CliResult r = run_cli("lesson handout 01-one-gpu " + quoted(dir));
+  const testing::CliResult r = run_cli("lesson handout 01-one-gpu --no-png " + quoted(dir));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const std::string md = testing::read_file(dir / "01-one-gpu.md");
+  EXPECT_EQ(md.find(".png"), std::string::npos) << "--no-png draws nothing";
   EXPECT_TRUE(md.starts_with("# Lesson 01-one-gpu: ")) << md.substr(0, 200);
   EXPECT_NE(md.find("\n## Answers\n\n1. 524288 bytes"), std::string::npos) << md;
   EXPECT_NE(md.find("```python\nimport torch\n"), std::string::npos);
   EXPECT_EQ(r.output, fmt::format("handout: {} (trace {})\n", (dir / "01-one-gpu.md").string(),
                                   (dir / "01-one-gpu.trace.jsonl").string()));
+}
+
+// Without --no-png the handout draws every chapter with dpscope-viz at the chapter's moment (under
+// xvfb-run without a display) and shows each picture under its chapter's title.
+TEST(LessonCli, HandoutDrawsEveryChapter) {
+  const fs::path viz = fs::path(DPSCOPE_CLI).parent_path() / "dpscope-viz";
+  if (!fs::exists(viz)) GTEST_SKIP() << "dpscope-viz is not built in this build";
+  const bool display = std::getenv("DISPLAY") != nullptr && *std::getenv("DISPLAY") != '\0';
+  if (!display && dpscope::testing::run_command("command -v xvfb-run").exit_code != 0)
+    GTEST_SKIP() << "no display and no xvfb-run";
+  const fs::path dir = testing::scratch_dir() / "handout-png";
+  const testing::CliResult r = run_cli("lesson handout 01-one-gpu " + quoted(dir));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("chapter pictures: 6 of 6 in "), std::string::npos) << r.output;
+  const std::string md = testing::read_file(dir / "01-one-gpu.md");
+  for (int c = 1; c <= 6; ++c) {
+    const std::string name = fmt::format("01-one-gpu-chapter-{}.png", c);
+    EXPECT_EQ(testing::read_file(dir / name).substr(0, 8), "\x89PNG\r\n\x1a\n") << name;
+    EXPECT_NE(md.find(fmt::format("![Chapter {}: ", c)), std::string::npos) << md;
+    EXPECT_NE(md.find("(" + name + ")"), std::string::npos) << md;
+  }
 }
 
 // `{scratch}` in a scenario is emptied before each run: lesson 11 writes checkpoints there, and a

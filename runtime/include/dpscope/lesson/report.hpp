@@ -45,8 +45,10 @@ std::string format_report(const Lesson& lesson, const LessonReport& report);
 
 // The handout page: title, goals, the scenario's command line, every chapter (title, time,
 // narration, its questions), the PyTorch snippet, and the answers in a section of their own.
-// `trace_name` is the trace file the page refers to (for dpscope-viz).
+// `trace_name` is the trace file the page refers to (for dpscope-viz). `images[c]`, when given and
+// not empty, is chapter c's picture (a PNG beside the page), shown under the chapter's title.
 std::string handout_markdown(const Lesson& lesson, const std::vector<std::string>& args,
-                             const LessonReport& report, std::string_view trace_name);
+                             const LessonReport& report, std::string_view trace_name,
+                             const std::vector<std::string>& images = {});
 
 }  // namespace dpscope::lesson
