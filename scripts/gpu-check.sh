@@ -383,6 +383,17 @@ ctest_section() {
     inside { inside = 0 }' "$logs/tests.ctest.txt"
 }
 
+# The commit, and whether the files differ from it (a copied working tree may carry an older .git).
+source_description() {
+  local commit
+  commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null) || { echo "a copy without git history"; return; }
+  if [[ -n $(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null | head -n 1) ]]; then
+    echo "$commit with uncommitted changes (the files are not that commit's)"
+  else
+    echo "$commit"
+  fi
+}
+
 report_tests() {
   echo "## Tests"
   if [[ ${result[tests]} == "not run" || ! -f $logs/tests.ctest.txt ]]; then
@@ -480,7 +491,7 @@ write_report() {
   echo
   echo "- started $started, finished $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -n)"
   echo "- GPU: $(${DPSCOPE_NVIDIA_SMI:-nvidia-smi} --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 3 | paste -sd ';')"
-  echo "- source: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo "a copy without git history")"
+  echo "- source: $(source_description)"
   echo "- build: $build (CUDA arch ${DPSCOPE_CUDA_ARCH:-90}, warnings as errors); full log: $log"
   echo
   echo "## Stages"

@@ -114,6 +114,11 @@ case_report_names_stages() {
   grep -qE '^\| gpu \| passed \| [0-9]+ \|' "$report" || fail "gpu stage not passed in: $(cat "$report")"
   grep -qF '| build | not run | - | not in --stages |' "$report" || fail "build stage not 'not run': $(cat "$report")"
   grep -qF 'Stand-in GPU, 80 GiB' "$tmp/out/gpu-check.log" || fail "nvidia-smi output not in gpu-check.log"
+  # The commit, said to differ when the files do (a copy carried to a GPU machine may have an old .git).
+  local head
+  head=$(git -C "$src" rev-parse --short HEAD 2>/dev/null) || return 0
+  grep -qE "^- source: $head( with uncommitted changes \(the files are not that commit's\))?$" "$report" ||
+    fail "no source line naming $head in: $(cat "$report")"
 }
 
 case_failed_stage_exits_1() {
