@@ -44,6 +44,34 @@ TEST(TrainCli, TrainsWritesTraceAndWeights) {
   EXPECT_EQ(w[3].first, "2.bias");
 }
 
+// The simulated microseconds per step that `dpscope train` prints ("simulated time ... (X us per
+// step on PRESET)").
+double simulated_us_per_step(const std::string& args) {
+  const auto r = run_dpscope(args);
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+  const size_t at = r.output.find(" us per step on ");
+  if (at == std::string::npos) {
+    ADD_FAILURE() << "no simulated time in: " << r.output;
+    return 0.0;
+  }
+  const size_t start = r.output.rfind('(', at) + 1;
+  return std::stod(r.output.substr(start, at - start));
+}
+
+// The review found the README's example model too small: DDP on 4 GPUs was slower per step than
+// one GPU, so a student learnt "multi-GPU is slower". The README's runs (fewer steps) must show one
+// GPU slowest, DataParallel between, DDP fastest on the same global batch.
+TEST(TrainCli, TheReadmeExampleShowsDdpFasterThanDataParallelFasterThanOneGpu) {
+  const std::string common =
+      "train --model 784-1024-1024-10 --dataset blobs:4096:784:10 --loss ce --optim sgd "
+      "--lr 0.05 --momentum 0.9 --steps 3 --preset h100-sxm ";
+  const double single = simulated_us_per_step(common + "--batch 1024");
+  const double dp = simulated_us_per_step(common + "--mode dp --devices 4 --batch 1024");
+  const double ddp = simulated_us_per_step(common + "--mode ddp --devices 4 --batch 256");
+  EXPECT_LT(dp, single) << "DataParallel " << dp << " us vs one GPU " << single << " us";
+  EXPECT_LT(ddp, 0.8 * dp) << "DDP " << ddp << " us vs DataParallel " << dp << " us";
+}
+
 TEST(TrainCli, SpiralsLossGoesDown) {
   TempDir dir("train_loss");
   const auto r = run_dpscope(
