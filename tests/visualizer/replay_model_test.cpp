@@ -11,6 +11,7 @@
 #include "dpscope/data/distributed_sampler.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "replay/replay_model.hpp"
+#include "replay/run_info.hpp"
 #include "trace_fixtures.hpp"
 
 namespace dpscope::viz {
@@ -563,6 +564,44 @@ TEST(StepLosses, AreTheMeanOverRanksThatTrainReports) {
     EXPECT_EQ(model.step_losses()[s].ranks, 4);
     EXPECT_NEAR(model.step_losses()[s].loss, run.result.losses[s], 1e-12 * std::fabs(run.result.losses[s]));
   }
+}
+
+// The review found `--pitfall no-set-epoch` looking identical to the correct run. A shuffling run
+// whose device holds the very rows of an earlier step is flagged on that device (the stage card
+// says so in the warning colour); the correct run, and a run that does not shuffle, are not.
+TEST(RepeatedSamples, AreFlaggedWhereTheSamplerRepeatsAnEpoch) {
+  const auto repeats = [](bool shuffle, bool forget_set_epoch, const std::string& name) {
+    TrainConfig config;
+    config.mode = "ddp";
+    config.devices = 2;
+    config.batch = 4;
+    config.steps = 4;  // two epochs of 2 steps: 16 rows over 2 ranks of 4
+    config.dataset = "blobs:16:8:3";
+    config.model = "8-3";
+    config.shuffle = shuffle;
+    if (forget_set_epoch) config.pitfalls = {"no-set-epoch"};
+    config.trace = (testing::scratch_dir() / name).string();
+    run_training(config);
+    const trace::TraceData data = trace::read_trace(config.trace, {.strict = true});
+    const ReplayModel model(data);
+    std::vector<int64_t> found;  // rank 0's samples_repeat_of at the start of steps 0..3
+    for (int64_t step = 0; step < 4; ++step) {
+      const ReplayState st = model.state_at(model.at_time(model.step_window(step).second - 1));
+      found.push_back(st.devices[0].samples_step == step ? st.devices[0].samples_repeat_of : -2);
+    }
+    return found;
+  };
+  EXPECT_EQ(repeats(true, true, "forgot.jsonl"), (std::vector<int64_t>{-1, -1, 0, 1}))
+      << "epoch 1 replays epoch 0 step by step";
+  EXPECT_EQ(repeats(true, false, "correct.jsonl"), (std::vector<int64_t>{-1, -1, -1, -1}));
+  EXPECT_EQ(repeats(false, false, "no-shuffle.jsonl"), (std::vector<int64_t>{-1, -1, -1, -1}))
+      << "without shuffling every epoch repeats by design: nothing to flag";
+}
+
+TEST(RunInfo, ReadsWhetherTheRunShuffles) {
+  EXPECT_TRUE(parse_run_info(R"({"mode":"ddp","shuffle":true})").shuffle);
+  EXPECT_FALSE(parse_run_info(R"({"mode":"ddp","shuffle":false})").shuffle);
+  EXPECT_FALSE(parse_run_info(R"({"mode":"ddp"})").shuffle);
 }
 
 }  // namespace

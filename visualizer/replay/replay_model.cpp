@@ -1,6 +1,7 @@
 // ReplayModel: builds the indexes (time order, lanes, per-device tables, marks, reductions) and
 // answers positions and navigation. state_at() lives in replay_state.cpp.
 #include "replay/replay_model.hpp"
+#include "replay/run_info.hpp"
 
 #include "dpscope/trace_format/stats.hpp"
 
@@ -225,6 +226,23 @@ void ReplayModel::build_per_device() {
           pd.bucket_events.push_back(p);
         break;
       default: break;
+    }
+  }
+  flag_repeated_samples();
+}
+
+void ReplayModel::flag_repeated_samples() {
+  const bool shuffles = parse_run_info(data_->header.run_json).shuffle;
+  for (PerDevice& pd : per_device_) {
+    pd.samples_repeat_of.assign(pd.samples.size(), -1);
+    if (!shuffles) continue;  // without shuffling every epoch repeats the last: that is no pitfall
+    std::map<std::vector<int64_t>, int64_t> first_step;  // rows -> the first step that held them
+    for (size_t k = 0; k < pd.samples.size(); ++k) {
+      const trace::Event& e = data_->events[order_[pd.samples[k]]];
+      const std::vector<int64_t>& rows = data_->samples[static_cast<size_t>(e.payload)].indices;
+      if (rows.empty()) continue;
+      const auto [it, fresh] = first_step.try_emplace(rows, e.step);
+      if (!fresh && it->second != e.step) pd.samples_repeat_of[k] = it->second;
     }
   }
 }

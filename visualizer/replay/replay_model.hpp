@@ -170,8 +170,12 @@ class ReplayModel {
 
  private:
   struct PerDevice {
-    std::vector<uint32_t> memory;         // positions of memory counters
-    std::vector<uint32_t> samples;        // positions of samples events
+    std::vector<uint32_t> memory;   // positions of memory counters
+    std::vector<uint32_t> samples;  // positions of samples events
+    // Per samples event: the step of this device's first earlier samples event with the very
+    // same rows, when the run shuffles (the sampler draws new ones every epoch unless
+    // set_epoch() was forgotten); -1 otherwise.
+    std::vector<int64_t> samples_repeat_of;
     std::vector<uint32_t> instants;       // positions of all instants
     std::vector<uint32_t> bucket_events;  // grad_ready / bucket_launched / bucket_done
     std::vector<PhaseMark> phases;        // this device's (step, phase) changes
@@ -184,6 +188,8 @@ class ReplayModel {
   void build_step_losses();
   void build_live_edge();
   void build_per_device();
+  // PerDevice::samples_repeat_of, from the samples events build_per_device collected.
+  void flag_repeated_samples();
   void build_marks();
   void build_reductions();
   void build_collectives();

@@ -117,6 +117,7 @@ void ReplayModel::fill_devices(ReplayState& s, Cursor c) const {
       const trace::Event& e = data.events[order_[pd.samples[n - 1]]];
       ds.samples_step = e.step;
       ds.samples = &data.samples[static_cast<size_t>(e.payload)].indices;
+      ds.samples_repeat_of = pd.samples_repeat_of[n - 1];
     }
   }
 }

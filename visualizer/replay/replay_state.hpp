@@ -47,6 +47,9 @@ struct DeviceSnapshot {
   uint64_t capacity_bytes = 0;
   int64_t samples_step = -1;                      // step of the samples below; -1 when none yet
   const std::vector<int64_t>* samples = nullptr;  // dataset rows the device holds (null: none)
+  // A shuffling run whose device holds the very rows it held at this earlier step: the
+  // `no-set-epoch` pitfall showing (every epoch draws the same order); -1 when not.
+  int64_t samples_repeat_of = -1;
 
   bool busy() const;
   uint64_t memory_in_use_bytes() const;

@@ -36,6 +36,7 @@ RunInfo parse_run_info(std::string_view run_json) {
   info.algo = text("algo");
   info.command = text("command");
   info.collective = text("collective");
+  info.shuffle = text("shuffle") == "true";
   if (auto it = j.find("pitfalls"); it != j.end() && it->is_array())
     for (const auto& p : *it)
       if (p.is_string()) info.pitfalls.push_back(p.get<std::string>());

@@ -17,6 +17,7 @@ struct RunInfo {
   std::string algo;                   // collective algorithm, when given
   std::string command;                // "train", "bench", ... when the writer says
   std::string collective;             // `dpscope bench`: "all_reduce", ...
+  bool shuffle = false;               // the sampler shuffles (train's "shuffle": true)
   std::vector<std::string> pitfalls;  // "no-average", "no-set-epoch", "unused-parameter"
   bool has_pitfall(std::string_view name) const;
 

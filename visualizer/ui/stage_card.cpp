@@ -258,8 +258,21 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
   if (room && ds.samples != nullptr) {
     const std::vector<int64_t>& rows = *ds.samples;
     const bool current = ds.samples_step == ds.step;
-    room = label(current ? fmt::format("data ({} rows)", rows.size())
-                         : fmt::format("data from step {}", ds.samples_step));
+    // The same rows as an earlier step although the run shuffles: sampler.set_epoch() was not
+    // called, and every epoch replays the first. Said where it bites, in the warning colour.
+    const bool repeated = ds.samples_repeat_of >= 0;
+    if (repeated) {
+      const std::string text =
+          fmt::format("same rows as step {}: set_epoch() not called?", ds.samples_repeat_of);
+      const float w = text_size(small, small->FontSize, text).x + fs * 0.35f;
+      if ((room = fits(w))) {
+        draw_text(dl, small, small->FontSize, ImVec2(x, y + (chip_h - small->FontSize) * 0.5f), pal.warning,
+                  text);
+        x += w;
+      }
+    }
+    room = room && label(current ? fmt::format("data ({} rows)", rows.size())
+                                 : fmt::format("data from step {}", ds.samples_step));
     int64_t widest = 0;
     for (int64_t r : rows) widest = std::max(widest, r);
     const float chip_w =
@@ -270,6 +283,7 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
       if (!room || !(room = fits(chip_w))) break;
       const ImU32 fill = current ? pal.sample_color(r) : with_alpha(pal.sample_color(r), 0.35f);
       dl->AddRectFilled(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), fill, 3.0f);
+      if (repeated) dl->AddRect(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), pal.warning, 3.0f, 0, 2.0f);
       draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_w * 0.5f, y + chip_h * 0.5f),
                          pal.text_on(fill), fmt::format("{}", r));
       last_chip = ImVec2(x, y);
