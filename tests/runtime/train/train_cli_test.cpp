@@ -72,6 +72,47 @@ TEST(TrainCli, TheReadmeExampleShowsDdpFasterThanDataParallelFasterThanOneGpu) {
   EXPECT_LT(ddp, 0.8 * dp) << "DDP " << ddp << " us vs DataParallel " << dp << " us";
 }
 
+// The review found memory bars that moved once per phase: gradients never grew during backward.
+// A traced run's memory counter follows every layer: in backward the gradients grow layer by
+// layer while the activations forward kept are freed, and in forward the activations pile up.
+TEST(TrainCli, MemoryMovesWithinAPhase) {
+  TempDir dir("memory_moves");
+  const auto r =
+      run_dpscope("train --dataset blobs:256:64:4 --model 64-128-128-4 --batch 64 --steps 1 --trace " +
+                  (dir / "t.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const trace::TraceData t = trace::read_trace(dir / "t.jsonl");
+  std::vector<double> grads, acts_forward, acts_backward;
+  for (const trace::Event& e : t.events) {
+    if (e.type != trace::EventType::kCounter || e.known != EventName::kMemory) continue;
+    double g = 0, a = 0;
+    for (const auto& [key, value] : t.counters[static_cast<size_t>(e.payload)].values) {
+      if (t.str(key) == "gradients") g = value;
+      if (t.str(key) == "activations") a = value;
+    }
+    if (e.phase == Phase::kBackward) {
+      grads.push_back(g);
+      acts_backward.push_back(a);
+    } else if (e.phase == Phase::kForward) {
+      acts_forward.push_back(a);
+    }
+  }
+  const auto rises = [](const std::vector<double>& v) {
+    int n = 0;
+    for (size_t i = 1; i < v.size(); ++i) n += v[i] > v[i - 1] ? 1 : 0;
+    return n;
+  };
+  const auto falls = [](const std::vector<double>& v) {
+    int n = 0;
+    for (size_t i = 1; i < v.size(); ++i) n += v[i] < v[i - 1] ? 1 : 0;
+    return n;
+  };
+  EXPECT_GE(rises(grads), 2) << "gradients appear layer by layer (3 Linear layers)";
+  EXPECT_EQ(falls(grads), 0);
+  EXPECT_GE(falls(acts_backward), 1) << "activations are freed during backward";
+  EXPECT_GE(rises(acts_forward), 2) << "activations pile up layer by layer in forward";
+}
+
 TEST(TrainCli, SpiralsLossGoesDown) {
   TempDir dir("train_loss");
   const auto r = run_dpscope(
