@@ -3,6 +3,9 @@
 // keyboard drives the Player exactly like its buttons.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include <fmt/format.h>
 #include <imgui.h>
 
 #include "dpscope/trace_format/reader.hpp"
@@ -131,6 +134,29 @@ TEST_F(ViewerTest, StageDrawsTheT4PcieHostTree) {
   EXPECT_GT(switches[1]->center.x, host->center.x) << "switch 1 right of the host";
   EXPECT_EQ(switches[0]->center.y, host->center.y);
   EXPECT_EQ(switches[1]->center.y, host->center.y);
+}
+
+// Lesson 8's screenshots showed GPU 1's card drawn over GPU 0's: two cards each wider than half
+// the stage. For every GPU count the lessons use, no two boxes of the stage overlap.
+TEST_F(ViewerTest, StageBoxesNeverOverlap) {
+  for (const int gpus : {1, 2, 3, 4, 8}) {
+    const auto path = dir_ / fmt::format("ddp{}.jsonl", gpus);
+    testing::write_ddp_trace(path, gpus, 1);
+    auto v = make(true);
+    v->open(path, {});
+    frame(*v);
+    const std::vector<StageView::Box>& boxes = v->stage().boxes();
+    ASSERT_GE(boxes.size(), static_cast<size_t>(gpus) + 1) << gpus << " GPUs and the host";
+    for (size_t i = 0; i < boxes.size(); ++i)
+      for (size_t j = i + 1; j < boxes.size(); ++j) {
+        const StageView::Box& a = boxes[i];
+        const StageView::Box& b = boxes[j];
+        const bool apart = std::fabs(a.center.x - b.center.x) >= a.half.x + b.half.x ||
+                           std::fabs(a.center.y - b.center.y) >= a.half.y + b.half.y;
+        EXPECT_TRUE(apart) << gpus << " GPUs: boxes of devices " << a.device << " and " << b.device
+                           << " overlap";
+      }
+  }
 }
 
 TEST_F(ViewerTest, KeysDriveThePlayer) {

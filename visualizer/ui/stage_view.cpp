@@ -82,8 +82,12 @@ void StageView::layout_cards(ImVec2 origin, ImVec2 size, ImVec2 host_half) {
     return;
   }
   if (n <= 2) {
-    // One GPU right of the host, or two on either side of it.
-    const ImVec2 half(std::min(w * (n == 1 ? 0.3f : 0.36f), fs * 26.0f), std::min(h * 0.45f, fs * 14.0f));
+    // One GPU right of the host, or two on either side of it (the host, and any switch stacked
+    // under it, in a column between them): each card as wide as leaves that column free.
+    const float room =
+        n == 1 ? (w - 3 * gap - 2 * host_half.x) * 0.5f : (w * 0.5f - host_half.x - 2 * gap) * 0.5f;
+    const ImVec2 half(std::max(fs * 4.0f, std::min({w * (n == 1 ? 0.3f : 0.36f), fs * 26.0f, room})),
+                      std::min(h * 0.45f, fs * 14.0f));
     if (n == 1) {
       boxes_.push_back({ring_[0], ImVec2(origin.x + w - gap - half.x, c.y), half});
       if (host_ >= 0) boxes_.push_back({host_, ImVec2(origin.x + gap + host_half.x, c.y), host_half});

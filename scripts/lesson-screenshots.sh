@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Every chapter of every lesson as a screenshot, in one command: runs `dpscope lesson handout` for
+# each lesson into OUT_DIR/ID/ (the Markdown page, the trace and ID-chapter-N.png drawn by
+# dpscope-viz, under xvfb-run without a display) and prints how many pictures each lesson got. For
+# reviewing the lessons as a student sees them, and for slides.
+#
+# Usage: scripts/lesson-screenshots.sh [--bin DIR] [--lessons ID,ID,...] OUT_DIR
+#   --bin DIR      where dpscope and dpscope-viz are (default: build/release/bin, else build/ci/bin)
+#   --lessons      only these lessons (ids or numbers, as `dpscope lesson run` takes them)
+# Exit status: 0 every chapter of every lesson drawn; 1 a lesson failed or a chapter has no
+# picture (named); 64 bad usage.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+usage() {
+  sed -n '8,13p' "$0" | sed 's/^# \{0,1\}//'
+  exit 64
+}
+
+bin=""
+only=""
+out=""
+while (($# > 0)); do
+  case $1 in
+    --bin) (($# >= 2)) || usage; bin=$2; shift ;;
+    --lessons) (($# >= 2)) || usage; only=$2; shift ;;
+    -h | --help) usage ;;
+    -*) echo "lesson-screenshots: unknown option '$1'" >&2; exit 64 ;;
+    *) [[ -z $out ]] || { echo "lesson-screenshots: one OUT_DIR only (got '$out' and '$1')" >&2; exit 64; }
+       out=$1 ;;
+  esac
+  shift
+done
+[[ -n $out ]] || { echo "lesson-screenshots: OUT_DIR is required (see --help)" >&2; exit 64; }
+if [[ -z $bin ]]; then
+  for candidate in build/release/bin build/ci/bin; do
+    [[ -x $candidate/dpscope ]] && { bin=$candidate; break; }
+  done
+fi
+[[ -n $bin && -x $bin/dpscope ]] ||
+  { echo "lesson-screenshots: no dpscope in '${bin:-build/release/bin or build/ci/bin}' (build first, or --bin DIR)" >&2; exit 64; }
+[[ -x $bin/dpscope-viz ]] || { echo "lesson-screenshots: no dpscope-viz in '$bin': nothing can draw the chapters" >&2; exit 1; }
+
+if [[ -n $only ]]; then
+  lessons=${only//,/ }
+else
+  lessons=$("$bin/dpscope" lesson list | awk 'NF > 1 && $1 ~ /^[0-9][0-9]-/ {print $1}')
+fi
+
+failed=0
+total=0
+for id in $lessons; do
+  dir="$out/$id"
+  mkdir -p "$dir"
+  if ! log=$("$bin/dpscope" lesson handout "$id" "$dir" 2>&1); then
+    echo "FAIL $id: $(tail -n 1 <<<"$log")"
+    failed=1
+    continue
+  fi
+  line=$(grep -E '^chapter pictures: ' <<<"$log")
+  drawn=$(sed -E 's/^chapter pictures: ([0-9]+) of ([0-9]+) .*/\1/' <<<"$line")
+  chapters=$(sed -E 's/^chapter pictures: ([0-9]+) of ([0-9]+) .*/\2/' <<<"$line")
+  if [[ -z $line || $drawn != "$chapters" ]]; then
+    echo "FAIL $id: ${line:-no chapter pictures} ($(grep -v '^handout: ' <<<"$log" | tail -n 1))"
+    failed=1
+    continue
+  fi
+  total=$((total + drawn))
+  echo "ok   $id: $drawn chapters in $dir"
+done
+echo "$total chapter screenshots in $out"
+exit "$failed"
