@@ -41,10 +41,20 @@ fi
   { echo "lesson-screenshots: no dpscope in '${bin:-build/release/bin or build/ci/bin}' (build first, or --bin DIR)" >&2; exit 64; }
 [[ -x $bin/dpscope-viz ]] || { echo "lesson-screenshots: no dpscope-viz in '$bin': nothing can draw the chapters" >&2; exit 1; }
 
+all=$("$bin/dpscope" lesson list | awk 'NF > 1 && $1 ~ /^[0-9][0-9]-/ {print $1}')
 if [[ -n $only ]]; then
-  lessons=${only//,/ }
+  # Numbers name lessons as `dpscope lesson run` takes them (6 is 06-ring-tree-naive); an id that
+  # matches none is kept, so that its failure is reported under the name given.
+  lessons=""
+  for want in ${only//,/ }; do
+    full=""
+    if [[ $want =~ ^[0-9]+$ ]]; then
+      full=$(grep -m 1 "^$(printf '%02d' "$((10#$want))")-" <<<"$all")
+    fi
+    lessons+="${full:-$want} "
+  done
 else
-  lessons=$("$bin/dpscope" lesson list | awk 'NF > 1 && $1 ~ /^[0-9][0-9]-/ {print $1}')
+  lessons=$all
 fi
 
 failed=0
