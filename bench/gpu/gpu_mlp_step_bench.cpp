@@ -20,23 +20,6 @@ namespace {
 
 using namespace dpscope;
 
-// A sink that drops every event: tracing with it costs the CUDA events and the span queue, not
-// the recorder's formatting and writing (the bench's third column splits the cost that way).
-class NullSink final : public TraceSink {
- public:
-  void kernel_span(const Device&, StreamKind, std::string_view, int64_t, int64_t, KernelCost) override {}
-  void span(const Device&, const SpanEvent&) override {}
-  void instant(const Device&, int64_t, const InstantPayload&) override {}
-  void loss_counter(const Device&, int64_t, double) override {}
-  void memory_counter(const Device&, int64_t, const MemoryStats&) override {}
-  uint64_t transfer(const Device&, const TraceTransfer&) override { return 0; }
-  void copy_transfer(const Device&, const Device&, int64_t, int64_t, uint64_t) override {}
-  void values(const Device&, int64_t, const ValuesEvent&) override {}
-  void samples(const Device&, int64_t, std::span<const int64_t>) override {}
-  void buckets(const Device&, int64_t, std::span<const TraceBucketInfo>, BucketReason) override {}
-  void flush() override {}
-};
-
 // Median seconds per step of blocks of `block` steps, each block between synchronized devices,
 // blocks taking turns with each sink (nullptr: tracing off), so that all see the same GPU clocks
 // and caches. One median per sink, in order.
@@ -85,7 +68,7 @@ int main(int argc, char** argv) {
     {
       auto tracer = TraceRecorder::open(trace_path, header, devices);
       const int trace_id = device.trace_id();  // the header's id, before the first detach
-      NullSink events_only;
+      NullTraceSink events_only;               // the events' cost without the recorder's
       const std::array<TraceSink*, 3> sinks{nullptr, tracer.get(), &events_only};
       times = time_steps(step, device, sinks, trace_id, steps);
       tracer->close();

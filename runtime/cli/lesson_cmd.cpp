@@ -246,12 +246,17 @@ fs::path executable_dir() {
   return ec ? fs::current_path(ec) : self.parent_path();
 }
 
-// Opens dpscope-viz on `trace` when a display is present; says what it did.
-void open_viewer(const fs::path& trace) {
+// Whether a window can open here (an X11 or Wayland display is set).
+bool has_display() {
   const char* x11 = std::getenv("DISPLAY");
   const char* wayland = std::getenv("WAYLAND_DISPLAY");
+  return (x11 != nullptr && *x11 != '\0') || (wayland != nullptr && *wayland != '\0');
+}
+
+// Opens dpscope-viz on `trace` when a display is present; says what it did.
+void open_viewer(const fs::path& trace) {
   const std::string viz = (executable_dir() / "dpscope-viz").string();
-  if ((!x11 || !*x11) && (!wayland || !*wayland)) {
+  if (!has_display()) {
     fmt::print("\nno display: watch it later with  dpscope-viz {}\n", trace.string());
     return;
   }
@@ -340,9 +345,7 @@ std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const les
     return images;
   }
   std::vector<std::string> prefix;
-  const char* x11 = std::getenv("DISPLAY");
-  const char* wayland = std::getenv("WAYLAND_DISPLAY");
-  if ((!x11 || !*x11) && (!wayland || !*wayland)) {
+  if (!has_display()) {
     const std::string xvfb = find_on_path("xvfb-run");
     if (xvfb.empty()) {
       fmt::print("no chapter pictures: no display and no xvfb-run (apt install xvfb)\n");

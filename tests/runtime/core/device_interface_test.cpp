@@ -204,20 +204,7 @@ TEST(DeviceInterface, TheSharedCpuDeviceHoldsNoTraceState) {
   EXPECT_EQ(shared.step(), -1);
   EXPECT_EQ(shared.tracer(), nullptr);
   EXPECT_NO_THROW(shared.attach_tracer(nullptr, -1));  // detaching is harmless
-  class NullSink : public TraceSink {
-   public:
-    void kernel_span(const Device&, StreamKind, std::string_view, int64_t, int64_t, KernelCost) override {}
-    void span(const Device&, const SpanEvent&) override {}
-    void instant(const Device&, int64_t, const InstantPayload&) override {}
-    void loss_counter(const Device&, int64_t, double) override {}
-    void memory_counter(const Device&, int64_t, const MemoryStats&) override {}
-    uint64_t transfer(const Device&, const TraceTransfer&) override { return 0; }
-    void copy_transfer(const Device&, const Device&, int64_t, int64_t, uint64_t) override {}
-    void values(const Device&, int64_t, const ValuesEvent&) override {}
-    void samples(const Device&, int64_t, std::span<const int64_t>) override {}
-    void buckets(const Device&, int64_t, std::span<const TraceBucketInfo>, BucketReason) override {}
-    void flush() override {}
-  } sink;
+  NullTraceSink sink;
   try {
     shared.attach_tracer(&sink, 0);
     FAIL() << "expected an error";

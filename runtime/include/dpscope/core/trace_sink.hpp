@@ -68,4 +68,21 @@ class TraceSink {
   virtual void flush() = 0;
 };
 
+// A sink that drops every event: a device traced into it pays for timing its work (on a GPU, the
+// events around each kernel) but nothing for writing a trace; for benchmarks and tests.
+class NullTraceSink final : public TraceSink {
+ public:
+  void kernel_span(const Device&, StreamKind, std::string_view, int64_t, int64_t, KernelCost) override {}
+  void span(const Device&, const SpanEvent&) override {}
+  void instant(const Device&, int64_t, const InstantPayload&) override {}
+  void loss_counter(const Device&, int64_t, double) override {}
+  void memory_counter(const Device&, int64_t, const MemoryStats&) override {}
+  uint64_t transfer(const Device&, const TraceTransfer&) override { return 0; }
+  void copy_transfer(const Device&, const Device&, int64_t, int64_t, uint64_t) override {}
+  void values(const Device&, int64_t, const ValuesEvent&) override {}
+  void samples(const Device&, int64_t, std::span<const int64_t>) override {}
+  void buckets(const Device&, int64_t, std::span<const TraceBucketInfo>, BucketReason) override {}
+  void flush() override {}
+};
+
 }  // namespace dpscope
