@@ -56,6 +56,21 @@ if(DPSCOPE_WITH_CUDA)
       list(APPEND DPSCOPE_CUDA_WARNINGS -Werror=all-warnings -Xcompiler=-Werror)
     endif()
     dpscope_status("CUDA + NCCL" ON "(CUDA ${CUDAToolkit_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES}, ${DPSCOPE_NCCL_LIB})")
+    # CUPTI times traced kernels (runtime/src/core/cuda/cupti_timer.hpp): its headers at build time,
+    # libcupti loaded at run time, so neither is a hard dependency (events time kernels without it).
+    find_path(DPSCOPE_CUPTI_INCLUDE cupti_activity.h
+              HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/include
+                    /usr/local/cuda/extras/CUPTI/include)
+    find_library(DPSCOPE_CUPTI_LIB cupti
+                 HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/lib64
+                       /usr/local/cuda/extras/CUPTI/lib64)
+    if(DPSCOPE_CUPTI_INCLUDE)
+      set(DPSCOPE_HAVE_CUPTI ON)
+      dpscope_status("CUPTI kernel timer" ON "(${DPSCOPE_CUPTI_INCLUDE}; libcupti loaded at run time: ${DPSCOPE_CUPTI_LIB})")
+    else()
+      set(DPSCOPE_HAVE_CUPTI OFF)
+      dpscope_status("CUPTI kernel timer" OFF "(cupti_activity.h not found: traced kernels are timed with CUDA events)")
+    endif()
   else()
     dpscope_status("CUDA + NCCL" OFF "(not found: CUDA toolkit=${CUDAToolkit_FOUND}, nccl.h=${DPSCOPE_NCCL_INCLUDE}, libnccl=${DPSCOPE_NCCL_LIB})")
   endif()

@@ -8,11 +8,21 @@
 
 namespace dpscope {
 
-int64_t wall_ns_since_origin() {
-  // Immutable once initialised: the origin every cpu timestamp is measured from.
+namespace {
+// Immutable once initialised: the origin every cpu timestamp is measured from.
+std::chrono::steady_clock::time_point origin() {
   static const auto origin = std::chrono::steady_clock::now();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin)
+  return origin;
+}
+}  // namespace
+
+int64_t wall_ns_since_origin() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin())
       .count();
+}
+
+int64_t trace_origin_steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(origin().time_since_epoch()).count();
 }
 
 void* CpuDevice::allocate(uint64_t bytes, MemoryCategory category, bool with_data) {

@@ -50,5 +50,8 @@ class CpuDevice final : public DeviceImpl {
 
 // Wall nanoseconds since the process's trace origin (the first call): the cpu's clock.
 int64_t wall_ns_since_origin();
+// The trace origin on std::chrono::steady_clock, in nanoseconds since its epoch (for timestamps
+// taken on that clock elsewhere, such as CUPTI's records).
+int64_t trace_origin_steady_ns();
 
 }  // namespace dpscope

@@ -116,6 +116,19 @@ AllocatorStats allocator_stats(const DeviceImpl& device);
 // device's clock): an event's time is the origin event's host time plus cudaEventElapsedTime from
 // it (the offset is measured when the device is made).
 //
+// Traced kernels are timed by one of two timers. CUPTI (the default where libcupti loads): the GPU
+// stamps every kernel, memcpy and memset itself and the records are read in batches, so a traced
+// step issues the same work as an untraced one. Events: a CUDA event pair around each kernel (a
+// fallback, and a check on CUPTI in the tests). Copies and collective steps are timed with events.
+enum class KernelTimer { kCupti, kEvents };
+// The timer tracers attached from now on use; kCupti falls back to events where CUPTI is missing.
+// Without a call: DPSCOPE_CUDA_TIMER=events chooses events, else CUPTI.
+void set_kernel_timer(KernelTimer timer);
+// "cupti", or "events (why)": what a tracer attached now would use.
+std::string kernel_timer_description();
+// Spans a cuda device emitted with zero length because CUPTI reported no GPU work for them.
+uint64_t untimed_kernel_spans(const DeviceImpl& device);
+//
 // The host time at which `event` (recorded on a cuda device) completed on the GPU; waits for it.
 int64_t event_time_ns(const DeviceImpl& device, const Event& event);
 // KernelScope's end of a traced cuda kernel: records the end event on `stream` and queues the span;

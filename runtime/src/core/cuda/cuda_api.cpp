@@ -188,8 +188,12 @@ void defer_kernel_span(DeviceImpl& device, StreamKind stream, std::string_view n
 void flush_trace(DeviceImpl& device) {
   if (auto* cuda = dynamic_cast<CudaDevice*>(&device)) {
     DeviceGuard guard(cuda->gpu().index, cuda->name());
-    cuda->emit_spans(/*wait_all=*/true);
+    cuda->flush_trace();
   }
+}
+
+uint64_t untimed_kernel_spans(const DeviceImpl& device) {
+  return cuda_device(device, "untimed_kernel_spans").untimed_spans();
 }
 
 std::optional<TimedSpan> last_copy_span(DeviceImpl& device) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../cuda_internal.hpp"
+#include "cupti_timer.hpp"
 #include "dpscope/core/caching_allocator.hpp"
 #include "dpscope/core/device_impl.hpp"
 #include "dpscope/core/memory_accounting.hpp"
@@ -136,16 +137,22 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   int allocator_stream(StreamKind kind) const;
   int64_t event_time_ns(const Event& event) const;
   void defer_kernel_span(StreamKind stream, std::string_view name, const Event& begin, KernelCost cost);
-  // Emits the queued spans whose end events completed; all of them (waiting) when `wait_all`.
+  // Emits the queued spans whose work completed; all of them (waiting) when `wait_all`.
   void emit_spans(bool wait_all);
+  // Before the tracer changes: emits every queued span, then lets go of the kernel timer (the next
+  // tracer chooses again).
+  void flush_trace();
   std::optional<TimedSpan> last_copy_span();
+  // Spans emitted with zero length because CUPTI reported no GPU work for them.
+  uint64_t untimed_spans() const { return untimed_spans_; }
 
  private:
   struct PendingSpan {
     std::string name;
     StreamKind stream = StreamKind::kCompute;
-    Event begin;
+    Event begin;  // events timer: the begin and end events; CUPTI: begin holds the span id
     Event end;
+    uint64_t seq = 0;  // order of issue on this device
     KernelCost cost;
     int rank = 0;
     int64_t step = -1;
@@ -159,7 +166,16 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   // With a tracer attached, records the begin/end events of a copy on the copy stream.
   void begin_copy_trace();
   void end_copy_trace();
+  // Emits `span` at the measured start and duration (events: read off its events; CUPTI: taken from
+  // the collected records).
   void emit(const PendingSpan& span);
+  void emit_at(const PendingSpan& span, int64_t start_ns, int64_t dur_ns);
+  // The CUPTI timer when this device's tracer uses it (chosen at the first traced kernel).
+  ActivityTimer* cupti_timer();
+  // CUPTI: records a fence on each stream behind the spans issued so far; emits the spans of the
+  // fences the GPU has passed (their records are complete once it has).
+  void fence_and_emit();
+  void emit_cupti_spans(uint64_t before_seq);
   // Records the anchor event and the host time it ran at (at creation).
   void measure_anchor();
   // After a synchronize(): moves the anchor forward when it is old (float milliseconds lose
@@ -187,6 +203,18 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   uint64_t staging_bytes_ = 0;
 
   std::deque<PendingSpan> pending_;
+  uint64_t next_seq_ = 0;
+  // The kernel timer of the attached tracer: chosen at its first traced kernel, released by
+  // flush_trace(). CUPTI (cupti_timer.hpp) unless unavailable or set_kernel_timer says events.
+  bool timer_chosen_ = false;
+  ActivityTimer* cupti_ = nullptr;
+  struct Fence {
+    std::array<Event, kStreamCount> events;  // one per stream
+    uint64_t before_seq = 0;                 // the spans issued before them
+  };
+  std::deque<Fence> fences_;
+  std::array<int64_t, kStreamCount> last_emitted_end_{};  // where a span with no work is placed
+  uint64_t untimed_spans_ = 0;
   // Per stream, the end event of the last traced kernel (timer_begin may start the next one there).
   std::array<Event, kStreamCount> last_end_{};
   Event copy_begin_;  // guarded by copy_mutex_

@@ -98,14 +98,38 @@ void CudaDevice::refresh_anchor() {
   anchor_host_ns_ = next_host_ns;
 }
 
+// A traced kernel's begin under the CUPTI timer: the span id its thread pushed.
+class CuptiSpanMark final : public NativeEvent {
+ public:
+  explicit CuptiSpanMark(uint64_t span_id) : id(span_id) {}
+  const uint64_t id;
+};
+
+namespace {
+const CuptiSpanMark* cupti_mark(const Event& event) {
+  return dynamic_cast<const CuptiSpanMark*>(event.native.get());
+}
+}  // namespace
+
+ActivityTimer* CudaDevice::cupti_timer() {
+  if (!timer_chosen_) {
+    timer_chosen_ = true;
+    cupti_ = chosen_kernel_timer() == KernelTimer::kCupti ? ActivityTimer::get() : nullptr;
+    if (cupti_ != nullptr) cupti_->attach();
+  }
+  return cupti_;
+}
+
 Event CudaDevice::timer_begin(StreamKind stream) {
   // Tracing off: no event, no clock read (KernelScope then costs a pointer test and this call).
   if (context_.tracer == nullptr) return Event{.stream = stream};
-  // While the stream's last traced kernel has not finished, the GPU is busy and this kernel will
-  // start the moment it ends: that end event is this kernel's begin. Each event recorded between
-  // two kernels costs the GPU a gap, and a GPU-bound step half as many of them is what keeps
-  // tracing within its budget. Once the stream has run dry, a fresh event marks the start, so an
-  // idle GPU waiting for the host never counts as kernel time.
+  if (ActivityTimer* cupti = cupti_timer())
+    return Event{.stream = stream, .native = std::make_shared<CuptiSpanMark>(cupti->begin_span())};
+  // Events: while the stream's last traced kernel has not finished, the GPU is busy and this kernel
+  // will start the moment it ends: that end event is this kernel's begin. Each event recorded
+  // between two kernels costs the GPU a gap, and a GPU-bound step half as many of them is what
+  // keeps tracing cheaper. Once the stream has run dry, a fresh event marks the start, so an idle
+  // GPU waiting for the host never counts as kernel time.
   Event& last = last_end_[static_cast<size_t>(stream)];
   if (cudaEvent_t native = native_event(last);
       native != nullptr && cudaEventQuery(native) == cudaErrorNotReady)
@@ -116,6 +140,14 @@ Event CudaDevice::timer_begin(StreamKind stream) {
 TimedSpan CudaDevice::timer_end(StreamKind stream, const Event& begin, KernelCost /*cost*/) {
   // The synchronous form, for direct callers: KernelScope queues cuda spans instead
   // (defer_kernel_span) so that a traced run does not wait for every kernel.
+  if (const CuptiSpanMark* mark = cupti_mark(begin)) {
+    cupti_->end_span();
+    check(cudaStreamSynchronize(this->stream(stream)), "cudaStreamSynchronize", where_);
+    cupti_->collect();
+    const std::optional<GpuInterval> interval = cupti_->take(mark->id);
+    if (!interval) return {.start_ns = wall_ns_since_origin(), .dur_ns = 0};
+    return {.start_ns = interval->start_ns, .dur_ns = interval->end_ns - interval->start_ns};
+  }
   if (native_event(begin) == nullptr) return {.start_ns = begin.ts_ns, .dur_ns = 0};
   const Event end = record(stream);
   const int64_t start_ns = event_time_ns(begin);
@@ -124,29 +156,84 @@ TimedSpan CudaDevice::timer_end(StreamKind stream, const Event& begin, KernelCos
 
 void CudaDevice::defer_kernel_span(StreamKind stream, std::string_view name, const Event& begin,
                                    KernelCost cost) {
-  if (native_event(begin) == nullptr) return;  // tracing was off when the kernel began
-  Event end = record(stream);
-  last_end_[static_cast<size_t>(stream)] = end;
-  pending_.push_back(PendingSpan{.name = std::string(name),
-                                 .stream = stream,
-                                 .begin = begin,
-                                 .end = std::move(end),
-                                 .cost = cost,
-                                 .rank = context_.rank,
-                                 .step = context_.step,
-                                 .phase = context_.phase});
+  const bool cupti = cupti_mark(begin) != nullptr;
+  if (!cupti && native_event(begin) == nullptr) return;  // tracing was off when the kernel began
+  PendingSpan span{.name = std::string(name),
+                   .stream = stream,
+                   .begin = begin,
+                   .seq = next_seq_++,
+                   .cost = cost,
+                   .rank = context_.rank,
+                   .step = context_.step,
+                   .phase = context_.phase};
+  if (cupti) {
+    cupti_->end_span();
+  } else {
+    span.end = record(stream);
+    last_end_[static_cast<size_t>(stream)] = span.end;
+  }
+  pending_.push_back(std::move(span));
   if (pending_.size() >= kMaxPendingSpans) {
     // The host ran far ahead: wait for the oldest half rather than let the queue grow.
+    if (cupti) {
+      for (cudaStream_t s : streams_) check(cudaStreamSynchronize(s), "cudaStreamSynchronize", where_);
+      emit_spans(/*wait_all=*/true);
+      return;
+    }
     while (pending_.size() > kMaxPendingSpans / 2) {
       check(cudaEventSynchronize(native_event(pending_.front().end)), "cudaEventSynchronize", where_);
       emit(pending_.front());
       pending_.pop_front();
     }
   }
-  if (pending_.size() % kEmitBatch == 0) emit_spans(/*wait_all=*/false);
+  if (next_seq_ % kEmitBatch != 0) return;
+  if (cupti) {
+    fence_and_emit();
+  } else {
+    emit_spans(/*wait_all=*/false);
+  }
+}
+
+void CudaDevice::fence_and_emit() {
+  Fence fence{.before_seq = next_seq_};
+  for (StreamKind kind : {StreamKind::kCompute, StreamKind::kComm, StreamKind::kCopy})
+    fence.events[static_cast<size_t>(kind)] = record(kind);
+  fences_.push_back(std::move(fence));
+  uint64_t passed = 0;
+  while (!fences_.empty()) {
+    bool done = true;
+    for (const Event& e : fences_.front().events) {
+      const cudaError_t status = cudaEventQuery(native_event(e));
+      if (status == cudaErrorNotReady) {
+        done = false;
+        break;
+      }
+      check(status, "cudaEventQuery", where_);
+    }
+    if (!done) break;
+    passed = fences_.front().before_seq;
+    fences_.pop_front();
+  }
+  if (passed > 0) emit_cupti_spans(passed);
+}
+
+void CudaDevice::emit_cupti_spans(uint64_t before_seq) {
+  cupti_->collect();
+  while (!pending_.empty() && pending_.front().seq < before_seq) {
+    PendingSpan span = std::move(pending_.front());
+    pending_.pop_front();
+    emit(span);
+  }
 }
 
 void CudaDevice::emit_spans(bool wait_all) {
+  if (cupti_ != nullptr) {
+    if (!wait_all || pending_.empty()) return;  // fence_and_emit() emits as the GPU goes
+    for (cudaStream_t s : streams_) check(cudaStreamSynchronize(s), "cudaStreamSynchronize", where_);
+    fences_.clear();
+    emit_cupti_spans(next_seq_);
+    return;
+  }
   while (!pending_.empty()) {
     const cudaError_t status = wait_all ? cudaEventSynchronize(native_event(pending_.front().end))
                                         : cudaEventQuery(native_event(pending_.front().end));
@@ -158,12 +245,32 @@ void CudaDevice::emit_spans(bool wait_all) {
   }
 }
 
-// `span`'s end event has completed (and so has its begin, earlier on the same stream): its times
-// are elapsed-time reads, with no wait (the duration from its own events: float milliseconds from
-// an old anchor would round it).
+void CudaDevice::flush_trace() {
+  emit_spans(/*wait_all=*/true);
+  fences_.clear();
+  last_end_.fill(Event{});
+  if (cupti_ != nullptr) cupti_->detach();
+  cupti_ = nullptr;
+  timer_chosen_ = false;
+}
+
+// `span`'s work has completed. Events: its times are elapsed-time reads, with no wait (the duration
+// from its own events: float milliseconds from an old anchor would round it). CUPTI: its records'
+// interval; a span whose kernels CUPTI reported nothing for is placed, empty, where its stream's
+// last span ended.
 void CudaDevice::emit(const PendingSpan& span) {
-  TraceSink* tracer = context_.tracer;
-  if (tracer == nullptr) return;
+  if (context_.tracer == nullptr) return;
+  const size_t lane = static_cast<size_t>(span.stream);
+  if (const CuptiSpanMark* mark = cupti_mark(span.begin)) {
+    if (const std::optional<GpuInterval> interval = cupti_->take(mark->id)) {
+      last_emitted_end_[lane] = interval->end_ns;
+      emit_at(span, interval->start_ns, interval->end_ns - interval->start_ns);
+    } else {
+      ++untimed_spans_;
+      emit_at(span, last_emitted_end_[lane], 0);
+    }
+    return;
+  }
   float begin_ms = 0.0f;
   float dur_ms = 0.0f;
   int64_t anchor_host_ns = 0;
@@ -176,7 +283,12 @@ void CudaDevice::emit(const PendingSpan& span) {
   check(cudaEventElapsedTime(&dur_ms, native_event(span.begin), native_event(span.end)),
         "cudaEventElapsedTime", where_);
   const int64_t start_ns = anchor_host_ns + ms_to_ns(begin_ms);
-  const int64_t dur_ns = std::max<int64_t>(0, ms_to_ns(dur_ms));
+  last_emitted_end_[lane] = start_ns + std::max<int64_t>(0, ms_to_ns(dur_ms));
+  emit_at(span, start_ns, std::max<int64_t>(0, ms_to_ns(dur_ms)));
+}
+
+void CudaDevice::emit_at(const PendingSpan& span, int64_t start_ns, int64_t dur_ns) {
+  TraceSink* tracer = context_.tracer;
   // The tracer stamps rank, step and phase from the context: the span carries those of its launch.
   const TraceContext saved = context_;
   context_.rank = span.rank;

@@ -35,5 +35,8 @@ void defer_kernel_span(DeviceImpl& /*device*/, StreamKind /*stream*/, std::strin
 // No CudaDevice exists in this build: nothing is ever queued or measured.
 void flush_trace(DeviceImpl& /*device*/) {}
 std::optional<TimedSpan> last_copy_span(DeviceImpl& /*device*/) { return std::nullopt; }
+uint64_t untimed_kernel_spans(const DeviceImpl& /*device*/) { not_built("cuda device"); }
+void set_kernel_timer(KernelTimer /*timer*/) {}
+std::string kernel_timer_description() { return "none (" + unavailable_reason() + ")"; }
 
 }  // namespace dpscope::cuda
