@@ -33,8 +33,15 @@ inline CommandResult run_dpscope(const std::string& args) {
   return run_command(std::string(DPSCOPE_CLI) + " " + args);
 }
 
+// The python3 the parity tests run: $DPSCOPE_PYTHON, else the first python3 on PATH (Debian's
+// python3-torch in CI; a GPU machine's own PyTorch there).
+inline std::string python3() {
+  const char* chosen = std::getenv("DPSCOPE_PYTHON");
+  return chosen != nullptr && *chosen != '\0' ? chosen : "python3";
+}
+
 inline bool torch_available() {
-  static const bool available = run_command("/usr/bin/python3 -c 'import torch, numpy'").exit_code == 0;
+  static const bool available = run_command(python3() + " -c 'import torch, numpy'").exit_code == 0;
   return available;
 }
 

@@ -82,7 +82,7 @@ for n in [0, 1, 7, 10, 33, 100]:
               s.set_epoch(epoch)
               print(n, R, rank, seed, epoch, int(shuffle), int(drop), ":", *list(s))
 )PY";
-  const auto r = testing::run_command(std::string("/usr/bin/python3 -c '") + script + "'");
+  const auto r = testing::run_command(testing::python3() + " -c '" + script + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::istringstream lines(r.output);
   std::string line;

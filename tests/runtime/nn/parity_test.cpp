@@ -1,7 +1,7 @@
 // Parity with PyTorch 1.13 (skipped without torch): the seeded initialisation is bit-identical to
 // torch.manual_seed + nn.Sequential, and 5 training steps of a 3-layer MLP with SGD(momentum),
 // Adam and AdamW under cross-entropy and MSE give the same losses, gradients and weights
-// within 1e-5. The reference is tests/parity/nn_reference.py, run with /usr/bin/python3.
+// within 1e-5. The reference is tests/parity/nn_reference.py, run with testing::python3().
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -17,13 +17,14 @@
 #include "dpscope/optim/adam.hpp"
 #include "dpscope/optim/sgd.hpp"
 #include "runtime/nn/reference.hpp"
+#include "support/cli.hpp"
 
 namespace dpscope {
 namespace {
 
 using nlohmann::json;
 
-constexpr const char* kPython = "/usr/bin/python3";
+const std::string kPython = testing::python3();
 const std::vector<int64_t> kSizes{6, 8, 5, 3};
 constexpr const char* kSpec = "6-8-5-3";
 constexpr int64_t kBatch = 7;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "dpscope/parallel/zero_redundancy_optimizer.hpp"
+#include "support/cli.hpp"
 #include "support/errors.hpp"
 
 namespace dpscope {
@@ -64,8 +65,8 @@ TEST(ZeroPartition, BadArgumentsAreRefused) {
 // Runs PyTorch's own ZeroRedundancyOptimizer._partition_parameters on the same sizes (a one-rank
 // gloo group, world_size then set by hand: the partition depends on nothing else).
 TEST(ZeroPartition, MatchesPyTorchsPartitionParameters) {
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "python3-torch is not importable (/usr/bin/python3 -c 'import torch' failed)";
+  if (std::system((testing::python3() + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "python3-torch is not importable (" << testing::python3() << " -c 'import torch' failed)";
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("dpscope_zero_partition_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -83,7 +84,7 @@ for n in (1, 2, 3, 4, 5, 8):
     print(";".join(",".join(str(index[id(p)]) for g in r for p in g["params"]) for r in z._partition_parameters()))
 )";
   const std::filesystem::path out = dir / "out.txt";
-  const std::string cmd = "/usr/bin/python3 " + script.string() + " " + (dir / "rendezvous").string() +
+  const std::string cmd = testing::python3() + " " + script.string() + " " + (dir / "rendezvous").string() +
                           " > " + out.string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << "python failed; see " << out;
   std::ifstream in(out);

@@ -1,6 +1,6 @@
 // `dpscope train` against PyTorch: same initial state_dict (safetensors), same .npy data, no
 // shuffling — the weights after several steps must equal PyTorch's within 1e-5. Skips (visibly)
-// when /usr/bin/python3 has no torch.
+// when python3 (testing::python3()) has no torch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,7 +39,7 @@ TEST_P(TrainParity, WeightsMatchPyTorchAfterSeveralSteps) {
   const ParityCase& p = GetParam();
   TempDir dir(std::string("parity_") + p.name);
   const std::string script = std::string(DPSCOPE_SOURCE_DIR) + "/tests/parity/train_reference.py";
-  const auto ref = run_command(fmt::format("/usr/bin/python3 {} {} {} {} {} {} {} {} {} {} 0 {}", script,
+  const auto ref = run_command(fmt::format("{} {} {} {} {} {} {} {} {} {} {} 0 {}", testing::python3(), script,
                                            dir.path().string(), p.model, p.loss, p.optim, p.lr, p.momentum,
                                            p.weight_decay, p.batch, p.steps, p.samples));
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
@@ -81,11 +81,11 @@ TEST(DdpParity, WeightsMatchPyTorchGlooDdp) {
   const std::string parity = std::string(DPSCOPE_SOURCE_DIR) + "/tests/parity/";
   // Data and initial weights from the single-device reference (0 steps), then gloo DDP on 3 ranks.
   ASSERT_EQ(
-      run_command(fmt::format("/usr/bin/python3 {}train_reference.py {} 10-16-4 ce sgd 0.1 0 0 6 0 0 42",
+      run_command(fmt::format("{} {}train_reference.py {} 10-16-4 ce sgd 0.1 0 0 6 0 0 42", testing::python3(),
                               parity, dir.path().string()))
           .exit_code,
       0);
-  const auto ref = run_command(fmt::format("/usr/bin/python3 {}ddp_reference.py {} 3 10-16-4 ce 0.1 0.9 6 5",
+  const auto ref = run_command(fmt::format("{} {}ddp_reference.py {} 3 10-16-4 ce 0.1 0.9 6 5", testing::python3(),
                                            parity, dir.path().string()));
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
   const auto ours = run_dpscope(fmt::format(

@@ -131,14 +131,16 @@ uint64_t untimed_kernel_spans(const DeviceImpl& device);
 //
 // The host time at which `event` (recorded on a cuda device) completed on the GPU; waits for it.
 int64_t event_time_ns(const DeviceImpl& device, const Event& event);
-// KernelScope's end of a traced cuda kernel: records the end event on `stream` and queues the span;
-// the device emits it once the end event has completed (checked without waiting on later kernels,
-// at synchronize() and at copies to the host), stamped with the rank, step and phase of now. No
-// sync per kernel. `begin` without a native event (tracing was off at the start) queues nothing.
+// KernelScope's end of a traced cuda kernel: closes the span (events: records its end event) and
+// queues it; the device emits queued spans in order, without waiting, as their work completes
+// (events: checked every few hundred spans and at synchronize(); CUPTI: as the records arrive, a
+// few milliseconds later), stamped with the rank, step and phase of their launch. No sync per
+// kernel. `begin` without a native event (tracing was off at the start) queues nothing.
 void defer_kernel_span(DeviceImpl& device, StreamKind stream, std::string_view name, const Event& begin,
                        KernelCost cost);
-// Emits every queued span of a cuda device to its tracer, waiting for their end events (before a
-// tracer is detached). Does nothing for a device that is not a CudaDevice.
+// Emits every queued span of a cuda device to its tracer, waiting for their work and records, and
+// lets the kernel timer go (before a tracer is detached; Device::attach_tracer calls it). Does
+// nothing for a device that is not a CudaDevice.
 void flush_trace(DeviceImpl& device);
 // The measured span of the last copy `device` made (copy_from_host/copy_to_host/copy_from_device)
 // while a tracer was attached, or nothing (also for a device that is not a CudaDevice); waits for

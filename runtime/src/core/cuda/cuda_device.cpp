@@ -150,7 +150,6 @@ CudaDevice::~CudaDevice() {
   // emitted yet are dropped (their tracer may be gone; Device::attach_tracer flushes them).
   for (cudaStream_t stream : streams_) static_cast<void>(cudaStreamSynchronize(stream));
   pending_.clear();
-  fences_.clear();
   if (cupti_ != nullptr) cupti_->detach();
   last_end_.fill(Event{});
   anchor_ = Event{};

@@ -172,10 +172,12 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   void emit_at(const PendingSpan& span, int64_t start_ns, int64_t dur_ns);
   // The CUPTI timer when this device's tracer uses it (chosen at the first traced kernel).
   ActivityTimer* cupti_timer();
-  // CUPTI: records a fence on each stream behind the spans issued so far; emits the spans of the
-  // fences the GPU has passed (their records are complete once it has).
-  void fence_and_emit();
-  void emit_cupti_spans(uint64_t before_seq);
+  // CUPTI: emits the spans at the front of the queue whose records have come (or that provably have
+  // none); drain: waits for the work and the records of every queued span, then emits them all.
+  void emit_ready_cupti_spans();
+  void drain_cupti_spans();
+  // CUPTI: the records of span `id`, whose work has completed, once delivered (bounded wait).
+  std::optional<GpuInterval> wait_for_records(uint64_t id);
   // Records the anchor event and the host time it ran at (at creation).
   void measure_anchor();
   // After a synchronize(): moves the anchor forward when it is old (float milliseconds lose
@@ -208,11 +210,6 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   // flush_trace(). CUPTI (cupti_timer.hpp) unless unavailable or set_kernel_timer says events.
   bool timer_chosen_ = false;
   ActivityTimer* cupti_ = nullptr;
-  struct Fence {
-    std::array<Event, kStreamCount> events;  // one per stream
-    uint64_t before_seq = 0;                 // the spans issued before them
-  };
-  std::deque<Fence> fences_;
   std::array<int64_t, kStreamCount> last_emitted_end_{};  // where a span with no work is placed
   uint64_t untimed_spans_ = 0;
   // Per stream, the end event of the last traced kernel (timer_begin may start the next one there).

@@ -1,5 +1,5 @@
 // The cuda device's streams, events and measured clocks (cuda_device.hpp), and the queue of traced
-// kernel spans it emits once their end events have completed.
+// kernel spans it emits once their work has completed.
 //
 // Clocks are host nanoseconds since the trace origin (wall_ns_since_origin, the cpu's clock). A
 // stream's work ends at a time the host learns only by waiting, so clock_ns() reads the host clock
@@ -7,9 +7,15 @@
 // is anchor_host_ns_ + cudaEventElapsedTime(anchor_, event). `advance` and `wait_until` are the
 // timing model's calls: a measured device has no model, so advance() returns now - dur (the work
 // has just been done) and wait_until() does nothing (the GPU orders work by events, not by times).
+//
+// Traced kernels (KernelScope) are timed by CUPTI's activity records when the timer is available
+// (cupti_timer.hpp: the GPU's own timestamps, already on the host's steady clock), else by a pair
+// of events around each kernel. Either way spans are queued and emitted in issue order once known.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "cuda_check.hpp"
 #include "cuda_device.hpp"
@@ -28,6 +34,8 @@ constexpr size_t kMaxPendingSpans = 4096;
 // queued would cost more host time than the kernels it times take to launch (issue 10 allows
 // tracing 5 % of a step), so completed spans go out in batches and at every synchronize().
 constexpr size_t kEmitBatch = 256;
+// How long a CUPTI span's records may take to be delivered once its work has completed.
+constexpr int64_t kRecordWaitNs = 500'000'000;
 // The anchor is moved forward after a synchronize() once it is this old: cudaEventElapsedTime is
 // float milliseconds, exact to ~0.1 us over a second but to ~10 us over minutes.
 constexpr int64_t kAnchorRefreshNs = 1'000'000'000;
@@ -82,7 +90,9 @@ int64_t CudaDevice::synchronize() {
   for (StreamKind kind : {StreamKind::kCompute, StreamKind::kComm, StreamKind::kCopy})
     check(cudaStreamSynchronize(stream(kind)),
           fmt::format("cudaStreamSynchronize ({} stream)", to_string(kind)), where_);
-  emit_spans(/*wait_all=*/true);
+  // Events: every span can be read now. CUPTI: the spans whose records have come; the rest follow
+  // (waiting for records here would put the collector's delay into every step).
+  emit_spans(/*wait_all=*/cupti_ == nullptr);
   refresh_anchor();
   return wall_ns_since_origin();
 }
@@ -143,8 +153,7 @@ TimedSpan CudaDevice::timer_end(StreamKind stream, const Event& begin, KernelCos
   if (const CuptiSpanMark* mark = cupti_mark(begin)) {
     cupti_->end_span();
     check(cudaStreamSynchronize(this->stream(stream)), "cudaStreamSynchronize", where_);
-    cupti_->collect();
-    const std::optional<GpuInterval> interval = cupti_->take(mark->id);
+    std::optional<GpuInterval> interval = wait_for_records(mark->id);
     if (!interval) return {.start_ns = wall_ns_since_origin(), .dur_ns = 0};
     return {.start_ns = interval->start_ns, .dur_ns = interval->end_ns - interval->start_ns};
   }
@@ -176,8 +185,7 @@ void CudaDevice::defer_kernel_span(StreamKind stream, std::string_view name, con
   if (pending_.size() >= kMaxPendingSpans) {
     // The host ran far ahead: wait for the oldest half rather than let the queue grow.
     if (cupti) {
-      for (cudaStream_t s : streams_) check(cudaStreamSynchronize(s), "cudaStreamSynchronize", where_);
-      emit_spans(/*wait_all=*/true);
+      drain_cupti_spans();
       return;
     }
     while (pending_.size() > kMaxPendingSpans / 2) {
@@ -186,40 +194,52 @@ void CudaDevice::defer_kernel_span(StreamKind stream, std::string_view name, con
       pending_.pop_front();
     }
   }
-  if (next_seq_ % kEmitBatch != 0) return;
-  if (cupti) {
-    fence_and_emit();
-  } else {
-    emit_spans(/*wait_all=*/false);
-  }
+  if (next_seq_ % kEmitBatch == 0) emit_spans(/*wait_all=*/false);
 }
 
-void CudaDevice::fence_and_emit() {
-  Fence fence{.before_seq = next_seq_};
-  for (StreamKind kind : {StreamKind::kCompute, StreamKind::kComm, StreamKind::kCopy})
-    fence.events[static_cast<size_t>(kind)] = record(kind);
-  fences_.push_back(std::move(fence));
-  uint64_t passed = 0;
-  while (!fences_.empty()) {
-    bool done = true;
-    for (const Event& e : fences_.front().events) {
-      const cudaError_t status = cudaEventQuery(native_event(e));
-      if (status == cudaErrorNotReady) {
-        done = false;
-        break;
-      }
-      check(status, "cudaEventQuery", where_);
+std::optional<GpuInterval> CudaDevice::wait_for_records(uint64_t id) {
+  // The work has completed; its records come with the next buffers CUPTI hands over, or, if other
+  // devices' unfinished work keeps a buffer back, with a forced flush once that has had time to end.
+  const int64_t deadline_ns = wall_ns_since_origin() + kRecordWaitNs;
+  while (!cupti_->peek(id) && wall_ns_since_origin() < deadline_ns) {
+    cupti_->collect(/*forced=*/false);
+    if (!cupti_->peek(id)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (!cupti_->peek(id)) cupti_->collect(/*forced=*/true);
+  return cupti_->take(id);
+}
+
+void CudaDevice::emit_ready_cupti_spans() {
+  while (!pending_.empty()) {
+    const PendingSpan& front = pending_.front();
+    if (!cupti_->peek(cupti_mark(front.begin)->id)) {
+      // No records yet: not delivered, or no GPU work at all. Kernels on one stream finish in order
+      // and CUPTI delivers their records in that order, so once a later span of the same stream has
+      // records, this one never will.
+      const auto later = std::find_if(pending_.begin() + 1, pending_.end(), [&](const PendingSpan& p) {
+        return p.stream == front.stream && cupti_->peek(cupti_mark(p.begin)->id);
+      });
+      if (later == pending_.end()) return;
     }
-    if (!done) break;
-    passed = fences_.front().before_seq;
-    fences_.pop_front();
+    PendingSpan span = std::move(pending_.front());
+    pending_.pop_front();
+    emit(span);
   }
-  if (passed > 0) emit_cupti_spans(passed);
 }
 
-void CudaDevice::emit_cupti_spans(uint64_t before_seq) {
-  cupti_->collect();
-  while (!pending_.empty() && pending_.front().seq < before_seq) {
+void CudaDevice::drain_cupti_spans() {
+  for (cudaStream_t s : streams_) check(cudaStreamSynchronize(s), "cudaStreamSynchronize", where_);
+  // Every span's work has completed: wait for its records to be delivered, then take what came.
+  const int64_t deadline_ns = wall_ns_since_origin() + kRecordWaitNs;
+  for (;;) {
+    emit_ready_cupti_spans();
+    if (pending_.empty()) return;
+    if (wall_ns_since_origin() >= deadline_ns) break;
+    cupti_->collect(/*forced=*/false);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  cupti_->collect(/*forced=*/true);
+  while (!pending_.empty()) {
     PendingSpan span = std::move(pending_.front());
     pending_.pop_front();
     emit(span);
@@ -228,10 +248,11 @@ void CudaDevice::emit_cupti_spans(uint64_t before_seq) {
 
 void CudaDevice::emit_spans(bool wait_all) {
   if (cupti_ != nullptr) {
-    if (!wait_all || pending_.empty()) return;  // fence_and_emit() emits as the GPU goes
-    for (cudaStream_t s : streams_) check(cudaStreamSynchronize(s), "cudaStreamSynchronize", where_);
-    fences_.clear();
-    emit_cupti_spans(next_seq_);
+    if (wait_all) {
+      drain_cupti_spans();
+    } else {
+      emit_ready_cupti_spans();
+    }
     return;
   }
   while (!pending_.empty()) {
@@ -247,7 +268,6 @@ void CudaDevice::emit_spans(bool wait_all) {
 
 void CudaDevice::flush_trace() {
   emit_spans(/*wait_all=*/true);
-  fences_.clear();
   last_end_.fill(Event{});
   if (cupti_ != nullptr) cupti_->detach();
   cupti_ = nullptr;

@@ -4,10 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -51,13 +53,16 @@ KernelTimer chosen_kernel_timer() {
 
 namespace {
 
-// Buffers CUPTI fills with records; a few per second of a traced run.
-constexpr size_t kBufferBytes = size_t{4} << 20;
+// Buffers CUPTI fills with records. Small, so that they fill (and are delivered) every few steps:
+// CUPTI hands over a buffer only once every record in it is complete.
+constexpr size_t kBufferBytes = size_t{64} << 10;
 constexpr size_t kBufferAlignment = 8;
-// A kernel record whose driver call's correlation record has not arrived is kept for this many
-// collections (records of one call may be delivered in different buffers), then dropped as work
-// launched outside every span (untraced devices, the host copies).
-constexpr int kOrphanCollections = 2;
+// How often the collector thread asks CUPTI for the completed buffers.
+constexpr auto kCollectPeriod = std::chrono::milliseconds(2);
+// A kernel record whose driver call's correlation record has not arrived is kept this long
+// (records of one call may come in different buffers), then dropped as work launched outside every
+// span (untraced devices, the host copies).
+constexpr int64_t kOrphanLifetimeNs = 2'000'000'000;
 constexpr CUpti_ExternalCorrelationKind kCorrelationKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
 // The kinds whose records carry GPU work with a start, an end and a correlation id, and those that
@@ -87,11 +92,6 @@ struct Api {
   decltype(&cuptiActivityPopExternalCorrelationId) pop = nullptr;
 };
 
-struct Completed {
-  uint8_t* buffer = nullptr;
-  size_t valid_bytes = 0;
-};
-
 }  // namespace
 
 struct ActivityTimer::State {
@@ -104,10 +104,14 @@ struct ActivityTimer::State {
   std::atomic<uint64_t> next_id{1};
   std::atomic<uint64_t> dropped{0};
 
-  std::mutex completed_mutex;  // CUPTI's callbacks may run on its own thread
-  std::vector<Completed> completed;
+  // Asks CUPTI for completed buffers every kCollectPeriod while attached, so that parsing records
+  // never runs on a thread that launches kernels.
+  std::thread collector;
+  std::mutex collector_mutex;
+  std::condition_variable collector_wake;
+  bool collector_stop = false;
 
-  std::mutex records_mutex;  // what the parsed records say
+  std::mutex records_mutex;  // what the parsed records say; buffers are parsed as CUPTI delivers them
   struct Span {
     std::vector<uint32_t> correlations;
     bool has_work = false;
@@ -117,7 +121,7 @@ struct ActivityTimer::State {
   std::unordered_map<uint32_t, uint64_t> span_of;      // correlation id -> span id
   struct Orphan {
     GpuInterval interval;
-    int age = 0;
+    int64_t seen_ns = 0;  // host time it arrived
   };
   std::unordered_map<uint32_t, Orphan> orphans;        // work whose correlation record is missing
 
@@ -135,7 +139,7 @@ struct ActivityTimer::State {
   void add_work(uint32_t correlation, GpuInterval interval) {
     const auto owner = span_of.find(correlation);
     if (owner == span_of.end()) {
-      orphans[correlation] = Orphan{.interval = interval};
+      orphans[correlation] = Orphan{.interval = interval, .seen_ns = wall_ns_since_origin()};
       return;
     }
     const auto span = spans.find(owner->second);
@@ -167,38 +171,46 @@ struct ActivityTimer::State {
                                            .end_ns = static_cast<int64_t>(r->end) - origin_ns});
   }
 
-  // Tags first, then work (a kernel's record may come in an earlier buffer than its tag).
-  void parse(const std::vector<Completed>& buffers) {
+  // Tags first, then work (a kernel's record may come before its tag).
+  void parse(uint8_t* buffer, size_t valid_bytes) {
     const int64_t origin_ns = trace_origin_steady_ns();
     std::lock_guard lock(records_mutex);
     for (int pass = 0; pass < 2; ++pass) {
-      for (const Completed& c : buffers) {
-        CUpti_Activity* record = nullptr;
-        while (api.next_record(c.buffer, c.valid_bytes, &record) == CUPTI_SUCCESS) {
-          if (pass == 0 && record->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
-            const auto* r = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
-            if (r->externalKind == kCorrelationKind) tag(r->correlationId, r->externalId);
-          } else if (pass == 1) {
-            switch (record->kind) {
-              case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-              case CUPTI_ACTIVITY_KIND_KERNEL:
-                add_work_record<CUpti_ActivityKernel10>(record, origin_ns);
-                break;
-              case CUPTI_ACTIVITY_KIND_MEMCPY:
-                add_work_record<CUpti_ActivityMemcpy6>(record, origin_ns);
-                break;
-              case CUPTI_ACTIVITY_KIND_MEMSET:
-                add_work_record<CUpti_ActivityMemset4>(record, origin_ns);
-                break;
-              default:
-                break;
-            }
+      CUpti_Activity* record = nullptr;
+      while (api.next_record(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
+        if (pass == 0 && record->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+          const auto* r = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
+          if (r->externalKind == kCorrelationKind) tag(r->correlationId, r->externalId);
+        } else if (pass == 1) {
+          switch (record->kind) {
+            case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+            case CUPTI_ACTIVITY_KIND_KERNEL:
+              add_work_record<CUpti_ActivityKernel10>(record, origin_ns);
+              break;
+            case CUPTI_ACTIVITY_KIND_MEMCPY:
+              add_work_record<CUpti_ActivityMemcpy6>(record, origin_ns);
+              break;
+            case CUPTI_ACTIVITY_KIND_MEMSET:
+              add_work_record<CUpti_ActivityMemset4>(record, origin_ns);
+              break;
+            default:
+              break;
           }
         }
       }
     }
+    const int64_t now_ns = wall_ns_since_origin();
     for (auto it = orphans.begin(); it != orphans.end();) {
-      it = ++it->second.age > kOrphanCollections ? orphans.erase(it) : std::next(it);
+      it = now_ns - it->second.seen_ns > kOrphanLifetimeNs ? orphans.erase(it) : std::next(it);
+    }
+  }
+
+  void collect_periodically() {
+    std::unique_lock lock(collector_mutex);
+    while (!collector_wake.wait_for(lock, kCollectPeriod, [&] { return collector_stop; })) {
+      lock.unlock();
+      api.flush_all(0);  // the completed buffers, through buffer_completed on this thread
+      lock.lock();
     }
   }
 };
@@ -218,8 +230,8 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
   ActivityTimer::State& s = *g_state;
   size_t dropped = 0;
   if (s.api.dropped(context, stream_id, &dropped) == CUPTI_SUCCESS && dropped > 0) s.dropped += dropped;
-  std::lock_guard lock(s.completed_mutex);
-  s.completed.push_back(Completed{.buffer = buffer, .valid_bytes = valid_bytes});
+  if (valid_bytes > 0) s.parse(buffer, valid_bytes);
+  std::free(buffer);
 }
 
 // Loads libcupti and registers the callbacks; returns why it could not, or "".
@@ -280,15 +292,23 @@ void ActivityTimer::attach() {
   if (s.attached++ > 0) return;
   for (CUpti_ActivityKind kind : kTagKinds) s.check(s.api.enable(kind), "cuptiActivityEnable");
   for (CUpti_ActivityKind kind : kWorkKinds) s.check(s.api.enable(kind), "cuptiActivityEnable");
+  s.collector_stop = false;
+  s.collector = std::thread([&s] { s.collect_periodically(); });
 }
 
 void ActivityTimer::detach() {
   State& s = *state_;
   std::lock_guard lock(s.attach_mutex);
   if (s.attached == 0 || --s.attached > 0) return;
+  {
+    std::lock_guard wake(s.collector_mutex);
+    s.collector_stop = true;
+  }
+  s.collector_wake.notify_all();
+  s.collector.join();
   for (CUpti_ActivityKind kind : kWorkKinds) s.api.disable(kind);
   for (CUpti_ActivityKind kind : kTagKinds) s.api.disable(kind);
-  collect();  // returns the buffers; no tracer is left to ask for these records
+  s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // returns every buffer; nobody asks for these records
   std::lock_guard records(s.records_mutex);
   s.spans.clear();
   s.span_of.clear();
@@ -306,18 +326,17 @@ void ActivityTimer::end_span() {
   state_->check(state_->api.pop(kCorrelationKind, &id), "cuptiActivityPopExternalCorrelationId");
 }
 
-void ActivityTimer::collect() {
-  State& s = *state_;
+void ActivityTimer::collect(bool forced) {
   // Not under a lock of ours: CUPTI delivers the buffers through buffer_completed, on this thread.
-  s.check(s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
-  std::vector<Completed> buffers;
-  {
-    std::lock_guard lock(s.completed_mutex);
-    buffers.swap(s.completed);
-  }
-  if (buffers.empty()) return;
-  s.parse(buffers);
-  for (const Completed& c : buffers) std::free(c.buffer);
+  state_->check(state_->api.flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0), "cuptiActivityFlushAll");
+}
+
+std::optional<GpuInterval> ActivityTimer::peek(uint64_t id) const {
+  State& s = *state_;
+  std::lock_guard lock(s.records_mutex);
+  const auto span = s.spans.find(id);
+  if (span == s.spans.end() || !span->second.has_work) return std::nullopt;
+  return span->second.interval;
 }
 
 std::optional<GpuInterval> ActivityTimer::take(uint64_t id) {
@@ -346,7 +365,8 @@ void ActivityTimer::attach() {}
 void ActivityTimer::detach() {}
 uint64_t ActivityTimer::begin_span() { return 0; }
 void ActivityTimer::end_span() {}
-void ActivityTimer::collect() {}
+void ActivityTimer::collect(bool /*forced*/) {}
+std::optional<GpuInterval> ActivityTimer::peek(uint64_t /*id*/) const { return std::nullopt; }
 std::optional<GpuInterval> ActivityTimer::take(uint64_t /*id*/) { return std::nullopt; }
 uint64_t ActivityTimer::dropped_records() const { return 0; }
 

@@ -43,12 +43,15 @@ class ActivityTimer {
   uint64_t begin_span();
   void end_span();
 
-  // Takes every record CUPTI holds (including the buffers it is still filling). Call it after the
-  // spans to be taken have completed on the GPU: the records of unfinished work may still be
-  // missing.
-  void collect();
-  // The interval of span `id` from the records collected so far, and forgets the span; nothing
-  // when it launched no GPU work (or CUPTI dropped its records: dropped_records() counts those).
+  // Records are parsed as CUPTI delivers them: a thread of the timer asks for the completed
+  // buffers every few milliseconds. collect() asks now, on the calling thread; `forced` also takes
+  // the buffers still being filled (their unfinished work's records are lost: only when the GPU is
+  // idle).
+  void collect(bool forced);
+  // The interval of span `id` from the records delivered so far, or nothing yet.
+  std::optional<GpuInterval> peek(uint64_t id) const;
+  // Like peek(), and forgets the span (nothing when it launched no GPU work, or CUPTI dropped its
+  // records: dropped_records() counts those).
   std::optional<GpuInterval> take(uint64_t id);
   uint64_t dropped_records() const;
 
