@@ -2,7 +2,6 @@
 // span intervals, and the choice between CUPTI and CUDA events.
 #include "cupti_timer.hpp"
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,12 +16,6 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/core/cpu_device.hpp"
-
-#if DPSCOPE_HAVE_CUPTI
-#include <cupti_callbacks.h>
-#include <cupti_driver_cbid.h>
-#include <cupti_runtime_cbid.h>
-#endif
 
 #if DPSCOPE_HAVE_CUPTI
 #include <cupti_activity.h>
@@ -72,15 +65,15 @@ constexpr auto kCollectPeriod = std::chrono::milliseconds(2);
 constexpr int64_t kOrphanLifetimeNs = 2'000'000'000;
 constexpr CUpti_ExternalCorrelationKind kCorrelationKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
 
-// The kinds whose records carry GPU work with a start, an end and a correlation id, and the one that
-// tags API calls with our span ids (an API record made under a pushed id is preceded by one).
+// The kinds whose records carry GPU work with a start, an end and a correlation id, and those that
+// tag API calls with our span ids (each runtime or driver call's API record is preceded by one).
+// Measured on an H100 (docs/gpu.md): runtime records alone miss cuBLAS's launches at batch 4096
+// (driver calls), and API records enabled per call (cuptiActivityEnableRuntimeApi) came without
+// correlation records, so both whole API kinds are on.
 constexpr CUpti_ActivityKind kWorkKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                              CUPTI_ACTIVITY_KIND_MEMSET};
-constexpr CUpti_ActivityKind kTagKind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-// API records are made only for the calls that put work on a stream (their names hold one of
-// these): recording every runtime and driver call (stream and event queries, device getters...)
-// costs the launching thread more than the kernels' own records.
-constexpr std::string_view kWorkApiWords[] = {"Launch", "Memcpy", "Memset"};
+constexpr CUpti_ActivityKind kTagKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
+                                            CUPTI_ACTIVITY_KIND_DRIVER};
 
 uint64_t CUPTIAPI steady_now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -100,9 +93,6 @@ struct Api {
   decltype(&cuptiActivityGetNumDroppedRecords) dropped = nullptr;
   decltype(&cuptiActivityPushExternalCorrelationId) push = nullptr;
   decltype(&cuptiActivityPopExternalCorrelationId) pop = nullptr;
-  decltype(&cuptiGetCallbackName) callback_name = nullptr;
-  decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;
-  decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
 };
 
 }  // namespace
@@ -218,22 +208,6 @@ struct ActivityTimer::State {
     }
   }
 
-  // Turns API records on or off for the runtime and driver calls that launch kernels or copies.
-  void enable_work_apis(bool on) {
-    auto each = [&](CUpti_CallbackDomain domain, uint32_t count, auto enable) {
-      for (uint32_t cbid = 1; cbid < count; ++cbid) {
-        const char* name = nullptr;
-        if (api.callback_name(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
-        const std::string_view n(name);
-        if (std::any_of(std::begin(kWorkApiWords), std::end(kWorkApiWords),
-                        [&](std::string_view word) { return n.find(word) != std::string_view::npos; }))
-          enable(cbid, static_cast<uint8_t>(on));
-      }
-    };
-    each(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, api.enable_runtime_api);
-    each(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, api.enable_driver_api);
-  }
-
   void collect_periodically() {
     std::unique_lock lock(collector_mutex);
     while (!collector_wake.wait_for(lock, kCollectPeriod, [&] { return collector_stop; })) {
@@ -287,9 +261,6 @@ std::string load(ActivityTimer::State& s) {
   resolve(s.api.dropped, "cuptiActivityGetNumDroppedRecords");
   resolve(s.api.push, "cuptiActivityPushExternalCorrelationId");
   resolve(s.api.pop, "cuptiActivityPopExternalCorrelationId");
-  resolve(s.api.callback_name, "cuptiGetCallbackName");
-  resolve(s.api.enable_runtime_api, "cuptiActivityEnableRuntimeApi");
-  resolve(s.api.enable_driver_api, "cuptiActivityEnableDriverApi");
   if (missing) return "libcupti lacks an activity API function dpscope uses (an older CUPTI)";
   // Before any kind is enabled, so that every record is on the steady clock.
   if (const CUptiResult r = s.api.register_timestamp(&steady_now_ns); r != CUPTI_SUCCESS)
@@ -322,8 +293,7 @@ void ActivityTimer::attach() {
   State& s = *state_;
   std::lock_guard lock(s.attach_mutex);
   if (s.attached++ > 0) return;
-  s.check(s.api.enable(kTagKind), "cuptiActivityEnable");
-  s.enable_work_apis(true);
+  for (CUpti_ActivityKind kind : kTagKinds) s.check(s.api.enable(kind), "cuptiActivityEnable");
   for (CUpti_ActivityKind kind : kWorkKinds) s.check(s.api.enable(kind), "cuptiActivityEnable");
   s.collector_stop = false;
   s.collector = std::thread([&s] { s.collect_periodically(); });
@@ -340,8 +310,7 @@ void ActivityTimer::detach() {
   s.collector_wake.notify_all();
   s.collector.join();
   for (CUpti_ActivityKind kind : kWorkKinds) s.api.disable(kind);
-  s.enable_work_apis(false);
-  s.api.disable(kTagKind);
+  for (CUpti_ActivityKind kind : kTagKinds) s.api.disable(kind);
   s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // returns every buffer; nobody asks for these records
   std::lock_guard records(s.records_mutex);
   s.spans.clear();
