@@ -30,8 +30,8 @@ struct Config {
 // Median seconds per step of blocks of `block` steps, each block between synchronized devices,
 // blocks taking turns with each configuration, so that all see the same GPU clocks and caches. One
 // median per configuration, in order.
-std::vector<double> time_steps(gpu_bench::MlpStep& step, const Device& device, std::span<const Config> configs,
-                               int trace_id, int steps) {
+std::vector<double> time_steps(gpu_bench::MlpStep& step, const Device& device,
+                               std::span<const Config> configs, int trace_id, int steps) {
   for (int i = 0; i < 10; ++i) step.run();  // warm-up: cuBLAS handles, the caching allocator's blocks
   constexpr int kBlock = 10;
   std::vector<std::vector<double>> seconds(configs.size());

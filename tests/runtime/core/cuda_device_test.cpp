@@ -4,11 +4,11 @@
 // skips with the reason when the machine has no CUDA GPU (or the build has no CUDA).
 #include <gtest/gtest.h>
 
-#include <mutex>
 #include <chrono>
+#include <mutex>
 #include <numeric>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dpscope/core/cpu_device.hpp"
@@ -232,8 +232,11 @@ class CudaTimer : public ::testing::TestWithParam<cuda::KernelTimer> {
   void TearDown() override { cuda::set_kernel_timer(cuda::KernelTimer::kCupti); }
 };
 
-INSTANTIATE_TEST_SUITE_P(Timers, CudaTimer, ::testing::Values(cuda::KernelTimer::kCupti, cuda::KernelTimer::kEvents),
-                         [](const auto& timer) { return timer.param == cuda::KernelTimer::kCupti ? "cupti" : "events"; });
+INSTANTIATE_TEST_SUITE_P(Timers, CudaTimer,
+                         ::testing::Values(cuda::KernelTimer::kCupti, cuda::KernelTimer::kEvents),
+                         [](const auto& timer) {
+                           return timer.param == cuda::KernelTimer::kCupti ? "cupti" : "events";
+                         });
 
 TEST_P(CudaTimer, TracedKernelsGetMeasuredSpansOnTheHostClockWithoutTracingCostWhenOff) {
   const Device cuda = cuda::make_devices({.count = 1}).front();

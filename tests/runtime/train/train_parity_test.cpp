@@ -39,9 +39,9 @@ TEST_P(TrainParity, WeightsMatchPyTorchAfterSeveralSteps) {
   const ParityCase& p = GetParam();
   TempDir dir(std::string("parity_") + p.name);
   const std::string script = std::string(DPSCOPE_SOURCE_DIR) + "/tests/parity/train_reference.py";
-  const auto ref = run_command(fmt::format("{} {} {} {} {} {} {} {} {} {} {} 0 {}", testing::python3(), script,
-                                           dir.path().string(), p.model, p.loss, p.optim, p.lr, p.momentum,
-                                           p.weight_decay, p.batch, p.steps, p.samples));
+  const auto ref = run_command(fmt::format("{} {} {} {} {} {} {} {} {} {} {} 0 {}", testing::python3(),
+                                           script, dir.path().string(), p.model, p.loss, p.optim, p.lr,
+                                           p.momentum, p.weight_decay, p.batch, p.steps, p.samples));
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
   const auto ours = run_dpscope(
@@ -80,13 +80,12 @@ TEST(DdpParity, WeightsMatchPyTorchGlooDdp) {
   TempDir dir("ddp_parity");
   const std::string parity = std::string(DPSCOPE_SOURCE_DIR) + "/tests/parity/";
   // Data and initial weights from the single-device reference (0 steps), then gloo DDP on 3 ranks.
-  ASSERT_EQ(
-      run_command(fmt::format("{} {}train_reference.py {} 10-16-4 ce sgd 0.1 0 0 6 0 0 42", testing::python3(),
-                              parity, dir.path().string()))
-          .exit_code,
-      0);
-  const auto ref = run_command(fmt::format("{} {}ddp_reference.py {} 3 10-16-4 ce 0.1 0.9 6 5", testing::python3(),
-                                           parity, dir.path().string()));
+  ASSERT_EQ(run_command(fmt::format("{} {}train_reference.py {} 10-16-4 ce sgd 0.1 0 0 6 0 0 42",
+                                    testing::python3(), parity, dir.path().string()))
+                .exit_code,
+            0);
+  const auto ref = run_command(fmt::format("{} {}ddp_reference.py {} 3 10-16-4 ce 0.1 0.9 6 5",
+                                           testing::python3(), parity, dir.path().string()));
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
   const auto ours = run_dpscope(fmt::format(
       "train --mode ddp --devices 3 --model 10-16-4 --loss ce --optim sgd --lr 0.1 --momentum 0.9 --batch 6 "

@@ -33,7 +33,8 @@ void set_kernel_timer(KernelTimer timer) { g_chosen_timer.store(static_cast<int>
 
 std::string kernel_timer_description() {
   if (detail::chosen_kernel_timer() == KernelTimer::kEvents) {
-    return g_chosen_timer.load() != 0 ? "events (chosen by the program)" : "events (DPSCOPE_CUDA_TIMER=events)";
+    return g_chosen_timer.load() != 0 ? "events (chosen by the program)"
+                                      : "events (DPSCOPE_CUDA_TIMER=events)";
   }
   if (detail::ActivityTimer::get() != nullptr) return "cupti";
   return "events (" + detail::ActivityTimer::unavailable_reason() + ")";
@@ -70,10 +71,10 @@ constexpr CUpti_ExternalCorrelationKind kCorrelationKind = CUPTI_EXTERNAL_CORREL
 // Measured on an H100 (docs/gpu.md): runtime records alone miss cuBLAS's launches at batch 4096
 // (driver calls), and API records enabled per call (cuptiActivityEnableRuntimeApi) came without
 // correlation records, so both whole API kinds are on.
-constexpr CUpti_ActivityKind kWorkKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                             CUPTI_ACTIVITY_KIND_MEMSET};
-constexpr CUpti_ActivityKind kTagKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
-                                            CUPTI_ACTIVITY_KIND_DRIVER};
+constexpr CUpti_ActivityKind kWorkKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                             CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
+constexpr CUpti_ActivityKind kTagKinds[] = {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                            CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER};
 
 uint64_t CUPTIAPI steady_now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -120,13 +121,13 @@ struct ActivityTimer::State {
     bool has_work = false;
     GpuInterval interval;
   };
-  std::unordered_map<uint64_t, Span> spans;            // span id -> its work so far
-  std::unordered_map<uint32_t, uint64_t> span_of;      // correlation id -> span id
+  std::unordered_map<uint64_t, Span> spans;        // span id -> its work so far
+  std::unordered_map<uint32_t, uint64_t> span_of;  // correlation id -> span id
   struct Orphan {
     GpuInterval interval;
     int64_t seen_ns = 0;  // host time it arrived
   };
-  std::unordered_map<uint32_t, Orphan> orphans;        // work whose correlation record is missing
+  std::unordered_map<uint32_t, Orphan> orphans;  // work whose correlation record is missing
 
   std::string error(CUptiResult result) const {
     const char* text = nullptr;
@@ -190,14 +191,9 @@ struct ActivityTimer::State {
             case CUPTI_ACTIVITY_KIND_KERNEL:
               add_work_record<CUpti_ActivityKernel10>(record, origin_ns);
               break;
-            case CUPTI_ACTIVITY_KIND_MEMCPY:
-              add_work_record<CUpti_ActivityMemcpy6>(record, origin_ns);
-              break;
-            case CUPTI_ACTIVITY_KIND_MEMSET:
-              add_work_record<CUpti_ActivityMemset4>(record, origin_ns);
-              break;
-            default:
-              break;
+            case CUPTI_ACTIVITY_KIND_MEMCPY: add_work_record<CUpti_ActivityMemcpy6>(record, origin_ns); break;
+            case CUPTI_ACTIVITY_KIND_MEMSET: add_work_record<CUpti_ActivityMemset4>(record, origin_ns); break;
+            default: break;
           }
         }
       }
@@ -265,7 +261,8 @@ std::string load(ActivityTimer::State& s) {
   // Before any kind is enabled, so that every record is on the steady clock.
   if (const CUptiResult r = s.api.register_timestamp(&steady_now_ns); r != CUPTI_SUCCESS)
     return "cuptiActivityRegisterTimestampCallback: " + s.error(r);
-  if (const CUptiResult r = s.api.register_callbacks(&buffer_requested, &buffer_completed); r != CUPTI_SUCCESS)
+  if (const CUptiResult r = s.api.register_callbacks(&buffer_requested, &buffer_completed);
+      r != CUPTI_SUCCESS)
     return "cuptiActivityRegisterCallbacks: " + s.error(r);
   return "";
 }
@@ -331,7 +328,8 @@ void ActivityTimer::end_span() {
 
 void ActivityTimer::collect(bool forced) {
   // Not under a lock of ours: CUPTI delivers the buffers through buffer_completed, on this thread.
-  state_->check(state_->api.flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0), "cuptiActivityFlushAll");
+  state_->check(state_->api.flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0),
+                "cuptiActivityFlushAll");
 }
 
 std::optional<GpuInterval> ActivityTimer::peek(uint64_t id) const {
