@@ -88,6 +88,13 @@ TEST_F(ViewerTest, DrawsEveryViewInEveryMode) {
     frame(*v);
     EXPECT_GT(ImGui::GetDrawData()->TotalVtxCount, 1000) << f;
   }
+  // In the middle of an all-reduce, where every card draws its chunk row.
+  const Collective& last = m.collectives().back();
+  const Cursor mid = m.at_time((last.begin_ns + last.end_ns) / 2);
+  for (int32_t d : last.members)
+    EXPECT_EQ(m.state_at(mid).devices[static_cast<size_t>(d)].chunks.coll, last.id);
+  v->seek(mid);
+  frame(*v);
   // 4 GPUs, the host and the NVSwitch (an H100 box) on the stage.
   EXPECT_EQ(v->stage().boxes().size(), 6u);
   v->toggle_help();

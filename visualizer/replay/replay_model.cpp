@@ -325,22 +325,6 @@ void ReplayModel::build_reductions() {
   }
 }
 
-void ReplayModel::build_collectives() {
-  for (const trace::Event& e : data_->events) {
-    if (e.type != trace::EventType::kTransfer || e.coll < 0 || e.algo_step < 0) continue;
-    auto [it, inserted] = algo_steps_.try_emplace(e.coll, e.algo_step, e.algo_step);
-    if (!inserted) {
-      it->second.first = std::min(it->second.first, e.algo_step);
-      it->second.second = std::max(it->second.second, e.algo_step);
-    }
-  }
-}
-
-std::pair<int32_t, int32_t> ReplayModel::algo_step_range(int64_t coll) const {
-  auto it = algo_steps_.find(coll);
-  return it == algo_steps_.end() ? std::pair<int32_t, int32_t>{-1, -1} : it->second;
-}
-
 std::pair<int64_t, int64_t> ReplayModel::step_window(int64_t step) const {
   auto it =
       std::find_if(step_marks_.begin(), step_marks_.end(), [&](const StepMark& m) { return m.step == step; });

@@ -39,6 +39,24 @@ struct ModelDevice {
   bool in_header = true;   // false: only events name it
 };
 
+// One collective (all transfers sharing a `coll` number), for the chunk view (chunk_state.cpp).
+struct Collective {
+  int64_t id = -1;
+  std::vector<uint32_t> transfers;  // its transfer events, in time order
+  std::vector<uint8_t> reduces;     // per transfer: adds into the destination (else copies over it)
+  std::vector<int32_t> members;     // device indices of its ranks, ordered by rank
+  int slices = 1;                   // pipeline slices per data chunk (the collective span's `slices`)
+  int trace_chunks = 0;             // largest `chunk` + 1 (data chunk x slices + slice)
+  int32_t first_algo_step = -1;
+  int32_t last_algo_step = -1;
+  int64_t begin_ns = 0;  // first transfer starts
+  int64_t end_ns = 0;    // last transfer arrives
+  int64_t step = -1;     // step and phase of its first transfer
+  Phase phase = Phase::kNone;
+  std::vector<std::pair<int32_t, uint32_t>> avg_scales;  // (device index, event) of its "avg scale" spans
+  int data_chunks() const { return (trace_chunks + slices - 1) / slices; }
+};
+
 struct ModelLane {
   int32_t device = -1;  // index into devices()
   StreamKind stream = StreamKind::kCompute;
@@ -149,6 +167,9 @@ class ReplayModel {
   std::pair<int64_t, int64_t> step_window(int64_t step) const;
   // Algorithm steps of a collective: algo_step runs over [first, last].
   std::pair<int32_t, int32_t> algo_step_range(int64_t coll) const;
+  // The collectives with transfers, in the order they start; nullptr for an unknown id.
+  const std::vector<Collective>& collectives() const { return collectives_; }
+  const Collective* collective(int64_t coll) const;
   // Largest memory in use on any device at any memory counter (for bar scaling), 0 when none.
   uint64_t peak_memory_bytes() const { return peak_memory_bytes_; }
   const DeviceBusy& busy(int device) const { return per_device_[device].busy; }
@@ -201,6 +222,7 @@ class ReplayModel {
   void fill_devices(ReplayState& s, Cursor c) const;
   void fill_transfers(ReplayState& s, Cursor c) const;
   void fill_buckets(ReplayState& s, Cursor c) const;
+  void fill_chunks(ReplayState& s, Cursor c) const;  // chunk_state.cpp
   friend class StateBuilder;
 
   const trace::TraceData* data_;
@@ -221,8 +243,10 @@ class ReplayModel {
   std::vector<LossPoint> losses_;
   std::vector<StepLoss> step_losses_;
   std::vector<Reduction> reductions_;
-  std::vector<uint32_t> bucket_assignments_;  // positions of `buckets` events
-  std::unordered_map<int64_t, std::pair<int32_t, int32_t>> algo_steps_;
+  std::vector<uint32_t> bucket_assignments_;               // positions of `buckets` events
+  std::vector<Collective> collectives_;                    // by begin_ns
+  std::unordered_map<int64_t, size_t> collective_index_;   // coll id -> index into collectives_
+  std::vector<std::vector<uint32_t>> device_collectives_;  // per device: indices into collectives_
   int64_t first_step_ = 0;
   int64_t last_step_ = -1;
   uint64_t peak_memory_bytes_ = 0;

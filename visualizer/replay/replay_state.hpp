@@ -38,6 +38,24 @@ struct StreamActivity {
   std::string text;           // "forward 2.Linear", "all-reduce ring step 3/6"; "" when idle
 };
 
+// The chunks of the collective a device takes part in around the cursor, and whose contributions
+// each holds on this device: what a ring (or tree) all-reduce exists to show. A ring all-reduce of
+// N ranks splits the buffer into N chunks; in reduce-scatter each step adds one more rank's
+// contribution to the chunk a rank receives, so after N-1 steps every rank holds one complete
+// chunk; all-gather then copies the complete chunks around until every rank holds all of them.
+struct ChunkSnapshot {
+  int64_t coll = -1;             // -1: no collective on this device now
+  std::vector<int32_t> members;  // device indices of its ranks, by rank: bit i of `held` is members[i]
+  std::vector<uint64_t> held;    // per data chunk: the ranks whose contributions it holds here
+  std::string stage;             // "reduce-scatter step 2/6", "all-gather step 5/6", "complete"
+  bool reduction = true;         // chunks collect contributions (all-reduce, reduce-scatter), else
+                                 // copies of one owner's chunk (all-gather, broadcast)
+  bool averaged = false;         // an average divided the sum by the number of ranks ("avg scale")
+  int divisor = 0;               // that number
+  // Every chunk is here: with every rank's contribution (a reduction), or at all (a copy).
+  bool complete() const;
+};
+
 struct DeviceSnapshot {
   int64_t step = -1;  // of the device's latest event so far
   Phase phase = Phase::kNone;
@@ -50,6 +68,7 @@ struct DeviceSnapshot {
   // A shuffling run whose device holds the very rows it held at this earlier step: the
   // `no-set-epoch` pitfall showing (every epoch draws the same order); -1 when not.
   int64_t samples_repeat_of = -1;
+  ChunkSnapshot chunks;
 
   bool busy() const;
   uint64_t memory_in_use_bytes() const;

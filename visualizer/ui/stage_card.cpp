@@ -1,7 +1,9 @@
-// Stage view, the GPU cards: title and phase, what each stream does, memory by category, then DDP
-// buckets and the dataset rows the GPU holds as chips. draw_card() lays out the card and calls one
+// Stage view, the GPU cards: title and phase, what each stream does, memory by category, the chunks
+// of the collective running (whose contributions each holds), then DDP buckets and the dataset rows
+// the GPU holds as chips. draw_card() lays out the card and calls one
 // function per section; each advances the card's running `y`.
 #include <algorithm>
+#include <bit>
 
 #include <fmt/format.h>
 
@@ -66,6 +68,7 @@ void StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
   draw_card_title(ctx, f);
   draw_card_streams(ctx, f);
   draw_card_memory(ctx, f);
+  draw_card_chunks(ctx, f);
   draw_card_chips(ctx, f, box);
 }
 
@@ -87,6 +90,14 @@ void StageView::draw_card_title(const ViewContext& ctx, CardFrame& f) {
   draw_text(dl, bold, bold->FontSize, ImVec2(r0.x + pad, y), pal.text, title, &clip);
   const float title_w = text_size(bold, bold->FontSize, title).x;
   const std::string sub_title = dev.rank >= 0 ? fmt::format("rank {} · {}", dev.rank, dev.name) : dev.name;
+  // The rank's colour, as the chunk row's stripes use it.
+  float sub_x = r0.x + pad + title_w + fs * 0.6f;
+  if (dev.rank >= 0 && ds.chunks.coll >= 0) {
+    const float sw = small->FontSize * 0.8f;
+    const float sy = y + (bold->FontSize - sw) * 0.6f;
+    dl->AddRectFilled(ImVec2(sub_x, sy), ImVec2(sub_x + sw, sy + sw), pal.rank_color(dev.rank), 2.0f);
+    sub_x += sw + fs * 0.3f;
+  }
   float title_right = r1.x - pad;
   if (ds.phase != Phase::kNone) {
     const std::string phase = to_string(ds.phase);
@@ -101,8 +112,7 @@ void StageView::draw_card_title(const ViewContext& ctx, CardFrame& f) {
     }
   }
   const ImVec4 sub_clip(r0.x, r0.y, title_right, r1.y);
-  draw_text(dl, small, small->FontSize,
-            ImVec2(r0.x + pad + title_w + fs * 0.6f, y + (bold->FontSize - small->FontSize) * 0.7f),
+  draw_text(dl, small, small->FontSize, ImVec2(sub_x, y + (bold->FontSize - small->FontSize) * 0.7f),
             pal.text_dim, sub_title, &sub_clip);
   y += bold->FontSize * 1.35f;
 }
@@ -195,6 +205,71 @@ void StageView::draw_card_memory(const ViewContext& ctx, CardFrame& f) {
     }
     y += fs * 1.3f;
   }
+}
+
+void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
+  const Palette& pal = *ctx.palette;
+  const ReplayModel& model = *ctx.model;
+  const ChunkSnapshot& k = f.ds->chunks;
+  ImDrawList* dl = f.dl;
+  ImFont* small = f.small;
+  const float fs = f.fs;
+  const ImVec2 r0 = f.r0;
+  const ImVec2 r1 = f.r1;
+  const float pad = f.pad;
+  float& y = f.y;
+  // One box per chunk of the buffer being reduced, split into one stripe per rank: a stripe in the
+  // rank's colour means this GPU holds that rank's contribution to the chunk. Reduce-scatter fills
+  // one box per GPU; all-gather copies the full boxes around; the stage and the ÷N follow.
+  if (k.coll < 0 || k.held.empty()) return;
+  // As tall as a chip row, or taller when the card has room to spare (a collective benchmark has
+  // no buckets or data rows, and the chunks are the whole story).
+  const bool chips_below = f.ds->samples != nullptr || !ctx.state->buckets.empty();
+  const float spare = r1.y - pad - y - (chips_below ? small->FontSize * 3.0f : 0.0f);
+  const float box_h = std::clamp(spare * 0.7f, small->FontSize * 1.3f, fs * 2.6f);
+  if (y + box_h > r1.y - pad * 0.5f) return;
+  const std::string label = "chunks";
+  const float label_w = text_size(small, small->FontSize, label).x + fs * 0.35f;
+  draw_text(dl, small, small->FontSize, ImVec2(r0.x + pad, y + (box_h - small->FontSize) * 0.5f),
+            pal.text_dim, label);
+  const size_t n = k.members.size();
+  std::string stage = k.stage;
+  if (k.averaged) stage += fmt::format("  \u00f7{}", k.divisor);
+  const float stage_w = text_size(small, small->FontSize, stage).x + fs * 0.5f;
+  const float room = f.inner_w - label_w - stage_w;
+  const float box_w = std::clamp(room / static_cast<float>(k.held.size()) - 3.0f, fs * 0.9f, fs * 4.0f);
+  float x = r0.x + pad + label_w;
+  for (size_t ch = 0; ch < k.held.size(); ++ch) {
+    if (x + box_w > r1.x - pad) break;
+    const ImVec2 b0(x, y);
+    const ImVec2 b1(x + box_w, y + box_h);
+    dl->AddRectFilled(b0, b1, with_alpha(pal.idle, 0.6f), 2.0f);
+    const float stripe = box_w / static_cast<float>(n);
+    for (size_t m = 0; m < n; ++m) {
+      if ((k.held[ch] >> m & 1u) == 0) continue;
+      const int rank = model.devices()[static_cast<size_t>(k.members[m])].rank;
+      dl->AddRectFilled(ImVec2(x + stripe * static_cast<float>(m), y),
+                        ImVec2(x + stripe * static_cast<float>(m + 1), y + box_h), pal.rank_color(rank));
+    }
+    const int have = std::popcount(k.held[ch]);
+    const bool full = k.reduction ? have == static_cast<int>(n) : have > 0;
+    dl->AddRect(b0, b1, full ? pal.text : pal.card_border, 2.0f, 0, (full ? 2.0f : 1.0f) * pal.line_scale);
+    if (!ctx.headless && ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(b0, b1)) {
+      std::string ranks;
+      for (size_t m = 0; m < n; ++m)
+        if ((k.held[ch] >> m & 1u) != 0)
+          ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ",
+                               model.devices()[static_cast<size_t>(k.members[m])].rank);
+      ImGui::SetTooltip("chunk %zu of %zu on %s (collective #%lld)\n%s of ranks %s (%d of %zu)", ch + 1,
+                        k.held.size(), f.dev->name.c_str(), static_cast<long long>(k.coll),
+                        k.reduction ? "holds the contributions" : "holds the block", ranks.c_str(), have, n);
+    }
+    x += box_w + 3.0f;
+  }
+  const ImVec4 clip(r0.x, r0.y, r1.x - pad, r1.y);
+  draw_text(dl, small, small->FontSize, ImVec2(x + fs * 0.3f, y + (box_h - small->FontSize) * 0.5f),
+            k.complete() ? pal.text : pal.text_dim, stage, &clip);
+  y += box_h + fs * 0.3f;
 }
 
 void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box& box) {

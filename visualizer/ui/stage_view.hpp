@@ -39,6 +39,7 @@ class StageView final : public View {
   void draw_card_title(const ViewContext& ctx, CardFrame& f);
   void draw_card_streams(ViewContext& ctx, CardFrame& f);
   void draw_card_memory(const ViewContext& ctx, CardFrame& f);
+  void draw_card_chunks(const ViewContext& ctx, CardFrame& f);
   void draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box& box);
   void draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box);
   void draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& box);
