@@ -14,7 +14,6 @@
 // `bench` commands as on the command line (registered on a private CLI11 app), so a lesson's run
 // is exactly the command it shows.
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,12 +32,12 @@
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/process.hpp"
 #include "dpscope/core/preset.hpp"
+#include "dpscope/lesson/catalog.hpp"
 #include "dpscope/lesson/lesson.hpp"
 #include "dpscope/lesson/report.hpp"
 #include "dpscope/trace_format/reader.hpp"
-
-extern char** environ;
 
 namespace dpscope::cli {
 namespace {
@@ -55,45 +54,7 @@ struct LessonArgs {
 };
 
 fs::path lessons_dir(const LessonArgs& args) {
-  if (!args.lessons_dir.empty()) return args.lessons_dir;
-  std::error_code ec;
-  const fs::path assets = asset_dir();
-  for (const fs::path& dir : {assets / "lessons", assets / ".." / "lessons"})
-    if (fs::is_directory(dir, ec)) return dir.lexically_normal();
-  throw Error(ErrorKind::kIo,
-              fmt::format("no lessons found next to the assets ({}/lessons or {}/../lessons); "
-                          "give --lessons-dir DIR",
-                          assets.string(), assets.string()));
-}
-
-// True when `text` is a non-empty run of digits.
-bool all_digits(const std::string& text) {
-  return !text.empty() && text.size() < 10 && text.find_first_not_of("0123456789") == std::string::npos;
-}
-
-// The lesson whose id is `id`, or whose number is ("4" and "04" find "04-ddp").
-lesson::Lesson find_lesson(const fs::path& dir, const std::string& id) {
-  std::vector<std::string> ids;
-  for (const fs::path& file : lesson::lesson_files(dir)) {
-    const std::string stem = file.stem().string();
-    const std::string number = stem.substr(0, stem.find('-'));
-    if (stem == id || (all_digits(id) && all_digits(number) && std::stoi(id) == std::stoi(number)))
-      return lesson::load_lesson(file);
-    ids.push_back(stem);
-  }
-  throw Error(ErrorKind::kUsage, fmt::format("no lesson '{}' in {} (lessons: {})", id, dir.string(),
-                                             ids.empty() ? "none" : fmt::format("{}", fmt::join(ids, ", "))));
-}
-
-std::map<std::string, std::string> parse_knobs(const std::vector<std::string>& knobs) {
-  std::map<std::string, std::string> values;
-  for (const std::string& k : knobs) {
-    const size_t eq = k.find('=');
-    DPS_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < k.size(), ErrorKind::kUsage,
-              "--knob '{}': expected FLAG=VALUE, e.g. --knob devices=8", k);
-    values[k.substr(0, eq)] = k.substr(eq + 1);
-  }
-  return values;
+  return lesson::find_lessons_dir(asset_dir(), args.lessons_dir);
 }
 
 // Sends stdout to /dev/null while it lives (the scenario's own progress and summary, for `check`
@@ -187,35 +148,6 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   return run;
 }
 
-// `program` found on PATH, or "" when it is not there.
-std::string find_on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const fs::path candidate = fs::path(dir.empty() ? "." : dir) / program;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
-  }
-  return "";
-}
-
-// Starts `argv` with stdout and stderr sent to `log` (or left alone when empty); returns its pid.
-pid_t spawn(const std::vector<std::string>& argv, const fs::path& log) {
-  std::vector<char*> c_argv;
-  for (const std::string& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
-  c_argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (!log.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  }
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, c_argv[0], &actions, nullptr, c_argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc == 0 ? pid : -1;
-}
-
 // Checks that `lesson`'s snippet compiles as Python. Returns "" when it does (or python3 is
 // absent: `skipped` is set), else the problem line.
 std::string check_snippet(const lesson::Lesson& lesson, const fs::path& dir, bool& skipped) {
@@ -225,7 +157,7 @@ std::string check_snippet(const lesson::Lesson& lesson, const fs::path& dir, boo
   const fs::path file = dir / (lesson.id + "_snippet.py");
   const fs::path log = dir / (lesson.id + "_snippet.log");
   std::ofstream(file) << lesson.snippet;
-  const pid_t pid = spawn({python, "-m", "py_compile", file.string()}, log);
+  const pid_t pid = spawn_process({python, "-m", "py_compile", file.string()}, log);
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) != pid)
     return fmt::format("{}: snippet: could not run {} -m py_compile", lesson.id, python);
@@ -239,13 +171,6 @@ std::string check_snippet(const lesson::Lesson& lesson, const fs::path& dir, boo
                      last.empty() ? "py_compile failed" : last);
 }
 
-// The directory of the running `dpscope` (dpscope-viz is built and installed beside it).
-fs::path executable_dir() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::current_path(ec) : self.parent_path();
-}
-
 // Whether a window can open here (an X11 or Wayland display is set).
 bool has_display() {
   const char* x11 = std::getenv("DISPLAY");
@@ -253,21 +178,29 @@ bool has_display() {
   return (x11 != nullptr && *x11 != '\0') || (wayland != nullptr && *wayland != '\0');
 }
 
-// Opens dpscope-viz on `trace` when a display is present; says what it did.
-void open_viewer(const fs::path& trace) {
+// Opens dpscope-viz in lesson mode on `trace` (the run just made, with `knobs` turned) when a
+// display is present; says what it did.
+void open_viewer(const lesson::Lesson& lesson, const fs::path& lessons_dir, const fs::path& trace,
+                 const std::vector<std::string>& knobs) {
   const std::string viz = (executable_dir() / "dpscope-viz").string();
+  std::vector<std::string> argv = {
+      viz, "--lesson", lesson.file.string(), "--lessons-dir", lessons_dir.string(), trace.string()};
+  for (const std::string& k : knobs) {
+    argv.push_back("--knob");
+    argv.push_back(k);
+  }
+  const std::string watch = fmt::format("dpscope-viz --lesson {} {}", lesson.id, trace.string());
   if (!has_display()) {
-    fmt::print("\nno display: watch it later with  dpscope-viz {}\n", trace.string());
+    fmt::print("\nno display: watch it later with  {}\n", watch);
     return;
   }
   if (access(viz.c_str(), X_OK) != 0) {
-    fmt::print("\ndpscope-viz is not built next to dpscope; watch the trace with  dpscope-viz {}\n",
-               trace.string());
+    fmt::print("\ndpscope-viz is not built next to dpscope; watch the trace with  {}\n", watch);
     return;
   }
-  fmt::print("\nopening {} {}\n", viz, trace.string());
+  fmt::print("\nopening {}\n", watch);
   std::fflush(stdout);
-  DPS_CHECK(spawn({viz, trace.string()}, {}) > 0, ErrorKind::kIo, "could not start {}", viz);
+  DPS_CHECK(spawn_process(argv, {}) > 0, ErrorKind::kIo, "could not start {}", viz);
 }
 
 void list_command(const LessonArgs& args) {
@@ -278,14 +211,14 @@ void list_command(const LessonArgs& args) {
 }
 
 void run_command(const LessonArgs& args) {
-  const lesson::Lesson lesson = find_lesson(lessons_dir(args), args.id);
+  const lesson::Lesson lesson = lesson::find_lesson(lessons_dir(args), args.id);
   const fs::path out = args.out.empty() ? fs::path("out") / "lessons" / lesson.id : fs::path(args.out);
-  const LessonRun run = run_lesson(lesson, out, parse_knobs(args.knobs), /*quiet=*/false);
+  const LessonRun run = run_lesson(lesson, out, lesson::parse_knobs(args.knobs), /*quiet=*/false);
   fmt::print("\n{}", lesson::format_report(lesson, run.report));
   for (const std::string& problem : run.report.problems)
     std::fprintf(stderr, "dpscope: %s\n", problem.c_str());
   fmt::print("\ntrace: {}\n", run.trace.string());
-  if (!args.no_viz) open_viewer(run.trace);
+  if (!args.no_viz) open_viewer(lesson, lessons_dir(args), run.trace, args.knobs);
 }
 
 void check_command(const LessonArgs& args) {
@@ -294,7 +227,7 @@ void check_command(const LessonArgs& args) {
   if (args.id.empty()) {
     files = lesson::lesson_files(dir);
   } else {
-    files.push_back(find_lesson(dir, args.id).file);
+    files.push_back(lesson::find_lesson(dir, args.id).file);
   }
   const bool keep = !args.out.empty();
   const fs::path out = keep ? fs::path(args.out)
@@ -363,7 +296,7 @@ std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const les
           fmt::format("t:{}ns", *report.chapters[c].time_ns), std::string("--size"), std::string("1600x900")})
       argv.push_back(a);
     const fs::path log = out / fmt::format("{}-chapter-{}.log", lesson.id, c + 1);
-    const pid_t pid = spawn(argv, log);
+    const pid_t pid = spawn_process(argv, log);
     int status = 0;
     const bool ok =
         pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -381,7 +314,7 @@ std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const les
 }
 
 void handout_command(const LessonArgs& args) {
-  const lesson::Lesson lesson = find_lesson(lessons_dir(args), args.id);
+  const lesson::Lesson lesson = lesson::find_lesson(lessons_dir(args), args.id);
   const fs::path out = args.out;
   const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
   for (const std::string& problem : run.report.problems)

@@ -46,6 +46,30 @@ void expect_trace_error(const std::string& name, const std::string& text, const 
   EXPECT_FALSE(std::filesystem::exists(dir / "out.png"));
 }
 
+// --lesson: an unknown lesson or knob, or a knob without a lesson, is a usage error (exit 2, one line)
+// before anything runs.
+TEST(VizCli, LessonModeUsageErrors) {
+  const std::string lessons = quoted(std::string(DPSCOPE_SOURCE_DIR) + "/lessons");
+  const struct {
+    std::string args;
+    std::string expected;
+  } cases[] = {
+      {"--lesson 99 --lessons-dir " + lessons, "no lesson '99' in"},
+      {"--lesson 5 --lessons-dir " + lessons + " --knob devices=99", "--devices must be"},
+      {"--lesson 5 --lessons-dir " + lessons + " --knob nope=1", "nope"},
+      {"--lesson 5 --lessons-dir " + lessons + " --knob devices", "expected FLAG=VALUE"},
+      {"--knob devices=2 x.jsonl", "--knob needs --lesson"},
+      {"--lesson 5 a.jsonl b.jsonl", "--lesson takes one trace file"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_command("env -u DISPLAY " + kViz + " " + c.args + " --screenshot " +
+                               quoted((scratch_dir() / "out.png").string()));
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    EXPECT_EQ(line_count(r.output), 1u) << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
 TEST(VizCli, MalformedTraceNamesTheLineAndReason) {
   expect_trace_error("bad.jsonl", std::string(kHeader) + "\n" + kSpan + "\n{\"type\":\"span\",\"ts\":oops}\n",
                      "bad.jsonl:3:");

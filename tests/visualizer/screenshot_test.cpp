@@ -135,5 +135,32 @@ TEST_F(Screenshots, PresentationModeAndOtherSizes) {
   expect_rich(shoot(single, "single", "--seek 0.5 --size 1280x720"), 1280, 720, "single");
 }
 
+TEST_F(Screenshots, LessonModeAddsTheLessonPanelAndRunsTheLessonItself) {
+  const std::string lessons = std::string(DPSCOPE_SOURCE_DIR) + "/lessons";
+  // No trace given: dpscope-viz runs the lesson's scenario through the dpscope beside it.
+  const auto png = dir_ / "lesson5.png";
+  const auto r = run_command(kViz + " --lesson 5 --lessons-dir " + quoted(lessons) + " --screenshot " +
+                             quoted(png.string()) + " --seek 0.3 --size 1600x900");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Image lesson = load_png(png);
+  expect_rich(lesson, 1600, 900, "lesson 5");
+  // The same trace without --lesson: the right column differs (the lesson panel replaces Plots).
+  const auto run = run_command(std::string(DPSCOPE_CLI) + " lesson run 5 --lessons-dir " + quoted(lessons) +
+                               " --no-viz --out " + quoted(dir_.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto trace = dir_ / "05-ring-allreduce.trace.jsonl";
+  const Image plain = shoot(trace, "lesson5-plain", "--seek 0.3 --size 1600x900");
+  const Image given = shoot(trace, "lesson5-given",
+                            "--lesson 5 --lessons-dir " + quoted(lessons) + " --seek 0.3 --size 1600x900");
+  EXPECT_EQ(differing_pixels(lesson, given), 0u) << "the lesson's own run draws like the one given";
+  size_t right_column = 0;
+  for (int y = 30; y < 400; ++y)
+    for (int x = 1100; x < 1600; ++x) {
+      const size_t i = (static_cast<size_t>(y) * 1600 + static_cast<size_t>(x)) * 3;
+      right_column += plain.rgb[i] != given.rgb[i] || plain.rgb[i + 1] != given.rgb[i + 1];
+    }
+  EXPECT_GT(right_column, 5000u);
+}
+
 }  // namespace
 }  // namespace dpscope::viz

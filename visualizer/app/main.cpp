@@ -3,6 +3,8 @@
 //   dpscope-viz [TRACE...] [--follow] [--present]
 //   dpscope-viz TRACE --screenshot OUT.png [--seek POS] [--zoom Z] [--size WxH]  (headless: one frame)
 //   dpscope-viz TRACE --bench-frames N [--size WxH]                      (load and frame timings)
+//   dpscope-viz --lesson ID [TRACE] [--knob FLAG=VALUE ...]              (a lesson: runs it when no
+//                                                                         TRACE is given)
 //
 // This file reads like the table of contents of the app: parse the command line (CLI11), then
 // one of three modes — interactive (GLFW loop), screenshot (offscreen frame to PNG), benchmark
@@ -19,6 +21,7 @@
 
 #include "app/bench.hpp"
 #include "app/fonts.hpp"
+#include "app/lesson_mode.hpp"
 #include "app/platform.hpp"
 #include "dpscope/base/error.hpp"
 #include "replay/seek.hpp"
@@ -36,8 +39,17 @@ struct AppOptions {
   std::string zoom;        // how the timeline opens: step (default), fit, or a duration
   std::string size;        // WxH
   int bench_frames = 0;
-  // --lesson ID (lessons issue): the lesson panel is added to the Viewer with add_view().
+  LessonModeOptions lesson;  // --lesson ID: the lesson panel, added with Viewer::add_view()
 };
+
+// The traces of the command line, or the lesson (with its trace, or a run made now).
+void open_traces(Viewer& viewer, const AppOptions& o, bool strict) {
+  if (!o.lesson.id.empty()) {
+    open_lesson(viewer, o.lesson, o.traces.empty() ? std::string() : o.traces.front());
+    return;
+  }
+  for (const std::string& t : o.traces) viewer.open(t, OpenOptions{.strict = strict, .follow = o.follow});
+}
 
 constexpr int kExitTraceError = 1;
 constexpr int kExitUsage = 2;
@@ -55,11 +67,11 @@ int run_screenshot(const AppOptions& o) {
   Viewer viewer(ViewerOptions{.present = o.present, .headless = true});
   if (!o.zoom.empty()) viewer.timeline().set_open_zoom(parse_zoom(o.zoom));
   // Strict: the first malformed line is an error naming the line (a cut-off last line is left out).
-  viewer.open(o.traces.front(), OpenOptions{.strict = true, .follow = o.follow});
+  open_traces(viewer, o, /*strict=*/true);
   const Document* doc = viewer.active_document();
   if (!doc->error().empty()) return fail(kExitTraceError, doc->error());
   if (doc->model() == nullptr)
-    return fail(kExitTraceError, fmt::format("{}: no complete header line yet", o.traces.front()));
+    return fail(kExitTraceError, fmt::format("{}: no complete header line yet", doc->path().string()));
   viewer.seek(seek ? resolve_seek(*doc->model(), *seek) : doc->model()->end());
 
   std::unique_ptr<Platform> platform =
@@ -97,7 +109,7 @@ int run_interactive(const AppOptions& o) {
   viewer.set_fonts(fonts.normal, fonts.present);
   viewer.take_present_changed();
   if (!o.zoom.empty()) viewer.timeline().set_open_zoom(parse_zoom(o.zoom));
-  for (const std::string& t : o.traces) viewer.open(t, OpenOptions{.strict = false, .follow = o.follow});
+  open_traces(viewer, o, /*strict=*/false);
   if (seek && viewer.active_document() != nullptr && viewer.active_document()->model() != nullptr) {
     try {
       viewer.seek(resolve_seek(*viewer.active_document()->model(), *seek));
@@ -169,6 +181,11 @@ int run(int argc, char** argv) {
   app.add_option("--bench-frames", o.bench_frames,
                  "time loading and N frames at several zoom levels, print a table, exit")
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--lesson", o.lesson.id,
+                 "a lesson (id, number or .toml file): its panel beside the picture; runs it unless a trace "
+                 "of it is given");
+  app.add_option("--lessons-dir", o.lesson.lessons_dir, "where the lessons are (default: beside the assets)");
+  app.add_option("--knob", o.lesson.knobs, "with --lesson: turn a knob, FLAG=VALUE (repeatable)");
   app.set_version_flag("--version", std::string("dpscope-viz ") + DPSCOPE_VERSION);
   try {
     app.parse(argc, argv);
@@ -182,8 +199,13 @@ int run(int argc, char** argv) {
   try {
     if (!o.screenshot.empty() && o.bench_frames > 0)
       return fail(kExitUsage, "--screenshot and --bench-frames cannot be combined");
+    if (!o.lesson.knobs.empty() && o.lesson.id.empty()) return fail(kExitUsage, "--knob needs --lesson");
+    if (!o.lesson.id.empty() && o.traces.size() > 1) return fail(kExitUsage, "--lesson takes one trace file");
+    if (!o.lesson.id.empty() && o.bench_frames > 0)
+      return fail(kExitUsage, "--lesson and --bench-frames cannot be combined");
+    if (!o.lesson.id.empty()) LessonMode check(o.lesson);  // an unknown lesson or knob: exit 2 now
     if (!o.screenshot.empty() || o.bench_frames > 0) {
-      if (o.traces.empty())
+      if (o.traces.empty() && o.lesson.id.empty())
         return fail(kExitUsage, fmt::format("{} needs a trace file",
                                             o.bench_frames > 0 ? "--bench-frames" : "--screenshot"));
       if (o.traces.size() > 1) return fail(kExitUsage, "headless modes take one trace file");

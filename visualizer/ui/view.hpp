@@ -47,6 +47,8 @@ class View {
   virtual const char* title() const = 0;
   // Developer panels are hidden in presentation mode.
   virtual bool developer_panel() const { return false; }
+  // Its share of the right column's height, relative to the other panels there.
+  virtual float layout_weight() const { return 1.0f; }
   virtual void draw(ViewContext& ctx) = 0;
 
   bool visible = true;

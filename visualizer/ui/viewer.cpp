@@ -57,6 +57,8 @@ void Viewer::seek(Cursor cursor) {
   if (tab != nullptr && tab->doc->model() != nullptr) tab->playback.seek(*tab->doc->model(), cursor);
 }
 
+void Viewer::replace_active_later(const std::filesystem::path& path) { pending_replace_ = path; }
+
 void Viewer::attach_if_rebuilt(Tab& tab) {
   const ReplayModel* model = tab.doc->model();
   if (model == nullptr || tab.attached_generation == tab.doc->generation()) return;
@@ -72,7 +74,10 @@ std::vector<View*> Viewer::views() const {
 }
 
 void Viewer::add_view(std::unique_ptr<View> view) {
-  slots_.insert(slots_.end() - 1, {view.get(), Slot::Area::kRight});
+  // At the top of the right column: a lesson's narration is what the student reads first.
+  const auto first_right =
+      std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.area == Slot::Area::kRight; });
+  slots_.insert(first_right, {view.get(), Slot::Area::kRight});
   extra_views_.push_back(std::move(view));
 }
 
@@ -80,6 +85,16 @@ void Viewer::add_view(std::unique_ptr<View> view) {
 
 void Viewer::update(std::chrono::steady_clock::time_point now, double dt_s) {
   now_ = now;
+  if (pending_replace_) {
+    std::unique_ptr<Document> doc = Document::open(*pending_replace_, OpenOptions{});
+    pending_replace_.reset();
+    if (Tab* tab = active_tab()) {
+      *tab = Tab{std::move(doc), Playback{}, kNoEvent, 0};
+      attach_if_rebuilt(*tab);
+    } else {
+      add_document(std::move(doc));
+    }
+  }
   for (Tab& tab : tabs_) {
     if (tab.doc->following() && tab.doc->poll(now)) attach_if_rebuilt(tab);
   }
@@ -228,9 +243,10 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   if (stage_shown) place(stage_.get(), pos, ImVec2(size.x - right_w, top_h), canvas);
   if (!right.empty()) {
     float y = pos.y;
-    const float each = top_h / static_cast<float>(right.size());
+    float weights = 0.0f;
+    for (const View* v : right) weights += v->layout_weight();
     for (size_t i = 0; i < right.size(); ++i) {
-      float h = each;
+      float h = std::round(top_h * right[i]->layout_weight() / weights);
       if (i + 1 == right.size()) h = pos.y + top_h - y;
       place(right[i], ImVec2(pos.x + size.x - right_w, y), ImVec2(right_w, h),
             right[i] == plots_.get() ? canvas : 0);

@@ -27,7 +27,7 @@ namespace dpscope::viz {
 struct ViewerOptions {
   bool present = false;   // --present: classroom mode from the start
   bool headless = false;  // --screenshot / --bench-frames: no hover, no toasts, no wall clock
-  // The lessons issue adds `--lesson ID`: its panel arrives through Viewer::add_view().
+  // `--lesson ID`: its panel (ui/lesson_view.hpp) arrives through Viewer::add_view().
 };
 
 class Viewer {
@@ -41,6 +41,9 @@ class Viewer {
   Document* active_document();
   Playback* active_playback();
   void seek(Cursor cursor);
+  // Opens `path` in place of the active document at the next update() (a lesson's re-run: asked
+  // for while a view draws, which must not lose the document it is drawing).
+  void replace_active_later(const std::filesystem::path& path);
 
   // ---- frame ----
   // Polls live traces and advances playback by `dt_s` seconds (call once per frame, before draw()).
@@ -71,7 +74,7 @@ class Viewer {
 
   TimelineView& timeline() { return *timeline_; }
   StageView& stage() { return *stage_; }
-  // A panel from another module (the lesson panel), shown in the right column.
+  // A panel from another module (the lesson panel), shown at the top of the right column.
   void add_view(std::unique_ptr<View> view);
 
  private:
@@ -122,6 +125,7 @@ class Viewer {
   bool open_popup_ = false;
   std::string open_path_;
   bool open_follow_ = false;
+  std::optional<std::filesystem::path> pending_replace_;
   std::string toast_;
   std::chrono::steady_clock::time_point toast_until_{};
   std::chrono::steady_clock::time_point now_{};

@@ -93,8 +93,10 @@ std::string handout_markdown(const Lesson& lesson, const std::vector<std::string
   std::string md = fmt::format("# Lesson {}: {}\n\n*About {} minutes.*\n\n## Goals\n\n", lesson.id,
                                lesson.title, lesson.minutes);
   for (const std::string& goal : lesson.goals) md += fmt::format("- {}\n", goal);
-  md += fmt::format("\n## The run\n\n```\n{}\n```\n\nIts trace is `{}`; watch it with `dpscope-viz {}`.\n",
-                    command_line(args), trace_name, trace_name);
+  md += fmt::format(
+      "\n## The run\n\n```\n{}\n```\n\nIts trace is `{}`; watch it, with this lesson beside it, with "
+      "`dpscope-viz --lesson {} {}`.\n",
+      command_line(args), trace_name, lesson.id, trace_name);
   for (size_t c = 0; c < lesson.chapters.size(); ++c) {
     const Chapter& chapter = lesson.chapters[c];
     md += fmt::format("\n## {}. {}\n\n*At {} of simulated time; snippet line {}.*\n\n", c + 1, chapter.title,

@@ -111,7 +111,8 @@ TEST(LessonReport, HandoutHasNarrationQuestionsSnippetAndAnswersApart) {
   EXPECT_TRUE(
       md.starts_with("# Lesson 09-sample: A sample\n\n*About 5 minutes.*\n\n## Goals\n\n- see a ring\n"));
   EXPECT_NE(md.find("```\ndpscope bench all_reduce --iters 1\n```"), std::string::npos);
-  EXPECT_NE(md.find("watch it with `dpscope-viz t.jsonl`"), std::string::npos);
+  EXPECT_NE(md.find("watch it, with this lesson beside it, with `dpscope-viz --lesson 09-sample t.jsonl`"),
+            std::string::npos);
   EXPECT_NE(md.find("## 1. Reduce-scatter\n\n*At 100 ns of simulated time; snippet line "
                     "1.*\n\nReduce-scatter narration.\n"
                     "\n**Question 1.** Q about sum(bytes, type=transfer, rank=0)?\n"),

@@ -1,0 +1,26 @@
+// Child processes and where this program lives: what `dpscope lesson` uses to start dpscope-viz,
+// xvfb-run and python3, and what dpscope-viz uses to run a lesson's scenario through `dpscope`.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dpscope {
+
+// The directory of the running executable (dpscope and dpscope-viz are built side by side).
+std::filesystem::path executable_dir();
+
+// The full path of `program` on $PATH, or "" when it is not there.
+std::string find_on_path(const std::string& program);
+
+// Starts `argv` (argv[0] a path) with stdout and stderr sent to `log`, or left alone when `log` is
+// empty; returns its pid, or -1 when it could not start.
+pid_t spawn_process(const std::vector<std::string>& argv, const std::filesystem::path& log);
+
+// spawn_process() and waits: the exit status, or -1 when it could not start or did not exit.
+int run_process(const std::vector<std::string>& argv, const std::filesystem::path& log);
+
+}  // namespace dpscope

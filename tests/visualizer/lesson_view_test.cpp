@@ -1,0 +1,172 @@
+// The lesson panel (ui/lesson_view.hpp) in a window-less ImGui context, on a DDP trace the runtime
+// wrote: playing stops at every chapter's moment, the chapter buttons seek and pause, answers are
+// checked within their tolerance, and a re-run replaces the trace and the script (or keeps both
+// and says why it failed).
+#include <gtest/gtest.h>
+
+#include <imgui.h>
+
+#include <cmath>
+
+#include "trace_fixtures.hpp"
+#include "ui/lesson_view.hpp"
+#include "ui/viewer.hpp"
+
+namespace dpscope::viz {
+namespace {
+
+class LessonViewTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;
+    io.DisplaySize = ImVec2(1600, 900);
+    io.DeltaTime = 1.0f / 60.0f;
+    ImFont* font = io.Fonts->AddFontDefault();
+    unsigned char* pixels = nullptr;
+    int w = 0;
+    int h = 0;
+    io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
+    fonts_.body = fonts_.bold = fonts_.small = font;
+    dir_ = testing::scratch_dir();
+    trace_ = dir_ / "ddp.jsonl";
+    testing::write_ddp_trace(trace_, 4, 2);
+    viewer_ = std::make_unique<Viewer>(ViewerOptions{});
+    viewer_->set_fonts(fonts_, fonts_);
+    viewer_->open(trace_, {});
+    const ReplayModel& m = model();
+    const int64_t span = m.end_ns() - m.begin_ns();
+    for (int i = 0; i < 3; ++i) at_.push_back(m.begin_ns() + span * (2 * i + 1) / 7);
+  }
+  void TearDown() override {
+    viewer_.reset();
+    ImGui::DestroyContext();
+  }
+  const ReplayModel& model() { return *viewer_->active_document()->model(); }
+
+  LessonScript script(const std::string& title) const {
+    LessonScript s;
+    s.title = title;
+    s.snippet = "import torch\nmodel = DDP(model)\nloss.backward()\n";
+    for (size_t i = 0; i < at_.size(); ++i)
+      s.chapters.push_back({.title = "chapter " + std::to_string(i + 1),
+                            .narration = "what happens",
+                            .at_ns = at_[i],
+                            .snippet_line = static_cast<int>(i) + 1});
+    s.questions.push_back({.chapter = 2, .prompt = "how many?", .answer = 6.0, .answer_text = "6"});
+    s.knobs.push_back(
+        {.flag = "--devices", .label = "GPUs", .numeric = true, .min = 2, .max = 8, .value = "4"});
+    return s;
+  }
+  // Adds a lesson panel and returns it (the viewer owns it).
+  LessonView* add(LessonRerun rerun = {}) {
+    auto view = std::make_unique<LessonView>(
+        script("first"), std::move(rerun),
+        [this](const std::filesystem::path& p) { viewer_->replace_active_later(p); });
+    LessonView* raw = view.get();
+    viewer_->add_view(std::move(view));
+    return raw;
+  }
+  void frame(double dt_s = 0.0) {
+    viewer_->update(std::chrono::steady_clock::now(), dt_s);
+    ImGui::NewFrame();
+    viewer_->draw();
+    ImGui::Render();
+  }
+  ViewContext context() {
+    ViewContext ctx;
+    ctx.doc = viewer_->active_document();
+    ctx.model = &model();
+    ctx.playback = viewer_->active_playback();
+    return ctx;
+  }
+
+  Fonts fonts_;
+  std::filesystem::path dir_;
+  std::filesystem::path trace_;
+  std::unique_ptr<Viewer> viewer_;
+  std::vector<int64_t> at_;
+};
+
+TEST(LessonAnswers, AreRightWithinTheirRelativeTolerance) {
+  EXPECT_TRUE(answer_is_right(100.0, 100.0, 0.01));
+  EXPECT_TRUE(answer_is_right(100.9, 100.0, 0.01));
+  EXPECT_FALSE(answer_is_right(101.1, 100.0, 0.01));
+  EXPECT_TRUE(answer_is_right(0.005, 0.0, 0.01));  // absolute for an answer of 0
+  EXPECT_FALSE(answer_is_right(0.02, 0.0, 0.01));
+  EXPECT_FALSE(answer_is_right(std::nan(""), 1.0, 0.01));
+}
+
+TEST_F(LessonViewTest, PlayingStopsAtEveryChapterUntilTheLast) {
+  LessonView* lesson = add();
+  viewer_->seek(model().start());
+  frame();
+  EXPECT_EQ(lesson->chapter(), -1);
+  for (int c = 0; c < 3; ++c) {
+    viewer_->active_playback()->set_playing(true);
+    for (int i = 0; i < 2000 && viewer_->active_playback()->playing(); ++i) frame(0.05);
+    EXPECT_FALSE(viewer_->active_playback()->playing()) << "chapter " << c + 1;
+    EXPECT_EQ(lesson->chapter(), c);
+    EXPECT_EQ(viewer_->active_playback()->cursor().t_ns, at_[static_cast<size_t>(c)]);
+  }
+}
+
+TEST_F(LessonViewTest, ChapterButtonsSeekAndPauseAndASeekFollowsTheChapter) {
+  LessonView* lesson = add();
+  frame();
+  viewer_->active_playback()->set_playing(true);
+  const ViewContext ctx = context();
+  lesson->go_to_chapter(ctx, 2);
+  EXPECT_EQ(lesson->chapter(), 2);
+  EXPECT_FALSE(viewer_->active_playback()->playing());
+  EXPECT_EQ(viewer_->active_playback()->cursor().t_ns, at_[2]);
+  lesson->go_to_chapter(ctx, 7);  // clamped to the last
+  EXPECT_EQ(lesson->chapter(), 2);
+  // A seek back to between chapters 1 and 2 shows chapter 1.
+  viewer_->seek(model().at_time((at_[0] + at_[1]) / 2));
+  frame();
+  EXPECT_EQ(lesson->chapter(), 0);
+  viewer_->seek(model().start());
+  frame();
+  EXPECT_EQ(lesson->chapter(), -1);
+}
+
+TEST_F(LessonViewTest, ARerunReplacesTheTraceAndTheScript) {
+  const auto second = dir_ / "second.jsonl";
+  testing::write_ddp_trace(second, 2, 2);
+  std::map<std::string, std::string> asked;
+  LessonView* lesson = add([&](const std::map<std::string, std::string>& knobs) {
+    asked = knobs;
+    LessonRun run;
+    run.trace = second;
+    run.script = script("second");
+    run.script.command = "dpscope train --devices 2";
+    run.seconds = 0.25;
+    return run;
+  });
+  frame();
+  lesson->knob_values()["--devices"] = "2";
+  lesson->rerun();
+  frame();  // the viewer opens the new trace at its next update
+  EXPECT_EQ(asked.at("--devices"), "2");
+  EXPECT_EQ(viewer_->active_document()->path(), second);
+  EXPECT_EQ(viewer_->document_count(), 1u);
+  EXPECT_EQ(lesson->script().title, "second");
+  EXPECT_EQ(lesson->status(), "re-ran in 0.25 s: dpscope train --devices 2");
+}
+
+TEST_F(LessonViewTest, AFailedRerunKeepsTheRunAndSaysWhy) {
+  LessonView* lesson = add([](const std::map<std::string, std::string>&) {
+    return LessonRun{.error = "the run failed (exit 2): --devices must be from 2 to 8"};
+  });
+  frame();
+  lesson->rerun();
+  frame();
+  EXPECT_EQ(viewer_->active_document()->path(), trace_);
+  EXPECT_EQ(lesson->script().title, "first");
+  EXPECT_EQ(lesson->status(), "the run failed (exit 2): --devices must be from 2 to 8");
+}
+
+}  // namespace
+}  // namespace dpscope::viz

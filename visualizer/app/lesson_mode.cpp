@@ -1,0 +1,161 @@
+// dpscope-viz's lesson mode (lesson_mode.hpp).
+#include "app/lesson_mode.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/base/process.hpp"
+#include "dpscope/core/preset.hpp"
+#include "dpscope/lesson/catalog.hpp"
+#include "dpscope/lesson/report.hpp"
+#include "dpscope/trace_format/reader.hpp"
+
+namespace dpscope::viz {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The last non-empty line of a run's log: what failed.
+std::string last_line(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t") != std::string::npos) last = line;
+  return last;
+}
+
+}  // namespace
+
+LessonMode::LessonMode(const LessonModeOptions& options)
+    : lessons_dir_(lesson::find_lessons_dir(asset_dir(), options.lessons_dir)) {
+  lesson_ = lesson::find_lesson(lessons_dir_, options.id);
+  knobs_ = lesson::parse_knobs(options.knobs);
+  lesson::scenario_args(lesson_, knobs_);  // throws kUsage naming a bad knob or value
+  run_root_ = fs::temp_directory_path() / fmt::format("dpscope-viz-lesson-{}", getpid());
+}
+
+LessonMode::~LessonMode() {
+  std::error_code ec;
+  if (runs_ > 0) fs::remove_all(run_root_, ec);
+}
+
+LessonRun LessonMode::run(const std::map<std::string, std::string>& knobs) {
+  LessonRun out;
+  try {
+    lesson::scenario_args(lesson_, knobs);
+  } catch (const Error& e) {
+    out.error = e.what();
+    return out;
+  }
+  const fs::path dpscope = executable_dir() / "dpscope";
+  if (access(dpscope.c_str(), X_OK) != 0) {
+    out.error = fmt::format("cannot run the lesson: {} is not there (dpscope is built beside dpscope-viz)",
+                            dpscope.string());
+    return out;
+  }
+  const fs::path dir = run_root_ / fmt::format("run-{}", ++runs_);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  std::vector<std::string> argv = {dpscope.string(),
+                                   "lesson",
+                                   "run",
+                                   lesson_.file.string(),
+                                   "--lessons-dir",
+                                   lessons_dir_.string(),
+                                   "--out",
+                                   dir.string(),
+                                   "--no-viz"};
+  for (const auto& [flag, value] : knobs) {
+    argv.push_back("--knob");
+    argv.push_back(flag + "=" + value);
+  }
+  const fs::path log = dir / "run.log";
+  const auto start = std::chrono::steady_clock::now();
+  const int status = run_process(argv, log);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.trace = dir / (lesson_.id + ".trace.jsonl");
+  if (status != 0 || !fs::is_regular_file(out.trace, ec)) {
+    const std::string why = last_line(log);
+    out.error = fmt::format("the run failed{}: {}", status > 0 ? fmt::format(" (exit {})", status) : "",
+                            why.empty() ? log.string() : why);
+    return out;
+  }
+  out.script = script(out.trace, knobs);
+  return out;
+}
+
+LessonScript LessonMode::script(const fs::path& trace,
+                                const std::map<std::string, std::string>& knobs) const {
+  const trace::TraceData data = trace::read_trace(trace);
+  const lesson::LessonReport report = lesson::evaluate_lesson(lesson_, data);
+  LessonScript s;
+  s.id = lesson_.id;
+  s.title = lesson_.title;
+  s.goals = lesson_.goals;
+  s.snippet = lesson_.snippet;
+  s.command = fmt::format("dpscope {}", fmt::join(lesson::scenario_args(lesson_, knobs), " "));
+  for (size_t c = 0; c < lesson_.chapters.size(); ++c) {
+    const lesson::Chapter& chapter = lesson_.chapters[c];
+    const std::optional<int64_t>& t = report.chapters[c].time_ns;
+    s.chapters.push_back({.title = chapter.title,
+                          .narration = chapter.narration,
+                          .at_ns = t ? std::optional<int64_t>(data.min_ts_ns + *t) : std::nullopt,
+                          .snippet_line = chapter.snippet_line});
+  }
+  for (size_t q = 0; q < lesson_.questions.size(); ++q) {
+    const lesson::Question& question = lesson_.questions[q];
+    const lesson::QuestionResult& result = report.questions[q];
+    s.questions.push_back(
+        {.chapter = question.chapter,
+         .prompt = question.prompt,
+         .unit = question.unit,
+         .explain = question.explain,
+         .answer = result.value,
+         .answer_text = result.value ? lesson::format_answer(*result.value) : result.problem,
+         .tolerance = question.tolerance});
+  }
+  for (const lesson::Knob& k : lesson_.knobs) {
+    LessonScript::Knob knob{.flag = k.flag,
+                            .label = k.label,
+                            .numeric = k.numeric,
+                            .min = k.min,
+                            .max = k.max,
+                            .step = k.step,
+                            .choices = k.choices,
+                            .value = k.default_value};
+    for (const auto& [flag, value] : knobs)
+      if (lesson_.find_knob(flag) == &k) knob.value = value;
+    s.knobs.push_back(std::move(knob));
+  }
+  return s;
+}
+
+void open_lesson(Viewer& viewer, const LessonModeOptions& options, const std::string& trace) {
+  auto mode = std::make_shared<LessonMode>(options);
+  LessonScript script;
+  if (trace.empty()) {
+    LessonRun first = mode->run(mode->knobs());
+    if (!first.error.empty())
+      throw Error(ErrorKind::kIo, fmt::format("lesson {}: {}", mode->lesson().id, first.error));
+    viewer.open(first.trace, OpenOptions{});
+    script = std::move(first.script);
+  } else {
+    viewer.open(trace, OpenOptions{});
+    script = mode->script(trace, mode->knobs());
+  }
+  // The lesson panel takes the Plots' room (the View menu brings them back).
+  for (View* v : viewer.views())
+    if (std::string_view(v->title()) == "Plots") v->visible = false;
+  viewer.add_view(std::make_unique<LessonView>(
+      std::move(script), [mode](const std::map<std::string, std::string>& knobs) { return mode->run(knobs); },
+      [&viewer](const fs::path& path) { viewer.replace_active_later(path); }));
+}
+
+}  // namespace dpscope::viz

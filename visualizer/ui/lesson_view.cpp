@@ -1,0 +1,236 @@
+// The lesson panel (lesson_view.hpp): chapter navigation that drives the player, narration,
+// questions, the snippet, and knobs that re-run the scenario.
+#include "ui/lesson_view.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "ui/draw_util.hpp"
+
+namespace dpscope::viz {
+
+bool answer_is_right(double given, double answer, double tolerance) {
+  if (!std::isfinite(given)) return false;
+  const double allowed = answer == 0.0 ? tolerance : tolerance * std::abs(answer);
+  return std::abs(given - answer) <= allowed;
+}
+
+LessonView::LessonView(LessonScript script, LessonRerun rerun, LessonReload reload)
+    : script_(std::move(script)), rerun_(std::move(rerun)), reload_(std::move(reload)) {
+  answers_.resize(script_.questions.size());
+  for (const LessonScript::Knob& k : script_.knobs) knob_values_[k.flag] = k.value;
+}
+
+void LessonView::follow(const ViewContext& ctx) {
+  if (ctx.model == nullptr || ctx.playback == nullptr) return;
+  const int64_t t = ctx.playback->cursor().t_ns;
+  const int count = static_cast<int>(script_.chapters.size());
+  // Playing across the next chapter's moment: stop there, so the narration is read before it runs on.
+  if (ctx.playback->playing()) {
+    for (int i = 0; i < count; ++i) {
+      const std::optional<int64_t>& at = script_.chapters[static_cast<size_t>(i)].at_ns;
+      if (i > chapter_ && at && *at > last_t_ns_ && *at <= t) {
+        ctx.playback->set_playing(false);
+        ctx.seek(ctx.model->at_time(*at));
+        chapter_ = i;
+        last_t_ns_ = *at;
+        return;
+      }
+    }
+  }
+  // Otherwise the chapter is the last one whose moment has come (a seek may go either way).
+  int current = -1;
+  for (int i = 0; i < count; ++i) {
+    const std::optional<int64_t>& at = script_.chapters[static_cast<size_t>(i)].at_ns;
+    if (at && *at <= t) current = i;
+  }
+  chapter_ = current;
+  last_t_ns_ = t;
+}
+
+void LessonView::go_to_chapter(const ViewContext& ctx, int index) {
+  if (script_.chapters.empty() || ctx.model == nullptr) return;
+  index = std::clamp(index, 0, static_cast<int>(script_.chapters.size()) - 1);
+  const std::optional<int64_t>& at = script_.chapters[static_cast<size_t>(index)].at_ns;
+  if (!at) return;  // its trigger never fired (dpscope lesson check reports it)
+  if (ctx.playback != nullptr) ctx.playback->set_playing(false);
+  ctx.seek(ctx.model->at_time(*at));
+  chapter_ = index;
+  last_t_ns_ = *at;
+}
+
+void LessonView::rerun() {
+  if (!rerun_) return;
+  const LessonRun run = rerun_(knob_values_);
+  if (!run.error.empty()) {
+    status_ = run.error;
+    return;
+  }
+  script_ = run.script;
+  answers_.assign(script_.questions.size(), QuestionState{});
+  chapter_ = -1;
+  last_t_ns_ = INT64_MIN;
+  status_ = fmt::format("re-ran in {:.2f} s: {}", run.seconds, script_.command);
+  if (reload_) reload_(run.trace);
+}
+
+void LessonView::draw(ViewContext& ctx) {
+  follow(ctx);
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
+  ImGui::PushFont(bold);
+  ImGui::TextWrapped("%s", script_.title.c_str());
+  ImGui::PopFont();
+  draw_chapter(ctx);
+  draw_questions(ctx);
+  draw_snippet(ctx);
+  draw_knobs(ctx);
+}
+
+void LessonView::draw_chapter(const ViewContext& ctx) {
+  const int count = static_cast<int>(script_.chapters.size());
+  ImGui::BeginDisabled(chapter_ <= 0);
+  if (ImGui::Button("< chapter")) go_to_chapter(ctx, chapter_ - 1);
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  ImGui::BeginDisabled(chapter_ + 1 >= count);
+  if (ImGui::Button("chapter >")) go_to_chapter(ctx, chapter_ + 1);
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  ImGui::TextDisabled("%d of %d", std::max(chapter_ + 1, 0), count);
+  ImGui::Separator();
+  if (chapter_ < 0) {
+    ImGui::TextWrapped("What you will see:");
+    for (const std::string& goal : script_.goals) ImGui::BulletText("%s", goal.c_str());
+    ImGui::TextDisabled("Press \"chapter >\" or Play: the player stops at every chapter.");
+    return;
+  }
+  const LessonScript::Chapter& c = script_.chapters[static_cast<size_t>(chapter_)];
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
+  ImGui::PushFont(bold);
+  ImGui::TextWrapped("%d. %s", chapter_ + 1, c.title.c_str());
+  ImGui::PopFont();
+  // Narration paragraphs: the file's line breaks inside a paragraph are only wrapping.
+  std::string text;
+  std::istringstream lines(c.narration);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty()) {
+      text += "\n\n";
+    } else {
+      if (!text.empty() && !text.ends_with('\n')) text += ' ';
+      text += line;
+    }
+  }
+  ImGui::TextWrapped("%s", text.c_str());
+}
+
+void LessonView::draw_questions(const ViewContext& ctx) {
+  const Palette& pal = *ctx.palette;
+  for (size_t i = 0; i < script_.questions.size(); ++i) {
+    const LessonScript::Question& q = script_.questions[i];
+    if (q.chapter != chapter_ + 1) continue;
+    QuestionState& st = answers_[i];
+    ImGui::Spacing();
+    ImGui::PushID(static_cast<int>(i));
+    ImGui::TextWrapped("Predict: %s%s", q.prompt.c_str(),
+                       q.unit.empty() ? "" : fmt::format(" ({})", q.unit).c_str());
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+    ImGui::InputText("##answer", st.input, sizeof st.input);
+    ImGui::SameLine();
+    if (ImGui::Button("check") && q.answer) {
+      char* end = nullptr;
+      const double given = std::strtod(st.input, &end);
+      if (end == st.input) {
+        st.verdict = QuestionState::Verdict::kNotANumber;
+      } else {
+        st.verdict = answer_is_right(given, *q.answer, q.tolerance) ? QuestionState::Verdict::kRight
+                                                                    : QuestionState::Verdict::kWrong;
+      }
+    }
+    ImGui::SameLine();
+    if (ImGui::Button("reveal")) st.revealed = true;
+    switch (st.verdict) {
+      case QuestionState::Verdict::kRight:
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal.optimizer), "right");
+        break;
+      case QuestionState::Verdict::kWrong:
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal.warning), "not quite: try again, or reveal");
+        break;
+      case QuestionState::Verdict::kNotANumber:
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(pal.warning), "type a number");
+        break;
+      case QuestionState::Verdict::kNone: break;
+    }
+    if (st.revealed) {
+      ImGui::TextWrapped("Answer (from this run's trace): %s%s", q.answer_text.c_str(),
+                         q.unit.empty() || !q.answer ? "" : fmt::format(" {}", q.unit).c_str());
+      if (!q.explain.empty()) ImGui::TextWrapped("%s", q.explain.c_str());
+    }
+    ImGui::PopID();
+  }
+}
+
+void LessonView::draw_snippet(const ViewContext& ctx) {
+  if (script_.snippet.empty()) return;
+  ImGui::Spacing();
+  if (!ImGui::CollapsingHeader("The same in PyTorch", ImGuiTreeNodeFlags_DefaultOpen)) return;
+  const int highlight = chapter_ >= 0 ? script_.chapters[static_cast<size_t>(chapter_)].snippet_line : 0;
+  const Palette& pal = *ctx.palette;
+  // A box of its own, about 10 lines high, scrolled to the line that runs when the chapter changes.
+  const float height = ImGui::GetTextLineHeightWithSpacing() * 10.5f;
+  ImGui::BeginChild("snippet", ImVec2(0, height), true, ImGuiWindowFlags_HorizontalScrollbar);
+  std::istringstream lines(script_.snippet);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    const bool on = n == highlight;
+    if (on) {
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      ImGui::GetWindowDrawList()->AddRectFilled(
+          p, ImVec2(p.x + ImGui::GetContentRegionAvail().x, p.y + ImGui::GetTextLineHeight()),
+          with_alpha(pal.selection, 0.45f));
+      if (scrolled_to_ != chapter_) {
+        ImGui::SetScrollHereY(0.35f);
+        scrolled_to_ = chapter_;
+      }
+    }
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(on ? pal.text : pal.text_dim), "%2d  %s", n,
+                       line.c_str());
+  }
+  ImGui::EndChild();
+}
+
+void LessonView::draw_knobs(const ViewContext& /*ctx*/) {
+  if (script_.knobs.empty()) return;
+  ImGui::Spacing();
+  if (!ImGui::CollapsingHeader("Turn a knob, run it again")) return;
+  for (const LessonScript::Knob& k : script_.knobs) {
+    std::string& value = knob_values_[k.flag];
+    ImGui::PushID(k.flag.c_str());
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 9);
+    if (k.numeric) {
+      float v = static_cast<float>(std::strtod(value.c_str(), nullptr));
+      const bool integral = std::floor(k.step) == k.step && std::floor(k.min) == k.min;
+      if (ImGui::SliderFloat(k.label.c_str(), &v, static_cast<float>(k.min), static_cast<float>(k.max),
+                             integral ? "%.0f" : "%.3g")) {
+        const double snapped = k.min + std::round((v - k.min) / k.step) * k.step;
+        value = integral ? fmt::format("{}", static_cast<long long>(std::llround(snapped)))
+                         : fmt::format("{}", snapped);
+      }
+    } else if (ImGui::BeginCombo(k.label.c_str(), value.c_str())) {
+      for (const std::string& choice : k.choices)
+        if (ImGui::Selectable(choice.c_str(), choice == value)) value = choice;
+      ImGui::EndCombo();
+    }
+    ImGui::PopID();
+  }
+  if (ImGui::Button("run again")) rerun();
+  if (!status_.empty()) ImGui::TextWrapped("%s", status_.c_str());
+}
+
+}  // namespace dpscope::viz
