@@ -96,7 +96,7 @@ TEST(ChunkView, ARingAllReduceLeavesOneCompleteChunkPerGpuAfterReduceScatterThen
   for (int32_t d : c.members) {
     const ChunkSnapshot& k = done.devices[static_cast<size_t>(d)].chunks;
     EXPECT_TRUE(k.complete());
-    EXPECT_EQ(k.stage, "complete");
+    EXPECT_EQ(k.stage, "all-reduce complete");
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include <imgui.h>
+#include <imgui_internal.h>
 
 #include "dpscope/trace_format/reader.hpp"
 #include "trace_fixtures.hpp"
@@ -164,6 +165,42 @@ TEST_F(ViewerTest, StageBoxesNeverOverlap) {
                            << " overlap";
       }
   }
+}
+
+// Presentation mode shows the stage and a caption only, and its cards shrink their text to keep
+// every row (the review found rows silently dropped at 1280x720): 8 GPUs at both classroom sizes.
+TEST_F(ViewerTest, PresentationModeKeepsEveryCardRowAtClassroomSizes) {
+  const auto path = dir_ / "ddp8.jsonl";
+  testing::write_ddp_trace(path, 8, 2);
+  // The app's presentation text is 21 px (app/fonts.cpp): the same size here.
+  ImFontConfig big;
+  big.SizePixels = 21.0f;
+  ImFont* font = ImGui::GetIO().Fonts->AddFontDefault(&big);
+  unsigned char* pixels = nullptr;
+  int atlas_w = 0;
+  int atlas_h = 0;
+  ImGui::GetIO().Fonts->GetTexDataAsRGBA32(&pixels, &atlas_w, &atlas_h);
+  const Fonts present{.body = font, .bold = font, .small = font, .scale = 1.4f};
+  float scale_720 = 0.0f;
+  for (const ImVec2 size : {ImVec2(1280, 720), ImVec2(1920, 1080)}) {
+    ImGui::GetIO().DisplaySize = size;
+    auto v = make(true, /*present=*/true);
+    v->set_fonts(fonts_, present);
+    v->open(path, {});
+    const ReplayModel& m = *v->active_document()->model();
+    v->seek(m.at_fraction(0.6));
+    for (int i = 0; i < 8; ++i) frame(*v);
+    EXPECT_EQ(v->stage().clipped_cards(), 0) << size.x << "x" << size.y;
+    EXPECT_GE(v->stage().card_scale(), 0.5f);
+    if (size.x == 1280) scale_720 = v->stage().card_scale();
+    // Only the stage and the caption: no timeline, inspector, plots or player window this frame.
+    for (const char* hidden : {"Timeline", "Inspector", "Plots", "Player"}) {
+      const ImGuiWindow* w = ImGui::FindWindowByName(hidden);
+      EXPECT_TRUE(w == nullptr || !w->WasActive) << hidden;
+    }
+    EXPECT_NE(ImGui::FindWindowByName("Caption"), nullptr);
+  }
+  EXPECT_LT(scale_720, 1.0f) << "8 cards at 1280x720 in 21 px text only fit scaled";
 }
 
 TEST_F(ViewerTest, KeysDriveThePlayer) {

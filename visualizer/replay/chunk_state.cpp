@@ -82,8 +82,15 @@ void ReplayModel::build_collectives() {
     if (avg) {
       if (const int d = device_index(e.dev); d >= 0)
         c.avg_scales.emplace_back(d, static_cast<uint32_t>(&e - data.events.data()));
-    } else if (const std::optional<double> slices = data.arg(e, "slices"); slices && *slices >= 1) {
-      c.slices = static_cast<int>(*slices);
+    } else {
+      if (const std::optional<double> slices = data.arg(e, "slices"); slices && *slices >= 1)
+        c.slices = static_cast<int>(*slices);
+      // "all_reduce ring 3.07 MiB": the operation is the first word.
+      if (c.op.empty()) {
+        std::string op(data.str(e.name).substr(0, data.str(e.name).find(' ')));
+        std::replace(op.begin(), op.end(), '_', '-');
+        c.op = op;
+      }
     }
   }
   device_collectives_.assign(devices_.size(), {});
@@ -195,7 +202,7 @@ void ReplayModel::fill_chunks(ReplayState& s, Cursor cur) const {
     for (int ch = 0; ch < c.trace_chunks; ++ch) out.held[static_cast<size_t>(ch / c.slices)] &= held[me][ch];
     // The stage: the latest transfer of this device that has started, while any is in flight.
     if (out.complete() || !running) {
-      out.stage = out.complete() ? "complete" : "done";
+      out.stage = fmt::format("{}{}{}", c.op, c.op.empty() ? "" : " ", out.complete() ? "complete" : "done");
     } else {
       out.stage = "waiting for its first transfer";
       for (size_t k = c.transfers.size(); k-- > 0;) {

@@ -42,6 +42,7 @@ struct ModelDevice {
 // One collective (all transfers sharing a `coll` number), for the chunk view (chunk_state.cpp).
 struct Collective {
   int64_t id = -1;
+  std::string op;                   // "all-reduce", "broadcast" (its collective span's name); "" unknown
   std::vector<uint32_t> transfers;  // its transfer events, in time order
   std::vector<uint8_t> reduces;     // per transfer: adds into the destination (else copies over it)
   std::vector<int32_t> members;     // device indices of its ranks, ordered by rank

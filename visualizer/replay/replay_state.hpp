@@ -47,7 +47,7 @@ struct ChunkSnapshot {
   int64_t coll = -1;             // -1: no collective on this device now
   std::vector<int32_t> members;  // device indices of its ranks, by rank: bit i of `held` is members[i]
   std::vector<uint64_t> held;    // per data chunk: the ranks whose contributions it holds here
-  std::string stage;             // "reduce-scatter step 2/6", "all-gather step 5/6", "complete"
+  std::string stage;             // "reduce-scatter step 2/6", "all-gather step 5/6", "all-reduce complete"
   bool reduction = true;         // chunks collect contributions (all-reduce, reduce-scatter), else
                                  // copies of one owner's chunk (all-gather, broadcast)
   bool averaged = false;         // an average divided the sum by the number of ranks ("avg scale")

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,7 +15,33 @@ namespace dpscope::viz {
 void draw_text(ImDrawList* dl, ImFont* font, float size, ImVec2 pos, ImU32 color, std::string_view text,
                const ImVec4* clip) {
   if (text.empty()) return;
-  dl->AddText(font, size, pos, color, text.data(), text.data() + text.size(), 0.0f, clip);
+  if (font == nullptr) font = ImGui::GetFont();
+  const float room = clip != nullptr ? clip->z - pos.x : FLT_MAX;
+  if (room <= 0.0f) return;
+  if (text_size(font, size, text).x <= room) {
+    dl->AddText(font, size, pos, color, text.data(), text.data() + text.size(), 0.0f, clip);
+    return;
+  }
+  // Too wide for its clip: the longest prefix that fits followed by "...", never a cut letter (the
+  // cut falls at the start of a UTF-8 character). Widths grow with the prefix: a binary search.
+  const float dots = text_size(font, size, "...").x;
+  std::vector<size_t> cuts;  // character boundaries
+  for (size_t i = 1; i <= text.size(); ++i)
+    if (i == text.size() || (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) cuts.push_back(i);
+  size_t lo = 0;
+  size_t hi = cuts.size();  // cuts[0..lo) fit
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (text_size(font, size, text.substr(0, cuts[mid])).x + dots <= room) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  size_t keep = lo == 0 ? 0 : cuts[lo - 1];
+  while (keep > 0 && text[keep - 1] == ' ') --keep;
+  const std::string shown = std::string(text.substr(0, keep)) + "...";
+  dl->AddText(font, size, pos, color, shown.data(), shown.data() + shown.size(), 0.0f, clip);
 }
 
 ImVec2 text_size(ImFont* font, float size, std::string_view text) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ui/draw_util.hpp"
 
@@ -78,8 +79,31 @@ void LessonView::rerun() {
   if (reload_) reload_(run.trace);
 }
 
+namespace {
+// A narration as one paragraph per blank-line-separated block (the file's line breaks are wrapping).
+std::string flowing(const std::string& narration) {
+  std::string text;
+  std::istringstream lines(narration);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty()) {
+      text += "\n\n";
+    } else {
+      if (!text.empty() && !text.ends_with('\n')) text += ' ';
+      text += line;
+    }
+  }
+  return text;
+}
+}  // namespace
+
+std::string LessonView::caption() const {
+  if (chapter_ < 0) return fmt::format("{}: {}", script_.title, fmt::join(script_.goals, " "));
+  const LessonScript::Chapter& c = script_.chapters[static_cast<size_t>(chapter_)];
+  return fmt::format("{}. {}  {}", chapter_ + 1, c.title, flowing(c.narration));
+}
+
 void LessonView::draw(ViewContext& ctx) {
-  follow(ctx);
   ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
   ImGui::PushFont(bold);
   ImGui::TextWrapped("%s", script_.title.c_str());
@@ -113,19 +137,7 @@ void LessonView::draw_chapter(const ViewContext& ctx) {
   ImGui::PushFont(bold);
   ImGui::TextWrapped("%d. %s", chapter_ + 1, c.title.c_str());
   ImGui::PopFont();
-  // Narration paragraphs: the file's line breaks inside a paragraph are only wrapping.
-  std::string text;
-  std::istringstream lines(c.narration);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.empty()) {
-      text += "\n\n";
-    } else {
-      if (!text.empty() && !text.ends_with('\n')) text += ' ';
-      text += line;
-    }
-  }
-  ImGui::TextWrapped("%s", text.c_str());
+  ImGui::TextWrapped("%s", flowing(c.narration).c_str());
 }
 
 void LessonView::draw_questions(const ViewContext& ctx) {

@@ -75,6 +75,9 @@ class LessonView final : public View {
   LessonView(LessonScript script, LessonRerun rerun, LessonReload reload);
   const char* title() const override { return "Lesson"; }
   float layout_weight() const override { return 2.2f; }
+  void before_draw(const ViewContext& ctx) override { follow(ctx); }
+  // The chapter's title and narration (the goals before the first chapter).
+  std::string caption() const override;
   void draw(ViewContext& ctx) override;
 
   // ---- for the viewer's keys and for tests ----
@@ -83,7 +86,7 @@ class LessonView final : public View {
   // Moves to chapter `index` (clamped): the playhead to its moment, paused.
   void go_to_chapter(const ViewContext& ctx, int index);
   // Follows the playhead: the chapter whose moment has come, pausing the player when playback
-  // crosses the next one (called by draw() every frame).
+  // crosses the next one (called every frame, through before_draw()).
   void follow(const ViewContext& ctx);
   // Re-runs the scenario with the knobs as set, and reloads on success (the Run button).
   void rerun();

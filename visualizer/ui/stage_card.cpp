@@ -29,25 +29,31 @@ struct StageView::CardFrame {
   ImFont* body = nullptr;
   ImFont* bold = nullptr;
   ImFont* small = nullptr;
+  // Text sizes, scaled by the stage's card scale (cards shrink their text rather than drop rows).
   float fs = 0;
-  ImVec2 r0, r1;  // the card's corners
+  float small_fs = 0;
+  float bold_fs = 0;
+  bool clipped = false;  // a row did not fit
+  ImVec2 r0, r1;         // the card's corners
   float pad = 0;
   ImVec4 clip;
   float inner_w = 0;
   float y = 0;  // top of the next section
 };
 
-void StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
+StageView::CardFit StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
   const Palette& pal = *ctx.palette;
   const ReplayModel& model = *ctx.model;
   CardFrame f;
   f.dl = dl;
   f.dev = &model.devices()[box.device];
   f.ds = &ctx.state->devices[box.device];
-  f.fs = ImGui::GetFontSize();
+  f.fs = ImGui::GetFontSize() * card_scale_;
   f.body = ImGui::GetFont();
   f.bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : f.body;
   f.small = ctx.fonts.small != nullptr ? ctx.fonts.small : f.body;
+  f.small_fs = f.small->FontSize * card_scale_;
+  f.bold_fs = f.bold->FontSize * card_scale_;
   f.r0 = sub(box.center, box.half);
   f.r1 = add(box.center, box.half);
   f.pad = f.fs * 0.5f;
@@ -70,6 +76,8 @@ void StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box) {
   draw_card_memory(ctx, f);
   draw_card_chunks(ctx, f);
   draw_card_chips(ctx, f, box);
+  // Room to spare: at least three rows below the last one.
+  return CardFit{.clipped = f.clipped, .roomy = f.r1.y - f.y >= f.fs * 3.5f};
 }
 
 void StageView::draw_card_title(const ViewContext& ctx, CardFrame& f) {
@@ -78,7 +86,9 @@ void StageView::draw_card_title(const ViewContext& ctx, CardFrame& f) {
   const ModelDevice& dev = *f.dev;
   const DeviceSnapshot& ds = *f.ds;
   ImFont* bold = f.bold;
+  const float bold_fs = f.bold_fs;
   ImFont* small = f.small;
+  const float small_fs = f.small_fs;
   const float fs = f.fs;
   const ImVec2 r0 = f.r0;
   const ImVec2 r1 = f.r1;
@@ -87,34 +97,34 @@ void StageView::draw_card_title(const ViewContext& ctx, CardFrame& f) {
   float& y = f.y;
   // Title: "GPU 0", rank and device name, and the phase as a pill on the right.
   const std::string title = device_label(dev);
-  draw_text(dl, bold, bold->FontSize, ImVec2(r0.x + pad, y), pal.text, title, &clip);
-  const float title_w = text_size(bold, bold->FontSize, title).x;
+  draw_text(dl, bold, bold_fs, ImVec2(r0.x + pad, y), pal.text, title, &clip);
+  const float title_w = text_size(bold, bold_fs, title).x;
   const std::string sub_title = dev.rank >= 0 ? fmt::format("rank {} · {}", dev.rank, dev.name) : dev.name;
   // The rank's colour, as the chunk row's stripes use it.
   float sub_x = r0.x + pad + title_w + fs * 0.6f;
   if (dev.rank >= 0 && ds.chunks.coll >= 0) {
-    const float sw = small->FontSize * 0.8f;
-    const float sy = y + (bold->FontSize - sw) * 0.6f;
+    const float sw = small_fs * 0.8f;
+    const float sy = y + (bold_fs - sw) * 0.6f;
     dl->AddRectFilled(ImVec2(sub_x, sy), ImVec2(sub_x + sw, sy + sw), pal.rank_color(dev.rank), 2.0f);
     sub_x += sw + fs * 0.3f;
   }
   float title_right = r1.x - pad;
   if (ds.phase != Phase::kNone) {
     const std::string phase = to_string(ds.phase);
-    const ImVec2 ps = text_size(small, small->FontSize, phase);
+    const ImVec2 ps = text_size(small, small_fs, phase);
     const ImVec2 p1(r1.x - pad, y + ps.y + 4);
     const ImVec2 p0(p1.x - ps.x - 10, y);
     if (p0.x > r0.x + pad + title_w) {
       const ImU32 fill = pal.phase_color(ds.phase);
       dl->AddRectFilled(p0, p1, fill, 4.0f);
-      draw_text(dl, small, small->FontSize, ImVec2(p0.x + 5, p0.y + 2), pal.text_on(fill), phase);
+      draw_text(dl, small, small_fs, ImVec2(p0.x + 5, p0.y + 2), pal.text_on(fill), phase);
       title_right = p0.x - fs * 0.3f;
     }
   }
   const ImVec4 sub_clip(r0.x, r0.y, title_right, r1.y);
-  draw_text(dl, small, small->FontSize, ImVec2(sub_x, y + (bold->FontSize - small->FontSize) * 0.7f),
-            pal.text_dim, sub_title, &sub_clip);
-  y += bold->FontSize * 1.35f;
+  draw_text(dl, small, small_fs, ImVec2(sub_x, y + (bold_fs - small_fs) * 0.7f), pal.text_dim, sub_title,
+            &sub_clip);
+  y += bold_fs * 1.35f;
 }
 
 void StageView::draw_card_streams(ViewContext& ctx, CardFrame& f) {
@@ -124,6 +134,7 @@ void StageView::draw_card_streams(ViewContext& ctx, CardFrame& f) {
   const DeviceSnapshot& ds = *f.ds;
   ImFont* body = f.body;
   ImFont* small = f.small;
+  const float small_fs = f.small_fs;
   const float fs = f.fs;
   const ImVec2 r0 = f.r0;
   const ImVec2 r1 = f.r1;
@@ -133,14 +144,17 @@ void StageView::draw_card_streams(ViewContext& ctx, CardFrame& f) {
   // What each stream does now.
   const float row = fs * 1.2f;
   for (const StreamActivity& a : ds.activity) {
-    if (y + row > r1.y) break;
+    if (y + row > r1.y) {
+      f.clipped = true;
+      break;
+    }
     const bool busy = a.event != kNoEvent;
     const ImU32 color = busy ? pal.event_color(model.event(a.event)) : pal.idle;
     dl->AddRectFilled(ImVec2(r0.x + pad, y + fs * 0.15f), ImVec2(r0.x + pad + fs * 0.8f, y + fs * 0.95f),
                       color, 2.0f);
     const std::string stream = stream_name(a.stream);
-    draw_text(dl, small, small->FontSize, ImVec2(r0.x + pad + fs * 1.2f, y + (fs - small->FontSize) * 0.5f),
-              pal.text_dim, stream, &clip);
+    draw_text(dl, small, small_fs, ImVec2(r0.x + pad + fs * 1.2f, y + (fs - small_fs) * 0.5f), pal.text_dim,
+              stream, &clip);
     const float label_x = r0.x + pad + fs * 1.2f + fs * 4.2f;
     draw_text(dl, body, fs, ImVec2(label_x, y), busy ? pal.text : pal.text_dim, busy ? a.text : "idle",
               &clip);
@@ -161,6 +175,7 @@ void StageView::draw_card_memory(const ViewContext& ctx, CardFrame& f) {
   const ModelDevice& dev = *f.dev;
   const DeviceSnapshot& ds = *f.ds;
   ImFont* small = f.small;
+  const float small_fs = f.small_fs;
   const float fs = f.fs;
   const ImVec2 r0 = f.r0;
   const ImVec2 r1 = f.r1;
@@ -169,13 +184,14 @@ void StageView::draw_card_memory(const ViewContext& ctx, CardFrame& f) {
   const float inner_w = f.inner_w;
   float& y = f.y;
   // Memory by category on one line, on a scale shared by all cards (the largest use in the trace).
+  if (ds.memory_known && y + fs * 1.2f > r1.y) f.clipped = true;
   if (ds.memory_known && y + fs * 1.2f <= r1.y) {
     const uint64_t used = ds.memory_in_use_bytes();
-    const float label_w = text_size(small, small->FontSize, "memory").x + fs * 0.5f;
+    const float label_w = text_size(small, small_fs, "memory").x + fs * 0.5f;
     const std::string amount = format_bytes(used);
-    const float amount_w = text_size(small, small->FontSize, amount).x + fs * 0.5f;
-    draw_text(dl, small, small->FontSize, ImVec2(r0.x + pad, y + (fs - small->FontSize) * 0.5f), pal.text_dim,
-              "memory", &clip);
+    const float amount_w = text_size(small, small_fs, amount).x + fs * 0.5f;
+    draw_text(dl, small, small_fs, ImVec2(r0.x + pad, y + (fs - small_fs) * 0.5f), pal.text_dim, "memory",
+              &clip);
     const float bar_x0 = r0.x + pad + label_w;
     const float bar_w = std::max(inner_w - label_w - amount_w, fs * 2.0f);
     const float bar_h = fs * 0.75f;
@@ -191,8 +207,8 @@ void StageView::draw_card_memory(const ViewContext& ctx, CardFrame& f) {
       x += seg;
     }
     dl->AddRect(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), pal.grid, 2.0f);
-    draw_text(dl, small, small->FontSize,
-              ImVec2(bar_x0 + bar_w + fs * 0.4f, y + (fs - small->FontSize) * 0.5f), pal.text, amount, &clip);
+    draw_text(dl, small, small_fs, ImVec2(bar_x0 + bar_w + fs * 0.4f, y + (fs - small_fs) * 0.5f), pal.text,
+              amount, &clip);
     if (!ctx.headless && ImGui::IsWindowHovered() &&
         ImGui::IsMouseHoveringRect(ImVec2(r0.x, y), ImVec2(r1.x, y + fs))) {
       std::string tip = fmt::format("memory on {}: {} in use", dev.name, format_bytes(used));
@@ -213,6 +229,7 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
   const ChunkSnapshot& k = f.ds->chunks;
   ImDrawList* dl = f.dl;
   ImFont* small = f.small;
+  const float small_fs = f.small_fs;
   const float fs = f.fs;
   const ImVec2 r0 = f.r0;
   const ImVec2 r1 = f.r1;
@@ -225,19 +242,21 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
   // As tall as a chip row, or taller when the card has room to spare (a collective benchmark has
   // no buckets or data rows, and the chunks are the whole story).
   const bool chips_below = f.ds->samples != nullptr || !ctx.state->buckets.empty();
-  const float spare = r1.y - pad - y - (chips_below ? small->FontSize * 3.0f : 0.0f);
-  const float box_h = std::clamp(spare * 0.7f, small->FontSize * 1.3f, fs * 2.6f);
-  if (y + box_h > r1.y - pad * 0.5f) return;
+  const float spare = r1.y - pad - y - (chips_below ? small_fs * 3.0f : 0.0f);
+  const float box_h = std::clamp(spare * 0.7f, small_fs * 1.3f, fs * 4.0f);
+  if (y + box_h > r1.y - pad * 0.5f) {
+    f.clipped = true;
+    return;
+  }
   const std::string label = "chunks";
-  const float label_w = text_size(small, small->FontSize, label).x + fs * 0.35f;
-  draw_text(dl, small, small->FontSize, ImVec2(r0.x + pad, y + (box_h - small->FontSize) * 0.5f),
-            pal.text_dim, label);
+  const float label_w = text_size(small, small_fs, label).x + fs * 0.35f;
+  draw_text(dl, small, small_fs, ImVec2(r0.x + pad, y + (box_h - small_fs) * 0.5f), pal.text_dim, label);
   const size_t n = k.members.size();
   std::string stage = k.stage;
   if (k.averaged) stage += fmt::format("  \u00f7{}", k.divisor);
-  const float stage_w = text_size(small, small->FontSize, stage).x + fs * 0.5f;
+  const float stage_w = text_size(small, small_fs, stage).x + fs * 0.5f;
   const float room = f.inner_w - label_w - stage_w;
-  const float box_w = std::clamp(room / static_cast<float>(k.held.size()) - 3.0f, fs * 0.9f, fs * 4.0f);
+  const float box_w = std::clamp(room / static_cast<float>(k.held.size()) - 3.0f, fs * 0.9f, fs * 6.0f);
   float x = r0.x + pad + label_w;
   for (size_t ch = 0; ch < k.held.size(); ++ch) {
     if (x + box_w > r1.x - pad) break;
@@ -245,11 +264,14 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
     const ImVec2 b1(x + box_w, y + box_h);
     dl->AddRectFilled(b0, b1, with_alpha(pal.idle, 0.6f), 2.0f);
     const float stripe = box_w / static_cast<float>(n);
+    const bool one_owner = !k.reduction && std::popcount(k.held[ch]) == 1;
     for (size_t m = 0; m < n; ++m) {
       if ((k.held[ch] >> m & 1u) == 0) continue;
       const int rank = model.devices()[static_cast<size_t>(k.members[m])].rank;
-      dl->AddRectFilled(ImVec2(x + stripe * static_cast<float>(m), y),
-                        ImVec2(x + stripe * static_cast<float>(m + 1), y + box_h), pal.rank_color(rank));
+      // A copied chunk is one owner's data, not a sum: the whole box in the owner's colour.
+      const float x0 = one_owner ? x : x + stripe * static_cast<float>(m);
+      const float x1 = one_owner ? x + box_w : x + stripe * static_cast<float>(m + 1);
+      dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + box_h), pal.rank_color(rank));
     }
     const int have = std::popcount(k.held[ch]);
     const bool full = k.reduction ? have == static_cast<int>(n) : have > 0;
@@ -267,7 +289,7 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
     x += box_w + 3.0f;
   }
   const ImVec4 clip(r0.x, r0.y, r1.x - pad, r1.y);
-  draw_text(dl, small, small->FontSize, ImVec2(x + fs * 0.3f, y + (box_h - small->FontSize) * 0.5f),
+  draw_text(dl, small, small_fs, ImVec2(x + fs * 0.3f, y + (box_h - small_fs) * 0.5f),
             k.complete() ? pal.text : pal.text_dim, stage, &clip);
   y += box_h + fs * 0.3f;
 }
@@ -278,6 +300,7 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
   ImDrawList* dl = f.dl;
   const DeviceSnapshot& ds = *f.ds;
   ImFont* small = f.small;
+  const float small_fs = f.small_fs;
   const float fs = f.fs;
   const ImVec2 r0 = f.r0;
   const ImVec2 r1 = f.r1;
@@ -285,7 +308,7 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
   float& y = f.y;
   // One flowing row: DDP buckets (coloured by state, filled as gradients become ready), then the
   // dataset rows this GPU holds as chips coloured by row.
-  const float chip_h = small->FontSize * 1.3f;
+  const float chip_h = small_fs * 1.3f;
   float x = r0.x + pad;
   auto next_row = [&]() {
     x = r0.x + pad;
@@ -296,15 +319,17 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
     return y + chip_h <= r1.y - pad * 0.5f;
   };
   auto label = [&](const std::string& text) {
-    const float w = text_size(small, small->FontSize, text).x + fs * 0.35f;
+    const float w = text_size(small, small_fs, text).x + fs * 0.35f;
     if (!fits(w)) return false;
-    draw_text(dl, small, small->FontSize, ImVec2(x, y + (chip_h - small->FontSize) * 0.5f), pal.text_dim,
-              text);
+    draw_text(dl, small, small_fs, ImVec2(x, y + (chip_h - small_fs) * 0.5f), pal.text_dim, text);
     x += w;
     return true;
   };
   bool room = true;
   const auto bucket_col = std::find(state.bucket_devices.begin(), state.bucket_devices.end(), box.device);
+  const bool has_chips =
+      (bucket_col != state.bucket_devices.end() && !state.buckets.empty()) || ds.samples != nullptr;
+  if (has_chips && y + chip_h > r1.y - pad * 0.5f) f.clipped = true;
   if (bucket_col != state.bucket_devices.end() && !state.buckets.empty()) {
     const size_t col = static_cast<size_t>(bucket_col - state.bucket_devices.begin());
     room = label("buckets");
@@ -323,7 +348,7 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
           st == BucketState::kPending ? pal.bucket_color(BucketState::kReady) : pal.bucket_color(st);
       if (fill > 0) dl->AddRectFilled(ImVec2(b0.x, b1.y - chip_h * fill), b1, fill_color, 3.0f);
       dl->AddRect(b0, b1, pal.card_border, 3.0f);
-      draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_h * 0.5f, y + chip_h * 0.5f),
+      draw_text_centered(dl, small, small_fs, ImVec2(x + chip_h * 0.5f, y + chip_h * 0.5f),
                          pal.text_on(fill >= 0.5f ? fill_color : pal.bucket_color(BucketState::kPending)),
                          fmt::format("{}", b.id));
       x += chip_h + 3;
@@ -339,10 +364,9 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
     if (repeated) {
       const std::string text =
           fmt::format("same rows as step {}: set_epoch() not called?", ds.samples_repeat_of);
-      const float w = text_size(small, small->FontSize, text).x + fs * 0.35f;
+      const float w = text_size(small, small_fs, text).x + fs * 0.35f;
       if ((room = fits(w))) {
-        draw_text(dl, small, small->FontSize, ImVec2(x, y + (chip_h - small->FontSize) * 0.5f), pal.warning,
-                  text);
+        draw_text(dl, small, small_fs, ImVec2(x, y + (chip_h - small_fs) * 0.5f), pal.warning, text);
         x += w;
       }
     }
@@ -351,7 +375,7 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
     int64_t widest = 0;
     for (int64_t r : rows) widest = std::max(widest, r);
     const float chip_w =
-        std::max(text_size(small, small->FontSize, fmt::format("{}", widest)).x + 8.0f, chip_h * 1.2f);
+        std::max(text_size(small, small_fs, fmt::format("{}", widest)).x + 8.0f, chip_h * 1.2f);
     size_t shown = 0;
     ImVec2 last_chip(-1, -1);
     for (int64_t r : rows) {
@@ -359,8 +383,8 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
       const ImU32 fill = current ? pal.sample_color(r) : with_alpha(pal.sample_color(r), 0.35f);
       dl->AddRectFilled(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), fill, 3.0f);
       if (repeated) dl->AddRect(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), pal.warning, 3.0f, 0, 2.0f);
-      draw_text_centered(dl, small, small->FontSize, ImVec2(x + chip_w * 0.5f, y + chip_h * 0.5f),
-                         pal.text_on(fill), fmt::format("{}", r));
+      draw_text_centered(dl, small, small_fs, ImVec2(x + chip_w * 0.5f, y + chip_h * 0.5f), pal.text_on(fill),
+                         fmt::format("{}", r));
       last_chip = ImVec2(x, y);
       x += chip_w + 3;
       ++shown;
@@ -372,8 +396,8 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
       const ImVec2 b(a.x + chip_w, a.y + chip_h);
       dl->AddRectFilled(a, b, pal.card, 3.0f);
       dl->AddRect(a, b, pal.text_dim, 3.0f);
-      draw_text_centered(dl, small, small->FontSize, ImVec2(a.x + chip_w * 0.5f, a.y + chip_h * 0.5f),
-                         pal.text, more);
+      draw_text_centered(dl, small, small_fs, ImVec2(a.x + chip_w * 0.5f, a.y + chip_h * 0.5f), pal.text,
+                         more);
     }
   }
 }

@@ -415,14 +415,26 @@ void StageView::draw(ViewContext& ctx) {
   const ImVec2 area_size(size.x - fs * 0.6f, size.y - header_h - legend_h - fs * 0.3f);
   layout(ctx, area_origin, area_size);
   draw_links(ctx, dl);
+  int clipped = 0;
+  roomy_ = true;
   for (const Box& box : boxes_) {
     if (box.device == host_) {
       draw_host(ctx, dl, box);
     } else if (is_switch(box.device)) {
       draw_switch(ctx, dl, box);
     } else {
-      draw_card(ctx, dl, box);
+      const CardFit fit = draw_card(ctx, dl, box);
+      clipped += fit.clipped ? 1 : 0;
+      roomy_ = roomy_ && fit.roomy;
     }
+  }
+  // The next frame's card scale: smaller while a row does not fit, back towards 1 while every card
+  // has rows to spare (the gap between the two keeps it from oscillating).
+  clipped_cards_ = clipped;
+  if (clipped > 0) {
+    card_scale_ = std::max(kMinCardScale, card_scale_ * 0.85f);
+  } else if (roomy_ && card_scale_ < 1.0f) {
+    card_scale_ = std::min(1.0f, card_scale_ * 1.05f);
   }
   draw_transfers(ctx, dl);
   draw_header(ctx, dl, origin, size.x);

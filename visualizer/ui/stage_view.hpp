@@ -24,6 +24,10 @@ class StageView final : public View {
     ImVec2 half;
   };
   const std::vector<Box>& boxes() const { return boxes_; }
+  // Cards shrink their text to fit every row instead of dropping rows: the scale of the last frame
+  // (1 = the font's size), and how many cards still had a row that did not fit in it.
+  float card_scale() const { return card_scale_; }
+  int clipped_cards() const { return clipped_cards_; }
 
  private:
   void layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size);
@@ -35,7 +39,11 @@ class StageView final : public View {
   void draw_transfers(const ViewContext& ctx, ImDrawList* dl);
   // A GPU card (stage_card.cpp), section by section.
   struct CardFrame;
-  void draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box);
+  struct CardFit {
+    bool clipped = false;  // a row did not fit
+    bool roomy = false;    // rows to spare below the last one
+  };
+  CardFit draw_card(ViewContext& ctx, ImDrawList* dl, const Box& box);
   void draw_card_title(const ViewContext& ctx, CardFrame& f);
   void draw_card_streams(ViewContext& ctx, CardFrame& f);
   void draw_card_memory(const ViewContext& ctx, CardFrame& f);
@@ -53,6 +61,10 @@ class StageView final : public View {
   std::vector<int> ring_;      // GPU device indices in rank order
   std::vector<int> switches_;  // network nodes (kind "switch") in header order
   int host_ = -1;
+  static constexpr float kMinCardScale = 0.5f;
+  float card_scale_ = 1.0f;
+  int clipped_cards_ = 0;  // in the last frame
+  bool roomy_ = true;      // every card had rows to spare in the frame being drawn
 };
 
 }  // namespace dpscope::viz

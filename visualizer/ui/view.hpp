@@ -6,6 +6,8 @@
 
 #include <imgui.h>
 
+#include <string>
+
 #include "replay/document.hpp"
 #include "replay/playback.hpp"
 #include "replay/replay_model.hpp"
@@ -49,6 +51,11 @@ class View {
   virtual bool developer_panel() const { return false; }
   // Its share of the right column's height, relative to the other panels there.
   virtual float layout_weight() const { return 1.0f; }
+  // Called every frame before any view draws, shown or not (the lesson panel stops the player at
+  // chapters even in presentation mode, where it is not drawn).
+  virtual void before_draw(const ViewContext& /*ctx*/) {}
+  // The caption presentation mode shows under the stage ("" : the viewer's own, step and phase).
+  virtual std::string caption() const { return ""; }
   virtual void draw(ViewContext& ctx) = 0;
 
   bool visible = true;

@@ -216,6 +216,12 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   ctx.present = present_;
   ctx.headless = options_.headless;
 
+  for (const Slot& s : slots_) s.view->before_draw(ctx);
+  if (present_) {
+    draw_present(ctx, state, pos, size);
+    return;
+  }
+
   auto shown = [&](const View* v) { return v->visible && !(present_ && v->developer_panel()); };
   const ImGuiStyle& style = ImGui::GetStyle();
   const float player_h = shown(player_.get())
@@ -270,6 +276,42 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   if (player_->help_clicked) toggle_help();
   player_->save_png_clicked = false;
   player_->help_clicked = false;
+}
+
+// Presentation mode: the stage and, under it, one caption — the lesson's chapter and narration, or
+// the step and phase with the keys that drive the player (nothing else competes for the room).
+void Viewer::draw_present(ViewContext& ctx, const ReplayState* state, ImVec2 pos, ImVec2 size) {
+  std::string caption;
+  for (const Slot& s : slots_)
+    if (caption.empty()) caption = s.view->caption();
+  if (caption.empty() && state != nullptr) {
+    caption =
+        fmt::format("step {} · {} · t = {}", state->step < 0 ? std::string("-") : std::to_string(state->step),
+                    to_string(state->phase), format_time(state->cursor.t_ns));
+  }
+  const std::string keys =
+      "Space: play/pause   \u2192: next event   PgDn: next phase   P: leave presentation";
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float wrap = size.x - style.WindowPadding.x * 2;
+  const float text_h = ImGui::CalcTextSize(caption.c_str(), nullptr, false, wrap).y;
+  const float caption_h =
+      std::min(std::round(size.y * 0.3f), text_h + ImGui::GetTextLineHeightWithSpacing() +
+                                              style.WindowPadding.y * 2 + style.ItemSpacing.y);
+  const ImGuiWindowFlags canvas = ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse;
+  ImGui::SetNextWindowPos(pos);
+  ImGui::SetNextWindowSize(ImVec2(size.x, size.y - caption_h));
+  if (ImGui::Begin(stage_->title(), nullptr, kTiledWindow | canvas | ImGuiWindowFlags_NoTitleBar))
+    stage_->draw(ctx);
+  ImGui::End();
+  ImGui::SetNextWindowPos(ImVec2(pos.x, pos.y + size.y - caption_h));
+  ImGui::SetNextWindowSize(ImVec2(size.x, caption_h));
+  if (ImGui::Begin("Caption", nullptr, kTiledWindow | ImGuiWindowFlags_NoTitleBar)) {
+    ImGui::PushTextWrapPos(0.0f);
+    ImGui::TextUnformatted(caption.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::TextDisabled("%s", keys.c_str());
+  }
+  ImGui::End();
 }
 
 void Viewer::draw_banner(float y, float width) {

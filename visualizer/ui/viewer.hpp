@@ -95,6 +95,7 @@ class Viewer {
   void draw_menu();
   void draw_banner(float y, float width);
   void draw_views(Tab* tab, const ReplayState* state);
+  void draw_present(ViewContext& ctx, const ReplayState* state, ImVec2 pos, ImVec2 size);
   void draw_message_screen(const char* title, const std::string& text, const std::string& hint, bool error);
   void draw_help();
   void draw_toast();
