@@ -70,6 +70,13 @@ TEST(VizCli, LessonModeUsageErrors) {
   }
 }
 
+TEST(VizCli, StageBoxesNeedAScreenshot) {
+  const auto r = run_command("env -u DISPLAY " + kViz + " x.jsonl --stage-boxes " +
+                             quoted((scratch_dir() / "boxes.jsonl").string()));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--stage-boxes needs --screenshot"), std::string::npos) << r.output;
+}
+
 TEST(VizCli, MalformedTraceNamesTheLineAndReason) {
   expect_trace_error("bad.jsonl", std::string(kHeader) + "\n" + kSpan + "\n{\"type\":\"span\",\"ts\":oops}\n",
                      "bad.jsonl:3:");

@@ -1,15 +1,23 @@
 // Headless screenshots (run under `xvfb-run`, see CMakeLists.txt): DP and DDP traces written by
 // `dpscope train` (trace_fixtures.hpp) at several positions give non-blank frames, different frames at
-// different positions, and identical frames for the same input. The PNGs stay in the build tree
-// (test-output/visualizer/...) to look at.
+// different positions, and identical frames for the same input; lesson mode draws its panel; the
+// ring's chunk colours on a card follow the schedule, counted in pixels. The PNGs stay in the build
+// tree (test-output/visualizer/...) to look at.
 #include <gtest/gtest.h>
-
 #include <stb_image.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <sstream>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dpscope/trace_format/reader.hpp"
+#include "replay/replay_model.hpp"
 #include "run_command.hpp"
 #include "trace_fixtures.hpp"
 
@@ -160,6 +168,94 @@ TEST_F(Screenshots, LessonModeAddsTheLessonPanelAndRunsTheLessonItself) {
       right_column += plain.rgb[i] != given.rgb[i] || plain.rgb[i + 1] != given.rgb[i + 1];
     }
   EXPECT_GT(right_column, 5000u);
+}
+
+// The palette's colour of `rank` (ui/palette.cpp sample_color, normal contrast), computed the way
+// ImGui converts it, so the test can find a rank's stripes among the pixels.
+std::array<unsigned char, 3> rank_rgb(int rank) {
+  const float h6 =
+      static_cast<float>(std::fmod(static_cast<double>(rank) * 0.6180339887, 1.0)) / (60.0f / 360.0f);
+  const float s = 0.6f;
+  const float v = 0.9f;
+  const int i = static_cast<int>(h6);
+  const float f = h6 - static_cast<float>(i);
+  const float p = v * (1.0f - s);
+  const float q = v * (1.0f - s * f);
+  const float t = v * (1.0f - s * (1.0f - f));
+  float r = v, g = p, b = q;
+  switch (i) {
+    case 0: r = v, g = t, b = p; break;
+    case 1: r = q, g = v, b = p; break;
+    case 2: r = p, g = v, b = t; break;
+    case 3: r = p, g = q, b = v; break;
+    case 4: r = t, g = p, b = v; break;
+    default: break;
+  }
+  auto byte = [](float x) {
+    return static_cast<unsigned char>(static_cast<int>(std::clamp(x, 0.0f, 1.0f) * 255.0f + 0.5f));
+  };
+  return {byte(r), byte(g), byte(b)};
+}
+
+// Pixels of exactly `rgb` inside the box the stage drew for `device` (--stage-boxes output).
+size_t pixels_of(const Image& img, const std::string& boxes_jsonl, const std::string& device,
+                 std::array<unsigned char, 3> rgb) {
+  std::istringstream lines(boxes_jsonl);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json b = nlohmann::json::parse(line);
+    if (b["device"] != device) continue;
+    size_t n = 0;
+    for (int y = b["y0"].get<int>(); y < b["y1"].get<int>(); ++y)
+      for (int x = b["x0"].get<int>(); x < b["x1"].get<int>(); ++x) {
+        const size_t i =
+            (static_cast<size_t>(y) * static_cast<size_t>(img.width) + static_cast<size_t>(x)) * 3;
+        n += img.rgb[i] == rgb[0] && img.rgb[i + 1] == rgb[1] && img.rgb[i + 2] == rgb[2];
+      }
+    return n;
+  }
+  ADD_FAILURE() << "no box for " << device;
+  return 0;
+}
+
+// The ring at chunk level, in pixels: on GPU 0's card the stripes of the other ranks' colours are
+// absent as the all-reduce starts, present once reduce-scatter is done (GPU 0 then holds partial
+// sums and one complete chunk), and at the end fill all four chunks equally.
+TEST_F(Screenshots, RingChunkColoursFollowTheSchedule) {
+  const std::string lessons = std::string(DPSCOPE_SOURCE_DIR) + "/lessons";
+  const auto run = run_command(std::string(DPSCOPE_CLI) + " lesson run 5 --lessons-dir " + quoted(lessons) +
+                               " --no-viz --out " + quoted(dir_.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto trace = dir_ / "05-ring-allreduce.trace.jsonl";
+  const trace::TraceData data = trace::read_trace(trace);
+  const ReplayModel model(data);
+  ASSERT_FALSE(model.collectives().empty());
+  const Collective& c = model.collectives().front();
+  int64_t scattered = 0;
+  for (uint32_t e : c.transfers)
+    if (data.str(model.event(e).name).find("reduce-scatter") != std::string_view::npos)
+      scattered = std::max(scattered, model.event(e).end_ns());
+  auto at = [&](const std::string& name, int64_t t_ns, std::array<size_t, 4>& counts) {
+    const auto boxes = dir_ / (name + ".boxes.jsonl");
+    const Image img =
+        shoot(trace, name,
+              fmt::format("--seek t:{}ns --size 1600x900 --stage-boxes {}", t_ns, quoted(boxes.string())));
+    const std::string text = testing::read_text(boxes);
+    for (int r = 0; r < 4; ++r) counts[static_cast<size_t>(r)] = pixels_of(img, text, "sim:0", rank_rgb(r));
+  };
+  std::array<size_t, 4> start{}, middle{}, end{};
+  at("ring-start", model.event(c.transfers.front()).ts_ns, start);
+  at("ring-scattered", scattered, middle);
+  at("ring-end", c.end_ns, end);
+  EXPECT_GT(start[0], 100u) << "GPU 0's own contribution, in every chunk";
+  for (int r = 1; r < 4; ++r) {
+    EXPECT_EQ(start[static_cast<size_t>(r)], 0u) << "rank " << r << " before any transfer arrived";
+    EXPECT_GT(middle[static_cast<size_t>(r)], 0u) << "rank " << r << " after reduce-scatter";
+    EXPECT_GT(end[static_cast<size_t>(r)], middle[static_cast<size_t>(r)]) << "rank " << r << " at the end";
+  }
+  // At the end every chunk holds every rank once: stripes of one width, so the inner stripes
+  // (ranks 1 and 2) cover the same area; the last one loses a column to the box's outline.
+  EXPECT_NEAR(static_cast<double>(end[2]), static_cast<double>(end[1]), 0.05 * static_cast<double>(end[1]));
+  EXPECT_GT(static_cast<double>(end[3]), 0.7 * static_cast<double>(end[1]));
 }
 
 }  // namespace

@@ -34,10 +34,11 @@ struct AppOptions {
   std::vector<std::string> traces;
   bool follow = false;
   bool present = false;
-  std::string screenshot;  // headless: write one frame here and exit
-  std::string seek;        // fraction, step:N, event:K or t:TIME
-  std::string zoom;        // how the timeline opens: step (default), fit, or a duration
-  std::string size;        // WxH
+  std::string screenshot;   // headless: write one frame here and exit
+  std::string stage_boxes;  // with --screenshot: where the stage drew each device (JSON Lines)
+  std::string seek;         // fraction, step:N, event:K or t:TIME
+  std::string zoom;         // how the timeline opens: step (default), fit, or a duration
+  std::string size;         // WxH
   int bench_frames = 0;
   LessonModeOptions lesson;  // --lesson ID: the lesson panel, added with Viewer::add_view()
 };
@@ -57,6 +58,21 @@ constexpr int kExitUsage = 2;
 int fail(int code, const std::string& message) {
   fmt::print(stderr, "dpscope-viz: error: {}\n", message);
   return code;
+}
+
+// Where the stage drew each device in the screenshot, one JSON object per line, in pixels:
+// {"device":"sim:0","x0":24,"y0":110,"x1":484,"y1":256} (for tests and slide tools).
+void write_stage_boxes(Viewer& viewer, const std::string& path) {
+  const ReplayModel& model = *viewer.active_document()->model();
+  std::string out;
+  for (const StageView::Box& b : viewer.stage().boxes())
+    out += fmt::format(R"({{"device":"{}","x0":{:.0f},"y0":{:.0f},"x1":{:.0f},"y1":{:.0f}}})"
+                       "\n",
+                       model.devices()[static_cast<size_t>(b.device)].name, b.center.x - b.half.x,
+                       b.center.y - b.half.y, b.center.x + b.half.x, b.center.y + b.half.y);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr || std::fwrite(out.data(), 1, out.size(), f) != out.size() || std::fclose(f) != 0)
+    throw Error(ErrorKind::kIo, fmt::format("cannot write {}", path));
 }
 
 // One frame (a few warm-up frames first, so layout settles) rendered offscreen to a PNG.
@@ -95,6 +111,7 @@ int run_screenshot(const AppOptions& o) {
     platform->render(size.width, size.height);
   }
   write_framebuffer_png(o.screenshot, size.width, size.height);
+  if (!o.stage_boxes.empty()) write_stage_boxes(viewer, o.stage_boxes);
   return 0;
 }
 
@@ -177,6 +194,8 @@ int run(int argc, char** argv) {
   app.add_option("--zoom", o.zoom,
                  "how the timeline opens: step (the step under the playhead, default), fit (the whole "
                  "trace) or a duration around the playhead (500us, 2ms)");
+  app.add_option("--stage-boxes", o.stage_boxes,
+                 "with --screenshot: also write where the stage drew each device (JSON Lines, pixels)");
   app.add_option("--size", o.size, "window or screenshot size in pixels, WxH (default 1600x900)");
   app.add_option("--bench-frames", o.bench_frames,
                  "time loading and N frames at several zoom levels, print a table, exit")
@@ -200,6 +219,8 @@ int run(int argc, char** argv) {
     if (!o.screenshot.empty() && o.bench_frames > 0)
       return fail(kExitUsage, "--screenshot and --bench-frames cannot be combined");
     if (!o.lesson.knobs.empty() && o.lesson.id.empty()) return fail(kExitUsage, "--knob needs --lesson");
+    if (!o.stage_boxes.empty() && o.screenshot.empty())
+      return fail(kExitUsage, "--stage-boxes needs --screenshot");
     if (!o.lesson.id.empty() && o.traces.size() > 1) return fail(kExitUsage, "--lesson takes one trace file");
     if (!o.lesson.id.empty() && o.bench_frames > 0)
       return fail(kExitUsage, "--lesson and --bench-frames cannot be combined");

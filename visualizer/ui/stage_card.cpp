@@ -251,19 +251,22 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
   const std::string label = "chunks";
   const float label_w = text_size(small, small_fs, label).x + fs * 0.35f;
   draw_text(dl, small, small_fs, ImVec2(r0.x + pad, y + (box_h - small_fs) * 0.5f), pal.text_dim, label);
-  const size_t n = k.members.size();
   std::string stage = k.stage;
   if (k.averaged) stage += fmt::format("  \u00f7{}", k.divisor);
   const float stage_w = text_size(small, small_fs, stage).x + fs * 0.5f;
   const float room = f.inner_w - label_w - stage_w;
-  const float box_w = std::clamp(room / static_cast<float>(k.held.size()) - 3.0f, fs * 0.9f, fs * 6.0f);
-  float x = r0.x + pad + label_w;
+  const size_t n = k.members.size();
+  // Whole-pixel stripes of one width: every rank's share of a box looks the same.
+  const float stripe = std::max(
+      1.0f, std::floor(std::clamp(room / static_cast<float>(k.held.size()) - 3.0f, fs * 0.9f, fs * 6.0f) /
+                       static_cast<float>(n)));
+  const float box_w = stripe * static_cast<float>(n);
+  float x = std::round(r0.x + pad + label_w);
   for (size_t ch = 0; ch < k.held.size(); ++ch) {
     if (x + box_w > r1.x - pad) break;
     const ImVec2 b0(x, y);
     const ImVec2 b1(x + box_w, y + box_h);
     dl->AddRectFilled(b0, b1, with_alpha(pal.idle, 0.6f), 2.0f);
-    const float stripe = box_w / static_cast<float>(n);
     const bool one_owner = !k.reduction && std::popcount(k.held[ch]) == 1;
     for (size_t m = 0; m < n; ++m) {
       if ((k.held[ch] >> m & 1u) == 0) continue;
