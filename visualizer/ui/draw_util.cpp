@@ -40,6 +40,7 @@ void draw_text(ImDrawList* dl, ImFont* font, float size, ImVec2 pos, ImU32 color
   }
   size_t keep = lo == 0 ? 0 : cuts[lo - 1];
   while (keep > 0 && text[keep - 1] == ' ') --keep;
+  if (lo < 3) return;  // "f..." says nothing: a label that cannot show three letters is left out
   const std::string shown = std::string(text.substr(0, keep)) + "...";
   dl->AddText(font, size, pos, color, shown.data(), shown.data() + shown.size(), 0.0f, clip);
 }

@@ -11,7 +11,8 @@
 
 namespace dpscope::viz {
 
-// Text clipped to `clip` (x0, y0, x1, y1).
+// Text clipped to `clip` (x0, y0, x1, y1): when too wide, the longest prefix that fits and "...";
+// nothing when not even three letters fit.
 void draw_text(ImDrawList* dl, ImFont* font, float size, ImVec2 pos, ImU32 color, std::string_view text,
                const ImVec4* clip = nullptr);
 // Text centred on `center`.

@@ -1,6 +1,8 @@
 // Inspector view: event fields, bucket table, values before/after a reduction, data split.
 #include "ui/inspector_view.hpp"
 
+#include "replay/value_columns.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -192,38 +194,47 @@ void InspectorView::draw_reduction(const ViewContext& ctx) {
                                         : fmt::format("Values of {}", data.str(r.name));
   ImGui::Text("%s, step %lld: %s", what.c_str(), static_cast<long long>(r.step),
               after.empty() ? (before.empty() ? "local values" : "waiting for the all-reduce") : "reduced");
-  size_t width = 0;
-  for (uint32_t ev : shown) width = std::max(width, values_of(ev).values.size());
-  for (uint32_t ev : after) width = std::max(width, values_of(ev).values.size());
-  width = std::min<size_t>(width, ctx.present ? 4 : 6);
+  // The largest-magnitude samples of the rows shown first (before or local), so the columns stay
+  // put when the "after" row arrives; in element order.
+  std::vector<const std::vector<float>*> first_rows;
+  for (uint32_t ev : shown.empty() ? after : shown) first_rows.push_back(&values_of(ev).values);
+  const std::vector<size_t> columns = largest_value_columns(first_rows, 4);
+  const int64_t stride = values_of(shown.empty() ? after.front() : shown.front()).stride;
+  const size_t width = columns.size();
   if (!ImGui::BeginTable("reduction", static_cast<int>(width) + 2,
                          ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit))
     return;
   ImGui::TableSetupColumn("");
-  for (size_t i = 0; i < width; ++i) ImGui::TableSetupColumn(fmt::format("[{}]", i).c_str());
+  for (size_t col : columns)
+    ImGui::TableSetupColumn(fmt::format("[{}]", static_cast<int64_t>(col) * stride).c_str());
   ImGui::TableSetupColumn("norm");
   ImGui::TableHeadersRow();
+  auto at = [](const std::vector<float>& v, size_t i) {
+    return i < v.size() ? static_cast<double>(v[i]) : std::nan("");
+  };
   auto value_row = [&](const std::string& label, const std::vector<float>& v, double norm, ImU32 color) {
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(0);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", label.c_str());
-    for (size_t i = 0; i < width; ++i) {
-      ImGui::TableSetColumnIndex(static_cast<int>(i) + 1);
-      if (i < v.size()) ImGui::TextUnformatted(format_value(static_cast<double>(v[i])).c_str());
+    for (size_t k = 0; k < width; ++k) {
+      ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
+      if (columns[k] < v.size()) ImGui::TextUnformatted(format_value(at(v, columns[k])).c_str());
     }
     ImGui::TableSetColumnIndex(static_cast<int>(width) + 1);
-    if (norm >= 0) ImGui::Text("%.4g", norm);
+    if (norm >= 0) ImGui::TextUnformatted(format_value(norm).c_str());
   };
   const char* when = before.empty() ? "local" : "before";
-  std::vector<double> sum(width, 0.0);
+  // Per sample position, the sum over the ranks shown.
+  std::vector<double> sum;
   for (uint32_t ev : shown) {
     const trace::ValueSample& v = values_of(ev);
     value_row(fmt::format("rank {} {}", data.events[ev].rank, when), v.values, v.norm, ctx.palette->text);
-    for (size_t i = 0; i < width && i < v.values.size(); ++i) sum[i] += v.values[i];
+    if (sum.size() < v.values.size()) sum.resize(v.values.size(), 0.0);
+    for (size_t i = 0; i < v.values.size(); ++i) sum[i] += v.values[i];
   }
   if (shown.size() > 1) {
-    std::vector<float> mean(width);
-    for (size_t i = 0; i < width; ++i)
+    std::vector<float> mean(sum.size());
+    for (size_t i = 0; i < sum.size(); ++i)
       mean[i] = static_cast<float>(sum[i] / static_cast<double>(shown.size()));
     value_row(fmt::format("mean of {} ranks", shown.size()), mean, -1.0, ctx.palette->text_dim);
   }
@@ -236,11 +247,17 @@ void InspectorView::draw_reduction(const ViewContext& ctx) {
                                 ? fmt::format("rank {}", data.events[after.front()].rank)
                                 : (all_same ? fmt::format("all {} ranks", after.size()) : "rank 0");
     value_row(fmt::format("after ({})", who), a.values, a.norm, ctx.palette->optimizer);
-    if (shown.size() > 1 && !a.values.empty() && width > 0) {
-      const double got = a.values[0];
-      const double mean0 = sum[0] / static_cast<double>(shown.size());
+    if (shown.size() > 1 && width > 0) {
+      // Judged on the largest sample shown (a zero would read as both a sum and a mean).
+      size_t probe = columns.front();
+      for (size_t col : columns)
+        if (col < sum.size() && std::fabs(sum[col]) > std::fabs(probe < sum.size() ? sum[probe] : 0.0))
+          probe = col;
+      const double got = at(a.values, probe);
+      const double total = probe < sum.size() ? sum[probe] : std::nan("");
+      const double mean0 = total / static_cast<double>(shown.size());
       const bool is_mean = std::fabs(got - mean0) <= 1e-5 * std::max(1.0, std::fabs(got));
-      const bool is_sum = std::fabs(got - sum[0]) <= 1e-5 * std::max(1.0, std::fabs(sum[0]));
+      const bool is_sum = std::fabs(got - total) <= 1e-5 * std::max(1.0, std::fabs(total));
       const std::string verdict =
           reduction_verdict(parse_run_info(data.header.run_json), is_mean, is_sum, shown.size());
       if (!verdict.empty()) {

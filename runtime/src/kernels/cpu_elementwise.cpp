@@ -53,13 +53,16 @@ double l2_norm(const Tensor& t) {
   return std::sqrt(sum_of_squares_range(t.f32(), 0, t.numel()));
 }
 
-ValuesSnapshot snapshot_values(const Tensor& t, size_t count) {
-  const size_t n = std::min(count, static_cast<size_t>(t.numel()));
+ValuesSnapshot snapshot_values(const Tensor& t, size_t count, int64_t stride) {
+  DPS_CHECK(stride >= 1, ErrorKind::kInvalidArgument, "snapshot_values: stride {} < 1", stride);
+  const size_t numel = static_cast<size_t>(t.numel());
+  const size_t n = std::min(count, (numel + static_cast<size_t>(stride) - 1) / static_cast<size_t>(stride));
   if (detail::runs_on_cuda(t.device(), "snapshot_values")) {
-    if constexpr (detail::kCudaBuilt) return gpu::snapshot_values(t, n);
+    if constexpr (detail::kCudaBuilt) return gpu::snapshot_values(t, n, stride);
   }
   ValuesSnapshot snapshot;
-  snapshot.values.assign(t.f32(), t.f32() + n);
+  snapshot.values.resize(n);
+  for (size_t i = 0; i < n; ++i) snapshot.values[i] = t.f32()[i * static_cast<size_t>(stride)];
   snapshot.norm = l2_norm(t);
   return snapshot;
 }

@@ -1,4 +1,4 @@
-// Traced gradient values: the first few values and the L2 norm of a gradient as a `values` trace
+// Traced gradient values: values sampled across a gradient and its L2 norm as a `values` trace
 // event, so lessons can show averaging with numbers. DataParallel (local / after reduce-add) and
 // DDP (before / after all-reduce) use it. Costs one pointer test when no tracer is attached.
 //
@@ -7,6 +7,7 @@
 // middle of every traced step (issue 10: a measured trace must not change the step it measures).
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "dpscope/core/trace_sink.hpp"
@@ -14,7 +15,14 @@
 
 namespace dpscope::detail {
 
-inline constexpr size_t kTracedGradValues = 4;
+// Elements sampled across the whole gradient (every numel/32-th), so the viewer can show the
+// largest-magnitude ones instead of whatever the first few are (often exact zeros after a ReLU).
+inline constexpr size_t kTracedGradValues = 32;
+
+// The stride that spreads kTracedGradValues samples over `numel` elements.
+inline int64_t traced_values_stride(int64_t numel) {
+  return std::max<int64_t>(1, numel / static_cast<int64_t>(kTracedGradValues));
+}
 
 class TracedGradValues {
  public:
@@ -28,11 +36,13 @@ class TracedGradValues {
   // written at once on cpu and sim devices, at the next emit() on a GPU.
   void take(const Device& device, int param, ValuesWhen when, const Tensor& grad) {
     if (device.tracer() == nullptr) return;
-    pending_.push_back({.device = device,
-                        .param = param,
-                        .when = when,
-                        .ts_ns = device.clock_ns(StreamKind::kCompute),
-                        .snapshot = kernels::snapshot_values(grad, kTracedGradValues)});
+    pending_.push_back(
+        {.device = device,
+         .param = param,
+         .when = when,
+         .ts_ns = device.clock_ns(StreamKind::kCompute),
+         .stride = traced_values_stride(grad.numel()),
+         .snapshot = kernels::snapshot_values(grad, kTracedGradValues, traced_values_stride(grad.numel()))});
     if (device.kind() != DeviceKind::kCuda) emit();
   }
 
@@ -47,7 +57,8 @@ class TracedGradValues {
                       .param = p.param,
                       .when = p.when,
                       .values = p.snapshot.values,
-                      .norm = p.snapshot.norm});
+                      .norm = p.snapshot.norm,
+                      .stride = p.stride});
     }
     pending_.clear();
   }
@@ -58,6 +69,7 @@ class TracedGradValues {
     int param = -1;
     ValuesWhen when = ValuesWhen::kLocal;
     int64_t ts_ns = 0;
+    int64_t stride = 1;
     kernels::ValuesSnapshot snapshot;
   };
   std::vector<Pending> pending_;

@@ -301,6 +301,7 @@ void TraceRecorder::values(const Device& device, int64_t ts_ns, const ValuesEven
   }
   out.append(std::string_view(R"(],"norm":)"));
   append_json_number(out, v.norm);
+  if (v.stride > 1) fmt::format_to(std::back_inserter(out), R"(,"stride":{})", v.stride);
   out.append(std::string_view("}\n"));
   commit(out);
 }

@@ -308,6 +308,7 @@ void write_event(JsonWriter& w, const TraceData& data, const Event& e, const Sli
       }
       w.raw(R"(],"norm":)");
       w.num(v.norm);
+      if (v.stride > 1) fmt::format_to(out, R"(,"stride":{})", v.stride);
       w.raw("}}");
       break;
     }

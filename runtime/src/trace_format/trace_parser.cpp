@@ -222,13 +222,14 @@ enum Key : uint8_t {
   kIndices,
   kReason,
   kBuckets,
+  kStride,
   kKeyCount,
   kUnknownKey
 };
 constexpr std::string_view kKeyNames[kKeyCount] = {
-    "type",      "ts",    "rank",   "dev",  "step", "phase",   "name",   "cat",    "stream",
-    "dur",       "args",  "values", "src",  "dst",  "bytes",   "flow",   "coll",   "algo",
-    "algo_step", "chunk", "param",  "when", "norm", "indices", "reason", "buckets"};
+    "type",      "ts",    "rank",   "dev",  "step", "phase",   "name",   "cat",     "stream",
+    "dur",       "args",  "values", "src",  "dst",  "bytes",   "flow",   "coll",    "algo",
+    "algo_step", "chunk", "param",  "when", "norm", "indices", "reason", "buckets", "stride"};
 
 // Dispatches on length and first letters, then confirms the whole key: this runs for every field
 // of every line, so it avoids a loop of string compares.
@@ -265,7 +266,7 @@ Key key_of(std::string_view k) {
       break;
     case 6:
       switch (k[0]) {
-        case 's': return is("stream", kStream);
+        case 's': return k.size() > 3 && k[3] == 'i' ? is("stride", kStride) : is("stream", kStream);
         case 'v': return is("values", kValues);
         case 'r': return is("reason", kReason);
       }
@@ -537,6 +538,10 @@ void TraceParser::read_values(TraceData& data, const Fields& f, Event& e) {
     sample.values.push_back(static_cast<float>(array_number(v, "values")));
   }
   sample.norm = number_or_null(f[kNorm], "norm");
+  if (f.has(kStride)) {
+    sample.stride = non_negative(f[kStride], "stride");
+    if (sample.stride < 1) fail("field 'stride' must be an integer >= 1");
+  }
   e.payload = static_cast<int32_t>(data.values.size());
   data.values.push_back(std::move(sample));
 }

@@ -4,6 +4,8 @@
 // device_cases(); the cuda case skips, printing why, on a machine without a GPU.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <algorithm>
 #include <cmath>
 
@@ -279,6 +281,18 @@ TEST_P(KernelConsistency, ValuesSnapshotsKeepTheNumbersOfTheMomentTheyWereTaken)
   few.read();
   EXPECT_EQ(few.values, two);
   EXPECT_EQ(few.norm, 5.0);
+  // Strided: elements 0, stride, 2 * stride, ... (what traced gradients sample), never past the end.
+  const auto a = random_floats(1000, 22);
+  for (const auto& [count, stride, expect] :
+       {std::tuple{size_t{32}, int64_t{31}, size_t{32}}, std::tuple{size_t{32}, int64_t{100}, size_t{10}},
+        std::tuple{size_t{32}, int64_t{999}, size_t{2}}, std::tuple{size_t{5}, int64_t{1000}, size_t{1}}}) {
+    kernels::ValuesSnapshot strided = kernels::snapshot_values(on(device, a, {1000}), count, stride);
+    strided.read();
+    ASSERT_EQ(strided.values.size(), expect) << "stride " << stride;
+    for (size_t i = 0; i < expect; ++i)
+      EXPECT_EQ(strided.values[i], a[i * static_cast<size_t>(stride)]) << "stride " << stride << " i " << i;
+  }
+  EXPECT_THROW(kernels::snapshot_values(on(device, a, {1000}), 4, 0), Error);
 }
 
 TEST_P(KernelConsistency, Fp16RoundingMatchesTheNearestHalf) {

@@ -76,7 +76,8 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
                     .param = 4,
                     .when = ValuesWhen::kBeforeReduce,
                     .values = grad,
-                    .norm = 1.27});
+                    .norm = 1.27,
+                    .stride = 6272});
   const int64_t indices[] = {32, 33, 34, 35};
   recorder->samples(gpu, 0, indices);
   recorder->buckets(gpu, 0, header.buckets, BucketReason::kRebuilt);
@@ -208,6 +209,7 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   EXPECT_EQ(values.known, EventName::kGrad);
   EXPECT_EQ(sample.values, (std::vector<float>{0.01f, -0.2f, 0.05f, 0.3f}));
   EXPECT_EQ(sample.norm, 1.27);
+  EXPECT_EQ(sample.stride, 6272);  // elements 0, 6272, 12544, 18816 of the gradient
 
   const Event& samples = data.events[8];
   EXPECT_EQ(samples.type, EventType::kSamples);
@@ -426,6 +428,12 @@ std::vector<BadLine> bad_lines() {
       {R"({"type":"values",)" + common +
            R"(,"name":"grad","param":1,"when":"local","values":[],"norm":"big"})",
        "field 'norm' must be a number"},
+      {R"({"type":"values",)" + common +
+           R"(,"name":"grad","param":1,"when":"local","values":[],"norm":1,"stride":0})",
+       "field 'stride' must be an integer >= 1"},
+      {R"({"type":"values",)" + common +
+           R"(,"name":"grad","param":1,"when":"local","values":[],"norm":1,"stride":"x"})",
+       "field 'stride' must be a non-negative integer"},
       {R"({"type":"samples",)" + common + R"(,"indices":3})", "field 'indices' must be an array"},
       {R"({"type":"samples",)" + common + R"(,"indices":[1,-2]})",
        "field 'indices' must be an array of non-negative integers"},

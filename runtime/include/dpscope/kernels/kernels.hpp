@@ -75,11 +75,11 @@ void cross_entropy_backward(const Tensor& probs, const Tensor& targets, float gr
 void fill(Tensor& dst, float value);
 // The L2 norm of a float32 tensor, accumulated in double (the norm a `values` trace event carries).
 double l2_norm(const Tensor& t);
-// The first values of a float32 tensor and its L2 norm, taken in stream order now and read later
-// (a `values` trace event's numbers). On a GPU, snapshot_values queues a copy of the first values
-// and the norm's reduction into a small device buffer and returns at once; read() waits for them
-// only. So tracing a gradient's values does not stall a step that the host is running ahead of.
-// On cpu and sim devices the numbers are taken at once.
+// Up to `count` elements of a float32 tensor — elements 0, stride, 2 * stride, ... — and its L2
+// norm, taken in stream order now and read later (a `values` trace event's numbers). On a GPU,
+// snapshot_values queues a strided copy and the norm's reduction into a small device buffer and
+// returns at once; read() waits for them only. So tracing a gradient's values does not stall a
+// step that the host is running ahead of. On cpu and sim devices the numbers are taken at once.
 struct ValuesSnapshot {
   std::vector<float> values;  // the first values (filled by read() on a GPU)
   double norm = 0.0;
@@ -87,7 +87,7 @@ struct ValuesSnapshot {
   // Fills values and norm from `pending` (a device-to-host copy) and releases it.
   void read();
 };
-ValuesSnapshot snapshot_values(const Tensor& t, size_t count);
+ValuesSnapshot snapshot_values(const Tensor& t, size_t count, int64_t stride = 1);
 // dst = src (same shape and dtype); src may equal dst.
 void copy(const Tensor& src, Tensor& dst);
 // dst = src * scale (DDP's copy of a gradient into its bucket); src may be dst itself.

@@ -206,8 +206,9 @@ struct ValuesEvent {
   EventName name = EventName::kGrad;  // kGrad or kAllReduce
   int param = -1;                     // -1: not a model parameter
   ValuesWhen when = ValuesWhen::kLocal;
-  std::span<const float> values;
+  std::span<const float> values;  // elements 0, stride, 2 * stride, ... of the tensor
   double norm = 0.0;
+  int64_t stride = 1;
 };
 
 }  // namespace dpscope

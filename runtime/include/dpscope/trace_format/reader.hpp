@@ -79,8 +79,9 @@ struct ValueSample {
   int32_t param = -1;
   uint32_t when = kNoString;                  // "before_reduce", ...
   ValuesWhen when_kind = ValuesWhen::kOther;  // `when` resolved at parse time
-  std::vector<float> values;
+  std::vector<float> values;                  // the tensor's elements 0, stride, 2 * stride, ...
   double norm = 0.0;
+  int64_t stride = 1;
 };
 struct SampleIndices {
   std::vector<int64_t> indices;

@@ -50,7 +50,7 @@ double l2_norm(const Tensor& t) {
   return std::sqrt(sum_of_squares);
 }
 
-ValuesSnapshot snapshot_values(const Tensor& t, size_t count) {
+ValuesSnapshot snapshot_values(const Tensor& t, size_t count, int64_t stride) {
   ValuesSnapshot snapshot;
   // [count floats | the sum of squares as a double]: count + 2 floats, the double 8-byte aligned
   // when count is even (a device allocation starts aligned).
@@ -59,9 +59,11 @@ ValuesSnapshot snapshot_values(const Tensor& t, size_t count) {
   const Launch launch = begin(t.device(), "snapshot_values");
   float* out = snapshot.pending.f32();
   check(launch, cudaMemsetAsync(out, 0, snapshot.pending.nbytes(), launch.stream));
+  // Elements 0, stride, 2 * stride, ...: one float per row of a 2-D copy whose source pitch is
+  // the stride (count <= ceil(numel / stride), checked by the dispatch).
   if (count > 0)
-    check(launch,
-          cudaMemcpyAsync(out, t.f32(), count * sizeof(float), cudaMemcpyDeviceToDevice, launch.stream));
+    check(launch, cudaMemcpy2DAsync(out, sizeof(float), t.f32(), static_cast<size_t>(stride) * sizeof(float),
+                                    sizeof(float), count, cudaMemcpyDeviceToDevice, launch.stream));
   if (t.numel() > 0) {
     double* scratch = scratch_doubles(launch, sum_scratch_doubles(t.numel()));
     check(launch, launch_sum_of_squares(launch.stream, t.f32(), t.numel(), scratch,

@@ -25,7 +25,7 @@ void relu_forward(const Tensor& x, Tensor& y);
 void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 void fill(Tensor& dst, float value);
 double l2_norm(const Tensor& t);
-ValuesSnapshot snapshot_values(const Tensor& t, size_t count);
+ValuesSnapshot snapshot_values(const Tensor& t, size_t count, int64_t stride);
 void copy(const Tensor& src, Tensor& dst);
 void scale_copy(const Tensor& src, float scale, Tensor& dst);
 void accumulate(const Tensor& src, Tensor& dst);
