@@ -70,6 +70,18 @@ TEST(VizCli, LessonModeUsageErrors) {
   }
 }
 
+TEST(VizCli, CompareUsageErrors) {
+  for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"--compare a.jsonl", "--compare takes 2 to 4 trace files, got 1"},
+           {"--compare a b c d e", "--compare takes 2 to 4 trace files, got 5"},
+           {"--compare a.jsonl b.jsonl --lesson 5", "--compare and --lesson cannot be combined"},
+           {"a.jsonl b.jsonl --screenshot x.png", "headless modes take one trace file"}}) {
+    const auto r = run_command("env -u DISPLAY " + kViz + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(expected), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
 TEST(VizCli, StageBoxesNeedAScreenshot) {
   const auto r = run_command("env -u DISPLAY " + kViz + " x.jsonl --stage-boxes " +
                              quoted((scratch_dir() / "boxes.jsonl").string()));

@@ -170,6 +170,22 @@ TEST_F(Screenshots, LessonModeAddsTheLessonPanelAndRunsTheLessonItself) {
   EXPECT_GT(right_column, 5000u);
 }
 
+TEST_F(Screenshots, CompareDrawsTheRunsSideBySide) {
+  testing::write_single_trace(dir_ / "single.jsonl", 2);
+  testing::write_dp_trace(dir_ / "dp.jsonl", 4, 2, 16);
+  testing::write_ddp_trace(dir_ / "ddp.jsonl", 4, 2, 4);
+  const auto png = dir_ / "compare.png";
+  const auto r =
+      run_command(kViz + " --compare " + quoted((dir_ / "single.jsonl").string()) + " " +
+                  quoted((dir_ / "dp.jsonl").string()) + " " + quoted((dir_ / "ddp.jsonl").string()) +
+                  " --screenshot " + quoted(png.string()) + " --seek 0.5 --size 1600x900");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Image compare = load_png(png);
+  expect_rich(compare, 1600, 900, "compare");
+  const Image stage = shoot(dir_ / "ddp.jsonl", "ddp-alone", "--seek 0.5 --size 1600x900");
+  EXPECT_GT(differing_pixels(compare, stage), 50000u) << "the comparison replaces the stage";
+}
+
 // The palette's colour of `rank` (ui/palette.cpp sample_color, normal contrast), computed the way
 // ImGui converts it, so the test can find a rank's stripes among the pixels.
 std::array<unsigned char, 3> rank_rgb(int rank) {

@@ -203,6 +203,27 @@ TEST_F(ViewerTest, PresentationModeKeepsEveryCardRowAtClassroomSizes) {
   EXPECT_LT(scale_720, 1.0f) << "8 cards at 1280x720 in 21 px text only fit scaled";
 }
 
+TEST_F(ViewerTest, CompareTakesTheStagesPlaceWithTheFewestGpusAsBaseline) {
+  testing::write_dp_trace(dir_ / "dp.jsonl", 4, 2, 16);
+  testing::write_single_trace(dir_ / "single.jsonl", 2);
+  testing::write_ddp_trace(dir_ / "ddp.jsonl", 4, 2, 4);
+  auto v = std::make_unique<Viewer>(ViewerOptions{.headless = true, .compare = true});
+  v->set_fonts(fonts_, fonts_);
+  for (const char* name : {"dp.jsonl", "single.jsonl", "ddp.jsonl"}) v->open(dir_ / name, {});
+  frame(*v);
+  ASSERT_EQ(v->compare().runs().size(), 3u);
+  EXPECT_EQ(v->compare().baseline(), 1u) << "the single-device run";
+  EXPECT_EQ(v->compare().runs()[2].gpus, 4);
+  const ImGuiWindow* stage = ImGui::FindWindowByName("Stage");
+  EXPECT_TRUE(stage == nullptr || !stage->WasActive) << "compare is drawn instead of the stage";
+  // With one trace there is nothing to compare: the stage comes back.
+  auto one = std::make_unique<Viewer>(ViewerOptions{.headless = true, .compare = true});
+  one->set_fonts(fonts_, fonts_);
+  one->open(dir_ / "ddp.jsonl", {});
+  frame(*one);
+  EXPECT_FALSE(one->stage().boxes().empty());
+}
+
 TEST_F(ViewerTest, KeysDriveThePlayer) {
   const auto path = dir_ / "ddp.jsonl";
   testing::write_ddp_trace(path, 2, 3);

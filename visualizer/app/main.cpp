@@ -41,6 +41,7 @@ struct AppOptions {
   std::string size;         // WxH
   int bench_frames = 0;
   LessonModeOptions lesson;  // --lesson ID: the lesson panel, added with Viewer::add_view()
+  bool compare = false;      // --compare: the traces side by side on one time axis
 };
 
 // The traces of the command line, or the lesson (with its trace, or a run made now).
@@ -80,10 +81,14 @@ int run_screenshot(const AppOptions& o) {
   const PixelSize size = o.size.empty() ? PixelSize{1600, 900} : parse_size(o.size);
   const std::optional<SeekSpec> seek =
       o.seek.empty() ? std::nullopt : std::optional<SeekSpec>(parse_seek(o.seek));
-  Viewer viewer(ViewerOptions{.present = o.present, .headless = true});
+  Viewer viewer(ViewerOptions{.present = o.present, .headless = true, .compare = o.compare});
   if (!o.zoom.empty()) viewer.timeline().set_open_zoom(parse_zoom(o.zoom));
   // Strict: the first malformed line is an error naming the line (a cut-off last line is left out).
   open_traces(viewer, o, /*strict=*/true);
+  for (size_t i = 0; i + 1 < viewer.document_count(); ++i) {  // the compared ones besides the active
+    const Document* other = viewer.document(i);
+    if (!other->error().empty()) return fail(kExitTraceError, other->error());
+  }
   const Document* doc = viewer.active_document();
   if (!doc->error().empty()) return fail(kExitTraceError, doc->error());
   if (doc->model() == nullptr)
@@ -122,7 +127,7 @@ int run_interactive(const AppOptions& o) {
   std::unique_ptr<Platform> platform = Platform::create(
       {.width = size.width, .height = size.height, .visible = true, .fullscreen = o.present});
   FontSet fonts = load_fonts(platform->content_scale());
-  Viewer viewer(ViewerOptions{.present = o.present, .headless = false});
+  Viewer viewer(ViewerOptions{.present = o.present, .headless = false, .compare = o.compare});
   viewer.set_fonts(fonts.normal, fonts.present);
   viewer.take_present_changed();
   if (!o.zoom.empty()) viewer.timeline().set_open_zoom(parse_zoom(o.zoom));
@@ -200,6 +205,9 @@ int run(int argc, char** argv) {
   app.add_option("--bench-frames", o.bench_frames,
                  "time loading and N frames at several zoom levels, print a table, exit")
       ->check(CLI::Range(1, 1000000));
+  app.add_flag("--compare", o.compare,
+               "two to four traces of the same model (single, DP, DDP) side by side on one time axis, with "
+               "the speedup over the one with the fewest GPUs");
   app.add_option("--lesson", o.lesson.id,
                  "a lesson (id, number or .toml file): its panel beside the picture; runs it unless a trace "
                  "of it is given");
@@ -219,6 +227,10 @@ int run(int argc, char** argv) {
     if (!o.screenshot.empty() && o.bench_frames > 0)
       return fail(kExitUsage, "--screenshot and --bench-frames cannot be combined");
     if (!o.lesson.knobs.empty() && o.lesson.id.empty()) return fail(kExitUsage, "--knob needs --lesson");
+    if (o.compare && (o.traces.size() < 2 || o.traces.size() > 4))
+      return fail(kExitUsage, fmt::format("--compare takes 2 to 4 trace files, got {}", o.traces.size()));
+    if (o.compare && !o.lesson.id.empty())
+      return fail(kExitUsage, "--compare and --lesson cannot be combined");
     if (!o.stage_boxes.empty() && o.screenshot.empty())
       return fail(kExitUsage, "--stage-boxes needs --screenshot");
     if (!o.lesson.id.empty() && o.traces.size() > 1) return fail(kExitUsage, "--lesson takes one trace file");
@@ -229,7 +241,9 @@ int run(int argc, char** argv) {
       if (o.traces.empty() && o.lesson.id.empty())
         return fail(kExitUsage, fmt::format("{} needs a trace file",
                                             o.bench_frames > 0 ? "--bench-frames" : "--screenshot"));
-      if (o.traces.size() > 1) return fail(kExitUsage, "headless modes take one trace file");
+      if (o.traces.size() > 1 && !(o.compare && o.bench_frames == 0))
+        return fail(kExitUsage,
+                    "headless modes take one trace file (several with --compare and --screenshot)");
     }
     // Usage errors before any work (and before a window opens).
     if (!o.seek.empty()) parse_seek(o.seek);

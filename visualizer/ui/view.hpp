@@ -7,6 +7,7 @@
 #include <imgui.h>
 
 #include <string>
+#include <vector>
 
 #include "replay/document.hpp"
 #include "replay/playback.hpp"
@@ -25,7 +26,8 @@ struct Fonts {
 // Everything a view may use in one frame. Built by the Viewer before drawing.
 struct ViewContext {
   Document* doc = nullptr;
-  const ReplayModel* model = nullptr;  // null: no trace to show (views draw nothing)
+  std::vector<const Document*> documents;  // every open trace, the active one (doc) among them
+  const ReplayModel* model = nullptr;      // null: no trace to show (views draw nothing)
   const ReplayState* state = nullptr;
   Playback* playback = nullptr;
   uint32_t* selected_event = nullptr;  // kNoEvent: nothing selected

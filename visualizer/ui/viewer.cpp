@@ -25,15 +25,18 @@ Viewer::Viewer(ViewerOptions options)
       present_(options.present),
       palette_(options.present ? Palette::classroom() : Palette::normal()),
       stage_(std::make_unique<StageView>()),
+      compare_(std::make_unique<CompareView>()),
       timeline_(std::make_unique<TimelineView>()),
       inspector_(std::make_unique<InspectorView>()),
       plots_(std::make_unique<PlotsView>()),
       player_(std::make_unique<PlayerView>()),
       trace_info_(std::make_unique<TraceInfoView>()) {
   trace_info_->visible = false;
-  slots_ = {{stage_.get(), Slot::Area::kStage},     {timeline_.get(), Slot::Area::kTimeline},
-            {inspector_.get(), Slot::Area::kRight}, {plots_.get(), Slot::Area::kRight},
-            {player_.get(), Slot::Area::kPlayer},   {trace_info_.get(), Slot::Area::kFloating}};
+  compare_->visible = options.compare;
+  slots_ = {{stage_.get(), Slot::Area::kStage},        {compare_.get(), Slot::Area::kStage},
+            {timeline_.get(), Slot::Area::kTimeline},  {inspector_.get(), Slot::Area::kRight},
+            {plots_.get(), Slot::Area::kRight},        {player_.get(), Slot::Area::kPlayer},
+            {trace_info_.get(), Slot::Area::kFloating}};
 }
 
 // ---- documents ----
@@ -207,6 +210,7 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   const Fonts& fonts = present_ ? fonts_present_ : fonts_normal_;
   ViewContext ctx;
   ctx.doc = doc;
+  for (const Tab& t : tabs_) ctx.documents.push_back(t.doc.get());
   ctx.model = doc->model();
   ctx.state = state;
   ctx.playback = &tab->playback;
@@ -232,7 +236,10 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   std::vector<View*> right;
   for (const Slot& s : slots_)
     if (s.area == Slot::Area::kRight && shown(s.view)) right.push_back(s.view);
-  const bool stage_shown = shown(stage_.get());
+  // Compare takes the stage's place while it is on and there is something to compare.
+  const bool comparing = shown(compare_.get()) && tabs_.size() >= 2;
+  View* top = comparing ? static_cast<View*>(compare_.get()) : stage_.get();
+  const bool stage_shown = shown(top);
   const float right_w = right.empty() ? 0.0f : (stage_shown ? std::round(size.x * 0.34f) : size.x);
   const float top_h = size.y - player_h - timeline_h;
 
@@ -246,7 +253,7 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
     if (!open) v->visible = false;
   };
   const ImGuiWindowFlags canvas = ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse;
-  if (stage_shown) place(stage_.get(), pos, ImVec2(size.x - right_w, top_h), canvas);
+  if (stage_shown) place(top, pos, ImVec2(size.x - right_w, top_h), canvas);
   if (!right.empty()) {
     float y = pos.y;
     float weights = 0.0f;

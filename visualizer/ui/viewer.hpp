@@ -15,6 +15,7 @@
 
 #include "replay/document.hpp"
 #include "replay/playback.hpp"
+#include "ui/compare_view.hpp"
 #include "ui/inspector_view.hpp"
 #include "ui/player_view.hpp"
 #include "ui/plots_view.hpp"
@@ -28,6 +29,7 @@ struct ViewerOptions {
   bool present = false;   // --present: classroom mode from the start
   bool headless = false;  // --screenshot / --bench-frames: no hover, no toasts, no wall clock
   // `--lesson ID`: its panel (ui/lesson_view.hpp) arrives through Viewer::add_view().
+  bool compare = false;  // --compare: the traces side by side in the stage's place
 };
 
 class Viewer {
@@ -38,6 +40,7 @@ class Viewer {
   void open(const std::filesystem::path& path, OpenOptions options);
   void add_document(std::unique_ptr<Document> doc);
   size_t document_count() const { return tabs_.size(); }
+  const Document* document(size_t index) const { return tabs_[index].doc.get(); }
   Document* active_document();
   Playback* active_playback();
   void seek(Cursor cursor);
@@ -74,6 +77,7 @@ class Viewer {
 
   TimelineView& timeline() { return *timeline_; }
   StageView& stage() { return *stage_; }
+  CompareView& compare() { return *compare_; }
   // A panel from another module (the lesson panel), shown at the top of the right column.
   void add_view(std::unique_ptr<View> view);
 
@@ -111,6 +115,7 @@ class Viewer {
   std::vector<Tab> tabs_;
   size_t active_ = 0;
   std::unique_ptr<StageView> stage_;
+  std::unique_ptr<CompareView> compare_;
   std::unique_ptr<TimelineView> timeline_;
   std::unique_ptr<InspectorView> inspector_;
   std::unique_ptr<PlotsView> plots_;
