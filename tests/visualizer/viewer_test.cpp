@@ -224,6 +224,34 @@ TEST_F(ViewerTest, CompareTakesTheStagesPlaceWithTheFewestGpusAsBaseline) {
   EXPECT_FALSE(one->stage().boxes().empty());
 }
 
+// The review found "4.00 MiB" written over a card's text: transfer labels keep off every box and
+// off each other, at every moment of a ring all-reduce and of a DDP step.
+TEST_F(ViewerTest, TransferLabelsNeverCoverACardOrEachOther) {
+  testing::write_t4_bench_trace(dir_ / "t4.jsonl");
+  testing::write_ddp_trace(dir_ / "ddp.jsonl", 4, 2);
+  for (const char* name : {"t4.jsonl", "ddp.jsonl"}) {
+    auto v = make(true);
+    v->open(dir_ / name, {});
+    const ReplayModel& m = *v->active_document()->model();
+    size_t labels = 0;
+    for (int i = 0; i <= 200; ++i) {
+      v->seek(m.at_fraction(i / 200.0));
+      frame(*v);
+      const std::vector<ImVec4>& rects = v->stage().label_rects();
+      labels += rects.size();
+      for (size_t a = 0; a < rects.size(); ++a) {
+        for (const StageView::Box& b : v->stage().boxes()) {
+          const bool overlap = rects[a].x < b.center.x + b.half.x && b.center.x - b.half.x < rects[a].z &&
+                               rects[a].y < b.center.y + b.half.y && b.center.y - b.half.y < rects[a].w;
+          EXPECT_FALSE(overlap) << name << " at " << i / 200.0 << ": a label over "
+                                << m.devices()[static_cast<size_t>(b.device)].name;
+        }
+      }
+    }
+    EXPECT_GT(labels, 20u) << name << ": transfers were in flight";
+  }
+}
+
 TEST_F(ViewerTest, KeysDriveThePlayer) {
   const auto path = dir_ / "ddp.jsonl";
   testing::write_ddp_trace(path, 2, 3);

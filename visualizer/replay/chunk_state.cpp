@@ -200,8 +200,8 @@ void ReplayModel::fill_chunks(ReplayState& s, Cursor cur) const {
     // A data chunk holds what all of its pipeline slices hold.
     out.held.assign(static_cast<size_t>(c.data_chunks()), all_members(c.members.size()));
     for (int ch = 0; ch < c.trace_chunks; ++ch) out.held[static_cast<size_t>(ch / c.slices)] &= held[me][ch];
-    // The stage: the latest transfer of this device that has started, while any is in flight.
-    if (out.complete() || !running) {
+    // The stage: while the collective runs, the latest transfer of this device that has started.
+    if (!running) {
       out.stage = fmt::format("{}{}{}", c.op, c.op.empty() ? "" : " ", out.complete() ? "complete" : "done");
     } else {
       out.stage = "waiting for its first transfer";

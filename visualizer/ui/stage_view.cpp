@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -207,6 +208,7 @@ void StageView::draw_links(const ViewContext& ctx, ImDrawList* dl) {
 }
 
 void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
+  label_rects_.clear();
   const Palette& pal = *ctx.palette;
   const ReplayModel& model = *ctx.model;
   const float fs = ImGui::GetFontSize();
@@ -235,13 +237,45 @@ void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
     const ImVec2 dir = normalized(bezier_tangent(from, control, to, p));
     const float hs = fs * 0.75f * pal.line_scale;
     draw_arrow(dl, sub(head, mul(dir, hs * 1.6f)), add(head, mul(dir, hs * 0.4f)), color, thick, hs);
+    // The size rides beside the arrow's head, but never on a card, the host or another label: it
+    // steps back along the link (then forward), on either side, to the nearest free place; with
+    // none free it is left out (the tooltip and the inspector still give it).
     const std::string label = format_bytes(t.bytes);
     const ImVec2 ts = text_size(small, small_size, label);
-    const ImVec2 lp = add(head, mul(nrm, (t.src < t.dst ? 1.0f : -1.0f) * (fs * 0.9f)));
-    const ImVec2 l0(lp.x - ts.x * 0.5f - 3, lp.y - ts.y * 0.5f - 1);
-    dl->AddRectFilled(l0, ImVec2(l0.x + ts.x + 6, l0.y + ts.y + 2), with_alpha(pal.background, 0.85f), 3.0f);
-    draw_text(dl, small, small_size, ImVec2(l0.x + 3, l0.y + 1), color, label);
+    const float side = (t.src < t.dst ? 1.0f : -1.0f) * (fs * 0.9f);
+    auto rect_at = [&](float q, float away) {
+      const ImVec2 lp = add(bezier(from, control, to, q), mul(nrm, away));
+      return ImVec4(lp.x - ts.x * 0.5f - 3, lp.y - ts.y * 0.5f - 1, lp.x + ts.x * 0.5f + 3,
+                    lp.y + ts.y * 0.5f + 1);
+    };
+    std::optional<ImVec4> rect;
+    for (int k = 0; k <= 40 && !rect; ++k) {
+      const float q = k <= 20 ? p - 0.05f * static_cast<float>(k) : p + 0.05f * static_cast<float>(k - 20);
+      if (q < 0.0f || q > 1.0f) continue;
+      for (const float away : {side, -side, 2.0f * side, -2.0f * side}) {
+        if (const ImVec4 r = rect_at(q, away); !covers_something(r)) {
+          rect = r;
+          break;
+        }
+      }
+    }
+    if (!rect) continue;
+    label_rects_.push_back(*rect);
+    dl->AddRectFilled(ImVec2(rect->x, rect->y), ImVec2(rect->z, rect->w), with_alpha(pal.background, 0.85f),
+                      3.0f);
+    draw_text(dl, small, small_size, ImVec2(rect->x + 3, rect->y + 1), color, label);
   }
+}
+
+bool StageView::covers_something(const ImVec4& r) const {
+  auto overlap = [&](const ImVec4& a) { return r.x < a.z && a.x < r.z && r.y < a.w && a.y < r.w; };
+  for (const Box& b : boxes_)
+    if (overlap(ImVec4(b.center.x - b.half.x - 2, b.center.y - b.half.y - 2, b.center.x + b.half.x + 2,
+                       b.center.y + b.half.y + 2)))
+      return true;
+  for (const ImVec4& other : label_rects_)
+    if (overlap(other)) return true;
+  return false;
 }
 
 // ---- cards ----

@@ -27,6 +27,8 @@ class StageView final : public View {
   // Cards shrink their text to fit every row instead of dropping rows: the scale of the last frame
   // (1 = the font's size), and how many cards still had a row that did not fit in it.
   float card_scale() const { return card_scale_; }
+  // Where the last frame drew the transfers' size labels (x0, y0, x1, y1).
+  const std::vector<ImVec4>& label_rects() const { return label_rects_; }
   int clipped_cards() const { return clipped_cards_; }
 
  private:
@@ -37,6 +39,8 @@ class StageView final : public View {
   bool is_switch(int device) const;
   void draw_links(const ViewContext& ctx, ImDrawList* dl);
   void draw_transfers(const ViewContext& ctx, ImDrawList* dl);
+  // Whether `r` overlaps a box of the stage or a label already placed this frame.
+  bool covers_something(const ImVec4& r) const;
   // A GPU card (stage_card.cpp), section by section.
   struct CardFrame;
   struct CardFit {
@@ -61,6 +65,7 @@ class StageView final : public View {
   std::vector<int> ring_;      // GPU device indices in rank order
   std::vector<int> switches_;  // network nodes (kind "switch") in header order
   int host_ = -1;
+  std::vector<ImVec4> label_rects_;
   static constexpr float kMinCardScale = 0.5f;
   float card_scale_ = 1.0f;
   int clipped_cards_ = 0;  // in the last frame
