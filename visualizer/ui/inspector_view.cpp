@@ -1,7 +1,7 @@
 // Inspector view: event fields, bucket table, values before/after a reduction, data split.
 #include "ui/inspector_view.hpp"
 
-#include "replay/value_columns.hpp"
+#include "replay/reduction_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -177,103 +177,107 @@ void InspectorView::draw_reduction(const ViewContext& ctx) {
   if (state.reduction < 0) return;
   const Reduction& r = model.reductions()[static_cast<size_t>(state.reduction)];
   const trace::TraceData& data = model.data();
-  const Cursor c = state.cursor;
   auto values_of = [&](uint32_t ev) -> const trace::ValueSample& {
     return data.values[static_cast<size_t>(data.events[ev].payload)];
   };
-  std::vector<uint32_t> before;
-  std::vector<uint32_t> after;
-  for (uint32_t ev : r.before)
-    if (model.applied(ev, c)) before.push_back(ev);
-  for (uint32_t ev : r.after)
-    if (model.applied(ev, c)) after.push_back(ev);
-  const std::vector<uint32_t>& shown = before.empty() ? r.local : before;
-  if (shown.empty() && after.empty()) return;
+  const ReductionCheck check = check_reduction(model, r, state.cursor, 4);
+  if (check.rows.empty() && check.after.empty()) return;
   ImGui::Separator();
   const std::string what = r.param >= 0 ? fmt::format("Gradient of {}", param_name(data, r.param))
                                         : fmt::format("Values of {}", data.str(r.name));
   ImGui::Text("%s, step %lld: %s", what.c_str(), static_cast<long long>(r.step),
-              after.empty() ? (before.empty() ? "local values" : "waiting for the all-reduce") : "reduced");
-  // The largest-magnitude samples of the rows shown first (before or local), so the columns stay
-  // put when the "after" row arrives; in element order.
-  std::vector<const std::vector<float>*> first_rows;
-  for (uint32_t ev : shown.empty() ? after : shown) first_rows.push_back(&values_of(ev).values);
-  const std::vector<size_t> columns = largest_value_columns(first_rows, 4);
-  const int64_t stride = values_of(shown.empty() ? after.front() : shown.front()).stride;
+              check.reduced() ? "reduced" : (check.before ? "waiting for its reduction" : "local values"));
+  const std::vector<size_t>& columns = check.columns;
   const size_t width = columns.size();
   if (!ImGui::BeginTable("reduction", static_cast<int>(width) + 2,
                          ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit))
     return;
   ImGui::TableSetupColumn("");
   for (size_t col : columns)
-    ImGui::TableSetupColumn(fmt::format("[{}]", static_cast<int64_t>(col) * stride).c_str());
+    ImGui::TableSetupColumn(fmt::format("[{}]", static_cast<int64_t>(col) * check.stride).c_str());
   ImGui::TableSetupColumn("norm");
   ImGui::TableHeadersRow();
-  auto at = [](const std::vector<float>& v, size_t i) {
-    return i < v.size() ? static_cast<double>(v[i]) : std::nan("");
-  };
   auto value_row = [&](const std::string& label, const std::vector<float>& v, double norm, ImU32 color) {
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(0);
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", label.c_str());
     for (size_t k = 0; k < width; ++k) {
       ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
-      if (columns[k] < v.size()) ImGui::TextUnformatted(format_value(at(v, columns[k])).c_str());
+      if (columns[k] < v.size())
+        ImGui::TextUnformatted(format_value(static_cast<double>(v[columns[k]])).c_str());
     }
     ImGui::TableSetColumnIndex(static_cast<int>(width) + 1);
-    if (norm >= 0) ImGui::TextUnformatted(format_value(norm).c_str());
+    if (norm >= 0) ImGui::Text("%.3g", norm);
   };
-  const char* when = before.empty() ? "local" : "before";
-  // Per sample position, the sum over the ranks shown.
+  const char* when = check.before ? "before" : "local";
   std::vector<double> sum;
-  for (uint32_t ev : shown) {
+  for (uint32_t ev : check.rows) {
     const trace::ValueSample& v = values_of(ev);
     value_row(fmt::format("rank {} {}", data.events[ev].rank, when), v.values, v.norm, ctx.palette->text);
     if (sum.size() < v.values.size()) sum.resize(v.values.size(), 0.0);
     for (size_t i = 0; i < v.values.size(); ++i) sum[i] += v.values[i];
   }
-  if (shown.size() > 1) {
+  if (check.rows.size() > 1) {
     std::vector<float> mean(sum.size());
     for (size_t i = 0; i < sum.size(); ++i)
-      mean[i] = static_cast<float>(sum[i] / static_cast<double>(shown.size()));
-    value_row(fmt::format("mean of {} ranks", shown.size()), mean, -1.0, ctx.palette->text_dim);
+      mean[i] = static_cast<float>(sum[i] / static_cast<double>(check.rows.size()));
+    value_row(fmt::format("mean of {} ranks", check.rows.size()), mean, -1.0, ctx.palette->text_dim);
   }
-  if (!after.empty()) {
+  if (check.reduced()) {
     // One row per distinct result (all ranks agree after an all-reduce).
-    const trace::ValueSample& a = values_of(after.front());
-    const bool all_same = std::all_of(after.begin(), after.end(),
+    const trace::ValueSample& a = values_of(check.after.front());
+    const bool all_same = std::all_of(check.after.begin(), check.after.end(),
                                       [&](uint32_t ev) { return values_of(ev).values == a.values; });
-    const std::string who = after.size() == 1
-                                ? fmt::format("rank {}", data.events[after.front()].rank)
-                                : (all_same ? fmt::format("all {} ranks", after.size()) : "rank 0");
+    const std::string who = check.after.size() == 1
+                                ? fmt::format("rank {}", data.events[check.after.front()].rank)
+                                : (all_same ? fmt::format("all {} ranks", check.after.size()) : "rank 0");
     value_row(fmt::format("after ({})", who), a.values, a.norm, ctx.palette->optimizer);
-    if (shown.size() > 1 && width > 0) {
-      // Judged on the largest sample shown (a zero would read as both a sum and a mean).
-      size_t probe = columns.front();
-      for (size_t col : columns)
-        if (col < sum.size() && std::fabs(sum[col]) > std::fabs(probe < sum.size() ? sum[probe] : 0.0))
-          probe = col;
-      const double got = at(a.values, probe);
-      const double total = probe < sum.size() ? sum[probe] : std::nan("");
-      const double mean0 = total / static_cast<double>(shown.size());
-      const bool is_mean = std::fabs(got - mean0) <= 1e-5 * std::max(1.0, std::fabs(got));
-      const bool is_sum = std::fabs(got - total) <= 1e-5 * std::max(1.0, std::fabs(total));
-      const std::string verdict =
-          reduction_verdict(parse_run_info(data.header.run_json), is_mean, is_sum, shown.size());
-      if (!verdict.empty()) {
-        ImGui::EndTable();
-        const bool pitfall = !is_mean && verdict.find("pitfall") != std::string::npos;
-        const ImU32 color = is_mean   ? ctx.palette->optimizer
-                            : pitfall ? ctx.palette->error
-                                      : ctx.palette->copy;
-        ImGui::PushTextWrapPos(0.0f);
-        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", verdict.c_str());
-        ImGui::PopTextWrapPos();
-        return;
-      }
-    }
   }
   ImGui::EndTable();
+  if (check.reduced() && check.rows.size() > 1) {
+    const std::string verdict = reduction_verdict(parse_run_info(data.header.run_json), check.is_mean,
+                                                  check.is_sum, check.rows.size());
+    if (!verdict.empty()) {
+      const bool pitfall = !check.is_mean && verdict.find("pitfall") != std::string::npos;
+      const ImU32 color = check.is_mean ? ctx.palette->optimizer
+                          : pitfall     ? ctx.palette->error
+                                        : ctx.palette->copy;
+      ImGui::PushTextWrapPos(0.0f);
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%s", verdict.c_str());
+      ImGui::PopTextWrapPos();
+    }
+  }
+  draw_step_reductions(ctx, r.step);
+}
+
+// Every reduction of the step so far, one line each: the table above follows the latest, this
+// list keeps the "after" of every bucket's parameters in view.
+void InspectorView::draw_step_reductions(const ViewContext& ctx, int64_t step) {
+  const ReplayModel& model = *ctx.model;
+  const trace::TraceData& data = model.data();
+  std::vector<const Reduction*> rs;
+  for (const Reduction& r : model.reductions())
+    if (r.step == step && model.applied(model.event_at(r.first_pos), ctx.state->cursor)) rs.push_back(&r);
+  if (rs.size() < 2) return;
+  if (!ImGui::TreeNodeEx("step_reductions", ImGuiTreeNodeFlags_DefaultOpen,
+                         "All reductions of step %lld (%zu)", static_cast<long long>(step), rs.size()))
+    return;
+  const RunInfo run = parse_run_info(data.header.run_json);
+  for (const Reduction* r : rs) {
+    const ReductionCheck check = check_reduction(model, *r, ctx.state->cursor, 4);
+    const std::string name = r->param >= 0 ? param_name(data, r->param) : std::string(data.str(r->name));
+    std::string result = check.reduced() ? "reduced" : "waiting";
+    ImU32 color = ctx.palette->text_dim;
+    if (check.reduced() && check.rows.size() > 1) {
+      result = check.is_mean  ? "mean of the ranks"
+               : check.is_sum ? "sum of the ranks"
+                              : "neither mean nor sum";
+      const bool expected = check.is_mean || (check.is_sum && run.mode == "dp");
+      color = expected ? ctx.palette->optimizer : ctx.palette->error;
+    }
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(color), "%-12s %s", name.c_str(), result.c_str());
+  }
+  ImGui::TreePop();
 }
 
 void InspectorView::draw_data_split(const ViewContext& ctx) {

@@ -17,6 +17,7 @@ class InspectorView final : public View {
   void draw_event(ViewContext& ctx, uint32_t event, bool selected);
   void draw_buckets(const ViewContext& ctx);
   void draw_reduction(const ViewContext& ctx);
+  void draw_step_reductions(const ViewContext& ctx, int64_t step);
   void draw_data_split(const ViewContext& ctx);
 };
 
