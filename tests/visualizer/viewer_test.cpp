@@ -10,6 +10,7 @@
 #include <imgui_internal.h>
 
 #include "dpscope/trace_format/reader.hpp"
+#include "support/cli.hpp"
 #include "trace_fixtures.hpp"
 #include "ui/viewer.hpp"
 
@@ -250,6 +251,48 @@ TEST_F(ViewerTest, TransferLabelsNeverCoverACardOrEachOther) {
     }
     EXPECT_GT(labels, 20u) << name << ": transfers were in flight";
   }
+}
+
+// The review found a tree all-reduce's arrows sweeping through the host box and across other
+// cards (a tree's parent and child are seldom ring neighbours). Every transfer of an 8-GPU tree
+// run now keeps out of every box but its two ends.
+TEST_F(ViewerTest, TreeTransfersGoAroundTheCardsAndTheHost) {
+  const auto path = dir_ / "tree8.jsonl";
+  const auto r = dpscope::testing::run_command(
+      fmt::format("{} train --mode ddp --devices 8 --model 784-256-256-10 --batch 32 --steps 2 --algo tree "
+                  "--dataset blobs:512:784:10 --trace {} >/dev/null 2>&1",
+                  DPSCOPE_CLI, path.string()));
+  ASSERT_EQ(r.exit_code, 0);
+  auto v = make(true);
+  v->open(path, {});
+  const ReplayModel& m = *v->active_document()->model();
+  size_t paths = 0;
+  for (int i = 0; i <= 300; ++i) {
+    v->seek(m.at_fraction(i / 300.0));
+    frame(*v);
+    const ReplayState state = m.state_at(m.at_fraction(i / 300.0));
+    ASSERT_EQ(v->stage().transfer_paths().size(), state.transfers.size());
+    for (size_t k = 0; k < state.transfers.size(); ++k) {
+      const TransferSnapshot& t = state.transfers[k];
+      const std::vector<ImVec2>& pts = v->stage().transfer_paths()[k];
+      ++paths;
+      for (size_t j = 1; j < pts.size(); ++j) {
+        for (int q = 0; q <= 10; ++q) {
+          const ImVec2 p(pts[j - 1].x + (pts[j].x - pts[j - 1].x) * q / 10.0f,
+                         pts[j - 1].y + (pts[j].y - pts[j - 1].y) * q / 10.0f);
+          for (const StageView::Box& b : v->stage().boxes()) {
+            if (b.device == t.src || b.device == t.dst) continue;
+            const bool in =
+                std::fabs(p.x - b.center.x) < b.half.x - 2 && std::fabs(p.y - b.center.y) < b.half.y - 2;
+            EXPECT_FALSE(in) << "a transfer " << m.devices()[static_cast<size_t>(t.src)].name << " -> "
+                             << m.devices()[static_cast<size_t>(t.dst)].name << " crosses "
+                             << m.devices()[static_cast<size_t>(b.device)].name;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(paths, 50u);
 }
 
 TEST_F(ViewerTest, KeysDriveThePlayer) {

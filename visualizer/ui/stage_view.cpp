@@ -26,13 +26,53 @@ ImVec2 bezier(ImVec2 p0, ImVec2 c, ImVec2 p1, float t) {
   const float u = 1.0f - t;
   return ImVec2(u * u * p0.x + 2 * u * t * c.x + t * t * p1.x, u * u * p0.y + 2 * u * t * c.y + t * t * p1.y);
 }
-ImVec2 bezier_tangent(ImVec2 p0, ImVec2 c, ImVec2 p1, float t) {
-  return ImVec2(2 * (1 - t) * (c.x - p0.x) + 2 * t * (p1.x - c.x),
-                2 * (1 - t) * (c.y - p0.y) + 2 * t * (p1.y - c.y));
-}
 ImVec2 normalized(ImVec2 v) {
   const float len = std::sqrt(v.x * v.x + v.y * v.y);
   return len > 1e-6f ? ImVec2(v.x / len, v.y / len) : ImVec2(1, 0);
+}
+
+float length(ImVec2 v) { return std::sqrt(v.x * v.x + v.y * v.y); }
+
+// The point a fraction `t` of the way along a polyline (by length), and its direction there.
+ImVec2 along(const std::vector<ImVec2>& pts, float t, ImVec2* direction = nullptr) {
+  float total = 0.0f;
+  for (size_t i = 1; i < pts.size(); ++i) total += length(sub(pts[i], pts[i - 1]));
+  float left = std::clamp(t, 0.0f, 1.0f) * total;
+  for (size_t i = 1; i < pts.size(); ++i) {
+    const float seg = length(sub(pts[i], pts[i - 1]));
+    if (left <= seg || i + 1 == pts.size()) {
+      if (direction != nullptr) *direction = normalized(sub(pts[i], pts[i - 1]));
+      return seg > 0 ? add(pts[i - 1], mul(sub(pts[i], pts[i - 1]), std::min(1.0f, left / seg))) : pts[i];
+    }
+    left -= seg;
+  }
+  if (direction != nullptr) *direction = ImVec2(1, 0);
+  return pts.empty() ? ImVec2() : pts.back();
+}
+
+// The part of a polyline from its start to the fraction `t` of its length.
+std::vector<ImVec2> prefix(const std::vector<ImVec2>& pts, float t) {
+  float total = 0.0f;
+  for (size_t i = 1; i < pts.size(); ++i) total += length(sub(pts[i], pts[i - 1]));
+  std::vector<ImVec2> out;
+  if (pts.empty()) return out;
+  out.push_back(pts.front());
+  float left = std::clamp(t, 0.0f, 1.0f) * total;
+  for (size_t i = 1; i < pts.size(); ++i) {
+    const float seg = length(sub(pts[i], pts[i - 1]));
+    if (left >= seg) {
+      out.push_back(pts[i]);
+      left -= seg;
+      continue;
+    }
+    if (seg > 0) out.push_back(add(pts[i - 1], mul(sub(pts[i], pts[i - 1]), left / seg)));
+    break;
+  }
+  return out;
+}
+
+bool inside(const StageView::Box& b, ImVec2 p, float margin) {
+  return std::fabs(p.x - b.center.x) < b.half.x + margin && std::fabs(p.y - b.center.y) < b.half.y + margin;
 }
 
 std::string short_bandwidth(double bytes_per_s) {
@@ -151,27 +191,122 @@ const StageView::Box* StageView::box_of(int device) const {
   return nullptr;
 }
 
-void StageView::link_path(int a, int b, ImVec2& from, ImVec2& control, ImVec2& to) const {
+std::vector<ImVec2> StageView::link_path(int a, int b) const {
   const Box* ba = box_of(a);
   const Box* bb = box_of(b);
-  from = box_exit_point(ba->center, ba->half, bb->center);
-  to = box_exit_point(bb->center, bb->half, ba->center);
-  control = mul(add(from, to), 0.5f);
+  const ImVec2 from = box_exit_point(ba->center, ba->half, bb->center);
+  const ImVec2 to = box_exit_point(bb->center, bb->half, ba->center);
+  ImVec2 control = mul(add(from, to), 0.5f);
   const Box* host = host_ >= 0 ? box_of(host_) : nullptr;
-  if (host == nullptr || a == host_ || b == host_) return;
-  // A straight line that would cross the host box bends around it.
-  const ImVec2 d = sub(to, from);
-  const float len2 = d.x * d.x + d.y * d.y;
-  if (len2 < 1.0f) return;
-  const ImVec2 nrm = normalized(ImVec2(-d.y, d.x));
-  const float along = ((host->center.x - from.x) * d.x + (host->center.y - from.y) * d.y) / len2;
-  const float dist = (host->center.x - from.x) * nrm.x + (host->center.y - from.y) * nrm.y;
-  const float reach =
-      std::fabs(nrm.x) * host->half.x + std::fabs(nrm.y) * host->half.y + ImGui::GetFontSize() * 0.6f;
-  if (along > 0.0f && along < 1.0f && std::fabs(dist) < reach) {
-    const float side = dist >= 0 ? -1.0f : 1.0f;
-    control = add(control, mul(nrm, side * 2.0f * (reach + std::fabs(dist))));
+  if (host != nullptr && a != host_ && b != host_) {
+    // A straight line that would cross the host box bends around it.
+    const ImVec2 d = sub(to, from);
+    const float len2 = d.x * d.x + d.y * d.y;
+    if (len2 >= 1.0f) {
+      const ImVec2 nrm = normalized(ImVec2(-d.y, d.x));
+      const float t = ((host->center.x - from.x) * d.x + (host->center.y - from.y) * d.y) / len2;
+      const float dist = (host->center.x - from.x) * nrm.x + (host->center.y - from.y) * nrm.y;
+      const float reach =
+          std::fabs(nrm.x) * host->half.x + std::fabs(nrm.y) * host->half.y + ImGui::GetFontSize() * 0.6f;
+      if (t > 0.0f && t < 1.0f && std::fabs(dist) < reach)
+        control = add(control, mul(nrm, (dist >= 0 ? -1.0f : 1.0f) * 2.0f * (reach + std::fabs(dist))));
+    }
   }
+  std::vector<ImVec2> curve;
+  for (int i = 0; i <= 24; ++i) curve.push_back(bezier(from, control, to, static_cast<float>(i) / 24.0f));
+  if (!crosses_a_box(curve, a, b)) return curve;
+  // Other boxes in the way (a tree's parent and child are seldom ring neighbours; the host's copy
+  // to an outer card passes over an inner one): leave towards the corridor between the rows, run
+  // along it beside the host, and enter the other box from the corridor.
+  float top_row_bottom = -1e9f;
+  float bottom_row_top = 1e9f;
+  float mid = 0.0f;
+  for (int g : ring_) mid += box_of(g)->center.y / static_cast<float>(ring_.size());
+  for (int g : ring_) {
+    const Box* c = box_of(g);
+    if (c->center.y < mid) top_row_bottom = std::max(top_row_bottom, c->center.y + c->half.y);
+    if (c->center.y > mid) bottom_row_top = std::min(bottom_row_top, c->center.y - c->half.y);
+  }
+  if (top_row_bottom < -1e8f || bottom_row_top > 1e8f) return curve;  // one row: nothing to route through
+  const float band_top = host != nullptr ? host->center.y - host->half.y : mid;
+  const float band_bottom = host != nullptr ? host->center.y + host->half.y : mid;
+  const float lane_top = (top_row_bottom + band_top) * 0.5f;
+  const float lane_bottom = (bottom_row_top + band_bottom) * 0.5f;
+  // Where a box sits: the top row (-1), the corridor's band (0: host, switches) or the bottom row.
+  auto row_of = [&](const Box* box) {
+    if (box->center.y + box->half.y <= top_row_bottom + 1.0f) return -1;
+    if (box->center.y - box->half.y >= bottom_row_top - 1.0f) return 1;
+    return 0;
+  };
+  const int ra = row_of(ba);
+  const int rb = row_of(bb);
+  if (ra == 0 && rb == 0) return curve;  // host and switch: side by side in the band
+  // The row each end leaves towards: its own, or for a band box the other end's.
+  const int side_a = ra != 0 ? ra : rb;
+  const int side_b = rb != 0 ? rb : ra;
+  auto edge = [&](const Box* box, int row, int side) {
+    if (row == -1) return box->center.y + box->half.y;  // a top card's bottom edge
+    if (row == 1) return box->center.y - box->half.y;   // a bottom card's top edge
+    return side < 0 ? box->center.y - box->half.y : box->center.y + box->half.y;
+  };
+  auto lane_of = [&](int side) { return side < 0 ? lane_top : lane_bottom; };
+  const float dir = bb->center.x >= ba->center.x ? 1.0f : -1.0f;
+  const float a_edge = edge(ba, ra, side_a);
+  const float b_edge = edge(bb, rb, side_b);
+  const float x_exit = ba->center.x + dir * ba->half.x * 0.35f;
+  std::vector<ImVec2> best;
+  if (side_a == side_b) {
+    for (const float shift : {-0.35f, 0.35f, -0.7f, 0.7f, 0.0f}) {
+      const float x_entry = bb->center.x + dir * bb->half.x * shift;
+      std::vector<ImVec2> route = {ImVec2(x_exit, a_edge), ImVec2(x_exit, lane_of(side_a)),
+                                   ImVec2(x_entry, lane_of(side_a)), ImVec2(x_entry, b_edge)};
+      if (best.empty()) best = route;
+      if (!crosses_a_box(route, a, b)) return route;
+    }
+    return best;
+  }
+  // From one row to the other, the host and the switches fill the middle of the corridor: cross
+  // it where none of them is (between two, or beyond the ends), along both lanes.
+  std::vector<std::pair<float, float>> blocked;
+  for (const Box& box : boxes_)
+    if (row_of(&box) == 0) blocked.emplace_back(box.center.x - box.half.x, box.center.x + box.half.x);
+  std::sort(blocked.begin(), blocked.end());
+  const float gap = ImGui::GetFontSize() * 0.6f;
+  std::vector<float> free_x;
+  if (!blocked.empty()) {
+    free_x.push_back(blocked.front().first - gap);
+    free_x.push_back(blocked.back().second + gap);
+    for (size_t i = 1; i < blocked.size(); ++i)
+      if (blocked[i].first - blocked[i - 1].second > 2 * gap)
+        free_x.push_back((blocked[i].first + blocked[i - 1].second) * 0.5f);
+  } else {
+    free_x.push_back((x_exit + bb->center.x) * 0.5f);
+  }
+  const float x_entry = bb->center.x - dir * bb->half.x * 0.35f;
+  float best_len = 1e30f;
+  for (const float x : free_x) {
+    std::vector<ImVec2> route = {ImVec2(x_exit, a_edge),           ImVec2(x_exit, lane_of(side_a)),
+                                 ImVec2(x, lane_of(side_a)),       ImVec2(x, lane_of(side_b)),
+                                 ImVec2(x_entry, lane_of(side_b)), ImVec2(x_entry, b_edge)};
+    float len = 0.0f;
+    for (size_t i = 1; i < route.size(); ++i) len += length(sub(route[i], route[i - 1]));
+    if (best.empty() || (len < best_len && !crosses_a_box(route, a, b))) {
+      best_len = crosses_a_box(route, a, b) ? 1e30f : len;
+      best = route;
+    }
+  }
+  return best.empty() ? curve : best;
+}
+
+bool StageView::crosses_a_box(const std::vector<ImVec2>& path, int a, int b) const {
+  for (size_t i = 1; i < path.size(); ++i) {
+    for (int k = 0; k <= 12; ++k) {
+      const ImVec2 p = add(path[i - 1], mul(sub(path[i], path[i - 1]), static_cast<float>(k) / 12.0f));
+      for (const Box& box : boxes_)
+        if (box.device != a && box.device != b && inside(box, p, 2.0f)) return true;
+    }
+  }
+  return false;
 }
 
 // ---- links and transfers ----
@@ -200,15 +335,16 @@ void StageView::draw_links(const ViewContext& ctx, ImDrawList* dl) {
       const int gap = std::abs(pa - pb);
       if (gap != 1 && gap != static_cast<int>(n) - 1) continue;
     }
-    ImVec2 from, control, to;
-    link_path(a, b, from, control, to);
-    dl->AddBezierQuadratic(from, control, to, with_host ? with_alpha(pal.link, 0.6f) : pal.link,
-                           (with_host ? 1.0f : 2.0f) * pal.line_scale, 16);
+    const std::vector<ImVec2> path = link_path(a, b);
+    dl->AddPolyline(path.data(), static_cast<int>(path.size()),
+                    with_host ? with_alpha(pal.link, 0.6f) : pal.link, 0,
+                    (with_host ? 1.0f : 2.0f) * pal.line_scale);
   }
 }
 
 void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
   label_rects_.clear();
+  transfer_paths_.clear();
   const Palette& pal = *ctx.palette;
   const ReplayModel& model = *ctx.model;
   const float fs = ImGui::GetFontSize();
@@ -216,25 +352,20 @@ void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
   const float small_size = small->FontSize;
   for (const TransferSnapshot& t : ctx.state->transfers) {
     if (box_of(t.src) == nullptr || box_of(t.dst) == nullptr) continue;
-    ImVec2 from, control, to;
-    link_path(t.src, t.dst, from, control, to);
+    std::vector<ImVec2> path = link_path(t.src, t.dst);
     // Two directions on one link run side by side.
-    const ImVec2 nrm = normalized(ImVec2(-(to.y - from.y), to.x - from.x));
+    const ImVec2 nrm = normalized(ImVec2(-(path.back().y - path.front().y), path.back().x - path.front().x));
     const float offset = fs * 0.35f * (t.src < t.dst ? 1.0f : -1.0f);
-    from = add(from, mul(nrm, offset));
-    to = add(to, mul(nrm, offset));
-    control = add(control, mul(nrm, offset));
+    for (ImVec2& q : path) q = add(q, mul(nrm, offset));
+    transfer_paths_.push_back(path);
     const ImU32 color = pal.event_color(model.event(t.event));
     const float thick = 3.0f * pal.line_scale;
-    dl->AddBezierQuadratic(from, control, to, with_alpha(color, 0.3f), thick, 24);
+    dl->AddPolyline(path.data(), static_cast<int>(path.size()), with_alpha(color, 0.3f), 0, thick);
     const float p = static_cast<float>(t.progress);
-    ImVec2 points[25];
-    const int segments = 24;
-    for (int i = 0; i <= segments; ++i)
-      points[i] = bezier(from, control, to, p * static_cast<float>(i) / segments);
-    dl->AddPolyline(points, segments + 1, color, 0, thick);
-    const ImVec2 head = bezier(from, control, to, p);
-    const ImVec2 dir = normalized(bezier_tangent(from, control, to, p));
+    const std::vector<ImVec2> done = prefix(path, p);
+    dl->AddPolyline(done.data(), static_cast<int>(done.size()), color, 0, thick);
+    ImVec2 dir;
+    const ImVec2 head = along(path, p, &dir);
     const float hs = fs * 0.75f * pal.line_scale;
     draw_arrow(dl, sub(head, mul(dir, hs * 1.6f)), add(head, mul(dir, hs * 0.4f)), color, thick, hs);
     // The size rides beside the arrow's head, but never on a card, the host or another label: it
@@ -244,7 +375,7 @@ void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
     const ImVec2 ts = text_size(small, small_size, label);
     const float side = (t.src < t.dst ? 1.0f : -1.0f) * (fs * 0.9f);
     auto rect_at = [&](float q, float away) {
-      const ImVec2 lp = add(bezier(from, control, to, q), mul(nrm, away));
+      const ImVec2 lp = add(along(path, q), mul(nrm, away));
       return ImVec4(lp.x - ts.x * 0.5f - 3, lp.y - ts.y * 0.5f - 1, lp.x + ts.x * 0.5f + 3,
                     lp.y + ts.y * 0.5f + 1);
     };

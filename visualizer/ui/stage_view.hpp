@@ -29,6 +29,8 @@ class StageView final : public View {
   float card_scale() const { return card_scale_; }
   // Where the last frame drew the transfers' size labels (x0, y0, x1, y1).
   const std::vector<ImVec4>& label_rects() const { return label_rects_; }
+  // The paths the last frame's transfers were drawn along (for tests).
+  const std::vector<std::vector<ImVec2>>& transfer_paths() const { return transfer_paths_; }
   int clipped_cards() const { return clipped_cards_; }
 
  private:
@@ -58,14 +60,18 @@ class StageView final : public View {
   void draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width);
   float draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width, bool measure_only);
   const Box* box_of(int device) const;
-  // The path a transfer or link between two devices takes (straight, or bent around the host).
-  void link_path(int a, int b, ImVec2& from, ImVec2& control, ImVec2& to) const;
+  // The path a transfer or link between two devices takes, as a polyline: straight, bent around
+  // the host, or — between cards with others in the way — along the corridor between the rows.
+  std::vector<ImVec2> link_path(int a, int b) const;
+  // Whether `path` passes through a box other than those of devices `a` and `b`.
+  bool crosses_a_box(const std::vector<ImVec2>& path, int a, int b) const;
 
   std::vector<Box> boxes_;
   std::vector<int> ring_;      // GPU device indices in rank order
   std::vector<int> switches_;  // network nodes (kind "switch") in header order
   int host_ = -1;
   std::vector<ImVec4> label_rects_;
+  std::vector<std::vector<ImVec2>> transfer_paths_;
   static constexpr float kMinCardScale = 0.5f;
   float card_scale_ = 1.0f;
   int clipped_cards_ = 0;  // in the last frame
