@@ -13,5 +13,6 @@ void register_bench(CLI::App& app);
 void register_sampler(CLI::App& app);
 void register_presets(CLI::App& app);
 void register_lesson(CLI::App& app);
+void register_launch(CLI::App& app);
 
 }  // namespace dpscope::cli

@@ -1,4 +1,4 @@
-// dpscope — the command-line front door: train, bench, sampler, trace, lesson, presets.
+// dpscope — the command-line front door: train, bench, sampler, trace, lesson, presets, launch.
 //
 // Every failure is one line on stderr, "dpscope: error: <what>", with exit code 2 for usage
 // errors (bad flags, missing or malformed files) and 1 for runtime failures; never a crash, never a
@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   dpscope::cli::register_trace(app);
   dpscope::cli::register_presets(app);
   dpscope::cli::register_lesson(app);
+  dpscope::cli::register_launch(app);
   try {
     if (const std::string unknown = unknown_command_message(app, argc, argv); !unknown.empty()) {
       std::fprintf(stderr, "dpscope: error: %s\n", unknown.c_str());

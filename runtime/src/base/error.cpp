@@ -16,6 +16,7 @@ const char* to_string(ErrorKind kind) {
     case ErrorKind::kTimeout: return "timeout";
     case ErrorKind::kMismatch: return "mismatch";
     case ErrorKind::kUnsupported: return "unsupported";
+    case ErrorKind::kProcess: return "process";
     case ErrorKind::kInternal: return "internal";
   }
   return "unknown";

@@ -26,6 +26,7 @@ enum class ErrorKind {
   kTimeout,          // a collective waited longer than its group's timeout
   kMismatch,         // ranks disagree (collective signature, parameter shapes)
   kUnsupported,      // an op a backend or mode does not provide (yet)
+  kProcess,          // a process of the job failed, was killed or was stopped by a signal
   kInternal,         // a broken invariant: a bug in dpscope or a misuse of its API
 };
 

@@ -1,0 +1,317 @@
+// dpscope launch: torchrun's launcher for this machine's share of a job.
+//
+//   dpscope launch --nproc N [--nnodes M --node-rank K --master-addr A --master-port P]
+//                  [--grace-s S] -- PROGRAM ARGS...
+//
+// Starts N copies of PROGRAM, each with the environment torch.distributed's env:// rendezvous reads:
+// RANK (K * N + local rank), LOCAL_RANK, WORLD_SIZE (M * N), LOCAL_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT (and GROUP_RANK, the node rank). Every line a rank prints comes out whole, prefixed
+// "[rank R] " (stderr to stderr, stdout to stdout). SIGINT and SIGTERM are passed on to every rank.
+// When one rank fails (a non-zero exit or a signal), the others get SIGTERM, then SIGKILL after
+// --grace-s seconds, and the command fails naming the first rank that failed and how. Exit 0 only
+// when every rank exited 0.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "dpscope/base/error.hpp"
+
+extern char** environ;
+
+namespace dpscope::cli {
+
+namespace {
+
+volatile sig_atomic_t g_signal = 0;  // the SIGINT or SIGTERM to pass on, once received
+
+extern "C" void remember_signal(int sig) { g_signal = sig; }
+
+struct LaunchArgs {
+  int nproc = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  double grace_s = 5.0;
+  std::vector<std::string> command;
+};
+
+// One rank's process and the two pipes its output comes through.
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1;  // its stdout
+  int err_fd = -1;  // its stderr
+  std::string out_partial, err_partial;
+  bool running = true;
+  int status = 0;  // waitpid's
+};
+
+void write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return;  // the terminal went away: nothing more can be said
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Reads what `fd` has and writes every complete line, prefixed. Returns false at end of file.
+bool pump(int fd, std::string& partial, int rank, int to) {
+  char buffer[4096];
+  const ssize_t n = ::read(fd, buffer, sizeof buffer);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) {
+    if (!partial.empty()) write_all(to, fmt::format("[rank {}] {}\n", rank, partial));
+    partial.clear();
+    return false;
+  }
+  partial.append(buffer, static_cast<size_t>(n));
+  size_t start = 0;
+  std::string lines;
+  for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1)
+    lines += fmt::format("[rank {}] {}\n", rank, std::string_view(partial).substr(start, nl - start));
+  partial.erase(0, start);
+  if (!lines.empty()) write_all(to, lines);
+  return true;
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status))
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return "stopped";
+}
+
+bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+void check_args(const LaunchArgs& a) {
+  DPS_CHECK(!a.command.empty(), ErrorKind::kUsage,
+            "launch: no program to start (dpscope launch --nproc N -- PROGRAM ARGS...)");
+  DPS_CHECK(a.nproc >= 1 && a.nproc <= 1024, ErrorKind::kUsage,
+            "launch: --nproc must be from 1 to 1024, got {}", a.nproc);
+  DPS_CHECK(a.nnodes >= 1 && a.nnodes <= 4096, ErrorKind::kUsage,
+            "launch: --nnodes must be from 1 to 4096, got {}", a.nnodes);
+  DPS_CHECK(a.node_rank >= 0 && a.node_rank < a.nnodes, ErrorKind::kUsage,
+            "launch: --node-rank must be from 0 to --nnodes - 1 = {}, got {}", a.nnodes - 1, a.node_rank);
+  DPS_CHECK(a.master_port >= 1 && a.master_port <= 65535, ErrorKind::kUsage,
+            "launch: --master-port must be from 1 to 65535, got {}", a.master_port);
+  DPS_CHECK(!a.master_addr.empty(), ErrorKind::kUsage, "launch: --master-addr is empty");
+  DPS_CHECK(a.grace_s >= 0 && a.grace_s <= 3600, ErrorKind::kUsage,
+            "launch: --grace-s must be from 0 to 3600, got {}", a.grace_s);
+}
+
+// Starts rank `local` with its environment and its output on two pipes.
+Rank start_rank(const LaunchArgs& a, int local) {
+  Rank r;
+  r.rank = a.node_rank * a.nproc + local;
+  int out[2];
+  int err[2];
+  DPS_CHECK(::pipe(out) == 0 && ::pipe(err) == 0, ErrorKind::kIo, "launch: cannot make a pipe: {}",
+            std::strerror(errno));
+  std::vector<std::string> env;
+  const char* ours[] = {"RANK=",        "LOCAL_RANK=",  "WORLD_SIZE=", "LOCAL_WORLD_SIZE=",
+                        "MASTER_ADDR=", "MASTER_PORT=", "GROUP_RANK="};
+  for (char** e = environ; *e != nullptr; ++e) {
+    bool replaced = false;
+    for (const char* prefix : ours) replaced = replaced || std::strncmp(*e, prefix, std::strlen(prefix)) == 0;
+    if (!replaced) env.emplace_back(*e);
+  }
+  env.push_back(fmt::format("RANK={}", r.rank));
+  env.push_back(fmt::format("LOCAL_RANK={}", local));
+  env.push_back(fmt::format("WORLD_SIZE={}", a.nnodes * a.nproc));
+  env.push_back(fmt::format("LOCAL_WORLD_SIZE={}", a.nproc));
+  env.push_back(fmt::format("MASTER_ADDR={}", a.master_addr));
+  env.push_back(fmt::format("MASTER_PORT={}", a.master_port));
+  env.push_back(fmt::format("GROUP_RANK={}", a.node_rank));
+  std::vector<char*> c_env;
+  for (std::string& e : env) c_env.push_back(e.data());
+  c_env.push_back(nullptr);
+  std::vector<std::string> argv = a.command;
+  std::vector<char*> c_argv;
+  for (std::string& s : argv) c_argv.push_back(s.data());
+  c_argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+  // Nothing else of ours leaks into the rank (another rank's pipes, whatever started us).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  // Each rank leads a process group of its own, so that stopping it stops what it started too.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const int rc = posix_spawnp(&r.pid, c_argv[0], &actions, &attr, c_argv.data(), c_env.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    throw Error(ErrorKind::kUsage,
+                fmt::format("launch: cannot start '{}': {}", a.command.front(), std::strerror(rc)));
+  }
+  r.out_fd = out[0];
+  r.err_fd = err[0];
+  return r;
+}
+
+// Signals every rank still running, with the processes it started (its process group).
+void signal_all(std::vector<Rank>& ranks, int sig) {
+  for (Rank& r : ranks)
+    if (r.running) ::kill(-r.pid, sig);
+}
+
+void run_launch(const LaunchArgs& a) {
+  check_args(a);
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  sigemptyset(&action.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  sigaction(SIGINT, &action, &old_int);
+  sigaction(SIGTERM, &action, &old_term);
+  std::vector<Rank> ranks;
+  try {
+    for (int local = 0; local < a.nproc; ++local) ranks.push_back(start_rank(a, local));
+  } catch (...) {
+    signal_all(ranks, SIGKILL);
+    for (Rank& r : ranks) ::waitpid(r.pid, nullptr, 0);
+    throw;
+  }
+
+  const Rank* first_failure = nullptr;
+  int passed_on = 0;  // the signal passed on to the ranks, 0 if none
+  std::chrono::steady_clock::time_point kill_at{};
+  bool killed = false;
+  auto stop_others = [&] {
+    signal_all(ranks, SIGTERM);
+    kill_at = std::chrono::steady_clock::now() +
+              std::chrono::milliseconds(static_cast<int64_t>(a.grace_s * 1000.0));
+  };
+  for (;;) {
+    // Output first, so that lines printed just before an exit are not lost.
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Rank*, bool>> owners;  // (rank, is stderr)
+    for (Rank& r : ranks) {
+      if (r.out_fd >= 0) {
+        fds.push_back({r.out_fd, POLLIN, 0});
+        owners.emplace_back(&r, false);
+      }
+      if (r.err_fd >= 0) {
+        fds.push_back({r.err_fd, POLLIN, 0});
+        owners.emplace_back(&r, true);
+      }
+    }
+    if (!fds.empty()) {
+      const int n = ::poll(fds.data(), fds.size(), 100);
+      for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
+        if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+        Rank& r = *owners[i].first;
+        const bool err = owners[i].second;
+        int& fd = err ? r.err_fd : r.out_fd;
+        if (!pump(fd, err ? r.err_partial : r.out_partial, r.rank, err ? STDERR_FILENO : STDOUT_FILENO)) {
+          ::close(fd);
+          fd = -1;
+        }
+      }
+    } else {
+      ::usleep(20'000);
+    }
+    if (g_signal != 0 && passed_on == 0) {
+      passed_on = g_signal;
+      signal_all(ranks, passed_on);
+      kill_at = std::chrono::steady_clock::now() +
+                std::chrono::milliseconds(static_cast<int64_t>(a.grace_s * 1000.0));
+    }
+    for (Rank& r : ranks) {
+      if (!r.running) continue;
+      int status = 0;
+      if (::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
+      r.running = false;
+      r.status = status;
+      if (failed(status) && first_failure == nullptr && passed_on == 0) {
+        first_failure = &r;
+        stop_others();
+      }
+    }
+    const bool any_running = std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.running; });
+    const bool any_output =
+        std::any_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.out_fd >= 0 || r.err_fd >= 0; });
+    if (!any_running && !any_output) break;
+    if (any_running && !killed && (first_failure != nullptr || passed_on != 0) &&
+        std::chrono::steady_clock::now() >= kill_at) {
+      signal_all(ranks, SIGKILL);
+      killed = true;
+    }
+    if (!any_running && any_output) {
+      // Exited, but a grandchild may hold the pipes open: read what is there, then let go.
+      for (Rank& r : ranks)
+        for (int* fd : {&r.out_fd, &r.err_fd})
+          if (*fd >= 0) {
+            pollfd p{*fd, POLLIN, 0};
+            if (::poll(&p, 1, 0) <= 0 || !pump(*fd, fd == &r.err_fd ? r.err_partial : r.out_partial, r.rank,
+                                               fd == &r.err_fd ? STDERR_FILENO : STDOUT_FILENO)) {
+              ::close(*fd);
+              *fd = -1;
+            }
+          }
+    }
+  }
+  // What a stopped rank started may outlive it: its process group goes with it.
+  if (first_failure != nullptr || passed_on != 0)
+    for (Rank& r : ranks) ::kill(-r.pid, SIGKILL);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (passed_on != 0) {
+    g_signal = 0;
+    throw Error(ErrorKind::kProcess,
+                fmt::format("launch: {} received: passed it on to all {} ranks, which stopped",
+                            strsignal(passed_on), ranks.size()));
+  }
+  if (first_failure != nullptr) {
+    throw Error(ErrorKind::kProcess,
+                fmt::format("launch: rank {} (pid {}) {}; stopped the other {} rank{}", first_failure->rank,
+                            first_failure->pid, describe_status(first_failure->status), ranks.size() - 1,
+                            ranks.size() == 2 ? "" : "s"));
+  }
+}
+
+}  // namespace
+
+void register_launch(CLI::App& app) {
+  auto args = std::make_shared<LaunchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "launch", "start N processes of a program with torchrun's environment (RANK, WORLD_SIZE, ...)");
+  cmd->add_option("--nproc", args->nproc, "processes on this machine (--nproc_per_node in torchrun)")
+      ->required();
+  cmd->add_option("--nnodes", args->nnodes, "machines in the job")->capture_default_str();
+  cmd->add_option("--node-rank", args->node_rank, "this machine's index, 0 .. nnodes-1")
+      ->capture_default_str();
+  cmd->add_option("--master-addr", args->master_addr, "where rank 0's store listens")->capture_default_str();
+  cmd->add_option("--master-port", args->master_port, "its port")->capture_default_str();
+  cmd->add_option("--grace-s", args->grace_s, "seconds between SIGTERM and SIGKILL when a rank fails")
+      ->capture_default_str();
+  cmd->add_option("command", args->command, "-- PROGRAM ARGS...")->expected(-1);
+  cmd->callback([args] { run_launch(*args); });
+}
+
+}  // namespace dpscope::cli

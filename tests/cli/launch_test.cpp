@@ -1,0 +1,120 @@
+// dpscope launch (runtime/cli/launch_cmd.cpp), torchrun's launcher: every rank gets the env://
+// environment, its lines come out whole and prefixed, a failing rank stops the others within the
+// grace period and is named, SIGTERM is passed on, and bad flags are one usage line. Each run has a
+// wall limit (run_limited), so a launcher that hung would fail its test, not stall the suite.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <regex>
+#include <sstream>
+
+#include "cli/run_limited.hpp"
+
+namespace dpscope::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+LimitedRun launch(const std::vector<std::string>& args, std::chrono::milliseconds limit = 20s) {
+  std::vector<std::string> argv = {DPSCOPE_CLI, "launch"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_limited(argv, {}, limit);
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(Launch, EveryRankGetsTheEnvironmentOfEnvRendezvousAndItsLinesArePrefixed) {
+  const LimitedRun r = launch({"--nproc", "3", "--nnodes", "2", "--node-rank", "1", "--master-addr",
+                               "10.0.0.7", "--master-port", "29611", "--", "sh", "-c",
+                               "echo env $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK "
+                               "$MASTER_ADDR $MASTER_PORT; echo oops $RANK >&2; printf 'no newline'"});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> out = lines(r.out);
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, (std::vector<std::string>{"[rank 3] env 3 0 6 3 1 10.0.0.7 29611", "[rank 3] no newline",
+                                           "[rank 4] env 4 1 6 3 1 10.0.0.7 29611", "[rank 4] no newline",
+                                           "[rank 5] env 5 2 6 3 1 10.0.0.7 29611", "[rank 5] no newline"}));
+  std::vector<std::string> err = lines(r.err);
+  std::sort(err.begin(), err.end());
+  EXPECT_EQ(err, (std::vector<std::string>{"[rank 3] oops 3", "[rank 4] oops 4", "[rank 5] oops 5"}));
+}
+
+TEST(Launch, LinesOfManyRanksNeverInterleave) {
+  const LimitedRun r = launch({"--nproc", "4", "--", "sh", "-c",
+                               "i=0; while [ $i -lt 500 ]; do echo line-$RANK-$i-abcdefghijklmnopqrstuvwxyz; "
+                               "i=$((i+1)); done"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::regex whole(R"(\[rank (\d)\] line-(\d)-\d+-abcdefghijklmnopqrstuvwxyz)");
+  const std::vector<std::string> out = lines(r.out);
+  EXPECT_EQ(out.size(), 2000u);
+  for (const std::string& line : out) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, whole)) << line;
+    EXPECT_EQ(m[1], m[2]) << line;
+  }
+}
+
+TEST(Launch, AFailingRankStopsTheOthersAndIsNamed) {
+  const LimitedRun r =
+      launch({"--nproc", "4", "--", "sh", "-c", "if [ $RANK = 2 ]; then exit 3; fi; exec sleep 60"});
+  ASSERT_FALSE(r.timed_out) << "the sleeping ranks were not stopped";
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_LT(r.seconds, 10.0);
+  const std::vector<std::string> err = lines(r.err);
+  ASSERT_EQ(err.size(), 1u) << r.err;
+  EXPECT_TRUE(std::regex_match(
+      err[0],
+      std::regex(
+          R"(dpscope: error: launch: rank 2 \(pid \d+\) exited with status 3; stopped the other 3 ranks)")))
+      << err[0];
+}
+
+TEST(Launch, ARankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
+  const LimitedRun r = launch({"--nproc", "2", "--grace-s", "0.5", "--", "sh", "-c",
+                               "if [ $RANK = 0 ]; then sleep 0.2; exit 1; fi; trap '' TERM; sleep 60"});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_NE(r.err.find("rank 0 (pid"), std::string::npos) << r.err;
+}
+
+TEST(Launch, SigtermIsPassedOnToEveryRank) {
+  // The launcher in the background, then SIGTERM to it: each rank's trap says so, and the launcher
+  // ends saying what it received.
+  const std::string script = std::string(DPSCOPE_CLI) +
+                             " launch --nproc 2 -- sh -c 'trap \"echo got TERM; exit 0\" TERM; "
+                             "sleep 60 & wait' & p=$!; sleep 1; kill -TERM $p; wait $p; echo launcher=$?";
+  const LimitedRun r = run_limited({"/bin/sh", "-c", script}, {}, 20s);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_NE(r.out.find("[rank 0] got TERM"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("[rank 1] got TERM"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("launcher=1"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("launch: Terminated received: passed it on to all 2 ranks"), std::string::npos)
+      << r.err;
+}
+
+TEST(Launch, BadFlagsAreOneUsageLine) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--nproc", "0", "--", "true"}, "--nproc must be from 1 to 1024, got 0"},
+      {{"--nproc", "2"}, "no program to start"},
+      {{"--nproc", "2", "--nnodes", "2", "--node-rank", "2", "--", "true"}, "--node-rank must be from 0 to"},
+      {{"--nproc", "2", "--master-port", "70000", "--", "true"}, "--master-port must be from 1 to 65535"},
+      {{"--nproc", "2", "--", "/no/such/program"}, "cannot start '/no/such/program'"},
+      {{"--", "true"}, "--nproc is required"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const LimitedRun r = launch(args, 10s);
+    EXPECT_EQ(r.exit_code, 2) << expected << ": " << r.err;
+    EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace dpscope::testing
