@@ -16,16 +16,8 @@
 namespace dpscope::viz {
 namespace {
 
-struct Loaded {
-  std::unique_ptr<trace::TraceData> data;
-  std::unique_ptr<ReplayModel> model;
-};
-
-Loaded load(const std::filesystem::path& path) {
-  auto data = std::make_unique<trace::TraceData>(trace::read_trace(path));
-  auto model = std::make_unique<ReplayModel>(*data);
-  return Loaded{std::move(data), std::move(model)};
-}
+using Loaded = testing::LoadedTrace;
+using testing::load_trace;
 
 // One traced collective of 1 MiB on 4 simulated T4s.
 Loaded bench_trace(const std::string& name, OpType collective, Algorithm algorithm,
@@ -42,7 +34,7 @@ Loaded bench_trace(const std::string& name, OpType collective, Algorithm algorit
   o.warmup = 0;
   o.trace = testing::scratch_dir() / name;
   run_collective_bench(o);
-  return load(o.trace);
+  return load_trace(o.trace);
 }
 
 // The latest arrival of the collective's transfers whose name contains `word`.
@@ -157,7 +149,7 @@ TEST(ChunkView, AnAverageShowsTheDivisionByTheNumberOfRanksOnceItRan) {
 TEST(ChunkView, NoChunksBeforeAnyCollectiveOrAfterTheDeviceMovedOn) {
   const std::filesystem::path path = testing::scratch_dir() / "ddp_chunks_none.jsonl";
   testing::write_ddp_trace(path, 2, 2, 4);
-  const Loaded l = load(path);
+  const Loaded l = load_trace(path);
   const ReplayModel& m = *l.model;
   for (const DeviceSnapshot& d : m.state_at(m.start()).devices) EXPECT_EQ(d.chunks.coll, -1);
   // The optimizer phase of the last step: its gradients' collectives are over and out of view.

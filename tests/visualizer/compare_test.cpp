@@ -11,16 +11,13 @@ namespace dpscope::viz {
 namespace {
 
 struct LoadedRun {
-  std::unique_ptr<trace::TraceData> data;
-  std::unique_ptr<ReplayModel> model;
+  testing::LoadedTrace trace;
   RunSummary summary;
 };
 
 LoadedRun load(const std::filesystem::path& path) {
-  LoadedRun r;
-  r.data = std::make_unique<trace::TraceData>(trace::read_trace(path));
-  r.model = std::make_unique<ReplayModel>(*r.data);
-  r.summary = summarize_run(*r.model);
+  LoadedRun r{testing::load_trace(path), {}};
+  r.summary = summarize_run(*r.trace.model);
   return r;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "imgui_test_context.hpp"
 #include "trace_fixtures.hpp"
 #include "ui/lesson_view.hpp"
 #include "ui/viewer.hpp"
@@ -18,17 +19,7 @@ namespace {
 class LessonViewTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ImGui::CreateContext();
-    ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
-    io.DisplaySize = ImVec2(1600, 900);
-    io.DeltaTime = 1.0f / 60.0f;
-    ImFont* font = io.Fonts->AddFontDefault();
-    unsigned char* pixels = nullptr;
-    int w = 0;
-    int h = 0;
-    io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
-    fonts_.body = fonts_.bold = fonts_.small = font;
+    fonts_ = testing::create_imgui_test_context();
     dir_ = testing::scratch_dir();
     trace_ = dir_ / "ddp.jsonl";
     testing::write_ddp_trace(trace_, 4, 2);

@@ -10,22 +10,12 @@
 namespace dpscope::viz {
 namespace {
 
-struct Loaded {
-  std::unique_ptr<trace::TraceData> data;
-  std::unique_ptr<ReplayModel> model;
-};
-
-Loaded load(const std::filesystem::path& path) {
-  Loaded l;
-  l.data = std::make_unique<trace::TraceData>(trace::read_trace(path));
-  l.model = std::make_unique<ReplayModel>(*l.data);
-  return l;
-}
+using testing::load_trace;
 
 TEST(ReductionCheck, DdpAveragesAndEveryColumnIsASampleOfTheTensor) {
   const auto path = testing::scratch_dir() / "ddp.jsonl";
   testing::write_ddp_trace(path, 4, 2, 4);
-  const Loaded l = load(path);
+  const testing::LoadedTrace l = load_trace(path);
   const ReplayModel& m = *l.model;
   ASSERT_FALSE(m.reductions().empty());
   size_t checked = 0;
@@ -48,7 +38,7 @@ TEST(ReductionCheck, DdpAveragesAndEveryColumnIsASampleOfTheTensor) {
 TEST(ReductionCheck, DataParallelSumsOntoGpuZero) {
   const auto path = testing::scratch_dir() / "dp.jsonl";
   testing::write_dp_trace(path, 4, 2, 16);
-  const Loaded l = load(path);
+  const testing::LoadedTrace l = load_trace(path);
   const ReplayModel& m = *l.model;
   size_t checked = 0;
   for (const Reduction& r : m.reductions()) {

@@ -14,6 +14,13 @@
 
 namespace dpscope::viz::testing {
 
+LoadedTrace load_trace(const std::filesystem::path& path) {
+  LoadedTrace l;
+  l.data = std::make_unique<trace::TraceData>(trace::read_trace(path));
+  l.model = std::make_unique<ReplayModel>(*l.data);
+  return l;
+}
+
 std::filesystem::path scratch_dir() {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::filesystem::path dir = std::filesystem::path(DPSCOPE_BINARY_DIR) / "test-output" / "visualizer" /

@@ -6,13 +6,23 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "dpscope/trace_format/reader.hpp"
 #include "dpscope/train/train.hpp"
 #include "replay/replay_model.hpp"
 
 namespace dpscope::viz::testing {
+
+// A trace read from a file and its replay model (both on the heap: the model references the data,
+// and a LoadedTrace can be moved).
+struct LoadedTrace {
+  std::unique_ptr<trace::TraceData> data;
+  std::unique_ptr<ReplayModel> model;
+};
+LoadedTrace load_trace(const std::filesystem::path& path);
 
 // A fresh directory under the build tree for the running test.
 std::filesystem::path scratch_dir();

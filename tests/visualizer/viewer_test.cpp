@@ -10,6 +10,7 @@
 #include <imgui_internal.h>
 
 #include "dpscope/trace_format/reader.hpp"
+#include "imgui_test_context.hpp"
 #include "support/cli.hpp"
 #include "trace_fixtures.hpp"
 #include "ui/viewer.hpp"
@@ -28,23 +29,14 @@ constexpr int kKeyPageDown = 6;
 class ViewerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ImGui::CreateContext();
+    fonts_ = testing::create_imgui_test_context();
     ImGuiIO& io = ImGui::GetIO();
-    io.IniFilename = nullptr;
-    io.DisplaySize = ImVec2(1600, 900);
-    io.DeltaTime = 1.0f / 60.0f;
     io.KeyMap[ImGuiKey_RightArrow] = kKeyRight;
     io.KeyMap[ImGuiKey_LeftArrow] = kKeyLeft;
     io.KeyMap[ImGuiKey_Space] = kKeySpace;
     io.KeyMap[ImGuiKey_Home] = kKeyHome;
     io.KeyMap[ImGuiKey_End] = kKeyEnd;
     io.KeyMap[ImGuiKey_PageDown] = kKeyPageDown;
-    ImFont* font = io.Fonts->AddFontDefault();
-    unsigned char* pixels = nullptr;
-    int w = 0;
-    int h = 0;
-    io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);
-    fonts_.body = fonts_.bold = fonts_.small = font;
     dir_ = testing::scratch_dir();
   }
   void TearDown() override { ImGui::DestroyContext(); }
