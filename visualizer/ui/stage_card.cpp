@@ -82,135 +82,107 @@ StageView::CardFit StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const 
 
 void StageView::draw_card_title(const ViewContext& ctx, CardFrame& f) {
   const Palette& pal = *ctx.palette;
-  ImDrawList* dl = f.dl;
   const ModelDevice& dev = *f.dev;
   const DeviceSnapshot& ds = *f.ds;
-  ImFont* bold = f.bold;
-  const float bold_fs = f.bold_fs;
-  ImFont* small = f.small;
-  const float small_fs = f.small_fs;
-  const float fs = f.fs;
-  const ImVec2 r0 = f.r0;
-  const ImVec2 r1 = f.r1;
-  const float pad = f.pad;
-  const ImVec4 clip = f.clip;
-  float& y = f.y;
   // Title: "GPU 0", rank and device name, and the phase as a pill on the right.
   const std::string title = device_label(dev);
-  draw_text(dl, bold, bold_fs, ImVec2(r0.x + pad, y), pal.text, title, &clip);
-  const float title_w = text_size(bold, bold_fs, title).x;
+  draw_text(f.dl, f.bold, f.bold_fs, ImVec2(f.r0.x + f.pad, f.y), pal.text, title, &f.clip);
+  const float title_w = text_size(f.bold, f.bold_fs, title).x;
   const std::string sub_title = dev.rank >= 0 ? fmt::format("rank {} · {}", dev.rank, dev.name) : dev.name;
   // The rank's colour, as the chunk row's stripes use it.
-  float sub_x = r0.x + pad + title_w + fs * 0.6f;
+  float sub_x = f.r0.x + f.pad + title_w + f.fs * 0.6f;
   if (dev.rank >= 0 && ds.chunks.coll >= 0) {
-    const float sw = small_fs * 0.8f;
-    const float sy = y + (bold_fs - sw) * 0.6f;
-    dl->AddRectFilled(ImVec2(sub_x, sy), ImVec2(sub_x + sw, sy + sw), pal.rank_color(dev.rank), 2.0f);
-    sub_x += sw + fs * 0.3f;
+    const float sw = f.small_fs * 0.8f;
+    const float sy = f.y + (f.bold_fs - sw) * 0.6f;
+    f.dl->AddRectFilled(ImVec2(sub_x, sy), ImVec2(sub_x + sw, sy + sw), pal.rank_color(dev.rank), 2.0f);
+    sub_x += sw + f.fs * 0.3f;
   }
-  float title_right = r1.x - pad;
+  float title_right = f.r1.x - f.pad;
   if (ds.phase != Phase::kNone) {
     const std::string phase = to_string(ds.phase);
-    const ImVec2 ps = text_size(small, small_fs, phase);
-    const ImVec2 p1(r1.x - pad, y + ps.y + 4);
-    const ImVec2 p0(p1.x - ps.x - 10, y);
-    if (p0.x > r0.x + pad + title_w) {
+    const ImVec2 ps = text_size(f.small, f.small_fs, phase);
+    const ImVec2 p1(f.r1.x - f.pad, f.y + ps.y + 4);
+    const ImVec2 p0(p1.x - ps.x - 10, f.y);
+    if (p0.x > f.r0.x + f.pad + title_w) {
       const ImU32 fill = pal.phase_color(ds.phase);
-      dl->AddRectFilled(p0, p1, fill, 4.0f);
-      draw_text(dl, small, small_fs, ImVec2(p0.x + 5, p0.y + 2), pal.text_on(fill), phase);
-      title_right = p0.x - fs * 0.3f;
+      f.dl->AddRectFilled(p0, p1, fill, 4.0f);
+      draw_text(f.dl, f.small, f.small_fs, ImVec2(p0.x + 5, p0.y + 2), pal.text_on(fill), phase);
+      title_right = p0.x - f.fs * 0.3f;
     }
   }
-  const ImVec4 sub_clip(r0.x, r0.y, title_right, r1.y);
-  draw_text(dl, small, small_fs, ImVec2(sub_x, y + (bold_fs - small_fs) * 0.7f), pal.text_dim, sub_title,
-            &sub_clip);
-  y += bold_fs * 1.35f;
+  const ImVec4 sub_clip(f.r0.x, f.r0.y, title_right, f.r1.y);
+  draw_text(f.dl, f.small, f.small_fs, ImVec2(sub_x, f.y + (f.bold_fs - f.small_fs) * 0.7f), pal.text_dim,
+            sub_title, &sub_clip);
+  f.y += f.bold_fs * 1.35f;
 }
 
 void StageView::draw_card_streams(ViewContext& ctx, CardFrame& f) {
   const Palette& pal = *ctx.palette;
   const ReplayModel& model = *ctx.model;
-  ImDrawList* dl = f.dl;
   const DeviceSnapshot& ds = *f.ds;
-  ImFont* body = f.body;
-  ImFont* small = f.small;
-  const float small_fs = f.small_fs;
-  const float fs = f.fs;
-  const ImVec2 r0 = f.r0;
-  const ImVec2 r1 = f.r1;
-  const float pad = f.pad;
-  const ImVec4 clip = f.clip;
-  float& y = f.y;
   // What each stream does now.
-  const float row = fs * 1.2f;
+  const float row = f.fs * 1.2f;
   for (const StreamActivity& a : ds.activity) {
-    if (y + row > r1.y) {
+    if (f.y + row > f.r1.y) {
       f.clipped = true;
       break;
     }
     const bool busy = a.event != kNoEvent;
     const ImU32 color = busy ? pal.event_color(model.event(a.event)) : pal.idle;
-    dl->AddRectFilled(ImVec2(r0.x + pad, y + fs * 0.15f), ImVec2(r0.x + pad + fs * 0.8f, y + fs * 0.95f),
-                      color, 2.0f);
+    f.dl->AddRectFilled(ImVec2(f.r0.x + f.pad, f.y + f.fs * 0.15f),
+                        ImVec2(f.r0.x + f.pad + f.fs * 0.8f, f.y + f.fs * 0.95f), color, 2.0f);
     const std::string stream = stream_name(a.stream);
-    draw_text(dl, small, small_fs, ImVec2(r0.x + pad + fs * 1.2f, y + (fs - small_fs) * 0.5f), pal.text_dim,
-              stream, &clip);
-    const float label_x = r0.x + pad + fs * 1.2f + fs * 4.2f;
-    draw_text(dl, body, fs, ImVec2(label_x, y), busy ? pal.text : pal.text_dim, busy ? a.text : "idle",
-              &clip);
-    if (!ctx.headless && busy && ImGui::IsMouseHoveringRect(ImVec2(r0.x, y), ImVec2(r1.x, y + row)) &&
+    draw_text(f.dl, f.small, f.small_fs,
+              ImVec2(f.r0.x + f.pad + f.fs * 1.2f, f.y + (f.fs - f.small_fs) * 0.5f), pal.text_dim, stream,
+              &f.clip);
+    const float label_x = f.r0.x + f.pad + f.fs * 1.2f + f.fs * 4.2f;
+    draw_text(f.dl, f.body, f.fs, ImVec2(label_x, f.y), busy ? pal.text : pal.text_dim,
+              busy ? a.text : "idle", &f.clip);
+    if (!ctx.headless && busy && ImGui::IsMouseHoveringRect(ImVec2(f.r0.x, f.y), ImVec2(f.r1.x, f.y + row)) &&
         ImGui::IsWindowHovered()) {
       ImGui::SetTooltip("%s\n(click to inspect)", describe_event(model, a.event).c_str());
       if (ImGui::IsMouseClicked(0)) ctx.select(a.event);
     }
-    y += row;
+    f.y += row;
   }
-  y += fs * 0.15f;
+  f.y += f.fs * 0.15f;
 }
 
 void StageView::draw_card_memory(const ViewContext& ctx, CardFrame& f) {
   const Palette& pal = *ctx.palette;
   const ReplayModel& model = *ctx.model;
-  ImDrawList* dl = f.dl;
   const ModelDevice& dev = *f.dev;
   const DeviceSnapshot& ds = *f.ds;
-  ImFont* small = f.small;
-  const float small_fs = f.small_fs;
-  const float fs = f.fs;
-  const ImVec2 r0 = f.r0;
-  const ImVec2 r1 = f.r1;
-  const float pad = f.pad;
-  const ImVec4 clip = f.clip;
-  const float inner_w = f.inner_w;
-  float& y = f.y;
   // Memory by category on one line, on a scale shared by all cards (the largest use in the trace).
-  if (ds.memory_known && y + fs * 1.2f > r1.y) f.clipped = true;
-  if (ds.memory_known && y + fs * 1.2f <= r1.y) {
+  if (ds.memory_known && f.y + f.fs * 1.2f > f.r1.y) f.clipped = true;
+  if (ds.memory_known && f.y + f.fs * 1.2f <= f.r1.y) {
     const uint64_t used = ds.memory_in_use_bytes();
-    const float label_w = text_size(small, small_fs, "memory").x + fs * 0.5f;
+    const float label_w = text_size(f.small, f.small_fs, "memory").x + f.fs * 0.5f;
     const std::string amount = format_bytes(used);
-    const float amount_w = text_size(small, small_fs, amount).x + fs * 0.5f;
-    draw_text(dl, small, small_fs, ImVec2(r0.x + pad, y + (fs - small_fs) * 0.5f), pal.text_dim, "memory",
-              &clip);
-    const float bar_x0 = r0.x + pad + label_w;
-    const float bar_w = std::max(inner_w - label_w - amount_w, fs * 2.0f);
-    const float bar_h = fs * 0.75f;
-    const float by = y + (fs - bar_h) * 0.5f + 1;
+    const float amount_w = text_size(f.small, f.small_fs, amount).x + f.fs * 0.5f;
+    draw_text(f.dl, f.small, f.small_fs, ImVec2(f.r0.x + f.pad, f.y + (f.fs - f.small_fs) * 0.5f),
+              pal.text_dim, "memory", &f.clip);
+    const float bar_x0 = f.r0.x + f.pad + label_w;
+    const float bar_w = std::max(f.inner_w - label_w - amount_w, f.fs * 2.0f);
+    const float bar_h = f.fs * 0.75f;
+    const float by = f.y + (f.fs - bar_h) * 0.5f + 1;
     const double scale = static_cast<double>(std::max<uint64_t>(model.peak_memory_bytes(), 1)) * 1.05;
-    dl->AddRectFilled(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), with_alpha(pal.idle, 0.5f),
-                      2.0f);
+    f.dl->AddRectFilled(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), with_alpha(pal.idle, 0.5f),
+                        2.0f);
     float x = bar_x0;
     for (int c = 0; c < kMemoryCategoryCount; ++c) {
       const float seg = static_cast<float>(static_cast<double>(ds.memory_bytes[c]) / scale) * bar_w;
       if (seg <= 0.0f) continue;
-      dl->AddRectFilled(ImVec2(x, by), ImVec2(std::min(x + seg, bar_x0 + bar_w), by + bar_h), pal.memory[c]);
+      f.dl->AddRectFilled(ImVec2(x, by), ImVec2(std::min(x + seg, bar_x0 + bar_w), by + bar_h),
+                          pal.memory[c]);
       x += seg;
     }
-    dl->AddRect(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), pal.grid, 2.0f);
-    draw_text(dl, small, small_fs, ImVec2(bar_x0 + bar_w + fs * 0.4f, y + (fs - small_fs) * 0.5f), pal.text,
-              amount, &clip);
+    f.dl->AddRect(ImVec2(bar_x0, by), ImVec2(bar_x0 + bar_w, by + bar_h), pal.grid, 2.0f);
+    draw_text(f.dl, f.small, f.small_fs,
+              ImVec2(bar_x0 + bar_w + f.fs * 0.4f, f.y + (f.fs - f.small_fs) * 0.5f), pal.text, amount,
+              &f.clip);
     if (!ctx.headless && ImGui::IsWindowHovered() &&
-        ImGui::IsMouseHoveringRect(ImVec2(r0.x, y), ImVec2(r1.x, y + fs))) {
+        ImGui::IsMouseHoveringRect(ImVec2(f.r0.x, f.y), ImVec2(f.r1.x, f.y + f.fs))) {
       std::string tip = fmt::format("memory on {}: {} in use", dev.name, format_bytes(used));
       if (ds.capacity_bytes > 0) tip += fmt::format(" of {}", format_bytes(ds.capacity_bytes));
       for (int c = 0; c < kMemoryCategoryCount; ++c)
@@ -219,7 +191,7 @@ void StageView::draw_card_memory(const ViewContext& ctx, CardFrame& f) {
       tip += "\nbar scale: the largest use of any GPU in this trace";
       ImGui::SetTooltip("%s", tip.c_str());
     }
-    y += fs * 1.3f;
+    f.y += f.fs * 1.3f;
   }
 }
 
@@ -227,14 +199,6 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
   const Palette& pal = *ctx.palette;
   const ReplayModel& model = *ctx.model;
   const ChunkSnapshot& k = f.ds->chunks;
-  ImDrawList* dl = f.dl;
-  ImFont* small = f.small;
-  const float small_fs = f.small_fs;
-  const float fs = f.fs;
-  const ImVec2 r0 = f.r0;
-  const ImVec2 r1 = f.r1;
-  const float pad = f.pad;
-  float& y = f.y;
   // One box per chunk of the buffer being reduced, split into one stripe per rank: a stripe in the
   // rank's colour means this GPU holds that rank's contribution to the chunk. Reduce-scatter fills
   // one box per GPU; all-gather copies the full boxes around; the stage and the ÷N follow.
@@ -242,31 +206,32 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
   // As tall as a chip row, or taller when the card has room to spare (a collective benchmark has
   // no buckets or data rows, and the chunks are the whole story).
   const bool chips_below = f.ds->samples != nullptr || !ctx.state->buckets.empty();
-  const float spare = r1.y - pad - y - (chips_below ? small_fs * 3.0f : 0.0f);
-  const float box_h = std::clamp(spare * 0.7f, small_fs * 1.3f, fs * 4.0f);
-  if (y + box_h > r1.y - pad * 0.5f) {
+  const float spare = f.r1.y - f.pad - f.y - (chips_below ? f.small_fs * 3.0f : 0.0f);
+  const float box_h = std::clamp(spare * 0.7f, f.small_fs * 1.3f, f.fs * 4.0f);
+  if (f.y + box_h > f.r1.y - f.pad * 0.5f) {
     f.clipped = true;
     return;
   }
   const std::string label = "chunks";
-  const float label_w = text_size(small, small_fs, label).x + fs * 0.35f;
-  draw_text(dl, small, small_fs, ImVec2(r0.x + pad, y + (box_h - small_fs) * 0.5f), pal.text_dim, label);
+  const float label_w = text_size(f.small, f.small_fs, label).x + f.fs * 0.35f;
+  draw_text(f.dl, f.small, f.small_fs, ImVec2(f.r0.x + f.pad, f.y + (box_h - f.small_fs) * 0.5f),
+            pal.text_dim, label);
   std::string stage = k.stage;
   if (k.averaged) stage += fmt::format("  \u00f7{}", k.divisor);
-  const float stage_w = text_size(small, small_fs, stage).x + fs * 0.5f;
+  const float stage_w = text_size(f.small, f.small_fs, stage).x + f.fs * 0.5f;
   const float room = f.inner_w - label_w - stage_w;
   const size_t n = k.members.size();
   // Whole-pixel stripes of one width: every rank's share of a box looks the same.
   const float stripe = std::max(
-      1.0f, std::floor(std::clamp(room / static_cast<float>(k.held.size()) - 3.0f, fs * 0.9f, fs * 6.0f) /
+      1.0f, std::floor(std::clamp(room / static_cast<float>(k.held.size()) - 3.0f, f.fs * 0.9f, f.fs * 6.0f) /
                        static_cast<float>(n)));
   const float box_w = stripe * static_cast<float>(n);
-  float x = std::round(r0.x + pad + label_w);
+  float x = std::round(f.r0.x + f.pad + label_w);
   for (size_t ch = 0; ch < k.held.size(); ++ch) {
-    if (x + box_w > r1.x - pad) break;
-    const ImVec2 b0(x, y);
-    const ImVec2 b1(x + box_w, y + box_h);
-    dl->AddRectFilled(b0, b1, with_alpha(pal.idle, 0.6f), 2.0f);
+    if (x + box_w > f.r1.x - f.pad) break;
+    const ImVec2 b0(x, f.y);
+    const ImVec2 b1(x + box_w, f.y + box_h);
+    f.dl->AddRectFilled(b0, b1, with_alpha(pal.idle, 0.6f), 2.0f);
     const bool one_owner = !k.reduction && std::popcount(k.held[ch]) == 1;
     for (size_t m = 0; m < n; ++m) {
       if ((k.held[ch] >> m & 1u) == 0) continue;
@@ -274,11 +239,11 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
       // A copied chunk is one owner's data, not a sum: the whole box in the owner's colour.
       const float x0 = one_owner ? x : x + stripe * static_cast<float>(m);
       const float x1 = one_owner ? x + box_w : x + stripe * static_cast<float>(m + 1);
-      dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + box_h), pal.rank_color(rank));
+      f.dl->AddRectFilled(ImVec2(x0, f.y), ImVec2(x1, f.y + box_h), pal.rank_color(rank));
     }
     const int have = std::popcount(k.held[ch]);
     const bool full = k.reduction ? have == static_cast<int>(n) : have > 0;
-    dl->AddRect(b0, b1, full ? pal.text : pal.card_border, 2.0f, 0, (full ? 2.0f : 1.0f) * pal.line_scale);
+    f.dl->AddRect(b0, b1, full ? pal.text : pal.card_border, 2.0f, 0, (full ? 2.0f : 1.0f) * pal.line_scale);
     if (!ctx.headless && ImGui::IsWindowHovered() && ImGui::IsMouseHoveringRect(b0, b1)) {
       std::string ranks;
       for (size_t m = 0; m < n; ++m)
@@ -291,40 +256,32 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
     }
     x += box_w + 3.0f;
   }
-  const ImVec4 clip(r0.x, r0.y, r1.x - pad, r1.y);
-  draw_text(dl, small, small_fs, ImVec2(x + fs * 0.3f, y + (box_h - small_fs) * 0.5f),
+  const ImVec4 clip(f.r0.x, f.r0.y, f.r1.x - f.pad, f.r1.y);
+  draw_text(f.dl, f.small, f.small_fs, ImVec2(x + f.fs * 0.3f, f.y + (box_h - f.small_fs) * 0.5f),
             k.complete() ? pal.text : pal.text_dim, stage, &clip);
-  y += box_h + fs * 0.3f;
+  f.y += box_h + f.fs * 0.3f;
 }
 
 void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box& box) {
   const Palette& pal = *ctx.palette;
   const ReplayState& state = *ctx.state;
-  ImDrawList* dl = f.dl;
   const DeviceSnapshot& ds = *f.ds;
-  ImFont* small = f.small;
-  const float small_fs = f.small_fs;
-  const float fs = f.fs;
-  const ImVec2 r0 = f.r0;
-  const ImVec2 r1 = f.r1;
-  const float pad = f.pad;
-  float& y = f.y;
   // One flowing row: DDP buckets (coloured by state, filled as gradients become ready), then the
   // dataset rows this GPU holds as chips coloured by row.
-  const float chip_h = small_fs * 1.3f;
-  float x = r0.x + pad;
+  const float chip_h = f.small_fs * 1.3f;
+  float x = f.r0.x + f.pad;
   auto next_row = [&]() {
-    x = r0.x + pad;
-    y += chip_h + 3;
+    x = f.r0.x + f.pad;
+    f.y += chip_h + 3;
   };
   auto fits = [&](float w) {
-    if (x + w > r1.x - pad) next_row();
-    return y + chip_h <= r1.y - pad * 0.5f;
+    if (x + w > f.r1.x - f.pad) next_row();
+    return f.y + chip_h <= f.r1.y - f.pad * 0.5f;
   };
   auto label = [&](const std::string& text) {
-    const float w = text_size(small, small_fs, text).x + fs * 0.35f;
+    const float w = text_size(f.small, f.small_fs, text).x + f.fs * 0.35f;
     if (!fits(w)) return false;
-    draw_text(dl, small, small_fs, ImVec2(x, y + (chip_h - small_fs) * 0.5f), pal.text_dim, text);
+    draw_text(f.dl, f.small, f.small_fs, ImVec2(x, f.y + (chip_h - f.small_fs) * 0.5f), pal.text_dim, text);
     x += w;
     return true;
   };
@@ -332,16 +289,16 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
   const auto bucket_col = std::find(state.bucket_devices.begin(), state.bucket_devices.end(), box.device);
   const bool has_chips =
       (bucket_col != state.bucket_devices.end() && !state.buckets.empty()) || ds.samples != nullptr;
-  if (has_chips && y + chip_h > r1.y - pad * 0.5f) f.clipped = true;
+  if (has_chips && f.y + chip_h > f.r1.y - f.pad * 0.5f) f.clipped = true;
   if (bucket_col != state.bucket_devices.end() && !state.buckets.empty()) {
     const size_t col = static_cast<size_t>(bucket_col - state.bucket_devices.begin());
     room = label("buckets");
     for (const BucketSnapshot& b : state.buckets) {
       if (!room || !(room = fits(chip_h))) break;
       const BucketState st = b.state[col];
-      const ImVec2 b0(x, y);
-      const ImVec2 b1(x + chip_h, y + chip_h);
-      dl->AddRectFilled(b0, b1, pal.bucket_color(BucketState::kPending), 3.0f);
+      const ImVec2 b0(x, f.y);
+      const ImVec2 b1(x + chip_h, f.y + chip_h);
+      f.dl->AddRectFilled(b0, b1, pal.bucket_color(BucketState::kPending), 3.0f);
       float fill = 1.0f;
       if (st == BucketState::kPending)
         fill = b.params.empty()
@@ -349,14 +306,14 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
                    : static_cast<float>(b.ready_params[col]) / static_cast<float>(b.params.size());
       const ImU32 fill_color =
           st == BucketState::kPending ? pal.bucket_color(BucketState::kReady) : pal.bucket_color(st);
-      if (fill > 0) dl->AddRectFilled(ImVec2(b0.x, b1.y - chip_h * fill), b1, fill_color, 3.0f);
-      dl->AddRect(b0, b1, pal.card_border, 3.0f);
-      draw_text_centered(dl, small, small_fs, ImVec2(x + chip_h * 0.5f, y + chip_h * 0.5f),
+      if (fill > 0) f.dl->AddRectFilled(ImVec2(b0.x, b1.y - chip_h * fill), b1, fill_color, 3.0f);
+      f.dl->AddRect(b0, b1, pal.card_border, 3.0f);
+      draw_text_centered(f.dl, f.small, f.small_fs, ImVec2(x + chip_h * 0.5f, f.y + chip_h * 0.5f),
                          pal.text_on(fill >= 0.5f ? fill_color : pal.bucket_color(BucketState::kPending)),
                          fmt::format("{}", b.id));
       x += chip_h + 3;
     }
-    x += fs * 0.6f;
+    x += f.fs * 0.6f;
   }
   if (room && ds.samples != nullptr) {
     const std::vector<int64_t>& rows = *ds.samples;
@@ -367,9 +324,10 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
     if (repeated) {
       const std::string text =
           fmt::format("same rows as step {}: set_epoch() not called?", ds.samples_repeat_of);
-      const float w = text_size(small, small_fs, text).x + fs * 0.35f;
+      const float w = text_size(f.small, f.small_fs, text).x + f.fs * 0.35f;
       if ((room = fits(w))) {
-        draw_text(dl, small, small_fs, ImVec2(x, y + (chip_h - small_fs) * 0.5f), pal.warning, text);
+        draw_text(f.dl, f.small, f.small_fs, ImVec2(x, f.y + (chip_h - f.small_fs) * 0.5f), pal.warning,
+                  text);
         x += w;
       }
     }
@@ -378,17 +336,18 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
     int64_t widest = 0;
     for (int64_t r : rows) widest = std::max(widest, r);
     const float chip_w =
-        std::max(text_size(small, small_fs, fmt::format("{}", widest)).x + 8.0f, chip_h * 1.2f);
+        std::max(text_size(f.small, f.small_fs, fmt::format("{}", widest)).x + 8.0f, chip_h * 1.2f);
     size_t shown = 0;
     ImVec2 last_chip(-1, -1);
     for (int64_t r : rows) {
       if (!room || !(room = fits(chip_w))) break;
       const ImU32 fill = current ? pal.sample_color(r) : with_alpha(pal.sample_color(r), 0.35f);
-      dl->AddRectFilled(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), fill, 3.0f);
-      if (repeated) dl->AddRect(ImVec2(x, y), ImVec2(x + chip_w, y + chip_h), pal.warning, 3.0f, 0, 2.0f);
-      draw_text_centered(dl, small, small_fs, ImVec2(x + chip_w * 0.5f, y + chip_h * 0.5f), pal.text_on(fill),
-                         fmt::format("{}", r));
-      last_chip = ImVec2(x, y);
+      f.dl->AddRectFilled(ImVec2(x, f.y), ImVec2(x + chip_w, f.y + chip_h), fill, 3.0f);
+      if (repeated)
+        f.dl->AddRect(ImVec2(x, f.y), ImVec2(x + chip_w, f.y + chip_h), pal.warning, 3.0f, 0, 2.0f);
+      draw_text_centered(f.dl, f.small, f.small_fs, ImVec2(x + chip_w * 0.5f, f.y + chip_h * 0.5f),
+                         pal.text_on(fill), fmt::format("{}", r));
+      last_chip = ImVec2(x, f.y);
       x += chip_w + 3;
       ++shown;
     }
@@ -397,10 +356,10 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
       const std::string more = fmt::format("+{}", rows.size() - shown + 1);
       const ImVec2 a = last_chip;
       const ImVec2 b(a.x + chip_w, a.y + chip_h);
-      dl->AddRectFilled(a, b, pal.card, 3.0f);
-      dl->AddRect(a, b, pal.text_dim, 3.0f);
-      draw_text_centered(dl, small, small_fs, ImVec2(a.x + chip_w * 0.5f, a.y + chip_h * 0.5f), pal.text,
-                         more);
+      f.dl->AddRectFilled(a, b, pal.card, 3.0f);
+      f.dl->AddRect(a, b, pal.text_dim, 3.0f);
+      draw_text_centered(f.dl, f.small, f.small_fs, ImVec2(a.x + chip_w * 0.5f, a.y + chip_h * 0.5f),
+                         pal.text, more);
     }
   }
 }
