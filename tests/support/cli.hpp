@@ -5,10 +5,9 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
+
+#include "support/temp_files.hpp"
 
 namespace dpscope::testing {
 
@@ -44,29 +43,5 @@ inline bool torch_available() {
   static const bool available = run_command(python3() + " -c 'import torch, numpy'").exit_code == 0;
   return available;
 }
-
-// A fresh, empty directory under the system temp dir, removed by the destructor.
-// The whole of a file, bytes as they are ("" when it cannot be read).
-inline std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    path_ = std::filesystem::temp_directory_path() / ("dpscope_" + tag + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace dpscope::testing

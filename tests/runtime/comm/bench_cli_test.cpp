@@ -14,6 +14,7 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/bench.hpp"
 #include "dpscope/core/preset.hpp"
+#include "support/temp_files.hpp"
 
 namespace dpscope {
 namespace {
@@ -119,7 +120,7 @@ TEST(BenchCli, AllGatherSizesCountEveryRanksShare) {
 }
 
 TEST(BenchCli, WritesATrace) {
-  const std::string path = (std::filesystem::temp_directory_path() / "dpscope_bench_trace.jsonl").string();
+  const std::string path = testing::unique_temp_path("bench_trace.jsonl").string();
   const Result r = run_bench("all_reduce --devices 2 -b 1K -e 1K -n 1 -w 0 --trace " + path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::ifstream in(path);

@@ -66,10 +66,7 @@ inline TracedWorld traced_world(int n, const std::filesystem::path& path, SimWor
 using ::dpscope::testing::read_file;  // support/cli.hpp
 
 inline std::filesystem::path temp_path(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / "dpscope_comm_tests";
-  std::filesystem::create_directories(dir);
-  return dir / (std::string(info->test_suite_name()) + "_" + info->name() + "_" + name);
+  return ::dpscope::testing::unique_temp_path(name);  // support/temp_files.hpp
 }
 
 // The first violation of the Schedule's data-step rules, or "" (schedule.hpp):

@@ -10,6 +10,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/core/timing.hpp"
+#include "support/temp_files.hpp"
 
 namespace dpscope {
 namespace {
@@ -40,7 +41,7 @@ TEST(Preset, UnknownPresetListsTheAvailableOnes) {
 }
 
 TEST(Preset, MalformedFileNamesFileAndKey) {
-  const auto path = std::filesystem::temp_directory_path() / "dpscope_bad_preset.toml";
+  const auto path = testing::unique_temp_path("bad_preset.toml");
   std::ofstream(path) << "name = \"x\"\nmemory_gb = \"lots\"\n";
   try {
     load_preset_file(path);
@@ -57,7 +58,7 @@ TEST(Preset, MalformedFileNamesFileAndKey) {
 
 // A preset file of the minimal keys plus `extra` lines, written to a temporary path.
 std::filesystem::path write_preset(const std::string& extra) {
-  const auto path = std::filesystem::temp_directory_path() / "dpscope_calibrated_preset.toml";
+  const auto path = testing::unique_temp_path("calibrated_preset.toml");
   std::ofstream(path) << "name = \"x\"\nmemory_gb = 1\nmemory_bandwidth_gbps = 100\nfp32_tflops = 1\n"
                          "launch_latency_us = 2\ntopology = \"pcie-host\"\n"
                          "[host_link]\nkind = \"pcie4\"\nbandwidth_gbps = 32\nlatency_us = 1\n"

@@ -137,17 +137,18 @@ TEST(TensorDataset, BatchOnASimulatedGpuIsChargedAsAHostToDeviceCopy) {
 
 TEST(TensorDataset, LoadsFromNpyFiles) {
   testing::TempDir dir;
-  save_npy(dir / "x.npy", Tensor::from_floats(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2}));
-  save_npy(dir / "y.npy", Tensor::from_ints(std::vector<int64_t>{2, 0, 1}, {3}));
-  save_npy(dir / "short.npy", Tensor::from_ints(std::vector<int64_t>{2, 0}, {2}));
-  const auto d = load_npy_dataset(dir / "x.npy", dir / "y.npy");
-  EXPECT_EQ(d->name(), (dir / "x.npy").string() + "," + (dir / "y.npy").string());
+  save_npy(dir.path() / "x.npy", Tensor::from_floats(std::vector<float>{1, 2, 3, 4, 5, 6}, {3, 2}));
+  save_npy(dir.path() / "y.npy", Tensor::from_ints(std::vector<int64_t>{2, 0, 1}, {3}));
+  save_npy(dir.path() / "short.npy", Tensor::from_ints(std::vector<int64_t>{2, 0}, {2}));
+  const auto d = load_npy_dataset(dir.path() / "x.npy", dir.path() / "y.npy");
+  EXPECT_EQ(d->name(), (dir.path() / "x.npy").string() + "," + (dir.path() / "y.npy").string());
   EXPECT_EQ(d->size(), 3);
   EXPECT_EQ(d->num_classes(), 3);
   EXPECT_EQ(d->get_batch(std::vector<int64_t>{1}).inputs.to_vector(), (std::vector<float>{3, 4}));
-  EXPECT_DPS_ERROR(load_npy_dataset(dir / "x.npy", dir / "short.npy"), ErrorKind::kInvalidArgument,
-                   "data mismatch: " + (dir / "x.npy").string() + " has 3 rows but " +
-                       (dir / "short.npy").string() + " has 2");
+  EXPECT_DPS_ERROR(load_npy_dataset(dir.path() / "x.npy", dir.path() / "short.npy"),
+                   ErrorKind::kInvalidArgument,
+                   "data mismatch: " + (dir.path() / "x.npy").string() + " has 3 rows but " +
+                       (dir.path() / "short.npy").string() + " has 2");
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ using testing::write_bytes;
 
 TEST(AtomicFileWriter, DestinationKeepsOldContentUntilCommit) {
   TempDir dir;
-  const auto path = dir / "ckpt.bin";
+  const auto path = dir.path() / "ckpt.bin";
   write_bytes(path, "old");
   AtomicFileWriter out(path);
   out.write("new content");
@@ -29,7 +29,7 @@ TEST(AtomicFileWriter, DestinationKeepsOldContentUntilCommit) {
 
 TEST(AtomicFileWriter, AbandonedWriterRemovesItsTemporaryFile) {
   TempDir dir;
-  const auto path = dir / "ckpt.bin";
+  const auto path = dir.path() / "ckpt.bin";
   write_bytes(path, "old");
   {
     AtomicFileWriter out(path);
@@ -42,23 +42,23 @@ TEST(AtomicFileWriter, AbandonedWriterRemovesItsTemporaryFile) {
 
 TEST(AtomicFileWriter, CreatesANewFile) {
   TempDir dir;
-  AtomicFileWriter out(dir / "fresh.bin");
+  AtomicFileWriter out(dir.path() / "fresh.bin");
   out.write(std::string(1000, 'x'));
   out.commit();
-  EXPECT_EQ(std::filesystem::file_size(dir / "fresh.bin"), 1000u);
+  EXPECT_EQ(std::filesystem::file_size(dir.path() / "fresh.bin"), 1000u);
 }
 
 TEST(AtomicFileWriter, UnwritableDirectoryIsAnIoError) {
   TempDir dir;
-  const auto path = dir / "missing" / "x.bin";
+  const auto path = dir.path() / "missing" / "x.bin";
   EXPECT_DPS_ERROR(AtomicFileWriter out(path), ErrorKind::kIo,
-                   path.string() + ": cannot create a file in '" + (dir / "missing").string() +
+                   path.string() + ": cannot create a file in '" + (dir.path() / "missing").string() +
                        "': No such file or directory");
 }
 
 TEST(AtomicFileWriter, CommitTwiceIsAProgrammerError) {
   TempDir dir;
-  AtomicFileWriter out(dir / "x.bin");
+  AtomicFileWriter out(dir.path() / "x.bin");
   out.commit();
   EXPECT_THROW(out.commit(), Error);
   EXPECT_THROW(out.write("late"), Error);
@@ -69,12 +69,12 @@ TEST(AtomicFileWriter, CommitTwiceIsAProgrammerError) {
 TEST(RemoveStaleTempFiles, RemovesOnlyDeadWritersFilesWithThePrefix) {
   TempDir dir;
   // pid 99999999 is above Linux's pid_max (4194304), so no such process exists; pid 1 always does.
-  write_bytes(dir / "checkpoint-00000005.safetensors.tmp.99999999.3", "partial");
-  write_bytes(dir / "checkpoint-00000005.safetensors.tmp.1.0", "in progress elsewhere");
+  write_bytes(dir.path() / "checkpoint-00000005.safetensors.tmp.99999999.3", "partial");
+  write_bytes(dir.path() / "checkpoint-00000005.safetensors.tmp.1.0", "in progress elsewhere");
   write_bytes(dir / ("checkpoint-00000006.safetensors.tmp." + std::to_string(::getpid()) + ".0"), "mine");
-  write_bytes(dir / "weights.safetensors.tmp.99999999.0", "another prefix");
-  write_bytes(dir / "checkpoint-00000007.safetensors.tmp.x.0", "not a pid");
-  write_bytes(dir / "checkpoint-00000007.safetensors", "a real file");
+  write_bytes(dir.path() / "weights.safetensors.tmp.99999999.0", "another prefix");
+  write_bytes(dir.path() / "checkpoint-00000007.safetensors.tmp.x.0", "not a pid");
+  write_bytes(dir.path() / "checkpoint-00000007.safetensors", "a real file");
   const std::vector<std::filesystem::path> removed = remove_stale_temp_files(dir.path(), "checkpoint-");
   ASSERT_EQ(removed.size(), 1u);
   EXPECT_EQ(removed[0], dir.path() / "checkpoint-00000005.safetensors.tmp.99999999.3");

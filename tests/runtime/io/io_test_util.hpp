@@ -22,40 +22,9 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/core/preset.hpp"
+#include "support/temp_files.hpp"
 
 namespace dpscope::testing {
-
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("dpscope-io-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-  // Names of the files in the directory, sorted (to check that no temporary file is left over).
-  std::vector<std::string> files() const {
-    std::vector<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(path_))
-      names.push_back(entry.path().filename());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  std::filesystem::path path_;
-};
 
 inline void write_bytes(const std::filesystem::path& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary);
@@ -105,7 +74,7 @@ struct PythonResult {
 // Runs `script` with /usr/bin/python3 (the interpreter the Debian torch/numpy packages belong to).
 inline PythonResult run_python(const std::string& script) {
   TempDir dir;
-  const auto script_path = dir / "script.py";
+  const auto script_path = dir.path() / "script.py";
   write_bytes(script_path, script);
   const std::string command = "/usr/bin/python3 '" + script_path.string() + "' 2>&1";
   PythonResult result;

@@ -31,7 +31,7 @@ class NpyTest : public ::testing::Test {
  protected:
   // Writes `bytes` to DIR/name and returns the path.
   std::filesystem::path file(const std::string& name, std::string_view bytes) {
-    const auto path = dir_ / name;
+    const auto path = dir_.path() / name;
     write_bytes(path, bytes);
     return path;
   }
@@ -45,8 +45,8 @@ class NpyTest : public ::testing::Test {
 
 TEST_F(NpyTest, Float32RoundTripKeepsShapeAndValues) {
   const std::vector<float> values{1.5f, -2.f, 3.f, 0.25f, 5.f, 6.f};
-  save_npy(dir_ / "x.npy", Tensor::from_floats(values, {2, 3}));
-  const Tensor t = load_npy(dir_ / "x.npy");
+  save_npy(dir_.path() / "x.npy", Tensor::from_floats(values, {2, 3}));
+  const Tensor t = load_npy(dir_.path() / "x.npy");
   EXPECT_EQ(t.dtype(), DType::kF32);
   EXPECT_EQ(t.shape(), (Shape{2, 3}));
   EXPECT_EQ(t.to_vector(), values);
@@ -56,27 +56,27 @@ TEST_F(NpyTest, Float32RoundTripKeepsShapeAndValues) {
 
 TEST_F(NpyTest, Int64RoundTripKeepsFullRange) {
   const std::vector<int64_t> values{0, -1, int64_t{1} << 40, INT64_MIN, INT64_MAX};
-  save_npy(dir_ / "y.npy", Tensor::from_ints(values, {5}));
-  const Tensor t = load_npy(dir_ / "y.npy");
+  save_npy(dir_.path() / "y.npy", Tensor::from_ints(values, {5}));
+  const Tensor t = load_npy(dir_.path() / "y.npy");
   EXPECT_EQ(t.dtype(), DType::kI64);
   EXPECT_EQ(t.shape(), (Shape{5}));
   EXPECT_EQ(t.to_ints(), values);
 }
 
 TEST_F(NpyTest, ZeroDimensionalArrayRoundTrips) {
-  save_npy(dir_ / "s.npy", Tensor::from_floats(std::vector<float>{42.f}, {}));
-  const Tensor t = load_npy(dir_ / "s.npy");
+  save_npy(dir_.path() / "s.npy", Tensor::from_floats(std::vector<float>{42.f}, {}));
+  const Tensor t = load_npy(dir_.path() / "s.npy");
   EXPECT_EQ(t.shape(), Shape{});
   EXPECT_EQ(t.item(), 42.f);
-  EXPECT_NE(testing::read_bytes(dir_ / "s.npy").find("'shape': (), }"), std::string::npos);
+  EXPECT_NE(testing::read_bytes(dir_.path() / "s.npy").find("'shape': (), }"), std::string::npos);
 }
 
 TEST_F(NpyTest, EmptyArrayRoundTrips) {
-  save_npy(dir_ / "e.npy", Tensor::zeros({0, 3}));
-  const Tensor t = load_npy(dir_ / "e.npy");
+  save_npy(dir_.path() / "e.npy", Tensor::zeros({0, 3}));
+  const Tensor t = load_npy(dir_.path() / "e.npy");
   EXPECT_EQ(t.shape(), (Shape{0, 3}));
   EXPECT_EQ(t.numel(), 0);
-  EXPECT_EQ(std::filesystem::file_size(dir_ / "e.npy"), 128u);  // header only
+  EXPECT_EQ(std::filesystem::file_size(dir_.path() / "e.npy"), 128u);  // header only
 }
 
 TEST_F(NpyTest, HeaderIsNumpysTextPaddedToAMultipleOf64Bytes) {
@@ -92,8 +92,8 @@ TEST_F(NpyTest, HeaderIsNumpysTextPaddedToAMultipleOf64Bytes) {
 
 TEST_F(NpyTest, LoadsOntoASimulatedDeviceUnderTheGivenCategory) {
   const Device gpu = Device::sim(0, testing::test_preset());
-  save_npy(dir_ / "x.npy", Tensor::from_floats(std::vector<float>{1.f, 2.f}, {2}));
-  const Tensor t = load_npy(dir_ / "x.npy", gpu, MemoryCategory::kParameters);
+  save_npy(dir_.path() / "x.npy", Tensor::from_floats(std::vector<float>{1.f, 2.f}, {2}));
+  const Tensor t = load_npy(dir_.path() / "x.npy", gpu, MemoryCategory::kParameters);
   EXPECT_EQ(t.device(), gpu);
   EXPECT_EQ(gpu.memory().bytes[static_cast<int>(MemoryCategory::kParameters)], 8u);
   EXPECT_EQ(t.to_vector(), (std::vector<float>{1.f, 2.f}));
@@ -134,7 +134,7 @@ TEST_F(NpyTest, AcceptsFortranOrderWhereTheLayoutIsTheSame) {
 // ---- refusals ----
 
 TEST_F(NpyTest, MissingFileIsAnIoError) {
-  const auto path = dir_ / "missing.npy";
+  const auto path = dir_.path() / "missing.npy";
   EXPECT_DPS_ERROR(load_npy(path), ErrorKind::kIo,
                    path.string() + ": cannot open: No such file or directory");
 }
@@ -267,10 +267,12 @@ TEST_F(NpyTest, RefusesDataThatDisagreesWithTheShape) {
 }
 
 TEST_F(NpyTest, MessagesShowControlAndNonAsciiBytesEscaped) {
-  expect_refused(npy_file("{'de\nscr': '<f4', 'fortran_order': False, 'shape': ()}", ""),
-                 "header has an unexpected key 'de\\x0ascr' (expected exactly 'descr', 'fortran_order', 'shape')");
-  expect_refused(npy_file("{\x01}", ""),
-                 "header is not a valid Python dict literal: expected a quoted key or '}' at column 2, found '\\x01'");
+  expect_refused(
+      npy_file("{'de\nscr': '<f4', 'fortran_order': False, 'shape': ()}", ""),
+      "header has an unexpected key 'de\\x0ascr' (expected exactly 'descr', 'fortran_order', 'shape')");
+  expect_refused(
+      npy_file("{\x01}", ""),
+      "header is not a valid Python dict literal: expected a quoted key or '}' at column 2, found '\\x01'");
   expect_refused(npy_file("{'descr': '<f\xe9', 'fortran_order': False, 'shape': ()}", ""),
                  "dtype '<f\\xe9' is not supported; dpscope reads float32 ('<f4') and int64 ('<i8') arrays, "
                  "e.g. np.save(path, a.astype(np.float32))");
@@ -284,7 +286,7 @@ TEST_F(NpyTest, InMemoryReaderNamesTheGivenSource) {
 // ---- writing ----
 
 TEST_F(NpyTest, SaveRefusesTensorsWithoutData) {
-  const auto path = dir_ / "x.npy";
+  const auto path = dir_.path() / "x.npy";
   EXPECT_DPS_ERROR(save_npy(path, Tensor()), ErrorKind::kInvalidArgument,
                    path.string() + ": cannot save the tensor: it is an undefined tensor");
   const Device gpu = Device::sim(0, testing::test_preset());
@@ -295,16 +297,16 @@ TEST_F(NpyTest, SaveRefusesTensorsWithoutData) {
 }
 
 TEST_F(NpyTest, SaveIntoAMissingDirectoryIsAnIoError) {
-  const auto path = dir_ / "no-such-dir" / "x.npy";
+  const auto path = dir_.path() / "no-such-dir" / "x.npy";
   EXPECT_DPS_ERROR(save_npy(path, Tensor::zeros({1})), ErrorKind::kIo,
-                   path.string() + ": cannot create a file in '" + (dir_ / "no-such-dir").string() +
+                   path.string() + ": cannot create a file in '" + (dir_.path() / "no-such-dir").string() +
                        "': No such file or directory");
 }
 
 TEST_F(NpyTest, SaveReplacesAnExistingFileAndLeavesNoTemporaryFile) {
-  write_bytes(dir_ / "x.npy", "old content");
-  save_npy(dir_ / "x.npy", Tensor::full({3}, 2.f));
-  EXPECT_EQ(load_npy(dir_ / "x.npy").to_vector(), (std::vector<float>{2.f, 2.f, 2.f}));
+  write_bytes(dir_.path() / "x.npy", "old content");
+  save_npy(dir_.path() / "x.npy", Tensor::full({3}, 2.f));
+  EXPECT_EQ(load_npy(dir_.path() / "x.npy").to_vector(), (std::vector<float>{2.f, 2.f, 2.f}));
   EXPECT_EQ(dir_.files(), std::vector<std::string>{"x.npy"});
 }
 
@@ -331,29 +333,29 @@ np.save(d + '/big.npy', np.zeros(2, dtype='>f4'))
                                                       dir_.path().string()));
   ASSERT_EQ(result.exit_code, 0) << result.output;
 
-  const Tensor f32 = load_npy(dir_ / "f32.npy");
+  const Tensor f32 = load_npy(dir_.path() / "f32.npy");
   EXPECT_EQ(f32.shape(), (Shape{3, 4}));
   for (int i = 0; i < 12; ++i) EXPECT_EQ(f32.f32()[i], static_cast<float>(i) / 4.f);
-  EXPECT_EQ(load_npy(dir_ / "i64.npy").to_ints(), (std::vector<int64_t>{3, -1, int64_t{1} << 40}));
-  EXPECT_EQ(load_npy(dir_ / "scalar.npy").item(), 2.5f);
-  EXPECT_EQ(load_npy(dir_ / "empty.npy").shape(), (Shape{0, 5}));
-  EXPECT_EQ(load_npy(dir_ / "fortran1d.npy").to_vector(), (std::vector<float>{1.f, 2.f}));
+  EXPECT_EQ(load_npy(dir_.path() / "i64.npy").to_ints(), (std::vector<int64_t>{3, -1, int64_t{1} << 40}));
+  EXPECT_EQ(load_npy(dir_.path() / "scalar.npy").item(), 2.5f);
+  EXPECT_EQ(load_npy(dir_.path() / "empty.npy").shape(), (Shape{0, 5}));
+  EXPECT_EQ(load_npy(dir_.path() / "fortran1d.npy").to_vector(), (std::vector<float>{1.f, 2.f}));
   for (int major : {2, 3}) {
-    const auto path = dir_ / fmt::format("v{}.npy", major);
+    const auto path = dir_.path() / fmt::format("v{}.npy", major);
     EXPECT_EQ(read_npy_header(path).major_version, major);
     EXPECT_EQ(load_npy(path).to_ints(), (std::vector<int64_t>{1, 2, 3, 4}));
   }
-  EXPECT_THROW(load_npy(dir_ / "f64.npy"), Error);
-  EXPECT_THROW(load_npy(dir_ / "fortran2d.npy"), Error);
-  EXPECT_THROW(load_npy(dir_ / "big.npy"), Error);
+  EXPECT_THROW(load_npy(dir_.path() / "f64.npy"), Error);
+  EXPECT_THROW(load_npy(dir_.path() / "fortran2d.npy"), Error);
+  EXPECT_THROW(load_npy(dir_.path() / "big.npy"), Error);
 }
 
 TEST_F(NpyTest, WritesTheSameBytesAsNumpyAndNumpyReadsThem) {
   DPS_REQUIRE_PYTHON_MODULE("numpy");
-  save_npy(dir_ / "ours_f32.npy",
+  save_npy(dir_.path() / "ours_f32.npy",
            Tensor::from_floats(std::vector<float>{0.5f, -1.f, 3.f, 4.f, 5.f, 6.f}, {2, 3}));
-  save_npy(dir_ / "ours_i64.npy", Tensor::from_ints(std::vector<int64_t>{9, -9, 1}, {3}));
-  save_npy(dir_ / "ours_scalar.npy", Tensor::from_floats(std::vector<float>{7.f}, {}));
+  save_npy(dir_.path() / "ours_i64.npy", Tensor::from_ints(std::vector<int64_t>{9, -9, 1}, {3}));
+  save_npy(dir_.path() / "ours_scalar.npy", Tensor::from_floats(std::vector<float>{7.f}, {}));
   const auto result = testing::run_python(fmt::format(R"(
 import numpy as np
 d = '{}'
@@ -367,8 +369,8 @@ print('ok')
                                                       dir_.path().string()));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   for (const char* name : {"f32", "i64", "scalar"})
-    EXPECT_EQ(testing::read_bytes(dir_ / fmt::format("ours_{}.npy", name)),
-              testing::read_bytes(dir_ / fmt::format("np_{}.npy", name)))
+    EXPECT_EQ(testing::read_bytes(dir_.path() / fmt::format("ours_{}.npy", name)),
+              testing::read_bytes(dir_.path() / fmt::format("np_{}.npy", name)))
         << name;
 }
 

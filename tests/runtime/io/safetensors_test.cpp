@@ -30,7 +30,7 @@ std::string entry(const std::string& name, const std::string& dtype, const std::
 class SafetensorsTest : public ::testing::Test {
  protected:
   std::filesystem::path file(const std::string& name, std::string_view bytes) {
-    const auto path = dir_ / name;
+    const auto path = dir_.path() / name;
     write_bytes(path, bytes);
     return path;
   }
@@ -51,7 +51,7 @@ NamedTensors sample_tensors() {
 }
 
 TEST_F(SafetensorsTest, RoundTripKeepsOrderShapesValuesAndMetadata) {
-  const auto path = dir_ / "w.safetensors";
+  const auto path = dir_.path() / "w.safetensors";
   save_safetensors(path, sample_tensors(), {{"format", "pt"}, {"note", "dpscope"}});
   const NamedTensors loaded = load_safetensors(path);
   ASSERT_EQ(loaded.size(), 4u);
@@ -70,7 +70,7 @@ TEST_F(SafetensorsTest, RoundTripKeepsOrderShapesValuesAndMetadata) {
 }
 
 TEST_F(SafetensorsTest, HeaderDescribesBackToBackTensors) {
-  const auto path = dir_ / "w.safetensors";
+  const auto path = dir_.path() / "w.safetensors";
   save_safetensors(path, sample_tensors());
   const SafetensorsHeader header = read_safetensors_header(path);
   ASSERT_EQ(header.entries.size(), 4u);
@@ -88,7 +88,7 @@ TEST_F(SafetensorsTest, HeaderDescribesBackToBackTensors) {
 }
 
 TEST_F(SafetensorsTest, WritesTheReferenceLayoutByteForByte) {
-  const auto path = dir_ / "w.safetensors";
+  const auto path = dir_.path() / "w.safetensors";
   save_safetensors(path, {{"w", Tensor::from_floats(std::vector<float>{1.f, 2.f}, {2})}});
   // 54 bytes of compact JSON, padded with 2 spaces to 56, then the 8 data bytes.
   const std::string header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
@@ -96,7 +96,7 @@ TEST_F(SafetensorsTest, WritesTheReferenceLayoutByteForByte) {
 }
 
 TEST_F(SafetensorsTest, MetadataComesFirstInTheHeader) {
-  const auto path = dir_ / "w.safetensors";
+  const auto path = dir_.path() / "w.safetensors";
   save_safetensors(path, {{"b", Tensor::zeros({1})}}, {{"format", "pt"}});
   const std::string bytes = testing::read_bytes(path);
   EXPECT_TRUE(
@@ -106,8 +106,9 @@ TEST_F(SafetensorsTest, MetadataComesFirstInTheHeader) {
 
 TEST_F(SafetensorsTest, LoadsOntoASimulatedDevice) {
   const Device gpu = Device::sim(0, testing::test_preset());
-  save_safetensors(dir_ / "w.safetensors", sample_tensors());
-  const NamedTensors loaded = load_safetensors(dir_ / "w.safetensors", gpu, MemoryCategory::kOptimizerState);
+  save_safetensors(dir_.path() / "w.safetensors", sample_tensors());
+  const NamedTensors loaded =
+      load_safetensors(dir_.path() / "w.safetensors", gpu, MemoryCategory::kOptimizerState);
   EXPECT_EQ(loaded[0].second.device(), gpu);
   EXPECT_EQ(gpu.memory().bytes[static_cast<int>(MemoryCategory::kOptimizerState)], 44u);
 }
@@ -138,7 +139,7 @@ TEST_F(SafetensorsTest, TensorsMayBeStoredInAnyOrderInTheBuffer) {
 // ---- validation ----
 
 TEST_F(SafetensorsTest, MissingFileIsAnIoError) {
-  const auto path = dir_ / "missing.safetensors";
+  const auto path = dir_.path() / "missing.safetensors";
   EXPECT_DPS_ERROR(load_safetensors(path), ErrorKind::kIo,
                    path.string() + ": cannot open: No such file or directory");
 }
@@ -245,9 +246,10 @@ TEST_F(SafetensorsTest, RefusesMalformedMetadata) {
 }
 
 TEST_F(SafetensorsTest, MessagesShowControlBytesInNamesEscaped) {
-  expect_refused(st_file("{" + entry("a\\nb", "F16", "[2]", 0, 4) + "}", std::string(4, '\0')),
-                 "tensor 'a\\x0ab' has dtype F16, which dpscope does not read (it reads F32 and I64); convert it "
-                 "before saving, e.g. t.float()");
+  expect_refused(
+      st_file("{" + entry("a\\nb", "F16", "[2]", 0, 4) + "}", std::string(4, '\0')),
+      "tensor 'a\\x0ab' has dtype F16, which dpscope does not read (it reads F32 and I64); convert it "
+      "before saving, e.g. t.float()");
 }
 
 TEST_F(SafetensorsTest, InMemoryReaderNamesTheGivenSource) {
@@ -258,7 +260,7 @@ TEST_F(SafetensorsTest, InMemoryReaderNamesTheGivenSource) {
 // ---- writer errors ----
 
 TEST_F(SafetensorsTest, WriterRefusesBadNamesAndKeepsTheOldFile) {
-  const auto path = dir_ / "w.safetensors";
+  const auto path = dir_.path() / "w.safetensors";
   write_bytes(path, "previous checkpoint");
   const std::string p = path.string();
   const Tensor t = Tensor::zeros({1});
@@ -313,7 +315,7 @@ def load(path):
 TEST_F(SafetensorsTest, PythonReferenceReaderReadsOurFiles) {
   if (testing::run_python("import json, struct\n").exit_code != 0)
     GTEST_SKIP() << "/usr/bin/python3 is not available";
-  const auto path = dir_ / "ours.safetensors";
+  const auto path = dir_.path() / "ours.safetensors";
   save_safetensors(path, sample_tensors(), {{"format", "pt"}});
   const auto result = testing::run_python(std::string(kPythonReader) + fmt::format(R"(
 names, meta, t = load('{}')
@@ -334,7 +336,7 @@ TEST_F(SafetensorsTest, ReadsAFileWrittenLikeTheReferenceWriter) {
     GTEST_SKIP() << "/usr/bin/python3 is not available";
   // The reference writer sorts by dtype (I64 before F32) then name, writes compact JSON with
   // __metadata__ first, and pads the header with spaces to a multiple of 8.
-  const auto path = dir_ / "py.safetensors";
+  const auto path = dir_.path() / "py.safetensors";
   const auto result = testing::run_python(fmt::format(R"(
 import json, struct
 tensors = [('c.b', 'F32', [2], struct.pack('<2f', 0.5, 1.5)),
@@ -367,8 +369,8 @@ with open('{}', 'wb') as f:
 TEST_F(SafetensorsTest, InteroperatesWithTheSafetensorsPackage) {
   DPS_REQUIRE_PYTHON_MODULE("safetensors");
   DPS_REQUIRE_PYTHON_MODULE("torch");
-  const auto ours = dir_ / "ours.safetensors";
-  const auto theirs = dir_ / "theirs.safetensors";
+  const auto ours = dir_.path() / "ours.safetensors";
+  const auto theirs = dir_.path() / "theirs.safetensors";
   save_safetensors(ours, sample_tensors());
   const auto result = testing::run_python(fmt::format(R"(
 import torch

@@ -13,6 +13,7 @@
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "support/errors.hpp"
+#include "support/temp_files.hpp"
 
 namespace dpscope {
 namespace {
@@ -166,7 +167,7 @@ TEST(DataParallel, ReplicaMemoryIsReleasedAfterBackward) {
 
 TEST(DataParallel, TracesSamplesPerDeviceAndCopies) {
   std::vector<Device> devices = make_devices(4);
-  const auto path = std::filesystem::temp_directory_path() / "dpscope_dp_trace.jsonl";
+  const auto path = testing::unique_temp_path("dp_trace.jsonl");
   TraceHeader header;
   for (const Device& d : devices) add_trace_device(header, d);
   {

@@ -18,18 +18,8 @@
 
 namespace dpscope::trace::testing {
 
-// A fresh, empty directory for the running test.
-inline std::filesystem::path scratch_dir() {
-  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              ("dpscope-trace-tests-" + std::to_string(::getpid())) /
-                              (std::string(info->test_suite_name()) + "." + info->name());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-using ::dpscope::testing::read_file;  // support/cli.hpp
+using ::dpscope::testing::read_file;    // support/temp_files.hpp
+using ::dpscope::testing::scratch_dir;  // support/temp_files.hpp
 
 inline void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
