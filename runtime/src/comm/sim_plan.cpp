@@ -6,6 +6,7 @@
 // after the fact, with the times its comm stream measured (write_measured_trace).
 #include <algorithm>
 
+#include "collective_choice.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "sim_backend.hpp"
 
@@ -27,72 +28,18 @@ void check_fingerprints(int64_t seq, const std::vector<std::optional<Arrival>>& 
                   fmt::join(differing, ", ")));
 }
 
-int64_t max_end(const ScheduleTiming& t) {
-  return *std::max_element(t.rank_end_ns.begin(), t.rank_end_ns.end());
-}
-
-struct Built {
-  Schedule schedule;
-  ScheduleTiming timing;
-};
-
-Built timed(Schedule schedule, const NetworkModel& net, const GroupState& g,
-            const std::vector<int64_t>& starts, uint64_t elem) {
-  ScheduleTiming timing = simulate_schedule(schedule, net, g.gpus, starts, elem);
-  return {std::move(schedule), std::move(timing)};
-}
-
-// Builds and times the schedule of the collective; kAuto picks by simulated time.
-Built choose(const Signature& sig, int slices, const NetworkModel& net, const GroupState& g,
-             const std::vector<int64_t>& starts) {
-  const int n = static_cast<int>(g.global_ranks.size());
-  const uint64_t elem = element_size(sig.dtype);
+// Builds and times the schedule of the collective (collective_choice.hpp).
+TimedSchedule choose(const Signature& sig, int slices, const NetworkModel& net, const GroupState& g,
+                     const std::vector<int64_t>& starts) {
   const int64_t count =
       sig.op == OpType::kBarrier || sig.op == OpType::kNewGroup ? 0 : shape_numel(sig.shape);
-  const Algorithm algo = sig.algorithm.value_or(Algorithm::kAuto);
-  switch (sig.op) {
-    case OpType::kAllReduce: {
-      const uint64_t chunk_bytes = static_cast<uint64_t>((count + n - 1) / n) * elem;
-      auto ring = [&] {
-        return timed(ring_all_reduce(g.ring, count, pipeline_slices(slices, chunk_bytes)), net, g, starts,
-                     elem);
-      };
-      auto tree = [&] {
-        const uint64_t half_bytes = static_cast<uint64_t>((count + 1) / 2) * elem;
-        return timed(tree_all_reduce(n, count, pipeline_slices(slices, half_bytes)), net, g, starts, elem);
-      };
-      if (algo == Algorithm::kRing) return ring();
-      if (algo == Algorithm::kTree) return tree();
-      if (algo == Algorithm::kNaive) return timed(naive_all_reduce(n, count), net, g, starts, elem);
-      Built r = ring(), t = tree();
-      return max_end(t.timing) < max_end(r.timing) ? std::move(t) : std::move(r);
-    }
-    case OpType::kBroadcast:
-    case OpType::kReduce: {
-      const bool bcast = sig.op == OpType::kBroadcast;
-      const int p = pipeline_slices(slices, static_cast<uint64_t>(count) * elem);
-      if (algo == Algorithm::kRing)
-        return timed(
-            bcast ? ring_broadcast(g.ring, sig.root, count, p) : ring_reduce(g.ring, sig.root, count, p), net,
-            g, starts, elem);
-      if (algo == Algorithm::kNaive)
-        return timed(bcast ? naive_broadcast(n, sig.root, count) : naive_reduce(n, sig.root, count), net, g,
-                     starts, elem);
-      return timed(bcast ? tree_broadcast(n, sig.root, count) : tree_reduce(n, sig.root, count), net, g,
-                   starts, elem);
-    }
-    case OpType::kAllGather:
-    case OpType::kReduceScatter: {
-      const int p = pipeline_slices(slices, static_cast<uint64_t>(count) * elem);
-      return timed(sig.op == OpType::kAllGather ? ring_all_gather(g.ring, count, p)
-                                                : ring_reduce_scatter(g.ring, count, p),
-                   net, g, starts, elem);
-    }
-    case OpType::kScatter: return timed(naive_scatter(n, sig.root, count), net, g, starts, elem);
-    case OpType::kGather: return timed(naive_gather(n, sig.root, count), net, g, starts, elem);
-    case OpType::kBarrier: return timed(dissemination_barrier(n), net, g, starts, elem);
-    default: return timed(Schedule{}, net, g, starts, elem);
-  }
+  return choose_schedule({.op = sig.op,
+                          .algorithm = sig.algorithm.value_or(Algorithm::kAuto),
+                          .count = count,
+                          .root = sig.root,
+                          .slices = slices,
+                          .elem_bytes = element_size(sig.dtype)},
+                         net, g.gpus, g.ring, starts);
 }
 
 // Bytes the collective is named by (nccl-tests' "size": the full buffer of all ranks for
@@ -243,7 +190,7 @@ std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64
     return plan;
   }
 
-  Built built = choose(sig, arrivals[0]->slices, world.network(), group, plan->start_ns);
+  TimedSchedule built = choose(sig, arrivals[0]->slices, world.network(), group, plan->start_ns);
   plan->schedule = std::move(built.schedule);
   plan->timing = std::move(built.timing);
   plan->end_ns = plan->timing.rank_end_ns;

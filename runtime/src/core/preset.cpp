@@ -104,6 +104,21 @@ NetworkSpec read_network(const toml::table& table, const fs::path& file) {
   return net;
 }
 
+// The optional [cluster] table: gpus_per_node >= 1 and a [cluster.nic] link.
+ClusterSpec read_cluster(const toml::table& table, const fs::path& file) {
+  ClusterSpec cluster;
+  if (!table.contains("cluster")) return cluster;
+  const double per_node = require_number(table, file, "cluster.gpus_per_node");
+  DPS_CHECK(per_node >= 1 && per_node <= 1024 && per_node == static_cast<int>(per_node), ErrorKind::kFormat,
+            "preset {}: cluster.gpus_per_node must be a whole number in [1, 1024], got {}", file.string(),
+            per_node);
+  cluster.gpus_per_node = static_cast<int>(per_node);
+  cluster.nic = read_link(table, file, "cluster.nic");
+  DPS_CHECK(cluster.nic.bandwidth_bytes_per_s > 0 && cluster.nic.latency_ns >= 0, ErrorKind::kFormat,
+            "preset {}: cluster.nic needs a positive bandwidth and a latency >= 0", file.string());
+  return cluster;
+}
+
 }  // namespace
 
 fs::path asset_dir() {
@@ -133,6 +148,7 @@ HardwarePreset load_preset_file(const fs::path& path) {
   p.peer_link = read_link(table, path, "peer_link");
   p.topology = require_string(table, path, "topology");
   p.network = read_network(table, path);
+  p.cluster = read_cluster(table, path);
   read_calibration(table, path, p);
   if (const toml::array* sources = table["sources"].as_array()) {
     for (const toml::node& s : *sources)

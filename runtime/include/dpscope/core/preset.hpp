@@ -2,7 +2,8 @@
 //
 // Presets live in assets/presets/NAME.toml (one file per product, each number citing its source) and
 // are found through find_preset(): $DPSCOPE_ASSETS/presets, then the source tree's assets/presets,
-// then <exe>/../share/dpscope/presets. The collectives milestone adds the GPU-to-GPU topology.
+// then <exe>/../share/dpscope/presets. [network] details the GPU-to-GPU topology of one machine,
+// [cluster] the nodes a timing-only run spans (comm/analytic_collectives.hpp).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,15 @@ struct NetworkSpec {
   std::vector<NvlinkConnection> nvlinks;      // hybrid-cube-mesh: which GPU pairs have NVLinks
 };
 
+// A cluster of such machines, from the optional [cluster] table: nodes of `gpus_per_node` GPUs
+// (each node the preset's own topology), joined by one network card per GPU on a rail-optimized
+// fabric: GPU k of every node reaches GPU k of every other node through its own NIC
+// (NVIDIA DGX SuperPOD). gpus_per_node 0: the preset describes one machine and cannot span nodes.
+struct ClusterSpec {
+  int gpus_per_node = 0;
+  LinkSpec nic;  // per GPU: "ib-ndr", 50 GB/s per direction
+};
+
 struct HardwarePreset {
   std::string id;    // file stem: "h100-sxm"
   std::string name;  // display name: "NVIDIA H100 SXM5 80GB"
@@ -56,6 +66,7 @@ struct HardwarePreset {
   LinkSpec peer_link;                // device <-> device (NVLink/NVSwitch or PCIe via host)
   std::string topology;              // "nvswitch", "pcie-host", "hybrid-cube-mesh"
   NetworkSpec network;               // optional topology details ([network] table)
+  ClusterSpec cluster;               // optional multi-node description ([cluster] table)
   std::vector<std::string> sources;  // where the numbers come from
 };
 

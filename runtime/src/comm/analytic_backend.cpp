@@ -1,0 +1,131 @@
+// The `analytic` backend: rank 0 of a symmetric world whose collectives are timed by
+// AnalyticCollectives (comm/analytic_collectives.hpp) instead of being run by peers.
+#include <algorithm>
+#include <memory>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/comm/analytic_collectives.hpp"
+#include "dpscope/core/trace_sink.hpp"
+#include "dpscope/trace_format/events.hpp"
+
+namespace dpscope {
+namespace {
+
+// A collective that is over on the host when its call returns; wait() makes the compute stream
+// wait for its simulated end, as a sim Work does.
+class AnalyticWork final : public Work {
+ public:
+  AnalyticWork(Device device, OpType op, int64_t seq, int64_t start_ns, int64_t end_ns)
+      : device_(std::move(device)), op_(op), seq_(seq), start_ns_(start_ns), end_ns_(end_ns) {}
+  void wait() override { device_.wait_until(StreamKind::kCompute, end_ns_); }
+  bool is_completed() const override { return true; }
+  bool is_success() const override { return true; }
+  std::exception_ptr exception() const override { return nullptr; }
+  OpType op_type() const override { return op_; }
+  int64_t sequence_number() const override { return seq_; }
+  int64_t start_ns() const override { return start_ns_; }
+  int64_t end_ns() const override { return end_ns_; }
+
+ private:
+  Device device_;
+  OpType op_;
+  int64_t seq_;
+  int64_t start_ns_;
+  int64_t end_ns_;
+};
+
+class AnalyticBackend final : public Backend {
+ public:
+  AnalyticBackend(Device device, std::shared_ptr<const AnalyticCollectives> model)
+      : device_(std::move(device)), model_(std::move(model)) {}
+
+  const char* name() const override { return "analytic"; }
+  int rank() const override { return 0; }
+  int size() const override { return model_->world_size(); }
+  const Device& device() const override { return device_; }
+  Milliseconds timeout() const override { return Milliseconds(0); }  // nothing ever waits for a peer
+
+  std::shared_ptr<Work> all_reduce(Tensor& tensor, const AllreduceOptions& options) override {
+    return run(OpType::kAllReduce, tensor, resolved(options.algorithm), tensor.numel(), options.op, 0);
+  }
+  std::shared_ptr<Work> broadcast(Tensor& tensor, const BroadcastOptions& options) override {
+    return run(OpType::kBroadcast, tensor, resolved(options.algorithm), tensor.numel(), std::nullopt,
+               options.root);
+  }
+  std::shared_ptr<Work> all_gather(std::vector<Tensor>&, const Tensor& input, bool,
+                                   const AllgatherOptions&) override {
+    return run(OpType::kAllGather, input, Algorithm::kRing, input.numel(), std::nullopt, 0);
+  }
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>&, bool,
+                                       const ReduceScatterOptions& options) override {
+    return run(OpType::kReduceScatter, output, Algorithm::kRing, output.numel(), options.op, 0);
+  }
+  std::shared_ptr<Work> barrier(const BarrierOptions&) override {
+    return run(OpType::kBarrier, Tensor(), Algorithm::kAuto, 0, std::nullopt, 0);
+  }
+  void abort(ErrorKind, const std::string&) override {}  // no peer to tell
+  void rank_finished() override {}
+
+ private:
+  static Algorithm resolved(Algorithm a) { return a == Algorithm::kDefault ? Algorithm::kAuto : a; }
+
+  std::shared_ptr<Work> run(OpType op, const Tensor& tensor, Algorithm algo, int64_t count,
+                            std::optional<ReduceOp> reduce_op, int root) {
+    DPS_CHECK(!tensor.defined() || !tensor.has_data(), ErrorKind::kUnsupported,
+              "the analytic backend times collectives without moving data: {} got a tensor with data (use "
+              "timing-only tensors, Tensor::meta)",
+              api_name(op));
+    const uint64_t elem = tensor.defined() ? element_size(tensor.dtype()) : 4;
+    const CollectiveEstimate est = model_->estimate({.op = op,
+                                                     .algorithm = algo,
+                                                     .count = count,
+                                                     .elem_bytes = elem,
+                                                     .average = reduce_op == ReduceOp::kAvg});
+    const int64_t seq = next_seq_++;
+    const int64_t start =
+        std::max(device_.clock_ns(StreamKind::kComm), device_.clock_ns(StreamKind::kCompute));
+    const int64_t end = start + est.duration_ns;
+    device_.wait_until(StreamKind::kComm, end);
+    if (TraceSink* t = device_.tracer()) {
+      const int n = size();
+      uint64_t bytes = static_cast<uint64_t>(count) * elem;
+      if (op == OpType::kAllGather || op == OpType::kReduceScatter) bytes *= static_cast<uint64_t>(n);
+      const std::string redop = reduce_op ? to_string(*reduce_op) : "none";
+      t->span(device_,
+              {.stream = StreamKind::kComm,
+               .cat = SpanCategory::kCollective,
+               .name = op == OpType::kBarrier ? std::string(to_string(EventName::kBarrier))
+                                              : collective_span_name(api_name(op), est.algorithm, bytes),
+               .ts_ns = start,
+               .dur_ns = est.duration_ns,
+               .args = CollectiveArgs{.coll = seq,
+                                      .group = 0,
+                                      .op = api_name(op),
+                                      .algo = est.algorithm,
+                                      .bytes = bytes,
+                                      .count = count,
+                                      .dtype = tensor.defined() ? to_string(tensor.dtype()) : "float32",
+                                      .redop = redop,
+                                      .root = root,
+                                      .ranks = n,
+                                      .slices = 1,
+                                      .steps = est.steps}});
+      t->instant(device_, end, WorkCompleted{.coll = seq, .op = api_name(op), .group = 0});
+    }
+    return std::make_shared<AnalyticWork>(device_, op, seq, start, end);
+  }
+
+  Device device_;
+  std::shared_ptr<const AnalyticCollectives> model_;
+  int64_t next_seq_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_analytic_backend(const Device& device,
+                                               std::shared_ptr<const AnalyticCollectives> model) {
+  DPS_CHECK(model != nullptr, ErrorKind::kInvalidArgument, "make_analytic_backend: no model");
+  return std::make_unique<AnalyticBackend>(device, std::move(model));
+}
+
+}  // namespace dpscope

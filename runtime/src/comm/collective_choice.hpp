@@ -1,0 +1,44 @@
+// choose_schedule(): which schedule a collective runs and how long it takes on a network — the
+// one policy shared by the sim backend's leader (sim_plan.cpp) and the analytical model of large
+// worlds (analytic_collectives.cpp), so both pick the same algorithm for the same call.
+//
+// An explicit algorithm is used where the op offers it; kAuto (and ops offering one algorithm)
+// take the op's default: all-reduce tries ring and tree and keeps the faster on this network,
+// broadcast and reduce use binomial trees, all-gather and reduce-scatter rings, scatter and
+// gather the naive root-to-each pattern, barrier the dissemination rounds.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "dpscope/comm/network.hpp"
+#include "dpscope/comm/schedule.hpp"
+#include "dpscope/comm/types.hpp"
+
+namespace dpscope::detail {
+
+struct CollectiveShape {
+  OpType op = OpType::kAllReduce;
+  Algorithm algorithm = Algorithm::kAuto;
+  int64_t count = 0;  // elements of the sizing tensor (per rank block for gather-like ops)
+  int root = -1;
+  int slices = 0;  // pipeline slices requested (0: pipeline_slices' choice)
+  uint64_t elem_bytes = 4;
+};
+
+struct TimedSchedule {
+  Schedule schedule;
+  ScheduleTiming timing;
+};
+
+// The schedule of `shape` for the group whose rank r sits on GPU gpus[r], ring order `ring`
+// (group ranks), each rank starting at starts[r]; timed by simulate_schedule.
+TimedSchedule choose_schedule(const CollectiveShape& shape, const NetworkModel& net,
+                              std::span<const int> gpus, const std::vector<int>& ring,
+                              const std::vector<int64_t>& starts);
+
+// The latest end over the ranks.
+int64_t max_end(const ScheduleTiming& timing);
+
+}  // namespace dpscope::detail
