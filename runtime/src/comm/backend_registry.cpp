@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/mpi_backend.hpp"
 #include "sim_backend.hpp"
 
 namespace dpscope {
@@ -35,6 +36,8 @@ Registry& registry() {
     auto* r = new Registry();  // never destroyed: rank threads may outlive static destruction
     add_locked(*r, "sim", detail::sim_backend_factory());
     detail::add_gpu_backends(
+        [r](const std::string& name, BackendFactory factory) { add_locked(*r, name, std::move(factory)); });
+    detail::add_mpi_backend(
         [r](const std::string& name, BackendFactory factory) { add_locked(*r, name, std::move(factory)); });
     return r;
   }();

@@ -50,6 +50,8 @@ inline bool needs_gpu(const BackendCase& c) { return c.backend == "cuda" || c.ba
 
 // Why `c` cannot run in this build or on this machine, or "" when it can.
 inline std::string skip_reason(const BackendCase& c) {
+  if (c.backend == "mpi" && is_backend_registered("mpi"))
+    return "mpi ranks are processes: run by tests/mpi under mpirun";
   if (!is_backend_registered(c.backend))
     return fmt::format("backend '{}' is not built in this version of dpscope (registered backends: {})",
                        c.backend, fmt::join(registered_backends(), ", "));

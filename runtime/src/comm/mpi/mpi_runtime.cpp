@@ -1,0 +1,76 @@
+// MPI itself, once per process (comm/mpi_backend.hpp): initialisation with MPI_THREAD_MULTIPLE,
+// finalisation at exit when we initialised it, and the launcher's environment.
+#include <mpi.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/comm/mpi_backend.hpp"
+#include "launch_env.hpp"
+
+namespace dpscope::mpi {
+namespace {
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "an unknown thread level";
+  }
+}
+
+// The comm worker and the rank's thread both call MPI (mpi/mpi_channel.hpp).
+void require_thread_multiple(int provided, const char* who) {
+  DPS_CHECK(
+      provided >= MPI_THREAD_MULTIPLE, ErrorKind::kInternal,
+      "mpi: the backend needs MPI_THREAD_MULTIPLE, but {} gave {} (rebuild OpenMPI with thread support, or "
+      "initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...))",
+      who, thread_level_name(provided));
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+}  // namespace
+
+bool built() { return true; }
+
+std::optional<Launch> launch_from_environment() { return detail::launch_from_env(); }
+
+Launch initialize() {
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    DPS_CHECK(!finalized, ErrorKind::kInvalidArgument,
+              "mpi: MPI was already finalised in this process and cannot start again");
+    DPS_CHECK(launch_from_environment().has_value(), ErrorKind::kInvalidArgument,
+              "init_process_group(\"mpi\"): this process was not started by mpirun (OMPI_COMM_WORLD_RANK is "
+              "not set): run it as `mpirun -np N PROGRAM` (as root add --allow-run-as-root, with more ranks "
+              "than cores --oversubscribe)");
+    int provided = MPI_THREAD_SINGLE;
+    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    DPS_CHECK(rc == MPI_SUCCESS, ErrorKind::kInternal, "mpi: MPI_Init_thread failed with error code {}", rc);
+    std::atexit(finalize_at_exit);
+    require_thread_multiple(provided, "MPI_Init_thread");
+  } else {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    require_thread_multiple(provided, "the program's MPI_Init");
+  }
+  Launch launch;
+  MPI_Comm_rank(MPI_COMM_WORLD, &launch.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &launch.size);
+  return launch;
+}
+
+}  // namespace dpscope::mpi

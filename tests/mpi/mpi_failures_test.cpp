@@ -1,0 +1,165 @@
+// The mpi backend never hangs: a rank that skips a collective makes the others time out; a rank
+// that fails (abort), returns early (rank_finished) or runs another collective makes the others fail
+// fast, each with one line naming the operation, the rank and the reason. Run by ctest mpi_failures_*
+// (separately from the collectives: a failed communicator keeps requests MPI never completes).
+// MpiKill (disabled unless asked for, ctest mpi_killed_rank_*) kills a rank's process mid-collective.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <thread>
+
+#include "mpi_world.hpp"
+
+namespace dpscope {
+namespace {
+
+using test::join;
+using test::mpi_size;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+struct Caught {
+  ErrorKind kind = ErrorKind::kInternal;
+  std::string message = "no error";
+  Milliseconds after{0};
+};
+
+Caught caught(const std::function<void()>& f) {
+  const auto begun = Clock::now();
+  Caught c;
+  try {
+    f();
+  } catch (const Error& e) {
+    c = {e.kind(), e.what()};
+  }
+  c.after = std::chrono::duration_cast<Milliseconds>(Clock::now() - begun);
+  return c;
+}
+
+class MpiFailures : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DPS_REQUIRE_MPIRUN();
+    if (mpi_size() < 2) GTEST_SKIP() << "needs mpirun -np 2 or more";
+  }
+};
+
+TEST_F(MpiFailures, ASkippedCollectiveTimesOutOnTheOthers) {
+  const auto pg = join(mpi_size(), Milliseconds(300));
+  Tensor t = Tensor::full({8}, 1.0f, pg->device());
+  if (pg->rank() == 1) {
+    std::this_thread::sleep_for(Milliseconds(800));  // arrives long past the others' timeout
+    // The peers told it they gave up: it fails at once instead of timing out in turn.
+    const Caught late = caught([&] { pg->all_reduce(t)->wait(); });
+    EXPECT_EQ(late.kind, ErrorKind::kTimeout);
+    EXPECT_THAT(late.message,
+                HasSubstr("[Rank 1] mpi ALLREDUCE (SequenceNumber=0) failed: aborted because rank"));
+    EXPECT_THAT(late.message, HasSubstr("Watchdog caught collective operation timeout"));
+    EXPECT_LT(late.after.count(), 250);
+    return;
+  }
+  const Caught c = caught([&] { pg->all_reduce(t)->wait(); });
+  EXPECT_EQ(c.kind, ErrorKind::kTimeout) << c.message;
+  // Its own watchdog, or (more than 2 ranks) a peer's notice that came first.
+  EXPECT_THAT(c.message,
+              HasSubstr(fmt::format("[Rank {}] mpi ALLREDUCE (SequenceNumber=0) failed: ", pg->rank())));
+  EXPECT_THAT(c.message, HasSubstr("Watchdog caught collective operation timeout: it ran for"));
+  EXPECT_GE(c.after.count(), pg->rank() == 0 ? 300 : 0);
+  EXPECT_LT(c.after.count(), 5000);
+  // Later calls on the failed group fail at once.
+  const Caught later = caught([&] { pg->barrier()->wait(); });
+  EXPECT_EQ(later.kind, ErrorKind::kTimeout);
+  EXPECT_THAT(later.message, HasSubstr("failed: aborted"));
+  EXPECT_LT(later.after.count(), 250);
+}
+
+TEST_F(MpiFailures, AnAbortedRankIsReportedNotWaitedFor) {
+  const auto pg = join(mpi_size(), Milliseconds(20000));
+  pg->barrier()->wait();
+  if (pg->rank() == 1) {
+    pg->backend().abort(ErrorKind::kDevice, "rank 1 ran out of memory");
+    return;
+  }
+  Tensor t = Tensor::full({8}, 1.0f, pg->device());
+  const Caught c = caught([&] { pg->all_reduce(t)->wait(); });
+  EXPECT_EQ(c.kind, ErrorKind::kDevice);
+  EXPECT_EQ(c.message,
+            fmt::format("[Rank {}] mpi ALLREDUCE (SequenceNumber=1) failed: aborted because rank 1 "
+                        "failed: rank 1 ran out of memory",
+                        pg->rank()));
+  EXPECT_LT(c.after.count(), 5000) << "long before the 20 s timeout";
+}
+
+TEST_F(MpiFailures, MismatchedCollectivesFailOnEveryRank) {
+  const auto pg = join(mpi_size(), Milliseconds(20000));
+  Tensor t = Tensor::full({8}, 1.0f, pg->device());
+  const Caught c = caught([&] {
+    if (pg->rank() == 1) {
+      pg->broadcast(t, {.root = 0})->wait();
+    } else {
+      pg->all_reduce(t)->wait();
+    }
+  });
+  EXPECT_EQ(c.kind, ErrorKind::kMismatch) << c.message;
+  EXPECT_THAT(c.message, HasSubstr("Detected mismatch between collectives on ranks"));
+  EXPECT_THAT(c.message, HasSubstr("CollectiveFingerPrint(SequenceNumber=0, OpType=BROADCAST"));
+  EXPECT_THAT(c.message, HasSubstr("CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE"));
+  EXPECT_LT(c.after.count(), 5000) << "long before the 20 s timeout";
+}
+
+TEST_F(MpiFailures, ARankThatReturnedFailsThePeersWaitingForIt) {
+  const auto pg = join(mpi_size(), Milliseconds(20000));
+  pg->barrier()->wait();
+  if (pg->rank() == 1) {
+    pg->backend().rank_finished();
+    return;
+  }
+  const Caught c = caught([&] { pg->barrier()->wait(); });
+  EXPECT_EQ(c.kind, ErrorKind::kMismatch);
+  EXPECT_THAT(c.message,
+              HasSubstr(fmt::format("[Rank {}] mpi BARRIER (SequenceNumber=1) failed: ", pg->rank())));
+  EXPECT_THAT(c.message,
+              HasSubstr("rank 1 returned from its function after 1 collectives without joining it"));
+  EXPECT_LT(c.after.count(), 5000);
+}
+
+TEST_F(MpiFailures, AWrongRankNeverArrivingFailsInitWithinItsTimeout) {
+  // Only rank 0 joins a world of 2: it names rank 1 as missing after the timeout.
+  if (test::mpi_rank() != 0) return;
+  const Caught c = caught([] { join(2, Milliseconds(300)); });
+  EXPECT_EQ(c.kind, ErrorKind::kTimeout);
+  EXPECT_EQ(
+      c.message,
+      "init_process_group(\"mpi\"): rank 0 waited 300 ms for ranks that never arrived: [1] of a world of 2");
+  EXPECT_LT(c.after.count(), 5000);
+}
+
+// A rank's process dies in the middle of a collective: mpirun stops the job and names it (ctest
+// checks mpirun's report); the surviving rank is killed by mpirun, never left hanging.
+TEST(MpiKill, DISABLED_AKilledRankStopsTheJob) {
+  DPS_REQUIRE_MPIRUN();
+  const auto pg = join(mpi_size(), Milliseconds(60000));
+  pg->barrier()->wait();
+  if (pg->rank() == 1) _exit(3);
+  Tensor t = Tensor::full({8}, 1.0f, pg->device());
+  pg->all_reduce(t)->wait();
+}
+
+// Outside mpirun (plain ctest): asking for the backend is one clear line.
+TEST(MpiOutsideMpirun, InitSaysHowToStartTheProgram) {
+  if (test::under_mpirun()) GTEST_SKIP() << "run by ctest mpi_outside_mpirun, without mpirun";
+  EXPECT_TRUE(mpi::built());
+  EXPECT_TRUE(is_backend_registered("mpi"));
+  const Caught c = caught([] { init_process_group({.backend = "mpi", .rank = 0, .world_size = 1}); });
+  EXPECT_EQ(c.kind, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(c.message,
+            "init_process_group(\"mpi\"): this process was not started by mpirun (OMPI_COMM_WORLD_RANK is "
+            "not set): "
+            "run it as `mpirun -np N PROGRAM` (as root add --allow-run-as-root, with more ranks than cores "
+            "--oversubscribe)");
+}
+
+}  // namespace
+}  // namespace dpscope
