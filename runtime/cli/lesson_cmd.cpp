@@ -24,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -114,6 +115,7 @@ struct LessonRun {
   trace::TraceData data;
   lesson::LessonReport report;
   double wall_seconds = 0.0;
+  std::optional<std::string> failure;  // the run's error, when it stopped with one
 };
 
 LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
@@ -141,10 +143,22 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
               "cannot create the lesson's scratch directory {}", scratch.string());
   }
   const auto start = std::chrono::steady_clock::now();
-  run_scenario(run.args, run.trace, quiet);
+  try {
+    run_scenario(run.args, run.trace, quiet);
+  } catch (const Error& e) {
+    // A lesson may watch a run that fails (a pitfall): [scenario] expect_error declares it, and the
+    // trace the run left behind (ending in `error` events) is still the lesson's. Any other failure
+    // stops here, as on the command line.
+    run.failure = e.what();
+    if (lesson.expect_error.empty()) throw Error(e.kind(), lesson::run_outcome_problem(lesson, run.failure));
+  }
   run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  DPS_CHECK(fs::is_regular_file(run.trace, ec), ErrorKind::kIo,
+            "the scenario failed before it wrote a trace: {}", run.failure.value_or("no trace"));
   run.data = trace::read_trace(run.trace);
   run.report = lesson::evaluate_lesson(lesson, run.data);
+  if (std::string problem = lesson::run_outcome_problem(lesson, run.failure); !problem.empty())
+    run.report.problems.insert(run.report.problems.begin(), fmt::format("{}: {}", lesson.id, problem));
   return run;
 }
 

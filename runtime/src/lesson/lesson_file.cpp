@@ -146,7 +146,13 @@ class LessonReader {
   }
 
   void read_scenario(const toml::table& t, Lesson& lesson) {
-    check_keys(t, {"args"}, "[scenario]");
+    check_keys(t, {"args", "expect_error"}, "[scenario]");
+    if (t.contains("expect_error")) {
+      lesson.expect_error = string(t, "expect_error", "[scenario]");
+      if (lesson.expect_error.empty())
+        fail(line_of(t, "expect_error"),
+             "[scenario] expect_error must be a part of the error message the run ends with, not empty");
+    }
     for (const toml::node* arg : array(t, "args", "[scenario]"))
       lesson.scenario.push_back(as_string(*arg, "args"));
     const int64_t line = line_of(t, "args");

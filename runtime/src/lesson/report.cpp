@@ -32,6 +32,28 @@ std::string command_line(const std::vector<std::string>& args) {
 
 LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data) {
   LessonReport report;
+  bool declared_error_traced = false;
+  int64_t first_error_ns = 0;
+  for (const trace::Event& e : data.events) {
+    const std::optional<RunError> error = data.run_error(e);
+    if (!error) continue;
+    if (!report.error_rank || e.ts_ns < first_error_ns) {  // the earliest in time; ties: file order
+      first_error_ns = e.ts_ns;
+      report.error_rank = e.rank;
+      report.error_message = std::string(error->message);
+    }
+    declared_error_traced =
+        declared_error_traced ||
+        (!lesson.expect_error.empty() && error->message.find(lesson.expect_error) != std::string::npos);
+  }
+  if (!lesson.expect_error.empty() && !declared_error_traced)
+    report.problems.push_back(
+        fmt::format("{}: the scenario is declared to fail with '{}' (expect_error), but its trace has no "
+                    "error event saying so",
+                    lesson.id, lesson.expect_error));
+  if (lesson.expect_error.empty() && report.error_rank)
+    report.problems.push_back(fmt::format("{}: the trace ends with an error on rank {}: {}", lesson.id,
+                                          *report.error_rank, report.error_message));
   for (size_t i = 0; i < lesson.chapters.size(); ++i) {
     const Chapter& chapter = lesson.chapters[i];
     ChapterResult result;
@@ -64,6 +86,21 @@ LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data)
   return report;
 }
 
+std::string run_outcome_problem(const Lesson& lesson, const std::optional<std::string>& failure) {
+  if (lesson.expect_error.empty()) {
+    if (!failure) return "";
+    return fmt::format(
+        "the scenario failed: {} (a lesson whose run fails declares it: [scenario] expect_error)", *failure);
+  }
+  if (!failure)
+    return fmt::format("the scenario is declared to fail with '{}' (expect_error) but ran to the end",
+                       lesson.expect_error);
+  if (failure->find(lesson.expect_error) == std::string::npos)
+    return fmt::format("the scenario failed with '{}', not with the declared expect_error '{}'", *failure,
+                       lesson.expect_error);
+  return "";
+}
+
 std::string format_answer(double value) {
   if (!std::isfinite(value)) return fmt::format("{}", value);
   if (std::abs(value) < 1e15 && value == std::round(value))
@@ -74,6 +111,9 @@ std::string format_answer(double value) {
 
 std::string format_report(const Lesson& lesson, const LessonReport& report) {
   std::string out = fmt::format("== lesson {}: {} ({} min) ==\n", lesson.id, lesson.title, lesson.minutes);
+  if (report.error_rank)
+    out += fmt::format("\nthe run stopped with an error on rank {}: {}\n", *report.error_rank,
+                       report.error_message);
   for (size_t c = 0; c < lesson.chapters.size(); ++c) {
     out += fmt::format("\nchapter {} at {}: {}\n", c + 1, time_text(report.chapters[c].time_ns),
                        lesson.chapters[c].title);

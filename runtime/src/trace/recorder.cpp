@@ -125,6 +125,7 @@ void write_span_args(fmt::memory_buffer& out, const SpanArgs& args) {
 void write_instant_args(fmt::memory_buffer& out, const InstantPayload& payload) {
   auto it = std::back_inserter(out);
   struct Writer {
+    fmt::memory_buffer& out;
     std::back_insert_iterator<fmt::memory_buffer> it;
     void operator()(const GradReady& a) const { fmt::format_to(it, R"(,"args":{{"param":{}}})", a.param); }
     void operator()(const BucketLaunched& a) const { bucket(a.bucket, a.bytes, a.params); }
@@ -135,11 +136,16 @@ void write_instant_args(fmt::memory_buffer& out, const InstantPayload& payload) 
     void operator()(const CheckpointSaved& a) const {
       fmt::format_to(it, R"(,"args":{{"steps_done":{}}})", a.steps_done);
     }
+    void operator()(const RunError& a) const {
+      out.append(std::string_view(R"(,"args":{"message":)"));
+      append_json_string(out, a.message);
+      out.push_back('}');
+    }
     void bucket(int id, uint64_t bytes, uint64_t params) const {
       fmt::format_to(it, R"(,"args":{{"bucket":{},"bytes":{},"params":{}}})", id, bytes, params);
     }
   };
-  std::visit(Writer{it}, payload);
+  std::visit(Writer{out, it}, payload);
 }
 
 }  // namespace

@@ -194,6 +194,13 @@ void numeric_args(JsonWriter& w, const TraceData& data, const Event& e) {
     w.raw(":");
     w.num(value);
   }
+  if (e.type != EventType::kInstant) return;  // spans keep numbers only (their strings repeat the name)
+  for (const auto& [key, text] : data.args[e.payload].texts) {  // an error's message
+    w.raw(",");
+    w.str(data.str(key));
+    w.raw(":");
+    w.str(data.str(text));
+  }
 }
 
 std::string lane_name(int tid) {

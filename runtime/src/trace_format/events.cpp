@@ -85,6 +85,7 @@ EventName instant_name(const InstantPayload& payload) {
     EventName operator()(const BucketDone&) const { return EventName::kBucketDone; }
     EventName operator()(const WorkCompleted&) const { return EventName::kWorkCompleted; }
     EventName operator()(const CheckpointSaved&) const { return EventName::kCheckpointSaved; }
+    EventName operator()(const RunError&) const { return EventName::kError; }
   };
   return std::visit(Visitor{}, payload);
 }

@@ -45,6 +45,23 @@ std::optional<double> TraceData::arg(const Event& e, std::string_view key) const
   return std::nullopt;
 }
 
+std::optional<std::string_view> TraceData::text_arg(const Event& e, std::string_view key) const {
+  if ((e.type != EventType::kSpan && e.type != EventType::kInstant) || e.payload < 0 ||
+      static_cast<size_t>(e.payload) >= args.size()) {
+    return std::nullopt;
+  }
+  const uint32_t k = find_string(key);
+  if (k == kNoString) return std::nullopt;
+  for (const auto& [key_index, text] : args[e.payload].texts)
+    if (key_index == k) return str(text);
+  return std::nullopt;
+}
+
+std::optional<RunError> TraceData::run_error(const Event& e) const {
+  if (e.type != EventType::kInstant || e.known != EventName::kError) return std::nullopt;
+  return RunError{.message = text_arg(e, trace_key::kMessage).value_or("")};
+}
+
 std::optional<GradReady> TraceData::grad_ready(const Event& e) const {
   if (e.type != EventType::kInstant || e.known != EventName::kGradReady) return std::nullopt;
   const std::optional<double> param = arg(e, trace_key::kParam);

@@ -477,15 +477,20 @@ void TraceParser::read_stream(const Fields& f, Event& e) {
   if (!stream_of(s, e.stream)) fail(fmt::format("unknown stream '{}'", s));
 }
 
-// Numeric args of a span or instant; the others are dropped.
+// Numeric and string args of a span or instant; the others are dropped.
 void TraceParser::read_args(TraceData& data, const Fields& f, Event& e) {
   if (!f.has(kArgs)) return;
   Args args;
   for (dom::key_value_pair kv : object(f[kArgs], "args")) {
     double v = 0.0;
-    if (!kv.value.get_double().get(v)) args.values.emplace_back(intern(data, kv.key), v);
+    std::string_view text;
+    if (!kv.value.get_double().get(v)) {
+      args.values.emplace_back(intern(data, kv.key), v);
+    } else if (!kv.value.get_string().get(text)) {
+      args.texts.emplace_back(intern(data, kv.key), intern(data, text));
+    }
   }
-  if (!args.values.empty()) {
+  if (!args.values.empty() || !args.texts.empty()) {
     e.payload = static_cast<int32_t>(data.args.size());
     data.args.push_back(std::move(args));
   }

@@ -204,6 +204,13 @@ void save_weights(const TrainConfig& config, const Module& model) {
   save_safetensors(config.save, weights, {{"format", "pt"}, {"producer", "dpscope"}});
 }
 
+void trace_run_error(const Device& device, std::string_view message) {
+  if (TraceSink* tracer = device.tracer()) {
+    tracer->instant(device, device.clock_ns(StreamKind::kCompute), RunError{.message = message});
+    tracer->flush();
+  }
+}
+
 void finish_run(std::unique_ptr<TraceRecorder>& tracer, std::chrono::steady_clock::time_point wall_start,
                 TrainResult& result) {
   if (tracer) {

@@ -76,6 +76,10 @@ std::string write_checkpoint(const TrainConfig& config, const std::string& run_i
                              int64_t batches_per_epoch, const Module& model, StateDict optimizer_state);
 // --save: the model's weights with plain nn.Sequential names, so PyTorch loads them directly.
 void save_weights(const TrainConfig& config, const Module& model);
+// Writes an `error` instant (docs/trace-format.md) on `device` at its compute clock, when it is
+// traced: the rank stopped with `message`. Called where a failing rank's exception passes, before
+// the trace is closed, so the trace of a failed run says why and where it ended.
+void trace_run_error(const Device& device, std::string_view message);
 // Closes the trace (if any) and fills the result's trace and wall-time fields.
 void finish_run(std::unique_ptr<TraceRecorder>& tracer, std::chrono::steady_clock::time_point wall_start,
                 TrainResult& result);

@@ -90,8 +90,10 @@ void TrainConfig::validate() const {
   DPS_CHECK(!resume || !checkpoint_dir.empty(), ErrorKind::kUsage, "--resume needs --checkpoint-dir");
 
   for (const std::string& p : pitfalls) {
-    DPS_CHECK(one_of<string>(p, {"no-set-epoch", "no-average", "unused-parameter"}), ErrorKind::kUsage,
-              "--pitfall '{}' is not one of no-set-epoch, no-average, unused-parameter", p);
+    DPS_CHECK(
+        one_of<string>(p, {"no-set-epoch", "no-average", "unused-parameter", "mismatched-collective"}),
+        ErrorKind::kUsage,
+        "--pitfall '{}' is not one of no-set-epoch, no-average, unused-parameter, mismatched-collective", p);
     DPS_CHECK(p == "no-set-epoch" || mode == "ddp", ErrorKind::kUsage,
               "--pitfall {} applies to --mode ddp only", p);
   }

@@ -3,10 +3,15 @@
 // and run train_rank() on each; then the run's summary: the
 // loss of a step is the mean over ranks of their local losses.
 //
+// A rank that fails writes an `error` instant with its message into the trace before the error
+// leaves its thread (spawn() then aborts the others, who write theirs), so a failed run still ends
+// in a readable trace that says why (lesson 13 narrates one).
+//
 // What the threads can share is read once here and handed to every rank through RankOptions: the
 // dataset, and the --resume checkpoint (so a bad checkpoint is one clear line, not one per rank).
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -97,7 +102,12 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   spawn(
       world,
       [&](ProcessGroup& group) {
-        ranks[static_cast<size_t>(group.rank())] = train_rank(group, config, shared);  // one slot per rank
+        try {
+          ranks[static_cast<size_t>(group.rank())] = train_rank(group, config, shared);  // one slot per rank
+        } catch (const std::exception& e) {
+          trace_run_error(group.device(), e.what());  // the trace says why this rank stopped
+          throw;
+        }
       },
       config.backend);
 

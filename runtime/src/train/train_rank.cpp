@@ -125,6 +125,19 @@ double run_step(RankSetup& rank, int64_t batch_index, bool sync) {
   return loss_value;
 }
 
+// --pitfall mismatched-collective: rank 0 alone all-reduces its loss to log the mean over ranks,
+// as `if rank == 0: dist.all_reduce(loss)` does. The other ranks never call it: their next
+// collective is the next step's gradient all-reduce, so the group's sequence numbers pair two
+// different collectives and every rank fails with the process group's kMismatch error naming both
+// (TORCH_DISTRIBUTED_DEBUG=DETAIL's "Detected mismatch between collectives on ranks"), instead of
+// the hang or the silently wrong numbers NCCL gives.
+void all_reduce_loss_on_rank_zero_only(ProcessGroup& group, double loss) {
+  if (group.rank() != 0) return;
+  const float own_loss[] = {static_cast<float>(loss)};
+  Tensor mean_loss = Tensor::from_floats(own_loss, {1}, group.device(), MemoryCategory::kBuffers);
+  group.all_reduce(mean_loss, {.op = ReduceOp::kAvg})->wait();
+}
+
 // Sends `text` (significant on `root`; its first 1024 bytes) from `root` to every rank of the group.
 // The bytes travel as floats, which hold 0..255 exactly, because collectives carry float32 tensors.
 std::string broadcast_text(ProcessGroup& group, int root, const std::string& text) {
@@ -222,6 +235,10 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
       const bool sync = (step + 1) % length.sync_every == 0 || step + 1 == length.total_steps;
       const double loss_value = run_step(rank, b, sync);
       check_loss_finite(loss_value, step, where);
+      // The pitfall logs every second step, so that the others' next collective is a gradient
+      // all-reduce (step 1 rebuilds the buckets with a broadcast first).
+      if (sync && step % 2 == 1 && config.has_pitfall("mismatched-collective"))
+        all_reduce_loss_on_rank_zero_only(group, loss_value);
       result.losses.push_back(loss_value);
       if (TraceSink* t = dev.tracer()) {
         t->loss_counter(dev, dev.clock_ns(StreamKind::kCompute), loss_value);

@@ -92,6 +92,71 @@ TEST(LessonCli, CheckFailsWithOneLinePerProblemNamingLessonAndItem) {
       << r.output;
 }
 
+// A small DDP lesson whose run stops with the process group's mismatch error (lesson 13's pitfall),
+// declared or not: `check` passes when the declared failure happens, and fails with one clear line
+// when it does not happen or was not declared.
+std::string failing_lesson(const std::string& id, const std::string& pitfall, const std::string& expect) {
+  return fmt::format(R"toml(id = "{}"
+title = "Fails"
+minutes = 1
+goals = ["stop"]
+snippet = '''
+import torch
+'''
+
+[scenario]
+args = ["train", "--mode", "ddp", "--devices", "2", "--model", "4-8-2", "--dataset", "blobs:64:4:2",
+        "--batch", "8", "--steps", "3"{}]
+{}
+
+[[chapters]]
+title = "Step 0"
+trigger = {{ name = "grad_ready", rank = 0, step = 0 }}
+snippet_line = 1
+narration = "Backward."
+)toml",
+                     id, pitfall.empty() ? "" : ", \"--pitfall\", \"" + pitfall + "\"",
+                     expect.empty() ? "" : "expect_error = \"" + expect + "\"");
+}
+
+TEST(LessonCli, CheckPassesADeclaredFailureThatHappens) {
+  const fs::path dir = testing::scratch_dir();
+  testing::write_file(dir / "01-fails.toml", failing_lesson("01-fails", "mismatched-collective",
+                                                            "Detected mismatch between collectives"));
+  const testing::CliResult r = run_cli("lesson check --lessons-dir " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ok   01-fails "), std::string::npos) << r.output;
+}
+
+TEST(LessonCli, CheckFailsADeclaredFailureThatDoesNotHappen) {
+  const fs::path dir = testing::scratch_dir();
+  testing::write_file(dir / "01-fails.toml",
+                      failing_lesson("01-fails", "", "Detected mismatch between collectives"));
+  const testing::CliResult r = run_cli("lesson check --lessons-dir " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("FAIL 01-fails "), std::string::npos) << r.output;
+  EXPECT_NE(
+      r.output.find("dpscope: 01-fails: the scenario is declared to fail with 'Detected mismatch between "
+                    "collectives' (expect_error) but ran to the end\n"),
+      std::string::npos)
+      << r.output;
+}
+
+TEST(LessonCli, CheckFailsAnUndeclaredFailureWithOneLine) {
+  const fs::path dir = testing::scratch_dir();
+  testing::write_file(dir / "01-fails.toml", failing_lesson("01-fails", "mismatched-collective", ""));
+  const testing::CliResult r = run_cli("lesson check --lessons-dir " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("FAIL 01-fails                     1 problem(s)\n"), std::string::npos) << r.output;
+  // Whichever rank's error spawn() reports first: every rank fails with the same mismatch.
+  EXPECT_NE(r.output.find("dpscope: 01-fails: the scenario failed: rank "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" failed: Detected mismatch between collectives on ranks."), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("(a lesson whose run fails declares it: [scenario] expect_error)\n"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(LessonCli, ListShowsIdMinutesAndTitle) {
   const testing::CliResult r = run_cli("lesson list --lessons-dir " + quoted(kLessons));
   EXPECT_EQ(r.exit_code, 0) << r.output;

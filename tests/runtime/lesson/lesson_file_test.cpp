@@ -188,6 +188,21 @@ TEST_F(LessonFile, ScenarioRules) {
             "F:14: --devices is a knob: leave it out of [scenario] args (its default applies)");
 }
 
+// [scenario] expect_error declares a run that fails (lesson 13): optional, a non-empty string.
+TEST_F(LessonFile, ExpectErrorDeclaresAFailingScenario) {
+  EXPECT_EQ(load(kGood).expect_error, "");
+  const std::string declared =
+      good_with("args = [\"train\", \"--steps\", \"2\"]",
+                "args = [\"train\", \"--steps\", \"2\"]\nexpect_error = \"Detected mismatch\"");
+  EXPECT_EQ(load(declared).expect_error, "Detected mismatch");
+  EXPECT_EQ(error(good_with("args = [\"train\", \"--steps\", \"2\"]",
+                            "args = [\"train\", \"--steps\", \"2\"]\nexpect_error = \"\"")),
+            "F:12: [scenario] expect_error must be a part of the error message the run ends with, not empty");
+  EXPECT_EQ(error(good_with("args = [\"train\", \"--steps\", \"2\"]",
+                            "args = [\"train\", \"--steps\", \"2\"]\nexpect_error = 3")),
+            "F:12: 'expect_error' must be a string, got an integer");
+}
+
 TEST_F(LessonFile, TomlSyntaxErrorsNameTheLine) {
   const std::string message = error(good_with("minutes = 5", "minutes = = 5"));
   EXPECT_TRUE(message.starts_with("F:3: ")) << message;

@@ -83,6 +83,71 @@ TEST(LessonReport, AChapterThatStartsBeforeThePreviousOneIsAProblem) {
                 "09-sample: chapter 2 'Reduce-scatter': fires at 100 ns, before chapter 1 (200 ns)"}));
 }
 
+// A trace that ends with `error` instants (a failed run): the earliest one is the run's error.
+trace::TraceData failed_trace() {
+  std::string text = testing::hand_trace_text();
+  text +=
+      R"({"type":"instant","ts":900,"rank":1,"dev":2,"step":0,"phase":"none","name":"error","args":{"message":"Detected mismatch between collectives on ranks. late"}})"
+      "\n"
+      R"({"type":"instant","ts":400,"rank":0,"dev":0,"step":0,"phase":"none","name":"error","args":{"message":"Detected mismatch between collectives on ranks. first"}})"
+      "\n";
+  return trace::parse_trace(text, "failed.jsonl");
+}
+
+Lesson one_chapter_lesson(const std::string& expect_error) {
+  Lesson l = sample_lesson();
+  l.chapters = {chapter("It stops", {{"name", "error"}})};
+  l.questions = {question(1, "count(name=error)", "ranks")};
+  l.expect_error = expect_error;
+  return l;
+}
+
+TEST(LessonReport, TheEarliestErrorEventIsTheRunsErrorAndTriggersFireOnIt) {
+  const LessonReport r = evaluate_lesson(one_chapter_lesson("Detected mismatch"), failed_trace());
+  EXPECT_TRUE(r.problems.empty()) << r.problems.front();
+  ASSERT_TRUE(r.error_rank.has_value());
+  EXPECT_EQ(*r.error_rank, 0);
+  EXPECT_EQ(r.error_message, "Detected mismatch between collectives on ranks. first");
+  ASSERT_TRUE(r.chapters[0].time_ns.has_value());
+  EXPECT_EQ(*r.chapters[0].time_ns, 400);
+  EXPECT_EQ(r.questions[0].value, 2.0);
+  EXPECT_NE(
+      format_report(one_chapter_lesson("Detected mismatch"), r)
+          .find("the run stopped with an error on rank 0: Detected mismatch between collectives on ranks. "
+                "first\n"),
+      std::string::npos);
+}
+
+TEST(LessonReport, ADeclaredErrorMissingFromTheTraceIsAProblemAndSoIsAnUndeclaredOne) {
+  Lesson declared = one_chapter_lesson("Expected to have finished reduction");
+  const LessonReport wrong = evaluate_lesson(declared, failed_trace());
+  ASSERT_EQ(wrong.problems.size(), 1u);
+  EXPECT_EQ(wrong.problems[0],
+            "09-sample: the scenario is declared to fail with 'Expected to have finished reduction' "
+            "(expect_error), but its trace has no error event saying so");
+  const LessonReport undeclared = evaluate_lesson(one_chapter_lesson(""), failed_trace());
+  ASSERT_EQ(undeclared.problems.size(), 1u);
+  EXPECT_EQ(
+      undeclared.problems[0],
+      "09-sample: the trace ends with an error on rank 0: Detected mismatch between collectives on ranks. "
+      "first");
+}
+
+TEST(LessonReport, RunOutcomeAgainstExpectError) {
+  const Lesson declared = one_chapter_lesson("Detected mismatch");
+  const Lesson plain = one_chapter_lesson("");
+  EXPECT_EQ(run_outcome_problem(declared, "rank 0 failed: Detected mismatch between collectives"), "");
+  EXPECT_EQ(run_outcome_problem(plain, std::nullopt), "");
+  EXPECT_EQ(run_outcome_problem(declared, std::nullopt),
+            "the scenario is declared to fail with 'Detected mismatch' (expect_error) but ran to the end");
+  EXPECT_EQ(
+      run_outcome_problem(declared, "out of memory"),
+      "the scenario failed with 'out of memory', not with the declared expect_error 'Detected mismatch'");
+  EXPECT_EQ(
+      run_outcome_problem(plain, "out of memory"),
+      "the scenario failed: out of memory (a lesson whose run fails declares it: [scenario] expect_error)");
+}
+
 TEST(LessonReport, FormatAnswerUsesSignificantDigits) {
   EXPECT_EQ(format_answer(2000.0), "2000");
   EXPECT_EQ(format_answer(0.2), "0.2");

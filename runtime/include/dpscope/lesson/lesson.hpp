@@ -61,6 +61,9 @@ struct Lesson {
   std::vector<std::string> goals;
   int minutes = 0;
   std::vector<std::string> scenario;  // ["train", "--mode", "ddp", ...] without --trace
+  // [scenario] expect_error: the scenario is declared to fail, with a message containing this
+  // (a pitfall lesson watches a run that stops with an error); "" = it must run to the end.
+  std::string expect_error;
   std::vector<Knob> knobs;
   std::string snippet;  // PyTorch code
   std::vector<Chapter> chapters;

@@ -32,9 +32,23 @@ struct LessonReport {
   // { type = "transfer" } never fires", "04-ddp: chapter 3 'Sum': fires at 1.000 us, before chapter
   // 2 (2.000 us)", "04-ddp: question 1: answer cannot be computed: ...".
   std::vector<std::string> problems;
+  // The first `error` event of the trace (the run failed; docs/trace-format.md): its rank and message.
+  std::optional<int> error_rank;
+  std::string error_message;
 };
 
+// Chapter times and answers on `data`; with [scenario] expect_error, also a problem when the trace
+// has no `error` event containing it ("the scenario is declared to fail ... its trace has no error
+// event"), and without it, a problem when the trace has one.
 LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data);
+
+// How the scenario's run ended, against what the lesson declares: `failure` is the run's error
+// message (nullopt: it ran to the end). Returns "" when they agree, else the problem (callers
+// put the lesson's id in front):
+//   the scenario is declared to fail with 'Detected mismatch' (expect_error) but ran to the end
+//   the scenario failed with 'X', not with the declared expect_error 'Y'
+//   the scenario failed: X (a lesson whose run fails declares it: [scenario] expect_error)
+std::string run_outcome_problem(const Lesson& lesson, const std::optional<std::string>& failure);
 
 // An answer in significant digits: integers as integers, else about four significant digits.
 std::string format_answer(double value);

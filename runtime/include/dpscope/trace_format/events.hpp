@@ -59,6 +59,7 @@ enum class EventName : uint8_t {
   kBucketDone,
   kWorkCompleted,
   kCheckpointSaved,
+  kError,
   // counters
   kMemory,
   kLoss,
@@ -74,12 +75,13 @@ enum class EventName : uint8_t {
   kCopyD2D,
   kSendRecv,
 };
-inline constexpr std::array<std::string_view, 17> kEventNameStrings = {"",
+inline constexpr std::array<std::string_view, 18> kEventNameStrings = {"",
                                                                        "grad_ready",
                                                                        "bucket_launched",
                                                                        "bucket_done",
                                                                        "work_completed",
                                                                        "checkpoint_saved",
+                                                                       "error",
                                                                        "memory",
                                                                        "loss",
                                                                        "grad",
@@ -93,9 +95,9 @@ inline constexpr std::array<std::string_view, 17> kEventNameStrings = {"",
                                                                        "send/recv"};
 const char* to_string(EventName name);
 EventName event_name_from_string(std::string_view s);  // kOther when not a fixed name
-inline constexpr EventName kInstantNames[] = {EventName::kGradReady, EventName::kBucketLaunched,
-                                              EventName::kBucketDone, EventName::kWorkCompleted,
-                                              EventName::kCheckpointSaved};
+inline constexpr EventName kInstantNames[] = {EventName::kGradReady,       EventName::kBucketLaunched,
+                                              EventName::kBucketDone,      EventName::kWorkCompleted,
+                                              EventName::kCheckpointSaved, EventName::kError};
 inline constexpr EventName kCounterNames[] = {EventName::kMemory, EventName::kLoss};
 inline constexpr EventName kValuesNames[] = {EventName::kGrad, EventName::kAllReduce};
 
@@ -124,6 +126,7 @@ inline constexpr std::string_view kGroup = "group";
 inline constexpr std::string_view kSrcRank = "src_rank";
 inline constexpr std::string_view kDivisor = "divisor";
 inline constexpr std::string_view kStepsDone = "steps_done";  // checkpoint_saved
+inline constexpr std::string_view kMessage = "message";       // error
 inline constexpr std::string_view kCapacity = "capacity";     // memory counter, besides the categories
 inline constexpr std::string_view kLoss = "loss";             // loss counter
 }  // namespace trace_key
@@ -198,7 +201,13 @@ struct WorkCompleted {                  // "work_completed": a collective finish
 struct CheckpointSaved {  // "checkpoint_saved"
   int64_t steps_done = 0;
 };
-using InstantPayload = std::variant<GradReady, BucketLaunched, BucketDone, WorkCompleted, CheckpointSaved>;
+// "error": this rank stopped with an error (the run failed); written once per failing rank, at the
+// time the rank stopped, before the trace is closed, so a failed run still ends in a readable trace.
+struct RunError {
+  std::string_view message;  // the error's one line, as the command line prints it
+};
+using InstantPayload =
+    std::variant<GradReady, BucketLaunched, BucketDone, WorkCompleted, CheckpointSaved, RunError>;
 EventName instant_name(const InstantPayload& payload);
 
 // `values`: a few elements of a tensor and its L2 norm.

@@ -68,9 +68,11 @@ struct Event {
   int64_t end_ns() const { return ts_ns + dur_ns; }
 };
 
-// Numeric args of a span or instant ("param": 5, "flops": 1e9); non-numeric args are dropped.
+// Args of a span or instant: numbers ("param": 5, "flops": 1e9) and strings ("message": "...",
+// "op": "all_reduce"); other values (objects, arrays, booleans) are dropped.
 struct Args {
-  std::vector<std::pair<uint32_t, double>> values;  // (key string index, value)
+  std::vector<std::pair<uint32_t, double>> values;   // (key string index, value)
+  std::vector<std::pair<uint32_t, uint32_t>> texts;  // (key string index, value string index)
 };
 struct CounterValues {
   std::vector<std::pair<uint32_t, double>> values;  // (key string index, value), file order
@@ -118,10 +120,15 @@ struct TraceData {
   uint32_t find_string(std::string_view s) const;  // kNoString when absent
   // A numeric arg of a span/instant, if present.
   std::optional<double> arg(const Event& e, std::string_view key) const;
+  // A string arg of a span/instant, if present.
+  std::optional<std::string_view> text_arg(const Event& e, std::string_view key) const;
   // Typed payloads of the well-known events; nullopt when `e` is not one or lacks the fields.
   std::optional<GradReady> grad_ready(const Event& e) const;    // EventName::kGradReady
   std::optional<BucketArgs> bucket_args(const Event& e) const;  // kBucketLaunched, kBucketDone
   std::optional<KernelArgs> kernel_args(const Event& e) const;  // spans with flops and bytes
+  // EventName::kError: the message ("" when the writer gave none); its string_view points into
+  // `strings`, valid while this TraceData lives unchanged.
+  std::optional<RunError> run_error(const Event& e) const;
   // The header device with this id, or nullptr.
   const TraceDeviceInfo* device(int32_t id) const;
 

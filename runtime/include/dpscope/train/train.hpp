@@ -64,7 +64,10 @@ struct TrainConfig {
 
   // Pitfalls a lesson can switch on: "no-set-epoch" (the sampler/loader repeats epoch 0's order),
   // "no-average" (DDP sums gradients instead of averaging), "unused-parameter" (the model owns a
-  // layer its forward never uses).
+  // layer its forward never uses: without --find-unused-parameters the next iteration fails with
+  // PyTorch's "Expected to have finished reduction in the prior iteration ..."),
+  // "mismatched-collective" (ddp: rank 0 alone all-reduces its loss every second step; every rank
+  // fails with the process group's "Detected mismatch between collectives on ranks" naming both).
   std::vector<std::string> pitfalls;
   bool has_pitfall(const std::string& name) const;
 

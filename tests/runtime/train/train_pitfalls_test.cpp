@@ -1,0 +1,139 @@
+// The pitfalls that end a run (train/train.hpp TrainConfig::pitfalls; lesson 13): the run stops
+// with one error that names the cause, and its trace still ends readably, with an `error` instant
+// per failing rank saying why (docs/trace-format.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/train/train.hpp"
+#include "support/errors.hpp"
+#include "support/temp_files.hpp"
+
+namespace dpscope {
+namespace {
+
+using testing::error_of;
+using testing::TempDir;
+
+TrainConfig small_ddp(const std::string& trace) {
+  TrainConfig config;
+  config.mode = "ddp";
+  config.devices = 3;
+  config.model = "4-8-2";
+  config.dataset = "blobs:96:4:2";
+  config.batch = 8;
+  config.shuffle = false;
+  config.steps = 3;
+  config.trace = trace;
+  return config;
+}
+
+struct TracedError {
+  int rank = 0;
+  int64_t step = 0;
+  std::string message;
+};
+
+std::vector<TracedError> traced_errors(const std::string& path) {
+  const trace::TraceData data = trace::read_trace(path);
+  std::vector<TracedError> errors;
+  for (const trace::Event& e : data.events)
+    if (const std::optional<RunError> error = data.run_error(e))
+      errors.push_back({e.rank, e.step, std::string(error->message)});
+  std::sort(errors.begin(), errors.end(),
+            [](const TracedError& a, const TracedError& b) { return a.rank < b.rank; });
+  return errors;
+}
+
+// `if rank == 0: dist.all_reduce(loss)`: rank 0's collective number 7 (after the initial checks,
+// the broadcast and steps 0 and 1's bucket all-reduces... here one bucket per step) meets the
+// others' gradient all-reduce of step 2. Every rank fails with kMismatch naming both collectives,
+// instead of waiting for each other.
+TEST(TrainPitfalls, MismatchedCollectiveStopsEveryRankWithAnErrorNamingBothSides) {
+  TempDir dir("mismatch");
+  TrainConfig config = small_ddp(dir / "t.jsonl");
+  config.pitfalls = {"mismatched-collective"};
+  const testing::Outcome outcome = error_of([&] { run_training(config); });
+  EXPECT_EQ(outcome.kind, ErrorKind::kMismatch) << outcome.message;
+  EXPECT_NE(
+      outcome.message.find("Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+                           "CollectiveFingerPrint(SequenceNumber="),
+      std::string::npos)
+      << outcome.message;
+  EXPECT_NE(outcome.message.find("OpType=ALLREDUCE, TensorShape=[1], TensorDtypes=float32, ReduceOp=avg"),
+            std::string::npos)
+      << outcome.message;
+  EXPECT_NE(outcome.message.find("but Rank 1 is running collective: CollectiveFingerPrint("),
+            std::string::npos)
+      << outcome.message;
+  EXPECT_NE(outcome.message.find("(ranks that differ from rank 0: [1, 2])"), std::string::npos)
+      << outcome.message;
+
+  const std::vector<TracedError> errors = traced_errors(dir / "t.jsonl");
+  ASSERT_EQ(errors.size(), 3u) << "one error instant per rank";
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(errors[r].rank, r);
+    EXPECT_NE(errors[r].message.find("Detected mismatch between collectives on ranks"), std::string::npos)
+        << errors[r].message;
+  }
+  EXPECT_EQ(errors[0].step, 1) << "rank 0 stops after step 1, in its logging all-reduce";
+  EXPECT_EQ(errors[1].step, 2) << "the others stop in step 2, at its gradient all-reduce";
+}
+
+// PyTorch's semantics: without find_unused_parameters the first iteration runs, and the next one
+// stops in forward with the reducer's message naming the parameters without a gradient.
+TEST(TrainPitfalls, UnusedParameterStopsTheNextIterationAndTheTraceSaysWhy) {
+  TempDir dir("unused");
+  TrainConfig config = small_ddp(dir / "t.jsonl");
+  config.devices = 2;
+  config.pitfalls = {"unused-parameter"};
+  const testing::Outcome outcome = error_of([&] { run_training(config); });
+  EXPECT_EQ(outcome.kind, ErrorKind::kInvalidArgument) << outcome.message;
+  EXPECT_NE(
+      outcome.message.find("Expected to have finished reduction in the prior iteration before starting a "
+                           "new one."),
+      std::string::npos)
+      << outcome.message;
+  EXPECT_NE(outcome.message.find("which did not receive grad for rank "), std::string::npos)
+      << outcome.message;
+
+  const std::vector<TracedError> errors = traced_errors(dir / "t.jsonl");
+  ASSERT_EQ(errors.size(), 2u);
+  for (const TracedError& e : errors) {
+    EXPECT_EQ(e.step, 1) << "the second iteration";
+    EXPECT_NE(
+        e.message.find(fmt::format("Parameter indices which did not receive grad for rank {}: 4, 5", e.rank)),
+        std::string::npos)
+        << e.message;
+  }
+
+  config.find_unused_parameters = true;  // the fix: DDP marks the unused parameters ready itself
+  EXPECT_NO_THROW(run_training(config));
+  EXPECT_TRUE(traced_errors(dir / "t.jsonl").empty());
+}
+
+TEST(TrainPitfalls, ARunThatEndsNormallyHasNoErrorEvent) {
+  TempDir dir("fine");
+  run_training(small_ddp(dir / "t.jsonl"));
+  EXPECT_TRUE(traced_errors(dir / "t.jsonl").empty());
+}
+
+TEST(TrainPitfalls, UnknownAndMisplacedPitfallsAreUsageErrors) {
+  TrainConfig config = small_ddp("");
+  config.pitfalls = {"typo"};
+  EXPECT_EQ(
+      testing::what_of([&] { config.validate(); }),
+      "--pitfall 'typo' is not one of no-set-epoch, no-average, unused-parameter, mismatched-collective");
+  config.mode = "single";
+  config.devices = 1;
+  config.pitfalls = {"mismatched-collective"};
+  EXPECT_EQ(testing::what_of([&] { config.validate(); }),
+            "--pitfall mismatched-collective applies to --mode ddp only");
+}
+
+}  // namespace
+}  // namespace dpscope
