@@ -9,7 +9,9 @@
 #include <imgui.h>
 #include <imgui_internal.h>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/trace_format/reader.hpp"
+#include "dpscope/train/train.hpp"
 #include "imgui_test_context.hpp"
 #include "support/cli.hpp"
 #include "trace_fixtures.hpp"
@@ -408,6 +410,46 @@ TEST_F(ViewerTest, TheLiveEdgeWaitsForTheGpuThatIsBehind) {
   EXPECT_EQ(v->active_playback()->cursor(), v->active_document()->model()->live_edge());
   EXPECT_LT(v->active_playback()->cursor().seq, v->active_document()->model()->event_count());
   EXPECT_EQ(full.events.size() > data.events.size(), true);
+}
+
+// A failed run (lesson 13's mismatched collective): no banner before the first rank stops; from then
+// on a red banner names the rank, its step and the reason, and no card loses a row for it, in the
+// normal layout and in presentation mode at 1280x720.
+TEST_F(ViewerTest, AFailedRunShowsItsErrorInABannerFromTheMomentTheFirstRankStops) {
+  const auto path = dir_ / "mismatch.jsonl";
+  TrainConfig config;
+  config.mode = "ddp";
+  config.devices = 4;
+  config.model = "16-16-4";
+  config.dataset = "blobs:256:16:4";
+  config.batch = 16;
+  config.shuffle = false;
+  config.steps = 3;
+  config.pitfalls = {"mismatched-collective"};
+  config.trace = path.string();
+  EXPECT_THROW(run_training(config), Error);
+  for (const bool present : {false, true}) {
+    ImGui::GetIO().DisplaySize = present ? ImVec2(1280, 720) : ImVec2(1600, 900);
+    auto v = make(true, present);
+    v->open(path, {});
+    const ReplayModel& m = *v->active_document()->model();
+    ASSERT_FALSE(m.run_errors().empty());
+    const int64_t stop_ns = m.run_errors().marks.front().ts_ns;
+    v->seek(m.at_time(stop_ns - 1));
+    for (int i = 0; i < 4; ++i) frame(*v);
+    EXPECT_EQ(v->stage().error_banner().z, 0.0f) << "no banner before the error";
+    EXPECT_EQ(v->stage().error_banner_text(), "");
+    v->seek(m.end());
+    for (int i = 0; i < 8; ++i) frame(*v);
+    const ImVec4 banner = v->stage().error_banner();
+    EXPECT_GT(banner.z - banner.x, 200.0f) << "present " << present;
+    EXPECT_GT(banner.w - banner.y, 20.0f) << "present " << present;
+    EXPECT_TRUE(
+        v->stage().error_banner_text().starts_with("Run failed: rank 0 stopped at step 1 (4 ranks stopped): "
+                                                   "Detected mismatch between collectives on ranks."))
+        << v->stage().error_banner_text();
+    EXPECT_EQ(v->stage().clipped_cards(), 0) << "present " << present;
+  }
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ ReplayModel::ReplayModel(const trace::TraceData& data) : data_(&data) {
 
   build_devices();
   build_order();
+  run_errors_ = RunErrors::from_trace(data, pos_);
   build_lanes_and_busy();
   build_per_device();
   build_step_losses();

@@ -23,6 +23,7 @@
 #include "replay/breakdown.hpp"
 #include "replay/lanes.hpp"
 #include "replay/replay_state.hpp"
+#include "replay/run_errors.hpp"
 
 namespace dpscope::viz {
 
@@ -161,6 +162,8 @@ class ReplayModel {
   const std::vector<LossPoint>& losses() const { return losses_; }           // every rank's, in trace order
   const std::vector<StepLoss>& step_losses() const { return step_losses_; }  // by step
   const std::vector<Reduction>& reductions() const { return reductions_; }
+  // The `error` instants of a failed run (empty when it ended normally), in time order.
+  const RunErrors& run_errors() const { return run_errors_; }
   // [first, last] step seen (first > last when the trace has no step >= 0).
   int64_t first_step() const { return first_step_; }
   int64_t last_step() const { return last_step_; }
@@ -233,6 +236,7 @@ class ReplayModel {
   std::vector<uint32_t> order_;    // event indices in time order
   std::vector<int64_t> order_ts_;  // their ts
   std::vector<uint32_t> pos_;      // event index -> position in order_ (kNoEvent when skipped)
+  RunErrors run_errors_;
   int64_t begin_ns_ = 0;
   int64_t end_ns_ = 0;
   int64_t live_edge_ns_ = -1;  // -1: no GPU events

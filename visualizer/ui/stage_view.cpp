@@ -578,7 +578,14 @@ void StageView::draw(ViewContext& ctx) {
   const float legend_h = draw_legend(ctx, dl, ImVec2(origin.x, 0), size.x, true);
   const ImVec2 area_origin(origin.x + fs * 0.3f, origin.y + header_h);
   const ImVec2 area_size(size.x - fs * 0.6f, size.y - header_h - legend_h - fs * 0.3f);
-  layout(ctx, area_origin, area_size);
+  // A failed run's error banner takes the top of the area and the cards are laid out below it,
+  // when that leaves them most of the area; on a small stage (1280x720 in --present) it lies across
+  // the middle instead, over the host, so no card loses a row.
+  const float banner_h = draw_error_banner(ctx, dl, area_origin, area_size, true);
+  const bool banner_on_top = banner_h > 0 && area_size.y - banner_h >= area_size.y * 0.8f;
+  const float reserved_h = banner_on_top ? banner_h : 0.0f;
+  layout(ctx, ImVec2(area_origin.x, area_origin.y + reserved_h),
+         ImVec2(area_size.x, area_size.y - reserved_h));
   draw_links(ctx, dl);
   int clipped = 0;
   roomy_ = true;
@@ -607,6 +614,12 @@ void StageView::draw(ViewContext& ctx) {
               ImVec2(origin.x + size.x, origin.y + size.y - legend_h - fs * 0.15f), ctx.palette->grid);
   draw_legend(ctx, dl, ImVec2(origin.x, origin.y + size.y - legend_h), size.x, false);
   ImGui::Dummy(size);
+  if (banner_h > 0) {
+    const float middle_y =
+        host_ >= 0 && box_of(host_) != nullptr ? box_of(host_)->center.y : area_origin.y + area_size.y * 0.5f;
+    const float y = banner_on_top ? area_origin.y : std::max(area_origin.y, middle_y - banner_h * 0.5f);
+    draw_error_banner(ctx, dl, ImVec2(area_origin.x, y), area_size, false);
+  }
 }
 
 }  // namespace dpscope::viz

@@ -3,9 +3,11 @@
 // GPU-to-GPU links between cards. Each card shows what its streams are doing ("forward 2.Linear",
 // "all-reduce bucket 1 ring step 3/6", "idle"), its memory by category, its bucket progress (DDP)
 // and the dataset rows it holds as coloured chips. Transfers in flight move along the links as
-// arrows with their size. A colour key sits at the bottom.
+// arrows with their size. A colour key sits at the bottom. A failed run shows its error in a red
+// banner from the moment the first rank stopped.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "ui/view.hpp"
@@ -32,6 +34,10 @@ class StageView final : public View {
   // The paths the last frame's transfers were drawn along (for tests).
   const std::vector<std::vector<ImVec2>>& transfer_paths() const { return transfer_paths_; }
   int clipped_cards() const { return clipped_cards_; }
+  // The run-error banner of the last frame (x0, y0, x1, y1; all 0 when none was drawn) and its text
+  // ("Run failed: rank 0 stopped at step 1 (4 ranks stopped): Detected mismatch ...").
+  const ImVec4& error_banner() const { return error_banner_; }
+  const std::string& error_banner_text() const { return error_banner_text_; }
 
  private:
   void layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size);
@@ -58,6 +64,10 @@ class StageView final : public View {
   void draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box);
   void draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& box);
   void draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width);
+  // A failed run (stage_error_banner.cpp): the first rank's error across the top of the stage area
+  // once it has happened. Returns the height it takes (0: none); `measure_only` draws nothing.
+  float draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, ImVec2 size,
+                          bool measure_only);
   float draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width, bool measure_only);
   const Box* box_of(int device) const;
   // The path a transfer or link between two devices takes, as a polyline: straight, bent around
@@ -76,6 +86,8 @@ class StageView final : public View {
   float card_scale_ = 1.0f;
   int clipped_cards_ = 0;  // in the last frame
   bool roomy_ = true;      // every card had rows to spare in the frame being drawn
+  ImVec4 error_banner_{0, 0, 0, 0};
+  std::string error_banner_text_;
 };
 
 }  // namespace dpscope::viz

@@ -1,0 +1,59 @@
+// RunErrors (replay/run_errors.hpp): the `error` instants of a failed run, in time order.
+#include "replay/run_errors.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace dpscope::viz {
+
+RunErrors RunErrors::from_trace(const trace::TraceData& data, const std::vector<uint32_t>& pos_of_event) {
+  RunErrors errors;
+  std::vector<uint32_t> found;
+  for (uint32_t i = 0; i < data.events.size(); ++i)
+    if (data.events[i].type == trace::EventType::kInstant &&
+        data.events[i].known == trace::EventName::kError && i < pos_of_event.size() &&
+        pos_of_event[i] != kNoEvent)
+      found.push_back(i);
+  std::stable_sort(found.begin(), found.end(),
+                   [&](uint32_t a, uint32_t b) { return pos_of_event[a] < pos_of_event[b]; });
+  for (uint32_t i : found) {
+    const trace::Event& e = data.events[i];
+    const std::optional<RunError> error = data.run_error(e);
+    errors.marks.push_back({.event = i,
+                            .ts_ns = e.ts_ns,
+                            .rank = e.rank,
+                            .step = e.step,
+                            .message = error ? std::string(error->message) : std::string()});
+    errors.positions.push_back(pos_of_event[i]);
+  }
+  return errors;
+}
+
+size_t RunErrors::happened(Cursor cursor) const {
+  return static_cast<size_t>(std::lower_bound(positions.begin(), positions.end(), cursor.seq) -
+                             positions.begin());
+}
+
+std::vector<int32_t> RunErrors::stopped_ranks(Cursor cursor) const {
+  std::vector<int32_t> ranks;
+  const size_t n = happened(cursor);
+  for (size_t i = 0; i < n; ++i)
+    if (std::find(ranks.begin(), ranks.end(), marks[i].rank) == ranks.end()) ranks.push_back(marks[i].rank);
+  return ranks;
+}
+
+RunErrorText run_error_text(const RunErrorMark& first, size_t ranks_stopped) {
+  RunErrorText text;
+  text.headline = first.step >= 0
+                      ? fmt::format("Run failed: rank {} stopped at step {}", first.rank, first.step)
+                      : fmt::format("Run failed: rank {} stopped before training", first.rank);
+  if (ranks_stopped > 1) text.headline += fmt::format(" ({} ranks stopped)", ranks_stopped);
+  text.reason = first.message.empty() ? "(the trace gives no reason)" : first.message;
+  // spawn() prefixes "rank N failed: " when it rethrows; a rank's own event has the bare reason.
+  if (const size_t colon = text.reason.find(" failed: "); text.reason.starts_with("rank ") && colon < 12)
+    text.reason = text.reason.substr(colon + 9);
+  return text;
+}
+
+}  // namespace dpscope::viz

@@ -1,0 +1,47 @@
+// RunErrors: where a failed run stopped. The runtime writes an `error` instant (docs/trace-format.md)
+// on every rank that stops with an error, at the moment it stops, with the error's message; a run
+// that ends normally has none. The stage shows the earliest one that has happened at the cursor as
+// a red banner naming the rank and the reason (lesson 13: a mismatched collective), so a student
+// sees why the run ends instead of a picture that simply stops. Plain data, no ImGui.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dpscope/trace_format/reader.hpp"
+#include "replay/replay_state.hpp"
+
+namespace dpscope::viz {
+
+struct RunErrorMark {
+  uint32_t event = kNoEvent;  // index into TraceData::events
+  int64_t ts_ns = 0;
+  int32_t rank = 0;
+  int64_t step = -1;
+  std::string message;
+};
+
+// The trace's error instants in time order (ties in file order); `pos_of(event)` is the event's
+// position in the model's time order, kept so "has it happened" is one comparison.
+struct RunErrors {
+  std::vector<RunErrorMark> marks;
+  std::vector<uint32_t> positions;  // parallel to marks
+
+  static RunErrors from_trace(const trace::TraceData& data, const std::vector<uint32_t>& pos_of_event);
+  bool empty() const { return marks.empty(); }
+  // How many have happened at `cursor` (the first `n` of marks).
+  size_t happened(Cursor cursor) const;
+  // The ranks that have stopped at `cursor`, without repeats, in the order they stopped.
+  std::vector<int32_t> stopped_ranks(Cursor cursor) const;
+};
+
+// The banner's two parts: "Run failed on rank 0 at step 1" and the message; the second part
+// drops the "rank N failed: " prefix spawn() puts in front of a rank's error, if any.
+struct RunErrorText {
+  std::string headline;
+  std::string reason;
+};
+RunErrorText run_error_text(const RunErrorMark& first, size_t ranks_stopped);
+
+}  // namespace dpscope::viz

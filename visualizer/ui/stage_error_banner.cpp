@@ -1,0 +1,54 @@
+// Stage view, the run-error banner: once the replay reaches the first `error` event of a failed run
+// (replay/run_errors.hpp), a red box across the top of the stage says which rank stopped, at which
+// step, how many ranks have stopped, and the reason, word-wrapped — the message the command line
+// printed. The cards make room for it (they are laid out below it). It stays from that moment to
+// the end, like the run's last words; before it the stage shows the run as usual. Lesson 13 ends on it (a
+// mismatched collective).
+#include <algorithm>
+
+#include "replay/run_errors.hpp"
+#include "ui/draw_util.hpp"
+#include "ui/stage_view.hpp"
+
+namespace dpscope::viz {
+
+float StageView::draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, ImVec2 size,
+                                   bool measure_only) {
+  if (!measure_only) {
+    error_banner_ = ImVec4(0, 0, 0, 0);
+    error_banner_text_.clear();
+  }
+  const RunErrors& errors = ctx.model->run_errors();
+  if (errors.happened(ctx.state->cursor) == 0) return 0.0f;
+  const RunErrorText text =
+      run_error_text(errors.marks.front(), errors.stopped_ranks(ctx.state->cursor).size());
+  const Palette& pal = *ctx.palette;
+  const float fs = ImGui::GetFontSize();
+  ImFont* body = ImGui::GetFont();
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : body;
+  const float margin = fs * 0.4f;
+  const float pad = fs * 0.5f;
+  const float width = size.x - 2 * margin;
+  const float wrap = width - 2 * pad;
+  if (wrap < fs * 4) return 0.0f;
+  // At most a third of the stage: a long message is cut rather than squeezing the cards away.
+  const float reason_h = body->CalcTextSizeA(fs, FLT_MAX, wrap, text.reason.c_str()).y;
+  const float max_h = std::max(bold->FontSize * 1.2f + fs * 1.2f, size.y / 3.0f);
+  const float h = std::min(pad * 2 + bold->FontSize * 1.2f + reason_h, max_h);
+  if (measure_only) return h + margin;
+  const ImVec2 p0(origin.x + margin, origin.y);
+  const ImVec2 p1(p0.x + width, p0.y + h);
+  const ImU32 fill = pal.error;
+  const ImU32 ink = pal.text_on(fill);
+  dl->AddRectFilled(p0, p1, fill, fs * 0.3f);
+  dl->AddRect(p0, p1, shade(fill, -0.4f), fs * 0.3f, 0, 2.0f);
+  const ImVec4 clip(p0.x + pad, p0.y, p1.x - pad, p1.y - pad * 0.5f);
+  draw_text(dl, bold, bold->FontSize, ImVec2(p0.x + pad, p0.y + pad), ink, text.headline, &clip);
+  dl->AddText(body, fs, ImVec2(p0.x + pad, p0.y + pad + bold->FontSize * 1.2f), ink, text.reason.c_str(),
+              text.reason.c_str() + text.reason.size(), wrap, &clip);
+  error_banner_ = ImVec4(p0.x, p0.y, p1.x, p1.y);
+  error_banner_text_ = text.headline + ": " + text.reason;
+  return h + margin;
+}
+
+}  // namespace dpscope::viz
