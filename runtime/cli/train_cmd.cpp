@@ -20,10 +20,14 @@ namespace {
 // One line that redraws itself on a terminal; plain lines (about ten per run) otherwise.
 class Progress {
  public:
-  explicit Progress(bool tty) : tty_(tty) {}
+  Progress(bool tty, bool timing_only) : tty_(tty), timing_only_(timing_only) {}
 
   void update(const StepReport& report) {
     const int64_t done = report.step + 1;
+    if (timing_only_) {  // no data, no loss: the simulated step time is what a step yields
+      fmt::print("step {}/{}  simulated {:.3f} ms\n", done, report.total_steps, report.sim_step_ns / 1e6);
+      return;
+    }
     // The step's loss, defined as the summary's (in ddp: the mean over ranks).
     const char* loss_label = "loss";
     if (tty_) {
@@ -45,7 +49,20 @@ class Progress {
 
  private:
   bool tty_;
+  bool timing_only_;
 };
+
+// --timing-only: the world, the step against one GPU's, and where the time went.
+void print_scaling(const TrainConfig& config, const TrainResult::Scaling& s) {
+  fmt::print("timing-only world: {}\n", s.world);
+  fmt::print(
+      "step {:.3f} ms on {} GPUs vs {:.3f} ms on one GPU: {:.3f} ms of communication not hidden by "
+      "backward\n",
+      s.step_ns / 1e6, config.devices, s.one_gpu_step_ns / 1e6, s.exposed_comm_ns / 1e6);
+  fmt::print(
+      "scaling efficiency {:.1f}% (weak scaling: {} GPUs process {:.0f}x one GPU's samples per second)\n",
+      s.efficiency * 100.0, config.devices, s.efficiency * config.devices);
+}
 
 void print_summary(const TrainConfig& config, const TrainResult& result) {
   fmt::print("\n== dpscope train: {} on {} ==\n", config.mode, result.device_name);
@@ -54,10 +71,11 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
   if (config.mode == "ddp") {
     const int64_t per_rank = result.samples_per_step / config.devices;
     fmt::print(
-        "batch {} per rank x {} ranks = {} samples per step (global batch){}, {} samples, {} steps\n",
-        config.batch, config.devices, result.samples_per_step,
+        "batch {} per rank x {} ranks = {} samples per step (global batch){}, {}, {} steps\n", config.batch,
+        config.devices, result.samples_per_step,
         per_rank < config.batch ? fmt::format(" (a rank holds only {} samples per epoch)", per_rank) : "",
-        result.samples, result.steps);
+        config.timing_only ? "no data (timing-only)" : fmt::format("{} samples", result.samples),
+        result.steps);
   } else if (config.mode == "dp") {
     const int64_t batch = result.samples_per_step;
     const int64_t chunk = checked_ceil_div<int64_t>(batch, config.devices, "--batch chunk per GPU");
@@ -77,6 +95,7 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
   if (result.sim_total_ns > 0 && result.steps > 0 && config.device == "sim")
     fmt::print("simulated time {:.3f} ms ({:.1f} us per step on {})\n", result.sim_total_ns / 1e6,
                result.sim_total_ns / 1e3 / static_cast<double>(result.steps), config.preset);
+  if (result.scaling) print_scaling(config, *result.scaling);
   if (result.resumed_from_step >= 0)
     fmt::print("resumed after step {} from {}\n", result.resumed_from_step, config.checkpoint_dir);
   if (!result.last_checkpoint.empty()) {
@@ -190,8 +209,12 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--algo", config.algo, "ddp: all-reduce algorithm auto | ring | tree | naive")
       ->capture_default_str();
-  cmd->add_option("--pitfall", config.pitfalls,
-                  "switch on a lesson pitfall: no-set-epoch, no-average, unused-parameter");
+  cmd->add_flag("--timing-only", config.timing_only,
+                "ddp on shapes without data, up to 65,536 simulated GPUs in nodes (docs/scaling.md)");
+  cmd->add_option(
+      "--pitfall", config.pitfalls,
+      "switch on a lesson pitfall: no-set-epoch, no-average, unused-parameter, mismatched-collective, "
+      "input-on-cpu");
   cmd->callback([config_ptr, flags_ptr] {
     TrainConfig& run_config = *config_ptr;
     const std::string note = adopt_old_backend_spelling(run_config, *flags_ptr);
@@ -200,10 +223,10 @@ void register_train(CLI::App& app) {
     check_output_paths(run_config);
     if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());  // only once the flags are known good
     const bool tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
-    Progress progress(tty);
+    Progress progress(tty, run_config.timing_only);
     const TrainResult result =
         run_training(run_config, [&](const StepReport& report) { progress.update(report); });
-    print_summary(run_config, result);
+    if (result.process_rank == 0) print_summary(run_config, result);  // mpi: rank 0 speaks for the run
   });
 }
 

@@ -598,6 +598,15 @@ TEST(RepeatedSamples, AreFlaggedWhereTheSamplerRepeatsAnEpoch) {
       << "without shuffling every epoch repeats by design: nothing to flag";
 }
 
+TEST(RunInfo, ReadsATimingOnlyRunsWorldSize) {
+  const RunInfo big = parse_run_info(R"({"mode":"ddp","devices":1024,"timing_only":true})");
+  EXPECT_TRUE(big.timing_only);
+  EXPECT_EQ(big.devices, 1024);
+  const RunInfo plain = parse_run_info(R"({"mode":"ddp","devices":"four"})");
+  EXPECT_FALSE(plain.timing_only);
+  EXPECT_EQ(plain.devices, 0);
+}
+
 TEST(RunInfo, ReadsWhetherTheRunShuffles) {
   EXPECT_TRUE(parse_run_info(R"({"mode":"ddp","shuffle":true})").shuffle);
   EXPECT_FALSE(parse_run_info(R"({"mode":"ddp","shuffle":false})").shuffle);

@@ -37,6 +37,8 @@ RunInfo parse_run_info(std::string_view run_json) {
   info.command = text("command");
   info.collective = text("collective");
   info.shuffle = text("shuffle") == "true";
+  info.timing_only = text("timing_only") == "true";
+  if (auto it = j.find("devices"); it != j.end() && it->is_number_integer()) info.devices = it->get<int>();
   if (auto it = j.find("pitfalls"); it != j.end() && it->is_array())
     for (const auto& p : *it)
       if (p.is_string()) info.pitfalls.push_back(p.get<std::string>());

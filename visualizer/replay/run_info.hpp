@@ -13,11 +13,14 @@ struct RunInfo {
   std::string backend;  // "sim", "nccl", ...
   std::string model;    // "784-512-10"
   std::string preset;
-  std::string batch;                  // as written
-  std::string algo;                   // collective algorithm, when given
-  std::string command;                // "train", "bench", ... when the writer says
-  std::string collective;             // `dpscope bench`: "all_reduce", ...
-  bool shuffle = false;               // the sampler shuffles (train's "shuffle": true)
+  std::string batch;       // as written
+  std::string algo;        // collective algorithm, when given
+  std::string command;     // "train", "bench", ... when the writer says
+  std::string collective;  // `dpscope bench`: "all_reduce", ...
+  bool shuffle = false;    // the sampler shuffles (train's "shuffle": true)
+  // `dpscope train --timing-only`: the trace holds GPU 0 of a world of `devices` GPUs.
+  bool timing_only = false;
+  int devices = 0;                    // the run's world size (0 when absent)
   std::vector<std::string> pitfalls;  // "no-average", "no-set-epoch", "unused-parameter"
   bool has_pitfall(std::string_view name) const;
 

@@ -458,10 +458,15 @@ void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origi
       break;
     }
   std::string title = run.mode_title().empty() ? "trace" : run.mode_title();
-  title += fmt::format(" · {} GPU{}", ring_.size(), ring_.size() == 1 ? "" : "s");
   // The header's clock, not the backend: DataParallel runs without one, on either kind of GPU.
   const bool simulated = model.data().header.clock == "simulated";
-  if (!hardware.empty()) title += fmt::format(" ({}, {})", hardware, simulated ? "simulated" : "measured");
+  if (run.timing_only && run.devices > static_cast<int>(ring_.size())) {
+    // One traced GPU stands for the world (train --timing-only): say so, not "1 GPU".
+    title += fmt::format(" · GPU 0 of {} ({}, simulated, timing-only)", run.devices, hardware);
+  } else {
+    title += fmt::format(" · {} GPU{}", ring_.size(), ring_.size() == 1 ? "" : "s");
+    if (!hardware.empty()) title += fmt::format(" ({}, {})", hardware, simulated ? "simulated" : "measured");
+  }
   if (!run.model.empty()) title += fmt::format(" · model {}", run.model);
   if (!run.batch.empty())
     title += fmt::format(" · batch {}{}", run.batch, run.mode == "ddp" ? " per rank" : "");
@@ -609,17 +614,17 @@ void StageView::draw(ViewContext& ctx) {
     card_scale_ = std::min(1.0f, card_scale_ * 1.05f);
   }
   draw_transfers(ctx, dl);
-  draw_header(ctx, dl, origin, size.x);
-  dl->AddLine(ImVec2(origin.x, origin.y + size.y - legend_h - fs * 0.15f),
-              ImVec2(origin.x + size.x, origin.y + size.y - legend_h - fs * 0.15f), ctx.palette->grid);
-  draw_legend(ctx, dl, ImVec2(origin.x, origin.y + size.y - legend_h), size.x, false);
-  ImGui::Dummy(size);
   if (banner_h > 0) {
     const float middle_y =
         host_ >= 0 && box_of(host_) != nullptr ? box_of(host_)->center.y : area_origin.y + area_size.y * 0.5f;
     const float y = banner_on_top ? area_origin.y : std::max(area_origin.y, middle_y - banner_h * 0.5f);
     draw_error_banner(ctx, dl, ImVec2(area_origin.x, y), area_size, false);
   }
+  draw_header(ctx, dl, origin, size.x);
+  dl->AddLine(ImVec2(origin.x, origin.y + size.y - legend_h - fs * 0.15f),
+              ImVec2(origin.x + size.x, origin.y + size.y - legend_h - fs * 0.15f), ctx.palette->grid);
+  draw_legend(ctx, dl, ImVec2(origin.x, origin.y + size.y - legend_h), size.x, false);
+  ImGui::Dummy(size);
 }
 
 }  // namespace dpscope::viz

@@ -1,6 +1,7 @@
 // The `analytic` backend: rank 0 of a symmetric world whose collectives are timed by
 // AnalyticCollectives (comm/analytic_collectives.hpp) instead of being run by peers.
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "dpscope/base/error.hpp"
@@ -46,18 +47,43 @@ class AnalyticBackend final : public Backend {
   Milliseconds timeout() const override { return Milliseconds(0); }  // nothing ever waits for a peer
 
   std::shared_ptr<Work> all_reduce(Tensor& tensor, const AllreduceOptions& options) override {
+    if (tensor.has_data()) {  // every rank holds the same values: op over n equal values
+      std::vector<float> v = floats_of(tensor, OpType::kAllReduce);
+      for (float& x : v) x = reduce_equal(x, options.op);
+      tensor.copy_from(Tensor::from_floats(v, tensor.shape(), device_, MemoryCategory::kBuffers));
+    }
     return run(OpType::kAllReduce, tensor, resolved(options.algorithm), tensor.numel(), options.op, 0);
   }
   std::shared_ptr<Work> broadcast(Tensor& tensor, const BroadcastOptions& options) override {
+    if (tensor.has_data()) floats_of(tensor, OpType::kBroadcast);  // the root's values are everyone's
     return run(OpType::kBroadcast, tensor, resolved(options.algorithm), tensor.numel(), std::nullopt,
                options.root);
   }
-  std::shared_ptr<Work> all_gather(std::vector<Tensor>&, const Tensor& input, bool,
+  std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool flat_output,
                                    const AllgatherOptions&) override {
+    if (input.has_data()) {  // every rank's block is this rank's
+      floats_of(input, OpType::kAllGather);
+      const int64_t numel = input.numel();
+      const Tensor flat_in = input.reshape({numel});
+      for (int r = 0; r < size(); ++r) {
+        if (flat_output) {
+          outputs[0].reshape({numel * size()}).rows(r * numel, numel).copy_from(flat_in);
+        } else {
+          outputs[static_cast<size_t>(r)].copy_from(input);
+        }
+      }
+    }
     return run(OpType::kAllGather, input, Algorithm::kRing, input.numel(), std::nullopt, 0);
   }
-  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>&, bool,
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, bool flat_input,
                                        const ReduceScatterOptions& options) override {
+    if (output.has_data()) {  // op over n equal copies of this rank's block 0
+      const int64_t numel = output.numel();
+      const Tensor block = flat_input ? inputs[0].reshape({numel * size()}).rows(0, numel) : inputs[0];
+      std::vector<float> v = floats_of(block, OpType::kReduceScatter);
+      for (float& x : v) x = reduce_equal(x, options.op);
+      output.copy_from(Tensor::from_floats(v, output.shape(), device_, MemoryCategory::kBuffers));
+    }
     return run(OpType::kReduceScatter, output, Algorithm::kRing, output.numel(), options.op, 0);
   }
   std::shared_ptr<Work> barrier(const BarrierOptions&) override {
@@ -69,12 +95,25 @@ class AnalyticBackend final : public Backend {
  private:
   static Algorithm resolved(Algorithm a) { return a == Algorithm::kDefault ? Algorithm::kAuto : a; }
 
+  // The values of a small float32 tensor with data (DDP's model check, its bucket order), which
+  // the symmetric world's collectives compute on the host.
+  static std::vector<float> floats_of(const Tensor& t, OpType op) {
+    DPS_CHECK(t.dtype() == DType::kF32, ErrorKind::kUnsupported,
+              "the analytic backend's {} computes float32 values only, got {}", api_name(op),
+              to_string(t.dtype()));
+    return t.to_vector();
+  }
+  // `op` over world-size copies of x.
+  float reduce_equal(float x, ReduceOp op) const {
+    switch (op) {
+      case ReduceOp::kSum: return x * static_cast<float>(size());
+      case ReduceOp::kProduct: return std::pow(x, static_cast<float>(size()));
+      default: return x;  // avg, min, max of equal values
+    }
+  }
+
   std::shared_ptr<Work> run(OpType op, const Tensor& tensor, Algorithm algo, int64_t count,
                             std::optional<ReduceOp> reduce_op, int root) {
-    DPS_CHECK(!tensor.defined() || !tensor.has_data(), ErrorKind::kUnsupported,
-              "the analytic backend times collectives without moving data: {} got a tensor with data (use "
-              "timing-only tensors, Tensor::meta)",
-              api_name(op));
     const uint64_t elem = tensor.defined() ? element_size(tensor.dtype()) : 4;
     const CollectiveEstimate est = model_->estimate({.op = op,
                                                      .algorithm = algo,

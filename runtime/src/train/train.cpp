@@ -7,6 +7,7 @@
 // devices and their phases, the run's setup (SingleRun), one step (run_step), the loop.
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <optional>
 
 #include "dpscope/base/error.hpp"
@@ -124,8 +125,10 @@ struct SingleRun {
   bool mse_flat_targets = false;
 };
 
-// One step on batch `batch_index` of the loader's current epoch. Returns the loss.
-double run_step(SingleRun& run, TraceRecorder* tracer, int64_t batch_index) {
+// One step on batch `batch_index` of the loader's current epoch. Returns the loss. With
+// `inputs_stay_on_host` the batch's inputs are never copied to the GPU (the input-on-cpu pitfall:
+// `x.to(device)` forgotten), so the first layer stops with PyTorch's device-mismatch error.
+double run_step(SingleRun& run, TraceRecorder* tracer, int64_t batch_index, bool inputs_stay_on_host) {
   const std::vector<Device>& devices = run.devices;
   const Device& device = run.device();
   Tensor x, y;
@@ -139,8 +142,10 @@ double run_step(SingleRun& run, TraceRecorder* tracer, int64_t batch_index) {
     if (run.data_parallel) {
       x = batch.inputs;  // DataParallel scatters from the host
     } else {
-      if (tracer) tracer->samples(device, device.clock_ns(StreamKind::kCompute), indices);
-      x = batch.inputs.to(device, MemoryCategory::kActivations);
+      // The samples event says which rows the GPU holds: none when the inputs stay on the host.
+      if (tracer && !inputs_stay_on_host)
+        tracer->samples(device, device.clock_ns(StreamKind::kCompute), indices);
+      x = inputs_stay_on_host ? batch.inputs : batch.inputs.to(device, MemoryCategory::kActivations);
     }
   }
   double loss_value = 0.0;
@@ -200,7 +205,15 @@ TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_s
          b < length.batches_per_epoch && step < length.total_steps; ++b) {
       for (const Device& d : run.devices) d.set_step(step);
       const int64_t step_start_ns = synchronize_all(run.devices);
-      const double loss_value = run_step(run, tracer.get(), b);
+      // The input-on-cpu pitfall bites at the run's last step, after steps that show the right loop.
+      const bool forget_to_device = config.has_pitfall("input-on-cpu") && step + 1 == length.total_steps;
+      double loss_value = 0.0;
+      try {
+        loss_value = run_step(run, tracer.get(), b, forget_to_device);
+      } catch (const std::exception& e) {
+        trace_run_error(device, e.what());  // the trace says why the run stopped
+        throw;
+      }
       check_loss_finite(loss_value, step, "");
       const int64_t step_end_ns = synchronize_all(run.devices);
       if (tracer) {
@@ -239,6 +252,8 @@ TrainResult run_training(const TrainConfig& config, const StepObserver& on_step)
   check_output_paths(config);
   if (!config.resume && !config.checkpoint_dir.empty()) check_fresh_checkpoint_dir(config.checkpoint_dir);
   find_preset(config.preset);  // an unknown --preset is refused with --device cpu too
+  if (config.timing_only) return run_analytic_training(config, on_step);
+  if (config.backend == "mpi") return run_mpi_training(config, on_step);
   return config.mode == "ddp" ? run_ddp_training(config, on_step) : run_single_or_dp(config, on_step);
 }
 

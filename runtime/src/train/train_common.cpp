@@ -147,6 +147,17 @@ std::string describe_devices(const std::vector<Device>& devices) {
             : names;
 }
 
+DdpOptions ddp_options(const TrainConfig& config) {
+  DdpOptions options;
+  options.bucket_cap_mb = config.bucket_mb;
+  options.first_bucket_mb = config.first_bucket_mb;
+  options.find_unused_parameters = config.find_unused_parameters;
+  options.comm_hook = config.comm_hook == "fp16" ? CommHook::kFp16Compress : CommHook::kAllreduce;
+  options.average_gradients = !config.has_pitfall("no-average");
+  options.algorithm = parse_algorithm(config.algo, "--algo");
+  return options;
+}
+
 std::unique_ptr<Module> make_model(const TrainConfig& config, const Device& device) {
   std::unique_ptr<Module> model = Sequential::mlp(config.model, device, config.seed);
   if (!config.has_pitfall("unused-parameter")) return model;

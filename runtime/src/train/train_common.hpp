@@ -11,6 +11,7 @@
 #include "dpscope/data/dataset.hpp"
 #include "dpscope/nn/loss.hpp"
 #include "dpscope/optim/optimizer.hpp"
+#include "dpscope/parallel/distributed_data_parallel.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/train/checkpoint.hpp"
 #include "dpscope/train/train.hpp"
@@ -30,6 +31,9 @@ std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::
                                           const Module& model);
 // "sim:0..sim:3 (4 x NVIDIA H100 SXM5 80GB)".
 std::string describe_devices(const std::vector<Device>& devices);
+// DistributedDataParallel's options from the --bucket-mb, --first-bucket-mb, --find-unused-parameters,
+// --comm-hook, --algo flags and the no-average pitfall.
+DdpOptions ddp_options(const TrainConfig& config);
 // The model --model describes, on `device` (with --pitfall unused-parameter: plus an unused layer).
 std::unique_ptr<Module> make_model(const TrainConfig& config, const Device& device);
 
@@ -87,5 +91,13 @@ void finish_run(std::unique_ptr<TraceRecorder>& tracer, std::chrono::steady_cloc
 // `dpscope train --mode ddp` (train_ddp.cpp): make the world, spawn a thread per rank, run
 // train_rank() on each; `config` is validated.
 TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_step);
+
+// `dpscope train --mode ddp --timing-only` (train_analytic.cpp): rank 0 of the world on timing-only
+// tensors, its collectives timed for the whole world; `config` is validated.
+TrainResult run_analytic_training(const TrainConfig& config, const StepObserver& on_step);
+
+// `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi` (train_mpi.cpp): this process is
+// one rank; `config` is validated.
+TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_step);
 
 }  // namespace dpscope::detail

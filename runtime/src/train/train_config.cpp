@@ -15,6 +15,8 @@
 namespace dpscope {
 namespace {
 
+constexpr int kMaxTimingOnlyGpus = 65536;
+
 template <typename T>
 bool one_of(const T& value, std::initializer_list<T> allowed) {
   for (const T& a : allowed)
@@ -40,15 +42,44 @@ void TrainConfig::validate() const {
             "--mode single trains on one device, but --devices is {} (use --mode dp or ddp)", devices);
   // DDP's ranks run where their backend runs: sim ranks on simulated GPUs, cuda and nccl ranks on
   // cuda devices.
-  DPS_CHECK(mode != "ddp" || device != "cpu", ErrorKind::kUsage,
-            "--mode ddp runs one rank per GPU: use --device sim (simulated) or --device cuda");
+  // MPI's ranks are processes on the CPU (mpirun -np N dpscope train ... --backend mpi).
+  DPS_CHECK(backend != "mpi" || (mode == "ddp" && device == "cpu"), ErrorKind::kUsage,
+            "--backend mpi runs each rank as a process on its CPU, started by mpirun -np N: use --mode ddp "
+            "--device cpu");
+  DPS_CHECK(backend != "mpi" || trace.empty(), ErrorKind::kUsage,
+            "--trace with --backend mpi: traces of rank processes are not written yet; trace the same run on "
+            "simulated GPUs (--device sim --backend sim)");
+  DPS_CHECK(
+      mode != "ddp" || device != "cpu" || backend == "mpi", ErrorKind::kUsage,
+      "--mode ddp runs one rank per GPU: use --device sim (simulated) or --device cuda (or --device cpu "
+      "--backend mpi, one process per rank under mpirun)");
   DPS_CHECK(mode != "ddp" || device != "sim" || backend == "sim", ErrorKind::kUsage,
             "--backend {} needs --device cuda (simulated GPUs communicate through --backend sim)", backend);
   DPS_CHECK(mode != "ddp" || device != "cuda" || backend == "cuda" || backend == "nccl", ErrorKind::kUsage,
             "--device cuda communicates through --backend cuda or nccl, not {}", backend);
-  DPS_CHECK(device != "cpu" || devices == 1, ErrorKind::kUsage,
+  DPS_CHECK(device != "cpu" || devices == 1 || backend == "mpi", ErrorKind::kUsage,
             "--device cpu has one device, got --devices {}", devices);
-  DPS_CHECK(devices <= 64, ErrorKind::kUsage, "--devices {} is more than the 64 GPUs supported", devices);
+  if (timing_only) {
+    DPS_CHECK(
+        mode == "ddp" && device == "sim", ErrorKind::kUsage,
+        "--timing-only simulates DistributedDataParallel at scale: it needs --mode ddp --device sim, got "
+        "--mode {} --device {}",
+        mode, device);
+    DPS_CHECK(devices <= kMaxTimingOnlyGpus, ErrorKind::kUsage,
+              "--devices {} is more than the {} GPUs --timing-only simulates", devices, kMaxTimingOnlyGpus);
+    DPS_CHECK(
+        data.empty() && dataset.empty() && init.empty() && save.empty() && checkpoint_dir.empty() && !resume,
+        ErrorKind::kUsage,
+        "--timing-only runs on shapes without data: it takes no --data, --dataset, --init, --save, "
+        "--checkpoint-dir or --resume");
+    DPS_CHECK(pitfalls.empty() || (pitfalls.size() == 1 && pitfalls[0] == "no-average"), ErrorKind::kUsage,
+              "--timing-only has no data for --pitfall {} to show (only no-average applies)",
+              fmt::join(pitfalls, ","));
+  } else {
+    DPS_CHECK(devices <= 64, ErrorKind::kUsage,
+              "--devices {} is more than the 64 GPUs supported (add --timing-only to simulate more)",
+              devices);
+  }
   DPS_CHECK(gpu_mem_mb >= 0.0, ErrorKind::kUsage, "--gpu-mem must be >= 0 MiB, got {}", gpu_mem_mb);
   DPS_CHECK(gpu_mem_mb == 0.0 || device == "cuda", ErrorKind::kUsage,
             "--gpu-mem caps the memory of cuda devices: it needs --device cuda");
@@ -71,7 +102,7 @@ void TrainConfig::validate() const {
   DPS_CHECK(weight_decay >= 0.0, ErrorKind::kUsage, "--weight-decay must be >= 0, got {}", weight_decay);
   DPS_CHECK(optim == "sgd" || momentum == 0.0, ErrorKind::kUsage, "--momentum applies to --optim sgd only");
   DPS_CHECK(batch >= 1, ErrorKind::kUsage, "--batch must be at least 1, got {}", batch);
-  DPS_CHECK(!(data.empty() && dataset.empty()), ErrorKind::kUsage,
+  DPS_CHECK(timing_only || !(data.empty() && dataset.empty()), ErrorKind::kUsage,
             "no data: give --data x.npy,y.npy or --dataset NAME:N");
   DPS_CHECK(data.empty() || dataset.empty(), ErrorKind::kUsage, "give either --data or --dataset, not both");
   if (!data.empty()) {
@@ -91,10 +122,15 @@ void TrainConfig::validate() const {
 
   for (const std::string& p : pitfalls) {
     DPS_CHECK(
-        one_of<string>(p, {"no-set-epoch", "no-average", "unused-parameter", "mismatched-collective"}),
+        one_of<string>(
+            p, {"no-set-epoch", "no-average", "unused-parameter", "mismatched-collective", "input-on-cpu"}),
         ErrorKind::kUsage,
-        "--pitfall '{}' is not one of no-set-epoch, no-average, unused-parameter, mismatched-collective", p);
-    DPS_CHECK(p == "no-set-epoch" || mode == "ddp", ErrorKind::kUsage,
+        "--pitfall '{}' is not one of no-set-epoch, no-average, unused-parameter, mismatched-collective, "
+        "input-on-cpu",
+        p);
+    DPS_CHECK(p != "input-on-cpu" || (mode == "single" && device != "cpu"), ErrorKind::kUsage,
+              "--pitfall input-on-cpu applies to --mode single on a GPU (--device sim or cuda)");
+    DPS_CHECK(p == "no-set-epoch" || p == "input-on-cpu" || mode == "ddp", ErrorKind::kUsage,
               "--pitfall {} applies to --mode ddp only", p);
   }
   const bool ddp_defaults = bucket_mb == 25.0 && first_bucket_mb == 1.0 && no_sync_every == 1 &&
@@ -174,6 +210,7 @@ std::string TrainConfig::to_json() const {
     j["algo"] = algo;
   }
   if (!pitfalls.empty()) j["pitfalls"] = pitfalls;
+  if (timing_only) j["timing_only"] = true;
   return j.dump();
 }
 

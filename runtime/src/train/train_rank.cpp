@@ -20,17 +20,6 @@ namespace {
 
 using namespace detail;
 
-DdpOptions ddp_options(const TrainConfig& config) {
-  DdpOptions options;
-  options.bucket_cap_mb = config.bucket_mb;
-  options.first_bucket_mb = config.first_bucket_mb;
-  options.find_unused_parameters = config.find_unused_parameters;
-  options.comm_hook = config.comm_hook == "fp16" ? CommHook::kFp16Compress : CommHook::kAllreduce;
-  options.average_gradients = !config.has_pitfall("no-average");
-  options.algorithm = parse_algorithm(config.algo, "--algo");
-  return options;
-}
-
 // The optimizer every rank steps: plain (each rank keeps all the state) or, with --zero, ZeRO-1
 // (each rank keeps its shard's state); the loop drives both through the Optimizer interface.
 std::unique_ptr<Optimizer> make_rank_optimizer(const TrainConfig& config, Module& model,

@@ -159,10 +159,19 @@ TEST(AnalyticBackend, ChargesRankZerosCommStreamAndTracesTheWholeWorld) {
   EXPECT_LT(dev.clock_ns(StreamKind::kCompute), w->end_ns());  // overlappable until wait()
   w->wait();
   EXPECT_EQ(dev.clock_ns(StreamKind::kCompute), w->end_ns());
-  Tensor with_data = Tensor::zeros({4}, dev);
-  expect_error([&] { (void)group.all_reduce(with_data); }, ErrorKind::kUnsupported,
-               "the analytic backend times collectives without moving data: all_reduce got a tensor with "
-               "data (use timing-only tensors, Tensor::meta)");
+  // Small tensors with data: what a world of 16 identical ranks computes.
+  Tensor counts = Tensor::from_floats(std::vector<float>{3.0f, 5.0f}, {2}, dev);
+  group.all_reduce(counts)->wait();
+  EXPECT_EQ(counts.to_vector(), (std::vector<float>{48.0f, 80.0f}));
+  group.all_reduce(counts, {.op = ReduceOp::kAvg})->wait();
+  EXPECT_EQ(counts.to_vector(), (std::vector<float>{48.0f, 80.0f}));
+  Tensor gathered = Tensor::zeros({32}, dev);
+  group.all_gather_into_tensor(gathered, counts)->wait();
+  const std::vector<float> all = gathered.to_vector();
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(all[2 * r + 1], 80.0f) << r;
+  Tensor ints = Tensor::zeros({2}, dev, MemoryCategory::kBuffers, DType::kI64);
+  expect_error([&] { group.all_reduce(ints); }, ErrorKind::kUnsupported,
+               "the analytic backend's all_reduce computes float32 values only, got int64");
 }
 
 }  // namespace

@@ -401,10 +401,10 @@ TEST(InvalidArguments, BackendsAndWorlds) {
     }
     return {};
   };
-  const Outcome mpi = kind_and_message([] { init_process_group("mpi", 0, 1, {}); });
+  const Outcome mpi = kind_and_message([] { init_process_group("gloo", 0, 1, {}); });
   EXPECT_EQ(mpi.kind, ErrorKind::kUnsupported);
   // The exact message, with the registered names, is init_test.cpp's.
-  EXPECT_THAT(mpi.message, HasSubstr("init_process_group: backend 'mpi' is not built in this version"));
+  EXPECT_THAT(mpi.message, HasSubstr("init_process_group: backend 'gloo' is not built in this version"));
   const Outcome bogus = kind_and_message([] { init_process_group("carrier-pigeon", 0, 1, {}); });
   EXPECT_EQ(bogus.kind, ErrorKind::kInvalidArgument);
   const Outcome no_world = kind_and_message([] { init_process_group("sim", 0, 1, {}); });

@@ -106,6 +106,34 @@ TEST(Preset, CalibrationOutOfRangeNamesTheKey) {
   }
 }
 
+TEST(Preset, ClusterDescribesNodesJoinedByANicPerGpu) {
+  const HardwarePreset h100 = find_preset("h100-sxm");
+  EXPECT_EQ(h100.cluster.gpus_per_node, 8);
+  EXPECT_EQ(h100.cluster.nic.kind, "ib-ndr");
+  EXPECT_DOUBLE_EQ(h100.cluster.nic.bandwidth_bytes_per_s, 50e9);
+  EXPECT_DOUBLE_EQ(h100.cluster.nic.latency_ns, 2000);
+  EXPECT_EQ(find_preset("t4").cluster.gpus_per_node, 0);  // one machine
+  for (const auto& [table, message] : std::vector<std::pair<std::string, std::string>>{
+           {"[cluster]\ngpus_per_node = 0\n",
+            "cluster.gpus_per_node must be a whole number in [1, 1024], got 0"},
+           {"[cluster]\ngpus_per_node = 2.5\n",
+            "cluster.gpus_per_node must be a whole number in [1, 1024], got 2.5"},
+           {"[cluster]\ngpus_per_node = 8\n", "missing string key 'cluster.nic.kind'"},
+           {"[cluster]\ngpus_per_node = 8\n[cluster.nic]\nkind = \"ib\"\nbandwidth_gbps = 0\nlatency_us = "
+            "1\n",
+            "cluster.nic needs a positive bandwidth and a latency >= 0"}}) {
+    const auto path = write_preset(table);
+    try {
+      load_preset_file(path);
+      ADD_FAILURE() << table;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+    std::filesystem::remove(path);
+  }
+}
+
 TEST(Timing, AHostBoundStepWaitsForTheHostToIssueEachKernel) {
   HardwarePreset p = find_preset("a100-sxm");
   p.host_issue_ns = 10'000;  // 10 us per kernel: longer than the tiny kernels below

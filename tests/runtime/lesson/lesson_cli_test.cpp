@@ -204,7 +204,7 @@ TEST(LessonCli, HandoutDrawsEveryChapter) {
   const fs::path dir = testing::scratch_dir() / "handout-png";
   const testing::CliResult r = run_cli("lesson handout 01-one-gpu " + quoted(dir));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("chapter pictures: 6 of 6 in "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("chapter pictures: 7 of 7 in "), std::string::npos) << r.output;
   const std::string md = testing::read_file(dir / "01-one-gpu.md");
   for (int c = 1; c <= 6; ++c) {
     const std::string name = fmt::format("01-one-gpu-chapter-{}.png", c);

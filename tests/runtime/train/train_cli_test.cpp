@@ -220,9 +220,13 @@ TEST(TrainCli, BadFlagValues) {
   expect_usage_error(kOk + "--mode ddp --devices 2 --algo hier", "--algo 'hier' is not one of");
   expect_usage_error(kOk + "--pitfall slow", "--pitfall 'slow' is not one of");
   expect_usage_error(kOk + "--pitfall no-average", "--pitfall no-average applies to --mode ddp only");
-  expect_usage_error(kOk + "--backend mpi",
-                     fmt::format("--backend mpi is not built in this version (built: {})",
-                                 fmt::join(registered_backends(), ", ")));
+  expect_usage_error(
+      kOk + "--backend mpi",
+      is_backend_registered("mpi")
+          ? std::string("--backend mpi runs each rank as a process on its CPU, started by mpirun "
+                        "-np N: use --mode ddp --device cpu")
+          : fmt::format("--backend mpi is not built in this version (built: {})",
+                        fmt::join(registered_backends(), ", ")));
   expect_usage_error(kOk + "--backend gloo", "--backend 'gloo' is not one of sim, cuda, nccl, mpi");
   expect_usage_error(kOk + "--loss hinge", "--loss 'hinge' is not one of ce, mse");
   expect_usage_error(kOk + "--optim lion", "--optim 'lion' is not one of sgd, adam, adamw");

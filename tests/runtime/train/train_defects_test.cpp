@@ -211,10 +211,12 @@ TEST(TrainFlags, DeviceAndBackendAreSeparateAndTheOldSpellingStillRuns) {
   }
   for (const char* backend : {"cuda", "nccl", "mpi"}) {
     const std::string args = kSmall + "--steps 1 --mode ddp --devices 2 --backend " + backend;
-    if (is_backend_registered(backend))
-      expect_one_error_line(args, fmt::format("--backend {} needs --device cuda", backend));
-    else
+    if (!is_backend_registered(backend))
       expect_one_error_line(args, fmt::format("--backend {} is not built in this version", backend));
+    else if (std::string(backend) == "mpi")
+      expect_one_error_line(args, "--backend mpi runs each rank as a process on its CPU, started by mpirun");
+    else
+      expect_one_error_line(args, fmt::format("--backend {} needs --device cuda", backend));
   }
   expect_one_error_line(kSmall + "--steps 1 --mode ddp --devices 2 --device cuda --backend sim",
                         "--device cuda communicates through --backend cuda or nccl, not sim");

@@ -127,12 +127,38 @@ TEST(TrainPitfalls, UnknownAndMisplacedPitfallsAreUsageErrors) {
   config.pitfalls = {"typo"};
   EXPECT_EQ(
       testing::what_of([&] { config.validate(); }),
-      "--pitfall 'typo' is not one of no-set-epoch, no-average, unused-parameter, mismatched-collective");
+      "--pitfall 'typo' is not one of no-set-epoch, no-average, unused-parameter, mismatched-collective, "
+      "input-on-cpu");
+  config.pitfalls = {"input-on-cpu"};
+  EXPECT_EQ(testing::what_of([&] { config.validate(); }),
+            "--pitfall input-on-cpu applies to --mode single on a GPU (--device sim or cuda)");
   config.mode = "single";
   config.devices = 1;
   config.pitfalls = {"mismatched-collective"};
   EXPECT_EQ(testing::what_of([&] { config.validate(); }),
             "--pitfall mismatched-collective applies to --mode ddp only");
+}
+
+TEST(TrainPitfalls, InputOnCpuStopsTheLastStepWithPyTorchsDeviceMismatch) {
+  // Lesson 1's last chapter: the first step runs the whole loop, the second forgets x.to(device).
+  TempDir dir("input_on_cpu");
+  TrainConfig config;
+  config.dataset = "blobs:256:32:4";
+  config.model = "32-16-4";
+  config.batch = 64;
+  config.steps = 2;
+  config.shuffle = false;
+  config.trace = dir / "t.jsonl";
+  config.pitfalls = {"input-on-cpu"};
+  int steps_done = 0;
+  EXPECT_EQ(testing::what_of([&] { run_training(config, [&](const StepReport&) { ++steps_done; }); }),
+            "Expected all tensors to be on the same device, but found at least two devices, sim:0 and cpu!");
+  EXPECT_EQ(steps_done, 1);
+  const std::vector<TracedError> errors = traced_errors(dir / "t.jsonl");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].step, 1);
+  EXPECT_EQ(errors[0].message,
+            "Expected all tensors to be on the same device, but found at least two devices, sim:0 and cpu!");
 }
 
 }  // namespace

@@ -96,7 +96,9 @@ class AnalyticCollectives {
 // charges this rank's comm stream with the model's duration (starting once both the comm stream
 // is free and the compute stream reached the call, as the sim backend does) and writes the same
 // `collective` span and `work_completed` instant a sim rank writes — without any other rank
-// existing. Tensors must be timing-only (Tensor::meta): there is no data to move. Name "analytic".
+// existing. Gradients are timing-only (Tensor::meta); small float32 tensors with data (DDP's model
+// check and bucket order) get what a world of identical ranks computes: all_gather repeats this
+// rank's block, all_reduce applies the op to world-size equal values. Name "analytic".
 std::unique_ptr<Backend> make_analytic_backend(const Device& device,
                                                std::shared_ptr<const AnalyticCollectives> model);
 

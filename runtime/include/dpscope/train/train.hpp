@@ -24,7 +24,8 @@ struct TrainConfig {
   std::string device = "sim";
   // The process-group backend the ranks of `--mode ddp` communicate through: sim (rank threads on
   // the simulated machine), cuda (our schedules on device buffers, any number of logical GPUs),
-  // nccl (one rank per physical GPU); mpi arrives with real processes. Unused by single/dp.
+  // nccl (one rank per physical GPU), mpi (this process is one rank of `mpirun -np N`, on the CPU:
+  // --device cpu). Unused by single/dp.
   std::string backend = "sim";
   int devices = 1;
   std::string preset = "h100-sxm";
@@ -62,12 +63,22 @@ struct TrainConfig {
   std::string comm_hook = "allreduce";  // allreduce | fp16
   std::string algo = "auto";            // all-reduce algorithm: auto | ring | tree | naive
 
+  // --timing-only: DDP on shapes without data, for GPU counts far beyond this machine (up to
+  // 65,536 simulated GPUs, in nodes of the preset's [cluster]). One rank runs the real DDP, model
+  // and optimizer code on Tensor::meta tensors; its collectives are timed by AnalyticCollectives
+  // (comm/analytic_collectives.hpp) for the whole world instead of meeting peer threads
+  // (train_analytic.cpp). No data, no loss values, no checkpoints.
+  bool timing_only = false;
+
   // Pitfalls a lesson can switch on: "no-set-epoch" (the sampler/loader repeats epoch 0's order),
   // "no-average" (DDP sums gradients instead of averaging), "unused-parameter" (the model owns a
   // layer its forward never uses: without --find-unused-parameters the next iteration fails with
   // PyTorch's "Expected to have finished reduction in the prior iteration ..."),
   // "mismatched-collective" (ddp: rank 0 alone all-reduces its loss every second step; every rank
-  // fails with the process group's "Detected mismatch between collectives on ranks" naming both).
+  // fails with the process group's "Detected mismatch between collectives on ranks" naming both),
+  // "input-on-cpu" (single on a GPU: the run's last step forgets `x.to(device)`, and the first
+  // Linear stops with PyTorch's "Expected all tensors to be on the same device, ..."; the steps
+  // before it show the right loop, and the trace ends with an `error` event).
   std::vector<std::string> pitfalls;
   bool has_pitfall(const std::string& name) const;
 
@@ -110,6 +121,18 @@ struct TrainResult {
   int64_t samples_per_step = 0;
   int64_t resumed_from_step = -1;  // steps done by the checkpoint resumed from, -1 when not resumed
   std::string last_checkpoint;     // the newest checkpoint written, "" when none
+  // --backend mpi: this process's rank (rank 0 prints the run's summary; the others print nothing).
+  int process_rank = 0;
+  // --timing-only: the world simulated and the scaling it reaches (weak scaling: each GPU keeps its
+  // batch, so the ideal step takes as long as on one GPU).
+  struct Scaling {
+    std::string world;    // "1024 GPUs: 128 nodes x 8 GPUs: nvswitch, ...; ib-ndr 40 GB/s per GPU, 2.0 us"
+    int64_t step_ns = 0;  // the last step on the whole world
+    int64_t one_gpu_step_ns = 0;  // the same step on one GPU (no gradient exchange)
+    int64_t exposed_comm_ns = 0;  // step_ns - one_gpu_step_ns: communication backward did not hide
+    double efficiency = 0.0;      // one_gpu_step_ns / step_ns
+  };
+  std::optional<Scaling> scaling;
 };
 
 using StepObserver = std::function<void(const StepReport&)>;

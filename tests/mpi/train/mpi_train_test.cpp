@@ -1,0 +1,90 @@
+// `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi`: real processes train to the
+// same weights as the simulated DDP run of the same configuration, and the launcher's mistakes get
+// one clear line. This binary is not itself run under mpirun: it starts mpirun (DPSCOPE_MPIRUN).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "dpscope/io/safetensors.hpp"
+#include "support/cli.hpp"
+
+namespace dpscope {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::run_command;
+using testing::run_dpscope;
+using testing::TempDir;
+
+const std::string kRun =
+    "train --mode ddp --dataset spirals:512 --model 2-32-32-3 --batch 16 --steps 12 --optim adam --lr 0.01 ";
+
+std::string mpirun(int ranks, const std::string& args) {
+  return fmt::format("{} -np {} {} {}", DPSCOPE_MPIRUN, ranks, DPSCOPE_CLI, args);
+}
+
+// The largest absolute difference between two weight files' tensors (same names and shapes).
+float max_difference(const std::string& a, const std::string& b) {
+  const NamedTensors x = load_safetensors(a);
+  const NamedTensors y = load_safetensors(b);
+  EXPECT_EQ(x.size(), y.size());
+  float worst = 0.0f;
+  for (size_t k = 0; k < std::min(x.size(), y.size()); ++k) {
+    const auto& [name, tensor] = x[k];
+    EXPECT_EQ(name, y[k].first);
+    const std::vector<float> u = tensor.to_vector(), v = y[k].second.to_vector();
+    EXPECT_EQ(u.size(), v.size()) << name;
+    for (size_t i = 0; i < std::min(u.size(), v.size()); ++i) worst = std::max(worst, std::fabs(u[i] - v[i]));
+  }
+  return worst;
+}
+
+TEST(MpiTrain, ProcessesEndWithTheSimulatedDdpWeights) {
+  for (int ranks : {2, 4}) {
+    TempDir dir("mpi_train");
+    const auto sim =
+        run_dpscope(kRun + fmt::format("--devices {} --save {}", ranks, dir / "sim.safetensors"));
+    ASSERT_EQ(sim.exit_code, 0) << sim.output;
+    const auto procs =
+        run_command(mpirun(ranks, kRun + fmt::format("--device cpu --backend mpi --devices {} --save {}",
+                                                     ranks, dir / "mpi.safetensors")));
+    ASSERT_EQ(procs.exit_code, 0) << procs.output;
+    // One summary (rank 0's), with the loss averaged over the ranks as the simulated run reports it.
+    EXPECT_THAT(procs.output,
+                HasSubstr(fmt::format("{} processes on the CPU (rank 0 of {}, mpi)", ranks, ranks)));
+    EXPECT_EQ(procs.output.find("rank 1 of"), std::string::npos) << procs.output;
+    const auto final_loss = [](const std::string& out) {
+      return out.substr(out.find("mean loss over ranks"));
+    };
+    EXPECT_EQ(final_loss(procs.output).substr(0, 60), final_loss(sim.output).substr(0, 60));
+    // The same arithmetic in the same order (the mpi backend's sum of two or four floats is
+    // associative only up to rounding): equal to float precision.
+    EXPECT_LE(max_difference(dir / "sim.safetensors", dir / "mpi.safetensors"), 1e-5f) << ranks << " ranks";
+  }
+}
+
+TEST(MpiTrain, LaunchMistakesAreOneLine) {
+  const auto outside = run_dpscope(kRun + "--device cpu --backend mpi --devices 2");
+  EXPECT_EQ(outside.exit_code, 2) << outside.output;
+  EXPECT_THAT(outside.output,
+              HasSubstr("--backend mpi: this process was not started by mpirun; run mpirun -np 2 "
+                        "dpscope train ... --backend mpi"));
+  const auto wrong_size = run_command(mpirun(2, kRun + "--device cpu --backend mpi --devices 3"));
+  EXPECT_NE(wrong_size.exit_code, 0);
+  EXPECT_THAT(wrong_size.output,
+              HasSubstr("--devices 3 but mpirun started 2 processes (-np 2): give the same number"));
+  const auto on_sim = run_dpscope(kRun + "--backend mpi --devices 2");
+  EXPECT_EQ(on_sim.exit_code, 2);
+  EXPECT_THAT(on_sim.output,
+              HasSubstr("--backend mpi runs each rank as a process on its CPU, started by mpirun -np "
+                        "N: use --mode ddp --device cpu"));
+  const auto traced = run_dpscope(kRun + "--device cpu --backend mpi --devices 2 --trace /tmp/never.jsonl");
+  EXPECT_EQ(traced.exit_code, 2);
+  EXPECT_THAT(traced.output,
+              HasSubstr("--trace with --backend mpi: traces of rank processes are not written yet"));
+}
+
+}  // namespace
+}  // namespace dpscope
