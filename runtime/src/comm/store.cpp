@@ -88,6 +88,14 @@ int64_t Store::num_keys() { return do_num_keys(); }
 
 // ---- InMemoryStore ----
 
+void InMemoryStore::close() {
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+  }
+  changed_.notify_all();
+}
+
 void InMemoryStore::do_set(const std::string& key, const StoreBytes& value) {
   {
     std::lock_guard lock(mutex_);
@@ -98,8 +106,10 @@ void InMemoryStore::do_set(const std::string& key, const StoreBytes& value) {
 
 std::optional<StoreBytes> InMemoryStore::do_get(const std::string& key, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  if (!changed_.wait_until(lock, deadline, [&] { return values_.count(key) > 0; })) return std::nullopt;
-  return values_.at(key);
+  changed_.wait_until(lock, deadline, [&] { return closed_ || values_.count(key) > 0; });
+  auto it = values_.find(key);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::optional<int64_t> InMemoryStore::do_add(const std::string& key, int64_t delta) {
@@ -143,7 +153,7 @@ std::vector<std::string> InMemoryStore::missing_locked(const std::vector<std::st
 std::vector<std::string> InMemoryStore::do_wait(const std::vector<std::string>& keys,
                                                 Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  changed_.wait_until(lock, deadline, [&] { return missing_locked(keys).empty(); });
+  changed_.wait_until(lock, deadline, [&] { return closed_ || missing_locked(keys).empty(); });
   return missing_locked(keys);
 }
 

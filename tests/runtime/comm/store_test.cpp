@@ -1,24 +1,54 @@
-// Store (comm/store.hpp) through InMemoryStore: set/get/add/compare_set/wait/check/delete, the
-// exact timeout and misuse messages, and atomicity of add under 8 concurrent threads.
+// Store (comm/store.hpp) on every store: InMemoryStore (rank threads) and TCPStore (processes; here
+// a server and a client in one process, as rank 0 and another rank): set/get/add/compare_set/
+// wait/check/delete, the exact timeout and misuse messages, atomicity of add under 8 threads.
+// TCPStore's own failures (a port in use, no server, a server that goes away) follow.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/store.hpp"
+#include "dpscope/comm/tcp_store.hpp"
 #include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
 
 using std::chrono::steady_clock;
+using ::testing::HasSubstr;
 
 using testing::error_of;
 using testing::Outcome;
 
-TEST(InMemoryStore, SetThenGetReturnsTheBytesAndOverwritesReplace) {
-  InMemoryStore store;
+// A store as two ranks see it: writer() (rank 0: InMemoryStore, or the TCPStore hosting the
+// server) and reader() (the same InMemoryStore, or a second TCPStore connected to it).
+class Stores : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    owned_ = make(Store::kDefaultTimeout);
+    if (GetParam() == "tcp") {
+      auto& server = static_cast<TCPStore&>(*owned_);
+      other_ = std::make_unique<TCPStore>("127.0.0.1", server.port(), false, Milliseconds(5000));
+    }
+  }
+  // A fresh store of this kind (a TCPStore with its own server on a free port).
+  std::unique_ptr<Store> make(Milliseconds timeout) const {
+    if (GetParam() == "tcp") return std::make_unique<TCPStore>("127.0.0.1", 0, true, timeout);
+    return std::make_unique<InMemoryStore>(timeout);
+  }
+  Store& writer() { return *owned_; }
+  Store& reader() { return other_ ? *other_ : *owned_; }
+
+ private:
+  std::unique_ptr<Store> owned_;
+  std::unique_ptr<Store> other_;
+};
+
+TEST_P(Stores, SetThenGetReturnsTheBytesAndOverwritesReplace) {
+  Store& store = writer();
   store.set("a", StoreBytes{0, 255, 7});
   EXPECT_EQ(store.get("a"), (StoreBytes{0, 255, 7}));
   store.set("a", "text");
@@ -26,38 +56,39 @@ TEST(InMemoryStore, SetThenGetReturnsTheBytesAndOverwritesReplace) {
   EXPECT_EQ(store.num_keys(), 1);
 }
 
-TEST(InMemoryStore, GetWaitsForAKeyAnotherThreadSetsLater) {
-  InMemoryStore store;
+TEST_P(Stores, GetWaitsForAKeyAnotherThreadSetsLater) {
+  Store& store = writer();
   std::thread setter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     store.set("late", "here");
   });
-  EXPECT_EQ(store.get_string("late", Milliseconds(5000)), "here");
+  EXPECT_EQ(reader().get_string("late", Milliseconds(5000)), "here");  // another rank's view
   setter.join();
 }
 
-TEST(InMemoryStore, GetOfAMissingKeyTimesOutNamingTheKeyAndTheTimeWaited) {
-  InMemoryStore store;
+TEST_P(Stores, GetOfAMissingKeyTimesOutNamingTheKeyAndTheTimeWaited) {
+  Store& store = writer();
   const auto begun = steady_clock::now();
   const Outcome e = error_of([&] { store.get("never", Milliseconds(50)); });
   const auto waited = std::chrono::duration_cast<Milliseconds>(steady_clock::now() - begun);
   EXPECT_EQ(e.kind, ErrorKind::kTimeout);
-  EXPECT_EQ(e.message, "InMemoryStore get('never'): timed out after 50 ms waiting for the key to be set");
+  EXPECT_EQ(e.message, store.name() + " get('never'): timed out after 50 ms waiting for the key to be set");
   EXPECT_GE(waited.count(), 50);
   EXPECT_LT(waited.count(), 2000);
 }
 
-TEST(InMemoryStore, ZeroTimeoutMeansTheStoresOwn) {
-  InMemoryStore store(Milliseconds(40));
+TEST_P(Stores, ZeroTimeoutMeansTheStoresOwn) {
+  std::unique_ptr<Store> owned = make(Milliseconds(40));
+  Store& store = *owned;
   EXPECT_EQ(store.timeout(), Milliseconds(40));
   EXPECT_EQ(error_of([&] { store.get("x"); }).message,
-            "InMemoryStore get('x'): timed out after 40 ms waiting for the key to be set");
+            store.name() + " get('x'): timed out after 40 ms waiting for the key to be set");
   EXPECT_EQ(error_of([] { InMemoryStore bad(Milliseconds(0)); }).message,
             "store timeout must be positive, got 0 ms");
 }
 
-TEST(InMemoryStore, AddCountsFromZeroAndStoresDecimalText) {
-  InMemoryStore store;
+TEST_P(Stores, AddCountsFromZeroAndStoresDecimalText) {
+  Store& store = writer();
   EXPECT_EQ(store.add("n", 5), 5);
   EXPECT_EQ(store.add("n", -7), -2);
   EXPECT_EQ(store.add("n", 0), -2);
@@ -65,12 +96,13 @@ TEST(InMemoryStore, AddCountsFromZeroAndStoresDecimalText) {
   store.set("word", "abc");
   const Outcome e = error_of([&] { store.add("word", 1); });
   EXPECT_EQ(e.kind, ErrorKind::kInvalidArgument);
-  EXPECT_EQ(e.message, "InMemoryStore add('word', 1): the key holds a value that is not an integer counter");
+  EXPECT_EQ(e.message,
+            store.name() + " add('word', 1): the key holds a value that is not an integer counter");
   EXPECT_EQ(store.get_string("word"), "abc");
 }
 
-TEST(InMemoryStore, ConcurrentAddsFromEightThreadsLoseNothing) {
-  InMemoryStore store;
+TEST_P(Stores, ConcurrentAddsFromEightThreadsLoseNothing) {
+  Store& store = writer();
   constexpr int kThreads = 8, kAddsEach = 1000;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
@@ -82,8 +114,8 @@ TEST(InMemoryStore, ConcurrentAddsFromEightThreadsLoseNothing) {
   EXPECT_EQ(store.add("counter", 0), 36000);
 }
 
-TEST(InMemoryStore, CompareSetSwapsOnlyWhenTheCurrentValueIsExpected) {
-  InMemoryStore store;
+TEST_P(Stores, CompareSetSwapsOnlyWhenTheCurrentValueIsExpected) {
+  Store& store = writer();
   // A missing key counts as empty: expected {} creates it.
   EXPECT_EQ(store.compare_set("k", {}, to_store_bytes("one")), to_store_bytes("one"));
   EXPECT_EQ(store.compare_set("k", to_store_bytes("zero"), to_store_bytes("two")), to_store_bytes("one"));
@@ -93,29 +125,29 @@ TEST(InMemoryStore, CompareSetSwapsOnlyWhenTheCurrentValueIsExpected) {
   EXPECT_FALSE(store.check({"missing"}));
 }
 
-TEST(InMemoryStore, WaitReturnsOnceEveryKeyExists) {
-  InMemoryStore store;
+TEST_P(Stores, WaitReturnsOnceEveryKeyExists) {
+  Store& store = writer();
   store.set("a", "1");
   std::thread setter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     store.add("b", 1);
   });
-  store.wait({"a", "b"}, Milliseconds(5000));
+  reader().wait({"a", "b"}, Milliseconds(5000));
   setter.join();
   EXPECT_TRUE(store.check({"a", "b"}));
   store.wait({});  // nothing to wait for
 }
 
-TEST(InMemoryStore, WaitTimesOutNamingOnlyTheMissingKeys) {
-  InMemoryStore store;
+TEST_P(Stores, WaitTimesOutNamingOnlyTheMissingKeys) {
+  Store& store = writer();
   store.set("b", "present");
   const Outcome e = error_of([&] { store.wait({"a", "b", "c"}, Milliseconds(30)); });
   EXPECT_EQ(e.kind, ErrorKind::kTimeout);
-  EXPECT_EQ(e.message, "InMemoryStore wait: timed out after 30 ms; keys never set: ['a', 'c']");
+  EXPECT_EQ(e.message, store.name() + " wait: timed out after 30 ms; keys never set: ['a', 'c']");
 }
 
-TEST(InMemoryStore, CheckAndDeleteKey) {
-  InMemoryStore store;
+TEST_P(Stores, CheckAndDeleteKey) {
+  Store& store = writer();
   store.set("a", "");
   EXPECT_TRUE(store.check({"a"}));  // an empty value is still a value
   EXPECT_FALSE(store.check({"a", "b"}));
@@ -124,12 +156,87 @@ TEST(InMemoryStore, CheckAndDeleteKey) {
   EXPECT_EQ(store.num_keys(), 0);
 }
 
-TEST(InMemoryStore, EmptyKeysAreRefused) {
-  InMemoryStore store;
+TEST_P(Stores, EmptyKeysAreRefused) {
+  Store& store = writer();
   const Outcome e = error_of([&] { store.set("", "x"); });
   EXPECT_EQ(e.kind, ErrorKind::kInvalidArgument);
-  EXPECT_EQ(e.message, "InMemoryStore set: the key is empty");
-  EXPECT_EQ(error_of([&] { store.wait({"a", ""}); }).message, "InMemoryStore wait: the key is empty");
+  EXPECT_EQ(e.message, store.name() + " set: the key is empty");
+  EXPECT_EQ(error_of([&] { store.wait({"a", ""}); }).message, store.name() + " wait: the key is empty");
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, Stores, ::testing::Values("in_memory", "tcp"),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+TEST(TcpStore, AClientSeesWhatAnotherProcessWouldSetIncludingLargeValues) {
+  TCPStore server("127.0.0.1", 0, true, Milliseconds(5000));
+  TCPStore client("localhost", server.port(), false, Milliseconds(5000));
+  StoreBytes big(3 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 31);
+  client.set("nccl/id", big);
+  EXPECT_EQ(server.get("nccl/id"), big);
+  EXPECT_EQ(server.num_keys(), 1);
+  EXPECT_EQ(client.name(), fmt::format("TCPStore(localhost:{})", server.port()));
+}
+
+TEST(TcpStore, ManyClientsAddingAtOnceLoseNothing) {
+  TCPStore server("127.0.0.1", 0, true, Milliseconds(5000));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 8; ++r)
+    ranks.emplace_back([&] {
+      TCPStore mine("127.0.0.1", server.port(), false, Milliseconds(5000));
+      for (int i = 0; i < 100; ++i) mine.add("arrived", 1);
+    });
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(server.add("arrived", 0), 800);
+}
+
+TEST(TcpStore, APortInUseIsOneLineNamingIt) {
+  TCPStore first("127.0.0.1", 0, true, Milliseconds(5000));
+  const Outcome e = error_of([&] { TCPStore second("127.0.0.1", first.port(), true, Milliseconds(500)); });
+  EXPECT_EQ(e.kind, ErrorKind::kIo);
+  EXPECT_EQ(e.message,
+            fmt::format("TCPStore(127.0.0.1:{0}): cannot listen on port {0}: Address already in use "
+                        "(another run uses it? pick another MASTER_PORT)",
+                        first.port()));
+}
+
+TEST(TcpStore, NoServerWithinTheTimeoutIsATimeoutNamingTheReason) {
+  uint16_t port = 0;
+  {
+    TCPStore gone("127.0.0.1", 0, true, Milliseconds(5000));  // a port that was free a moment ago
+    port = gone.port();
+  }
+  const auto begun = steady_clock::now();
+  const Outcome e = error_of([&] { TCPStore lonely("127.0.0.1", port, false, Milliseconds(200)); });
+  const auto waited = std::chrono::duration_cast<Milliseconds>(steady_clock::now() - begun).count();
+  EXPECT_EQ(e.kind, ErrorKind::kTimeout);
+  EXPECT_EQ(
+      e.message,
+      fmt::format("TCPStore(127.0.0.1:{}): cannot reach the store within 200 ms: Connection refused", port));
+  EXPECT_GE(waited, 200);
+  EXPECT_LT(waited, 3000);
+  EXPECT_THAT(
+      error_of([] { TCPStore nowhere("no-such-host.invalid", 29500, false, Milliseconds(200)); }).message,
+      HasSubstr("TCPStore(no-such-host.invalid:29500): cannot resolve host 'no-such-host.invalid'"));
+}
+
+TEST(TcpStore, AServerThatGoesAwayEndsAWaitingClientsGetAtOnce) {
+  auto server = std::make_unique<TCPStore>("127.0.0.1", 0, true, Milliseconds(60000));
+  TCPStore client("127.0.0.1", server->port(), false, Milliseconds(60000));
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    server.reset();  // rank 0's process ends
+  });
+  const auto begun = steady_clock::now();
+  const Outcome e = error_of([&] { client.get("never"); });
+  stopper.join();
+  const auto waited = std::chrono::duration_cast<Milliseconds>(steady_clock::now() - begun).count();
+  EXPECT_LT(waited, 5000);  // not the 60 s timeout
+  // The server answers "timed out" as it stops, or the connection closes first.
+  EXPECT_TRUE(e.kind == ErrorKind::kTimeout || e.kind == ErrorKind::kIo) << e.message;
+  const Outcome after = error_of([&] { client.set("k", "v"); });
+  EXPECT_EQ(after.kind, ErrorKind::kIo);
+  EXPECT_THAT(after.message, HasSubstr("the store's server closed the connection (did its process end?)"));
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 //   std::string id = store->get_string("nccl/id");      // waits for the key, or kTimeout
 //
 // Used by init_process_group (comm/process_group.hpp: every rank announces itself and waits for
-// the others), spawn() (one InMemoryStore for its rank threads) and, later, the backends that
-// need to share a bootstrap (NCCL's unique id) and the TCP store of `dpscope launch`.
+// the others), spawn() (one InMemoryStore for its rank threads) and TCPStore (comm/tcp_store.hpp),
+// where processes meet: `dpscope launch`'s MASTER_ADDR:MASTER_PORT.
 //
 // The interface is process-agnostic: values are bytes, counters are their decimal text (like
 // c10d, so `get` on a counter returns "3"), and every call may block at most its timeout. A
@@ -105,6 +105,10 @@ class InMemoryStore final : public Store {
  public:
   explicit InMemoryStore(Milliseconds timeout = kDefaultTimeout) : Store(timeout) {}
   std::string name() const override { return "InMemoryStore"; }
+  // Wakes every waiting get() and wait(), which then end as if their deadline had passed, and makes
+  // later ones end at once: how the TCP store's server stops without waiting out its clients'
+  // timeouts. Values stay readable.
+  void close();
 
  protected:
   void do_set(const std::string& key, const StoreBytes& value) override;
@@ -121,8 +125,9 @@ class InMemoryStore final : public Store {
   std::vector<std::string> missing_locked(const std::vector<std::string>& keys) const;
 
   std::mutex mutex_;
-  std::condition_variable changed_;  // notified on every set, add and successful compare_set
+  std::condition_variable changed_;  // notified on every set, add and successful compare_set, and close
   std::map<std::string, StoreBytes> values_;
+  bool closed_ = false;
 };
 
 }  // namespace dpscope
