@@ -289,6 +289,43 @@ TEST_F(ViewerTest, TreeTransfersGoAroundTheCardsAndTheHost) {
   EXPECT_GT(paths, 50u);
 }
 
+// A tree run is drawn as the tree its all-reduce climbs (tree 0 of the double binary tree, a heap
+// over the ranks): every rank's card below its parent's ((r - 1) / 2), the two children of a
+// parent on either side of it, the host in a column of its own on the left.
+TEST_F(ViewerTest, ATreeRunIsDrawnAsItsTree) {
+  const auto path = dir_ / "tree8.jsonl";
+  const auto r = dpscope::testing::run_command(
+      fmt::format("{} train --mode ddp --devices 8 --model 64-128-4 --batch 16 --steps 1 --algo tree "
+                  "--dataset blobs:256:64:4 --trace {} >/dev/null 2>&1",
+                  DPSCOPE_CLI, path.string()));
+  ASSERT_EQ(r.exit_code, 0);
+  auto v = make(true);
+  v->open(path, {});
+  const ReplayModel& m = *v->active_document()->model();
+  frame(*v);
+  std::map<int, StageView::Box> by_rank;
+  const StageView::Box* host = nullptr;
+  for (const StageView::Box& b : v->stage().boxes()) {
+    const ModelDevice& d = m.devices()[static_cast<size_t>(b.device)];
+    if (d.is_host) host = &b;
+    if (!d.is_host && !d.is_switch) by_rank[d.rank] = b;
+  }
+  ASSERT_EQ(by_rank.size(), 8u);
+  ASSERT_NE(host, nullptr);
+  for (int rank = 1; rank < 8; ++rank) {
+    const StageView::Box& child = by_rank[rank];
+    const StageView::Box& parent = by_rank[(rank - 1) / 2];
+    EXPECT_GT(child.center.y - child.half.y, parent.center.y + parent.half.y) << "rank " << rank;
+    if (rank % 2 == 1) {
+      EXPECT_LT(child.center.x, parent.center.x) << "rank " << rank << " is a left child";
+    } else {
+      EXPECT_GT(child.center.x, parent.center.x) << "rank " << rank << " is a right child";
+    }
+  }
+  for (const auto& [rank, card] : by_rank)
+    EXPECT_LT(host->center.x + host->half.x, card.center.x - card.half.x) << "rank " << rank;
+}
+
 TEST_F(ViewerTest, KeysDriveThePlayer) {
   const auto path = dir_ / "ddp.jsonl";
   testing::write_ddp_trace(path, 2, 3);

@@ -107,6 +107,12 @@ void StageView::layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size) {
   });
   boxes_.clear();
   const ImVec2 host_half(std::min(fs * 5.0f, size.x * 0.09f), fs * 1.6f);
+  tree_ = ring_.size() >= 3 && parse_run_info(model.data().header.run_json).algo == "tree";
+  if (tree_) {
+    layout_tree(origin, size, host_half);
+    layout_switches(origin, size, host_half);
+    return;
+  }
   layout_cards(origin, size, host_half);
   layout_switches(origin, size, host_half);
 }
@@ -170,7 +176,7 @@ void StageView::layout_switches(ImVec2 origin, ImVec2 size, ImVec2 host_half) {
   const Box* host = host_ >= 0 ? box_of(host_) : nullptr;
   const ImVec2 anchor =
       host != nullptr ? host->center : ImVec2(origin.x + size.x * 0.5f, origin.y + size.y * 0.5f);
-  const bool beside = ring_.size() > 2;
+  const bool beside = ring_.size() > 2 && !tree_;  // a tree's host column stacks them
   for (size_t i = 0; i < switches_.size(); ++i) {
     const float k = static_cast<float>(i / 2 + 1);
     const float side = i % 2 == 0 ? -1.0f : 1.0f;
@@ -215,6 +221,7 @@ std::vector<ImVec2> StageView::link_path(int a, int b) const {
   std::vector<ImVec2> curve;
   for (int i = 0; i <= 24; ++i) curve.push_back(bezier(from, control, to, static_cast<float>(i) / 24.0f));
   if (!crosses_a_box(curve, a, b)) return curve;
+  if (tree_) return tree_route(a, b);
   // Other boxes in the way (a tree's parent and child are seldom ring neighbours; the host's copy
   // to an outer card passes over an inner one): leave towards the corridor between the rows, run
   // along it beside the host, and enter the other box from the corridor.
@@ -318,6 +325,15 @@ void StageView::draw_links(const ViewContext& ctx, ImDrawList* dl) {
   auto ring_pos = [&](int device) {
     return static_cast<int>(std::find(ring_.begin(), ring_.end(), device) - ring_.begin());
   };
+  if (tree_) {
+    // A tree run: the tree's own edges, parent to child (the fabric behind them, NVSwitch or PCIe,
+    // is named in the header line; drawn to every card it would only hide the tree).
+    for (size_t i = 1; i < n; ++i) {
+      const std::vector<ImVec2> path = link_path(ring_[(i - 1) / 2], ring_[i]);
+      dl->AddPolyline(path.data(), static_cast<int>(path.size()), pal.link, 0, 2.0f * pal.line_scale);
+    }
+    return;
+  }
   std::vector<std::pair<int, int>> drawn;
   for (const TraceLinkInfo& link : model.data().header.links) {
     int a = model.device_index(link.src);

@@ -44,6 +44,10 @@ class StageView final : public View {
   // The GPU cards and the host (layout's first part); then the switches beside the host.
   void layout_cards(ImVec2 origin, ImVec2 size, ImVec2 host_half);
   void layout_switches(ImVec2 origin, ImVec2 size, ImVec2 host_half);
+  // A tree run's cards as tree 0 of the double binary tree (stage_tree_layout.cpp), and the route of
+  // an arrow that would cross a card there: along the lanes between rows and a side channel.
+  void layout_tree(ImVec2 origin, ImVec2 size, ImVec2 host_half);
+  std::vector<ImVec2> tree_route(int a, int b) const;
   bool is_switch(int device) const;
   void draw_links(const ViewContext& ctx, ImDrawList* dl);
   void draw_transfers(const ViewContext& ctx, ImDrawList* dl);
@@ -80,6 +84,10 @@ class StageView final : public View {
   std::vector<int> ring_;      // GPU device indices in rank order
   std::vector<int> switches_;  // network nodes (kind "switch") in header order
   int host_ = -1;
+  bool tree_ = false;                 // a tree run: layout_tree, tree_route
+  float tree_channel_x_ = 0.0f;       // tree layout: the free channel right of the cards
+  float tree_left_channel_x_ = 0.0f;  // and the one between the host's column and the cards
+  float tree_lane_ = 0.0f;            // half the space between two rows of cards
   std::vector<ImVec4> label_rects_;
   std::vector<std::vector<ImVec2>> transfer_paths_;
   static constexpr float kMinCardScale = 0.5f;
