@@ -10,12 +10,17 @@ vs the machine's memcpy bound, side by side in one run (issue 3's speed goal; do
   (c) memcpy bound: the bytes a ring all-reduce moves between ranks, 2(n-1)/n * S per rank, i.e.
       2(n-1) * S in all, copied at the machine's best measured memcpy bandwidth (torch copy_ of a
       256 MiB buffer, 1 thread and all threads; the faster counts).
+  (d) dpscope mpi backend: `mpirun -np 4 dpscope bench all_reduce --backend mpi` (4 processes,
+      OpenMPI's own all-reduce, exact check); its time column: the slowest rank's time per
+      all-reduce between barriers. Skipped (printed) without mpirun.
 
-Rounds alternate (a), (b), (c); medians are reported. Usage:
+Rounds alternate (a), (b), (c), (d); medians are reported. Without torch, (b) and (c) are
+skipped with a line saying so, and (a) vs (d) still run. Usage:
   /usr/bin/python3 bench/allreduce_vs_gloo.py [--dpscope build/release/bin/dpscope] [--rounds 3]
 """
 import argparse
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -30,7 +35,7 @@ WARMUP = 3
 
 def find_dpscope(explicit):
     candidates = [explicit] if explicit else []
-    candidates += ["build/release/bin/dpscope", "build/bin/dpscope", "build-comm/bin/dpscope"]
+    candidates += ["build/release/bin/dpscope", "build/ci/bin/dpscope", "build/bin/dpscope"]
     for path in candidates:
         if path and os.path.exists(path):
             return path
@@ -44,6 +49,29 @@ def dpscope_ms(binary, algo):
     rows = [line.split() for line in out.splitlines() if line.strip() and not line.startswith("#")]
     assert len(rows) == 1 and rows[0][-1] == "0", out  # one size, no wrong values
     return float(rows[0][8]) / 1e3, float(rows[0][5])  # wall ms, simulated us
+
+
+def mpi_ms(binary):
+    """(d): the mpi backend's time per 16 MiB all-reduce in ms, or None without mpirun."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        return None
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none")
+    cmd = [mpirun, "--oversubscribe", "-np", str(RANKS), binary, "bench", "all_reduce", "--backend", "mpi",
+           "--devices", str(RANKS), "-b", "16M", "-e", "16M", "-n", str(ITERS), "-w", str(WARMUP)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    rows = [line.split() for line in out.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(rows) == 1 and rows[0][-1] == "0", out
+    return float(rows[0][5]) / 1e3
+
+
+def torch_available():
+    try:
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
 
 
 def _gloo_worker(rank, port, queue):
@@ -102,24 +130,48 @@ def main():
     binary = find_dpscope(args.dpscope)
     moved_bytes = 2 * (RANKS - 1) * SIZE_BYTES
 
-    ours, theirs, copy_bw, sim_us = [], [], [], 0.0
+    have_torch = torch_available()
+    ours, theirs, copy_bw, procs, sim_us = [], [], [], [], 0.0
     for r in range(args.rounds):
         wall, sim_us = dpscope_ms(binary, args.algo)
         ours.append(wall)
-        theirs.append(gloo_ms())
-        copy_bw.append(memcpy_gbps())
-        print(f"round {r + 1}: dpscope {ours[-1]:.2f} ms, gloo {theirs[-1]:.2f} ms, memcpy {copy_bw[-1]:.2f} GB/s",
-              flush=True)
+        if have_torch:
+            theirs.append(gloo_ms())
+            copy_bw.append(memcpy_gbps())
+        m = mpi_ms(binary)
+        if m is not None:
+            procs.append(m)
+        line = f"round {r + 1}: dpscope sim {ours[-1]:.2f} ms"
+        if have_torch:
+            line += f", gloo {theirs[-1]:.2f} ms, memcpy {copy_bw[-1]:.2f} GB/s"
+        if procs:
+            line += f", dpscope mpi {procs[-1]:.2f} ms"
+        print(line, flush=True)
 
-    d, g, bw = statistics.median(ours), statistics.median(theirs), statistics.median(copy_bw)
-    bound_ms = moved_bytes / (bw * 1e9) * 1e3
+    d = statistics.median(ours)
+    busbw = lambda ms: 2 * (RANKS - 1) / RANKS * SIZE_BYTES / (ms / 1e3) / 1e9  # noqa: E731
     print(f"\n16 MiB float32 all-reduce, {RANKS} ranks, {os.cpu_count()} CPU cores, median of {args.rounds} rounds")
-    print(f"  (a) dpscope sim backend ({args.algo}):  {d:8.2f} ms per all-reduce  (simulated H100 time {sim_us:.1f} us)")
-    print(f"  (b) torch.distributed gloo:        {g:8.2f} ms per all-reduce")
-    print(f"  (c) memcpy bound:                  {bound_ms:8.2f} ms  ({moved_bytes / 2**20:.0f} MiB at {bw:.2f} GB/s)")
-    print(f"  gloo / dpscope = {g / d:.2f}x  (goal: > 1, dpscope faster)")
-    print(f"  dpscope / memcpy bound = {d / bound_ms:.2f}x  (goal: <= 3)")
-
+    print(f"  (a) dpscope sim backend ({args.algo}):  {d:8.2f} ms per all-reduce, busbw {busbw(d):6.2f} GB/s"
+          f"  (simulated H100 time {sim_us:.1f} us)")
+    if have_torch:
+        g, bw = statistics.median(theirs), statistics.median(copy_bw)
+        bound_ms = moved_bytes / (bw * 1e9) * 1e3
+        print(f"  (b) torch.distributed gloo:        {g:8.2f} ms per all-reduce, busbw {busbw(g):6.2f} GB/s")
+        print(f"  (c) memcpy bound:                  {bound_ms:8.2f} ms  ({moved_bytes / 2**20:.0f} MiB at {bw:.2f} GB/s)")
+    else:
+        print("  (b), (c) skipped: this python3 has no torch (DPSCOPE_WITH_TORCH=1 scripts/install-deps.sh)")
+    if procs:
+        p = statistics.median(procs)
+        print(f"  (d) dpscope mpi backend:           {p:8.2f} ms per all-reduce, busbw {busbw(p):6.2f} GB/s")
+    else:
+        print("  (d) skipped: no mpirun on PATH")
+    if have_torch:
+        print(f"  gloo / dpscope sim = {g / d:.2f}x  (goal: > 1, dpscope faster)")
+        print(f"  dpscope / memcpy bound = {d / bound_ms:.2f}x  (goal: <= 3)")
+        if procs:
+            print(f"  gloo / dpscope mpi = {g / p:.2f}x  (goal: > 1, dpscope faster)")
+    if procs:
+        print(f"  dpscope mpi / dpscope sim = {p / d:.2f}x  (processes vs rank threads)")
 
 if __name__ == "__main__":
     main()

@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/bench.hpp"
+#include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/core/preset.hpp"
 
@@ -64,10 +65,16 @@ BenchOptions to_options(const BenchArgs& a) {
 }
 
 void print_header(const BenchOptions& o, const HardwarePreset& hw) {
-  const NetworkModel net(hw, o.devices);
-  fmt::print("# dpscope bench {}: backend {}, {} x {} (preset {})\n", api_name(o.collective), o.backend,
-             o.devices, hw.name, hw.id);
-  fmt::print("# network: {}\n", net.describe());
+  if (o.backend == "mpi") {
+    fmt::print("# dpscope bench {}: backend mpi, {} processes on this machine's CPUs\n",
+               api_name(o.collective), o.devices);
+    fmt::print("# time: the slowest rank's, measured on the host between barriers (MPI's own algorithms)\n");
+  } else {
+    const NetworkModel net(hw, o.devices);
+    fmt::print("# dpscope bench {}: backend {}, {} x {} (preset {})\n", api_name(o.collective), o.backend,
+               o.devices, hw.name, hw.id);
+    fmt::print("# network: {}\n", net.describe());
+  }
   const char* env = std::getenv("DPSCOPE_ALGO");
   const std::string algo = o.algorithm != Algorithm::kDefault ? to_string(o.algorithm)
                            : env != nullptr && *env != '\0'   ? fmt::format("{} (DPSCOPE_ALGO)", env)
@@ -91,7 +98,7 @@ void register_bench(CLI::App& app) {
                   "all_reduce, all_gather, reduce_scatter, broadcast or reduce")
       ->required();
   cmd->add_option("--backend", args->backend,
-                  "sim (simulated GPUs) | cuda (logical GPUs, our schedules) | nccl")
+                  "sim (simulated GPUs) | cuda (logical GPUs, our schedules) | nccl | mpi (under mpirun)")
       ->capture_default_str();
   cmd->add_option("--devices,-g", args->devices, "number of (simulated) GPUs, one rank each")
       ->capture_default_str();
@@ -114,7 +121,9 @@ void register_bench(CLI::App& app) {
     if (cmd->count("--algo") == 0) options.algorithm = Algorithm::kDefault;  // DPSCOPE_ALGO or auto
     validate_bench_options(options);
     const HardwarePreset hw = find_preset(options.preset);
-    print_header(options, hw);
+    // --backend mpi: every process is a rank; rank 0 prints the table.
+    const bool speaks = options.backend != "mpi" || mpi::launch_from_environment()->rank == 0;
+    if (speaks) print_header(options, hw);
     std::fflush(stdout);
     double busbw_sum = 0.0;
     int64_t rows = 0, wrong = 0;
@@ -131,6 +140,7 @@ void register_bench(CLI::App& app) {
       wrong += std::max<int64_t>(r.wrong, 0);
       ++rows;
     });
+    if (!speaks) return;
     fmt::print("# Wrong values         : {} {}\n", wrong,
                options.timing_only ? "(not checked: timing-only)" : (wrong == 0 ? "OK" : "FAILED"));
     fmt::print("# Avg bus bandwidth    : {:.3f}\n", rows > 0 ? busbw_sum / static_cast<double>(rows) : 0.0);

@@ -14,7 +14,9 @@
 #include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
+#include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/network.hpp"
+#include "dpscope/comm/process_group.hpp"
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/trace/recorder.hpp"
@@ -75,7 +77,7 @@ Buffers make_buffers(OpType op, Counts c, const Device& device, bool meta) {
   return b;
 }
 
-bool on_gpu(const BenchOptions& o) { return o.backend != "sim"; }
+bool on_gpu(const BenchOptions& o) { return o.backend == "cuda" || o.backend == "nccl"; }
 
 void fill_inputs(const BenchOptions& o, Buffers& b, int rank) {
   if (on_gpu(o)) {
@@ -147,8 +149,25 @@ std::shared_ptr<Work> run_once(const BenchOptions& o, ProcessGroup& pg, Buffers&
 }  // namespace
 
 void validate_bench_options(const BenchOptions& o) {
-  DPS_CHECK(o.backend == "sim" || o.backend == "cuda" || o.backend == "nccl", ErrorKind::kUsage,
-            "--backend {}: expected sim, cuda or nccl", o.backend);
+  DPS_CHECK(o.backend == "sim" || o.backend == "cuda" || o.backend == "nccl" || o.backend == "mpi",
+            ErrorKind::kUsage, "--backend {}: expected sim, cuda, nccl or mpi", o.backend);
+  if (o.backend == "mpi") {
+    // One process per rank under mpirun: checked here, before anything runs.
+    DPS_CHECK(mpi::built(), ErrorKind::kUsage, "--backend mpi is not built in this version (no MPI found)");
+    const std::optional<mpi::Launch> launch = mpi::launch_from_environment();
+    DPS_CHECK(launch.has_value(), ErrorKind::kUsage,
+              "--backend mpi: this process was not started by mpirun; run mpirun -np {} dpscope bench ... "
+              "--backend mpi",
+              o.devices);
+    DPS_CHECK(launch->size == o.devices, ErrorKind::kUsage,
+              "--devices {} but mpirun started {} processes (-np {}): give the same number", o.devices,
+              launch->size, launch->size);
+    DPS_CHECK(!o.timing_only && o.trace.empty(), ErrorKind::kUsage,
+              "--backend mpi measures real processes: --timing-only and --trace are for --backend sim");
+    DPS_CHECK(o.algorithm == Algorithm::kDefault || o.algorithm == Algorithm::kAuto, ErrorKind::kUsage,
+              "--backend mpi runs MPI's own algorithms: --algo {} is for --backend sim or cuda",
+              to_string(o.algorithm));
+  }
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
   DPS_CHECK(!o.timing_only || !on_gpu(o), ErrorKind::kUsage,
             "--timing-only simulates without data: it is for --backend sim, not {}", o.backend);
@@ -233,9 +252,61 @@ uint64_t parse_byte_size(std::string_view text, std::string_view flag) {
   return value * scale;
 }
 
+namespace {
+
+// --backend mpi: this process is one rank. Each timed collective runs between two barriers; its
+// time is the slowest rank's (a max all-reduce of the ranks' host times); #wrong is summed over the
+// ranks. Rank 0 reports the rows.
+std::vector<BenchRow> run_mpi_bench(const BenchOptions& o,
+                                    const std::function<void(const BenchRow&)>& on_row) {
+  const mpi::Launch launch = *mpi::launch_from_environment();
+  std::shared_ptr<ProcessGroup> group =
+      init_process_group({.backend = "mpi", .rank = launch.rank, .world_size = launch.size});
+  ProcessGroup& pg = *group;
+  const int n = pg.size();
+  const Device& device = pg.device();
+  auto across_ranks = [&](double value, ReduceOp op) {
+    Tensor t = Tensor::from_floats(std::vector<float>{static_cast<float>(value)}, {1}, device);
+    pg.all_reduce(t, {.op = op})->wait();
+    return static_cast<double>(t.item());
+  };
+  std::vector<BenchRow> rows;
+  for (uint64_t size = o.min_bytes; size <= o.max_bytes; size *= o.factor) {
+    const Counts c = counts_for(o.collective, size, n);
+    Buffers b = make_buffers(o.collective, c, device, false);
+    double seconds = 0.0;
+    for (int it = 0; it < o.warmup + o.iterations; ++it) {
+      fill_inputs(o, b, pg.rank());
+      pg.barrier()->wait();
+      const auto started = std::chrono::steady_clock::now();
+      run_once(o, pg, b)->wait();
+      const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      const double slowest = across_ranks(mine * 1e6, ReduceOp::kMax) / 1e6;
+      if (it >= o.warmup) seconds += slowest;
+    }
+    BenchRow r;
+    r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
+    r.count = c.total;
+    const double time_ns = seconds / o.iterations * 1e9;
+    r.sim_us = time_ns / 1e3;
+    r.algbw_gbps = time_ns > 0 ? static_cast<double>(r.bytes) / time_ns : 0.0;
+    r.busbw_gbps = r.algbw_gbps * bus_bandwidth_factor(o.collective, n);
+    r.wall_us = r.sim_us;
+    r.wrong = static_cast<int64_t>(
+        across_ranks(static_cast<double>(count_wrong(o, b, pg.rank(), n)), ReduceOp::kSum));
+    rows.push_back(r);
+    if (on_row && pg.rank() == 0) on_row(r);
+    if (size == 0 || size > o.max_bytes / o.factor) break;
+  }
+  return rows;
+}
+
+}  // namespace
+
 std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
                                            const std::function<void(const BenchRow&)>& on_row) {
   validate_bench_options(o);
+  if (o.backend == "mpi") return run_mpi_bench(o, on_row);
   const int n = o.devices;
   SimWorldOptions world_options{.preset = o.preset, .timeout = Milliseconds(10 * 60 * 1000)};
   if (o.algorithm != Algorithm::kDefault) world_options.algorithm = o.algorithm;

@@ -13,6 +13,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/bench.hpp"
+#include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/core/preset.hpp"
 #include "support/temp_files.hpp"
 
@@ -141,7 +142,7 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
                         Case{"all_reduce -b 1M -e 1K", "-b 1048576 is larger than -e 1024"},
                         Case{"all_reduce --devices 0", "--devices must be at least 1, got 0"},
                         Case{"all_reduce --algo hypercube", "--algo: unknown algorithm 'hypercube'"},
-                        Case{"all_reduce --backend mpi", "--backend mpi: expected sim, cuda or nccl"},
+                        Case{"all_reduce --backend gloo", "--backend gloo: expected sim, cuda, nccl or mpi"},
                         Case{"alltoall", "unknown collective 'alltoall'"},
                         Case{"broadcast -o max", "-o max given, but broadcast does not reduce"},
                         Case{"all_reduce -f 1", "-f must be at least 2, got 1"},
@@ -153,6 +154,11 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_THAT(r.output, HasSubstr(c.message));
   }
+  // Outside mpirun (tests/mpi runs it under mpirun), or in a build without MPI.
+  const Result mpi_run = run_bench("all_reduce --backend mpi --devices 2");
+  EXPECT_EQ(mpi_run.exit_code, 2) << mpi_run.output;
+  EXPECT_THAT(mpi_run.output, HasSubstr(mpi::built() ? "--backend mpi: this process was not started by mpirun"
+                                                     : "--backend mpi is not built in this version"));
 }
 
 TEST(BenchCli, TheAlgorithmComesFromDpscopeAlgoWhenNotGiven) {

@@ -158,8 +158,8 @@ namespace dpscope {
 namespace {
 
 TEST(GpuBench, BackendsAreCheckedBeforeAnythingRuns) {
-  EXPECT_EQ(error_of([] { validate_bench_options({.backend = "mpi"}); }).message,
-            "--backend mpi: expected sim, cuda or nccl");
+  EXPECT_EQ(error_of([] { validate_bench_options({.backend = "gloo"}); }).message,
+            "--backend gloo: expected sim, cuda, nccl or mpi");
   const Outcome timing = error_of([] { validate_bench_options({.backend = "cuda", .timing_only = true}); });
   EXPECT_EQ(timing.kind, ErrorKind::kUsage);
   EXPECT_EQ(timing.message, "--timing-only simulates without data: it is for --backend sim, not cuda");

@@ -1,6 +1,8 @@
-// `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi`: real processes train to the
-// same weights as the simulated DDP run of the same configuration, and the launcher's mistakes get
-// one clear line. This binary is not itself run under mpirun: it starts mpirun (DPSCOPE_MPIRUN).
+// dpscope's commands as mpirun's processes: `mpirun -np N dpscope train --mode ddp --device cpu
+// --backend mpi` trains to the same weights as the simulated DDP run of the same configuration;
+// `mpirun -np N dpscope bench COLLECTIVE --backend mpi` checks every collective's result exactly;
+// the launcher's mistakes get one clear line. This binary is not itself run under mpirun: it starts
+// mpirun (DPSCOPE_MPIRUN).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -84,6 +86,33 @@ TEST(MpiTrain, LaunchMistakesAreOneLine) {
   EXPECT_EQ(traced.exit_code, 2);
   EXPECT_THAT(traced.output,
               HasSubstr("--trace with --backend mpi: traces of rank processes are not written yet"));
+}
+
+TEST(MpiBench, EveryCollectiveIsExactOnProcesses) {
+  for (const char* collective : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"}) {
+    const auto r = run_command(
+        mpirun(3, fmt::format("bench {} --backend mpi --devices 3 -b 8 -e 64K -f 32 -n 2 -w 1", collective)));
+    ASSERT_EQ(r.exit_code, 0) << collective << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr("backend mpi, 3 processes on this machine's CPUs")) << collective;
+    EXPECT_THAT(r.output, HasSubstr("# Wrong values         : 0 OK")) << collective;
+    // One table: rank 0 prints it, the other ranks nothing.
+    EXPECT_EQ(r.output.find("# Wrong values"), r.output.rfind("# Wrong values")) << r.output;
+  }
+  const auto avg = run_command(mpirun(2, "bench all_reduce --backend mpi --devices 2 -b 1K -e 1K -o avg"));
+  EXPECT_EQ(avg.exit_code, 0) << avg.output;
+  EXPECT_THAT(avg.output, HasSubstr("# Wrong values         : 0 OK"));
+}
+
+TEST(MpiBench, MisuseIsOneLine) {
+  const auto outside = run_dpscope("bench all_reduce --backend mpi --devices 2");
+  EXPECT_EQ(outside.exit_code, 2) << outside.output;
+  EXPECT_THAT(outside.output,
+              HasSubstr("--backend mpi: this process was not started by mpirun; run mpirun -np 2 "
+                        "dpscope bench ... --backend mpi"));
+  const auto algo = run_command(mpirun(2, "bench all_reduce --backend mpi --devices 2 --algo ring"));
+  EXPECT_NE(algo.exit_code, 0);
+  EXPECT_THAT(algo.output,
+              HasSubstr("--backend mpi runs MPI's own algorithms: --algo ring is for --backend sim or cuda"));
 }
 
 }  // namespace
