@@ -196,6 +196,36 @@ TEST_F(ViewerTest, PresentationModeKeepsEveryCardRowAtClassroomSizes) {
     EXPECT_NE(ImGui::FindWindowByName("Caption"), nullptr);
   }
   EXPECT_LT(scale_720, 1.0f) << "8 cards at 1280x720 in 21 px text only fit scaled";
+
+  // A tree run keeps every row too: drawn as its tree where that fits (1920x1080), as the ring
+  // where the tree's four levels of cards cannot (1280x720).
+  const auto tree = dir_ / "tree8.jsonl";
+  ASSERT_EQ(
+      dpscope::testing::run_command(
+          fmt::format("{} train --mode ddp --devices 8 --model 64-128-4 --batch 16 --steps 1 --algo tree "
+                      "--dataset blobs:256:64:4 --trace {} >/dev/null 2>&1",
+                      DPSCOPE_CLI, tree.string()))
+          .exit_code,
+      0);
+  for (const ImVec2 size : {ImVec2(1280, 720), ImVec2(1920, 1080)}) {
+    ImGui::GetIO().DisplaySize = size;
+    auto v = make(true, /*present=*/true);
+    v->set_fonts(fonts_, present);
+    v->open(tree, {});
+    v->seek(v->active_document()->model()->at_fraction(0.5));
+    for (int i = 0; i < 12; ++i) frame(*v);
+    EXPECT_EQ(v->stage().clipped_cards(), 0) << "tree run at " << size.x << "x" << size.y;
+    // The tree puts rank 0 alone on top; the ring puts half the ranks in the top row.
+    float top = 1e9f;
+    int on_top = 0;
+    for (const StageView::Box& b : v->stage().boxes())
+      if (!v->active_document()->model()->devices()[static_cast<size_t>(b.device)].is_host &&
+          !v->active_document()->model()->devices()[static_cast<size_t>(b.device)].is_switch)
+        top = std::min(top, b.center.y);
+    for (const StageView::Box& b : v->stage().boxes())
+      if (std::fabs(b.center.y - top) < 1.0f) ++on_top;
+    EXPECT_EQ(on_top, size.x > 1500 ? 1 : 4) << size.x << "x" << size.y;
+  }
 }
 
 TEST_F(ViewerTest, CompareTakesTheStagesPlaceWithTheFewestGpusAsBaseline) {

@@ -102,7 +102,9 @@ int run_screenshot(const AppOptions& o) {
   viewer.set_fonts(fonts.normal, fonts.present);
   OffscreenTarget target(size.width, size.height);
   ImGuiIO& io = ImGui::GetIO();
-  for (int frame = 0; frame < 4; ++frame) {
+  // Enough frames for the stage to settle: cards shrink their text by 15 % a frame until every row
+  // fits (from 1 to the smallest scale takes 5), and a tree that cannot fit gives way to the ring.
+  for (int frame = 0; frame < 12; ++frame) {
     platform->new_frame();
     io.DisplaySize = ImVec2(static_cast<float>(size.width), static_cast<float>(size.height));
     io.DisplayFramebufferScale = ImVec2(1.0f, 1.0f);

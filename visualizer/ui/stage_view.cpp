@@ -107,7 +107,12 @@ void StageView::layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size) {
   });
   boxes_.clear();
   const ImVec2 host_half(std::min(fs * 5.0f, size.x * 0.09f), fs * 1.6f);
-  tree_ = ring_.size() >= 3 && parse_run_info(model.data().header.run_json).algo == "tree";
+  // A tree run is drawn as its tree. In --present, where every card must keep every row, a stage
+  // too small for the tree's cards to do so (8 GPUs at 1280x720) falls back to the two-row ring
+  // layout, whose cards do; the working view keeps the tree (the inspector holds the details).
+  const bool tree_run = ring_.size() >= 3 && parse_run_info(model.data().header.run_json).algo == "tree";
+  if (size.x > tree_too_small_.x + 1.0f || size.y > tree_too_small_.y + 1.0f) tree_too_small_ = ImVec2(0, 0);
+  tree_ = tree_run && tree_too_small_.x == 0.0f;
   if (tree_) {
     layout_tree(origin, size, host_half);
     layout_switches(origin, size, host_half);
@@ -624,7 +629,10 @@ void StageView::draw(ViewContext& ctx) {
   // The next frame's card scale: smaller while a row does not fit, back towards 1 while every card
   // has rows to spare (the gap between the two keeps it from oscillating).
   clipped_cards_ = clipped;
-  if (clipped > 0) {
+  if (clipped > 0 && tree_ && ctx.present && card_scale_ <= kMinCardScale) {
+    tree_too_small_ = area_size;  // the tree cannot keep its rows here: the ring layout from now on
+    card_scale_ = 1.0f;
+  } else if (clipped > 0) {
     card_scale_ = std::max(kMinCardScale, card_scale_ * 0.85f);
   } else if (roomy_ && card_scale_ < 1.0f) {
     card_scale_ = std::min(1.0f, card_scale_ * 1.05f);

@@ -88,6 +88,9 @@ class StageView final : public View {
   float tree_channel_x_ = 0.0f;       // tree layout: the free channel right of the cards
   float tree_left_channel_x_ = 0.0f;  // and the one between the host's column and the cards
   float tree_lane_ = 0.0f;            // half the space between two rows of cards
+  // The stage size at which the tree layout clipped card rows even at the smallest scale (0, 0:
+  // none yet); the tree is tried again once the stage grows past it.
+  ImVec2 tree_too_small_{0, 0};
   std::vector<ImVec4> label_rects_;
   std::vector<std::vector<ImVec2>> transfer_paths_;
   static constexpr float kMinCardScale = 0.5f;
