@@ -157,10 +157,9 @@ std::vector<std::string> TCPStore::do_wait(const std::vector<std::string>& keys,
   const StoreBytes response =
       call(Writer().u8(static_cast<uint8_t>(Op::kWait)).texts(keys).i64(ms).take(), ms);
   if (status_of(response) == Status::kOk) return {};
-  std::vector<std::string> missing;  // which ones: asked one by one (a timeout is the slow path anyway)
-  for (const std::string& key : keys)
-    if (!do_check({key})) missing.push_back(key);
-  return missing;
+  Reader in(response);  // timed out: the keys still missing follow
+  in.u8();
+  return must(in.texts(), name());
 }
 
 bool TCPStore::do_check(const std::vector<std::string>& keys) {

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,7 +99,9 @@ TcpStoreServer::~TcpStoreServer() {
   std::vector<std::thread> workers;
   {
     std::lock_guard lock(mutex_);
-    for (int fd : client_fds_) ::shutdown(fd, SHUT_RDWR);  // recv() returns
+    // Reading ends (an idle connection's recv() returns), writing does not: a request being
+    // answered still gets its answer (the set whose waiter just let rank 0's process end, say).
+    for (int fd : client_fds_) ::shutdown(fd, SHUT_RD);
     workers.swap(workers_);
   }
   for (std::thread& t : workers) t.join();
@@ -113,6 +116,8 @@ void TcpStoreServer::accept_loop() {
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    const timeval send_limit{.tv_sec = 10, .tv_usec = 0};  // a client that stops reading cannot hold us
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_limit, sizeof(send_limit));
     std::lock_guard lock(mutex_);
     if (stopping_) {
       ::close(fd);
@@ -180,7 +185,18 @@ StoreBytes TcpStoreServer::handle(const StoreBytes& request) {
         auto keys = in.texts();
         auto ms = in.i64();
         if (!keys || !ms) return {};
-        store_.wait(*keys, remaining(*ms));
+        try {
+          store_.wait(*keys, remaining(*ms));
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::kTimeout) throw;
+          // Timed out: which keys are missing travels with the answer (the server may be stopping,
+          // so the client cannot ask again).
+          std::vector<std::string> missing;
+          for (const std::string& key : *keys)
+            if (!store_.check({key})) missing.push_back(key);
+          out.u8(static_cast<uint8_t>(Status::kTimedOut)).texts(missing);
+          return out.take();
+        }
         ok();
         break;
       }

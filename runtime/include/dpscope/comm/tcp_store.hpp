@@ -21,8 +21,12 @@
 //
 // Wire format (version 1, both directions): a u32 length, then the message; integers little-endian;
 // strings and byte values as u32 length + bytes. A request starts with a u8 op, a response with a u8
-// status (0 ok, 1 timed out, 2 not a counter). Not an interface to other programs: only dpscope's
-// own processes speak it.
+// status (0 ok, 1 timed out, 2 not a counter); a timed-out wait lists the keys still missing. Not an
+// interface to other programs: only dpscope's own processes speak it.
+//
+// Stopping: when the server's owner goes (rank 0's process ends), waiting calls are answered
+// "timed out" at once, a request being answered still gets its answer, and later calls fail with
+// "the store's server closed the connection".
 //
 // Thread semantics: thread-safe. One object holds one connection; its calls are serialized (a get()
 // waiting for a key delays other calls on the same object, not on other objects).
