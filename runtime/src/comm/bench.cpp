@@ -154,14 +154,7 @@ void validate_bench_options(const BenchOptions& o) {
   if (o.backend == "mpi") {
     // One process per rank under mpirun: checked here, before anything runs.
     DPS_CHECK(mpi::built(), ErrorKind::kUsage, "--backend mpi is not built in this version (no MPI found)");
-    const std::optional<mpi::Launch> launch = mpi::launch_from_environment();
-    DPS_CHECK(launch.has_value(), ErrorKind::kUsage,
-              "--backend mpi: this process was not started by mpirun; run mpirun -np {} dpscope bench ... "
-              "--backend mpi",
-              o.devices);
-    DPS_CHECK(launch->size == o.devices, ErrorKind::kUsage,
-              "--devices {} but mpirun started {} processes (-np {}): give the same number", o.devices,
-              launch->size, launch->size);
+    mpi::require_mpirun_launch(o.devices, "bench");
     DPS_CHECK(!o.timing_only && o.trace.empty(), ErrorKind::kUsage,
               "--backend mpi measures real processes: --timing-only and --trace are for --backend sim");
     DPS_CHECK(o.algorithm == Algorithm::kDefault || o.algorithm == Algorithm::kAuto, ErrorKind::kUsage,
@@ -259,7 +252,7 @@ namespace {
 // ranks. Rank 0 reports the rows.
 std::vector<BenchRow> run_mpi_bench(const BenchOptions& o,
                                     const std::function<void(const BenchRow&)>& on_row) {
-  const mpi::Launch launch = *mpi::launch_from_environment();
+  const mpi::Launch launch = mpi::require_mpirun_launch(o.devices, "bench");
   std::shared_ptr<ProcessGroup> group =
       init_process_group({.backend = "mpi", .rank = launch.rank, .world_size = launch.size});
   ProcessGroup& pg = *group;

@@ -17,16 +17,9 @@ namespace dpscope::detail {
 
 TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_step) {
   const auto wall_start = std::chrono::steady_clock::now();
-  const std::optional<mpi::Launch> launch = mpi::launch_from_environment();
-  DPS_CHECK(launch.has_value(), ErrorKind::kUsage,
-            "--backend mpi: this process was not started by mpirun; run mpirun -np {} dpscope train ... "
-            "--backend mpi",
-            config.devices);
-  DPS_CHECK(launch->size == config.devices, ErrorKind::kUsage,
-            "--devices {} but mpirun started {} processes (-np {}): give the same number", config.devices,
-            launch->size, launch->size);
+  const mpi::Launch launch = mpi::require_mpirun_launch(config.devices, "train");
   std::shared_ptr<ProcessGroup> group =
-      init_process_group({.backend = "mpi", .rank = launch->rank, .world_size = launch->size});
+      init_process_group({.backend = "mpi", .rank = launch.rank, .world_size = launch.size});
 
   TrainResult result;
   result.process_rank = group->rank();
@@ -51,7 +44,7 @@ TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_s
   result.samples_per_step = mine.samples_per_step;
   result.last_checkpoint = mine.last_checkpoint;
   result.device_name =
-      fmt::format("{} processes on the CPU (rank {} of {}, mpi)", launch->size, group->rank(), launch->size);
+      fmt::format("{} processes on the CPU (rank {} of {}, mpi)", launch.size, group->rank(), launch.size);
   std::unique_ptr<TraceRecorder> no_trace;
   finish_run(no_trace, wall_start, result);
   return result;

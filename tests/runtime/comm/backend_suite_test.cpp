@@ -12,6 +12,7 @@
 
 #include "backend_cases.hpp"
 #include "comm_test_util.hpp"
+#include "support/collective_cases.hpp"
 
 namespace dpscope {
 namespace {
@@ -21,47 +22,14 @@ using test::round_options;
 using test::size_skip_reason;
 
 constexpr int kRanks[] = {1, 2, 3, 4, 5, 8};
-constexpr int64_t kCounts[] = {0, 1, 13, 1000};
-constexpr int64_t kLargeCount = (int64_t{1} << 18) + 3;
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kProduct, ReduceOp::kMin,
-                             ReduceOp::kMax};
-
-float input(ReduceOp op, int rank, int n, int64_t i) {
-  if (op == ReduceOp::kProduct) return i % n == rank ? 2.0f : -1.0f;
-  return static_cast<float>(rank * n + i);
-}
-
-std::vector<float> inputs(ReduceOp op, int rank, int n, int64_t count) {
-  std::vector<float> v(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = input(op, rank, n, i);
-  return v;
-}
-
-float expected(ReduceOp op, int n, int64_t i) {
-  const int64_t s = static_cast<int64_t>(n) * (n - 1) / 2;
-  switch (op) {
-    case ReduceOp::kSum: return static_cast<float>(n * s + n * i);
-    case ReduceOp::kAvg: return static_cast<float>(s + i);
-    case ReduceOp::kProduct: return n % 2 == 1 ? 2.0f : -2.0f;
-    case ReduceOp::kMin: return static_cast<float>(i);
-    case ReduceOp::kMax: return static_cast<float>((n - 1) * n + i);
-  }
-  return 0.0f;
-}
-
-std::vector<float> expecteds(ReduceOp op, int n, int64_t first, int64_t count) {
-  std::vector<float> v(static_cast<size_t>(count));
-  for (int64_t k = 0; k < count; ++k) v[static_cast<size_t>(k)] = expected(op, n, first + k);
-  return v;
-}
-
-// Every rank's inputs back to back: what all_gather and gather collect.
-std::vector<float> concatenated(int n, int64_t count) {
-  std::vector<float> all;
-  for (int r = 0; r < n; ++r)
-    for (float v : inputs(ReduceOp::kSum, r, n, count)) all.push_back(v);
-  return all;
-}
+using test::concatenated;
+using test::expected;
+using test::expecteds;
+using test::input;
+using test::inputs;
+using test::kCounts;
+using test::kLargeCount;
+using test::kOps;
 
 using Slots = std::vector<std::vector<float>>;
 

@@ -46,6 +46,12 @@ struct Launch {
 // MPI; nullopt when the process was not started by an MPI launcher.
 std::optional<Launch> launch_from_environment();
 
+// A command's check that mpirun started this process as one of `devices` ranks: the launch, or
+// kUsage "--backend mpi: this process was not started by mpirun; run mpirun -np 4 dpscope train ...
+// --backend mpi" / "--devices 3 but mpirun started 2 processes (-np 2): give the same number".
+// `command` is the dpscope subcommand ("train", "bench").
+Launch require_mpirun_launch(int devices, const char* command);
+
 // Initialises MPI if nobody has (see the file comment) and returns MPI_COMM_WORLD's rank and size.
 // Throws kUnsupported in a build without MPI, kInvalidArgument outside mpirun, kInternal when the
 // MPI library cannot give MPI_THREAD_MULTIPLE.
