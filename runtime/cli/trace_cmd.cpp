@@ -1,6 +1,7 @@
 // `dpscope trace`: tools for dpscope traces (docs/trace-format.md).
 //   dpscope trace export --chrome IN.jsonl OUT.json   Chrome Trace Event JSON for ui.perfetto.dev
 //   dpscope trace stats IN.jsonl [--per-step]         compute / comm / exposed comm / idle per device
+//   dpscope trace merge DIR OUT.jsonl                 process ranks' rank-K.jsonl on rank 0's clock
 // Both read strictly (the first malformed line is an error, exit code 2) unless --lenient is given,
 // which skips malformed lines and lists them on stderr.
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/trace/merge.hpp"
 #include "dpscope/trace_format/chrome_export.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "dpscope/trace_format/stats.hpp"
@@ -87,6 +89,23 @@ void register_trace(CLI::App& app) {
     trace::export_chrome(data, std::filesystem::path(export_options->out));
     fmt::print("wrote {} ({} trace events as Chrome Trace Event JSON)\nopen it at https://ui.perfetto.dev\n",
                export_options->out, data.events.size());
+  });
+
+  auto merge_in = std::make_shared<std::string>();
+  auto merge_out = std::make_shared<std::string>();
+  CLI::App* merge_cmd = cmd->add_subcommand(
+      "merge", "put the per-rank traces of process ranks (DIR/rank-K.jsonl) on one timeline");
+  merge_cmd
+      ->add_option("DIR", *merge_in, "the directory of rank-K.jsonl files (train --backend mpi --trace DIR)")
+      ->required();
+  merge_cmd->add_option("OUT", *merge_out, "the merged trace (.jsonl)")->required();
+  merge_cmd->callback([merge_in, merge_out] {
+    check_output_is_not_input(*merge_in, *merge_out);
+    const trace::MergeResult r = trace::merge_rank_traces(*merge_in, *merge_out);
+    fmt::print("wrote {} ({} ranks, {} events on rank 0's clock)\n", *merge_out, r.ranks, r.events);
+    for (const trace::RankClock& c : r.clocks)
+      fmt::print("  rank {}: clock offset {:+.1f} us (+/- {:.1f} us)\n", c.rank, c.offset_ns / 1e3,
+                 c.uncertainty_ns / 1e3);
   });
 
   struct StatsOptions {

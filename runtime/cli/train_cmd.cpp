@@ -105,7 +105,10 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
                config.no_sync_every);
   }
   if (!config.save.empty()) fmt::print("weights saved to {}\n", config.save);
-  if (!result.trace_path.empty()) {
+  if (!result.trace_path.empty() && config.backend == "mpi") {
+    fmt::print("traces: {}/rank-K.jsonl, one per rank on its own clock\n", config.trace);
+    fmt::print("  on one timeline:      dpscope trace merge {0} {0}/merged.jsonl\n", config.trace);
+  } else if (!result.trace_path.empty()) {
     fmt::print("trace: {} ({} events)\n", result.trace_path, result.trace_events);
     fmt::print("  export for Perfetto:  dpscope trace export --chrome {} {}.perfetto.json\n",
                result.trace_path, std::filesystem::path(result.trace_path).replace_extension().string());

@@ -41,9 +41,7 @@ int add_trace_device(TraceHeader& header, const Device& device) {
   return info.id;
 }
 
-namespace {
-
-void write_header(fmt::memory_buffer& out, const TraceHeader& h) {
+void append_trace_header(fmt::memory_buffer& out, const TraceHeader& h) {
   auto it = std::back_inserter(out);
   fmt::format_to(it, R"({{"type":"header","format":"{}","version":"{}.{}","clock":)", kTraceFormatName,
                  kTraceFormatMajor, kTraceFormatMinor);
@@ -89,6 +87,8 @@ void write_header(fmt::memory_buffer& out, const TraceHeader& h) {
   }
   out.append(std::string_view("]}\n"));
 }
+
+namespace {
 
 // A span's `args` object (nothing for NoArgs), keys in the order docs/trace-format.md shows.
 void write_span_args(fmt::memory_buffer& out, const SpanArgs& args) {
@@ -160,7 +160,7 @@ std::unique_ptr<TraceRecorder> TraceRecorder::open(const std::filesystem::path& 
             std::strerror(errno));
   std::unique_ptr<TraceRecorder> recorder(new TraceRecorder(path, file, header.host_id));
   fmt::memory_buffer line;
-  write_header(line, header);
+  append_trace_header(line, header);
   recorder->commit(line);
   recorder->flush();
   for (const Device& device : devices) {

@@ -44,16 +44,17 @@ void check_output_file(const NamedPath& output) {
             output.flag, output.path);
 }
 
-// --checkpoint-dir: a writable directory, or one that can be created inside the nearest existing one.
-void check_checkpoint_dir(const std::string& path) {
+// A directory output (--checkpoint-dir; --trace of mpi ranks, one file per rank): a writable
+// directory, or one that can be created inside the nearest existing one.
+void check_output_dir(const char* flag, const std::string& path) {
   std::error_code error;
   fs::path existing = fs::absolute(path, error);
   while (!fs::exists(existing, error) && existing.has_parent_path() && existing != existing.parent_path())
     existing = existing.parent_path();
-  DPS_CHECK(fs::is_directory(existing, error), ErrorKind::kUsage,
-            "--checkpoint-dir {}: '{}' is not a directory", path, existing.string());
-  DPS_CHECK(writable_directory(existing), ErrorKind::kUsage,
-            "--checkpoint-dir {}: directory '{}' is not writable", path, existing.string());
+  DPS_CHECK(fs::is_directory(existing, error), ErrorKind::kUsage, "{} {}: '{}' is not a directory", flag,
+            path, existing.string());
+  DPS_CHECK(writable_directory(existing), ErrorKind::kUsage, "{} {}: directory '{}' is not writable", flag,
+            path, existing.string());
 }
 
 }  // namespace
@@ -69,7 +70,10 @@ void check_output_paths(const TrainConfig& config) {
 
   std::vector<NamedPath> outputs;
   if (!config.save.empty()) outputs.push_back({"--save", config.save});
-  if (!config.trace.empty()) outputs.push_back({"--trace", config.trace});
+  // mpi ranks are processes: --trace names the directory each writes its rank-K.jsonl into.
+  const bool trace_dir = config.backend == "mpi";
+  if (!config.trace.empty() && !trace_dir) outputs.push_back({"--trace", config.trace});
+  if (!config.trace.empty() && trace_dir) check_output_dir("--trace", config.trace);
   for (const NamedPath& output : outputs) {
     check_output_file(output);
     for (const NamedPath& input : inputs)
@@ -77,10 +81,10 @@ void check_output_paths(const TrainConfig& config) {
                 "{} {} is the same file as the input {} {}: it would be overwritten", output.flag,
                 output.path, input.flag, input.path);
   }
-  DPS_CHECK(config.save.empty() || config.trace.empty() || !same_file(config.save, config.trace),
+  DPS_CHECK(config.save.empty() || config.trace.empty() || trace_dir || !same_file(config.save, config.trace),
             ErrorKind::kUsage, "--trace {} is the same file as --save {}: give them different names",
             config.trace, config.save);
-  if (!config.checkpoint_dir.empty()) check_checkpoint_dir(config.checkpoint_dir);
+  if (!config.checkpoint_dir.empty()) check_output_dir("--checkpoint-dir", config.checkpoint_dir);
 }
 
 }  // namespace dpscope

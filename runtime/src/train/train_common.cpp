@@ -123,10 +123,15 @@ std::unique_ptr<Loss> make_loss(const TrainConfig& config) {
 std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::vector<Device>& devices,
                                           const Module& model) {
   if (config.trace.empty()) return nullptr;
+  return open_trace_at(config.trace, config.to_json(), devices, model);
+}
+
+std::unique_ptr<TraceRecorder> open_trace_at(const std::filesystem::path& path, std::string run_json,
+                                             const std::vector<Device>& devices, const Module& model) {
   for (const Device& device : devices) kernels::warm_up(device);  // not inside the first traced step
   TraceHeader header;
   header.clock = devices.front().is_simulated() ? "simulated" : "measured";
-  header.run_json = config.to_json();
+  header.run_json = std::move(run_json);
   std::vector<int> trace_ids;
   for (const Device& device : devices) trace_ids.push_back(add_trace_device(header, device));
   if (const HardwarePreset* hw = devices.front().hardware(); hw != nullptr && devices.front().is_simulated())
@@ -134,7 +139,7 @@ std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::
   for (const Parameter* p : model.parameters())
     header.params.push_back(
         {.index = p->index, .name = p->name, .shape = p->data.shape(), .bytes = p->data.nbytes()});
-  return TraceRecorder::open(config.trace, header, devices);
+  return TraceRecorder::open(path, header, devices);
 }
 
 std::string describe_devices(const std::vector<Device>& devices) {

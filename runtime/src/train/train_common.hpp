@@ -29,6 +29,10 @@ std::unique_ptr<Loss> make_loss(const TrainConfig& config);
 // Opens --trace (nullptr when not tracing) with every device and the model's parameters in the header.
 std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::vector<Device>& devices,
                                           const Module& model);
+// The same at `path` with the header's "run" object `run_json` (mpi ranks: one file per rank, the
+// run object carrying the rank's "process" entry).
+std::unique_ptr<TraceRecorder> open_trace_at(const std::filesystem::path& path, std::string run_json,
+                                             const std::vector<Device>& devices, const Module& model);
 // "sim:0..sim:3 (4 x NVIDIA H100 SXM5 80GB)".
 std::string describe_devices(const std::vector<Device>& devices);
 // DistributedDataParallel's options from the --bucket-mb, --first-bucket-mb, --find-unused-parameters,

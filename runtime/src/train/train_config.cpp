@@ -46,9 +46,6 @@ void TrainConfig::validate() const {
   DPS_CHECK(backend != "mpi" || (mode == "ddp" && device == "cpu"), ErrorKind::kUsage,
             "--backend mpi runs each rank as a process on its CPU, started by mpirun -np N: use --mode ddp "
             "--device cpu");
-  DPS_CHECK(backend != "mpi" || trace.empty(), ErrorKind::kUsage,
-            "--trace with --backend mpi: traces of rank processes are not written yet; trace the same run on "
-            "simulated GPUs (--device sim --backend sim)");
   DPS_CHECK(
       mode != "ddp" || device != "cpu" || backend == "mpi", ErrorKind::kUsage,
       "--mode ddp runs one rank per GPU: use --device sim (simulated) or --device cuda (or --device cpu "

@@ -82,10 +82,28 @@ TEST(MpiTrain, LaunchMistakesAreOneLine) {
   EXPECT_THAT(on_sim.output,
               HasSubstr("--backend mpi runs each rank as a process on its CPU, started by mpirun -np "
                         "N: use --mode ddp --device cpu"));
-  const auto traced = run_dpscope(kRun + "--device cpu --backend mpi --devices 2 --trace /tmp/never.jsonl");
-  EXPECT_EQ(traced.exit_code, 2);
-  EXPECT_THAT(traced.output,
-              HasSubstr("--trace with --backend mpi: traces of rank processes are not written yet"));
+}
+
+TEST(MpiTrain, EachRankTracesItsOwnFileAndTheMergeIsOneTimeline) {
+  TempDir dir("mpi_trace");
+  const std::string traces = dir / "traces";
+  const auto r =
+      run_command(mpirun(2, kRun + "--device cpu --backend mpi --devices 2 --trace " + traces));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(fmt::format("traces: {}/rank-K.jsonl, one per rank", traces)));
+  for (int rank : {0, 1}) {
+    const std::string header = testing::read_file(fmt::format("{}/rank-{}.jsonl", traces, rank));
+    EXPECT_THAT(header,
+                HasSubstr(fmt::format(R"("process":{{"rank":{},"world_size":2,"clock_offset_ns":)", rank)));
+  }
+  const auto merged = run_dpscope(fmt::format("trace merge {} {}", traces, dir / "merged.jsonl"));
+  ASSERT_EQ(merged.exit_code, 0) << merged.output;
+  EXPECT_THAT(merged.output, HasSubstr("(2 ranks, "));
+  EXPECT_THAT(merged.output, HasSubstr("rank 1: clock offset "));
+  const auto stats = run_dpscope("trace stats " + (dir / "merged.jsonl"));
+  ASSERT_EQ(stats.exit_code, 0) << stats.output;
+  EXPECT_THAT(stats.output, HasSubstr("measured clock, 2 devices"));
+  EXPECT_THAT(stats.output, HasSubstr("cpu:1"));
 }
 
 TEST(MpiBench, EveryCollectiveIsExactOnProcesses) {

@@ -37,6 +37,10 @@ namespace dpscope {
 // GPUs come from the topology: call add_network_links (comm/network.hpp) once all are added.
 int add_trace_device(TraceHeader& header, const Device& device);
 
+// Appends the header line of a trace (no newline): the recorder's first line, and the merged
+// header of `dpscope trace merge` (trace/merge.hpp).
+void append_trace_header(fmt::memory_buffer& out, const TraceHeader& header);
+
 class TraceRecorder final : public TraceSink {
  public:
   // Opens `path` for writing, writes the header line and attaches to `devices`; each one's trace id
