@@ -484,6 +484,10 @@ void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origi
   if (run.timing_only && run.devices > static_cast<int>(ring_.size())) {
     // One traced GPU stands for the world (train --timing-only): say so, not "1 GPU".
     title += fmt::format(" · GPU 0 of {} ({}, simulated, timing-only)", run.devices, hardware);
+  } else if (!ring_.empty() && std::all_of(ring_.begin(), ring_.end(),
+                                           [&](int d) { return model.devices()[d].kind == "cpu"; })) {
+    // Ranks that are processes on CPUs (train --backend mpi, merged): say so, not "GPUs".
+    title += fmt::format(" · {} CPU process{}", ring_.size(), ring_.size() == 1 ? "" : "es");
   } else {
     title += fmt::format(" · {} GPU{}", ring_.size(), ring_.size() == 1 ? "" : "s");
     if (!hardware.empty()) title += fmt::format(" ({}, {})", hardware, simulated ? "simulated" : "measured");
