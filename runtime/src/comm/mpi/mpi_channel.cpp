@@ -11,7 +11,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Polls that only yield before the loop starts sleeping between them (file comment).
-constexpr auto kYieldingFor = std::chrono::milliseconds(5);
+constexpr auto kYieldingFor = std::chrono::milliseconds(1000);  // see the header: rounds follow at once
 constexpr auto kSleepBetweenPolls = std::chrono::microseconds(50);
 
 enum class NoticeType : int32_t { kFailed = 1, kFinished = 2 };
