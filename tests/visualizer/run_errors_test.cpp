@@ -13,17 +13,7 @@ namespace {
 
 TEST(RunErrors, AMismatchedCollectiveRunEndsWithOneErrorPerRankInTimeOrder) {
   const std::filesystem::path trace = testing::scratch_dir() / "mismatch.jsonl";
-  TrainConfig config;
-  config.mode = "ddp";
-  config.devices = 3;
-  config.model = "4-8-2";
-  config.dataset = "blobs:96:4:2";
-  config.batch = 8;
-  config.shuffle = false;
-  config.steps = 3;
-  config.pitfalls = {"mismatched-collective"};
-  config.trace = trace.string();
-  EXPECT_THROW(run_training(config), Error);
+  testing::write_failed_ddp_trace(trace, 3, "4-8-2", 8);
 
   const testing::LoadedTrace loaded = testing::load_trace(trace);
   const ReplayModel& model = *loaded.model;

@@ -7,8 +7,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "dpscope/base/error.hpp"
 #include "dpscope/comm/bench.hpp"
 #include "dpscope/core/preset.hpp"
+#include "dpscope/nn/sequential.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/trace_format/reader.hpp"
 
@@ -87,6 +89,22 @@ RuntimeTrace write_ddp_trace(const std::filesystem::path& path, int devices, int
 
 RuntimeTrace write_dp_trace(const std::filesystem::path& path, int devices, int steps, int64_t batch) {
   return run_traced(fixture_config("dp", devices, steps, batch, batch * steps), path);
+}
+
+void write_failed_ddp_trace(const std::filesystem::path& path, int devices, const std::string& model,
+                            int64_t batch) {
+  const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(model);
+  TrainConfig config;
+  config.mode = "ddp";
+  config.devices = devices;
+  config.model = model;
+  config.dataset = fmt::format("blobs:{}:{}:{}", devices * batch * 4, sizes.front(), sizes.back());
+  config.batch = batch;
+  config.shuffle = false;
+  config.steps = 3;
+  config.pitfalls = {"mismatched-collective"};
+  config.trace = path.string();
+  EXPECT_THROW(run_training(config), Error);
 }
 
 RuntimeTrace write_single_trace(const std::filesystem::path& path, int steps) {

@@ -52,6 +52,11 @@ RuntimeTrace write_dp_trace(const std::filesystem::path& path, int devices = 4, 
                             int64_t batch = 10);
 // `dpscope train --mode single` on one simulated GPU, batch 16, traced.
 RuntimeTrace write_single_trace(const std::filesystem::path& path, int steps = 2);
+// A DDP run that fails (--pitfall mismatched-collective, 3 steps): every rank ends with an `error`
+// event. `model` is --model; its first and last sizes shape the blobs data set. The run's error
+// is expected and swallowed.
+void write_failed_ddp_trace(const std::filesystem::path& path, int devices, const std::string& model,
+                            int64_t batch);
 
 // A 4x T4 trace written by the runtime itself (run_collective_bench, as `dpscope bench --preset t4
 // --trace`): one 1 MiB ring all-reduce per iteration, timing only. The header holds the PCIe host

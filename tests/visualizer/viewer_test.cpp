@@ -484,17 +484,7 @@ TEST_F(ViewerTest, TheLiveEdgeWaitsForTheGpuThatIsBehind) {
 // normal layout and in presentation mode at 1280x720.
 TEST_F(ViewerTest, AFailedRunShowsItsErrorInABannerFromTheMomentTheFirstRankStops) {
   const auto path = dir_ / "mismatch.jsonl";
-  TrainConfig config;
-  config.mode = "ddp";
-  config.devices = 4;
-  config.model = "16-16-4";
-  config.dataset = "blobs:256:16:4";
-  config.batch = 16;
-  config.shuffle = false;
-  config.steps = 3;
-  config.pitfalls = {"mismatched-collective"};
-  config.trace = path.string();
-  EXPECT_THROW(run_training(config), Error);
+  testing::write_failed_ddp_trace(path, 4, "16-16-4", 16);
   for (const bool present : {false, true}) {
     ImGui::GetIO().DisplaySize = present ? ImVec2(1280, 720) : ImVec2(1600, 900);
     auto v = make(true, present);
