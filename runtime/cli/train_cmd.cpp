@@ -105,7 +105,7 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
                config.no_sync_every);
   }
   if (!config.save.empty()) fmt::print("weights saved to {}\n", config.save);
-  if (!result.trace_path.empty() && config.backend == "mpi") {
+  if (!result.trace_path.empty() && config.one_process_per_rank()) {
     fmt::print("traces: {}/rank-K.jsonl, one per rank on its own clock\n", config.trace);
     fmt::print("  on one timeline:      dpscope trace merge {0} {0}/merged.jsonl\n", config.trace);
   } else if (!result.trace_path.empty()) {
@@ -167,7 +167,9 @@ void register_train(CLI::App& app) {
       cmd->add_option("--device", config.device, "sim (simulated GPUs) | cpu | cuda (real GPUs, docs/gpu.md)")
           ->capture_default_str();
   flags.backend =
-      cmd->add_option("--backend", config.backend, "ddp process-group backend: sim | cuda | nccl | mpi")
+      cmd->add_option("--backend", config.backend,
+                      "ddp process-group backend: sim | cuda | nccl (one process per GPU under dpscope "
+                      "launch) | mpi (under mpirun)")
           ->capture_default_str();
   cmd->add_option("--devices", config.devices, "number of GPUs (simulated, or logical cuda GPUs)")
       ->capture_default_str();
@@ -193,7 +195,9 @@ void register_train(CLI::App& app) {
       cmd->add_option("--epochs", config.epochs, "number of epochs (default 1 when --steps is not given)");
   cmd->add_option("--init", config.init, "initial weights (safetensors, PyTorch state_dict names)");
   cmd->add_option("--save", config.save, "write final weights (safetensors)");
-  cmd->add_option("--trace", config.trace, "write a trace (JSON Lines, docs/trace-format.md)");
+  cmd->add_option("--trace", config.trace,
+                  "write a trace (JSON Lines, docs/trace-format.md); ranks that are processes "
+                  "(mpi, nccl under dpscope launch) write DIR/rank-K.jsonl");
   cmd->add_option("--checkpoint-dir", config.checkpoint_dir,
                   "write checkpoints there (atomic, newest 2 kept)");
   cmd->add_option("--checkpoint-every", config.checkpoint_every,
@@ -229,7 +233,7 @@ void register_train(CLI::App& app) {
     Progress progress(tty, run_config.timing_only);
     const TrainResult result =
         run_training(run_config, [&](const StepReport& report) { progress.update(report); });
-    if (result.process_rank == 0) print_summary(run_config, result);  // mpi: rank 0 speaks for the run
+    if (result.process_rank == 0) print_summary(run_config, result);  // processes: rank 0 speaks for the run
   });
 }
 

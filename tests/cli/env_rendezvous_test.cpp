@@ -4,34 +4,18 @@
 // read_env_rendezvous()'s checks of the variables run in this process.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cstdlib>
 
 #include "cli/run_limited.hpp"
 #include "dpscope/comm/env_rendezvous.hpp"
 #include "support/errors.hpp"
+#include "support/ports.hpp"
 
 namespace dpscope::testing {
 namespace {
 
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
-
-// A port that was free a moment ago (the launcher's ranks then bind it).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t n = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 LimitedRun launch_probe(int ranks, const std::vector<std::string>& probe_args) {
   std::vector<std::string> argv = {

@@ -7,12 +7,13 @@
 
 namespace dpscope {
 
-std::shared_ptr<SimWorld> make_cuda_world(int world_size, SimWorldOptions options,
-                                          uint64_t memory_cap_bytes) {
+std::shared_ptr<SimWorld> make_cuda_world(int world_size, SimWorldOptions options, uint64_t memory_cap_bytes,
+                                          int first_device) {
   DPS_CHECK(world_size >= 1, ErrorKind::kInvalidArgument,
             "make_cuda_world: world size must be at least 1, got {}", world_size);
   cuda::require_available("make_cuda_world");
-  options.devices = cuda::make_devices({.count = world_size, .memory_cap_bytes = memory_cap_bytes});
+  options.devices =
+      cuda::make_devices({.count = world_size, .memory_cap_bytes = memory_cap_bytes, .first = first_device});
   return SimWorld::create(world_size, std::move(options));
 }
 

@@ -77,6 +77,8 @@ TraceContext* thread_trace_context(const void* device) {
 void check_options(const LogicalGpuOptions& options) {
   DPS_CHECK(options.count >= 1, ErrorKind::kInvalidArgument, "--devices {}: need at least one cuda device",
             options.count);
+  DPS_CHECK(options.first >= 0, ErrorKind::kInvalidArgument, "cuda:{}: a cuda device index must be >= 0",
+            options.first);
 }
 
 }  // namespace dpscope::cuda::detail

@@ -70,8 +70,8 @@ void check_output_paths(const TrainConfig& config) {
 
   std::vector<NamedPath> outputs;
   if (!config.save.empty()) outputs.push_back({"--save", config.save});
-  // mpi ranks are processes: --trace names the directory each writes its rank-K.jsonl into.
-  const bool trace_dir = config.backend == "mpi";
+  // Ranks that are processes: --trace names the directory each writes its rank-K.jsonl into.
+  const bool trace_dir = config.one_process_per_rank();
   if (!config.trace.empty() && !trace_dir) outputs.push_back({"--trace", config.trace});
   if (!config.trace.empty() && trace_dir) check_output_dir("--trace", config.trace);
   for (const NamedPath& output : outputs) {

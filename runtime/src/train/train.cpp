@@ -254,6 +254,7 @@ TrainResult run_training(const TrainConfig& config, const StepObserver& on_step)
   find_preset(config.preset);  // an unknown --preset is refused with --device cpu too
   if (config.timing_only) return run_analytic_training(config, on_step);
   if (config.backend == "mpi") return run_mpi_training(config, on_step);
+  if (config.one_process_per_rank()) return run_env_training(config, *read_env_rendezvous(), on_step);
   return config.mode == "ddp" ? run_ddp_training(config, on_step) : run_single_or_dp(config, on_step);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/data/dataset.hpp"
 #include "dpscope/nn/loss.hpp"
 #include "dpscope/optim/optimizer.hpp"
@@ -100,8 +101,14 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
 // tensors, its collectives timed for the whole world; `config` is validated.
 TrainResult run_analytic_training(const TrainConfig& config, const StepObserver& on_step);
 
-// `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi` (train_mpi.cpp): this process is
-// one rank; `config` is validated.
+// `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi` (train_processes.cpp): this
+// process is one rank; `config` is validated.
 TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_step);
+
+// `dpscope launch --nproc N -- dpscope train --mode ddp --device cuda --backend nccl`
+// (train_processes.cpp): this process is rank env.rank, on cuda:env.local_rank; `config` is
+// validated.
+TrainResult run_env_training(const TrainConfig& config, const EnvRendezvous& env,
+                             const StepObserver& on_step);
 
 }  // namespace dpscope::detail

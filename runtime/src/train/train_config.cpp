@@ -8,6 +8,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/backend_registry.hpp"
+#include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/train/train.hpp"
@@ -25,6 +26,10 @@ bool one_of(const T& value, std::initializer_list<T> allowed) {
 }
 
 }  // namespace
+
+bool TrainConfig::one_process_per_rank() const {
+  return backend == "mpi" || (mode == "ddp" && backend == "nccl" && read_env_rendezvous().has_value());
+}
 
 void TrainConfig::validate() const {
   using std::string;
@@ -87,8 +92,30 @@ void TrainConfig::validate() const {
   }
   if (mode == "ddp" && backend == "nccl") {
     // NCCL runs one rank per physical GPU ("Duplicate GPU detected" otherwise): say so at once.
-    const std::string problem = nccl_world_size_problem(devices, cuda::physical_device_count());
-    DPS_CHECK(problem.empty(), ErrorKind::kUsage, "--backend {}", problem);
+    if (const std::optional<EnvRendezvous> env = read_env_rendezvous()) {
+      // One process per rank: this machine runs LOCAL_WORLD_SIZE of them.
+      DPS_CHECK(env->world_size == devices, ErrorKind::kUsage,
+                "--devices {} but the launcher started {} processes (WORLD_SIZE={}): give the same number",
+                devices, env->world_size, env->world_size);
+      const int gpus = cuda::physical_device_count();
+      DPS_CHECK(env->local_world_size <= gpus, ErrorKind::kUsage,
+                "--backend nccl: {} processes on this machine (LOCAL_WORLD_SIZE={}) need {} GPUs, it has {} "
+                "(NCCL refuses two ranks on one GPU); start one process per GPU, or one process with "
+                "--backend cuda --devices {} for logical GPUs on one",
+                env->local_world_size, env->local_world_size, env->local_world_size, gpus,
+                env->local_world_size);
+    } else {
+      const std::string problem = nccl_world_size_problem(devices, cuda::physical_device_count());
+      DPS_CHECK(problem.empty(), ErrorKind::kUsage, "--backend {}", problem);
+    }
+  } else if (const std::optional<EnvRendezvous> env = read_env_rendezvous(); env && env->world_size > 1) {
+    // A launcher started several copies of this command: only nccl ranks are processes (mpi
+    // ranks are mpirun's, checked by the mpi launch).
+    DPS_CHECK(backend == "mpi", ErrorKind::kUsage,
+              "this process is rank {} of {} (RANK and WORLD_SIZE are set, as dpscope launch and torchrun "
+              "do), but --mode {}{} runs the whole run in one process: use --mode ddp --device cuda "
+              "--backend nccl for one process per GPU, or start one process",
+              env->rank, env->world_size, mode, mode == "ddp" ? " --backend " + backend : "");
   }
   DPS_CHECK(one_of<string>(loss, {"ce", "mse"}), ErrorKind::kUsage, "--loss '{}' is not one of ce, mse",
             loss);

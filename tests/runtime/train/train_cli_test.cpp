@@ -244,6 +244,33 @@ TEST(TrainCli, BadFlagValues) {
   expect_usage_error("train --dataset moons:64 --model 2-8-3", "moons");
 }
 
+// A launcher (dpscope launch, torchrun) starts one copy of the command per rank with RANK and
+// WORLD_SIZE set: only ranks that are processes (nccl) may run so; every other mode would run the
+// whole run N times over the same outputs, and says so in one line.
+TEST(TrainCli, UnderALauncherOnlyProcessRanksRun) {
+  auto as_rank = [](const std::string& env, const std::string& args) {
+    return testing::run_command(env + " " + DPSCOPE_CLI + " " + args);
+  };
+  for (const std::string& args : {kOk, kOk + "--mode dp --devices 2 ", kOk + "--mode ddp --devices 2 "}) {
+    const auto r = as_rank("RANK=1 WORLD_SIZE=2", args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_NE(r.output.find("this process is rank 1 of 2 (RANK and WORLD_SIZE are set, as dpscope launch and "
+                            "torchrun do)"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("runs the whole run in one process: use --mode ddp --device cuda --backend nccl"),
+              std::string::npos)
+        << r.output;
+  }
+  // A world of one process is an ordinary run.
+  EXPECT_EQ(as_rank("RANK=0 WORLD_SIZE=1", kOk).exit_code, 0);
+  // Malformed launcher variables are named.
+  const auto bad = as_rank("RANK=2 WORLD_SIZE=2", kOk + "--mode ddp --devices 2 ");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("RANK=2 must be below WORLD_SIZE=2"), std::string::npos) << bad.output;
+}
+
 TEST(TrainCli, MissingAndMismatchedFiles) {
   TempDir dir("train_files");
   expect_usage_error("train --model 2-8-3 --data " + (dir / "nope.npy") + "," + (dir / "y.npy"), "nope.npy");

@@ -10,6 +10,7 @@
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/io/safetensors.hpp"
 #include "support/cli.hpp"
+#include "support/ports.hpp"
 
 namespace dpscope {
 namespace {
@@ -87,6 +88,43 @@ TEST_F(TrainCuda, NcclRefusesTwoRanksOnOneGpuInOneLine) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_NE(r.output.find("--backend cuda"), std::string::npos) << r.output;
+}
+
+// NCCL across processes: `dpscope launch --nproc N -- dpscope train ... --backend nccl`, one
+// process per GPU, the ncclUniqueId through the launcher's TCPStore; world size 1 on a one-GPU
+// machine, and 2 where there are two GPUs.
+TEST_F(TrainCuda, NcclProcessesUnderLaunchMatchSimulatedDdp) {
+  const int most = std::min(2, cuda::physical_device_count());
+  for (int ranks = 1; ranks <= most; ++ranks) {
+    const std::string common = fmt::format("--mode ddp --devices {} --batch {} ", ranks, 64 / ranks);
+    const auto sim = run(common + "--device sim --backend sim", fmt::format("sim{}", ranks));
+    const std::filesystem::path out = dir_.path() / fmt::format("launched{}.safetensors", ranks);
+    const std::filesystem::path traces = dir_.path() / fmt::format("traces{}", ranks);
+    const auto r = run_dpscope(
+        fmt::format("launch --nproc {} --master-port {} -- {} {} {} --device cuda --backend "
+                    "nccl --save {} --trace {}",
+                    ranks, testing::free_port(), DPSCOPE_CLI, kRun, common, out.string(), traces.string()));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(fmt::format("rank 0 of {} processes (nccl)", ranks)), std::string::npos)
+        << r.output;
+    EXPECT_LE(max_difference(sim, out), 1e-4f) << ranks << " processes";
+    for (int k = 0; k < ranks; ++k)
+      EXPECT_TRUE(std::filesystem::exists(traces / fmt::format("rank-{}.jsonl", k))) << r.output;
+  }
+  if (most < 2) GTEST_SKIP() << "ran 1 process; 2 processes need 2 GPUs, this machine has " << most;
+}
+
+TEST_F(TrainCuda, NcclProcessesSharingOneGpuAreRefusedInOneLinePerRank) {
+  if (cuda::physical_device_count() != 1) GTEST_SKIP() << "needs a machine with exactly one GPU";
+  const auto r =
+      run_dpscope(fmt::format("launch --nproc 2 --master-port {} -- {} {} --mode ddp --devices 2 --batch "
+                              "16 --device cuda --backend nccl",
+                              testing::free_port(), DPSCOPE_CLI, kRun));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find("--backend nccl: 2 processes on this machine (LOCAL_WORLD_SIZE=2) need 2 GPUs, it has 1"),
+      std::string::npos)
+      << r.output;
 }
 
 TEST_F(TrainCuda, AMeasuredTraceHasTheSimulatedTracesEventNames) {

@@ -49,8 +49,11 @@ uint64_t logical_budget(uint64_t physical_free_bytes, int sharing, uint64_t cap_
 std::string preset_id_for_gpu(std::string_view driver_name);
 
 struct LogicalGpuOptions {
-  int count = 1;                  // logical devices cuda:0 .. cuda:count-1
+  int count = 1;                  // logical devices cuda:first .. cuda:first+count-1
   uint64_t memory_cap_bytes = 0;  // 0: the physical GPU's free memory split evenly
+  // The first logical index: a process of `dpscope launch` makes {.count = 1, .first = LOCAL_RANK},
+  // its own cuda:LOCAL_RANK on physical GPU LOCAL_RANK mod count (as torch.device("cuda", local_rank)).
+  int first = 0;
 };
 // Makes the logical devices; throws kDevice (unavailable) or kInvalidArgument (a bad count or cap).
 std::vector<Device> make_devices(const LogicalGpuOptions& options);

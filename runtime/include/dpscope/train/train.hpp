@@ -82,6 +82,12 @@ struct TrainConfig {
   std::vector<std::string> pitfalls;
   bool has_pitfall(const std::string& name) const;
 
+  // Whether each rank is a process of its own: --backend mpi (under mpirun), or --mode ddp
+  // --backend nccl in a process a launcher started with RANK and WORLD_SIZE set (dpscope launch,
+  // torchrun; comm/env_rendezvous.hpp). --trace then names a directory of rank-K.jsonl files.
+  // Throws kUsage on malformed launcher variables.
+  bool one_process_per_rank() const;
+
   // Throws Error(kUsage) naming the flag and the reason. Checks values only (no file access).
   void validate() const;
   // The configuration as a JSON object (the trace header's "run").

@@ -1,10 +1,11 @@
-// The `nccl` process-group backend: NCCL on one physical GPU per rank (rank threads of one
-// process, over a world made by make_cuda_world). Rank 0's ncclUniqueId reaches the others
-// through the init Store; each rank sets its GPU and joins a non-blocking communicator. Every
-// collective is enqueued on the rank's comm stream after it waited for the compute stream, then
-// the rank polls cudaStreamQuery and ncclCommGetAsyncError until the work is done: on the timeout,
-// an async error or a failed peer it calls ncclCommAbort and fails the Work naming the rank and
-// the collective, so nothing ever hangs. Times are measured with CUDA events around the call.
+// The `nccl` process-group backend: NCCL on one physical GPU per rank: rank threads of one
+// process, over a world made by make_cuda_world(world_size), or one process per rank (`dpscope
+// launch`), each over a world of its own one device (make_cuda_world(1, ..., local_rank)). Rank 0's
+// ncclUniqueId reaches the others through the init Store (a TCPStore across processes); each rank sets its
+// GPU and joins a non-blocking communicator. Every collective is enqueued on the rank's comm stream after it
+// waited for the compute stream, then the rank polls cudaStreamQuery and ncclCommGetAsyncError until the work
+// is done: on the timeout, an async error or a failed peer it calls ncclCommAbort and fails the Work naming
+// the rank and the collective, so nothing ever hangs. Times are measured with CUDA events around the call.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -290,18 +291,23 @@ class NcclBackend final : public Backend {
   }
 
   void abort(ErrorKind kind, const std::string& message) override {
-    world_->abort(global_ranks_[rank_], kind, message);
+    world_->abort(slot_of(global_ranks_[rank_]), kind, message);
     abort_comm();
   }
-  void rank_finished() override { world_->rank_finished(global_ranks_[rank_]); }
+  void rank_finished() override { world_->rank_finished(slot_of(global_ranks_[rank_])); }
 
  private:
   NcclBackend(std::shared_ptr<SimWorld> world, std::vector<int> global_ranks, int rank, Milliseconds timeout)
       : world_(std::move(world)),
         global_ranks_(std::move(global_ranks)),
         rank_(rank),
-        device_(world_->device(global_ranks_[rank])),
+        device_(world_->device(slot_of(global_ranks_[rank]))),
         timeout_(timeout.count() > 0 ? timeout : world_->timeout()) {}
+
+  // Where world rank `r` lives in world_: its own slot when the world holds every rank (rank
+  // threads), slot 0 when it holds this process's rank alone (one process per rank; a peer's
+  // failure then reaches this rank through NCCL's async error or the timeout, not through world_).
+  int slot_of(int r) const { return world_->size() == 1 ? 0 : r; }
 
   static std::vector<int> all_ranks(int n) {
     std::vector<int> ranks(static_cast<size_t>(n));
@@ -370,7 +376,7 @@ class NcclBackend final : public Backend {
                            cudaGetErrorName(query)));
       }
       if (const std::optional<RankFailure> failure = world_->first_failure();
-          failure && failure->rank != global_ranks_[rank_])
+          failure && failure->rank != slot_of(global_ranks_[rank_]))
         fail(what, failure->kind,
              fmt::format("aborted because rank {} failed: {}", failure->rank, failure->message));
       const auto elapsed = std::chrono::duration_cast<Milliseconds>(std::chrono::steady_clock::now() - begun);
@@ -459,17 +465,23 @@ constexpr const char* kUniqueIdKey = "dpscope/nccl/unique_id/";
 BackendFactory nccl_backend_factory() {
   return [](const InitOptions& options) -> std::unique_ptr<Backend> {
     cuda::require_available("init_process_group(\"nccl\")");
-    const std::string problem = nccl_world_size_problem(options.world_size, cuda::physical_device_count());
-    DPS_CHECK(problem.empty(), ErrorKind::kInvalidArgument, "{}", problem);
-    DPS_CHECK(options.world != nullptr && options.world->size() == options.world_size,
-              ErrorKind::kInvalidArgument,
-              "init_process_group(\"nccl\"): options.world must hold the {} ranks' cuda devices "
-              "(make_cuda_world(world_size))",
-              options.world_size);
+    // Rank threads share a world of every rank's device; a process of one rank has a world of its
+    // own device (its peers' GPUs may be on other machines, so only NCCL can check them).
+    const bool one_process_per_rank = options.world != nullptr && options.world->size() == 1;
+    DPS_CHECK(
+        options.world != nullptr && (options.world->size() == options.world_size || one_process_per_rank),
+        ErrorKind::kInvalidArgument,
+        "init_process_group(\"nccl\"): options.world must hold the {} ranks' cuda devices "
+        "(make_cuda_world(world_size)), or this process's one device when each rank is a process",
+        options.world_size);
+    if (!one_process_per_rank) {
+      const std::string problem = nccl_world_size_problem(options.world_size, cuda::physical_device_count());
+      DPS_CHECK(problem.empty(), ErrorKind::kInvalidArgument, "{}", problem);
+    }
     DPS_CHECK(options.store != nullptr, ErrorKind::kInvalidArgument,
               "init_process_group(\"nccl\"): options.store is required (rank 0 shares its ncclUniqueId "
               "through it)");
-    const Device& device = options.world->device(options.rank);
+    const Device& device = options.world->device(one_process_per_rank ? 0 : options.rank);
     DPS_CHECK(device.kind() == DeviceKind::kCuda, ErrorKind::kInvalidArgument,
               "init_process_group(\"nccl\"): rank {} is on {}, not a cuda device", options.rank,
               device.name());

@@ -1,6 +1,7 @@
 // core/cuda.hpp in a CUDA build: whether GPUs are there, making the logical devices, and the native
 // handles and measured-timing entry points the kernels, backends, tensors and KernelScope use.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -71,11 +72,11 @@ std::shared_ptr<PhysicalGpu> open_gpu(int physical) {
 
 // Lets every pair of the GPUs in use copy directly (NVLink or PCIe peer to peer) where they can;
 // cudaMemcpyPeerAsync stages through the host where they cannot.
-void enable_peer_access(int gpus) {
-  for (int a = 0; a < gpus; ++a) {
+void enable_peer_access(const std::vector<int>& gpus) {
+  for (int a : gpus) {
     const std::string where = fmt::format("GPU {}", a);
     DeviceGuard guard(a, where);
-    for (int b = 0; b < gpus; ++b) {
+    for (int b : gpus) {
       if (a == b) continue;
       int can = 0;
       check(cudaDeviceCanAccessPeer(&can, a, b), "cudaDeviceCanAccessPeer", where);
@@ -120,25 +121,30 @@ std::vector<Device> make_devices(const LogicalGpuOptions& options) {
   detail::check_options(options);
   require_available("--device cuda");
   const int physical_count = physical_device_count();
-  const int used = std::min(physical_count, options.count);
-  std::vector<std::shared_ptr<PhysicalGpu>> gpus;
-  std::vector<uint64_t> budgets;
-  for (int p = 0; p < used; ++p) {
-    gpus.push_back(open_gpu(p));
+  std::map<int, std::shared_ptr<PhysicalGpu>> gpus;  // physical index -> GPU, for the GPUs used
+  std::map<int, uint64_t> budgets;
+  for (int k = options.first; k < options.first + options.count; ++k) {
+    const int p = physical_for(k, physical_count);
+    if (gpus.count(p) > 0) continue;
+    gpus[p] = open_gpu(p);
     DeviceGuard guard(p, fmt::format("GPU {}", p));
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo", fmt::format("GPU {}", p));
     const uint64_t usable = free_bytes - headroom_bytes(free_bytes);
-    budgets.push_back(logical_budget(usable, logical_on_physical(p, options.count, physical_count),
-                                     options.memory_cap_bytes));
+    // The logical devices this call makes on GPU p (another process's devices are its own budget).
+    int sharing = 0;
+    for (int j = options.first; j < options.first + options.count; ++j)
+      sharing += physical_for(j, physical_count) == p ? 1 : 0;
+    budgets[p] = logical_budget(usable, sharing, options.memory_cap_bytes);
   }
+  std::vector<int> used;
+  for (const auto& [p, gpu] : gpus) used.push_back(p);
   enable_peer_access(used);
   std::vector<Device> devices;
-  for (int k = 0; k < options.count; ++k) {
+  for (int k = options.first; k < options.first + options.count; ++k) {
     const int p = physical_for(k, physical_count);
-    devices.emplace_back(
-        std::make_shared<CudaDevice>(k, gpus[static_cast<size_t>(p)], budgets[static_cast<size_t>(p)]));
+    devices.emplace_back(std::make_shared<CudaDevice>(k, gpus[p], budgets[p]));
   }
   return devices;
 }

@@ -1,0 +1,210 @@
+// Training as one process of a multi-process run: this process is one rank (torchrun's one
+// process per rank), started by one of two launchers:
+//   - run_mpi_training(): `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi`, the
+//     rank from OpenMPI's environment, the `mpi` process group;
+//   - run_env_training(): `dpscope launch --nproc N -- dpscope train --mode ddp --device cuda
+//     --backend nccl` (or torchrun), the rank from RANK/WORLD_SIZE/LOCAL_RANK (env://): the ranks
+//     meet in a TCPStore at MASTER_ADDR:MASTER_PORT, rank 0's ncclUniqueId travels through it, and
+//     each process trains on its own GPU, cuda:LOCAL_RANK.
+// Both then run train_rank() like a rank thread does, after checking that every rank runs the same
+// configuration (a mismatch names the flag and both values); every rank loads the data itself.
+// After each step the ranks average their local losses (a one-float all-reduce), so rank 0
+// reports the same loss a simulated DDP run reports; rank 0 also writes --save and the checkpoints.
+//
+// --trace DIR: each rank writes DIR/rank-K.jsonl on its own clock. Before training, rank 0 meets
+// every other rank for a few ping-pongs (send/recv of its clock, NTP's estimate: the offset from
+// the round trip with the least delay, half that round trip its uncertainty); each rank's header
+// records them in the run object's "process" entry, and `dpscope trace merge DIR OUT` puts the
+// ranks on rank 0's clock.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <limits>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/comm/env_rendezvous.hpp"
+#include "dpscope/comm/gpu_backends.hpp"
+#include "dpscope/comm/mpi_backend.hpp"
+#include "dpscope/comm/process_group.hpp"
+#include "dpscope/core/cuda.hpp"
+#include "dpscope/nn/sequential.hpp"
+#include "dpscope/train/train_rank.hpp"
+#include "train_common.hpp"
+
+namespace dpscope::detail {
+namespace {
+
+struct ClockOffset {
+  int64_t offset_ns = 0;       // add to this rank's trace times to get rank 0's
+  int64_t uncertainty_ns = 0;  // half the best round trip
+};
+
+// This rank's clock against rank 0's (see the file comment); every rank of the group calls it.
+ClockOffset measure_clock_offset(ProcessGroup& group) {
+  constexpr int kRounds = 8;
+  const Device& dev = group.device();
+  auto clock_tensor = [&](int64_t value) {
+    return Tensor::from_ints(std::vector<int64_t>{value}, {1}, dev, MemoryCategory::kBuffers);
+  };
+  ClockOffset best{0, std::numeric_limits<int64_t>::max()};
+  for (int peer = 1; peer < group.size(); ++peer) {
+    if (group.rank() != 0 && group.rank() != peer) continue;
+    for (int round = 0; round < kRounds; ++round) {
+      if (group.rank() == peer) {
+        const int64_t sent = dev.clock_ns(StreamKind::kCompute);
+        Tensor ping = clock_tensor(sent);
+        group.send(ping, 0)->wait();
+        Tensor pong = clock_tensor(0);
+        group.recv(pong, 0)->wait();
+        const int64_t back = dev.clock_ns(StreamKind::kCompute);
+        const int64_t half_trip = (back - sent) / 2;
+        if (half_trip < best.uncertainty_ns) best = {pong.to_ints()[0] - (sent + half_trip), half_trip};
+      } else {
+        Tensor ping = clock_tensor(0);
+        group.recv(ping, peer)->wait();
+        Tensor pong = clock_tensor(dev.clock_ns(StreamKind::kCompute));
+        group.send(pong, peer)->wait();
+      }
+    }
+  }
+  return group.rank() == 0 ? ClockOffset{} : best;
+}
+
+// The run object of rank K's trace: the configuration plus where the rank stands and its clock.
+std::string rank_run_json(const TrainConfig& config, int rank, int world_size, ClockOffset clock) {
+  nlohmann::ordered_json run = nlohmann::ordered_json::parse(config.to_json());
+  run["process"] = {{"rank", rank},
+                    {"world_size", world_size},
+                    {"clock_offset_ns", clock.offset_ns},
+                    {"clock_uncertainty_ns", clock.uncertainty_ns}};
+  return run.dump();
+}
+
+// This process's rank of a multi-process run, however it was launched.
+struct ProcessRank {
+  std::shared_ptr<ProcessGroup> group;
+  std::string device_name;  // TrainResult::device_name
+};
+
+// Every rank runs rank 0's configuration: rank 0 broadcasts its run object (the JSON of
+// TrainConfig::to_json), each rank compares it with its own, and an all-reduce tells every rank
+// whether one differs, so all of them stop (none waits for a peer that left). The rank that
+// differs names the flag and both values.
+void agree_on_configuration(ProcessGroup& group, const TrainConfig& config) {
+  const Device& dev = group.device();
+  const std::string mine = config.to_json();
+  Tensor length = Tensor::from_ints(std::vector<int64_t>{static_cast<int64_t>(mine.size())}, {1}, dev,
+                                    MemoryCategory::kBuffers);
+  group.broadcast(length, {.root = 0})->wait();
+  std::vector<int64_t> bytes(static_cast<size_t>(length.to_ints()[0]));
+  if (group.rank() == 0)
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(mine[i]);
+  Tensor text = Tensor::from_ints(bytes, {static_cast<int64_t>(bytes.size())}, dev, MemoryCategory::kBuffers);
+  group.broadcast(text, {.root = 0})->wait();
+  std::string rank0;
+  for (int64_t b : text.to_ints()) rank0.push_back(static_cast<char>(b));
+
+  std::string difference;  // "" when this rank runs rank 0's configuration
+  if (rank0 != mine) {
+    const nlohmann::ordered_json theirs = nlohmann::ordered_json::parse(rank0, nullptr, false);
+    const nlohmann::ordered_json ours = nlohmann::ordered_json::parse(mine);
+    difference = "the configuration differs";
+    for (const auto& [key, value] : ours.items())
+      if (theirs.is_discarded() || !theirs.contains(key) || theirs[key] != value) {
+        // The run object's keys are the flags' names with '_' for '-' ("pitfalls": --pitfall).
+        std::string flag = "--" + (key == "pitfalls" ? std::string("pitfall") : key);
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        difference =
+            fmt::format("{} is {} here but {} on rank 0", flag, value.dump(),
+                        theirs.is_discarded() || !theirs.contains(key) ? "unset" : theirs[key].dump());
+        break;
+      }
+  }
+  // The highest differing rank + 1 (0: all agree), on every rank.
+  Tensor verdict = Tensor::from_ints(std::vector<int64_t>{difference.empty() ? 0 : group.rank() + 1}, {1},
+                                     dev, MemoryCategory::kBuffers);
+  group.all_reduce(verdict, {.op = ReduceOp::kMax})->wait();
+  DPS_CHECK(difference.empty(), ErrorKind::kMismatch,
+            "rank {} of {} runs another configuration than rank 0: {} (every rank must be started with the "
+            "same flags)",
+            group.rank(), group.size(), difference);
+  const int64_t differing = verdict.to_ints()[0] - 1;
+  DPS_CHECK(differing < 0, ErrorKind::kMismatch,
+            "rank {} runs another configuration than rank 0 (its error names the flag): every rank must be "
+            "started with the same flags",
+            differing);
+}
+
+TrainResult train_as_process(const TrainConfig& config, const ProcessRank& process,
+                             std::chrono::steady_clock::time_point wall_start, const StepObserver& on_step) {
+  ProcessGroup& group = *process.group;
+  agree_on_configuration(group, config);
+  TrainResult result;
+  result.process_rank = group.rank();
+  RankOptions options;
+  options.data = load_data(config);
+  const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
+  check_data_fits(config, *options.data, sizes.front(), sizes.back());
+  result.samples = options.data->size();
+  std::unique_ptr<TraceRecorder> tracer;
+  if (!config.trace.empty()) {
+    const ClockOffset clock = measure_clock_offset(group);
+    std::filesystem::create_directories(config.trace);
+    const std::unique_ptr<Module> shape_model = make_model(config, Device::cpu());
+    tracer = open_trace_at(std::filesystem::path(config.trace) / fmt::format("rank-{}.jsonl", group.rank()),
+                           rank_run_json(config, group.rank(), group.size(), clock), {group.device()},
+                           *shape_model);
+  }
+  options.on_step = [&](const StepReport& report) {
+    Tensor loss = Tensor::from_floats(std::vector<float>{static_cast<float>(report.loss)}, {1},
+                                      group.device(), MemoryCategory::kBuffers);
+    group.all_reduce(loss, {.op = ReduceOp::kAvg})->wait();  // every rank, every step: the same order
+    StepReport whole = report;
+    whole.loss = loss.item();
+    whole.rank = -1;
+    result.losses.push_back(whole.loss);
+    if (on_step && group.rank() == 0) on_step(whole);
+  };
+  const RankResult mine = train_rank(group, config, options);
+  result.steps = mine.steps;
+  result.parameter_count = mine.parameter_count;
+  result.samples_per_step = mine.samples_per_step;
+  result.last_checkpoint = mine.last_checkpoint;
+  result.device_name = process.device_name;
+  finish_run(tracer, wall_start, result);
+  return result;
+}
+
+}  // namespace
+
+TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_step) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const mpi::Launch launch = mpi::require_mpirun_launch(config.devices, "train");
+  ProcessRank process;
+  process.group = init_process_group({.backend = "mpi", .rank = launch.rank, .world_size = launch.size});
+  process.device_name = fmt::format("{} processes on the CPU (rank {} of {}, mpi)", launch.size,
+                                    process.group->rank(), launch.size);
+  return train_as_process(config, process, wall_start, on_step);
+}
+
+TrainResult run_env_training(const TrainConfig& config, const EnvRendezvous& env,
+                             const StepObserver& on_step) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  DPS_ASSERT(config.backend == "nccl" && config.device == "cuda", "env:// training on --backend {}",
+             config.backend);
+  // The store outlives the group: rank 0 hosts it, and peers may still read from it while it ends.
+  const std::shared_ptr<Store> store = env_store(env);
+  const uint64_t cap = static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0);
+  std::shared_ptr<SimWorld> world = make_cuda_world(1, {.preset = config.preset}, cap, env.local_rank);
+  ProcessRank process;
+  process.group = init_process_group(
+      {.backend = "nccl", .store = store, .rank = env.rank, .world_size = env.world_size, .world = world});
+  const Device& device = process.group->device();
+  process.device_name = fmt::format("{} ({}), rank {} of {} processes (nccl)", device.name(),
+                                    cuda::physical_name(device.impl()), env.rank, env.world_size);
+  return train_as_process(config, process, wall_start, on_step);
+}
+
+}  // namespace dpscope::detail
