@@ -38,7 +38,7 @@ cmake_packages=(
 # Dependencies of those packages that need not travel: what every glibc-based Linux with a C++
 # compiler has, and GoogleTest's sources (libgtest-dev's static libraries are what the build links).
 base_system=(libc6 libgcc-s1 libstdc++6 gcc-12-base googletest)
-all_stages="gpu deps configure build tests bench-copy bench-allreduce bench-mlp bench-calibrate ddp viz"
+all_stages="gpu deps configure build tests bench-copy bench-allreduce bench-mlp bench-calibrate ddp nccl-processes viz"
 
 usage() {
   cat <<EOF
@@ -56,6 +56,7 @@ Usage:
 Options:
   --deps DIR       the downloaded .deb files (default: .gpu-deps in the repository)
   --build-dir DIR  the build folder, kept between runs (default: build/gpu-check)
+  --tests REGEX    the tests stage runs only the ctest tests matching REGEX (default: all)
   --stages LIST    comma-separated stages to run (default: all), in this order:
                    $all_stages
                    (split a long run in two: --stages gpu,deps,configure,build then the rest)
@@ -236,7 +237,8 @@ stage_build() {
 
 stage_tests() {
   [[ -f $build/CTestTestfile.cmake ]] || { echo "no test list in $build: configure failed"; return 1; }
-  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 600 2>&1 | tee "$logs/tests.ctest.txt"
+  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 600 ${tests_regex:+-R "$tests_regex"} 2>&1 |
+    tee "$logs/tests.ctest.txt"
   return "${PIPESTATUS[0]}"
 }
 
@@ -325,6 +327,27 @@ stage_ddp() {
   limited "$bin/dpscope" train "${ddp_args[@]}" --device sim --backend sim --preset "${DPSCOPE_SIM_PRESET:-h100-sxm}" \
     --trace "$logs/ddp.sim.jsonl" >/dev/null 2>&1 &&
     "$bin/dpscope" trace stats "$logs/ddp.sim.jsonl" 2>&1 | tee "$logs/ddp.sim-stats.txt"
+  return "$rc"
+}
+
+# NCCL across processes: `dpscope launch` starts one `dpscope train --backend nccl` per GPU (the
+# ncclUniqueId through the launcher's TCPStore); each rank writes its own trace.
+nccl_ranks() { local n=$gpus; ((n > 4)) && n=4; echo "$n"; }
+stage_nccl_processes() {
+  need_bin dpscope || return 1
+  local n rc=0 args=()
+  n=$(nccl_ranks)
+  for a in "${ddp_args[@]}"; do args+=("$a"); done
+  args[2]=$n  # --devices
+  rm -rf "$out/ddp-nccl"
+  limited "$bin/dpscope" launch --nproc "$n" --master-port "${DPSCOPE_MASTER_PORT:-29533}" -- "$bin/dpscope" train \
+    "${args[@]}" --device cuda --backend nccl --trace "$out/ddp-nccl" || rc=1
+  if [[ -f $out/ddp-nccl/rank-0.jsonl ]]; then
+    "$bin/dpscope" trace stats "$out/ddp-nccl/rank-0.jsonl" 2>&1 | tee "$logs/nccl-processes.stats.txt" || rc=1
+  else
+    echo "no rank-0 trace written"
+    rc=1
+  fi
   return "$rc"
 }
 
@@ -485,6 +508,25 @@ report_ddp() {
   done
 }
 
+report_nccl_processes() {
+  echo
+  echo "## NCCL across processes ($(nccl_ranks) process(es), one per GPU)"
+  echo "Command: \`dpscope launch --nproc $(nccl_ranks) -- dpscope train ... --devices $(nccl_ranks) --device cuda --backend nccl --trace ddp-nccl\`"
+  echo
+  if [[ ${result[nccl-processes]} == "not run" ]]; then
+    echo "Not run (not in --stages)."
+    return
+  fi
+  echo "Result: ${result[nccl-processes]}; rank traces in \`$out/ddp-nccl/\`."
+  if [[ -f $logs/nccl-processes.stats.txt ]]; then
+    echo
+    echo "\`dpscope trace stats\` of rank 0:"
+    echo '```'
+    cat "$logs/nccl-processes.stats.txt"
+    echo '```'
+  fi
+}
+
 write_report() {
   local s
   echo "# dpscope gpu-check report"
@@ -508,6 +550,7 @@ write_report() {
   report_calibration
   echo
   report_ddp
+  report_nccl_processes
   for s in $all_stages; do
     [[ ${result[$s]} == FAILED ]] || continue
     echo
@@ -523,6 +566,7 @@ mode=run
 deps="$repo/.gpu-deps"
 build="$repo/build/gpu-check"
 stages=${all_stages// /,}
+tests_regex=""
 out=""
 while (($#)); do
   case $1 in
@@ -532,6 +576,7 @@ while (($#)); do
     --deps) (($# >= 2)) || die_usage "--deps needs a folder"; deps=$2; shift ;;
     --build-dir) (($# >= 2)) || die_usage "--build-dir needs a folder"; build=$2; shift ;;
     --stages) (($# >= 2)) || die_usage "--stages needs a list"; stages=$2; shift ;;
+    --tests) (($# >= 2)) || die_usage "--tests needs a regular expression"; tests_regex=$2; shift ;;
     -*) die_usage "unknown option '$1'" ;;
     *) [[ -z $out ]] || die_usage "one OUT_DIR only, got '$out' and '$1'"; out=$1 ;;
   esac
@@ -585,6 +630,7 @@ run_stage bench-allreduce stage_bench_allreduce
 run_stage bench-mlp stage_bench_mlp
 run_stage bench-calibrate stage_bench_calibrate
 run_stage ddp stage_ddp
+run_stage nccl-processes stage_nccl_processes
 run_stage viz stage_viz
 
 write_report >"$out/report.md"

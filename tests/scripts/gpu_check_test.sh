@@ -67,7 +67,8 @@ case_help() {
   expect_text "--prepare [--deps DIR]"
   expect_text "[--stages LIST] OUT_DIR"
   expect_text "2 no NVIDIA GPU on this machine"
-  expect_text "gpu deps configure build tests bench-copy bench-allreduce bench-mlp bench-calibrate ddp viz"
+  expect_text "gpu deps configure build tests bench-copy bench-allreduce bench-mlp bench-calibrate ddp nccl-processes viz"
+  expect_text "--tests REGEX"
 }
 
 case_usage_errors() {
@@ -87,6 +88,9 @@ case_usage_errors() {
   run --prepare "$tmp/out"
   expect_rc 64
   expect_text "--prepare takes no OUT_DIR"
+  run "$tmp/out" --tests
+  expect_rc 64
+  expect_text "--tests needs a regular expression"
 }
 
 # Every `find_package(NAME ... REQUIRED)` of the build (but Threads, which every system has) has a
@@ -184,6 +188,10 @@ CTEST
   grep -qxF -- '- fails (Failed)' "$report" || fail "failed test not named: $(cat "$report")"
   grep -qxF -- '- skips (Skipped)' "$report" || fail "skipped test not named: $(cat "$report")"
   grep -qF '| tests | FAILED |' "$report" || fail "tests stage not FAILED: $(cat "$report")"
+  # --tests REGEX runs only the matching tests.
+  run --build-dir "$tmp/build" --stages tests --tests '^pass' "$tmp/out"
+  expect_rc 0
+  grep -qF '**1 passed, 0 failed, 0 skipped** out of 1' "$report" || fail "--tests ran others: $(cat "$report")"
 }
 
 # Newer CMake prints "100% tests passed out of N" when nothing failed (no failed count): the report
