@@ -338,7 +338,7 @@ stage_nccl_processes() {
   local n rc=0 args=()
   n=$(nccl_ranks)
   for a in "${ddp_args[@]}"; do args+=("$a"); done
-  args[2]=$n  # --devices
+  args[3]=$n  # the value of --devices
   rm -rf "$out/ddp-nccl"
   limited "$bin/dpscope" launch --nproc "$n" --master-port "${DPSCOPE_MASTER_PORT:-29533}" -- "$bin/dpscope" train \
     "${args[@]}" --device cuda --backend nccl --trace "$out/ddp-nccl" || rc=1

@@ -52,6 +52,8 @@ class TrainCuda : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.output;
     return out;
   }
+  // Runs `ranks` nccl processes under dpscope launch (below).
+  void expect_launched_nccl_matches_sim(int ranks);
   TempDir dir_{"train_cuda"};
 };
 
@@ -91,27 +93,30 @@ TEST_F(TrainCuda, NcclRefusesTwoRanksOnOneGpuInOneLine) {
 }
 
 // NCCL across processes: `dpscope launch --nproc N -- dpscope train ... --backend nccl`, one
-// process per GPU, the ncclUniqueId through the launcher's TCPStore; world size 1 on a one-GPU
-// machine, and 2 where there are two GPUs.
-TEST_F(TrainCuda, NcclProcessesUnderLaunchMatchSimulatedDdp) {
-  const int most = std::min(2, cuda::physical_device_count());
-  for (int ranks = 1; ranks <= most; ++ranks) {
-    const std::string common = fmt::format("--mode ddp --devices {} --batch {} ", ranks, 64 / ranks);
-    const auto sim = run(common + "--device sim --backend sim", fmt::format("sim{}", ranks));
-    const std::filesystem::path out = dir_.path() / fmt::format("launched{}.safetensors", ranks);
-    const std::filesystem::path traces = dir_.path() / fmt::format("traces{}", ranks);
-    const auto r = run_dpscope(
-        fmt::format("launch --nproc {} --master-port {} -- {} {} {} --device cuda --backend "
-                    "nccl --save {} --trace {}",
-                    ranks, testing::free_port(), DPSCOPE_CLI, kRun, common, out.string(), traces.string()));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find(fmt::format("rank 0 of {} processes (nccl)", ranks)), std::string::npos)
-        << r.output;
-    EXPECT_LE(max_difference(sim, out), 1e-4f) << ranks << " processes";
-    for (int k = 0; k < ranks; ++k)
-      EXPECT_TRUE(std::filesystem::exists(traces / fmt::format("rank-{}.jsonl", k))) << r.output;
-  }
-  if (most < 2) GTEST_SKIP() << "ran 1 process; 2 processes need 2 GPUs, this machine has " << most;
+// process per GPU, the ncclUniqueId through the launcher's TCPStore, against simulated DDP; each
+// rank writes its own trace.
+void TrainCuda::expect_launched_nccl_matches_sim(int ranks) {
+  const std::string common = fmt::format("--mode ddp --devices {} --batch {} ", ranks, 64 / ranks);
+  const auto sim = run(common + "--device sim --backend sim", fmt::format("sim{}", ranks));
+  const std::filesystem::path out = dir_.path() / fmt::format("launched{}.safetensors", ranks);
+  const std::filesystem::path traces = dir_.path() / fmt::format("traces{}", ranks);
+  const auto r = run_dpscope(fmt::format(
+      "launch --nproc {} --master-port {} -- {} {} {} --device cuda --backend nccl --save {} --trace {}",
+      ranks, testing::free_port(), DPSCOPE_CLI, kRun, common, out.string(), traces.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(fmt::format("rank 0 of {} processes (nccl)", ranks)), std::string::npos)
+      << r.output;
+  EXPECT_LE(max_difference(sim, out), 1e-4f) << ranks << " processes";
+  for (int k = 0; k < ranks; ++k)
+    EXPECT_TRUE(std::filesystem::exists(traces / fmt::format("rank-{}.jsonl", k))) << r.output;
+}
+
+TEST_F(TrainCuda, NcclOneProcessUnderLaunchMatchesSimulatedDdp) { expect_launched_nccl_matches_sim(1); }
+
+TEST_F(TrainCuda, NcclTwoProcessesUnderLaunchMatchSimulatedDdp) {
+  if (cuda::physical_device_count() < 2)
+    GTEST_SKIP() << "2 processes need 2 GPUs, this machine has " << cuda::physical_device_count();
+  expect_launched_nccl_matches_sim(2);
 }
 
 TEST_F(TrainCuda, NcclProcessesSharingOneGpuAreRefusedInOneLinePerRank) {

@@ -467,17 +467,18 @@ BackendFactory nccl_backend_factory() {
     cuda::require_available("init_process_group(\"nccl\")");
     // Rank threads share a world of every rank's device; a process of one rank has a world of its
     // own device (its peers' GPUs may be on other machines, so only NCCL can check them).
-    const bool one_process_per_rank = options.world != nullptr && options.world->size() == 1;
+    const bool one_process_per_rank =
+        options.world != nullptr && options.world->size() == 1 && options.world_size > 1;
+    if (!one_process_per_rank) {
+      const std::string problem = nccl_world_size_problem(options.world_size, cuda::physical_device_count());
+      DPS_CHECK(problem.empty(), ErrorKind::kInvalidArgument, "{}", problem);
+    }
     DPS_CHECK(
         options.world != nullptr && (options.world->size() == options.world_size || one_process_per_rank),
         ErrorKind::kInvalidArgument,
         "init_process_group(\"nccl\"): options.world must hold the {} ranks' cuda devices "
         "(make_cuda_world(world_size)), or this process's one device when each rank is a process",
         options.world_size);
-    if (!one_process_per_rank) {
-      const std::string problem = nccl_world_size_problem(options.world_size, cuda::physical_device_count());
-      DPS_CHECK(problem.empty(), ErrorKind::kInvalidArgument, "{}", problem);
-    }
     DPS_CHECK(options.store != nullptr, ErrorKind::kInvalidArgument,
               "init_process_group(\"nccl\"): options.store is required (rank 0 shares its ncclUniqueId "
               "through it)");
