@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "dpscope/base/error.hpp"
+
 namespace dpscope::detail {
 namespace {
 
@@ -18,50 +20,64 @@ int64_t max_end(const ScheduleTiming& t) {
   return t.rank_end_ns.empty() ? 0 : *std::max_element(t.rank_end_ns.begin(), t.rank_end_ns.end());
 }
 
-TimedSchedule choose_schedule(const CollectiveShape& c, const NetworkModel& net, std::span<const int> gpus,
-                              const std::vector<int>& ring, const std::vector<int64_t>& starts) {
-  const int n = static_cast<int>(gpus.size());
+Schedule build_schedule(const CollectiveShape& c, int n, const std::vector<int>& ring) {
   const uint64_t elem = c.elem_bytes;
   const int64_t count = c.count;
   const Algorithm algo = c.algorithm;
-  auto time = [&](Schedule s) { return timed(std::move(s), net, gpus, starts, elem); };
   switch (c.op) {
     case OpType::kAllReduce: {
-      const uint64_t chunk_bytes = static_cast<uint64_t>((count + n - 1) / n) * elem;
-      auto ring_sched = [&] {
-        return time(ring_all_reduce(ring, count, pipeline_slices(c.slices, chunk_bytes)));
-      };
-      auto tree_sched = [&] {
+      DPS_ASSERT(algo == Algorithm::kRing || algo == Algorithm::kTree || algo == Algorithm::kNaive,
+                 "build_schedule: an all-reduce needs an explicit algorithm, got '{}' (choose_schedule "
+                 "picks one by timing)",
+                 to_string(algo));
+      if (algo == Algorithm::kRing) {
+        const uint64_t chunk_bytes = static_cast<uint64_t>((count + n - 1) / n) * elem;
+        return ring_all_reduce(ring, count, pipeline_slices(c.slices, chunk_bytes));
+      }
+      if (algo == Algorithm::kTree) {
         const uint64_t half_bytes = static_cast<uint64_t>((count + 1) / 2) * elem;
-        return time(tree_all_reduce(n, count, pipeline_slices(c.slices, half_bytes)));
-      };
-      if (algo == Algorithm::kRing) return ring_sched();
-      if (algo == Algorithm::kTree) return tree_sched();
-      if (algo == Algorithm::kNaive) return time(naive_all_reduce(n, count));
-      TimedSchedule r = ring_sched(), t = tree_sched();
-      return max_end(t.timing) < max_end(r.timing) ? std::move(t) : std::move(r);
+        return tree_all_reduce(n, count, pipeline_slices(c.slices, half_bytes));
+      }
+      return naive_all_reduce(n, count);
     }
     case OpType::kBroadcast:
     case OpType::kReduce: {
       const bool bcast = c.op == OpType::kBroadcast;
       const int p = pipeline_slices(c.slices, static_cast<uint64_t>(count) * elem);
       if (algo == Algorithm::kRing)
-        return time(bcast ? ring_broadcast(ring, c.root, count, p) : ring_reduce(ring, c.root, count, p));
+        return bcast ? ring_broadcast(ring, c.root, count, p) : ring_reduce(ring, c.root, count, p);
       if (algo == Algorithm::kNaive)
-        return time(bcast ? naive_broadcast(n, c.root, count) : naive_reduce(n, c.root, count));
-      return time(bcast ? tree_broadcast(n, c.root, count) : tree_reduce(n, c.root, count));
+        return bcast ? naive_broadcast(n, c.root, count) : naive_reduce(n, c.root, count);
+      return bcast ? tree_broadcast(n, c.root, count) : tree_reduce(n, c.root, count);
     }
     case OpType::kAllGather:
     case OpType::kReduceScatter: {
       const int p = pipeline_slices(c.slices, static_cast<uint64_t>(count) * elem);
-      return time(c.op == OpType::kAllGather ? ring_all_gather(ring, count, p)
-                                             : ring_reduce_scatter(ring, count, p));
+      return c.op == OpType::kAllGather ? ring_all_gather(ring, count, p)
+                                        : ring_reduce_scatter(ring, count, p);
     }
-    case OpType::kScatter: return time(naive_scatter(n, c.root, count));
-    case OpType::kGather: return time(naive_gather(n, c.root, count));
-    case OpType::kBarrier: return time(dissemination_barrier(n));
-    default: return time(Schedule{});
+    case OpType::kScatter: return naive_scatter(n, c.root, count);
+    case OpType::kGather: return naive_gather(n, c.root, count);
+    case OpType::kBarrier: return dissemination_barrier(n);
+    default: return Schedule{};
   }
+}
+
+TimedSchedule choose_schedule(const CollectiveShape& c, const NetworkModel& net, std::span<const int> gpus,
+                              const std::vector<int>& ring, const std::vector<int64_t>& starts) {
+  const int n = static_cast<int>(gpus.size());
+  auto time = [&](Schedule s) { return timed(std::move(s), net, gpus, starts, c.elem_bytes); };
+  if (c.op == OpType::kAllReduce && c.algorithm != Algorithm::kRing && c.algorithm != Algorithm::kTree &&
+      c.algorithm != Algorithm::kNaive) {
+    // kAuto: ring or tree, whichever this network finishes first.
+    CollectiveShape ring_shape = c, tree_shape = c;
+    ring_shape.algorithm = Algorithm::kRing;
+    tree_shape.algorithm = Algorithm::kTree;
+    TimedSchedule r = time(build_schedule(ring_shape, n, ring)),
+                  t = time(build_schedule(tree_shape, n, ring));
+    return max_end(t.timing) < max_end(r.timing) ? std::move(t) : std::move(r);
+  }
+  return time(build_schedule(c, n, ring));
 }
 
 }  // namespace dpscope::detail

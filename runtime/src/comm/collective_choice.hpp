@@ -1,6 +1,8 @@
 // choose_schedule(): which schedule a collective runs and how long it takes on a network — the
 // one policy shared by the sim backend's leader (sim_plan.cpp) and the analytical model of large
 // worlds (analytic_collectives.cpp), so both pick the same algorithm for the same call.
+// build_schedule() is the same choice without a network, for an explicit algorithm: what the mpi
+// backend runs over MPI point-to-point (comm/mpi/), op for op the sim's schedule.
 //
 // An explicit algorithm is used where the op offers it; kAuto (and ops offering one algorithm)
 // take the op's default: all-reduce tries ring and tree and keeps the faster on this network,
@@ -37,6 +39,11 @@ struct TimedSchedule {
 TimedSchedule choose_schedule(const CollectiveShape& shape, const NetworkModel& net,
                               std::span<const int> gpus, const std::vector<int>& ring,
                               const std::vector<int64_t>& starts);
+
+// The schedule of `shape` for `ranks` ranks in ring order `ring` (group ranks), untimed: the one
+// choose_schedule() times. An all-reduce needs an explicit algorithm (kRing, kTree, kNaive): kAuto
+// picks by the network's timing, which only choose_schedule() has.
+Schedule build_schedule(const CollectiveShape& shape, int ranks, const std::vector<int>& ring);
 
 // The latest end over the ranks.
 int64_t max_end(const ScheduleTiming& timing);

@@ -275,6 +275,9 @@ uint64_t TraceRecorder::transfer(const Device& device, const TraceTransfer& t) {
     append_json_string(out, t.algo);
     fmt::format_to(std::back_inserter(out), R"(,"algo_step":{},"chunk":{})", t.algo_step, t.chunk);
   }
+  // Written only when set (TraceTransfer): the device ids of that end live in rank R's own file.
+  if (t.src_rank >= 0) fmt::format_to(std::back_inserter(out), R"(,"src_rank":{})", t.src_rank);
+  if (t.dst_rank >= 0) fmt::format_to(std::back_inserter(out), R"(,"dst_rank":{})", t.dst_rank);
   out.append(std::string_view("}\n"));
   commit(out);
   return flow;

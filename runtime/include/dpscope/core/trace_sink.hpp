@@ -35,6 +35,10 @@ struct TraceTransfer {
   std::string_view algo;    // "ring", "tree", ... (empty for copies)
   int algo_step = -1;
   int chunk = -1;
+  // Process ranks (mpi: one trace file per rank), -1 when unset: when set, that end's device id
+  // (src or dst) is an id in rank R's own trace file (rank-R.jsonl), not in this one's.
+  int src_rank = -1;
+  int dst_rank = -1;
 };
 
 class TraceSink {

@@ -62,6 +62,8 @@ class TraceRecorder final : public TraceSink {
   void instant(const Device& device, int64_t ts_ns, const InstantPayload& payload) override;
   void loss_counter(const Device& device, int64_t ts_ns, double loss) override;
   void memory_counter(const Device& device, int64_t ts_ns, const MemoryStats& memory) override;
+  // A transfer; "src_rank"/"dst_rank" are written only when set (an mpi rank's transfer to a peer
+  // process, whose device id refers to that rank's own file).
   uint64_t transfer(const Device& device, const TraceTransfer& transfer) override;
   void copy_transfer(const Device& src, const Device& dst, int64_t ts_ns, int64_t dur_ns,
                      uint64_t bytes) override;
