@@ -109,6 +109,44 @@ TEST_F(MpiFailures, MismatchedCollectivesFailOnEveryRank) {
   EXPECT_LT(c.after.count(), 5000) << "long before the 20 s timeout";
 }
 
+// Our schedules (mpi_schedules_test.cpp) wait for their point-to-point messages the same way.
+TEST_F(MpiFailures, ASkippedScheduleTimesOutOnTheOthers) {
+  const auto pg = join(mpi_size(), Milliseconds(300));
+  Tensor t = Tensor::full({10007}, 1.0f, pg->device());
+  const AllreduceOptions ring{.algorithm = Algorithm::kRing};
+  if (pg->rank() == 1) {
+    std::this_thread::sleep_for(Milliseconds(800));  // arrives long past the others' timeout
+    const Caught late = caught([&] { pg->all_reduce(t, ring)->wait(); });
+    EXPECT_EQ(late.kind, ErrorKind::kTimeout) << late.message;
+    EXPECT_THAT(late.message,
+                HasSubstr("[Rank 1] mpi ALLREDUCE (SequenceNumber=0) failed: aborted because rank"));
+    return;
+  }
+  const Caught c = caught([&] { pg->all_reduce(t, ring)->wait(); });
+  EXPECT_EQ(c.kind, ErrorKind::kTimeout) << c.message;
+  EXPECT_THAT(c.message,
+              HasSubstr(fmt::format("[Rank {}] mpi ALLREDUCE (SequenceNumber=0) failed: ", pg->rank())));
+  EXPECT_THAT(c.message, HasSubstr("Watchdog caught collective operation timeout: it ran for"));
+}
+
+TEST_F(MpiFailures, RanksOnDifferentAlgorithmsFailWithAMismatch) {
+  // Rank 0 runs a ring, the last rank (of 3 or more) MPI's own, the others a tree: the messages of
+  // different schedules never match (a tag per collective), and the fingerprints say why.
+  const int n = mpi_size();
+  const auto pg = join(n, Milliseconds(20000));
+  const int r = pg->rank();
+  const Algorithm mine =
+      r == 0 ? Algorithm::kRing : (n >= 3 && r == n - 1 ? Algorithm::kAuto : Algorithm::kTree);
+  Tensor t = Tensor::full({10007}, 1.0f, pg->device());
+  const Caught c = caught([&] { pg->all_reduce(t, {.algorithm = mine})->wait(); });
+  EXPECT_EQ(c.kind, ErrorKind::kMismatch) << c.message;
+  // The ranks that saw a neighbour differ, or (4 ranks) were told by one.
+  EXPECT_THAT(c.message, HasSubstr("Detected mismatch between collectives on ranks"));
+  EXPECT_THAT(c.message,
+              HasSubstr("OpType=ALLREDUCE, TensorShape=[10007], TensorDtypes=float32, ReduceOp=sum, "
+                        "Algorithm="));
+}
+
 TEST_F(MpiFailures, ARankThatReturnedFailsThePeersWaitingForIt) {
   const auto pg = join(mpi_size(), Milliseconds(20000));
   pg->barrier()->wait();

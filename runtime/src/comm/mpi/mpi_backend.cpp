@@ -1,12 +1,17 @@
 // MpiBackend's operations (mpi_backend.hpp): each one maps its tensors onto one nonblocking MPI
-// call and lets run() fingerprint, issue, wait and time it.
+// call and lets run() fingerprint, issue, wait and time it, or onto our schedule's logical buffer
+// (schedule.hpp's layout, as the sim backend lays it out) and lets run_schedule() do the same.
 //
-// Sections: Work; helpers; run() and tracing; collectives; point to point; groups and failures.
+// Sections: Work; helpers; the algorithm; run(), run_schedule() and tracing; collectives; point to
+// point; groups and failures.
 #include "mpi_backend.hpp"
 
 #include <array>
 #include <climits>
 #include <cstring>
+#include <numeric>
+
+#include "../collective_choice.hpp"
 
 #include "../sim_backend.hpp"
 #include "dpscope/kernels/kernels.hpp"
@@ -84,8 +89,6 @@ class MpiWork final : public Work {
 
 // ---- helpers ----
 
-MPI_Datatype mpi_type(DType dtype) { return dtype == DType::kI64 ? MPI_INT64_T : MPI_FLOAT; }
-
 // kAvg is a sum followed by a division (finish of the collective), as on every backend.
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
@@ -111,9 +114,10 @@ Tensor flat_buffer(const Tensor& like, int blocks, const Device& device) {
   return Tensor::empty({like.numel() * blocks}, device, MemoryCategory::kBuffers, like.dtype());
 }
 
-// Copies `bytes` from src to dst (either may be null when bytes is 0).
+// Copies `bytes` from src to dst (either may be null when bytes is 0; they may overlap: an
+// all_gather_into_tensor's input may be its own block of the output).
 void copy_bytes(std::byte* dst, const std::byte* src, uint64_t bytes) {
-  if (bytes > 0) std::memcpy(dst, src, bytes);
+  if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
 }
 
 // Bytes a collective is named by in traces (nccl-tests' size: all ranks' buffers for
@@ -130,6 +134,42 @@ uint64_t traced_bytes(const Signature& sig, int n) {
   }
 }
 
+// Bytes this rank divides for ReduceOp::kAvg (the sim's avg_scale span): the reduce's root only.
+uint64_t avg_bytes(const Signature& sig, int rank) {
+  if (!sig.reduce_op || *sig.reduce_op != ReduceOp::kAvg) return 0;
+  if (sig.op == OpType::kReduce && rank != sig.root) return 0;
+  return static_cast<uint64_t>(shape_numel(sig.shape)) * element_size(sig.dtype);
+}
+
+// The schedule's buffer of one tensor: a single block (all_reduce, broadcast, reduce; a
+// non-root's part of scatter and gather).
+RankBuffer single_block(const Tensor& t) { return {{raw_data(t)}, t.numel()}; }
+
+// A copy of `t` on its device, for a rank that must not change `t` (reduce's non-roots).
+Tensor copy_of(const Tensor& t) {
+  Tensor copy = Tensor::empty(t.shape(), t.device(), MemoryCategory::kBuffers, t.dtype());
+  if (t.nbytes() > 0) std::memcpy(raw_data(copy), raw_data(t), t.nbytes());
+  return copy;
+}
+
+// Whether the sim backend has a schedule of `algo` for `op` (sim_backend.cpp's rule).
+bool offers(OpType op, Algorithm algo) {
+  switch (op) {
+    case OpType::kAllReduce:
+    case OpType::kBroadcast:
+    case OpType::kReduce: return true;
+    case OpType::kAllGather:
+    case OpType::kReduceScatter: return algo == Algorithm::kRing;
+    case OpType::kScatter:
+    case OpType::kGather: return algo == Algorithm::kNaive;
+    default: return false;
+  }
+}
+
+bool explicit_algorithm(Algorithm algo) {
+  return algo == Algorithm::kRing || algo == Algorithm::kTree || algo == Algorithm::kNaive;
+}
+
 constexpr size_t kFingerprintBytes = 384;
 using FingerprintBuffer = std::array<char, kFingerprintBytes>;
 
@@ -141,18 +181,44 @@ FingerprintBuffer to_buffer(const std::string& text) {
 
 }  // namespace
 
-MpiBackend::MpiBackend(std::unique_ptr<MpiChannel> channel, Device device, Milliseconds timeout, int group_id)
-    : channel_(std::move(channel)), device_(std::move(device)), timeout_(timeout), group_id_(group_id) {
+struct MpiBackend::Fingerprints {
+  FingerprintBuffer mine{};    // sent to the right-hand neighbour
+  FingerprintBuffer theirs{};  // the left-hand neighbour's
+};
+
+MpiBackend::MpiBackend(std::unique_ptr<MpiChannel> channel, Device device, Milliseconds timeout, int group_id,
+                       Algorithm default_algorithm)
+    : channel_(std::move(channel)),
+      device_(std::move(device)),
+      timeout_(timeout),
+      group_id_(group_id),
+      default_algorithm_(default_algorithm),
+      ring_(static_cast<size_t>(channel_->size())) {
   DPS_ASSERT(timeout_.count() > 0, "MpiBackend needs a positive timeout");
+  std::iota(ring_.begin(), ring_.end(), 0);
 }
 
-// ---- run() and tracing ----
+// ---- the algorithm ----
+
+std::optional<Algorithm> MpiBackend::resolve_algorithm(OpType op, Algorithm requested) const {
+  if (requested == Algorithm::kAuto) return std::nullopt;
+  if (requested != Algorithm::kDefault) {
+    DPS_CHECK(offers(op, requested), ErrorKind::kInvalidArgument,
+              "{}: algorithm '{}' is not available on backend 'mpi' (available: {})", api_name(op),
+              to_string(requested), offers(op, Algorithm::kTree) ? "ring, tree, naive, auto" : "ring, auto");
+    return requested;
+  }
+  if (!explicit_algorithm(default_algorithm_)) return std::nullopt;
+  if (op == OpType::kScatter || op == OpType::kGather) return Algorithm::kNaive;  // their one schedule
+  if (offers(op, default_algorithm_)) return default_algorithm_;
+  return std::nullopt;  // as on sim, where the op's own (auto) algorithm runs
+}
+
+// ---- run(), run_schedule() and tracing ----
 
 Signature MpiBackend::signature_for(OpType op, const Tensor& sizing, Algorithm algorithm) const {
-  DPS_CHECK(algorithm == Algorithm::kDefault || algorithm == Algorithm::kAuto, ErrorKind::kInvalidArgument,
-            "{}: algorithm '{}' is not available on backend 'mpi' (available: auto, MPI's own collectives)",
-            api_name(op), to_string(algorithm));
   Signature sig{.op = op};
+  sig.algorithm = resolve_algorithm(op, algorithm);
   if (op != OpType::kBarrier && op != OpType::kNewGroup) {
     DPS_CHECK(
         sizing.has_data(), ErrorKind::kUnsupported,
@@ -164,44 +230,48 @@ Signature MpiBackend::signature_for(OpType op, const Tensor& sizing, Algorithm a
   return sig;
 }
 
+std::vector<MPI_Request> MpiBackend::exchange_fingerprints(Fingerprints& f, const std::string& context) {
+  const int n = size();
+  if (n == 1) return {};
+  std::vector<MPI_Request> exchange(2, MPI_REQUEST_NULL);
+  check_mpi(MPI_Isend(f.mine.data(), kFingerprintBytes, MPI_CHAR, (rank() + 1) % n, kFingerprintTag,
+                      channel_->comm(), &exchange[0]),
+            "MPI_Isend (fingerprint)", context);
+  check_mpi(MPI_Irecv(f.theirs.data(), kFingerprintBytes, MPI_CHAR, (rank() + n - 1) % n, kFingerprintTag,
+                      channel_->comm(), &exchange[1]),
+            "MPI_Irecv (fingerprint)", context);
+  return exchange;
+}
+
+void MpiBackend::check_fingerprints(const Fingerprints& f) {
+  const int n = size();
+  if (n == 1 || f.mine == f.theirs) return;
+  const std::string message = fmt::format(
+      "Detected mismatch between collectives on ranks. Rank {} is running collective: {}, but "
+      "Rank {} is running collective: {}",
+      (rank() + n - 1) % n, f.theirs.data(), rank(), f.mine.data());
+  channel_->fail_and_notify({ErrorKind::kMismatch, message});
+  throw Error(ErrorKind::kMismatch, message);
+}
+
 std::shared_ptr<Work> MpiBackend::run(const Signature& sig, Milliseconds timeout, std::vector<Tensor> buffers,
                                       const Issue& issue, const std::function<void()>& finish) {
   const int64_t seq = channel_->next_seq();
   auto work = std::make_shared<MpiWork>(sig.op, seq);
   const WaitFor what{.op = sig.op, .seq = seq};
   const Milliseconds wait_limit = limit(timeout);
-  const int n = size();
-  // Mine (sent right) and the left neighbour's (received): heap buffers, kept on failure.
-  auto fingerprints = std::make_shared<std::pair<FingerprintBuffer, FingerprintBuffer>>();
+  auto fingerprints = std::make_shared<Fingerprints>();
   try {
     channel_->throw_if_failed(what);
     const auto begun = Clock::now();
     const Event begin = device_.record(StreamKind::kComm);
     const std::string context = channel_->failure_message(what, "issuing it");
-    FingerprintBuffer& mine = fingerprints->first;
-    FingerprintBuffer& theirs = fingerprints->second;
-    mine = to_buffer(fingerprint(sig, seq));
-    std::vector<MPI_Request> exchange;
-    if (n > 1) {
-      exchange.assign(2, MPI_REQUEST_NULL);
-      check_mpi(MPI_Isend(mine.data(), kFingerprintBytes, MPI_CHAR, (rank() + 1) % n, kFingerprintTag,
-                          channel_->comm(), &exchange[0]),
-                "MPI_Isend (fingerprint)", context);
-      check_mpi(MPI_Irecv(theirs.data(), kFingerprintBytes, MPI_CHAR, (rank() + n - 1) % n, kFingerprintTag,
-                          channel_->comm(), &exchange[1]),
-                "MPI_Irecv (fingerprint)", context);
-    }
+    fingerprints->mine = to_buffer(fingerprint(sig, seq));
+    std::vector<MPI_Request> exchange = exchange_fingerprints(*fingerprints, context);
     std::vector<MPI_Request> collective(1, MPI_REQUEST_NULL);
     check_mpi(issue(&collective[0]), "the nonblocking MPI call", context);
     channel_->wait(exchange, what, wait_limit, nullptr, begun);
-    if (n > 1 && mine != theirs) {
-      const std::string message = fmt::format(
-          "Detected mismatch between collectives on ranks. Rank {} is running collective: {}, but "
-          "Rank {} is running collective: {}",
-          (rank() + n - 1) % n, theirs.data(), rank(), mine.data());
-      channel_->fail_and_notify({ErrorKind::kMismatch, message});
-      throw Error(ErrorKind::kMismatch, message);
-    }
+    check_fingerprints(*fingerprints);
     channel_->wait(collective, what, wait_limit, nullptr, begun);
     channel_->completed(seq);
     if (finish) finish();
@@ -216,12 +286,57 @@ std::shared_ptr<Work> MpiBackend::run(const Signature& sig, Milliseconds timeout
   return work;
 }
 
-void MpiBackend::trace(const Signature& sig, int64_t seq, int64_t begin_ns, int64_t end_ns) const {
+std::shared_ptr<Work> MpiBackend::run_schedule(const Signature& sig, Milliseconds timeout, int slices,
+                                               std::vector<Tensor> buffers, const RankBuffer& buffer,
+                                               const std::function<void()>& finish) {
+  const int64_t seq = channel_->next_seq();
+  auto work = std::make_shared<MpiWork>(sig.op, seq);
+  const WaitFor what{.op = sig.op, .seq = seq};
+  auto fingerprints = std::make_shared<Fingerprints>();
+  try {
+    channel_->throw_if_failed(what);
+    const auto begun = Clock::now();
+    const Event begin = device_.record(StreamKind::kComm);
+    const std::string print = fingerprint(sig, seq);
+    fingerprints->mine = to_buffer(print);
+    // The sim leader's choice for the same call (collective_choice.hpp), over our ring of ranks.
+    const Schedule schedule = build_schedule({.op = sig.op,
+                                              .algorithm = *sig.algorithm,
+                                              .count = shape_numel(sig.shape),
+                                              .root = sig.root,
+                                              .slices = slices,
+                                              .elem_bytes = element_size(sig.dtype)},
+                                             size(), ring_);
+    std::vector<MPI_Request> exchange =
+        exchange_fingerprints(*fingerprints, channel_->failure_message(what, "issuing it"));
+    const ScheduleTimes times = detail::run_schedule(*channel_, device_,
+                                                     {.schedule = &schedule,
+                                                      .rank = rank(),
+                                                      .buffer = buffer,
+                                                      .dtype = sig.dtype,
+                                                      .reduce_op = sig.reduce_op.value_or(ReduceOp::kSum),
+                                                      .tag = channel_->schedule_tag(print)},
+                                                     what, limit(timeout), begun, std::move(exchange),
+                                                     [&] { check_fingerprints(*fingerprints); });
+    channel_->completed(seq);
+    if (finish) finish();
+    const Event end = device_.record(StreamKind::kComm);
+    work->complete(begin.ts_ns, end.ts_ns);
+    trace_schedule(sig, seq, schedule, times, begin.ts_ns, end.ts_ns);
+  } catch (const Error&) {
+    keep_forever(std::make_shared<std::vector<Tensor>>(std::move(buffers)));
+    keep_forever(fingerprints);
+    work->fail(std::current_exception());
+  }
+  return work;
+}
+
+void MpiBackend::trace_collective(const Signature& sig, int64_t seq, const char* algo, int slices, int steps,
+                                  int64_t begin_ns, int64_t end_ns) const {
   TraceSink* t = device_.tracer();
-  if (t == nullptr || sig.op == OpType::kNewGroup) return;  // as on sim: new_group is not traced
   const uint64_t bytes = traced_bytes(sig, size());
   const std::string name = sig.op == OpType::kBarrier ? std::string(to_string(EventName::kBarrier))
-                                                      : collective_span_name(api_name(sig.op), "auto", bytes);
+                                                      : collective_span_name(api_name(sig.op), algo, bytes);
   t->span(device_, {.stream = StreamKind::kComm,
                     .cat = SpanCategory::kCollective,
                     .name = name,
@@ -230,15 +345,73 @@ void MpiBackend::trace(const Signature& sig, int64_t seq, int64_t begin_ns, int6
                     .args = CollectiveArgs{.coll = seq,
                                            .group = group_id_,
                                            .op = api_name(sig.op),
-                                           .algo = "auto",
+                                           .algo = algo,
                                            .bytes = bytes,
                                            .count = sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape),
                                            .dtype = to_string(sig.dtype),
                                            .redop = sig.reduce_op ? to_string(*sig.reduce_op) : "none",
                                            .root = sig.root,
                                            .ranks = size(),
-                                           .slices = 1,
-                                           .steps = 1}});
+                                           .slices = slices,
+                                           .steps = steps}});
+}
+
+void MpiBackend::trace(const Signature& sig, int64_t seq, int64_t begin_ns, int64_t end_ns) const {
+  TraceSink* t = device_.tracer();
+  if (t == nullptr || sig.op == OpType::kNewGroup) return;  // as on sim: new_group is not traced
+  trace_collective(sig, seq, "auto", 1, 1, begin_ns, end_ns);
+  t->instant(device_, end_ns, WorkCompleted{.coll = seq, .op = api_name(sig.op), .group = group_id_});
+}
+
+void MpiBackend::trace_schedule(const Signature& sig, int64_t seq, const Schedule& s,
+                                const ScheduleTimes& times, int64_t begin_ns, int64_t end_ns) const {
+  TraceSink* t = device_.tracer();
+  if (t == nullptr) return;
+  trace_collective(sig, seq, s.algorithm, s.slices, s.steps, begin_ns, end_ns);
+  // As on sim, the sender traces a transfer and the receiver its reduction. The peer's device is in
+  // the peer's own trace file (its rank-K.jsonl), which every rank writes with the same header
+  // layout: its id there is this device's id here, and src_rank/dst_rank say whose file it is.
+  const uint64_t elem = element_size(sig.dtype);
+  const std::vector<int>& process = channel_->process_ranks();
+  for (const CommOp& op : s.ops) {
+    if (op.src != rank() || op.from.count_elems == 0) continue;
+    const int64_t ts = times.step_begin_ns[static_cast<size_t>(op.step)];
+    t->transfer(device_,
+                {.src = device_.trace_id(),
+                 .dst = device_.trace_id(),
+                 .bytes = static_cast<uint64_t>(op.from.count_elems) * elem,
+                 .ts_ns = ts,
+                 .dur_ns = times.step_end_ns[static_cast<size_t>(op.step)] - ts,
+                 .stream = StreamKind::kComm,
+                 .name = collective_transfer_name(s.algorithm, s.phases[static_cast<size_t>(op.phase)]),
+                 .collective = seq,
+                 .algo = s.algorithm,
+                 .algo_step = op.algo_step,
+                 .chunk = op.chunk,
+                 .src_rank = process[static_cast<size_t>(op.src)],
+                 .dst_rank = process[static_cast<size_t>(op.dst)]});
+  }
+  const std::string reduce_name = reduce_span_name(sig.reduce_op ? to_string(*sig.reduce_op) : "");
+  for (const ScheduleTimes::Reduction& r : times.reductions) {
+    const CommOp& op = s.ops[static_cast<size_t>(r.op)];
+    t->span(device_,
+            {.stream = StreamKind::kComm,
+             .cat = SpanCategory::kReduce,
+             .name = reduce_name,
+             .ts_ns = r.begin_ns,
+             .dur_ns = r.end_ns - r.begin_ns,
+             .args = ReduceArgs{.coll = seq, .bytes = op.to.count_elems * elem, .src_rank = op.src}});
+  }
+  if (const uint64_t avg = avg_bytes(sig, rank()); avg > 0) {
+    // The division, and any copy-out before it, after the last step (as the cuda backend's trace).
+    const int64_t scale_start = times.step_end_ns.empty() ? begin_ns : times.step_end_ns.back();
+    t->span(device_, {.stream = StreamKind::kComm,
+                      .cat = SpanCategory::kReduce,
+                      .name = to_string(EventName::kAvgScale),
+                      .ts_ns = scale_start,
+                      .dur_ns = end_ns - scale_start,
+                      .args = AvgScaleArgs{.coll = seq, .bytes = avg, .divisor = size()}});
+  }
   t->instant(device_, end_ns, WorkCompleted{.coll = seq, .op = api_name(sig.op), .group = group_id_});
 }
 
@@ -249,21 +422,24 @@ std::shared_ptr<Work> MpiBackend::all_reduce(Tensor& tensor, const AllreduceOpti
   sig.reduce_op = o.op;
   const int count = count_of(tensor.numel(), sig.op);
   std::byte* data = raw_data(tensor);
+  auto finish = [&] {
+    if (o.op == ReduceOp::kAvg) kernels::divide(DeviceKind::kCpu, data, tensor.numel(), size());
+  };
+  if (sig.algorithm) return run_schedule(sig, o.timeout, o.slices, {tensor}, single_block(tensor), finish);
   return run(
       sig, o.timeout, {tensor},
       [&](MPI_Request* r) {
         return MPI_Iallreduce(MPI_IN_PLACE, data, count, mpi_type(tensor.dtype()), mpi_op(o.op),
                               channel_->comm(), r);
       },
-      [&] {
-        if (o.op == ReduceOp::kAvg) kernels::divide(DeviceKind::kCpu, data, tensor.numel(), size());
-      });
+      finish);
 }
 
 std::shared_ptr<Work> MpiBackend::broadcast(Tensor& tensor, const BroadcastOptions& o) {
   Signature sig = signature_for(OpType::kBroadcast, tensor, o.algorithm);
   sig.root = o.root;
   const int count = count_of(tensor.numel(), sig.op);
+  if (sig.algorithm) return run_schedule(sig, o.timeout, o.slices, {tensor}, single_block(tensor));
   return run(sig, o.timeout, {tensor}, [&](MPI_Request* r) {
     return MPI_Ibcast(raw_data(tensor), count, mpi_type(tensor.dtype()), o.root, channel_->comm(), r);
   });
@@ -276,6 +452,14 @@ std::shared_ptr<Work> MpiBackend::reduce(Tensor& tensor, const ReduceOptions& o)
   const int count = count_of(tensor.numel(), sig.op);
   std::byte* data = raw_data(tensor);
   const bool root = rank() == o.root;
+  auto finish = [&] {
+    if (root && o.op == ReduceOp::kAvg) kernels::divide(DeviceKind::kCpu, data, tensor.numel(), size());
+  };
+  if (sig.algorithm) {
+    // As on sim, non-roots accumulate partial results in a copy, so their tensor stays as it was.
+    const Tensor partial = root ? tensor : copy_of(tensor);
+    return run_schedule(sig, o.timeout, o.slices, {tensor, partial}, single_block(partial), finish);
+  }
   // Non-roots keep their tensor: MPI writes only the root's receive buffer.
   return run(
       sig, o.timeout, {tensor},
@@ -283,15 +467,25 @@ std::shared_ptr<Work> MpiBackend::reduce(Tensor& tensor, const ReduceOptions& o)
         return MPI_Ireduce(root ? MPI_IN_PLACE : data, root ? data : nullptr, count, mpi_type(tensor.dtype()),
                            mpi_op(o.op), o.root, channel_->comm(), r);
       },
-      [&] {
-        if (root && o.op == ReduceOp::kAvg) kernels::divide(DeviceKind::kCpu, data, tensor.numel(), size());
-      });
+      finish);
 }
 
 std::shared_ptr<Work> MpiBackend::all_gather(std::vector<Tensor>& outputs, const Tensor& input,
                                              bool flat_output, const AllgatherOptions& o) {
   const Signature sig = signature_for(OpType::kAllGather, input, o.algorithm);
   const int count = count_of(input.numel() * size(), sig.op) / size();
+  if (sig.algorithm) {
+    // Block k of the schedule's buffer is where rank k's input belongs; this rank's own is there
+    // from the start.
+    const uint64_t block = input.nbytes();
+    RankBuffer buffer{.block_elems = input.numel()};
+    for (int k = 0; k < size(); ++k)
+      buffer.blocks.push_back(flat_output ? raw_data(outputs[0]) + block * k : raw_data(outputs[k]));
+    copy_bytes(buffer.blocks[rank()], raw_data(input), block);
+    std::vector<Tensor> buffers = outputs;
+    buffers.push_back(input);
+    return run_schedule(sig, o.timeout, o.slices, std::move(buffers), buffer);
+  }
   const Tensor flat = flat_output ? outputs[0] : flat_buffer(input, size(), device_);
   return run(
       sig, o.timeout, {input, flat},
@@ -311,6 +505,25 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter(Tensor& output, const std::vect
   Signature sig = signature_for(OpType::kReduceScatter, output, o.algorithm);
   sig.reduce_op = o.op;
   const int count = count_of(output.numel() * size(), sig.op) / size();
+  auto finish = [&] {
+    if (o.op == ReduceOp::kAvg) kernels::divide(DeviceKind::kCpu, raw_data(output), output.numel(), size());
+  };
+  if (sig.algorithm) {
+    // As on sim, the schedule works on a copy of the inputs (they stay unchanged); block k of it
+    // ends up holding rank k's result.
+    const uint64_t block = output.nbytes();
+    const Tensor work = flat_buffer(output, size(), device_);
+    RankBuffer buffer{.block_elems = output.numel()};
+    for (int k = 0; k < size(); ++k) {
+      const std::byte* from = flat_input ? raw_data(inputs[0]) + block * k : raw_data(inputs[k]);
+      copy_bytes(raw_data(work) + block * k, from, block);
+      buffer.blocks.push_back(raw_data(work) + block * k);
+    }
+    return run_schedule(sig, o.timeout, o.slices, {work, output}, buffer, [&] {
+      copy_bytes(raw_data(output), buffer.blocks[rank()], block);
+      finish();
+    });
+  }
   Tensor flat = flat_input ? inputs[0] : flat_buffer(output, size(), device_);
   if (!flat_input) {
     const uint64_t block = output.nbytes();
@@ -322,10 +535,7 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter(Tensor& output, const std::vect
         return MPI_Ireduce_scatter_block(raw_data(flat), raw_data(output), count, mpi_type(output.dtype()),
                                          mpi_op(o.op), channel_->comm(), r);
       },
-      [&] {
-        if (o.op == ReduceOp::kAvg)
-          kernels::divide(DeviceKind::kCpu, raw_data(output), output.numel(), size());
-      });
+      finish);
 }
 
 std::shared_ptr<Work> MpiBackend::scatter(Tensor& output, const std::vector<Tensor>& inputs,
@@ -334,6 +544,18 @@ std::shared_ptr<Work> MpiBackend::scatter(Tensor& output, const std::vector<Tens
   sig.root = o.root;
   const int count = count_of(output.numel() * size(), sig.op) / size();
   const bool root = rank() == o.root;
+  if (sig.algorithm) {
+    // The naive schedule: the root sends each rank its block straight from `inputs`.
+    RankBuffer buffer = single_block(output);
+    std::vector<Tensor> buffers{output};
+    if (root) {
+      buffer.blocks.clear();
+      for (const Tensor& t : inputs) buffer.blocks.push_back(raw_data(t));
+      copy_bytes(raw_data(output), raw_data(inputs[rank()]), output.nbytes());
+      buffers.insert(buffers.end(), inputs.begin(), inputs.end());
+    }
+    return run_schedule(sig, o.timeout, 0, std::move(buffers), buffer);
+  }
   Tensor flat;
   if (root) {
     flat = flat_buffer(output, size(), device_);
@@ -352,6 +574,18 @@ std::shared_ptr<Work> MpiBackend::gather(const Tensor& input, std::vector<Tensor
   sig.root = o.root;
   const int count = count_of(input.numel() * size(), sig.op) / size();
   const bool root = rank() == o.root;
+  if (sig.algorithm) {
+    // The naive schedule: every rank sends its input straight into the root's `outputs`.
+    RankBuffer buffer = single_block(input);
+    std::vector<Tensor> buffers{input};
+    if (root) {
+      buffer.blocks.clear();
+      for (const Tensor& t : outputs) buffer.blocks.push_back(raw_data(t));
+      copy_bytes(raw_data(outputs[rank()]), raw_data(input), input.nbytes());
+      buffers.insert(buffers.end(), outputs.begin(), outputs.end());
+    }
+    return run_schedule(sig, o.timeout, 0, std::move(buffers), buffer);
+  }
   const Tensor flat = root ? flat_buffer(input, size(), device_) : Tensor();
   return run(
       sig, o.timeout, {input, flat},
@@ -459,7 +693,7 @@ std::unique_ptr<Backend> MpiBackend::new_group(const std::vector<int>& ranks,
   const int id = next_group_id_++;
   if (!member) return nullptr;
   return std::make_unique<MpiBackend>(std::make_unique<MpiChannel>(sub, channel_->state()), device_,
-                                      limit(options.timeout), group_id_ * 100 + id);
+                                      limit(options.timeout), group_id_ * 100 + id, default_algorithm_);
 }
 
 void MpiBackend::abort(ErrorKind kind, const std::string& message) { channel_->abort(kind, message); }

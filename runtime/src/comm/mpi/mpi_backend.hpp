@@ -1,14 +1,23 @@
 // MpiBackend: one rank of the `mpi` backend (comm/mpi_backend.hpp) — a process whose tensors live
-// on the cpu device and whose collectives are MPI's own (MPI_Iallreduce, MPI_Ibcast, ...).
+// on the cpu device and whose collectives are MPI's own (MPI_Iallreduce, MPI_Ibcast, ...), or, when
+// a call or the group's default asks for ring, tree or naive, our own schedules over MPI
+// point-to-point (mpi_schedule.hpp): the sim backend's algorithms, with bit-identical results.
 //
-// Every operation goes through run(): check for an earlier failure, send this collective's
-// fingerprint (comm/src/sim_state.hpp's, with the group's sequence number) to the right-hand
-// neighbour and receive the left-hand one's, issue the nonblocking MPI call, then wait
-// (MpiChannel::wait: polling with the timeout, peers' failures). Ranks whose neighbours disagree
-// fail with kMismatch naming both fingerprints and tell every peer, so all ranks fail fast; as the
-// ring of neighbours connects everyone, any disagreement is seen by at least one rank. The
-// fingerprints travel while the collective runs, so the check costs one small message per
-// collective, not a round trip before it.
+// Every operation goes through run() (MPI's collective) or run_schedule() (ours): check for an
+// earlier failure, send this collective's fingerprint (comm/src/sim_state.hpp's, with the group's
+// sequence number) to the right-hand neighbour and receive the left-hand one's, issue the
+// nonblocking MPI call (or the schedule's first step), then wait (MpiChannel::wait: polling with
+// the timeout, peers' failures). Ranks whose neighbours disagree fail with kMismatch naming both
+// fingerprints and tell every peer, so all ranks fail fast; as the ring of neighbours connects
+// everyone, any disagreement is seen by at least one rank. The fingerprints travel while the
+// collective runs, so the check costs one small message per collective, not a round trip before it
+// (a schedule applies no received data before its check passed).
+//
+// Which algorithm runs (resolve_algorithm): the call's, when it names ring, tree or naive (refused,
+// kInvalidArgument, where the sim backend has no such schedule: all_gather and reduce_scatter are
+// rings only); else the group's default, $DPSCOPE_ALGO read at init (as SimWorld reads it), where
+// the op offers it — scatter and gather then run the naive schedule, their only one; else (kAuto,
+// no default) MPI's own collective. barrier and new_group always use MPI's.
 //
 // The factory (mpi_factory.cpp) wraps each MpiBackend in an AsyncBackend (async_backend.hpp):
 // all_reduce, broadcast and reduce return at once and run on the rank's comm worker, which is how
@@ -20,25 +29,34 @@
 // with the host times measured around the MPI call on the comm "stream", i.e. the cpu clock); a
 // send's Work completes when MPI_Isend's request does (wait() polls it, with the timeout).
 //
-// Not yet: explicit algorithms (kRing, kTree, kNaive: our schedules over MPI point-to-point) are
-// refused with kInvalidArgument; timing-only (meta) tensors are refused with kUnsupported.
+// Traces (a tracer on the device): MPI's collectives get one `collective` span (algorithm `auto`)
+// and a `work_completed` instant; schedules get the sim's events — the span, a `transfer` per op
+// this rank sends (timed over the step it moved in, carrying src_rank/dst_rank: the peers' process
+// ranks, whose files hold their devices), a `reduce` span per reduction, `avg_scale`, the instant.
+//
+// Not yet: timing-only (meta) tensors are refused with kUnsupported.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "../sim_state.hpp"
 #include "dpscope/comm/backend.hpp"
 #include "mpi_channel.hpp"
+#include "mpi_schedule.hpp"
 
 namespace dpscope::detail {
 
 class MpiBackend final : public Backend {
  public:
   // Rank channel->rank() of the group of `channel`, on `device` (a cpu device); `timeout` > 0.
-  // `group_id` names the group in traces (0: the world).
-  MpiBackend(std::unique_ptr<MpiChannel> channel, Device device, Milliseconds timeout, int group_id);
+  // `group_id` names the group in traces (0: the world). `default_algorithm`: what calls that leave
+  // the algorithm at kDefault run (kAuto: MPI's own collectives; class comment).
+  MpiBackend(std::unique_ptr<MpiChannel> channel, Device device, Milliseconds timeout, int group_id,
+             Algorithm default_algorithm = Algorithm::kAuto);
 
   const char* name() const override { return "mpi"; }
   int rank() const override { return channel_->rank(); }
@@ -67,21 +85,44 @@ class MpiBackend final : public Backend {
  private:
   // Issues this rank's part of a collective into `request`; returns MPI's error code.
   using Issue = std::function<int(MPI_Request* request)>;
+  // This collective's fingerprint and its left-hand neighbour's (heap buffers: kept on failure).
+  struct Fingerprints;
   // Runs one collective (class comment); `finish` runs after it completed (copy-out, kAvg's
   // division). Failures end up in the returned Work, and `buffers` (every tensor the MPI call
   // reads or writes) are then kept alive for good (keep_forever, mpi_channel.hpp).
   std::shared_ptr<Work> run(const Signature& signature, Milliseconds timeout, std::vector<Tensor> buffers,
                             const Issue& issue, const std::function<void()>& finish = {});
-  // The fingerprint fields of `op` on `sizing`; refuses meta tensors and explicit algorithms.
+  // The same for our schedule of signature.algorithm (mpi_schedule.hpp) on this rank's logical
+  // buffer `buffer` (schedule.hpp's layout over `buffers`), `slices` pipeline slices requested.
+  std::shared_ptr<Work> run_schedule(const Signature& signature, Milliseconds timeout, int slices,
+                                     std::vector<Tensor> buffers, const RankBuffer& buffer,
+                                     const std::function<void()>& finish = {});
+  // Posts the exchange of `f` with the neighbours; returns its requests (none in a world of one).
+  std::vector<MPI_Request> exchange_fingerprints(Fingerprints& f, const std::string& context);
+  // Throws kMismatch, telling every peer, when the left-hand neighbour runs another collective.
+  void check_fingerprints(const Fingerprints& f);
+  // The fingerprint fields of `op` on `sizing`, with the algorithm that runs it
+  // (resolve_algorithm; nullopt: MPI's own); refuses meta tensors.
   Signature signature_for(OpType op, const Tensor& sizing, Algorithm algorithm) const;
+  // The schedule `op` runs for a call asking for `requested` (class comment), or nullopt for MPI's
+  // own collective; throws kInvalidArgument for an algorithm the op does not offer.
+  std::optional<Algorithm> resolve_algorithm(OpType op, Algorithm requested) const;
   Milliseconds limit(Milliseconds timeout) const { return timeout.count() > 0 ? timeout : timeout_; }
-  // The collective span and work_completed instant, when the device is traced.
+  // The collective span, when the device is traced (algorithm `algo`, `slices` and `steps`).
+  void trace_collective(const Signature& signature, int64_t seq, const char* algo, int slices, int steps,
+                        int64_t begin_ns, int64_t end_ns) const;
+  // The events of an MPI collective (span and work_completed instant), when the device is traced.
   void trace(const Signature& signature, int64_t seq, int64_t begin_ns, int64_t end_ns) const;
+  // The events of schedule `s` on this rank (class comment), when the device is traced.
+  void trace_schedule(const Signature& signature, int64_t seq, const Schedule& s, const ScheduleTimes& times,
+                      int64_t begin_ns, int64_t end_ns) const;
 
   std::unique_ptr<MpiChannel> channel_;
   Device device_;
   Milliseconds timeout_;
   int group_id_;
+  Algorithm default_algorithm_;
+  std::vector<int> ring_;  // our rings' order: the group's ranks in order (no topology to follow)
   int next_group_id_ = 1;
   std::map<int, int64_t> p2p_sent_;      // peer -> next send sequence number
   std::map<int, int64_t> p2p_received_;  // peer -> next recv sequence number

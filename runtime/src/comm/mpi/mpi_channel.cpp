@@ -64,6 +64,20 @@ MpiChannel::MpiChannel(MPI_Comm comm, std::shared_ptr<MpiRankState> state)
   check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", context);
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank", context);
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size", context);
+  int* tag_ub = nullptr;
+  int has_tag_ub = 0;
+  check_mpi(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &has_tag_ub), "MPI_Comm_get_attr", context);
+  if (has_tag_ub && tag_ub != nullptr) tag_ub_ = std::max(*tag_ub, kFirstScheduleTag);
+  MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  check_mpi(MPI_Comm_group(comm_, &mine), "MPI_Comm_group", context);
+  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group", context);
+  std::vector<int> ranks(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) ranks[static_cast<size_t>(r)] = r;
+  process_ranks_.resize(ranks.size());
+  const int rc = MPI_Group_translate_ranks(mine, size_, ranks.data(), world, process_ranks_.data());
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  check_mpi(rc, "MPI_Group_translate_ranks", context);
   check_mpi(MPI_Irecv(incoming_.get(), sizeof(Notice), MPI_BYTE, MPI_ANY_SOURCE, kNoticeTag, comm_,
                       &notice_request_),
             "MPI_Irecv", context);
@@ -90,6 +104,13 @@ MpiChannel::~MpiChannel() {
   // nonblocking collectives go on progressing them: freeing it could crash a later MPI call. A
   // failed group's communicator is kept (like its buffers, keep_forever).
   if (!state_->failure_) MPI_Comm_free(&comm_);
+}
+
+int MpiChannel::schedule_tag(const std::string& fingerprint) const {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a: the same on every rank, whatever the build
+  for (const char c : fingerprint) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  const auto span = static_cast<uint64_t>(tag_ub_ - kFirstScheduleTag) + 1;
+  return kFirstScheduleTag + static_cast<int>(hash % span);
 }
 
 std::string MpiChannel::failure_message(const WaitFor& what, const std::string& why) const {

@@ -54,6 +54,9 @@ constexpr int kFingerprintTag = 32760;  // each collective's fingerprint, to the
 constexpr int kNoticeTag = 32761;       // failure and finished notices
 constexpr int kArrivalTag = 32762;      // init_process_group's arrival on MPI_COMM_WORLD
 constexpr int kCreateTag = 32763;       // MPI_Comm_create_group's own messages
+// Our schedules' data (mpi_schedule.hpp): one tag per collective, from kFirstScheduleTag up to
+// MPI_TAG_UB, picked by a hash of the collective's fingerprint (schedule_tag()).
+constexpr int kFirstScheduleTag = 32764;
 
 // How long a collective a failed peer had joined may still take to complete (file comment).
 constexpr std::chrono::milliseconds kFailureGrace{200};
@@ -113,6 +116,13 @@ class MpiChannel {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::shared_ptr<MpiRankState>& state() const { return state_; }
+  // MPI_COMM_WORLD's rank (the process's rank, mpirun's) of each rank of this group.
+  const std::vector<int>& process_ranks() const { return process_ranks_; }
+  // The tag of a schedule's messages for the collective whose fingerprint is `fingerprint`: ranks
+  // running the same collective agree on it, and ranks running different ones almost surely do
+  // not, so their messages never match (a size mismatch would end in MPI_ERR_TRUNCATE instead of
+  // the fingerprint check's kMismatch). kFirstScheduleTag where MPI_TAG_UB leaves no room.
+  int schedule_tag(const std::string& fingerprint) const;
   // The sequence number of the next collective on this group (counts it as issued).
   int64_t next_seq() { return issued_++; }
   // Collective `seq` completed on this rank (they complete in order).
@@ -151,6 +161,8 @@ class MpiChannel {
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+  int tag_ub_ = kFirstScheduleTag;  // MPI_TAG_UB
+  std::vector<int> process_ranks_;  // group rank -> MPI_COMM_WORLD rank
   std::shared_ptr<MpiRankState> state_;
   std::unique_ptr<Notice> incoming_;  // the buffer of the posted notice receive
   MPI_Request notice_request_ = MPI_REQUEST_NULL;

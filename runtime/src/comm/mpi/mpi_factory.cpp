@@ -1,9 +1,11 @@
 // The registry's factory of `mpi` (comm/mpi_backend.hpp): MPI initialised, this process's rank
 // checked against MPI's, the ranks [0, world_size) meet (with the timeout) and get their own
-// communicator, and the rank's MpiBackend is wrapped in an AsyncBackend (its comm worker).
+// communicator, and the rank's MpiBackend (its default algorithm from $DPSCOPE_ALGO) is wrapped in
+// an AsyncBackend (its comm worker).
 #include <mpi.h>
 
 #include <array>
+#include <cstdlib>
 #include <thread>
 
 #include "../async_backend.hpp"
@@ -18,6 +20,13 @@ using Clock = std::chrono::steady_clock;
 
 // c10d's default for gloo (and SimWorldOptions::timeout's).
 constexpr Milliseconds kDefaultTimeout{30 * 60 * 1000};
+
+// The group's default algorithm: $DPSCOPE_ALGO, read at init as SimWorld::create reads it (a bad
+// value fails init with kInvalidArgument naming the variable); kAuto (MPI's own) when unset.
+Algorithm default_algorithm() {
+  const char* env = std::getenv("DPSCOPE_ALGO");
+  return env != nullptr && *env != '\0' ? parse_algorithm(env, "DPSCOPE_ALGO") : Algorithm::kAuto;
+}
 
 // Polls `requests` until all completed (true) or `deadline` passed (false: `done` says which did).
 bool poll_until(std::vector<MPI_Request>& requests, Clock::time_point deadline, std::vector<bool>& done) {
@@ -127,12 +136,13 @@ BackendFactory mpi_backend_factory() {
         "the MPI rank (mpi::initialize().rank)",
         options.rank, launch.rank, launch.size);
     const Milliseconds timeout = options.timeout.count() > 0 ? options.timeout : kDefaultTimeout;
+    const Algorithm algorithm = default_algorithm();  // before meeting: every rank reads the same
     arrive(options.rank, options.world_size, timeout);
     auto channel =
         std::make_unique<MpiChannel>(create_world(options.world_size), std::make_shared<MpiRankState>());
     Device device = Device::new_cpu();
     device.set_rank(options.rank);
-    auto backend = std::make_unique<MpiBackend>(std::move(channel), std::move(device), timeout, 0);
+    auto backend = std::make_unique<MpiBackend>(std::move(channel), std::move(device), timeout, 0, algorithm);
     return std::make_unique<AsyncBackend>(std::move(backend), std::make_shared<CommWorker>());
   };
 }
