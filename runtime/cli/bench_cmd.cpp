@@ -1,4 +1,5 @@
-// `dpscope bench COLLECTIVE`: an nccl-tests style table for the collectives of a backend (sim, cuda, nccl).
+// `dpscope bench COLLECTIVE`: an nccl-tests style table for the collectives of a backend (sim, cuda,
+// nccl, or mpi under mpirun: MPI's own collectives, or with --algo ring|tree|naive our schedules).
 //
 //   dpscope bench all_reduce --devices 8 --preset h100-sxm -b 8 -e 128M -f 2 --algo ring
 //
@@ -65,19 +66,26 @@ BenchOptions to_options(const BenchArgs& a) {
 }
 
 void print_header(const BenchOptions& o, const HardwarePreset& hw) {
+  const char* env = std::getenv("DPSCOPE_ALGO");
+  const bool from_env = o.algorithm == Algorithm::kDefault && env != nullptr && *env != '\0';
   if (o.backend == "mpi") {
+    // Which algorithm moves the data: ours (ring, tree, naive over MPI point-to-point) or MPI's.
+    const Algorithm effective = from_env ? parse_algorithm(env, "DPSCOPE_ALGO") : o.algorithm;
+    const bool ours =
+        effective == Algorithm::kRing || effective == Algorithm::kTree || effective == Algorithm::kNaive;
     fmt::print("# dpscope bench {}: backend mpi, {} processes on this machine's CPUs\n",
                api_name(o.collective), o.devices);
-    fmt::print("# time: the slowest rank's, measured on the host between barriers (MPI's own algorithms)\n");
+    fmt::print("# time: the slowest rank's, measured on the host between barriers ({})\n",
+               ours ? fmt::format("our {} schedule over MPI point-to-point", to_string(effective))
+                    : std::string("MPI's own algorithms"));
   } else {
     const NetworkModel net(hw, o.devices);
     fmt::print("# dpscope bench {}: backend {}, {} x {} (preset {})\n", api_name(o.collective), o.backend,
                o.devices, hw.name, hw.id);
     fmt::print("# network: {}\n", net.describe());
   }
-  const char* env = std::getenv("DPSCOPE_ALGO");
   const std::string algo = o.algorithm != Algorithm::kDefault ? to_string(o.algorithm)
-                           : env != nullptr && *env != '\0'   ? fmt::format("{} (DPSCOPE_ALGO)", env)
+                           : from_env                         ? fmt::format("{} (DPSCOPE_ALGO)", env)
                                                               : std::string("auto");
   fmt::print("# algorithm: {}, slices: {}, data: {}, iterations: {} (+{} warm-up)\n", algo,
              o.slices == 0 ? std::string("by size") : std::to_string(o.slices),

@@ -157,10 +157,14 @@ void validate_bench_options(const BenchOptions& o) {
     mpi::require_mpirun_launch(o.devices, "bench");
     DPS_CHECK(!o.timing_only && o.trace.empty(), ErrorKind::kUsage,
               "--backend mpi measures real processes: --timing-only and --trace are for --backend sim");
-    DPS_CHECK(o.algorithm == Algorithm::kDefault || o.algorithm == Algorithm::kAuto, ErrorKind::kUsage,
-              "--backend mpi runs MPI's own algorithms: --algo {} is for --backend sim or cuda",
-              to_string(o.algorithm));
   }
+  // All-gather and reduce-scatter are rings (every backend's schedules; refused here, in one line,
+  // rather than by each rank once it runs).
+  const bool ring_only = o.collective == OpType::kAllGather || o.collective == OpType::kReduceScatter;
+  DPS_CHECK(!ring_only || o.algorithm == Algorithm::kDefault || o.algorithm == Algorithm::kAuto ||
+                o.algorithm == Algorithm::kRing,
+            ErrorKind::kUsage, "--algo {}: {} runs ring or auto only", to_string(o.algorithm),
+            api_name(o.collective));
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
   DPS_CHECK(!o.timing_only || !on_gpu(o), ErrorKind::kUsage,
             "--timing-only simulates without data: it is for --backend sim, not {}", o.backend);

@@ -67,6 +67,23 @@ TEST(MpiTrain, ProcessesEndWithTheSimulatedDdpWeights) {
   }
 }
 
+TEST(MpiTrain, AlgoRingRunsOurScheduleToTheSimulatedRunsExactWeights) {
+  // --algo ring: DDP's bucket all-reduces run the sim's ring over MPI point-to-point, adding the
+  // same numbers in the same order: the weights are the simulated run's, bit for bit.
+  TempDir dir("mpi_train_ring");
+  const std::string run = kRun + "--devices 3 --algo ring ";
+  const auto sim = run_dpscope(run + fmt::format("--save {}", dir / "sim.safetensors"));
+  ASSERT_EQ(sim.exit_code, 0) << sim.output;
+  const auto procs =
+      run_command(mpirun(3, run + fmt::format("--device cpu --backend mpi --save {} --trace {}",
+                                              dir / "mpi.safetensors", dir / "tr")));
+  ASSERT_EQ(procs.exit_code, 0) << procs.output;
+  EXPECT_EQ(testing::read_file(dir / "sim.safetensors"), testing::read_file(dir / "mpi.safetensors"));
+  // Each rank traced its ring steps: transfers to its right-hand neighbour, named by process rank.
+  EXPECT_THAT(testing::read_file(dir / "tr/rank-1.jsonl"),
+              HasSubstr(R"("algo":"ring","algo_step":0,"chunk":1,"src_rank":1,"dst_rank":2})"));
+}
+
 TEST(MpiTrain, LaunchMistakesAreOneLine) {
   const auto outside = run_dpscope(kRun + "--device cpu --backend mpi --devices 2");
   EXPECT_EQ(outside.exit_code, 2) << outside.output;
@@ -127,10 +144,43 @@ TEST(MpiBench, MisuseIsOneLine) {
   EXPECT_THAT(outside.output,
               HasSubstr("--backend mpi: this process was not started by mpirun; run mpirun -np 2 "
                         "dpscope bench ... --backend mpi"));
-  const auto algo = run_command(mpirun(2, "bench all_reduce --backend mpi --devices 2 --algo ring"));
-  EXPECT_NE(algo.exit_code, 0);
-  EXPECT_THAT(algo.output,
-              HasSubstr("--backend mpi runs MPI's own algorithms: --algo ring is for --backend sim or cuda"));
+  const auto tree = run_command(mpirun(2, "bench all_gather --backend mpi --devices 2 --algo tree"));
+  EXPECT_EQ(tree.exit_code, 2) << tree.output;
+  EXPECT_THAT(tree.output, HasSubstr("dpscope: error: --algo tree: all_gather runs ring or auto only"));
+}
+
+TEST(MpiBench, OurSchedulesAreExactOnProcesses) {
+  // --algo ring|tree|naive: the sim backend's schedules over MPI point-to-point (all-gather and
+  // reduce-scatter offer ring only), sizes not divisible by the 3 ranks included.
+  for (const char* algo : {"ring", "tree", "naive"}) {
+    for (const char* collective : {"all_reduce", "broadcast", "reduce"}) {
+      const auto r = run_command(mpirun(
+          3, fmt::format("bench {} --backend mpi --devices 3 --algo {} -b 4 -e 40K -f 10 -n 2 -w 1 -r 1",
+                         collective, algo)));
+      ASSERT_EQ(r.exit_code, 0) << collective << " " << algo << "\n" << r.output;
+      EXPECT_THAT(r.output, HasSubstr(fmt::format("(our {} schedule over MPI point-to-point)", algo)));
+      EXPECT_THAT(r.output, HasSubstr("# Wrong values         : 0 OK")) << collective << " " << algo;
+    }
+  }
+  for (const char* collective : {"all_gather", "reduce_scatter"}) {
+    const auto r = run_command(mpirun(
+        3, fmt::format("bench {} --backend mpi --devices 3 --algo ring -b 12 -e 120K -f 10", collective)));
+    ASSERT_EQ(r.exit_code, 0) << collective << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr("# Wrong values         : 0 OK")) << collective;
+  }
+  const auto avg =
+      run_command(mpirun(2, "bench all_reduce --backend mpi --devices 2 --algo tree -b 1K -e 1K -o avg"));
+  EXPECT_EQ(avg.exit_code, 0) << avg.output;
+  EXPECT_THAT(avg.output, HasSubstr("# Wrong values         : 0 OK"));
+  // Without --algo, DPSCOPE_ALGO picks the group's default, as for the sim backend.
+  const auto env =
+      run_command("DPSCOPE_ALGO=naive " + mpirun(2, "bench all_reduce --backend mpi --devices 2 -e 1K"));
+  EXPECT_EQ(env.exit_code, 0) << env.output;
+  EXPECT_THAT(env.output, HasSubstr("(our naive schedule over MPI point-to-point)"));
+  EXPECT_THAT(env.output, HasSubstr("# algorithm: naive (DPSCOPE_ALGO)"));
+  EXPECT_THAT(env.output, HasSubstr("# Wrong values         : 0 OK"));
+  const auto own = run_command(mpirun(2, "bench all_reduce --backend mpi --devices 2 -e 1K"));
+  EXPECT_THAT(own.output, HasSubstr("(MPI's own algorithms)"));
 }
 
 }  // namespace

@@ -148,7 +148,8 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
                         Case{"all_reduce -f 1", "-f must be at least 2, got 1"},
                         Case{"all_reduce -o median", "unknown reduce op 'median'"},
                         Case{"all_reduce --devices 9 --preset v100-sxm2", "holds 8 GPUs; 9 requested"},
-                        Case{"all_reduce --devices 64 -e 1G", "add --timing-only"}}) {
+                        Case{"all_reduce --devices 64 -e 1G", "add --timing-only"},
+                        Case{"reduce_scatter --algo tree", "--algo tree: reduce_scatter runs ring"}}) {
     SCOPED_TRACE(c.args);
     const Result r = run_bench(c.args);
     EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -11,6 +11,10 @@
 // from the first rank's call until every rank has returned), and #wrong from an exact check of
 // the last iteration. Timing-only runs use meta tensors: same times, no data, nothing to check.
 //
+// --backend mpi (under mpirun: this process is one rank, rank 0 reports the rows): the time is the
+// slowest rank's host time between barriers; `algorithm` ring, tree or naive runs our schedules over
+// MPI point-to-point (the sim's, bit-identical), auto MPI's own collectives.
+//
 // Thread semantics: run_collective_bench() blocks; `on_row` is called from one rank thread,
 // rows in order.
 #pragma once
@@ -28,7 +32,7 @@ namespace dpscope {
 
 struct BenchOptions {
   OpType collective = OpType::kAllReduce;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce
-  std::string backend = "sim";             // sim, cuda (logical GPUs), nccl (one rank per GPU)
+  std::string backend = "sim";             // sim, cuda (logical GPUs), nccl (one rank per GPU), mpi
   int devices = 4;
   std::string preset = "h100-sxm";
   uint64_t min_bytes = 8;
