@@ -1,15 +1,17 @@
 // `dpscope trace`: tools for dpscope traces (docs/trace-format.md).
-//   dpscope trace export --chrome IN.jsonl OUT.json   Chrome Trace Event JSON for ui.perfetto.dev
-//   dpscope trace stats IN.jsonl [--per-step]         compute / comm / exposed comm / idle per device
-//   dpscope trace merge DIR OUT.jsonl                 process ranks' rank-K.jsonl on rank 0's clock
-// Both read strictly (the first malformed line is an error, exit code 2) unless --lenient is given,
-// which skips malformed lines and lists them on stderr.
+//   dpscope trace export --chrome IN OUT.json   Chrome Trace Event JSON for ui.perfetto.dev
+//   dpscope trace stats IN [--per-step]         compute / comm / exposed comm / idle per device
+//   dpscope trace merge DIR OUT.jsonl           process ranks' rank-K.jsonl on rank 0's clock
+// IN is a trace file or a directory of process ranks' rank-K.jsonl files, merged as it is read
+// (trace_format/rank_traces.hpp). export and stats read strictly (the first malformed line is an
+// error, exit code 2) unless --lenient is given, which skips malformed lines and lists them on stderr.
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
@@ -44,20 +46,32 @@ void check_output_is_not_input(const std::string& in, const std::string& out) {
               entry.path().filename().string(), in);
 }
 
+// Each rank's clock against rank 0's, one line each (a directory's ranks, `trace merge`).
+void print_rank_clocks(const std::vector<trace::RankSource>& ranks) {
+  for (const trace::RankSource& r : ranks)
+    fmt::print("  rank {}: clock offset {:+.1f} us (+/- {:.1f} us)\n", r.rank, r.clock_offset_ns / 1e3,
+               r.clock_uncertainty_ns / 1e3);
+}
+
 trace::TraceData load(const std::string& path, bool lenient) {
   trace::TraceData data = trace::read_trace(path, {.strict = !lenient});
   for (size_t i = 0; i < data.problems.size() && i < kProblemsShown; ++i) {
-    std::fprintf(stderr, "dpscope: warning: skipped %s:%u: %s\n", path.c_str(), data.problems[i].line,
-                 data.problems[i].reason.c_str());
+    const trace::Problem& p = data.problems[i];
+    std::fprintf(stderr, "dpscope: warning: skipped %s:%u: %s\n", (p.file.empty() ? path : p.file).c_str(),
+                 p.line, p.reason.c_str());
   }
   if (data.problems.size() > kProblemsShown) {
     std::fprintf(stderr, "dpscope: warning: ... and %zu more malformed lines\n",
                  data.problems.size() - kProblemsShown);
   }
-  if (data.partial_last_line) {
+  std::vector<std::string> partial;  // the files that end with an incomplete line
+  if (data.ranks.empty() && data.partial_last_line) partial.push_back(path);
+  for (const trace::RankSource& r : data.ranks)
+    if (r.partial_last_line) partial.push_back(r.path);
+  for (const std::string& file : partial) {
     std::fprintf(
         stderr, "dpscope: warning: %s ends with an incomplete line (still being written?); it was left out\n",
-        path.c_str());
+        file.c_str());
   }
   return data;
 }
@@ -81,7 +95,9 @@ void register_trace(CLI::App& app) {
                  "Chrome Trace Event JSON (ui.perfetto.dev, chrome://tracing)")
       ->required();
   export_cmd->add_flag("--lenient", export_options->lenient, "skip malformed lines instead of failing");
-  export_cmd->add_option("IN", export_options->in, "the dpscope trace (.jsonl)")->required();
+  export_cmd
+      ->add_option("IN", export_options->in, "the dpscope trace (.jsonl, or a directory of rank-K.jsonl)")
+      ->required();
   export_cmd->add_option("OUT", export_options->out, "where to write the Chrome JSON")->required();
   export_cmd->callback([export_options] {
     check_output_is_not_input(export_options->in, export_options->out);
@@ -103,9 +119,7 @@ void register_trace(CLI::App& app) {
     check_output_is_not_input(*merge_in, *merge_out);
     const trace::MergeResult r = trace::merge_rank_traces(*merge_in, *merge_out);
     fmt::print("wrote {} ({} ranks, {} events on rank 0's clock)\n", *merge_out, r.ranks, r.events);
-    for (const trace::RankClock& c : r.clocks)
-      fmt::print("  rank {}: clock offset {:+.1f} us (+/- {:.1f} us)\n", c.rank, c.offset_ns / 1e3,
-                 c.uncertainty_ns / 1e3);
+    print_rank_clocks(r.clocks);
   });
 
   struct StatsOptions {
@@ -118,12 +132,17 @@ void register_trace(CLI::App& app) {
       cmd->add_subcommand("stats", "time breakdown per device: compute, comm, exposed comm, idle");
   stats_cmd->add_flag("--per-step", stats_options->per_step, "also break the time down per training step");
   stats_cmd->add_flag("--lenient", stats_options->lenient, "skip malformed lines instead of failing");
-  stats_cmd->add_option("IN", stats_options->in, "the dpscope trace (.jsonl)")->required();
+  stats_cmd->add_option("IN", stats_options->in, "the dpscope trace (.jsonl, or a directory of rank-K.jsonl)")
+      ->required();
   stats_cmd->callback([stats_options] {
     const trace::TraceData data = load(stats_options->in, stats_options->lenient);
     const trace::TraceStats stats = trace::compute_stats(data);
     fmt::print("{}: {} events, {} clock, {} devices\n", stats_options->in, data.events.size(),
                data.header.clock, data.header.devices.size());
+    if (!data.ranks.empty()) {
+      fmt::print("{} process ranks (rank-K.jsonl) on rank 0's clock:\n", data.ranks.size());
+      print_rank_clocks(data.ranks);
+    }
     fmt::print("{}", trace::format_stats(stats, data, stats_options->per_step));
   });
 }

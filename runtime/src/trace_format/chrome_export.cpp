@@ -43,8 +43,10 @@ std::vector<Slice> collect_slices(const TraceData& data) {
     if (e.type == EventType::kSpan) {
       slices.push_back({chrome_pid(e.dev), tid, e.ts_ns, e.end_ns()});
     } else if (e.type == EventType::kTransfer) {
-      slices.push_back({chrome_pid(e.src), tid, e.ts_ns, e.end_ns()});
-      slices.push_back({chrome_pid(e.dst), tid, e.end_ns(), e.end_ns() + kReceiveSliceNs});
+      // An end on another process's device (an unmerged rank file: -1) is drawn on the issuing device.
+      slices.push_back({chrome_pid(e.src >= 0 ? e.src : e.dev), tid, e.ts_ns, e.end_ns()});
+      slices.push_back(
+          {chrome_pid(e.dst >= 0 ? e.dst : e.dev), tid, e.end_ns(), e.end_ns() + kReceiveSliceNs});
     }
   }
   return slices;

@@ -223,13 +223,15 @@ enum Key : uint8_t {
   kReason,
   kBuckets,
   kStride,
+  kSrcRank,
+  kDstRank,
   kKeyCount,
   kUnknownKey
 };
 constexpr std::string_view kKeyNames[kKeyCount] = {
-    "type",      "ts",    "rank",   "dev",  "step", "phase",   "name",   "cat",     "stream",
-    "dur",       "args",  "values", "src",  "dst",  "bytes",   "flow",   "coll",    "algo",
-    "algo_step", "chunk", "param",  "when", "norm", "indices", "reason", "buckets", "stride"};
+    "type",  "ts",     "rank", "dev",     "step",   "phase",   "name",   "cat",      "stream",    "dur",
+    "args",  "values", "src",  "dst",     "bytes",  "flow",    "coll",   "algo",     "algo_step", "chunk",
+    "param", "when",   "norm", "indices", "reason", "buckets", "stride", "src_rank", "dst_rank"};
 
 // Dispatches on length and first letters, then confirms the whole key: this runs for every field
 // of every line, so it avoids a loop of string compares.
@@ -272,6 +274,7 @@ Key key_of(std::string_view k) {
       }
       break;
     case 7: return k[0] == 'i' ? is("indices", kIndices) : is("buckets", kBuckets);
+    case 8: return k[0] == 's' ? is("src_rank", kSrcRank) : is("dst_rank", kDstRank);
     case 9: return is("algo_step", kAlgoStep);
   }
   return kUnknownKey;
@@ -290,6 +293,7 @@ class Fields {
       present_ |= 1u << k;
     }
   }
+  static_assert(kKeyCount <= 32, "Fields::present_ has one bit per key");
   bool has(Key k) const { return (present_ >> k) & 1u; }
   dom::element operator[](Key k) const {
     if (!has(k)) fail(fmt::format("missing field '{}'", kKeyNames[k]));
@@ -302,6 +306,7 @@ class Fields {
 };
 
 void TraceParser::reset() {
+  own_rank_ = -1;
   strings_.clear();
   device_known_.clear();
   known_names_.clear();
@@ -355,9 +360,14 @@ void TraceParser::parse_header(TraceData& data, std::string_view line, uint32_t 
     h = TraceHeader{};
     h.clock = std::string(string(member(obj, "clock", "clock"), "clock"));
     dom::element run;
+    own_rank_ = -1;
     if (!obj["run"].get(run)) {
       (void)object(run, "run");
       h.run_json = simdjson::minify(run);
+      // A process rank's file (rank_traces.hpp): transfers name its own devices under its rank too.
+      int64_t rank = -1;
+      if (!run["process"]["rank"].get_int64().get(rank) && rank >= 0 && rank <= INT32_MAX)
+        own_rank_ = static_cast<int32_t>(rank);
     }
     size_t i = 0;
     for (dom::element item : array(member(obj, "devices", "devices"), "devices")) {
@@ -522,8 +532,26 @@ void TraceParser::read_transfer(TraceData& data, const Fields& f, Event& e) {
   read_name(data, f, e);
   read_stream(f, e);
   e.dur_ns = non_negative(f[kDur], "dur");
-  e.src = read_device(f, kSrc);
-  e.dst = read_device(f, kDst);
+  // An end with src_rank/dst_rank other than this file's rank is a device of that rank's header
+  // (docs/trace-format.md): unknown here (-1), kept in remote_ends for a merge of the ranks.
+  RemoteEnds remote;
+  auto end = [&](Key device_key, Key rank_key, int32_t& remote_rank, int32_t& remote_id) -> int32_t {
+    if (f.has(rank_key)) {
+      const int32_t rank = int32_at_least(f[rank_key], kKeyNames[rank_key], 0);
+      if (rank != own_rank_) {
+        remote_rank = rank;
+        remote_id = int32_at_least(f[device_key], kKeyNames[device_key], 0);
+        return -1;
+      }
+    }
+    return read_device(f, device_key);
+  };
+  e.src = end(kSrc, kSrcRank, remote.src_rank, remote.src);
+  e.dst = end(kDst, kDstRank, remote.dst_rank, remote.dst);
+  if (remote.src_rank >= 0 || remote.dst_rank >= 0) {
+    e.payload = static_cast<int32_t>(data.remote_ends.size());
+    data.remote_ends.push_back(remote);
+  }
   e.bytes = unsigned_integer(f[kBytes], "bytes");
   e.flow = unsigned_integer(f[kFlow], "flow");
   if (f.has(kColl)) e.coll = non_negative(f[kColl], "coll");

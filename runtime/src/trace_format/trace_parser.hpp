@@ -70,6 +70,7 @@ class TraceParser {
   simdjson::dom::parser json_;
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> strings_;
   std::vector<uint8_t> device_known_;  // indexed by header device id
+  int32_t own_rank_ = -1;              // the header's run.process.rank (a process rank's file), else -1
   // Typed names of the interned strings, indexed by string index (resolved once per string).
   std::vector<EventName> known_names_;
   std::vector<SpanCategory> known_categories_;

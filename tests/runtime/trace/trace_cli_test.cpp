@@ -100,5 +100,69 @@ TEST(TraceCli, StatsPrintsOneRowPerDevice) {
   EXPECT_EQ(r.output.find("host"), std::string::npos) << "the host has no events of its own";
 }
 
+// A directory of process ranks' files (mpirun ... --trace DIR) is read as their merge.
+TEST(TraceCli, StatsAndExportReadADirectoryOfRankFiles) {
+  const auto dir = testing::scratch_dir() / "run";
+  std::filesystem::create_directories(dir);
+  testing::write_file(dir / "rank-0.jsonl", testing::rank_header(0, 2, 0) + testing::rank_span(0, 1000, "a"));
+  testing::write_file(dir / "rank-1.jsonl",
+                      testing::rank_header(1, 2, -2500) + testing::rank_span(1, 3000, "b"));
+  RunResult r = run_cli("trace stats " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind(fmt::format("{}: 2 events, measured clock, 2 devices\n"
+                                       "2 process ranks (rank-K.jsonl) on rank 0's clock:\n"
+                                       "  rank 0: clock offset +0.0 us (+/- 0.0 us)\n"
+                                       "  rank 1: clock offset -2.5 us (+/- 0.0 us)\n"
+                                       "device ",
+                                       dir.string()),
+                           0),
+            0u)
+      << r.output;
+  EXPECT_NE(r.output.find("\ncpu:0 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\ncpu:1 "), std::string::npos) << r.output;
+
+  const auto out = dir.parent_path() / "run.json";
+  r = run_cli("trace export --chrome " + quoted(dir) + " " + quoted(out));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json doc = nlohmann::json::parse(testing::read_file(out));
+  std::vector<double> starts;
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "X") starts.push_back(e["ts"].get<double>());
+  EXPECT_EQ(starts, (std::vector<double>{0.5, 1.0})) << "rank 1's span moved onto rank 0's clock";
+  r = run_cli("trace export --chrome " + quoted(dir) + " " + quoted(dir / "rank-1.jsonl"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output, fmt::format("dpscope: error: OUT '{}' is 'rank-1.jsonl' in the input directory '{}'; "
+                                  "refusing to overwrite it\n",
+                                  (dir / "rank-1.jsonl").string(), dir.string()));
+}
+
+TEST(TraceCli, ADirectoryThatIsNoRunIsOneLineAndExitCode2) {
+  const auto dir = testing::scratch_dir();
+  testing::write_file(dir / "rank-0.jsonl", testing::rank_header(0, 2, 0));
+  testing::write_file(dir / "rank-1.jsonl", testing::header_line());
+  const RunResult r = run_cli("trace stats " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output,
+            fmt::format("dpscope: error: {}: its header has no \"process\" entry (rank, world_size, "
+                        "clock offset), so it is no process rank's trace (train --backend mpi --trace "
+                        "DIR writes them)\n",
+                        (dir / "rank-1.jsonl").string()));
+}
+
+TEST(TraceCli, LenientStatsOfADirectoryNameTheRankFileOfEachSkippedLine) {
+  const auto dir = testing::scratch_dir();
+  testing::write_file(dir / "rank-0.jsonl", testing::rank_header(0, 1, 0) + "{\"type\":\"span\"}\n" +
+                                                testing::rank_span(0, 5, "a") + "{\"type\":");
+  const RunResult r = run_cli("trace stats --lenient " + quoted(dir));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const std::string file = (dir / "rank-0.jsonl").string();
+  EXPECT_NE(r.output.find(fmt::format("dpscope: warning: skipped {}:2: missing field 'ts'\n", file)),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(fmt::format("dpscope: warning: {} ends with an incomplete line", file)),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace dpscope::trace

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dpscope/core/device.hpp"
 #include "dpscope/core/preset.hpp"
@@ -111,6 +113,43 @@ inline std::filesystem::path record_sample_trace(const std::filesystem::path& pa
   }
   recorder->close();
   return path;
+}
+
+// ---- process ranks' files (DIR/rank-K.jsonl, trace_format/rank_traces.hpp) ----
+
+// A rank file's header line ('\n' included): measured clock, the "process" entry, and `devices`
+// (name, kind) with ids 0, 1, ...
+inline std::string rank_header(int rank, int world_size, int64_t offset_ns,
+                               const std::vector<std::pair<std::string, std::string>>& devices = {
+                                   {"cpu", "cpu"}}) {
+  TraceHeader h;
+  h.clock = "measured";
+  h.run_json = fmt::format(
+      R"({{"mode":"ddp","backend":"mpi","process":{{"rank":{},"world_size":{},"clock_offset_ns":{},"clock_uncertainty_ns":7}}}})",
+      rank, world_size, offset_ns);
+  for (const auto& [name, kind] : devices)
+    h.devices.push_back({.id = static_cast<int>(h.devices.size()), .name = name, .kind = kind});
+  fmt::memory_buffer out;
+  append_trace_header(out, h);  // ends with its '\n'
+  return fmt::to_string(out);
+}
+
+// A compute span of `rank` on its device `dev`, 100 ns long ('\n' included).
+inline std::string rank_span(int rank, int64_t ts, const std::string& name, int dev = 0) {
+  return fmt::format(
+      R"({{"type":"span","ts":{},"rank":{},"dev":{},"step":0,"phase":"backward","name":"{}","cat":"compute","stream":"compute","dur":100}})"
+      "\n",
+      ts, rank, dev, name);
+}
+
+// A transfer written by `rank` from `src` to `dst`, 50 ns long; `ends` adds fields such as
+// R"(,"dst_rank":1)" ('\n' included).
+inline std::string rank_transfer(int rank, int64_t ts, int src, int dst, uint64_t flow,
+                                 const std::string& ends = "") {
+  return fmt::format(
+      R"({{"type":"transfer","ts":{},"rank":{},"dev":0,"step":0,"phase":"backward","name":"send/recv","stream":"comm","dur":50,"src":{},"dst":{},"bytes":64,"flow":{}{}}})"
+      "\n",
+      ts, rank, src, dst, flow, ends);
 }
 
 }  // namespace dpscope::trace::testing

@@ -1,11 +1,14 @@
 // Reading dpscope traces (docs/trace-format.md) into a compact, indexed in-memory form.
 //
 // Used by `dpscope trace export|stats`, by lessons (triggers and answers are predicates on events)
-// and by the visualizer's replay model. Event names, categories and tags are interned into one
+// and by the visualizer's replay model. A trace is one file, or a directory of process ranks'
+// rank-K.jsonl files, which are merged into one timeline on rank 0's clock as they are read
+// (trace_format/rank_traces.hpp). Event names, categories and tags are interned into one
 // string table; variable-size parts (counter values, value samples, sample indices, buckets, args)
 // live in side tables indexed by Event::payload. A 1M-event trace loads in about a second.
 //
-// Errors: a malformed line is reported as "TRACE:LINE: reason"; in strict mode the first one
+// Errors: a malformed line is reported as "TRACE:LINE: reason" (for a directory, TRACE is the rank
+// file); in strict mode the first one
 // throws Error(kFormat), otherwise it is collected in TraceData::problems and skipped. A partial
 // last line (no trailing '\n') is never an error: it is left for the next poll (live files).
 // A header whose major version is newer than kTraceFormatMajor is refused in both modes.
@@ -61,7 +64,9 @@ struct Event {
   int32_t algo_step = -1;
   int32_t chunk = -1;
   // counters, values, samples, buckets: index into the matching TraceData table;
-  // spans and instants: index into TraceData::args (or kNoPayload when they had none)
+  // spans and instants: index into TraceData::args (or kNoPayload when they had none);
+  // transfers: index into TraceData::remote_ends when an end lies on another process's device
+  // (src_rank/dst_rank), kNoPayload when both ends are this trace's devices
   int32_t payload = kNoPayload;
   uint32_t line = 0;  // 1-based line in the file
 
@@ -94,13 +99,35 @@ struct BucketAssignment {
   std::vector<TraceBucketInfo> buckets;
 };
 
+// The ends of a transfer of one process rank's file (docs/trace-format.md, `src_rank`/`dst_rank`)
+// that lie on another rank's device: that rank and the device id in that rank's header, exactly as
+// the file wrote them. -1 for an end on this file's own device (then Event::src/dst holds it).
+// Such an end reads as device -1 (unknown) in Event::src/dst until the ranks are merged; a merged
+// trace (a directory, `dpscope trace merge`) has no remote ends.
+struct RemoteEnds {
+  int32_t src_rank = -1;
+  int32_t src = -1;
+  int32_t dst_rank = -1;
+  int32_t dst = -1;
+};
+
 struct Problem {
   uint32_t line = 0;
   std::string reason;
+  std::string file;  // the file the line is in, when it is not TraceData::path (a rank file)
+};
+
+// One process rank of a trace read from a directory (its "process" entry, docs/trace-format.md).
+struct RankSource {
+  int rank = 0;
+  std::string path;             // DIR/rank-K.jsonl
+  int64_t clock_offset_ns = 0;  // added to the rank's times to put them on rank 0's clock
+  int64_t clock_uncertainty_ns = 0;
+  bool partial_last_line = false;  // the file ended with an incomplete line, left out
 };
 
 struct TraceData {
-  std::string path;           // for messages
+  std::string path;           // for messages; a directory's path when the trace is its merged ranks
   std::string version;        // "1.0"
   TraceHeader header;         // header.run_json holds the raw "run" object
   std::vector<Event> events;  // in file order
@@ -110,11 +137,18 @@ struct TraceData {
   std::vector<ValueSample> values;
   std::vector<SampleIndices> samples;
   std::vector<BucketAssignment> buckets;
-  std::vector<Problem> problems;  // non-strict mode: malformed lines that were skipped
+  std::vector<RemoteEnds> remote_ends;  // transfers with an end on another process (Event::payload)
+  std::vector<Problem> problems;        // non-strict mode: malformed lines that were skipped
   // The text ended with an incomplete line (no '\n'), which was left out (a file being written).
   bool partial_last_line = false;
   int64_t min_ts_ns = 0;  // over all events (0 when none)
   int64_t max_end_ns = 0;
+  // A directory of process ranks' files: each rank, in rank order (empty for a single file).
+  std::vector<RankSource> ranks;
+  // Set while a directory is followed (TraceFollower): the latest time every rank has written,
+  // on rank 0's clock (the earliest of the ranks' latest event starts); events after it may still
+  // be joined by earlier ones of a slower rank. INT64_MIN while some rank has written no event.
+  std::optional<int64_t> ranks_written_until_ns;
 
   std::string_view str(uint32_t index) const;      // "" for kNoString
   uint32_t find_string(std::string_view s) const;  // kNoString when absent
@@ -129,6 +163,8 @@ struct TraceData {
   // EventName::kError: the message ("" when the writer gave none); its string_view points into
   // `strings`, valid while this TraceData lives unchanged.
   std::optional<RunError> run_error(const Event& e) const;
+  // A transfer's ends on other processes' devices; nullptr when both are this trace's.
+  const RemoteEnds* remote_ends_of(const Event& e) const;
   // The header device with this id, or nullptr.
   const TraceDeviceInfo* device(int32_t id) const;
 
@@ -143,16 +179,28 @@ struct ReadOptions {
 
 // Reads a whole file. Throws Error(kIo) when it cannot be opened, Error(kFormat) for an empty file,
 // a bad header, a newer major version, or (strict) a malformed event line.
+// A directory is read as the rank-K.jsonl files of a run whose ranks are processes, merged into one
+// trace on rank 0's clock (read_rank_directory, trace_format/rank_traces.hpp, which says how and
+// which directories it refuses).
 TraceData read_trace(const std::filesystem::path& path, ReadOptions options = {});
+// read_trace of one file; a directory is refused (kIo).
+TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options = {});
 // Same, from memory (`name` is used in messages).
 TraceData parse_trace(std::string_view text, std::string_view name = "<memory>", ReadOptions options = {});
 
 namespace detail {
-class TraceParser;  // runtime/src/trace/trace_parser.hpp: the line parser, kept between polls
-}
+class FileFollower;       // runtime/src/trace_format/file_follower.hpp
+class DirectoryFollower;  // runtime/src/trace_format/directory_follower.hpp
+}  // namespace detail
 
-// Follows a file that is still being written (dpscope-viz --follow): each poll() parses the
+// Follows a trace that is still being written (dpscope-viz --follow): each poll() parses the
 // complete lines appended since the last one and appends their events to data().
+//
+// The path may be a file or a directory of process ranks' rank-K.jsonl files (a multi-process run
+// watched from another terminal). A directory's ranks are merged as read_trace merges them, once
+// every rank of the run (world_size) has written its header line; rank files that appear later
+// are picked up. data().ranks_written_until_ns then says up to when every rank has written. A
+// path that does not exist yet is waited for, and followed as a directory if it becomes one.
 class TraceFollower {
  public:
   explicit TraceFollower(std::filesystem::path path, ReadOptions options = {.strict = false});
@@ -160,30 +208,28 @@ class TraceFollower {
   TraceFollower(TraceFollower&&) noexcept;
   TraceFollower& operator=(TraceFollower&&) noexcept;
   // Returns the number of new events; 0 when nothing complete was added. Reads the header on the
-  // first poll that finds a complete first line. Throws like read_trace for a bad header.
+  // first poll that finds a complete first line. Throws like read_trace for a bad header (for a
+  // directory: a rank file without its "process" entry, ranks of different runs, a rank beyond
+  // the run's world size).
   size_t poll();
-  bool has_header() const { return has_header_; }
-  const TraceData& data() const { return data_; }
-  TraceData& data() { return data_; }
-  // How often the file was found truncated or replaced; each time data() was cleared and the new
-  // file read from its start (a new run writing to the same path).
-  size_t restarts() const { return restarts_; }
+  // A file: its header line has been read. A directory: every rank's has, and data() is merged.
+  bool has_header() const;
+  const TraceData& data() const;
+  TraceData& data();
+  // How often the trace was found truncated or replaced; each time data() was cleared and the new
+  // file (for a directory: every rank file) read from its start (a new run writing to the same path).
+  size_t restarts() const;
+  // Following a directory of rank files.
+  bool is_directory() const { return directory_ != nullptr; }
+  // What the follower waits for before it has a header, in words ("" when nothing): for a
+  // directory "rank-2.jsonl (2 of 4 ranks have started)"; for a file its name.
+  std::string waiting_for() const;
 
  private:
-  void restart();
-
   std::filesystem::path path_;
   ReadOptions options_;
-  TraceData data_;
-  uint64_t offset_ = 0;  // bytes consumed (complete lines only)
-  uint32_t next_line_ = 1;
-  bool has_header_ = false;
-  std::unique_ptr<detail::TraceParser> parser_;
-  std::string header_line_;    // the file's first bytes and the last consumed ones, compared at
-  std::string consumed_tail_;  // each poll to notice a file rewritten in place
-  uint64_t file_dev_ = 0;      // identity of the file being followed (stat st_dev, st_ino)
-  uint64_t file_ino_ = 0;
-  size_t restarts_ = 0;
+  std::unique_ptr<detail::FileFollower> file_;
+  std::unique_ptr<detail::DirectoryFollower> directory_;
 };
 
 }  // namespace dpscope::trace
