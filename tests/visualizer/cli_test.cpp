@@ -104,6 +104,27 @@ TEST(VizCli, TruncatedLastLineIsToleratedHeadless) {
   EXPECT_EQ(r.output.find("error"), std::string::npos) << r.output;
 }
 
+// A directory is read as process ranks' rank-K.jsonl files: one that cannot be merged is one line.
+TEST(VizCli, ADirectoryThatIsNoRunIsAnError) {
+  const auto dir = scratch_dir();
+  const auto run = dir / "run";
+  std::filesystem::create_directories(run);
+  auto expect_error = [&](const std::string& expected) {
+    const auto r = run_command("env -u DISPLAY " + kViz + " " + quoted(run.string()) + " --screenshot " +
+                               quoted((dir / "out.png").string()));
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(r.output, "dpscope-viz: error: " + expected + "\n");
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.png"));
+  };
+  expect_error(
+      fmt::format("'{}' has no rank-K.jsonl files (the per-rank traces of mpirun -np N dpscope train "
+                  "--backend mpi --trace DIR)",
+                  run.string()));
+  testing::write_rank_directory(run, 3, 1);
+  std::filesystem::remove(run / "rank-1.jsonl");
+  expect_error(fmt::format("'{}' has rank-2.jsonl but no rank-1.jsonl", run.string()));
+}
+
 TEST(VizCli, EmptyTraceIsAnError) { expect_trace_error("empty.jsonl", "", "empty.jsonl"); }
 
 TEST(VizCli, NewerVersionIsRefused) {

@@ -186,6 +186,23 @@ TEST_F(Screenshots, CompareDrawsTheRunsSideBySide) {
   EXPECT_GT(differing_pixels(compare, stage), 50000u) << "the comparison replaces the stage";
 }
 
+// dpscope-viz DIR: a directory of process ranks' files is drawn as one run, a card per process
+// named by rank (cpu:0, cpu:1, ...), in rank order.
+TEST_F(Screenshots, ADirectoryOfRankFilesIsDrawnAsOneRun) {
+  const auto run = dir_ / "mpi-run";
+  testing::write_rank_directory(run, 4, 3);
+  const auto png = dir_ / "mpi-run.png";
+  const auto boxes = dir_ / "mpi-run.boxes.jsonl";
+  const auto r = run_command(kViz + " " + quoted(run.string()) + " --screenshot " + quoted(png.string()) +
+                             " --seek 0.4 --size 1600x900 --stage-boxes " + quoted(boxes.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_rich(load_png(png), 1600, 900, "mpi-run");
+  std::istringstream lines(testing::read_text(boxes));
+  std::vector<std::string> devices;
+  for (std::string line; std::getline(lines, line);) devices.push_back(nlohmann::json::parse(line)["device"]);
+  EXPECT_EQ(devices, (std::vector<std::string>{"cpu:0", "cpu:1", "cpu:2", "cpu:3"}));
+}
+
 // The palette's colour of `rank` (ui/palette.cpp sample_color, normal contrast), computed the way
 // ImGui converts it, so the test can find a rank's stripes among the pixels.
 std::array<unsigned char, 3> rank_rgb(int rank) {

@@ -212,4 +212,60 @@ uint32_t find_instant(const ReplayModel& model, int rank, int64_t step, EventNam
   });
 }
 
+void write_rank_directory(const std::filesystem::path& dir, int ranks, int steps) {
+  std::filesystem::create_directories(dir);
+  for (int rank = 0; rank < ranks; ++rank) {
+    const int64_t offset_ns = rank == 0 ? 0 : rank * 300 - 100;  // this rank's clock + offset = rank 0's
+    TraceHeader h;
+    h.clock = "measured";
+    h.run_json = fmt::format(
+        R"({{"mode":"ddp","device":"cpu","backend":"mpi","devices":{},"model":"16-32-4","batch":4,)"
+        R"("process":{{"rank":{},"world_size":{},"clock_offset_ns":{},"clock_uncertainty_ns":40}}}})",
+        ranks, rank, ranks, offset_ns);
+    h.devices.push_back({.id = 0, .name = "cpu", .kind = "cpu"});
+    h.params = {{0, "0.weight", {32, 16}, 2048}, {1, "0.bias", {32}, 128}};
+    fmt::memory_buffer out;
+    append_trace_header(out, h);
+    auto line = [&](const std::string& type, int64_t global_ns, int step, const char* phase,
+                    const std::string& rest) {
+      fmt::format_to(std::back_inserter(out),
+                     R"({{"type":"{}","ts":{},"rank":{},"dev":0,"step":{},"phase":"{}",{}}})"
+                     "\n",
+                     type, global_ns - offset_ns, rank, step, phase, rest);
+    };
+    const int next = (rank + 1) % ranks;
+    for (int step = 0; step < steps; ++step) {
+      const int64_t t = int64_t{10000} * step;
+      line("samples", t, step, "data",
+           fmt::format(R"("indices":[{},{},{},{}])", 16 * step + 4 * rank, 16 * step + 4 * rank + 1,
+                       16 * step + 4 * rank + 2, 16 * step + 4 * rank + 3));
+      line(
+          "counter", t + 50, step, "forward",
+          R"("name":"memory","values":{"parameters":2176,"gradients":2176,"optimizer_state":0,"activations":512,"buffers":0,"capacity":0})");
+      line(
+          "span", t + 100, step, "forward",
+          R"("name":"forward 0.Linear","cat":"compute","stream":"compute","dur":2000,"args":{"flops":4096,"bytes":3000})");
+      line(
+          "span", t + 2100, step, "backward",
+          R"("name":"backward 0.Linear","cat":"compute","stream":"compute","dur":2400,"args":{"flops":8192,"bytes":6000})");
+      line("instant", t + 4500, step, "backward", R"("name":"grad_ready","args":{"param":1})");
+      line("span", t + 4600, step, "backward",
+           fmt::format(
+               R"("name":"all_reduce ring 2.12 KiB","cat":"collective","stream":"comm","dur":2000,)"
+               R"("args":{{"coll":{},"group":0,"op":"all_reduce","algo":"ring","bytes":2176,"ranks":{}}})",
+               step, ranks));
+      line("transfer", t + 5000, step, "backward",
+           fmt::format(
+               R"("name":"ring reduce-scatter","stream":"comm","dur":800,"src":0,"dst":0,"bytes":1088,)"
+               R"("flow":{},"coll":{},"algo":"ring","algo_step":0,"chunk":{},"dst_rank":{})",
+               step + 1, step, rank, next));
+      line("span", t + 7000, step, "optimizer",
+           R"("name":"optimizer.step SGD","cat":"optimizer","stream":"compute","dur":500)");
+      line("counter", t + 7600, step, "optimizer",
+           fmt::format(R"("name":"loss","values":{{"loss":{}}})", 1.5 - 0.1 * step - 0.01 * rank));
+    }
+    write_text(dir / fmt::format("rank-{}.jsonl", rank), fmt::to_string(out));
+  }
+}
+
 }  // namespace dpscope::viz::testing

@@ -72,6 +72,14 @@ void write_t4_bench_trace(const std::filesystem::path& path, int iterations = 2)
 //   GPU 0 memory:  parameters 100 at t=500; parameters 100 + activations 50 at t=2500
 //   GPU 0 / GPU 2: samples [0, 1] and [2, 3] at t=0; instants "grad_ready" at t=2000 on both
 //   loss 2.5 at t=4500 (step 0) from rank 0
+// A run of `ranks` CPU processes as `mpirun ... --backend mpi --trace DIR` writes it: DIR/rank-K.jsonl,
+// each rank on its own clock (rank K's runs K * 300 - 100 ns behind rank 0's; rank 0's is exact)
+// with its "process" entry. Each step (10 us on rank 0's clock): samples, memory, forward and
+// backward spans, grad_ready, an all-reduce span with one ring transfer to the next rank's cpu
+// (`dst_rank`), an optimizer span, the rank's loss. On rank 0's clock every rank's events happen at
+// the same times.
+void write_rank_directory(const std::filesystem::path& dir, int ranks, int steps);
+
 struct HandTrace {
   int gpu0 = 0;
   int gpu1 = 2;

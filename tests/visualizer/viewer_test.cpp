@@ -479,6 +479,32 @@ TEST_F(ViewerTest, TheLiveEdgeWaitsForTheGpuThatIsBehind) {
   EXPECT_EQ(full.events.size() > data.events.size(), true);
 }
 
+// A directory of process ranks' files watched live: drawn as one run, the playhead at the latest
+// time every rank has written; when the rank that is behind writes on, the playhead follows.
+TEST_F(ViewerTest, ALiveDirectoryOfRankFilesStaysWhereEveryRankHasWritten) {
+  const auto run = dir_ / "run";
+  testing::write_rank_directory(run, 3, 2);
+  const std::string rank2 = testing::read_text(run / "rank-2.jsonl");
+  size_t first_step_end = 0;  // the header and rank 2's first step (9 lines)
+  for (int line = 0; line < 10; ++line) first_step_end = rank2.find('\n', first_step_end) + 1;
+  testing::write_text(run / "rank-2.jsonl", rank2.substr(0, first_step_end));
+  auto v = make(false);
+  v->open(run, {.follow = true});
+  frame(*v);
+  const ReplayModel* m = v->active_document()->model();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->devices().size(), 3u);
+  EXPECT_TRUE(v->active_playback()->at_live_edge());
+  EXPECT_EQ(v->active_playback()->cursor(), m->at_time(7600)) << "rank 2's last event: its first loss";
+  EXPECT_LT(v->active_playback()->cursor().seq, m->event_count()) << "ranks 0 and 1's second step waits";
+  testing::write_text(run / "rank-2.jsonl", rank2);
+  v->update(std::chrono::steady_clock::now() + std::chrono::seconds(1), 0.0);
+  frame(*v);
+  m = v->active_document()->model();
+  EXPECT_EQ(v->active_playback()->cursor(), m->at_time(17600));
+  EXPECT_EQ(v->active_playback()->cursor().seq, m->event_count()) << "every rank has written everything";
+}
+
 // A failed run (lesson 13's mismatched collective): no banner before the first rank stops; from then
 // on a red banner names the rank, its step and the reason, and no card loses a row for it, in the
 // normal layout and in presentation mode at 1280x720.

@@ -1,6 +1,7 @@
 // dpscope-viz: replay dpscope traces step by step, recorded or live, in a Dear ImGui + GLFW app.
 //
-//   dpscope-viz [TRACE...] [--follow] [--present]
+//   dpscope-viz [TRACE...] [--follow] [--present]    (TRACE: a file, or a directory of process ranks'
+//                                                     rank-K.jsonl files, merged on rank 0's clock)
 //   dpscope-viz TRACE --screenshot OUT.png [--seek POS] [--zoom Z] [--size WxH]  (headless: one frame)
 //   dpscope-viz TRACE --bench-frames N [--size WxH]                      (load and frame timings)
 //   dpscope-viz --lesson ID [TRACE] [--knob FLAG=VALUE ...]              (a lesson: runs it when no
@@ -190,7 +191,8 @@ int run_interactive(const AppOptions& o) {
 int run(int argc, char** argv) {
   CLI::App app{"dpscope-viz: replay a dpscope trace step by step (recorded or live)"};
   AppOptions o;
-  app.add_option("traces", o.traces, "trace files (.jsonl) to open");
+  app.add_option("traces", o.traces,
+                 "traces to open: .jsonl files, or directories of process ranks' rank-K.jsonl files");
   app.add_flag("--follow", o.follow, "tail traces that are still being written (live mode)");
   app.add_flag("--present", o.present, "classroom mode: full screen, large fonts, high contrast");
   app.add_option("--screenshot", o.screenshot,

@@ -1,4 +1,5 @@
-// Document: open/follow a trace file, keep its error or warnings, and (re)build its ReplayModel.
+// Document: open/follow a trace file (or a directory of rank files), keep its error or warnings,
+// and (re)build its ReplayModel.
 #include "replay/document.hpp"
 
 #include <algorithm>
@@ -69,15 +70,20 @@ void Document::load_whole_file() {
   }
   read_ms_ = ms_since(start);
   // The reader leaves a partial last line out (docs/trace-format.md: every reader tolerates it, as
-  // a file still being written or cut off has one); it is shown as a warning, in every mode.
-  if (const uint32_t line = truncated_line_number(path_); line != 0) {
-    warnings_.push_back(
-        fmt::format("{}:{}: truncated: the last line has no end and was left out (was the file cut off "
-                    "while being written?)",
-                    path_.string(), line));
+  // a file still being written or cut off has one); it is shown as a warning, in every mode. A
+  // directory's rank files each may have one.
+  std::vector<std::filesystem::path> files;
+  for (const trace::RankSource& r : data_->ranks) files.emplace_back(r.path);
+  if (files.empty()) files.push_back(path_);
+  for (const std::filesystem::path& file : files) {
+    if (const uint32_t line = truncated_line_number(file); line != 0) {
+      warnings_.push_back(
+          fmt::format("{}:{}: truncated: the last line has no end and was left out (was the file cut off "
+                      "while being written?)",
+                      file.string(), line));
+    }
   }
-  for (const trace::Problem& p : data_->problems)
-    warnings_.push_back(fmt::format("{}:{}: {}", path_.string(), p.line, p.reason));
+  add_problem_warnings(0);
   rebuild_model();
 }
 
@@ -129,19 +135,32 @@ bool Document::poll(std::chrono::steady_clock::time_point now, std::chrono::mill
     ++generation_;
   }
   if (!follower_->has_header()) return restarted;
-  const std::vector<trace::Problem>& problems = follower_->data().problems;
-  for (size_t i = problems_before; i < problems.size(); ++i)
-    warnings_.push_back(fmt::format("{}:{}: {}", path_.string(), problems[i].line, problems[i].reason));
+  add_problem_warnings(problems_before);
   if (model_ != nullptr && pending_events_ == 0) return false;
   rebuild_model();
   return true;
 }
 
+void Document::add_problem_warnings(size_t first) {
+  const trace::TraceData* d = data();
+  if (d == nullptr) return;
+  for (size_t i = first; i < d->problems.size(); ++i) {
+    const trace::Problem& p = d->problems[i];
+    warnings_.push_back(fmt::format("{}:{}: {}", p.file.empty() ? path_.string() : p.file, p.line, p.reason));
+  }
+}
+
+std::string Document::display_name() const {
+  // "out/run/" (a directory of rank files) is named "run", as "out/run" is.
+  return path_.has_filename() ? path_.filename().string() : path_.parent_path().filename().string();
+}
+
 std::string Document::live_status() const {
   if (follower_ == nullptr) return "";
-  if (!follower_->has_header())
-    return fmt::format("waiting for {} to get its header line", path_.filename().string());
-  return fmt::format("live: {} events", follower_->data().events.size());
+  if (!follower_->has_header()) return "waiting for " + follower_->waiting_for();
+  const trace::TraceData& d = follower_->data();
+  if (!d.ranks.empty()) return fmt::format("live: {} events from {} ranks", d.events.size(), d.ranks.size());
+  return fmt::format("live: {} events", d.events.size());
 }
 
 }  // namespace dpscope::viz

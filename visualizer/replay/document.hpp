@@ -1,7 +1,8 @@
 // Document: one trace opened in the visualizer — a finished file read at once, or a live file
-// followed with trace::TraceFollower — and its ReplayModel. Opening never throws: a file that
-// cannot be shown keeps its one-line error ("TRACE:LINE: reason") for the on-screen message and
-// for the headless exit. Used by the Viewer (ui/) and by dpscope-viz's headless modes. No GL.
+// followed with trace::TraceFollower; either may be a directory of process ranks' rank-K.jsonl
+// files, merged into one timeline by the trace reader — and its ReplayModel. Opening never throws: a file
+// that cannot be shown keeps its one-line error ("TRACE:LINE: reason") for the on-screen message and for the
+// headless exit. Used by the Viewer (ui/) and by dpscope-viz's headless modes. No GL.
 #pragma once
 
 #include <chrono>
@@ -28,7 +29,7 @@ class Document {
   static std::unique_ptr<Document> open(const std::filesystem::path& path, OpenOptions options);
 
   const std::filesystem::path& path() const { return path_; }
-  std::string display_name() const { return path_.filename().string(); }
+  std::string display_name() const;
   bool following() const { return follower_ != nullptr; }
   // A fatal problem: nothing can be shown. One line, naming the file (and line when there is one).
   const std::string& error() const { return error_; }
@@ -47,13 +48,17 @@ class Document {
   // live file stays responsive). Returns true when the model changed.
   bool poll(std::chrono::steady_clock::time_point now,
             std::chrono::milliseconds min_interval = std::chrono::milliseconds(100));
-  // A short status for the live indicator: "waiting for the header", "live: 12,345 events".
+  // A short status for the live indicator: "waiting for run.jsonl's header line", "live: 12345
+  // events"; for a directory "waiting for rank-2.jsonl (2 of 4 ranks have written their header)",
+  // "live: 12345 events from 4 ranks".
   std::string live_status() const;
 
  private:
   Document(std::filesystem::path path, OpenOptions options) : path_(std::move(path)), options_(options) {}
   void load_whole_file();
   void rebuild_model();
+  // Warnings for the reader's problems from `first` on (skipped lines, named by their file).
+  void add_problem_warnings(size_t first);
 
   std::filesystem::path path_;
   OpenOptions options_;

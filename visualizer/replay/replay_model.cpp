@@ -46,9 +46,18 @@ void ReplayModel::build_live_edge() {
     const int d = device_index(e.dev);
     if (d >= 0 && !devices_[d].is_host && !devices_[d].is_switch) latest[d] = std::max(latest[d], e.ts_ns);
   }
-  live_edge_ns_ = -1;
+  live_edge_ns_.reset();
   for (int64_t t : latest)
-    if (t != INT64_MIN) live_edge_ns_ = live_edge_ns_ < 0 ? t : std::min(live_edge_ns_, t);
+    if (t != INT64_MIN) live_edge_ns_ = live_edge_ns_ ? std::min(*live_edge_ns_, t) : t;
+  // A followed directory: a process rank that is behind, or has not written yet, holds the edge too.
+  if (const std::optional<int64_t> ranks = data_->ranks_written_until_ns)
+    live_edge_ns_ = live_edge_ns_ ? std::min(*live_edge_ns_, *ranks) : *ranks;
+}
+
+Cursor ReplayModel::live_edge() const {
+  if (!live_edge_ns_) return end();
+  if (*live_edge_ns_ < begin_ns_) return start();
+  return at_time(*live_edge_ns_);
 }
 
 void ReplayModel::build_step_losses() {

@@ -130,8 +130,10 @@ class ReplayModel {
   Cursor end() const { return {end_ns_, static_cast<uint32_t>(order_.size())}; }
   // Where a live (growing) trace is complete: the latest time every GPU has written up to (the
   // earliest of the GPUs' latest event starts), so ranks that write at different moments never
-  // show a mixed state. end() for a trace without GPU events.
-  Cursor live_edge() const { return live_edge_ns_ < 0 ? end() : at_time(live_edge_ns_); }
+  // show a mixed state. end() for a trace without GPU events. A followed directory of rank files
+  // also waits for every process rank (TraceData::ranks_written_until_ns): start() while one has
+  // written nothing.
+  Cursor live_edge() const;
   Cursor at_time(int64_t t_ns) const;         // every event with ts <= t has happened
   Cursor after_event(size_t pos) const;       // events 0..pos (time order) have happened
   Cursor at_fraction(double fraction) const;  // 0 = start, 1 = end; clamped
@@ -239,7 +241,7 @@ class ReplayModel {
   RunErrors run_errors_;
   int64_t begin_ns_ = 0;
   int64_t end_ns_ = 0;
-  int64_t live_edge_ns_ = -1;  // -1: no GPU events
+  std::optional<int64_t> live_edge_ns_;  // nullopt: no GPU events
   std::vector<ModelLane> lanes_;
   std::vector<int> lane_by_device_stream_;  // device * kStreamCount + stream -> lane or -1
   std::vector<PerDevice> per_device_;

@@ -197,7 +197,9 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   }
   if (doc->model() == nullptr || state == nullptr) {
     draw_message_screen("Waiting for the trace", doc->live_status(),
-                        "dpscope-viz --follow shows events as they are written.", false);
+                        "dpscope-viz --follow shows events as they are written (a directory: as every "
+                        "process rank has written them).",
+                        false);
     return;
   }
   if (!doc->warnings().empty() && !present_) {
@@ -483,7 +485,7 @@ void Viewer::draw_open_popup() {
     std::snprintf(buffer, sizeof(buffer), "%s", open_path_.c_str());
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 30);
     if (ImGui::InputText("path", buffer, sizeof(buffer))) open_path_ = buffer;
-    ImGui::Checkbox("follow (live file)", &open_follow_);
+    ImGui::Checkbox("follow (a live file, or a directory of rank-K.jsonl files)", &open_follow_);
     if (ImGui::Button("Open") && !open_path_.empty()) {
       open(open_path_, OpenOptions{.strict = false, .follow = open_follow_});
       open_popup_ = false;
