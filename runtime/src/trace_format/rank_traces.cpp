@@ -242,6 +242,21 @@ TraceData RankMerge::start(const fs::path& dir) const {
 
 // ---- events ----
 
+namespace {
+
+// Times stay in the format's range [-2^62, 2^62) once moved (docs/trace-format.md), so differences
+// of merged times fit in int64 as they do in one file. "" when they do.
+std::string out_of_range(int64_t ts_ns, int64_t dur_ns, int64_t offset_ns) {
+  constexpr int64_t kTimeLimitNs = int64_t{1} << 62;
+  if (ts_ns >= -kTimeLimitNs && ts_ns <= (kTimeLimitNs - 1) - std::max<int64_t>(dur_ns, 0)) return "";
+  return fmt::format(
+      "field 'ts' is {} on rank 0's clock (moved by the rank's clock offset, {} ns), outside the "
+      "supported range [-{}, {}) ns",
+      ts_ns, offset_ns, kTimeLimitNs, kTimeLimitNs);
+}
+
+}  // namespace
+
 int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& from, bool strict) {
   Rank& r = ranks_[static_cast<size_t>(rank)];
   const auto str = [&](uint32_t index) {
@@ -260,6 +275,12 @@ int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& fro
   for (const Event& source : from.events) {
     Event e = source;
     e.ts_ns = time(rank, source.ts_ns);
+    if (std::string reason = out_of_range(e.ts_ns, e.dur_ns, sources_[rank].clock_offset_ns);
+        !reason.empty()) {
+      DPS_CHECK(!strict, ErrorKind::kFormat, "{}:{}: {}", r.path, source.line, reason);
+      into.problems.push_back({source.line, std::move(reason), r.path});
+      continue;
+    }
     e.dev = device(rank, source.dev);
     e.name = str(source.name);
     e.cat = str(source.cat);
@@ -365,6 +386,10 @@ std::string RankMerge::merged_line(int rank, std::string_view line, uint32_t lin
     const bool integer = !kv.value.get_int64().get(value);
     if (integer && kv.key == "ts") {
       ts_ns = time(rank, value);
+      int64_t dur_ns = 0;
+      if (event["dur"].get_int64().get(dur_ns)) dur_ns = 0;  // no `dur`: an instant
+      if (std::string reason = out_of_range(ts_ns, dur_ns, sources_[rank].clock_offset_ns); !reason.empty())
+        throw fail(reason);
       fmt::format_to(std::back_inserter(out), "{}", ts_ns);
     } else if (integer && (kv.key == "dev" || kv.key == "src" || kv.key == "dst")) {
       const int64_t owner = kv.key == "src" ? src_rank : kv.key == "dst" ? dst_rank : rank;

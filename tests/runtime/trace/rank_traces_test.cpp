@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "dpscope/trace/merge.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "support/errors.hpp"
 #include "trace_test_util.hpp"
@@ -198,6 +199,25 @@ TEST(ReadRankDirectory, ATransferToARankOrDeviceTheRunLacksIsRefused) {
   EXPECT_EQ(lenient.problems[1].reason,
             "field 'src' is 4, which is not a device in rank 0's header (rank-0.jsonl)");
   EXPECT_EQ(lenient.problems[1].file, (dir / "rank-1.jsonl").string());
+}
+
+TEST(ReadRankDirectory, ATimeMovedOutOfTheFormatsRangeIsRefused) {
+  const auto dir = scratch_dir();
+  const int64_t last_ns = (int64_t{1} << 62) - 1000;  // in range in its own file
+  write_file(dir / "rank-0.jsonl", rank_header(0, 2, 0) + rank_span(0, 1, "a"));
+  write_file(dir / "rank-1.jsonl", rank_header(1, 2, 5000) + rank_span(1, last_ns - 100, "b"));
+  const std::string reason = fmt::format(
+      "field 'ts' is {} on rank 0's clock (moved by the rank's clock offset, 5000 ns), outside the supported "
+      "range [-4611686018427387904, 4611686018427387904) ns",
+      last_ns - 100 + 5000);
+  EXPECT_EQ(error_of([&] { read_trace(dir); }).message,
+            fmt::format("{}:2: {}", (dir / "rank-1.jsonl").string(), reason));
+  EXPECT_EQ(error_of([&] { merge_rank_traces(dir, dir / "m.jsonl"); }).message,
+            fmt::format("{}:2: {}", (dir / "rank-1.jsonl").string(), reason));
+  const TraceData lenient = read_trace(dir, {.strict = false});
+  EXPECT_EQ(lenient.events.size(), 1u) << "the event is left out";
+  ASSERT_EQ(lenient.problems.size(), 1u);
+  EXPECT_EQ(lenient.problems[0].reason, reason);
 }
 
 TEST(ReadRankDirectory, APartialLastLineOfARankIsLeftOutAndSaidOfThatRank) {
