@@ -18,6 +18,12 @@
 // program finalises it; otherwise MPI_Finalize runs at exit. A process not started by mpirun is
 // refused with one line saying how to start it.
 //
+// Algorithms. Collectives are MPI's own (MPI_Iallreduce, ...) unless a call asks for ring, tree or
+// naive (AllreduceOptions::algorithm, ...): that runs the sim backend's schedule of the algorithm
+// over MPI point-to-point, step by step, with the sim backend's results bit for bit and its trace
+// events. $DPSCOPE_ALGO, read at init as SimWorld reads it, is the group's default for calls that
+// leave the algorithm at kDefault (docs/processes.md, "Our own schedules over MPI").
+//
 // In a build without MPI (no libopenmpi-dev), built() is false, initialize() throws kUnsupported and
 // the registry reports `mpi` as not built.
 //
