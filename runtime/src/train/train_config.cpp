@@ -10,6 +10,7 @@
 #include "dpscope/comm/backend_registry.hpp"
 #include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
+#include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/train/train.hpp"
 
@@ -108,7 +109,12 @@ void TrainConfig::validate() const {
       const std::string problem = nccl_world_size_problem(devices, cuda::physical_device_count());
       DPS_CHECK(problem.empty(), ErrorKind::kUsage, "--backend {}", problem);
     }
-  } else if (const std::optional<EnvRendezvous> env = read_env_rendezvous(); env && env->world_size > 1) {
+  } else if (const std::optional<EnvRendezvous> env = read_env_rendezvous();
+             backend == "mpi" && env && !mpi::launch_from_environment()) {
+    DPS_CHECK(env->world_size == devices, ErrorKind::kUsage,
+              "--devices {} but the launcher started {} processes (WORLD_SIZE={}): give the same number",
+              devices, env->world_size, env->world_size);
+  } else if (env && env->world_size > 1) {
     // A launcher started several copies of this command: only nccl ranks are processes (mpi
     // ranks are mpirun's, checked by the mpi launch).
     DPS_CHECK(backend == "mpi", ErrorKind::kUsage,

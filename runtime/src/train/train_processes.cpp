@@ -2,10 +2,11 @@
 // process per rank), started by one of two launchers:
 //   - run_mpi_training(): `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi`, the
 //     rank from OpenMPI's environment, the `mpi` process group;
-//   - run_env_training(): `dpscope launch --nproc N -- dpscope train --mode ddp --device cuda
-//     --backend nccl` (or torchrun), the rank from RANK/WORLD_SIZE/LOCAL_RANK (env://): the ranks
-//     meet in a TCPStore at MASTER_ADDR:MASTER_PORT, rank 0's ncclUniqueId travels through it, and
-//     each process trains on its own GPU, cuda:LOCAL_RANK.
+//   - run_env_training(): `dpscope launch --nproc N -- dpscope train --mode ddp ...` (or torchrun),
+//     the rank from RANK/WORLD_SIZE/LOCAL_RANK (env://): the ranks meet in a TCPStore at
+//     MASTER_ADDR:MASTER_PORT; with --device cuda --backend nccl rank 0's ncclUniqueId travels
+//     through it and each process trains on its own GPU, cuda:LOCAL_RANK; with --device cpu
+//     --backend mpi the processes join one MPI world as singletons (comm/mpi/mpi_singletons.hpp).
 // Both then run train_rank() like a rank thread does, after checking that every rank runs the same
 // configuration (a mismatch names the flag and both values); every rank loads the data itself.
 // After each step the ranks average their local losses (a one-float all-reduce), so rank 0
@@ -180,6 +181,10 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
 }  // namespace
 
 TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_step) {
+  // Started by dpscope launch (or torchrun) instead of mpirun: singletons joined through env://.
+  if (!mpi::launch_from_environment())
+    if (const std::optional<EnvRendezvous> env = read_env_rendezvous())
+      return run_env_training(config, *env, on_step);
   const auto wall_start = std::chrono::steady_clock::now();
   const mpi::Launch launch = mpi::require_mpirun_launch(config.devices, "train");
   ProcessRank process;
@@ -192,13 +197,20 @@ TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_s
 TrainResult run_env_training(const TrainConfig& config, const EnvRendezvous& env,
                              const StepObserver& on_step) {
   const auto wall_start = std::chrono::steady_clock::now();
-  DPS_ASSERT(config.backend == "nccl" && config.device == "cuda", "env:// training on --backend {}",
+  DPS_ASSERT(config.backend == "nccl" || config.backend == "mpi", "env:// training on --backend {}",
              config.backend);
   // The store outlives the group: rank 0 hosts it, and peers may still read from it while it ends.
   const std::shared_ptr<Store> store = env_store(env);
+  ProcessRank process;
+  if (config.backend == "mpi") {
+    process.group = init_process_group(
+        {.backend = "mpi", .store = store, .rank = env.rank, .world_size = env.world_size});
+    process.device_name = fmt::format("{} processes on the CPU (rank {} of {}, mpi, started by a launcher)",
+                                      env.world_size, env.rank, env.world_size);
+    return train_as_process(config, process, wall_start, on_step);
+  }
   const uint64_t cap = static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0);
   std::shared_ptr<SimWorld> world = make_cuda_world(1, {.preset = config.preset}, cap, env.local_rank);
-  ProcessRank process;
   process.group = init_process_group(
       {.backend = "nccl", .store = store, .rank = env.rank, .world_size = env.world_size, .world = world});
   const Device& device = process.group->device();

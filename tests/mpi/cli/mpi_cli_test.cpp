@@ -11,6 +11,7 @@
 
 #include "dpscope/io/safetensors.hpp"
 #include "support/cli.hpp"
+#include "support/ports.hpp"
 
 namespace dpscope {
 namespace {
@@ -67,6 +68,64 @@ TEST(MpiTrain, ProcessesEndWithTheSimulatedDdpWeights) {
   }
 }
 
+// The same runs started by dpscope launch instead of mpirun: each process is an MPI singleton,
+// and they join one world through the launcher's env:// store (comm/mpi/mpi_singletons.hpp).
+TEST(MpiTrain, ProcessesOfDpscopeLaunchEndWithTheSimulatedDdpWeights) {
+  for (int ranks : {2, 4}) {
+    TempDir dir("mpi_launch");
+    const auto sim =
+        run_dpscope(kRun + fmt::format("--devices {} --save {}", ranks, dir / "sim.safetensors"));
+    ASSERT_EQ(sim.exit_code, 0) << sim.output;
+    const auto procs = run_dpscope(fmt::format(
+        "launch --nproc {} --master-port {} -- {} {} --device cpu --backend mpi --devices {} --save {} "
+        "--trace {}",
+        ranks, testing::free_port(), DPSCOPE_CLI, kRun, ranks, dir / "launched.safetensors", dir / "traces"));
+    ASSERT_EQ(procs.exit_code, 0) << procs.output;
+    EXPECT_THAT(procs.output,
+                HasSubstr(fmt::format("[rank 0] == dpscope train: ddp on {} processes on the CPU "
+                                      "(rank 0 of {}, mpi, started by a launcher)",
+                                      ranks, ranks)));
+    EXPECT_LE(max_difference(dir / "sim.safetensors", dir / "launched.safetensors"), 1e-5f)
+        << ranks << " ranks";
+    for (int k = 0; k < ranks; ++k)
+      EXPECT_TRUE(std::filesystem::exists(dir / fmt::format("traces/rank-{}.jsonl", k))) << procs.output;
+  }
+}
+
+// Rank 0 of singleton processes needs OpenMPI's ompi-server: one line when it is missing or
+// broken, and the launcher stops the rank waiting for it.
+TEST(MpiTrain, LaunchedProcessesWithoutAWorkingOmpiServerStopInOneLine) {
+  const std::string train = fmt::format(" {} {} --device cpu --backend mpi --devices 2", DPSCOPE_CLI, kRun);
+  const auto missing =
+      run_command(fmt::format("DPSCOPE_OMPI_SERVER=/nonexistent/ompi-server {} launch --nproc 2 "
+                              "--master-port {} --{}",
+                              DPSCOPE_CLI, testing::free_port(), train));
+  EXPECT_NE(missing.exit_code, 0) << missing.output;
+  EXPECT_THAT(missing.output, HasSubstr("[rank 0] dpscope: error: init_process_group(\"mpi\"): "
+                                        "DPSCOPE_OMPI_SERVER=/nonexistent/ompi-server is not an executable"));
+  // Rank 1 may end first (its store's server, rank 0, went away): the launcher names whichever did.
+  EXPECT_THAT(missing.output, HasSubstr("dpscope: error: launch: rank "));
+  const auto broken =
+      run_command(fmt::format("DPSCOPE_OMPI_SERVER=/bin/false {} launch --nproc 2 --master-port {} --{}",
+                              DPSCOPE_CLI, testing::free_port(), train));
+  EXPECT_NE(broken.exit_code, 0) << broken.output;
+  EXPECT_THAT(broken.output, HasSubstr("/bin/false exited before it reported its URI"));
+}
+
+// Every rank runs rank 0's configuration, or every rank stops; the one that differs names the flag.
+TEST(MpiTrain, ARankStartedWithOtherFlagsStopsEveryRankNamingTheFlag) {
+  std::string common = kRun + "--device cpu --backend mpi --devices 2 ";
+  common.erase(common.find("--batch 16 "), std::string("--batch 16 ").size());
+  const auto r = run_command(fmt::format("{} -np 1 {} {} --batch 16 : -np 1 {} {} --batch 8", DPSCOPE_MPIRUN,
+                                         DPSCOPE_CLI, common, DPSCOPE_CLI, common));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("rank 1 of 2 runs another configuration than rank 0: --batch is 8 here but 16 "
+                        "on rank 0 (every rank must be started with the same flags)"));
+  EXPECT_THAT(r.output,
+              HasSubstr("rank 1 runs another configuration than rank 0 (its error names the flag)"));
+}
+
 TEST(MpiTrain, AlgoRingRunsOurScheduleToTheSimulatedRunsExactWeights) {
   // --algo ring: DDP's bucket all-reduces run the sim's ring over MPI point-to-point, adding the
   // same numbers in the same order: the weights are the simulated run's, bit for bit.
@@ -104,8 +163,7 @@ TEST(MpiTrain, LaunchMistakesAreOneLine) {
 TEST(MpiTrain, EachRankTracesItsOwnFileAndTheMergeIsOneTimeline) {
   TempDir dir("mpi_trace");
   const std::string traces = dir / "traces";
-  const auto r =
-      run_command(mpirun(2, kRun + "--device cpu --backend mpi --devices 2 --trace " + traces));
+  const auto r = run_command(mpirun(2, kRun + "--device cpu --backend mpi --devices 2 --trace " + traces));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr(fmt::format("traces: {}/rank-K.jsonl, one per rank", traces)));
   for (int rank : {0, 1}) {

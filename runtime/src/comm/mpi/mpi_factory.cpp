@@ -12,6 +12,7 @@
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/process_group.hpp"
 #include "mpi_backend.hpp"
+#include "mpi_singletons.hpp"
 
 namespace dpscope::detail {
 namespace {
@@ -122,24 +123,32 @@ MPI_Comm create_world(int world_size) {
   return comm;
 }
 
+// The world of an mpirun job: ranks [0, world_size) of MPI_COMM_WORLD, after they met.
+MPI_Comm mpirun_world(const InitOptions& options, Milliseconds timeout) {
+  const mpi::Launch launch = mpi::initialize();
+  DPS_CHECK(options.world_size <= launch.size, ErrorKind::kInvalidArgument,
+            "init_process_group(\"mpi\"): world size {} is more than the {} processes mpirun started (mpirun "
+            "-np {})",
+            options.world_size, launch.size, options.world_size);
+  DPS_CHECK(options.rank == launch.rank, ErrorKind::kInvalidArgument,
+            "init_process_group(\"mpi\"): rank {} was asked for, but this process is MPI rank {} of {}: pass "
+            "the MPI rank (mpi::initialize().rank)",
+            options.rank, launch.rank, launch.size);
+  arrive(options.rank, options.world_size, timeout);
+  return create_world(options.world_size);
+}
+
 BackendFactory mpi_backend_factory() {
   return [](const InitOptions& options) -> std::unique_ptr<Backend> {
-    const mpi::Launch launch = mpi::initialize();
-    DPS_CHECK(
-        options.world_size <= launch.size, ErrorKind::kInvalidArgument,
-        "init_process_group(\"mpi\"): world size {} is more than the {} processes mpirun started (mpirun "
-        "-np {})",
-        options.world_size, launch.size, options.world_size);
-    DPS_CHECK(
-        options.rank == launch.rank, ErrorKind::kInvalidArgument,
-        "init_process_group(\"mpi\"): rank {} was asked for, but this process is MPI rank {} of {}: pass "
-        "the MPI rank (mpi::initialize().rank)",
-        options.rank, launch.rank, launch.size);
     const Milliseconds timeout = options.timeout.count() > 0 ? options.timeout : kDefaultTimeout;
     const Algorithm algorithm = default_algorithm();  // before meeting: every rank reads the same
-    arrive(options.rank, options.world_size, timeout);
-    auto channel =
-        std::make_unique<MpiChannel>(create_world(options.world_size), std::make_shared<MpiRankState>());
+    // Processes mpirun started share MPI_COMM_WORLD; processes of `dpscope launch` (env://, a
+    // store) are singletons that join through the store (mpi_singletons.hpp).
+    const bool singletons = !mpi::launch_from_environment().has_value() && options.store != nullptr;
+    MPI_Comm world =
+        singletons ? mpi::detail::join_singletons(*options.store, options.rank, options.world_size, timeout)
+                   : mpirun_world(options, timeout);
+    auto channel = std::make_unique<MpiChannel>(world, std::make_shared<MpiRankState>());
     Device device = Device::new_cpu();
     device.set_rank(options.rank);
     auto backend = std::make_unique<MpiBackend>(std::move(channel), std::move(device), timeout, 0, algorithm);

@@ -8,6 +8,7 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "launch_env.hpp"
+#include "mpi_singletons.hpp"
 
 namespace dpscope::mpi {
 namespace {
@@ -39,9 +40,21 @@ void finalize_at_exit() {
 
 }  // namespace
 
+namespace detail {
+
+void init_thread_multiple(const char* who) {
+  int provided = MPI_THREAD_SINGLE;
+  const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  DPS_CHECK(rc == MPI_SUCCESS, ErrorKind::kInternal, "mpi: {} failed with error code {}", who, rc);
+  std::atexit(finalize_at_exit);
+  require_thread_multiple(provided, who);
+}
+
+}  // namespace detail
+
 bool built() { return true; }
 
-std::optional<Launch> launch_from_environment() { return detail::launch_from_env(); }
+std::optional<Launch> launch_from_environment() { return dpscope::detail::launch_from_env(); }
 
 Launch initialize() {
   static std::mutex mutex;
@@ -57,11 +70,7 @@ Launch initialize() {
               "init_process_group(\"mpi\"): this process was not started by mpirun (OMPI_COMM_WORLD_RANK is "
               "not set): run it as `mpirun -np N PROGRAM` (as root add --allow-run-as-root, with more ranks "
               "than cores --oversubscribe)");
-    int provided = MPI_THREAD_SINGLE;
-    const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    DPS_CHECK(rc == MPI_SUCCESS, ErrorKind::kInternal, "mpi: MPI_Init_thread failed with error code {}", rc);
-    std::atexit(finalize_at_exit);
-    require_thread_multiple(provided, "MPI_Init_thread");
+    detail::init_thread_multiple("MPI_Init_thread");
   } else {
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
