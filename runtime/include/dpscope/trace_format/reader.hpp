@@ -8,8 +8,8 @@
 // live in side tables indexed by Event::payload. A 1M-event trace loads in about a second.
 //
 // Errors: a malformed line is reported as "TRACE:LINE: reason" (for a directory, TRACE is the rank
-// file); in strict mode the first one
-// throws Error(kFormat), otherwise it is collected in TraceData::problems and skipped. A partial
+// file); in strict mode the first one throws Error(kFormat), otherwise it is collected in
+// TraceData::problems and skipped. A partial
 // last line (no trailing '\n') is never an error: it is left for the next poll (live files).
 // A header whose major version is newer than kTraceFormatMajor is refused in both modes.
 #pragma once
@@ -222,7 +222,8 @@ class TraceFollower {
   // Following a directory of rank files.
   bool is_directory() const { return directory_ != nullptr; }
   // What the follower waits for before it has a header, in words ("" when nothing): for a
-  // directory "rank-2.jsonl (2 of 4 ranks have started)"; for a file its name.
+  // directory "rank-2.jsonl (2 of 4 ranks have written their header)"; for a file "run.jsonl's
+  // header line".
   std::string waiting_for() const;
 
  private:
