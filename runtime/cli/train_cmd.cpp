@@ -107,7 +107,9 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
   if (!config.save.empty()) fmt::print("weights saved to {}\n", config.save);
   if (!result.trace_path.empty() && config.one_process_per_rank()) {
     fmt::print("traces: {}/rank-K.jsonl, one per rank on its own clock\n", config.trace);
-    fmt::print("  on one timeline:      dpscope trace merge {0} {0}/merged.jsonl\n", config.trace);
+    fmt::print("  watch them as one run: dpscope-viz {}\n", config.trace);
+    fmt::print("  per-device stats:      dpscope trace stats {}\n", config.trace);
+    fmt::print("  one merged file:       dpscope trace merge {0} {0}/merged.jsonl\n", config.trace);
   } else if (!result.trace_path.empty()) {
     fmt::print("trace: {} ({} events)\n", result.trace_path, result.trace_events);
     fmt::print("  export for Perfetto:  dpscope trace export --chrome {} {}.perfetto.json\n",

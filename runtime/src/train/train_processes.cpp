@@ -145,6 +145,7 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
   TrainResult result;
   result.process_rank = group.rank();
   RankOptions options;
+  options.own_tracer = true;  // one trace file per process
   options.data = load_data(config);
   const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
   check_data_fits(config, *options.data, sizes.front(), sizes.back());

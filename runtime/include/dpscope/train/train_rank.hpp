@@ -43,6 +43,10 @@ struct RankOptions {
   // Called on every rank after each step with its local loss (StepReport::rank is the rank), from
   // the rank's thread.
   StepObserver on_step;
+  // Whether this rank's tracer is its own (ranks that are processes, one trace file each): it is
+  // then flushed by this rank after every step, so a followed run's every file grows step by step.
+  // False: the rank threads share one tracer, which rank 0 flushes.
+  bool own_tracer = false;
 };
 
 struct RankResult {
