@@ -112,6 +112,30 @@ TEST(MpiTrain, LaunchedProcessesWithoutAWorkingOmpiServerStopInOneLine) {
   EXPECT_THAT(broken.output, HasSubstr("/bin/false exited before it reported its URI"));
 }
 
+// A rank killed mid-run (SIGKILL: no chance to say anything) under dpscope launch: the launcher
+// names it, stops the other rank instead of letting it wait, and the traces written so far read.
+TEST(MpiTrain, ARankKilledMidRunUnderLaunchIsNamedAndTheTracesStayReadable) {
+  TempDir dir("mpi_killed");
+  const std::string train = fmt::format(
+      "{} train --mode ddp --device cpu --backend mpi --devices 2 --model 2-64-64-3 --dataset spirals:4096 "
+      "--batch 16 --epochs 1000 --trace {}",
+      DPSCOPE_CLI, dir / "traces");
+  // Rank 1's shell becomes dpscope (exec keeps its pid); a sibling kills that pid once rank 1 has
+  // trained a while (its trace file exists, then one more second).
+  const std::string rank1 = dir / "traces/rank-1.jsonl";
+  const auto r = run_dpscope(fmt::format(
+      "launch --nproc 2 --master-port {} -- sh -c 'if [ \"$RANK\" = 1 ]; then (while [ ! -s {} ]; "
+      "do sleep 0.1; done; sleep 1; kill -9 $$) & fi; exec {}'",
+      testing::free_port(), rank1, train));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::MatchesRegex(
+                            "(.|\n)*dpscope: error: launch: rank 1 \\(pid [0-9]+\\) was killed by signal 9 "
+                            "\\(Killed\\); stopped the other 1 rank(.|\n)*"));
+  const auto stats = run_dpscope("trace stats --lenient " + dir / "traces");
+  EXPECT_EQ(stats.exit_code, 0) << stats.output;
+  EXPECT_THAT(stats.output, HasSubstr("cpu:1"));
+}
+
 // Every rank runs rank 0's configuration, or every rank stops; the one that differs names the flag.
 TEST(MpiTrain, ARankStartedWithOtherFlagsStopsEveryRankNamingTheFlag) {
   std::string common = kRun + "--device cpu --backend mpi --devices 2 ";
