@@ -436,5 +436,32 @@ TEST_F(MpiSchedules, EachRankTracesTheSimsTransfersWithTheirProcessRanks) {
   EXPECT_THAT(all, HasSubstr(R"("name":"avg scale")"));
 }
 
+TEST_F(MpiSchedules, SubGroupsRunThemAmongTheirMembersNamingProcessRanks) {
+  // The ranks 1..n-1 of the world: group rank g is process rank g + 1, which traces name.
+  const int n = mpi_size();
+  if (n < 3) GTEST_SKIP() << "needs mpirun -np 3 or more";
+  const auto world = join(n);
+  std::vector<int> members(static_cast<size_t>(n - 1));
+  std::iota(members.begin(), members.end(), 1);
+  const std::shared_ptr<ProcessGroup> sub = world->new_group(members);
+  if (!sub) return;  // rank 0
+  testing::TempDir dir("sub_group");
+  TraceHeader header;
+  header.clock = "measured";
+  add_trace_device(header, sub->device());
+  auto recorder = TraceRecorder::open(dir / "rank.jsonl", header, {&sub->device(), 1});
+  Tensor t = Tensor::full({7}, static_cast<float>(world->rank()), sub->device());
+  sub->all_reduce(t, {.algorithm = Algorithm::kRing})->wait();
+  recorder->close();
+  const float sum = static_cast<float>(n * (n - 1) / 2);
+  EXPECT_EQ(t.to_vector(), std::vector<float>(7, sum));
+  const RankEvents mine = events_of(dir / "rank.jsonl", world->rank(), {});
+  ASSERT_FALSE(mine.raw.empty());
+  for (const nlohmann::json& e : mine.raw) {
+    EXPECT_EQ(e["src_rank"].get<int>(), world->rank()) << e.dump();
+    EXPECT_EQ(e["dst_rank"].get<int>(), world->rank() == n - 1 ? 1 : world->rank() + 1) << e.dump();
+  }
+}
+
 }  // namespace
 }  // namespace dpscope
