@@ -9,6 +9,12 @@ find_package(Threads REQUIRED)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_path(DPSCOPE_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread REQUIRED)
+# zstd (libzstd-dev): compressed traces (.jsonl.zst), read and written by the trace layer.
+find_path(DPSCOPE_ZSTD_INCLUDE zstd.h REQUIRED)
+find_library(DPSCOPE_ZSTD_LIB zstd REQUIRED)
+add_library(dpscope_zstd INTERFACE)
+target_include_directories(dpscope_zstd INTERFACE ${DPSCOPE_ZSTD_INCLUDE})
+target_link_libraries(dpscope_zstd INTERFACE ${DPSCOPE_ZSTD_LIB})
 
 function(dpscope_status name ok detail)
   if(ok)

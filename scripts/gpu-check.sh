@@ -34,6 +34,7 @@ cmake_packages=(
   "CLI11: libcli11-dev"
   "BLAS: libopenblas-dev libopenblas-pthread-dev libopenblas0 libopenblas0-pthread libgfortran5 libquadmath0"
   "GTest: libgtest-dev libgmock-dev"
+  "zstd: libzstd-dev libzstd1"
 )
 # Dependencies of those packages that need not travel: what every glibc-based Linux with a C++
 # compiler has, and GoogleTest's sources (libgtest-dev's static libraries are what the build links).

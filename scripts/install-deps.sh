@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libsimdjson-dev libopenblas-dev
+  libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libsimdjson-dev libopenblas-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libimgui-dev libglfw3-dev libstb-dev libgl-dev libgl1-mesa-dri fonts-dejavu-core
   libopenmpi-dev openmpi-bin

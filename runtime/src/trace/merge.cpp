@@ -3,13 +3,14 @@
 #include "dpscope/trace/merge.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/trace/recorder.hpp"
+#include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/trace_format/rank_traces.hpp"
 
 namespace dpscope::trace {
@@ -40,14 +41,17 @@ MergeResult merge_rank_traces(const fs::path& dir, const fs::path& out) {
 
   std::vector<std::pair<int64_t, std::string>> events;  // (time on rank 0's clock, line)
   for (const auto& [rank, file] : files) {
-    std::ifstream in(file, std::ios::binary);
-    std::string line;
-    std::getline(in, line);  // the header, read above
+    const std::string text = read_trace_text(file).text;  // decoded when compressed (read above whole)
+    size_t begin = text.find('\n');                       // after the header, read above
     uint32_t line_no = 1;
-    while (std::getline(in, line)) {
+    while (begin != std::string::npos && begin + 1 < text.size()) {
+      ++begin;
+      const size_t end = text.find('\n', begin);
+      if (end == std::string::npos) break;  // a partial last line (the rank was still writing): left out
+      const std::string line = text.substr(begin, end - begin);
+      begin = end;
       ++line_no;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      if (in.eof()) break;  // a partial last line (the rank was still writing): read_trace left it out
       int64_t ts_ns = 0;
       std::string merged = merge.merged_line(rank, line, line_no, ts_ns);
       events.emplace_back(ts_ns, std::move(merged));
@@ -58,13 +62,24 @@ MergeResult merge_rank_traces(const fs::path& dir, const fs::path& out) {
 
   const fs::path temp = out.string() + ".tmp";
   {
-    std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-    DPS_CHECK(file.good(), ErrorKind::kIo, "trace merge: cannot write '{}'", temp.string());
+    std::unique_ptr<TraceFileWriter> file;  // OUT ending in .zst: written zstd-compressed
+    try {
+      file = std::make_unique<TraceFileWriter>(temp, names_zstd_file(out));
+    } catch (const Error&) {
+      throw Error(ErrorKind::kIo, fmt::format("trace merge: cannot write '{}'", temp.string()));
+    }
     fmt::memory_buffer header;
     append_trace_header(header, merge.header());  // ends with its '\n'
-    file.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const auto& [ts, line] : events) file << line << '\n';
-    DPS_CHECK(file.good(), ErrorKind::kIo, "trace merge: writing '{}' failed", temp.string());
+    file->write(std::string_view(header.data(), header.size()));
+    for (const auto& [ts, line] : events) {
+      file->write(line);
+      file->write("\n");
+    }
+    try {
+      file->close();
+    } catch (const Error&) {
+      throw Error(ErrorKind::kIo, fmt::format("trace merge: writing '{}' failed", temp.string()));
+    }
   }
   std::error_code ec;
   fs::rename(temp, out, ec);

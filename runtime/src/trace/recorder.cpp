@@ -1,9 +1,7 @@
 // TraceRecorder: JSON Lines trace writer (format in docs/trace-format.md).
 #include "dpscope/trace/recorder.hpp"
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <variant>
 
 #include "dpscope/base/error.hpp"
@@ -155,10 +153,8 @@ std::unique_ptr<TraceRecorder> TraceRecorder::open(const std::filesystem::path& 
                                                    std::span<const Device> devices) {
   DPS_ASSERT(devices.size() <= header.devices.size(), "trace header lists {} devices but {} were given",
              header.devices.size(), devices.size());
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  DPS_CHECK(file != nullptr, ErrorKind::kIo, "cannot write trace '{}': {}", path.string(),
-            std::strerror(errno));
-  std::unique_ptr<TraceRecorder> recorder(new TraceRecorder(path, file, header.host_id));
+  auto file = std::make_unique<trace::TraceFileWriter>(path, trace::names_zstd_file(path));
+  std::unique_ptr<TraceRecorder> recorder(new TraceRecorder(path, std::move(file), header.host_id));
   fmt::memory_buffer line;
   append_trace_header(line, header);
   recorder->commit(line);
@@ -175,8 +171,9 @@ std::unique_ptr<TraceRecorder> TraceRecorder::open(const std::filesystem::path& 
   return recorder;
 }
 
-TraceRecorder::TraceRecorder(std::filesystem::path path, std::FILE* file, int host_id)
-    : path_(std::move(path)), file_(file), host_id_(host_id) {}
+TraceRecorder::TraceRecorder(std::filesystem::path path, std::unique_ptr<trace::TraceFileWriter> file,
+                             int host_id)
+    : path_(std::move(path)), file_(std::move(file)), host_id_(host_id) {}
 
 TraceRecorder::~TraceRecorder() {
   try {
@@ -198,7 +195,7 @@ void TraceRecorder::commit(const fmt::memory_buffer& line) {
   pending_.append(line);
   events_.fetch_add(1, std::memory_order_relaxed);
   if (pending_.size() > (1u << 20) && file_ != nullptr) {
-    std::fwrite(pending_.data(), 1, pending_.size(), file_);
+    file_->write(std::string_view(pending_.data(), pending_.size()));
     pending_.clear();
   }
 }
@@ -341,10 +338,10 @@ void TraceRecorder::flush() {
   std::lock_guard lock(mutex_);
   if (file_ == nullptr) return;
   if (pending_.size() > 0) {
-    std::fwrite(pending_.data(), 1, pending_.size(), file_);
+    file_->write(std::string_view(pending_.data(), pending_.size()));
     pending_.clear();
   }
-  std::fflush(file_);
+  file_->flush();  // zstd: ends the block, so a live reader decodes every line written so far
 }
 
 void TraceRecorder::close() {
@@ -356,10 +353,8 @@ void TraceRecorder::close() {
   flush();
   std::lock_guard lock(mutex_);
   if (file_ == nullptr) return;
-  const bool failed = std::ferror(file_) != 0;
-  std::fclose(file_);
-  file_ = nullptr;
-  DPS_CHECK(!failed, ErrorKind::kIo, "error while writing trace '{}'", path_.string());
+  const std::unique_ptr<trace::TraceFileWriter> file = std::move(file_);
+  file->close();  // zstd: ends the frame; throws kIo "error while writing trace 'PATH'"
 }
 
 }  // namespace dpscope

@@ -32,6 +32,9 @@ void FileFollower::restart() {
   parser_->reset();
   header_line_.clear();
   consumed_tail_.clear();
+  encoding_ = Encoding::kUnknown;
+  decoder_.reset();
+  decoded_.clear();
   ++restarts_;
 }
 
@@ -61,9 +64,23 @@ size_t FileFollower::poll() {
   if (rewritten) restart();
   file_dev_ = dev;
   file_ino_ = ino;
-  if (size == offset_) return 0;
+  // zstd: a bad header already decoded is reported again at every poll, as a plain file's is.
+  const bool header_decoded = encoding_ == Encoding::kZstd && !has_header_ && !decoded_.empty();
+  if (size == offset_ && !header_decoded) return 0;
 
-  const std::string text = read_at(file.fd, offset_, size - offset_, path_.string());
+  const std::string raw = read_at(file.fd, offset_, size - offset_, path_.string());
+  if (encoding_ == Encoding::kUnknown) {
+    // By content, not by name (compressed.hpp): a zstd stream's first four bytes are its magic number.
+    if (could_be_zstd_magic(raw)) return 0;
+    encoding_ = starts_with_zstd_magic(raw) ? Encoding::kZstd : Encoding::kPlain;
+    if (encoding_ == Encoding::kZstd) decoder_ = std::make_unique<ZstdDecoder>(path_.string());
+  }
+  const bool zstd = encoding_ == Encoding::kZstd;
+  if (zstd) {
+    decoder_->decode(raw, decoded_);  // a frame cut off is more to come: it waits in the decoder
+    offset_ += raw.size();
+  }
+  const std::string_view text = zstd ? std::string_view(decoded_) : std::string_view(raw);
   const size_t events_before = data_.events.size();
   const uint32_t line_before = next_line_;
   size_t consumed = 0;
@@ -71,20 +88,33 @@ size_t FileFollower::poll() {
     consumed = parser_->parse(data_, text, next_line_, has_header_);
   } catch (...) {
     if (has_header_) {
-      offset_ += parser_->consumed();  // strict mode: resume after the bad event line
+      // strict mode: resume after the bad event line
+      if (zstd) {
+        decoded_.erase(0, parser_->consumed());
+      } else {
+        offset_ += parser_->consumed();
+      }
     } else {
       next_line_ = line_before;  // a bad header: report it again at every poll
     }
     throw;
   }
-  offset_ += consumed;
-  data_.partial_last_line = !is_blank_text(std::string_view(text).substr(consumed));
+  data_.partial_last_line = !is_blank_text(text.substr(consumed));
+  if (zstd) {
+    decoded_.erase(0, consumed);
+  } else {
+    offset_ += consumed;
+  }
+  // Fingerprints of the file's bytes as stored (compressed or not): its first ones, and the last
+  // ones consumed.
+  const std::string_view consumed_raw =
+      zstd ? std::string_view(raw) : std::string_view(raw).substr(0, consumed);
   if (has_header_ && offset_ > 0) {
     if (header_line_.empty()) {
       header_line_ = read_at(file.fd, 0, std::min(offset_, kHeadFingerprintBytes), path_.string());
     }
-    const uint64_t tail = std::min<uint64_t>(consumed, kTailFingerprintBytes);
-    if (tail > 0) consumed_tail_ = text.substr(consumed - tail, tail);
+    const uint64_t tail = std::min<uint64_t>(consumed_raw.size(), kTailFingerprintBytes);
+    if (tail > 0) consumed_tail_ = std::string(consumed_raw.substr(consumed_raw.size() - tail, tail));
   }
   return data_.events.size() - events_before;
 }

@@ -3,7 +3,9 @@
 // Behind TraceFollower (reader.hpp) for a file, and once per rank file behind its directory
 // follower (directory_follower.hpp). Each poll() parses the complete lines appended since the last
 // one into data(); a file truncated, rewritten in place or replaced (a new run writing to the same
-// path) clears data() and is read again from its start.
+// path) clears data() and is read again from its start. A file whose content is a zstd stream
+// (compressed.hpp) is decoded as it grows: the decoder and the bytes fed to it are kept between
+// polls, so each poll decodes only the new bytes; a frame not yet ended is simply more to come.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "trace_parser.hpp"
 
@@ -31,11 +34,13 @@ class FileFollower {
 
  private:
   void restart();
+  // The new bytes `raw` of a zstd file: decoded, then their complete lines parsed.
+  std::string_view decode_new_bytes(const std::string& raw);
 
   std::filesystem::path path_;
   ReadOptions options_;
   TraceData data_;
-  uint64_t offset_ = 0;  // bytes consumed (complete lines only)
+  uint64_t offset_ = 0;  // bytes consumed (plain: complete lines only; zstd: every byte fed to the decoder)
   uint32_t next_line_ = 1;
   bool has_header_ = false;
   std::unique_ptr<TraceParser> parser_;
@@ -44,6 +49,10 @@ class FileFollower {
   uint64_t file_dev_ = 0;      // identity of the file being followed (stat st_dev, st_ino)
   uint64_t file_ino_ = 0;
   size_t restarts_ = 0;
+  enum class Encoding { kUnknown, kPlain, kZstd };  // decided by the file's first bytes
+  Encoding encoding_ = Encoding::kUnknown;
+  std::unique_ptr<ZstdDecoder> decoder_;
+  std::string decoded_;  // zstd: decoded text not yet parsed (an incomplete last line)
 };
 
 }  // namespace dpscope::trace::detail

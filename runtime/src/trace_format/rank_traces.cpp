@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <memory>
 
 #include <simdjson.h>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/trace_format/json_text.hpp"
 #include "posix_file.hpp"
 
@@ -24,6 +26,8 @@ namespace dom = simdjson::dom;
 std::optional<int> rank_of_file_name(std::string_view file_name) {
   constexpr std::string_view kPrefix = "rank-";
   constexpr std::string_view kSuffix = ".jsonl";
+  constexpr std::string_view kCompressed = ".zst";  // rank-K.jsonl.zst (compressed.hpp)
+  if (file_name.ends_with(kCompressed)) file_name.remove_suffix(kCompressed.size());
   if (file_name.size() <= kPrefix.size() + kSuffix.size() || !file_name.starts_with(kPrefix) ||
       !file_name.ends_with(kSuffix))
     return std::nullopt;
@@ -45,8 +49,12 @@ std::map<int, fs::path> list_rank_files(const fs::path& dir) {
   fs::directory_iterator it(dir, ec);
   DPS_CHECK(!ec, ErrorKind::kIo, "cannot list '{}': {}", dir.string(), ec.message());
   for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (const std::optional<int> rank = rank_of_file_name(it->path().filename().string()))
-      files[*rank] = it->path();
+    if (const std::optional<int> rank = rank_of_file_name(it->path().filename().string())) {
+      const auto [known, added] = files.emplace(*rank, it->path());
+      DPS_CHECK(added, ErrorKind::kFormat, "'{}' has both {} and {}: which is rank {}'s trace?", dir.string(),
+                std::min(known->second.filename(), it->path().filename()).string(),
+                std::max(known->second.filename(), it->path().filename()).string(), *rank);
+    }
   }
   DPS_CHECK(!ec, ErrorKind::kIo, "cannot list '{}': {}", dir.string(), ec.message());
   return files;
@@ -144,9 +152,18 @@ TraceData read_trace_header(const fs::path& path) {
   DPS_CHECK(file.fd >= 0, ErrorKind::kIo, "cannot open trace '{}': {}", path.string(), std::strerror(errno));
   std::string head;
   constexpr uint64_t kChunk = 1 << 16;
+  std::unique_ptr<ZstdDecoder> decoder;  // a compressed file (by content): its head is decoded
+  uint64_t offset = 0;
   for (;;) {
-    const std::string more = detail::read_at(file.fd, head.size(), kChunk, path.string());
-    head += more;
+    const std::string more = detail::read_at(file.fd, offset, kChunk, path.string());
+    offset += more.size();
+    if (offset == more.size() && starts_with_zstd_magic(more))
+      decoder = std::make_unique<ZstdDecoder>(path.string());
+    if (decoder != nullptr) {
+      decoder->decode(more, head);
+    } else {
+      head += more;
+    }
     const size_t newline = head.find('\n');
     if (newline != std::string::npos) {
       head.resize(newline + 1);

@@ -4,13 +4,14 @@
 // parameters, buckets); every following line is one event. Events are formatted on the calling
 // thread and appended to a shared buffer under a mutex; flush() (called by training loops once per
 // step, and by close()) writes whole lines only, so a live reader never sees half an event except
-// while the OS is writing it. With no recorder attached, devices skip tracing at the cost of one
-// pointer test.
+// while the OS is writing it. A path ending in ".zst" is written zstd-compressed
+// (trace_format/compressed.hpp): each flush() ends a zstd block, so a live reader can decode all
+// that was flushed, and close() ends the frame. With no recorder attached, devices skip tracing at
+// the cost of one pointer test.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,7 @@
 #include "dpscope/core/tensor.hpp"
 #include "dpscope/core/timing.hpp"
 #include "dpscope/core/trace_sink.hpp"
+#include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/trace_format/events.hpp"
 #include "dpscope/trace_format/json_text.hpp"
 #include "dpscope/trace_format/schema.hpp"
@@ -76,14 +78,14 @@ class TraceRecorder final : public TraceSink {
   void close();
 
  private:
-  TraceRecorder(std::filesystem::path path, std::FILE* file, int host_id);
+  TraceRecorder(std::filesystem::path path, std::unique_ptr<trace::TraceFileWriter> file, int host_id);
   void begin_event(fmt::memory_buffer& out, EventType type, const Device& device, int64_t ts_ns) const;
   void counter(const Device& device, EventName name, int64_t ts_ns,
                std::span<const std::pair<std::string_view, double>> values);
   void commit(const fmt::memory_buffer& line);
 
   std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<trace::TraceFileWriter> file_;  // null once closed
   int host_id_ = -1;
   std::vector<Device> devices_;  // attached; detached again by close()
   std::mutex mutex_;

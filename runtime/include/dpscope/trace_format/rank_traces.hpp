@@ -43,12 +43,13 @@ struct ProcessEntry {
   int64_t clock_uncertainty_ns = 0;  // half the best ping-pong round trip
 };
 
-// "rank-3.jsonl" -> 3; nullopt for any other name.
+// "rank-3.jsonl" or "rank-3.jsonl.zst" (zstd-compressed, trace_format/compressed.hpp) -> 3; nullopt
+// for any other name.
 std::optional<int> rank_of_file_name(std::string_view file_name);
 std::string rank_file_name(int rank);  // "rank-3.jsonl"
 
-// The rank-K.jsonl files in `dir`, by rank; empty when it has none. Throws kIo when `dir` is not a
-// directory that can be listed.
+// The rank-K.jsonl (or rank-K.jsonl.zst) files in `dir`, by rank; empty when it has none. Throws kIo
+// when `dir` is not a directory that can be listed, kFormat when a rank has both files.
 std::map<int, std::filesystem::path> list_rank_files(const std::filesystem::path& dir);
 // The same, checked: at least one file, and none missing below the highest (kFormat).
 std::map<int, std::filesystem::path> find_rank_files(const std::filesystem::path& dir);

@@ -5,7 +5,8 @@
 // rank-K.jsonl files, which are merged into one timeline on rank 0's clock as they are read
 // (trace_format/rank_traces.hpp). Event names, categories and tags are interned into one
 // string table; variable-size parts (counter values, value samples, sample indices, buckets, args)
-// live in side tables indexed by Event::payload. A 1M-event trace loads in about a second.
+// live in side tables indexed by Event::payload. A 1M-event trace loads in about a second. A file
+// whose content is a zstd stream (`run.jsonl.zst`) is decoded on the way (trace_format/compressed.hpp).
 //
 // Errors: a malformed line is reported as "TRACE:LINE: reason" (for a directory, TRACE is the rank
 // file); in strict mode the first one throws Error(kFormat), otherwise it is collected in

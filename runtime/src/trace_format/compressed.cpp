@@ -1,0 +1,145 @@
+// zstd-compressed traces (compressed.hpp): the streaming decoder and the trace file writer.
+// read_trace_text lives in trace_file.cpp, beside the plain file reader.
+#include "dpscope/trace_format/compressed.hpp"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "dpscope/base/error.hpp"
+
+namespace dpscope::trace {
+
+namespace {
+constexpr unsigned char kZstdMagic[4] = {0x28, 0xB5, 0x2F, 0xFD};  // ZSTD_MAGICNUMBER, little-endian
+}  // namespace
+
+bool starts_with_zstd_magic(std::string_view bytes) {
+  return bytes.size() >= 4 && std::memcmp(bytes.data(), kZstdMagic, 4) == 0;
+}
+
+bool could_be_zstd_magic(std::string_view bytes) {
+  return bytes.size() < 4 && std::memcmp(bytes.data(), kZstdMagic, bytes.size()) == 0;
+}
+
+bool names_zstd_file(const std::filesystem::path& path) { return path.extension() == ".zst"; }
+
+// ---- reading ----
+
+ZstdDecoder::ZstdDecoder(std::string name) : name_(std::move(name)), context_(ZSTD_createDCtx()) {
+  DPS_ASSERT(context_ != nullptr, "ZSTD_createDCtx failed (out of memory)");
+}
+
+ZstdDecoder::~ZstdDecoder() { ZSTD_freeDCtx(context_); }
+
+void ZstdDecoder::reset() {
+  ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
+  frame_end_ = true;
+}
+
+void ZstdDecoder::decode(std::string_view compressed, std::string& out) {
+  if (compressed.empty()) return;
+  ZSTD_inBuffer in{compressed.data(), compressed.size(), 0};
+  // Decode straight into `out`, growing it geometrically, by one block (ZSTD_DStreamOutSize) at least.
+  const size_t chunk = ZSTD_DStreamOutSize();
+  size_t used = out.size();
+  for (;;) {
+    if (out.size() - used < chunk) out.resize(std::max(used + chunk, 2 * used));
+    ZSTD_outBuffer dst{out.data() + used, out.size() - used, 0};
+    const size_t hint = ZSTD_decompressStream(context_, &dst, &in);
+    used += dst.pos;
+    if (ZSTD_isError(hint)) {
+      out.resize(used);
+      ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
+      throw Error(ErrorKind::kFormat,
+                  fmt::format("{}: not a valid zstd stream ({})", name_, ZSTD_getErrorName(hint)));
+    }
+    frame_end_ = hint == 0;
+    // Done once the input is taken and the output had room to spare (zstd holds nothing back).
+    if (in.pos == in.size && dst.pos < dst.size) break;
+  }
+  out.resize(used);
+}
+
+std::string cut_off_message(std::string_view name) {
+  return fmt::format(
+      "{}: the zstd frame is cut off (the file ends mid-frame: still being written, or truncated)", name);
+}
+
+TraceText decode_trace_bytes(std::string_view bytes, std::string_view name) {
+  TraceText result;
+  result.compressed = true;
+  // A frame written in one go records its size; a streamed one does not (then grow as decoded).
+  const unsigned long long size = ZSTD_getFrameContentSize(bytes.data(), bytes.size());
+  if (size != ZSTD_CONTENTSIZE_UNKNOWN && size != ZSTD_CONTENTSIZE_ERROR) result.text.reserve(size);
+  ZstdDecoder decoder{std::string(name)};
+  decoder.decode(bytes, result.text);
+  result.cut_off = !decoder.at_frame_end();
+  return result;
+}
+
+// ---- writing ----
+
+TraceFileWriter::TraceFileWriter(const std::filesystem::path& path, bool compress) : path_(path.string()) {
+  file_ = std::fopen(path.c_str(), "wb");
+  DPS_CHECK(file_ != nullptr, ErrorKind::kIo, "cannot write trace '{}': {}", path_, std::strerror(errno));
+  if (compress) {
+    context_ = ZSTD_createCCtx();
+    DPS_ASSERT(context_ != nullptr, "ZSTD_createCCtx failed (out of memory)");
+    ZSTD_CCtx_setParameter(context_, ZSTD_c_compressionLevel, ZSTD_CLEVEL_DEFAULT);
+    ZSTD_CCtx_setParameter(context_, ZSTD_c_checksumFlag, 1);  // a reader notices a damaged frame
+    out_.resize(ZSTD_CStreamOutSize());
+  }
+}
+
+TraceFileWriter::~TraceFileWriter() {
+  try {
+    close();
+  } catch (...) {
+    // Destructors must not throw; close() reports to callers that call it.
+  }
+  ZSTD_freeCCtx(context_);
+}
+
+void TraceFileWriter::compress(std::string_view text, int mode) {
+  const auto directive = static_cast<ZSTD_EndDirective>(mode);
+  ZSTD_inBuffer in{text.data(), text.size(), 0};
+  for (;;) {
+    ZSTD_outBuffer out{out_.data(), out_.size(), 0};
+    const size_t remaining = ZSTD_compressStream2(context_, &out, &in, directive);
+    DPS_ASSERT(!ZSTD_isError(remaining), "zstd compression of trace '{}' failed: {}", path_,
+               ZSTD_getErrorName(remaining));
+    if (out.pos > 0) std::fwrite(out_.data(), 1, out.pos, file_);
+    // ZSTD_e_continue: done once the input is taken; flush and end: once nothing is left inside.
+    const bool done = directive == ZSTD_e_continue ? in.pos == in.size : remaining == 0;
+    if (done) break;
+  }
+}
+
+void TraceFileWriter::write(std::string_view text) {
+  if (file_ == nullptr || text.empty()) return;
+  if (context_ == nullptr) {
+    std::fwrite(text.data(), 1, text.size(), file_);
+  } else {
+    compress(text, ZSTD_e_continue);
+  }
+}
+
+void TraceFileWriter::flush() {
+  if (file_ == nullptr) return;
+  if (context_ != nullptr) compress({}, ZSTD_e_flush);
+  std::fflush(file_);
+}
+
+void TraceFileWriter::close() {
+  if (file_ == nullptr) return;
+  if (context_ != nullptr) compress({}, ZSTD_e_end);
+  const bool failed = std::ferror(file_) != 0;
+  const bool close_failed = std::fclose(file_) != 0;
+  file_ = nullptr;
+  DPS_CHECK(!failed && !close_failed, ErrorKind::kIo, "error while writing trace '{}'", path_);
+}
+
+}  // namespace dpscope::trace

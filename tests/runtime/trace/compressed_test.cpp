@@ -1,0 +1,317 @@
+// zstd-compressed traces (trace_format/compressed.hpp): written by the recorder and `trace merge`
+// when the name ends in .zst, read by content by read_trace, followers and rank directories, a
+// followed file decoded block by block as it grows, and a frame cut off reported (strict) or its
+// decoded lines kept (lenient).
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/trace/merge.hpp"
+#include "dpscope/trace_format/compressed.hpp"
+#include "dpscope/trace_format/rank_traces.hpp"
+#include "dpscope/trace_format/reader.hpp"
+#include "support/cli.hpp"
+#include "trace_test_util.hpp"
+
+namespace dpscope::trace {
+namespace {
+
+using testing::header_line;
+using testing::rank_header;
+using testing::rank_span;
+using testing::write_file;
+
+std::string span_line(int64_t ts, const char* name = "k") {
+  return fmt::format(
+      R"({{"type":"span","ts":{},"rank":0,"dev":0,"step":0,"phase":"forward","name":"{}","cat":"compute","stream":"compute","dur":10}})"
+      "\n",
+      ts, name);
+}
+
+// `text` as one zstd frame (ended), written by the writer the recorder uses.
+std::string compressed(const std::filesystem::path& scratch, const std::string& text) {
+  {
+    TraceFileWriter writer(scratch, /*compress=*/true);
+    writer.write(text);
+    writer.close();
+  }
+  return dpscope::testing::read_file(scratch);
+}
+
+// Expects the same events, strings and payloads (everything a reader derives from the text).
+void expect_same_trace(const TraceData& a, const TraceData& b) {
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.header.run_json, b.header.run_json);
+  EXPECT_EQ(a.header.devices.size(), b.header.devices.size());
+  EXPECT_EQ(a.strings, b.strings);
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (size_t i = 0; i < a.events.size(); ++i) {
+    const Event& x = a.events[i];
+    const Event& y = b.events[i];
+    EXPECT_TRUE(x.type == y.type && x.ts_ns == y.ts_ns && x.dur_ns == y.dur_ns && x.name == y.name &&
+                x.dev == y.dev && x.step == y.step && x.phase == y.phase && x.payload == y.payload &&
+                x.line == y.line && x.bytes == y.bytes && x.flow == y.flow)
+        << "event " << i;
+  }
+  EXPECT_EQ(a.args.size(), b.args.size());
+  EXPECT_EQ(a.counters.size(), b.counters.size());
+  EXPECT_EQ(a.values.size(), b.values.size());
+  EXPECT_EQ(a.samples.size(), b.samples.size());
+  EXPECT_EQ(a.buckets.size(), b.buckets.size());
+  EXPECT_EQ(a.min_ts_ns, b.min_ts_ns);
+  EXPECT_EQ(a.max_end_ns, b.max_end_ns);
+  EXPECT_EQ(a.problems.size(), b.problems.size());
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(CompressedTrace, RecorderWritesZstdWhenTheNameEndsInZstAndReadingGivesTheSameTrace) {
+  const auto dir = testing::scratch_dir();
+  const auto plain = testing::record_sample_trace(dir / "run.jsonl");
+  const auto zst = testing::record_sample_trace(dir / "run.jsonl.zst");
+  const std::string bytes = dpscope::testing::read_file(zst);
+  EXPECT_TRUE(starts_with_zstd_magic(bytes));
+  EXPECT_FALSE(starts_with_zstd_magic(dpscope::testing::read_file(plain)));
+  EXPECT_EQ(read_trace_text(zst).text, dpscope::testing::read_file(plain)) << "the same lines, byte for byte";
+  EXPECT_TRUE(read_trace_text(zst).compressed);
+  EXPECT_FALSE(read_trace_text(zst).cut_off);
+  const TraceData a = read_trace(plain);
+  const TraceData b = read_trace(zst);
+  EXPECT_EQ(b.path, zst.string());
+  expect_same_trace(a, b);
+}
+
+TEST(CompressedTrace, IsReadByContentNotByName) {
+  const auto dir = testing::scratch_dir();
+  const std::string text = header_line() + span_line(0) + span_line(10);
+  // Plain text named .zst: read as the plain text it is.
+  write_file(dir / "plain.jsonl.zst", text);
+  EXPECT_EQ(read_trace(dir / "plain.jsonl.zst").events.size(), 2u);
+  // A zstd stream named .jsonl: decoded all the same.
+  write_file(dir / "packed.jsonl", compressed(dir / "scratch.zst", text));
+  EXPECT_EQ(read_trace(dir / "packed.jsonl").events.size(), 2u);
+  TraceFollower follower(dir / "plain.jsonl.zst");
+  EXPECT_EQ(follower.poll(), 2u);
+}
+
+TEST(CompressedTrace, AFrameCutOffIsOneLineNamingTheFileOrKeepsWhatDecodedWhenLenient) {
+  const auto dir = testing::scratch_dir();
+  const auto path = dir / "cut.jsonl.zst";
+  TraceFileWriter writer(path, /*compress=*/true);
+  writer.write(header_line() + span_line(0) + span_line(10));
+  writer.flush();  // a block ended, the frame not: a run still writing, or one killed
+  const std::string expected = path.string() +
+                               ": the zstd frame is cut off (the file ends mid-frame: still being written, "
+                               "or truncated)";
+  EXPECT_EQ(error_of([&] { read_trace(path); }), expected);
+  const TraceData lenient = read_trace(path, {.strict = false});
+  EXPECT_EQ(lenient.events.size(), 2u);
+  ASSERT_EQ(lenient.problems.size(), 1u);
+  EXPECT_EQ(lenient.problems[0].line, 4u);
+  EXPECT_EQ(lenient.problems[0].reason,
+            "the zstd frame is cut off (the file ends mid-frame): later lines are lost");
+  writer.close();
+  EXPECT_EQ(read_trace(path).events.size(), 2u) << "once closed the frame is whole";
+
+  // Truncated inside a block: the lines of the blocks before it survive.
+  TraceFileWriter two_blocks(path, /*compress=*/true);
+  two_blocks.write(header_line() + span_line(0));
+  two_blocks.flush();
+  const uint64_t first_block_end = std::filesystem::file_size(path);
+  two_blocks.write(span_line(10) + span_line(20));
+  two_blocks.close();
+  const uint64_t whole = std::filesystem::file_size(path);
+  std::filesystem::resize_file(path, whole - 2);  // inside the frame's checksum: every line decodes
+  EXPECT_EQ(error_of([&] { read_trace(path); }), expected);
+  EXPECT_EQ(read_trace(path, {.strict = false}).events.size(), 3u);
+  std::filesystem::resize_file(path, first_block_end + (whole - 4 - first_block_end) / 2);  // mid-block
+  EXPECT_EQ(error_of([&] { read_trace(path); }), expected);
+  EXPECT_EQ(read_trace(path, {.strict = false}).events.size(), 1u);
+  std::filesystem::resize_file(path, first_block_end);
+  EXPECT_EQ(read_trace(path, {.strict = false}).events.size(), 1u);
+}
+
+TEST(CompressedTrace, BytesThatAreNoZstdStreamAreOneLineNamingTheFile) {
+  const auto dir = testing::scratch_dir();
+  const auto path = dir / "bad.jsonl.zst";
+  std::string bytes = compressed(dir / "scratch.zst", header_line() + span_line(0));
+  for (size_t i = 4; i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xFF);  // the magic, then junk
+  write_file(path, bytes);
+  const std::string error = error_of([&] { read_trace(path); });
+  EXPECT_EQ(error.rfind(path.string() + ": not a valid zstd stream (", 0), 0u) << error;
+  EXPECT_EQ(error.back(), ')') << error;
+  TraceFollower follower(path);
+  EXPECT_EQ(error_of([&] { follower.poll(); }).rfind(path.string() + ": not a valid zstd stream (", 0), 0u);
+}
+
+TEST(CompressedTrace, AFollowerDecodesEachFlushedBlockAsTheFileGrows) {
+  const auto dir = testing::scratch_dir();
+  const auto path = dir / "live.jsonl.zst";
+  TraceFileWriter writer(path, /*compress=*/true);
+  TraceFollower follower(path);
+  EXPECT_EQ(follower.poll(), 0u) << "an empty file";
+  writer.write(header_line());
+  EXPECT_EQ(follower.poll(), 0u);
+  EXPECT_FALSE(follower.has_header()) << "written, not flushed: still inside zstd";
+  writer.flush();
+  EXPECT_EQ(follower.poll(), 0u);
+  EXPECT_TRUE(follower.has_header());
+  for (int block = 0; block < 5; ++block) {
+    writer.write(span_line(100 * block) + span_line(100 * block + 50));
+    writer.flush();
+    EXPECT_EQ(follower.poll(), 2u) << "block " << block;
+    EXPECT_FALSE(follower.data().partial_last_line);
+  }
+  // A block that ends mid-line: the half line waits, decoded, for the block that completes it.
+  const std::string line = span_line(900, "split");
+  writer.write(line.substr(0, 30));
+  writer.flush();
+  EXPECT_EQ(follower.poll(), 0u);
+  EXPECT_TRUE(follower.data().partial_last_line);
+  writer.write(line.substr(30));
+  writer.close();
+  EXPECT_EQ(follower.poll(), 1u);
+  EXPECT_EQ(follower.data().str(follower.data().events.back().name), "split");
+  EXPECT_EQ(follower.data().events.back().line, 12u);
+  EXPECT_EQ(follower.restarts(), 0u);
+}
+
+TEST(CompressedTrace, AFollowerDecodesAFileThatGrowsAFewBytesAtATime) {
+  const auto dir = testing::scratch_dir();
+  std::string text = header_line();
+  for (int i = 0; i < 50; ++i) text += span_line(10 * i);
+  const std::string bytes = compressed(dir / "whole.zst", text);
+  const auto path = dir / "growing.jsonl.zst";
+  write_file(path, "");
+  TraceFollower follower(path);
+  size_t seen = 0;
+  for (size_t end = 0; end < bytes.size();) {
+    end = std::min(bytes.size(), end + 7);  // cuts the magic, the frame header, blocks anywhere
+    write_file(path, bytes.substr(0, end));
+    seen += follower.poll();
+  }
+  EXPECT_EQ(seen, 50u);
+  EXPECT_EQ(follower.restarts(), 0u);
+  expect_same_trace(follower.data(), parse_trace(text, path.string()));
+}
+
+TEST(CompressedTrace, AFollowerOfARecorderSeesEveryStepAfterItsFlush) {
+  const auto path = testing::scratch_dir() / "live.jsonl.zst";
+  const Device gpu = Device::sim(0, find_preset("h100-sxm"));
+  TraceHeader header;
+  add_trace_device(header, gpu);
+  const Device devices[] = {gpu};
+  auto recorder = TraceRecorder::open(path, header, devices);
+  TraceFollower follower(path);
+  EXPECT_EQ(follower.poll(), 0u);
+  EXPECT_TRUE(follower.has_header());
+  for (int step = 0; step < 3; ++step) {
+    gpu.set_step(step);
+    { KernelScope k(gpu, "forward", {.flops = 1e9, .bytes = 1e6}); }
+    { KernelScope k(gpu, "backward", {.flops = 2e9, .bytes = 2e6}); }
+    EXPECT_EQ(follower.poll(), 0u) << "not flushed yet";
+    recorder->flush();
+    EXPECT_EQ(follower.poll(), 2u);
+    EXPECT_EQ(follower.data().events.back().step, step);
+  }
+  recorder->close();
+  EXPECT_EQ(follower.poll(), 0u);
+  EXPECT_EQ(follower.data().events.size(), 6u);
+  EXPECT_EQ(read_trace(path).events.size(), 6u) << "closed: the frame is whole";
+}
+
+TEST(CompressedTrace, AFollowerStartsOverWhenACompressedFileIsRewritten) {
+  const auto dir = testing::scratch_dir();
+  const auto path = dir / "live.jsonl.zst";
+  write_file(path, compressed(dir / "a.zst", header_line() + span_line(0) + span_line(10)));
+  TraceFollower follower(path);
+  EXPECT_EQ(follower.poll(), 2u);
+  write_file(path, compressed(dir / "b.zst", header_line() + span_line(500, "new run")));
+  EXPECT_EQ(follower.poll(), 1u);
+  EXPECT_EQ(follower.restarts(), 1u);
+  ASSERT_EQ(follower.data().events.size(), 1u);
+  EXPECT_EQ(follower.data().str(follower.data().events[0].name), "new run");
+}
+
+TEST(CompressedTrace, RankFilesMayBeCompressed) {
+  EXPECT_EQ(rank_of_file_name("rank-3.jsonl.zst"), 3);
+  EXPECT_EQ(rank_of_file_name("rank-3.zst"), std::nullopt);
+  EXPECT_EQ(rank_of_file_name("rank-.jsonl.zst"), std::nullopt);
+
+  const dpscope::testing::TempDir plain_dir;
+  const dpscope::testing::TempDir mixed_dir;
+  const std::string rank0 = rank_header(0, 2, 0) + rank_span(0, 100, "a") + rank_span(0, 300, "c");
+  const std::string rank1 = rank_header(1, 2, 50) + rank_span(1, 100, "b");
+  write_file(plain_dir / "rank-0.jsonl", rank0);
+  write_file(plain_dir / "rank-1.jsonl", rank1);
+  write_file(mixed_dir / "rank-0.jsonl.zst", compressed(plain_dir.path() / "scratch.zst", rank0));
+  write_file(mixed_dir / "rank-1.jsonl", rank1);
+  std::filesystem::remove(plain_dir.path() / "scratch.zst");
+  const TraceData a = read_trace(plain_dir.path());
+  const TraceData b = read_trace(mixed_dir.path());
+  expect_same_trace(a, b);
+  EXPECT_EQ(b.ranks[0].path, mixed_dir / "rank-0.jsonl.zst");
+
+  TraceFollower follower(mixed_dir.path());
+  EXPECT_EQ(follower.poll(), 3u);
+  EXPECT_TRUE(follower.is_directory());
+
+  // `trace merge` reads them, and writes zstd when OUT ends in .zst.
+  const dpscope::testing::TempDir out;
+  const MergeResult plain_merge = merge_rank_traces(mixed_dir.path(), out.path() / "merged.jsonl");
+  const MergeResult zst_merge = merge_rank_traces(mixed_dir.path(), out.path() / "merged.jsonl.zst");
+  EXPECT_EQ(plain_merge.events, 3u);
+  EXPECT_EQ(zst_merge.events, 3u);
+  EXPECT_TRUE(starts_with_zstd_magic(dpscope::testing::read_file(out.path() / "merged.jsonl.zst")));
+  EXPECT_EQ(read_trace_text(out.path() / "merged.jsonl.zst").text,
+            dpscope::testing::read_file(out.path() / "merged.jsonl"));
+  EXPECT_EQ(out.files(), (std::vector<std::string>{"merged.jsonl", "merged.jsonl.zst"})) << "no .tmp left";
+}
+
+TEST(CompressedTrace, ARankWithBothAPlainAndACompressedFileIsRefused) {
+  const dpscope::testing::TempDir dir;
+  write_file(dir / "rank-0.jsonl", rank_header(0, 1, 0));
+  write_file(dir / "rank-0.jsonl.zst", rank_header(0, 1, 0));
+  EXPECT_EQ(error_of([&] { read_trace(dir.path()); }),
+            fmt::format("'{}' has both rank-0.jsonl and rank-0.jsonl.zst: which is rank 0's trace?",
+                        dir.path().string()));
+}
+
+TEST(CompressedTrace, WriterErrorsNameTheFile) {
+  const auto missing = testing::scratch_dir() / "no" / "such" / "run.jsonl.zst";
+  EXPECT_EQ(error_of([&] { TraceFileWriter writer(missing, true); }),
+            fmt::format("cannot write trace '{}': No such file or directory", missing.string()));
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full to fail a write";
+  TraceFileWriter full("/dev/full", /*compress=*/true);
+  full.write(header_line());
+  full.flush();
+  EXPECT_EQ(error_of([&] { full.close(); }), "error while writing trace '/dev/full'");
+}
+
+TEST(CompressedTrace, TrainWritesZstdAndTraceStatsReadsIt) {
+  const auto dir = testing::scratch_dir();
+  const auto path = dir / "run.jsonl.zst";
+  const auto train = dpscope::testing::run_dpscope(
+      "train --mode dp --device sim --devices 2 --model 2-8-3 --dataset spirals:64 --batch 16 --steps 2 "
+      "--trace '" +
+      path.string() + "'");
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_TRUE(starts_with_zstd_magic(dpscope::testing::read_file(path)));
+  const size_t events = read_trace(path).events.size();
+  EXPECT_GT(events, 0u);
+  const auto stats = dpscope::testing::run_dpscope("trace stats '" + path.string() + "'");
+  EXPECT_EQ(stats.exit_code, 0) << stats.output;
+  EXPECT_EQ(stats.output.rfind(fmt::format("{}: {} events, simulated clock, ", path.string(), events), 0), 0u)
+      << stats.output;
+}
+
+}  // namespace
+}  // namespace dpscope::trace
