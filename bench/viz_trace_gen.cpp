@@ -128,7 +128,8 @@ int main(int argc, char** argv) {
   app.add_option("--preset", o.preset, "hardware preset");
   app.add_option("--events", o.events, "write at least this many events")
       ->check(CLI::Range(1, 1'000'000'000));
-  app.add_option("--out", o.out, "the trace to write (JSON Lines; a name ending in .zst: zstd-compressed)")->required();
+  app.add_option("--out", o.out, "the trace to write (JSON Lines; a name ending in .zst: zstd-compressed)")
+      ->required();
   CLI11_PARSE(app, argc, argv);
   try {
     const std::filesystem::path probe = o.out.string() + ".probe";
