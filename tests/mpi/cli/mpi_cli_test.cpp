@@ -165,6 +165,16 @@ TEST(MpiTrain, AlgoRingRunsOurScheduleToTheSimulatedRunsExactWeights) {
   // Each rank traced its ring steps: transfers to its right-hand neighbour, named by process rank.
   EXPECT_THAT(testing::read_file(dir / "tr/rank-1.jsonl"),
               HasSubstr(R"("algo":"ring","algo_step":0,"chunk":1,"src_rank":1,"dst_rank":2})"));
+  // The same under dpscope launch, where each process is an MPI singleton of its own: process
+  // ranks are the world group's, not MPI_COMM_WORLD's.
+  const auto launched = run_dpscope(
+      fmt::format("launch --nproc 3 --master-port {} -- {} {} --device cpu "
+                  "--backend mpi --save {} --trace {}",
+                  testing::free_port(), DPSCOPE_CLI, run, dir / "launched.safetensors", dir / "tl"));
+  ASSERT_EQ(launched.exit_code, 0) << launched.output;
+  EXPECT_EQ(testing::read_file(dir / "sim.safetensors"), testing::read_file(dir / "launched.safetensors"));
+  EXPECT_THAT(testing::read_file(dir / "tl/rank-2.jsonl"),
+              HasSubstr(R"("algo":"ring","algo_step":0,"chunk":2,"src_rank":2,"dst_rank":0})"));
 }
 
 TEST(MpiTrain, LaunchMistakesAreOneLine) {

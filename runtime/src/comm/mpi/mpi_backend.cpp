@@ -692,8 +692,26 @@ std::unique_ptr<Backend> MpiBackend::new_group(const std::vector<int>& ranks,
             fmt::format("new_group on rank {}", rank()));
   const int id = next_group_id_++;
   if (!member) return nullptr;
-  return std::make_unique<MpiBackend>(std::make_unique<MpiChannel>(sub, channel_->state()), device_,
-                                      limit(options.timeout), group_id_ * 100 + id, default_algorithm_);
+  return std::make_unique<MpiBackend>(
+      std::make_unique<MpiChannel>(sub, channel_->state(), process_ranks_of(sub)), device_,
+      limit(options.timeout), group_id_ * 100 + id, default_algorithm_);
+}
+
+std::vector<int> MpiBackend::process_ranks_of(MPI_Comm sub) const {
+  const std::string context = fmt::format("new_group on rank {}", rank());
+  MPI_Group theirs = MPI_GROUP_NULL, ours = MPI_GROUP_NULL;
+  check_mpi(MPI_Comm_group(sub, &theirs), "MPI_Comm_group", context);
+  check_mpi(MPI_Comm_group(channel_->comm(), &ours), "MPI_Comm_group", context);
+  int n = 0;
+  MPI_Group_size(theirs, &n);
+  std::vector<int> ranks(static_cast<size_t>(n)), in_ours(static_cast<size_t>(n));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  const int rc = MPI_Group_translate_ranks(theirs, n, ranks.data(), ours, in_ours.data());
+  MPI_Group_free(&theirs);
+  MPI_Group_free(&ours);
+  check_mpi(rc, "MPI_Group_translate_ranks", context);
+  for (int& r : in_ours) r = channel_->process_ranks()[static_cast<size_t>(r)];
+  return in_ours;
 }
 
 void MpiBackend::abort(ErrorKind kind, const std::string& message) { channel_->abort(kind, message); }

@@ -113,6 +113,8 @@ class MpiBackend final : public Backend {
                         int64_t begin_ns, int64_t end_ns) const;
   // The events of an MPI collective (span and work_completed instant), when the device is traced.
   void trace(const Signature& signature, int64_t seq, int64_t begin_ns, int64_t end_ns) const;
+  // The process rank of each rank of `sub`, a sub-communicator of this group's (new_group).
+  std::vector<int> process_ranks_of(MPI_Comm sub) const;
   // The events of schedule `s` on this rank (class comment), when the device is traced.
   void trace_schedule(const Signature& signature, int64_t seq, const Schedule& s, const ScheduleTimes& times,
                       int64_t begin_ns, int64_t end_ns) const;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <thread>
 
 namespace dpscope::detail {
@@ -58,8 +59,11 @@ struct MpiChannel::Notice {
   char text[1008] = {};  // kFailed: the sender's message, truncated, NUL-terminated
 };
 
-MpiChannel::MpiChannel(MPI_Comm comm, std::shared_ptr<MpiRankState> state)
-    : comm_(comm), state_(std::move(state)), incoming_(std::make_unique<Notice>()) {
+MpiChannel::MpiChannel(MPI_Comm comm, std::shared_ptr<MpiRankState> state, std::vector<int> process_ranks)
+    : comm_(comm),
+      process_ranks_(std::move(process_ranks)),
+      state_(std::move(state)),
+      incoming_(std::make_unique<Notice>()) {
   const std::string context = "mpi: setting up a communicator";
   check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", context);
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank", context);
@@ -68,16 +72,12 @@ MpiChannel::MpiChannel(MPI_Comm comm, std::shared_ptr<MpiRankState> state)
   int has_tag_ub = 0;
   check_mpi(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &has_tag_ub), "MPI_Comm_get_attr", context);
   if (has_tag_ub && tag_ub != nullptr) tag_ub_ = std::max(*tag_ub, kFirstScheduleTag);
-  MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
-  check_mpi(MPI_Comm_group(comm_, &mine), "MPI_Comm_group", context);
-  check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world), "MPI_Comm_group", context);
-  std::vector<int> ranks(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r) ranks[static_cast<size_t>(r)] = r;
-  process_ranks_.resize(ranks.size());
-  const int rc = MPI_Group_translate_ranks(mine, size_, ranks.data(), world, process_ranks_.data());
-  MPI_Group_free(&mine);
-  MPI_Group_free(&world);
-  check_mpi(rc, "MPI_Group_translate_ranks", context);
+  if (process_ranks_.empty()) {
+    process_ranks_.resize(static_cast<size_t>(size_));
+    std::iota(process_ranks_.begin(), process_ranks_.end(), 0);
+  }
+  DPS_ASSERT(static_cast<int>(process_ranks_.size()) == size_, "{} process ranks for a group of {}",
+             process_ranks_.size(), size_);
   check_mpi(MPI_Irecv(incoming_.get(), sizeof(Notice), MPI_BYTE, MPI_ANY_SOURCE, kNoticeTag, comm_,
                       &notice_request_),
             "MPI_Irecv", context);

@@ -105,7 +105,9 @@ struct WaitFor {
 class MpiChannel {
  public:
   // Takes ownership of `comm` (this rank is `rank` of it) and posts the notice receive.
-  MpiChannel(MPI_Comm comm, std::shared_ptr<MpiRankState> state);
+  // `process_ranks`: the process rank (the rank in the world group, rank-K.jsonl's K) of each rank
+  // of `comm`; empty for the world itself (the identity).
+  MpiChannel(MPI_Comm comm, std::shared_ptr<MpiRankState> state, std::vector<int> process_ranks = {});
   // Cancels the notice receive and frees the communicator, unless the group failed (then it is
   // kept: requests given up on may still be progressed by MPI).
   ~MpiChannel();
@@ -116,7 +118,8 @@ class MpiChannel {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::shared_ptr<MpiRankState>& state() const { return state_; }
-  // MPI_COMM_WORLD's rank (the process's rank, mpirun's) of each rank of this group.
+  // The process rank (its rank in the world group: mpirun's, or RANK under dpscope launch, where
+  // each process is an MPI singleton) of each rank of this group.
   const std::vector<int>& process_ranks() const { return process_ranks_; }
   // The tag of a schedule's messages for the collective whose fingerprint is `fingerprint`: ranks
   // running the same collective agree on it, and ranks running different ones almost surely do
@@ -162,7 +165,7 @@ class MpiChannel {
   int rank_ = 0;
   int size_ = 1;
   int tag_ub_ = kFirstScheduleTag;  // MPI_TAG_UB
-  std::vector<int> process_ranks_;  // group rank -> MPI_COMM_WORLD rank
+  std::vector<int> process_ranks_;  // group rank -> process rank
   std::shared_ptr<MpiRankState> state_;
   std::unique_ptr<Notice> incoming_;  // the buffer of the posted notice receive
   MPI_Request notice_request_ = MPI_REQUEST_NULL;
