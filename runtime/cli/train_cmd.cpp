@@ -198,7 +198,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--init", config.init, "initial weights (safetensors, PyTorch state_dict names)");
   cmd->add_option("--save", config.save, "write final weights (safetensors)");
   cmd->add_option("--trace", config.trace,
-                  "write a trace (JSON Lines, docs/trace-format.md); ranks that are processes "
+                  "write a trace (JSON Lines, docs/trace-format.md; a name ending in .zst: zstd-compressed); "
+                  "ranks that are processes "
                   "(mpi, nccl under dpscope launch) write DIR/rank-K.jsonl");
   cmd->add_option("--checkpoint-dir", config.checkpoint_dir,
                   "write checkpoints there (atomic, newest 2 kept)");
