@@ -65,6 +65,7 @@ Options:
 Exit status: 0 every stage passed; 1 a stage failed (the report names it);
 2 no NVIDIA GPU on this machine (one line, nothing written); 64 bad usage.
 Environment: DPSCOPE_NVIDIA_SMI (default nvidia-smi) is the command asked for the GPUs;
+DPSCOPE_SOURCE names the source in the report when the folder is a snapshot without git history;
 DPSCOPE_CUDA_ARCH (default 90) the CUDA architecture to build; DPSCOPE_RUN_TIMEOUT (default 300)
 the seconds each benchmark or training command may run before it is stopped (ctest's own per-test
 limits bound the tests).
@@ -409,7 +410,11 @@ ctest_section() {
 
 # The commit, and whether the files differ from it (a copied working tree may carry an older .git).
 source_description() {
-  local commit
+  local commit top
+  # A snapshot (git archive) says where it came from; git would answer for an enclosing checkout.
+  if [[ -n ${DPSCOPE_SOURCE:-} ]]; then echo "$DPSCOPE_SOURCE (given by DPSCOPE_SOURCE)"; return; fi
+  top=$(git -C "$repo" rev-parse --show-toplevel 2>/dev/null)
+  [[ $top == "$repo" ]] || { echo "a copy without git history (set DPSCOPE_SOURCE to name it)"; return; }
   commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null) || { echo "a copy without git history"; return; }
   if [[ -n $(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null | head -n 1) ]]; then
     echo "$commit with uncommitted changes (the files are not that commit's)"
