@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <span>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -208,17 +209,18 @@ void ReplayModel::build_per_device() {
     switch (e.type) {
       case trace::EventType::kCounter: {
         if (e.payload < 0 || static_cast<size_t>(e.payload) >= data_->counters.size()) break;
-        const trace::CounterValues& cv = data_->counters[static_cast<size_t>(e.payload)];
+        const std::span<const trace::ArgValue> values =
+            data_->counter_values(data_->counters[static_cast<size_t>(e.payload)]);
         if (e.known == EventName::kMemory) {
           pd.memory.push_back(p);
           uint64_t in_use = 0;
-          for (const auto& [key, value] : cv.values)
+          for (const auto& [key, value] : values)
             for (int c = 0; c < kMemoryCategoryCount; ++c)
               if (key == names_.memory_category[c] && value > 0) in_use += static_cast<uint64_t>(value);
           peak_memory_bytes_ = std::max(peak_memory_bytes_, in_use);
         } else if (e.known == EventName::kLoss) {
-          for (const auto& [key, value] : cv.values) {
-            if (key == names_.loss || cv.values.size() == 1) {
+          for (const auto& [key, value] : values) {
+            if (key == names_.loss || values.size() == 1) {
               losses_.push_back({p, e.ts_ns, e.step, e.rank, value});
               break;
             }

@@ -106,7 +106,7 @@ void ReplayModel::fill_devices(ReplayState& s, Cursor c) const {
     if (const size_t n = applied_count(pd.memory, c.seq); n > 0) {
       const trace::Event& e = data.events[order_[pd.memory[n - 1]]];
       ds.memory_known = true;
-      for (const auto& [key, value] : data.counters[static_cast<size_t>(e.payload)].values) {
+      for (const auto& [key, value] : data.counter_values(data.counters[static_cast<size_t>(e.payload)])) {
         const uint64_t bytes = value > 0 ? static_cast<uint64_t>(value) : 0;
         if (key == names_.capacity) ds.capacity_bytes = bytes;
         for (int cat = 0; cat < kMemoryCategoryCount; ++cat)

@@ -80,7 +80,7 @@ void InspectorView::draw_event(ViewContext& ctx, uint32_t event, bool selected) 
   }
   if ((e.type == trace::EventType::kSpan || e.type == trace::EventType::kInstant) && e.payload >= 0 &&
       static_cast<size_t>(e.payload) < data.args.size()) {
-    for (const auto& [key, value] : data.args[static_cast<size_t>(e.payload)].values) {
+    for (const auto& [key, value] : data.arg_values(data.args[static_cast<size_t>(e.payload)])) {
       const std::string k(data.str(key));
       std::string v = fmt::format("{}", value);
       if (k == "param")
@@ -91,7 +91,7 @@ void InspectorView::draw_event(ViewContext& ctx, uint32_t event, bool selected) 
     }
   }
   if (e.type == trace::EventType::kCounter && e.payload >= 0) {
-    for (const auto& [key, value] : data.counters[static_cast<size_t>(e.payload)].values) {
+    for (const auto& [key, value] : data.counter_values(data.counters[static_cast<size_t>(e.payload)])) {
       const std::string k(data.str(key));
       row(k.c_str(), e.known == EventName::kMemory ? format_bytes(static_cast<uint64_t>(std::max(value, 0.0)))
                                                    : fmt::format("{}", value));

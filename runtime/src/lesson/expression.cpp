@@ -252,7 +252,7 @@ class Parser {
 std::optional<double> counter_value(const trace::TraceData& data, const trace::Event& e,
                                     std::string_view key) {
   if (e.type != trace::EventType::kCounter || e.payload < 0) return std::nullopt;
-  for (const auto& [k, v] : data.counters[static_cast<size_t>(e.payload)].values)
+  for (const auto& [k, v] : data.counter_values(data.counters[static_cast<size_t>(e.payload)]))
     if (key.empty() || data.str(k) == key) return v;
   return std::nullopt;
 }

@@ -190,14 +190,14 @@ void begin_args(JsonWriter& w, const Event& e) {
 
 void numeric_args(JsonWriter& w, const TraceData& data, const Event& e) {
   if (e.payload < 0 || static_cast<size_t>(e.payload) >= data.args.size()) return;
-  for (const auto& [key, value] : data.args[e.payload].values) {
+  for (const auto& [key, value] : data.arg_values(data.args[e.payload])) {
     w.raw(",");
     w.str(data.str(key));
     w.raw(":");
     w.num(value);
   }
   if (e.type != EventType::kInstant) return;  // spans keep numbers only (their strings repeat the name)
-  for (const auto& [key, text] : data.args[e.payload].texts) {  // an error's message
+  for (const auto& [key, text] : data.arg_texts(data.args[e.payload])) {  // an error's message
     w.raw(",");
     w.str(data.str(key));
     w.raw(":");
@@ -283,7 +283,7 @@ void write_event(JsonWriter& w, const TraceData& data, const Event& e, const Sli
       begin_event(w, data.str(e.name), "C", chrome_pid(e.dev), instant_tid, e.ts_ns);
       w.raw(R"(,"args":{)");
       bool first = true;
-      for (const auto& [key, value] : data.counters[e.payload].values) {
+      for (const auto& [key, value] : data.counter_values(data.counters[e.payload])) {
         if (!std::isfinite(value)) continue;  // Chrome counters need numbers
         if (!first) w.raw(",");
         first = false;

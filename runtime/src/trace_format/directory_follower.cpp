@@ -19,6 +19,8 @@ void drop_merged_events(TraceData& data) {
   data.events.clear();
   data.args.clear();
   data.counters.clear();
+  data.value_pool.clear();
+  data.text_pool.clear();
   data.values.clear();
   data.samples.clear();
   data.buckets.clear();

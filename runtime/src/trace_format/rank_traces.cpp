@@ -8,6 +8,7 @@
 #include <charconv>
 #include <limits>
 #include <memory>
+#include <span>
 
 #include <simdjson.h>
 
@@ -283,9 +284,22 @@ int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& fro
     if (merged == kNoString) merged = into.intern(from.strings[index]);
     return merged;
   };
-  const auto strings_of = [&](auto pairs) {  // (key string, value) pairs: keys re-interned
-    for (auto& [key, value] : pairs) key = str(key);
-    return pairs;
+  // (key string, value) pairs: keys re-interned (a string value too when `texts`), then added
+  // to the merged trace's pool.
+  std::vector<ArgValue> numbers;
+  std::vector<ArgText> texts;
+  const auto add_values = [&](std::span<const ArgValue> pairs) {
+    numbers.assign(pairs.begin(), pairs.end());
+    for (auto& [key, value] : numbers) key = str(key);
+    return into.add_values(numbers);
+  };
+  const auto add_texts = [&](std::span<const ArgText> pairs) {
+    texts.assign(pairs.begin(), pairs.end());
+    for (auto& [key, text] : texts) {
+      key = str(key);
+      text = str(text);
+    }
+    return into.add_texts(texts);
   };
   int64_t latest = INT64_MIN;
   into.events.reserve(into.events.size() + from.events.size());
@@ -309,15 +323,14 @@ int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& fro
       case EventType::kInstant:
         if (source.payload >= 0) {
           const Args& a = from.args[payload];
-          Args copy{strings_of(a.values), strings_of(a.texts)};
-          for (auto& [key, text] : copy.texts) text = str(text);
           e.payload = static_cast<int32_t>(into.args.size());
-          into.args.push_back(std::move(copy));
+          into.args.push_back(
+              {.values = add_values(from.arg_values(a)), .texts = add_texts(from.arg_texts(a))});
         }
         break;
       case EventType::kCounter:
         e.payload = static_cast<int32_t>(into.counters.size());
-        into.counters.push_back({strings_of(from.counters[payload].values)});
+        into.counters.push_back({.values = add_values(from.counter_values(from.counters[payload]))});
         break;
       case EventType::kValues: {
         ValueSample v = from.values[payload];

@@ -3,6 +3,10 @@
 // opens a path as either (read_trace, TraceFollower).
 #include "dpscope/trace_format/reader.hpp"
 
+#include <limits>
+
+#include "dpscope/base/error.hpp"
+
 namespace dpscope::trace {
 
 std::string_view TraceData::str(uint32_t index) const {
@@ -12,6 +16,27 @@ std::string_view TraceData::str(uint32_t index) const {
 uint32_t TraceData::find_string(std::string_view s) const {
   const auto it = string_index.find(std::string(s));
   return it == string_index.end() ? kNoString : it->second;
+}
+
+namespace {
+
+template <typename T>
+PoolRange append_to_pool(std::vector<T>& entries, std::span<const T> more, const std::string& path) {
+  DPS_CHECK(entries.size() + more.size() <= std::numeric_limits<uint32_t>::max(), ErrorKind::kFormat,
+            "{}: more than 2^32 args or counter values", path);
+  const PoolRange range{static_cast<uint32_t>(entries.size()), static_cast<uint32_t>(more.size())};
+  entries.insert(entries.end(), more.begin(), more.end());
+  return range;
+}
+
+}  // namespace
+
+PoolRange TraceData::add_values(std::span<const ArgValue> entries) {
+  return append_to_pool(value_pool, entries, path);
+}
+
+PoolRange TraceData::add_texts(std::span<const ArgText> entries) {
+  return append_to_pool(text_pool, entries, path);
 }
 
 uint32_t TraceData::intern(std::string_view s) {
@@ -27,7 +52,7 @@ std::optional<double> TraceData::arg(const Event& e, std::string_view key) const
   }
   const uint32_t k = find_string(key);
   if (k == kNoString) return std::nullopt;
-  for (const auto& [key_index, value] : args[e.payload].values)
+  for (const auto& [key_index, value] : arg_values(args[e.payload]))
     if (key_index == k) return value;
   return std::nullopt;
 }
@@ -39,7 +64,7 @@ std::optional<std::string_view> TraceData::text_arg(const Event& e, std::string_
   }
   const uint32_t k = find_string(key);
   if (k == kNoString) return std::nullopt;
-  for (const auto& [key_index, text] : args[e.payload].texts)
+  for (const auto& [key_index, text] : arg_texts(args[e.payload]))
     if (key_index == k) return str(text);
   return std::nullopt;
 }

@@ -490,19 +490,20 @@ void TraceParser::read_stream(const Fields& f, Event& e) {
 // Numeric and string args of a span or instant; the others are dropped.
 void TraceParser::read_args(TraceData& data, const Fields& f, Event& e) {
   if (!f.has(kArgs)) return;
-  Args args;
+  arg_values_.clear();
+  arg_texts_.clear();
   for (dom::key_value_pair kv : object(f[kArgs], "args")) {
     double v = 0.0;
     std::string_view text;
     if (!kv.value.get_double().get(v)) {
-      args.values.emplace_back(intern(data, kv.key), v);
+      arg_values_.emplace_back(intern(data, kv.key), v);
     } else if (!kv.value.get_string().get(text)) {
-      args.texts.emplace_back(intern(data, kv.key), intern(data, text));
+      arg_texts_.emplace_back(intern(data, kv.key), intern(data, text));
     }
   }
-  if (!args.values.empty() || !args.texts.empty()) {
+  if (!arg_values_.empty() || !arg_texts_.empty()) {
     e.payload = static_cast<int32_t>(data.args.size());
-    data.args.push_back(std::move(args));
+    data.args.push_back({.values = data.add_values(arg_values_), .texts = data.add_texts(arg_texts_)});
   }
 }
 
@@ -519,13 +520,13 @@ void TraceParser::read_span(TraceData& data, const Fields& f, Event& e) {
 
 void TraceParser::read_counter(TraceData& data, const Fields& f, Event& e) {
   read_name(data, f, e);
-  CounterValues values;
+  arg_values_.clear();
   for (dom::key_value_pair kv : object(f[kValues], "values")) {
-    values.values.emplace_back(intern(data, kv.key),
-                               number_or_null(kv.value, fmt::format("values.{}", kv.key)));
+    arg_values_.emplace_back(intern(data, kv.key),
+                             number_or_null(kv.value, fmt::format("values.{}", kv.key)));
   }
   e.payload = static_cast<int32_t>(data.counters.size());
-  data.counters.push_back(std::move(values));
+  data.counters.push_back({.values = data.add_values(arg_values_)});
 }
 
 void TraceParser::read_transfer(TraceData& data, const Fields& f, Event& e) {

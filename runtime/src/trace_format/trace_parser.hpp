@@ -75,6 +75,9 @@ class TraceParser {
   std::vector<EventName> known_names_;
   std::vector<SpanCategory> known_categories_;
   size_t consumed_ = 0;
+  // One line's args or counter values, reused (then appended to TraceData's pools).
+  std::vector<ArgValue> arg_values_;
+  std::vector<ArgText> arg_texts_;
 };
 
 }  // namespace dpscope::trace::detail

@@ -139,6 +139,44 @@ TEST(CompressedTrace, AFrameCutOffIsOneLineNamingTheFileOrKeepsWhatDecodedWhenLe
   EXPECT_EQ(read_trace(path, {.strict = false}).events.size(), 1u);
 }
 
+TEST(CompressedTrace, ATraceOfManyDecodedPiecesReadsAsItsPlainText) {
+  // Names that barely compress, so the file spans several of the pieces the reader decodes at a
+  // time (256 KiB of zstd bytes each) and lines cross the pieces' ends.
+  const auto dir = testing::scratch_dir();
+  std::string text = header_line();
+  uint64_t x = 88172645463325252ull;
+  constexpr int kSpans = 50000;
+  for (int i = 0; i < kSpans; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    text += fmt::format(
+        R"({{"type":"span","ts":{},"rank":0,"dev":0,"step":0,"phase":"forward","name":"k{:016x}","cat":"compute","stream":"compute","dur":10,"args":{{"flops":{}}}}})"
+        "\n",
+        i * 10, x, x % 1000);
+  }
+  write_file(dir / "big.jsonl", text);
+  const std::string zst = compressed(dir / "big.jsonl.zst", text);
+  ASSERT_GT(zst.size(), size_t{2} << 18) << "more than 2 pieces";
+  const TraceData plain = read_trace(dir / "big.jsonl");
+  const TraceData packed = read_trace(dir / "big.jsonl.zst");
+  expect_same_trace(plain, packed);
+  EXPECT_EQ(plain.value_pool, packed.value_pool);
+  EXPECT_FALSE(packed.partial_last_line);
+
+  // A malformed last line is reported with its number, as in the plain file.
+  write_file(dir / "bad.jsonl.zst", compressed(dir / "scratch.zst", text + "{not json\n"));
+  EXPECT_EQ(error_of([&] { read_trace(dir / "bad.jsonl.zst"); }),
+            fmt::format("{}:{}: not valid JSON", (dir / "bad.jsonl.zst").string(), kSpans + 2));
+  // A malformed line early and a frame cut off later: the cut is what strict reading reports.
+  const std::string early_bad =
+      compressed(dir / "scratch.zst", header_line() + "{not json\n" + text.substr(header_line().size()));
+  write_file(dir / "cut.jsonl.zst", early_bad.substr(0, early_bad.size() - 2));
+  EXPECT_EQ(error_of([&] { read_trace(dir / "cut.jsonl.zst"); }),
+            (dir / "cut.jsonl.zst").string() +
+                ": the zstd frame is cut off (the file ends mid-frame: still being written, or truncated)");
+}
+
 TEST(CompressedTrace, BytesThatAreNoZstdStreamAreOneLineNamingTheFile) {
   const auto dir = testing::scratch_dir();
   const auto path = dir / "bad.jsonl.zst";

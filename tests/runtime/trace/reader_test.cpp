@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include "dpscope/base/error.hpp"
 #include "support/presets.hpp"
@@ -158,20 +159,20 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   EXPECT_EQ(memory.type, EventType::kCounter);
   EXPECT_EQ(data.str(memory.name), "memory");
   EXPECT_EQ(memory.known, EventName::kMemory);
-  const CounterValues& mem = data.counters[memory.payload];
-  ASSERT_EQ(mem.values.size(), 6u);
-  EXPECT_EQ(data.str(mem.values[0].first), "parameters");
-  EXPECT_EQ(data.str(mem.values[5].first), "capacity");
-  EXPECT_EQ(mem.values[5].second, static_cast<double>(h100.memory_bytes));
+  const std::span<const ArgValue> mem = data.counter_values(data.counters[memory.payload]);
+  ASSERT_EQ(mem.size(), 6u);
+  EXPECT_EQ(data.str(mem[0].first), "parameters");
+  EXPECT_EQ(data.str(mem[5].first), "capacity");
+  EXPECT_EQ(mem[5].second, static_cast<double>(h100.memory_bytes));
 
   EXPECT_EQ(data.events[4].known, EventName::kLoss);
-  const CounterValues& loss_values = data.counters[data.events[4].payload];
-  ASSERT_EQ(loss_values.values.size(), 1u);
-  EXPECT_EQ(data.str(loss_values.values[0].first), "loss");
-  EXPECT_EQ(loss_values.values[0].second, 2.3021);
-  const CounterValues& nan_loss = data.counters[data.events[10].payload];
-  ASSERT_EQ(nan_loss.values.size(), 1u);
-  EXPECT_TRUE(std::isnan(nan_loss.values[0].second)) << "NaN is written as null and reads back as NaN";
+  const std::span<const ArgValue> loss_values = data.counter_values(data.counters[data.events[4].payload]);
+  ASSERT_EQ(loss_values.size(), 1u);
+  EXPECT_EQ(data.str(loss_values[0].first), "loss");
+  EXPECT_EQ(loss_values[0].second, 2.3021);
+  const std::span<const ArgValue> nan_loss = data.counter_values(data.counters[data.events[10].payload]);
+  ASSERT_EQ(nan_loss.size(), 1u);
+  EXPECT_TRUE(std::isnan(nan_loss[0].second)) << "NaN is written as null and reads back as NaN";
 
   const Event& transfer = data.events[5];
   EXPECT_EQ(transfer.type, EventType::kTransfer);
@@ -270,6 +271,47 @@ TEST(TraceReader, StringsAreInternedOnce) {
   EXPECT_EQ(data.events[0].name, data.events[1].name);
   EXPECT_EQ(data.str(data.events[0].name), "forward 0.Linear");
   EXPECT_EQ(data.find_string("forward 0.Linear"), data.events[0].name);
+}
+
+TEST(TraceReader, ArgsAndCounterValuesLiveInSharedPoolsInFileOrder) {
+  const std::string text =
+      header_line() + kGoodSpan + "\n" +
+      R"({"type":"instant","ts":5,"rank":0,"dev":0,"step":0,"phase":"forward","name":"error","args":{"message":"boom","param":3,"ok":true}})"
+      "\n"
+      R"({"type":"counter","ts":6,"rank":0,"dev":0,"step":0,"phase":"forward","name":"memory","values":{"a":1,"b":null}})"
+      "\n"
+      R"({"type":"instant","ts":7,"rank":0,"dev":0,"step":0,"phase":"forward","name":"plain"})"
+      "\n";
+  const TraceData data = parse_trace(text);
+  ASSERT_EQ(data.events.size(), 4u);
+  ASSERT_EQ(data.args.size(), 2u);
+  ASSERT_EQ(data.counters.size(), 1u);
+  EXPECT_EQ(data.value_pool.size(), 2u + 1u + 2u) << "span: flops, bytes; instant: param; counter: a, b";
+  EXPECT_EQ(data.text_pool.size(), 1u);
+
+  const std::span<const ArgValue> span_args = data.arg_values(data.args[data.events[0].payload]);
+  ASSERT_EQ(span_args.size(), 2u);
+  EXPECT_EQ(data.str(span_args[0].first), "flops");
+  EXPECT_EQ(span_args[0].second, 102760448.0);
+  EXPECT_EQ(data.str(span_args[1].first), "bytes");
+  EXPECT_TRUE(data.arg_texts(data.args[data.events[0].payload]).empty());
+
+  const Args& instant = data.args[data.events[1].payload];
+  ASSERT_EQ(data.arg_values(instant).size(), 1u);
+  EXPECT_EQ(data.arg_values(instant)[0].second, 3.0);
+  ASSERT_EQ(data.arg_texts(instant).size(), 1u);
+  EXPECT_EQ(data.str(data.arg_texts(instant)[0].second), "boom");
+  EXPECT_EQ(data.text_arg(data.events[1], "message"), "boom");
+  EXPECT_EQ(data.arg(data.events[1], "param"), 3.0);
+
+  const std::span<const ArgValue> counter = data.counter_values(data.counters[data.events[2].payload]);
+  ASSERT_EQ(counter.size(), 2u);
+  EXPECT_EQ(data.str(counter[1].first), "b");
+  EXPECT_TRUE(std::isnan(counter[1].second));
+  EXPECT_EQ(data.events[3].payload, kNoPayload) << "no args: no pool entries";
+
+  EXPECT_TRUE(data.arg_values(Args{.values = {.begin = 4, .count = 5}}).empty())
+      << "a range past the pool reads as empty, never out of bounds";
 }
 
 TEST(TraceReader, BlankLinesAreSkippedButCounted) {

@@ -86,7 +86,7 @@ TEST(TrainCli, MemoryMovesWithinAPhase) {
   for (const trace::Event& e : t.events) {
     if (e.type != trace::EventType::kCounter || e.known != EventName::kMemory) continue;
     double g = 0, a = 0;
-    for (const auto& [key, value] : t.counters[static_cast<size_t>(e.payload)].values) {
+    for (const auto& [key, value] : t.counter_values(t.counters[static_cast<size_t>(e.payload)])) {
       if (t.str(key) == "gradients") g = value;
       if (t.str(key) == "activations") a = value;
     }
@@ -124,7 +124,7 @@ TEST(TrainCli, SpiralsLossGoesDown) {
   const uint32_t loss_name = t.find_string("loss");
   for (const trace::Event& e : t.events)
     if (e.type == trace::EventType::kCounter && e.name == loss_name)
-      losses.push_back(t.counters[static_cast<size_t>(e.payload)].values.at(0).second);
+      losses.push_back(t.counter_values(t.counters[static_cast<size_t>(e.payload)]).front().second);
   ASSERT_EQ(losses.size(), 64u);
   EXPECT_LT(losses.back(), 0.7 * losses.front());
 }

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -74,14 +75,25 @@ struct Event {
   int64_t end_ns() const { return ts_ns + dur_ns; }
 };
 
+// A (key string index, number) of args or counter values, and a (key, value string index) of args.
+using ArgValue = std::pair<uint32_t, double>;
+using ArgText = std::pair<uint32_t, uint32_t>;
+// Entries [begin, begin + count) of one of TraceData's pools (value_pool, text_pool). Pools, not a
+// vector per event: two thirds of a training trace's events carry args, and a heap block each
+// cost about 50 bytes an event (docs/benchmarks.md, "10M events").
+struct PoolRange {
+  uint32_t begin = 0;
+  uint32_t count = 0;
+};
 // Args of a span or instant: numbers ("param": 5, "flops": 1e9) and strings ("message": "...",
-// "op": "all_reduce"); other values (objects, arrays, booleans) are dropped.
+// "op": "all_reduce"); other values (objects, arrays, booleans) are dropped. Read them with
+// TraceData::arg_values / arg_texts.
 struct Args {
-  std::vector<std::pair<uint32_t, double>> values;   // (key string index, value)
-  std::vector<std::pair<uint32_t, uint32_t>> texts;  // (key string index, value string index)
+  PoolRange values;  // ArgValue entries of TraceData::value_pool, file order
+  PoolRange texts;   // ArgText entries of TraceData::text_pool, file order
 };
 struct CounterValues {
-  std::vector<std::pair<uint32_t, double>> values;  // (key string index, value), file order
+  PoolRange values;  // ArgValue entries of TraceData::value_pool, file order (TraceData::counter_values)
 };
 struct ValueSample {
   int32_t param = -1;
@@ -135,6 +147,8 @@ struct TraceData {
   std::vector<std::string> strings;
   std::vector<Args> args;
   std::vector<CounterValues> counters;
+  std::vector<ArgValue> value_pool;  // the numbers of every Args and CounterValues
+  std::vector<ArgText> text_pool;    // the strings of every Args
   std::vector<ValueSample> values;
   std::vector<SampleIndices> samples;
   std::vector<BucketAssignment> buckets;
@@ -151,7 +165,17 @@ struct TraceData {
   // be joined by earlier ones of a slower rank. INT64_MIN while some rank has written no event.
   std::optional<int64_t> ranks_written_until_ns;
 
-  std::string_view str(uint32_t index) const;      // "" for kNoString
+  std::string_view str(uint32_t index) const;  // "" for kNoString
+  // The entries of args and counters, in file order.
+  std::span<const ArgValue> arg_values(const Args& a) const { return pool(value_pool, a.values); }
+  std::span<const ArgText> arg_texts(const Args& a) const { return pool(text_pool, a.texts); }
+  std::span<const ArgValue> counter_values(const CounterValues& c) const {
+    return pool(value_pool, c.values);
+  }
+  // Appends `entries` to a pool and returns their range (how parsers and merges fill Args).
+  // Throws Error(kFormat) when a pool would pass 2^32 entries.
+  PoolRange add_values(std::span<const ArgValue> entries);
+  PoolRange add_texts(std::span<const ArgText> entries);
   uint32_t find_string(std::string_view s) const;  // kNoString when absent
   // A numeric arg of a span/instant, if present.
   std::optional<double> arg(const Event& e, std::string_view key) const;
@@ -172,6 +196,14 @@ struct TraceData {
   // internal: string interning during parsing
   uint32_t intern(std::string_view s);
   std::unordered_map<std::string, uint32_t> string_index;
+
+ private:
+  template <typename T>
+  static std::span<const T> pool(const std::vector<T>& entries, PoolRange r) {
+    return r.begin + uint64_t{r.count} <= entries.size()
+               ? std::span<const T>(entries.data() + r.begin, r.count)
+               : std::span<const T>();
+  }
 };
 
 struct ReadOptions {
