@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <span>
 #include <tuple>
 
@@ -136,18 +137,23 @@ void ReplayModel::build_devices() {
 }
 
 void ReplayModel::build_order() {
-  const size_t n = data_->events.size();
-  std::vector<std::pair<int64_t, uint32_t>> keyed(n);
-  for (size_t i = 0; i < n; ++i) keyed[i] = {data_->events[i].ts_ns, static_cast<uint32_t>(i)};
-  // (ts, file index) pairs are unique, so this is a stable sort by ts.
-  if (!std::is_sorted(keyed.begin(), keyed.end())) std::sort(keyed.begin(), keyed.end());
+  const std::vector<trace::Event>& events = data_->events;
+  const size_t n = events.size();
+  // Event indices sorted by (ts, file index), which is unique: a stable sort by ts. The indices are
+  // sorted in place, reading ts from the events (no (ts, index) copy, which would cost 16 bytes an
+  // event at the peak of loading); a trace's lines are nearly in time order, so the reads stay local.
   order_.resize(n);
+  std::iota(order_.begin(), order_.end(), uint32_t{0});
+  const auto earlier = [&events](uint32_t a, uint32_t b) {
+    return events[a].ts_ns < events[b].ts_ns || (events[a].ts_ns == events[b].ts_ns && a < b);
+  };
+  if (!std::is_sorted(order_.begin(), order_.end(), earlier))
+    std::sort(order_.begin(), order_.end(), earlier);
   order_ts_.resize(n);
   pos_.resize(n);
   for (size_t p = 0; p < n; ++p) {
-    order_[p] = keyed[p].second;
-    order_ts_[p] = keyed[p].first;
-    pos_[keyed[p].second] = static_cast<uint32_t>(p);
+    order_ts_[p] = events[order_[p]].ts_ns;
+    pos_[order_[p]] = static_cast<uint32_t>(p);
   }
   if (n == 0) return;
   begin_ns_ = order_ts_.front();
@@ -160,6 +166,26 @@ void ReplayModel::build_lanes_and_busy() {
   const size_t lane_keys = devices_.size() * kStreamCount;
   std::vector<std::vector<LaneItem>> items(lane_keys);
   std::vector<std::vector<std::pair<int64_t, int64_t>>> compute(devices_.size()), comm(devices_.size());
+  {
+    // Counted first, so each vector is allocated once at its size (growing them by doubling would
+    // briefly hold two copies of the largest, tens of bytes an event at 10M events).
+    std::vector<size_t> item_count(lane_keys, 0), compute_count(devices_.size(), 0),
+        comm_count(devices_.size(), 0);
+    for (const trace::Event& e : data_->events) {
+      if (e.type != trace::EventType::kSpan && e.type != trace::EventType::kTransfer) continue;
+      const int d = device_index(e.dev);
+      if (d < 0) continue;
+      ++item_count[static_cast<size_t>(d) * kStreamCount + static_cast<size_t>(e.stream)];
+      const trace::BusyClass busy = trace::busy_class(e);
+      if (busy == trace::BusyClass::kCompute) ++compute_count[d];
+      if (busy == trace::BusyClass::kComm) ++comm_count[d];
+    }
+    for (size_t key = 0; key < lane_keys; ++key) items[key].reserve(item_count[key]);
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      compute[d].reserve(compute_count[d]);
+      comm[d].reserve(comm_count[d]);
+    }
+  }
   for (uint32_t i = 0; i < data_->events.size(); ++i) {
     const trace::Event& e = data_->events[i];
     if (e.type != trace::EventType::kSpan && e.type != trace::EventType::kTransfer) continue;
