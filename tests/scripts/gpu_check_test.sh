@@ -19,7 +19,7 @@ fail() {
 
 # Runs gpu-check with the arguments given; sets rc and output (stdout and stderr together).
 run() {
-  output=$("$script" "$@" 2>&1)
+  output=$(env -u DPSCOPE_SOURCE "$script" "$@" 2>&1)
   rc=$?
 }
 
@@ -118,11 +118,22 @@ case_report_names_stages() {
   grep -qE '^\| gpu \| passed \| [0-9]+ \|' "$report" || fail "gpu stage not passed in: $(cat "$report")"
   grep -qF '| build | not run | - | not in --stages |' "$report" || fail "build stage not 'not run': $(cat "$report")"
   grep -qF 'Stand-in GPU, 80 GiB' "$tmp/out/gpu-check.log" || fail "nvidia-smi output not in gpu-check.log"
-  # The commit, said to differ when the files do (a copy carried to a GPU machine may have an old .git).
-  local head
-  head=$(git -C "$src" rev-parse --short HEAD 2>/dev/null) || return 0
-  grep -qE "^- source: $head( with uncommitted changes \(the files are not that commit's\))?$" "$report" ||
-    fail "no source line naming $head in: $(cat "$report")"
+  # The commit, said to differ when the files do (a copy carried to a GPU machine may have an old .git);
+  # a snapshot inside another checkout (git archive) has no history of its own.
+  local head top
+  top=$(git -C "$src" rev-parse --show-toplevel 2>/dev/null)
+  if [[ $top != "$(cd "$src" && pwd)" ]]; then
+    grep -qF -- "- source: a copy without git history (set DPSCOPE_SOURCE to name it)" "$report" ||
+      fail "a snapshot's source line does not say it has no history: $(cat "$report")"
+  else
+    head=$(git -C "$src" rev-parse --short HEAD 2>/dev/null) || return 0
+    grep -qE "^- source: $head( with uncommitted changes \(the files are not that commit's\))?$" "$report" ||
+      fail "no source line naming $head in: $(cat "$report")"
+  fi
+  # DPSCOPE_SOURCE names a snapshot.
+  output=$(DPSCOPE_SOURCE=abc1234 "$script" --build-dir "$tmp/build" --stages gpu "$tmp/out" 2>&1)
+  grep -qxF -- "- source: abc1234 (given by DPSCOPE_SOURCE)" "$report" ||
+    fail "DPSCOPE_SOURCE not in the source line: $(cat "$report")"
 }
 
 case_failed_stage_exits_1() {
