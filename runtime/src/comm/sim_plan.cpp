@@ -42,20 +42,6 @@ TimedSchedule choose(const Signature& sig, int slices, const NetworkModel& net, 
                          net, g.gpus, g.ring, starts);
 }
 
-// Bytes the collective is named by (nccl-tests' "size": the full buffer of all ranks for
-// all_gather, reduce_scatter, scatter and gather).
-uint64_t collective_bytes(const Signature& sig, int n) {
-  if (sig.op == OpType::kBarrier || sig.op == OpType::kNewGroup) return 0;
-  const uint64_t bytes = static_cast<uint64_t>(shape_numel(sig.shape)) * element_size(sig.dtype);
-  switch (sig.op) {
-    case OpType::kAllGather:
-    case OpType::kReduceScatter:
-    case OpType::kScatter:
-    case OpType::kGather: return bytes * n;
-    default: return bytes;
-  }
-}
-
 // Which ranks divide their result by n for ReduceOp::kAvg, and how many bytes.
 uint64_t avg_bytes(const Signature& sig, int rank) {
   if (!sig.reduce_op || *sig.reduce_op != ReduceOp::kAvg) return 0;
@@ -152,6 +138,18 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
 }
 
 }  // namespace
+
+uint64_t collective_bytes(const Signature& sig, int n) {
+  if (sig.op == OpType::kBarrier || sig.op == OpType::kNewGroup) return 0;
+  const uint64_t bytes = static_cast<uint64_t>(shape_numel(sig.shape)) * element_size(sig.dtype);
+  switch (sig.op) {
+    case OpType::kAllGather:
+    case OpType::kReduceScatter:
+    case OpType::kScatter:
+    case OpType::kGather: return bytes * n;
+    default: return bytes;
+  }
+}
 
 std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64_t seq,
                                        const std::vector<std::optional<Arrival>>& arrivals) {

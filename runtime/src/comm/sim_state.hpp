@@ -59,6 +59,11 @@ struct Signature {
 // "CollectiveFingerPrint(SequenceNumber=3, OpType=ALLREDUCE, TensorShape=[4], ...)".
 std::string fingerprint(const Signature& signature, int64_t seq);
 
+// Bytes a collective of `n` ranks is named by in traces and benchmarks (nccl-tests' "size": the
+// full buffer of all ranks for all_gather, reduce_scatter, scatter and gather; 0 for barrier and
+// new_group). sim_plan.cpp; the mpi backend's schedules name theirs alike.
+uint64_t collective_bytes(const Signature& sig, int n);
+
 // One rank's logical buffer (schedule.hpp layouts): blocks of block_elems elements; empty
 // blocks in timing-only mode.
 struct RankBuffer {

@@ -16,6 +16,7 @@
 #include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/trace_format/json_text.hpp"
 #include "posix_file.hpp"
+#include "trace_parser.hpp"
 
 namespace dpscope::trace {
 
@@ -367,14 +368,7 @@ int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& fro
       }
     }
     latest = std::max(latest, e.ts_ns);
-    if (into.events.empty()) {
-      into.min_ts_ns = e.ts_ns;
-      into.max_end_ns = e.end_ns();
-    } else {
-      into.min_ts_ns = std::min(into.min_ts_ns, e.ts_ns);
-      into.max_end_ns = std::max(into.max_end_ns, e.end_ns());
-    }
-    into.events.push_back(e);
+    detail::TraceParser::append(into, e);
   }
   for (const Problem& p : from.problems)
     into.problems.push_back({p.line, p.reason, p.file.empty() ? r.path : p.file});

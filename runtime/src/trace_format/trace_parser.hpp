@@ -44,6 +44,10 @@ class TraceParser {
   // Forgets everything learned from a previous file (strings, devices).
   void reset();
 
+  // Appends `e` to data.events, widening data's time range (min_ts_ns, max_end_ns) to cover it;
+  // also used by the rank merge (rank_traces.cpp).
+  static void append(TraceData& data, const Event& e);
+
  private:
   void parse_header(TraceData& data, std::string_view line, uint32_t line_no);
   // `padded`: at least SIMDJSON_PADDING readable bytes follow the line.
@@ -60,7 +64,6 @@ class TraceParser {
   void read_values(TraceData& data, const Fields& f, Event& e);
   void read_samples(TraceData& data, const Fields& f, Event& e);
   void read_buckets(TraceData& data, const Fields& f, Event& e);
-  static void append(TraceData& data, const Event& e);
   uint32_t intern(TraceData& data, std::string_view s);
   bool known_device(int64_t id) const {
     return id >= 0 && id < static_cast<int64_t>(device_known_.size()) && device_known_[id] != 0;

@@ -120,20 +120,6 @@ void copy_bytes(std::byte* dst, const std::byte* src, uint64_t bytes) {
   if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
 }
 
-// Bytes a collective is named by in traces (nccl-tests' size: all ranks' buffers for
-// all_gather, reduce_scatter, scatter and gather), as the sim backend names them.
-uint64_t traced_bytes(const Signature& sig, int n) {
-  if (sig.op == OpType::kBarrier || sig.op == OpType::kNewGroup) return 0;
-  const uint64_t bytes = static_cast<uint64_t>(shape_numel(sig.shape)) * element_size(sig.dtype);
-  switch (sig.op) {
-    case OpType::kAllGather:
-    case OpType::kReduceScatter:
-    case OpType::kScatter:
-    case OpType::kGather: return bytes * static_cast<uint64_t>(n);
-    default: return bytes;
-  }
-}
-
 // Bytes this rank divides for ReduceOp::kAvg (the sim's avg_scale span): the reduce's root only.
 uint64_t avg_bytes(const Signature& sig, int rank) {
   if (!sig.reduce_op || *sig.reduce_op != ReduceOp::kAvg) return 0;
@@ -334,7 +320,7 @@ std::shared_ptr<Work> MpiBackend::run_schedule(const Signature& sig, Millisecond
 void MpiBackend::trace_collective(const Signature& sig, int64_t seq, const char* algo, int slices, int steps,
                                   int64_t begin_ns, int64_t end_ns) const {
   TraceSink* t = device_.tracer();
-  const uint64_t bytes = traced_bytes(sig, size());
+  const uint64_t bytes = collective_bytes(sig, size());
   const std::string name = sig.op == OpType::kBarrier ? std::string(to_string(EventName::kBarrier))
                                                       : collective_span_name(api_name(sig.op), algo, bytes);
   t->span(device_, {.stream = StreamKind::kComm,
