@@ -19,6 +19,22 @@
 
 namespace dpscope::trace {
 
+namespace {
+
+// The end of reading a whole trace: whether text after the last complete line is left over
+// (`rest`), and one line for a file without a complete header line.
+void finish_whole_read(TraceData& data, std::string_view rest, bool has_header, uint32_t next_line) {
+  data.partial_last_line = !detail::is_blank_text(rest);
+  if (has_header) return;
+  DPS_CHECK(data.partial_last_line, ErrorKind::kFormat, "{}: empty file, expected a dpscope trace header",
+            data.path);
+  throw Error(
+      ErrorKind::kFormat,
+      fmt::format("{}:{}: incomplete header line (the file ends before its '\\n')", data.path, next_line));
+}
+
+}  // namespace
+
 TraceData parse_trace(std::string_view text, std::string_view name, ReadOptions options) {
   TraceData data;
   data.path = std::string(name);
@@ -28,14 +44,7 @@ TraceData parse_trace(std::string_view text, std::string_view name, ReadOptions 
   bool has_header = false;
   const size_t consumed = parser.parse(data, text, next_line, has_header);
   const std::string_view rest = text.substr(consumed);
-  data.partial_last_line = !detail::is_blank_text(rest);
-  if (!has_header) {
-    DPS_CHECK(data.partial_last_line, ErrorKind::kFormat, "{}: empty file, expected a dpscope trace header",
-              data.path);
-    throw Error(
-        ErrorKind::kFormat,
-        fmt::format("{}:{}: incomplete header line (the file ends before its '\\n')", data.path, next_line));
-  }
+  finish_whole_read(data, rest, has_header, next_line);
   return data;
 }
 
@@ -143,14 +152,7 @@ TraceData parse_compressed_trace(std::string_view bytes, const std::string& name
   }
   const bool cut_off = !decoder.at_frame_end();
   DPS_CHECK(!(cut_off && options.strict), ErrorKind::kFormat, "{}", cut_off_message(name));
-  data.partial_last_line = !detail::is_blank_text(text);
-  if (!has_header) {
-    DPS_CHECK(data.partial_last_line, ErrorKind::kFormat, "{}: empty file, expected a dpscope trace header",
-              data.path);
-    throw Error(
-        ErrorKind::kFormat,
-        fmt::format("{}:{}: incomplete header line (the file ends before its '\\n')", data.path, next_line));
-  }
+  finish_whole_read(data, text, has_header, next_line);
   if (cut_off) {
     // Lenient: the lines decoded so far are kept, and the cut is reported after them.
     data.problems.push_back(

@@ -61,26 +61,7 @@ TEST(TraceFollower, SeesAppendedEventsAndCompletesPartialLines) {
 }
 
 TEST(TraceFollower, FollowsARecorderThatFlushesEveryStep) {
-  const auto path = testing::scratch_dir() / "live.jsonl";
-  const Device gpu = Device::sim(0, find_preset("h100-sxm"));
-  TraceHeader header;
-  add_trace_device(header, gpu);
-  const Device devices[] = {gpu};
-  auto recorder = TraceRecorder::open(path, header, devices);
-  TraceFollower follower(path);
-  EXPECT_EQ(follower.poll(), 0u);
-  EXPECT_TRUE(follower.has_header());
-  for (int step = 0; step < 3; ++step) {
-    gpu.set_step(step);
-    { KernelScope k(gpu, "forward", {.flops = 1e9, .bytes = 1e6}); }
-    { KernelScope k(gpu, "backward", {.flops = 2e9, .bytes = 2e6}); }
-    EXPECT_EQ(follower.poll(), 0u) << "not flushed yet";
-    recorder->flush();
-    EXPECT_EQ(follower.poll(), 2u);
-    EXPECT_EQ(follower.data().events.back().step, step);
-  }
-  recorder->close();
-  EXPECT_EQ(follower.data().events.size(), 6u);
+  testing::expect_follower_sees_each_flushed_step(testing::scratch_dir() / "live.jsonl");
 }
 
 TEST(TraceFollower, StartsOverWhenTheFileIsTruncated) {

@@ -16,6 +16,7 @@
 #include "dpscope/core/preset.hpp"
 #include "dpscope/core/timing.hpp"
 #include "dpscope/trace/recorder.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "support/cli.hpp"
 
 namespace dpscope::trace::testing {
@@ -150,6 +151,31 @@ inline std::string rank_transfer(int rank, int64_t ts, int src, int dst, uint64_
       R"({{"type":"transfer","ts":{},"rank":{},"dev":0,"step":0,"phase":"backward","name":"send/recv","stream":"comm","dur":50,"src":{},"dst":{},"bytes":64,"flow":{}{}}})"
       "\n",
       ts, rank, src, dst, flow, ends);
+}
+
+// Records 3 steps of two kernels each into `path` (plain or .zst) while a TraceFollower reads it:
+// nothing shows before a flush, each flush shows its step's 2 events, and the close adds none.
+inline void expect_follower_sees_each_flushed_step(const std::filesystem::path& path) {
+  const Device gpu = Device::sim(0, find_preset("h100-sxm"));
+  TraceHeader header;
+  add_trace_device(header, gpu);
+  const Device devices[] = {gpu};
+  auto recorder = TraceRecorder::open(path, header, devices);
+  TraceFollower follower(path);
+  EXPECT_EQ(follower.poll(), 0u);
+  EXPECT_TRUE(follower.has_header());
+  for (int step = 0; step < 3; ++step) {
+    gpu.set_step(step);
+    { KernelScope k(gpu, "forward", {.flops = 1e9, .bytes = 1e6}); }
+    { KernelScope k(gpu, "backward", {.flops = 2e9, .bytes = 2e6}); }
+    EXPECT_EQ(follower.poll(), 0u) << "not flushed yet";
+    recorder->flush();
+    EXPECT_EQ(follower.poll(), 2u);
+    EXPECT_EQ(follower.data().events.back().step, step);
+  }
+  recorder->close();
+  EXPECT_EQ(follower.poll(), 0u);
+  EXPECT_EQ(follower.data().events.size(), 6u);
 }
 
 }  // namespace dpscope::trace::testing
