@@ -66,7 +66,11 @@ TEST_F(MpiFailures, ASkippedCollectiveTimesOutOnTheOthers) {
   EXPECT_THAT(c.message,
               HasSubstr(fmt::format("[Rank {}] mpi ALLREDUCE (SequenceNumber=0) failed: ", pg->rank())));
   EXPECT_THAT(c.message, HasSubstr("Watchdog caught collective operation timeout: it ran for"));
-  EXPECT_GE(c.after.count(), pg->rank() == 0 ? 300 : 0);
+  // Its own watchdog waits out the whole timeout; a peer's notice (more than 2 ranks) may come
+  // first, from a peer whose collective started a little earlier.
+  if (c.message.find("aborted because rank") == std::string::npos) {
+    EXPECT_GE(c.after.count(), 300) << c.message;
+  }
   EXPECT_LT(c.after.count(), 5000);
   // Later calls on the failed group fail at once.
   const Caught later = caught([&] { pg->barrier()->wait(); });
