@@ -329,11 +329,12 @@ TEST(ReplayDdp, CollectiveStepsCountTheRingSteps) {
   const uint32_t first = find_position(*l.model, [&](const trace::Event& e) {
     return e.type == trace::EventType::kTransfer && e.step == 0 && e.stream == StreamKind::kComm;
   });
-  const int32_t coll = l.model->event(l.model->event_at(first)).coll;
+  const int64_t coll = l.model->data().transfer(l.model->event(l.model->event_at(first))).coll;
   // 4 ranks: 2(n-1) = 6 steps, numbered 0..5.
   EXPECT_EQ(l.model->algo_step_range(coll), (std::pair<int32_t, int32_t>{0, 5}));
   const uint32_t pos = find_position(*l.model, [&](const trace::Event& e) {
-    return e.type == trace::EventType::kTransfer && e.coll == coll && e.algo_step == 2 && e.rank == 1;
+    const trace::Transfer& t = l.model->data().transfer(e);
+    return e.type == trace::EventType::kTransfer && t.coll == coll && t.algo_step == 2 && e.rank == 1;
   });
   const trace::Event& e = l.model->event(l.model->event_at(pos));
   const ReplayState s = l.model->state_at(l.model->at_time(e.ts_ns + e.dur_ns / 2));
@@ -479,7 +480,8 @@ TEST(ReplayDp, CopiesShowAsActivityAndGpuZeroHoldsMoreMemory) {
   const ReplayModel& m = *l.model;
   // The parameter broadcast to GPU 1 (replicate) is a D2D copy on its copy stream.
   const uint32_t pos = find_position(m, [&](const trace::Event& e) {
-    return e.type == trace::EventType::kTransfer && e.src == info.gpu_ids[0] && e.dst == info.gpu_ids[1];
+    const trace::Transfer& t = m.data().transfer(e);
+    return e.type == trace::EventType::kTransfer && t.src == info.gpu_ids[0] && t.dst == info.gpu_ids[1];
   });
   const trace::Event& e = m.event(m.event_at(pos));
   const ReplayState s = m.state_at(m.at_time(e.ts_ns + e.dur_ns / 2));
@@ -515,8 +517,8 @@ TEST(ReplayRobustness, EventsOnDevicesMissingFromTheHeaderGetTheirOwnDevice) {
   add(trace::EventType::kSpan, 7, 5, 10, "b").rank = 1;
   trace::Event& t = add(trace::EventType::kTransfer, 0, 5, 0, "t");
   t.stream = StreamKind::kComm;
-  t.src = 0;
-  t.dst = 9;
+  t.payload = static_cast<int32_t>(data.transfers.size());
+  data.transfers.push_back({.src = 0, .dst = 9});
   add(trace::EventType::kSpan, -3, 5, -4, "nowhere");
   trace::Event& memory = add(trace::EventType::kCounter, 0, 6, 0, to_string(EventName::kMemory));
   memory.known = EventName::kMemory;

@@ -78,8 +78,9 @@ TEST(RuntimeTrace, RingStepsAreShownAsStepOfSteps) {
   for (const trace::Event& e : data.events) transfers += e.type == trace::EventType::kTransfer;
   EXPECT_EQ(transfers, 2u * 6 * kRanks);
   // Halfway through an all-gather step every rank sends one chunk to its right neighbour.
-  const uint32_t pos = testing::find_position(m, [](const trace::Event& e) {
-    return e.type == trace::EventType::kTransfer && e.coll == 0 && e.algo_step == 4 && e.rank == 2;
+  const uint32_t pos = testing::find_position(m, [&](const trace::Event& e) {
+    const trace::Transfer& t = m.data().transfer(e);
+    return e.type == trace::EventType::kTransfer && t.coll == 0 && t.algo_step == 4 && e.rank == 2;
   });
   const trace::Event& t = m.event(m.event_at(pos));
   const ReplayState s = m.state_at(m.at_time(t.ts_ns + t.dur_ns / 2));

@@ -44,11 +44,12 @@ void ReplayModel::build_collectives() {
   for (uint32_t p = 0; p < order_.size(); ++p) {
     const uint32_t index = order_[p];
     const trace::Event& e = data.events[index];
-    if (e.type != trace::EventType::kTransfer || e.coll < 0) continue;
-    auto [it, inserted] = collective_index_.try_emplace(e.coll, collectives_.size());
+    const trace::Transfer& tr = data.transfer(e);
+    if (e.type != trace::EventType::kTransfer || tr.coll < 0) continue;
+    auto [it, inserted] = collective_index_.try_emplace(tr.coll, collectives_.size());
     if (inserted) {
       Collective c;
-      c.id = e.coll;
+      c.id = tr.coll;
       c.begin_ns = e.ts_ns;
       c.step = e.step;
       c.phase = e.phase;
@@ -58,12 +59,12 @@ void ReplayModel::build_collectives() {
     c.transfers.push_back(index);
     c.reduces.push_back(reduces(e.name) ? 1 : 0);
     c.end_ns = std::max(c.end_ns, e.end_ns());
-    c.trace_chunks = std::max(c.trace_chunks, e.chunk + 1);
-    if (e.algo_step >= 0) {
-      c.first_algo_step = c.first_algo_step < 0 ? e.algo_step : std::min(c.first_algo_step, e.algo_step);
-      c.last_algo_step = std::max(c.last_algo_step, e.algo_step);
+    c.trace_chunks = std::max(c.trace_chunks, tr.chunk + 1);
+    if (tr.algo_step >= 0) {
+      c.first_algo_step = c.first_algo_step < 0 ? tr.algo_step : std::min(c.first_algo_step, tr.algo_step);
+      c.last_algo_step = std::max(c.last_algo_step, tr.algo_step);
     }
-    for (int32_t id : {e.src, e.dst}) {
+    for (int32_t id : {tr.src, tr.dst}) {
       const int d = device_index(id);
       if (d >= 0 && std::find(c.members.begin(), c.members.end(), d) == c.members.end())
         c.members.push_back(d);
@@ -136,11 +137,12 @@ void ReplayModel::fill_chunks(ReplayState& s, Cursor cur) const {
       std::vector<std::vector<uint8_t>> seen(n, std::vector<uint8_t>(chunks, 0));
       for (uint32_t t : c.transfers) {
         const trace::Event& e = data_->events[t];
-        if (e.chunk < 0) continue;
-        const int src = member_of(e.src);
-        const int dst = member_of(e.dst);
-        if (!seen[src][e.chunk]) held[src][e.chunk] = uint64_t{1} << src;
-        seen[src][e.chunk] = seen[dst][e.chunk] = 1;
+        const trace::Transfer& tr = data_->transfer(e);
+        if (tr.chunk < 0) continue;
+        const int src = member_of(tr.src);
+        const int dst = member_of(tr.dst);
+        if (!seen[src][tr.chunk]) held[src][tr.chunk] = uint64_t{1} << src;
+        seen[src][tr.chunk] = seen[dst][tr.chunk] = 1;
       }
     }
     // Starts and arrivals in time order (an arrival before a start at the same time: a ring step
@@ -153,7 +155,8 @@ void ReplayModel::fill_chunks(ReplayState& s, Cursor cur) const {
     std::vector<Moment> moments;
     for (size_t k = 0; k < c.transfers.size(); ++k) {
       const trace::Event& e = data_->events[c.transfers[k]];
-      if (e.chunk < 0 || !applied(c.transfers[k], cur)) continue;
+      const trace::Transfer& tr = data_->transfer(e);
+      if (tr.chunk < 0 || !applied(c.transfers[k], cur)) continue;
       moments.push_back({e.ts_ns, true, k});
       if (e.end_ns() <= cur.t_ns) moments.push_back({e.end_ns(), false, k});
     }
@@ -163,14 +166,15 @@ void ReplayModel::fill_chunks(ReplayState& s, Cursor cur) const {
     std::vector<uint64_t> carried(c.transfers.size(), 0);
     for (const Moment& m : moments) {
       const trace::Event& e = data_->events[c.transfers[m.transfer]];
-      const int src = member_of(e.src);
-      const int dst = member_of(e.dst);
+      const trace::Transfer& tr = data_->transfer(e);
+      const int src = member_of(tr.src);
+      const int dst = member_of(tr.dst);
       if (m.start) {
-        carried[m.transfer] = held[src][e.chunk];
+        carried[m.transfer] = held[src][tr.chunk];
       } else if (c.reduces[m.transfer] != 0) {
-        held[dst][e.chunk] |= carried[m.transfer];
+        held[dst][tr.chunk] |= carried[m.transfer];
       } else {
-        held[dst][e.chunk] = carried[m.transfer];
+        held[dst][tr.chunk] = carried[m.transfer];
       }
     }
     return held;
@@ -207,14 +211,15 @@ void ReplayModel::fill_chunks(ReplayState& s, Cursor cur) const {
       out.stage = "waiting for its first transfer";
       for (size_t k = c.transfers.size(); k-- > 0;) {
         const trace::Event& e = data_->events[c.transfers[k]];
+        const trace::Transfer& tr = data_->transfer(e);
         if (!applied(c.transfers[k], cur) ||
-            (device_index(e.src) != static_cast<int>(d) && device_index(e.dst) != static_cast<int>(d)))
+            (device_index(tr.src) != static_cast<int>(d) && device_index(tr.dst) != static_cast<int>(d)))
           continue;
         std::string_view name = data_->str(e.name);
         if (const size_t space = name.find(' '); space != std::string_view::npos)
           name.remove_prefix(space + 1);
-        out.stage = e.algo_step >= 0 && c.first_algo_step >= 0
-                        ? fmt::format("{} step {}/{}", name, e.algo_step - c.first_algo_step + 1,
+        out.stage = tr.algo_step >= 0 && c.first_algo_step >= 0
+                        ? fmt::format("{} step {}/{}", name, tr.algo_step - c.first_algo_step + 1,
                                       c.last_algo_step - c.first_algo_step + 1)
                         : std::string(name);
         break;

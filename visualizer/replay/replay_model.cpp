@@ -122,8 +122,9 @@ void ReplayModel::build_devices() {
     if (e.dev < 0 || e.dev >= kMaxDeviceId) ++no_device;
     ensure(e.dev);
     if (e.type == trace::EventType::kTransfer) {
-      ensure(e.src);
-      ensure(e.dst);
+      const trace::Transfer& t = data_->transfer(e);
+      ensure(t.src);
+      ensure(t.dst);
     }
     const int d = device_index(e.dev);
     if (d >= 0 && devices_[d].rank < 0) devices_[d].rank = e.rank;
@@ -235,7 +236,7 @@ void ReplayModel::build_per_device() {
     switch (e.type) {
       case trace::EventType::kCounter: {
         if (e.payload < 0 || static_cast<size_t>(e.payload) >= data_->counters.size()) break;
-        const std::span<const trace::ArgValue> values =
+        const trace::ArgValues values =
             data_->counter_values(data_->counters[static_cast<size_t>(e.payload)]);
         if (e.known == EventName::kMemory) {
           pd.memory.push_back(p);

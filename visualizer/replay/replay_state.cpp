@@ -56,7 +56,8 @@ std::string ReplayModel::describe_activity(const ModelLane& lane, uint32_t event
   const trace::Event& e = data.events[event];
   const std::string_view name = data.str(e.name);
   if (e.type != trace::EventType::kTransfer) return std::string(name);
-  if (e.coll < 0) return fmt::format("{} {}", name, format_bytes(e.bytes));
+  const trace::Transfer& tr = data.transfer(e);
+  if (tr.coll < 0) return fmt::format("{} {}", name, format_bytes(tr.bytes));
   // A collective step: name it after the enclosing collective span when there is one.
   std::string label(name);
   for (size_t outer = level; outer-- > 0;) {
@@ -68,11 +69,11 @@ std::string ReplayModel::describe_activity(const ModelLane& lane, uint32_t event
       break;
     }
   }
-  const std::string_view algo = data.str(e.algo);
+  const std::string_view algo = data.str(tr.algo);
   if (!algo.empty() && label.find(algo) == std::string::npos) label = fmt::format("{} {}", label, algo);
-  const auto [first, last] = algo_step_range(e.coll);
-  if (e.algo_step >= 0 && first >= 0)
-    label = fmt::format("{} step {}/{}", label, e.algo_step - first + 1, last - first + 1);
+  const auto [first, last] = algo_step_range(tr.coll);
+  if (tr.algo_step >= 0 && first >= 0)
+    label = fmt::format("{} step {}/{}", label, tr.algo_step - first + 1, last - first + 1);
   return label;
 }
 
@@ -131,20 +132,21 @@ void ReplayModel::fill_transfers(ReplayState& s, Cursor c) const {
       if (event == kNoEvent) continue;
       const trace::Event& e = data.events[event];
       if (e.type != trace::EventType::kTransfer) continue;
-      const int src = device_index(e.src);
-      const int dst = device_index(e.dst);
+      const trace::Transfer& tr = data.transfer(e);
+      const int src = device_index(tr.src);
+      const int dst = device_index(tr.dst);
       if (src < 0 || dst < 0 || src == dst) continue;
       const double progress =
           e.dur_ns > 0 ? static_cast<double>(c.t_ns - e.ts_ns) / static_cast<double>(e.dur_ns) : 1.0;
-      s.transfers.push_back({event, src, dst, e.bytes, std::clamp(progress, 0.0, 1.0), e.coll >= 0});
+      s.transfers.push_back({event, src, dst, tr.bytes, std::clamp(progress, 0.0, 1.0), tr.coll >= 0});
       const int a = std::min(src, dst);
       const int b = std::max(src, dst);
       auto link = std::find_if(s.links.begin(), s.links.end(),
                                [&](const LinkSnapshot& l) { return l.a == a && l.b == b; });
       if (link == s.links.end()) {
-        s.links.push_back({a, b, e.bytes, 1});
+        s.links.push_back({a, b, tr.bytes, 1});
       } else {
-        link->bytes_in_flight += e.bytes;
+        link->bytes_in_flight += tr.bytes;
         ++link->transfers;
       }
     }

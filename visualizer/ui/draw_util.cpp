@@ -110,9 +110,11 @@ std::string describe_event(const ReplayModel& model, uint32_t event) {
   };
   switch (e.type) {
     case trace::EventType::kSpan: return fmt::format("{} ({})", name, format_time(e.dur_ns));
-    case trace::EventType::kTransfer:
-      return fmt::format("{}: {} {} → {} ({})", name, format_bytes(e.bytes), dev_name(e.src), dev_name(e.dst),
+    case trace::EventType::kTransfer: {
+      const trace::Transfer& t = data.transfer(e);
+      return fmt::format("{}: {} {} → {} ({})", name, format_bytes(t.bytes), dev_name(t.src), dev_name(t.dst),
                          format_time(e.dur_ns));
+    }
     case trace::EventType::kInstant: {
       std::string args;
       if (auto g = data.grad_ready(e)) {

@@ -66,16 +66,17 @@ void InspectorView::draw_event(ViewContext& ctx, uint32_t event, bool selected) 
   row("start", fmt::format("{} (ts {} ns)", format_time(e.ts_ns - model.begin_ns()), e.ts_ns));
   if (e.dur_ns > 0) row("duration", format_time(e.dur_ns));
   if (e.type == trace::EventType::kTransfer) {
-    row("from → to", fmt::format("{} → {}", device_of(model, e.src), device_of(model, e.dst)));
-    row("bytes", fmt::format("{} ({} B)", format_bytes(e.bytes), e.bytes));
+    const trace::Transfer& t = data.transfer(e);
+    row("from → to", fmt::format("{} → {}", device_of(model, t.src), device_of(model, t.dst)));
+    row("bytes", fmt::format("{} ({} B)", format_bytes(t.bytes), t.bytes));
     if (e.dur_ns > 0)
       row("bandwidth",
-          fmt::format("{:.1f} GB/s", static_cast<double>(e.bytes) / static_cast<double>(e.dur_ns)));
-    row("flow", fmt::format("{}", e.flow));
-    if (e.coll >= 0) {
-      const auto [first, last] = model.algo_step_range(e.coll);
-      row("collective", fmt::format("#{} {} step {}/{} chunk {}", e.coll, data.str(e.algo),
-                                    e.algo_step - first + 1, last - first + 1, e.chunk));
+          fmt::format("{:.1f} GB/s", static_cast<double>(t.bytes) / static_cast<double>(e.dur_ns)));
+    row("flow", fmt::format("{}", t.flow));
+    if (t.coll >= 0) {
+      const auto [first, last] = model.algo_step_range(t.coll);
+      row("collective", fmt::format("#{} {} step {}/{} chunk {}", t.coll, data.str(t.algo),
+                                    t.algo_step - first + 1, last - first + 1, t.chunk));
     }
   }
   if ((e.type == trace::EventType::kSpan || e.type == trace::EventType::kInstant) && e.payload >= 0 &&

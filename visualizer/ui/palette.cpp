@@ -99,9 +99,9 @@ ImU32 Palette::phase_color(Phase phase) const {
   return other;
 }
 
-ImU32 Palette::event_color(const trace::Event& e) const {
+ImU32 Palette::event_color(const trace::TraceData& trace_data, const trace::Event& e) const {
   if (e.type == trace::EventType::kTransfer)
-    return e.coll >= 0 || e.stream == StreamKind::kComm ? comm : copy;
+    return trace_data.transfer(e).coll >= 0 || e.stream == StreamKind::kComm ? comm : copy;
   switch (e.category) {
     case SpanCategory::kComm:
     case SpanCategory::kCollective: return comm;

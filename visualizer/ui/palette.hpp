@@ -47,7 +47,7 @@ struct Palette {
   ImU32 phase_color(Phase phase) const;
   ImU32 bucket_color(BucketState state) const { return bucket[static_cast<size_t>(state)]; }
   // The colour of a span or transfer: by category and phase (see docs/visualizer.md).
-  ImU32 event_color(const trace::Event& e) const;
+  ImU32 event_color(const trace::TraceData& trace_data, const trace::Event& e) const;
   // A stable colour per dataset row, so one sample keeps its colour wherever it goes.
   ImU32 sample_color(int64_t index) const;
   // A rank's own colour, where the chunk view shows whose contributions a chunk holds.

@@ -64,8 +64,9 @@ StageView::CardFit StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const 
       main_activity = &a;
       break;
     }
-  const ImU32 border =
-      main_activity != nullptr ? pal.event_color(model.event(main_activity->event)) : pal.card_border;
+  const ImU32 border = main_activity != nullptr
+                           ? pal.event_color(model.data(), model.event(main_activity->event))
+                           : pal.card_border;
   dl->AddRectFilled(f.r0, f.r1, pal.card, 8.0f);
   dl->AddRect(f.r0, f.r1, border, 8.0f, 0, (main_activity != nullptr ? 3.0f : 1.0f) * pal.line_scale);
   f.clip = ImVec4(f.r0.x + f.pad, f.r0.y, f.r1.x - f.pad, f.r1.y - f.pad * 0.5f);
@@ -128,7 +129,7 @@ void StageView::draw_card_streams(ViewContext& ctx, CardFrame& f) {
       break;
     }
     const bool busy = a.event != kNoEvent;
-    const ImU32 color = busy ? pal.event_color(model.event(a.event)) : pal.idle;
+    const ImU32 color = busy ? pal.event_color(model.data(), model.event(a.event)) : pal.idle;
     f.dl->AddRectFilled(ImVec2(f.r0.x + f.pad, f.y + f.fs * 0.15f),
                         ImVec2(f.r0.x + f.pad + f.fs * 0.8f, f.y + f.fs * 0.95f), color, 2.0f);
     const std::string stream = stream_name(a.stream);

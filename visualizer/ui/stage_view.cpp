@@ -379,7 +379,7 @@ void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
     const float offset = fs * 0.35f * (t.src < t.dst ? 1.0f : -1.0f);
     for (ImVec2& q : path) q = add(q, mul(nrm, offset));
     transfer_paths_.push_back(path);
-    const ImU32 color = pal.event_color(model.event(t.event));
+    const ImU32 color = pal.event_color(model.data(), model.event(t.event));
     const float thick = 3.0f * pal.line_scale;
     dl->AddPolyline(path.data(), static_cast<int>(path.size()), with_alpha(color, 0.3f), 0, thick);
     const float p = static_cast<float>(t.progress);

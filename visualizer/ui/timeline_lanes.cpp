@@ -107,7 +107,7 @@ void SpanLane::draw(TimelineFrame& f, float y) {
       if (box.count == 1) {
         const uint32_t ev = items[box.first].event;
         const trace::Event& e = data.events[ev];
-        const ImU32 fill = f.palette->event_color(e);
+        const ImU32 fill = f.palette->event_color(data, e);
         f.dl->AddRectFilled(a, b, fill);
         if (ev == f.selected)
           f.dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), f.palette->selection, 0, 0, 2.0f);
@@ -124,7 +124,7 @@ void SpanLane::draw(TimelineFrame& f, float y) {
       } else {
         ++f.merged_boxes;
         const uint32_t first_event = items[box.first].event;
-        const ImU32 fill = shade(f.palette->event_color(data.events[first_event]), -0.35f);
+        const ImU32 fill = shade(f.palette->event_color(data, data.events[first_event]), -0.35f);
         f.dl->AddRectFilled(a, b, fill);
         // Hatch marks say "many events here".
         for (float hx = a.x + 2; hx < b.x - 1; hx += 6)

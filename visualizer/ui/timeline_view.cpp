@@ -307,7 +307,7 @@ void TimelineView::draw_flows(const TimelineFrame& f, const std::vector<float>& 
   for (const TimelineFrame::FlowEnd& fl : f.flows) {
     if (++flows > kMaxFlows) break;
     const trace::Event& e = model.event(fl.event);
-    const int dst = model.device_index(e.dst);
+    const int dst = model.device_index(model.data().transfer(e).dst);
     int target = -1;
     for (size_t i = 0; i < lanes_.size() && dst >= 0; ++i) {
       if (lanes_[i]->device() != dst) continue;
@@ -317,8 +317,8 @@ void TimelineView::draw_flows(const TimelineFrame& f, const std::vector<float>& 
     if (target < 0) continue;
     const float ty = top[static_cast<size_t>(target)] + f.row_h * 0.5f;
     if (std::fabs(ty - fl.y) < 1.0f) continue;
-    draw_arrow(dl, ImVec2(fl.x_start, fl.y), ImVec2(fl.x_end, ty), with_alpha(pal.event_color(e), 0.8f),
-               1.2f * pal.line_scale, fs * 0.45f);
+    draw_arrow(dl, ImVec2(fl.x_start, fl.y), ImVec2(fl.x_end, ty),
+               with_alpha(pal.event_color(model.data(), e), 0.8f), 1.2f * pal.line_scale, fs * 0.45f);
   }
 }
 

@@ -260,8 +260,9 @@ std::optional<double> counter_value(const trace::TraceData& data, const trace::E
 std::optional<double> field_of(const trace::TraceData& data, const trace::Event& e, std::string_view field) {
   using trace::EventType;
   const bool timed = e.type == EventType::kSpan || e.type == EventType::kTransfer;
+  const trace::Transfer& t = data.transfer(e);  // defaults for any other event
   if (field == "bytes") {
-    if (e.type == EventType::kTransfer) return static_cast<double>(e.bytes);
+    if (e.type == EventType::kTransfer) return static_cast<double>(t.bytes);
     return data.arg(e, trace_key::kBytes);
   }
   if (field == "dur_ns") return timed ? std::optional<double>(static_cast<double>(e.dur_ns)) : std::nullopt;
@@ -273,11 +274,11 @@ std::optional<double> field_of(const trace::TraceData& data, const trace::Event&
   if (field == "rank") return static_cast<double>(e.rank);
   if (field == "step") return e.step >= 0 ? std::optional<double>(static_cast<double>(e.step)) : std::nullopt;
   if (field == "algo_step")
-    return e.algo_step >= 0 ? std::optional<double>(static_cast<double>(e.algo_step)) : std::nullopt;
+    return t.algo_step >= 0 ? std::optional<double>(static_cast<double>(t.algo_step)) : std::nullopt;
   if (field == "chunk")
-    return e.chunk >= 0 ? std::optional<double>(static_cast<double>(e.chunk)) : std::nullopt;
+    return t.chunk >= 0 ? std::optional<double>(static_cast<double>(t.chunk)) : std::nullopt;
   if (field == "coll") {
-    if (e.type == EventType::kTransfer && e.coll >= 0) return static_cast<double>(e.coll);
+    if (t.coll >= 0) return static_cast<double>(t.coll);
     return data.arg(e, trace_key::kColl);
   }
   if (field == "sample" || field == "samples") {  // a `samples` event: its first index, its count
@@ -320,7 +321,7 @@ double header_value(const trace::TraceData& data, const std::string& name) {
   if (name == "buckets") return static_cast<double>(h.buckets.size());
   // steps: training steps in the trace (the largest step + 1).
   int64_t last = -1;
-  for (const trace::Event& e : data.events) last = std::max(last, e.step);
+  for (const trace::Event& e : data.events) last = std::max<int64_t>(last, e.step);
   if (last < 0) cannot("the trace has no training step");
   return static_cast<double>(last + 1);
 }

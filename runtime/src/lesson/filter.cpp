@@ -63,12 +63,13 @@ bool EventFilter::matches(const trace::TraceData& data, const trace::Event& even
   if (stream &&
       ((event.type != EventType::kSpan && event.type != EventType::kTransfer) || event.stream != *stream))
     return false;
-  if (algo && data.str(event.algo) != *algo) return false;
-  if (algo_step && event.algo_step != *algo_step) return false;
-  if (chunk && event.chunk != *chunk) return false;
+  const trace::Transfer& transfer = data.transfer(event);  // defaults for any other event
+  if (algo && data.str(transfer.algo) != *algo) return false;
+  if (algo_step && transfer.algo_step != *algo_step) return false;
+  if (chunk && transfer.chunk != *chunk) return false;
   if (coll) {
     // Transfers carry `coll` as a field; collective spans, reduce spans and work_completed as an arg.
-    const bool in_field = event.type == EventType::kTransfer && event.coll == *coll;
+    const bool in_field = event.type == EventType::kTransfer && transfer.coll == *coll;
     if (!in_field && !arg_equals(data, event, trace_key::kColl, *coll)) return false;
   }
   if (param) {

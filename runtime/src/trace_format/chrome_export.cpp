@@ -44,9 +44,10 @@ std::vector<Slice> collect_slices(const TraceData& data) {
       slices.push_back({chrome_pid(e.dev), tid, e.ts_ns, e.end_ns()});
     } else if (e.type == EventType::kTransfer) {
       // An end on another process's device (an unmerged rank file: -1) is drawn on the issuing device.
-      slices.push_back({chrome_pid(e.src >= 0 ? e.src : e.dev), tid, e.ts_ns, e.end_ns()});
+      const Transfer& t = data.transfer(e);
+      slices.push_back({chrome_pid(t.src >= 0 ? t.src : e.dev), tid, e.ts_ns, e.end_ns()});
       slices.push_back(
-          {chrome_pid(e.dst >= 0 ? e.dst : e.dev), tid, e.end_ns(), e.end_ns() + kReceiveSliceNs});
+          {chrome_pid(t.dst >= 0 ? t.dst : e.dev), tid, e.end_ns(), e.end_ns() + kReceiveSliceNs});
     }
   }
   return slices;
@@ -255,28 +256,29 @@ void write_event(JsonWriter& w, const TraceData& data, const Event& e, const Sli
     case EventType::kTransfer: {
       const Slice& send = *next_slice++;
       const Slice& recv = *next_slice++;
+      const Transfer& t = data.transfer(e);
       const std::string_view name = data.str(e.name);
       begin_event(w, name, "X", send.pid, send.tid, e.ts_ns);
       w.raw(R"(,"dur":)");
       w.micros(e.dur_ns);
       w.raw(R"(,"cat":"transfer")");
       begin_args(w, e);
-      fmt::format_to(out, R"(,"src":{},"dst":{},"bytes":{},"flow":{})", e.src, e.dst, e.bytes, e.flow);
-      if (e.coll >= 0) {
-        fmt::format_to(out, R"(,"coll":{},"algo":)", e.coll);
-        w.str(data.str(e.algo));
-        fmt::format_to(out, R"(,"algo_step":{},"chunk":{})", e.algo_step, e.chunk);
+      fmt::format_to(out, R"(,"src":{},"dst":{},"bytes":{},"flow":{})", t.src, t.dst, t.bytes, t.flow);
+      if (t.coll >= 0) {
+        fmt::format_to(out, R"(,"coll":{},"algo":)", t.coll);
+        w.str(data.str(t.algo));
+        fmt::format_to(out, R"(,"algo_step":{},"chunk":{})", t.algo_step, t.chunk);
       }
       w.raw("}}");
       begin_event(w, name, "s", send.pid, send.tid, e.ts_ns);
-      fmt::format_to(out, R"(,"cat":"flow","id":{}}})", e.flow);
+      fmt::format_to(out, R"(,"cat":"flow","id":{}}})", t.flow);
       begin_event(w, fmt::format("recv {}", name), "X", recv.pid, recv.tid, recv.begin_ns);
       w.raw(R"(,"dur":)");
       w.micros(kReceiveSliceNs);
-      fmt::format_to(out, R"(,"cat":"transfer","args":{{"src":{},"bytes":{},"flow":{}}}}})", e.src, e.bytes,
-                     e.flow);
+      fmt::format_to(out, R"(,"cat":"transfer","args":{{"src":{},"bytes":{},"flow":{}}}}})", t.src, t.bytes,
+                     t.flow);
       begin_event(w, name, "f", recv.pid, recv.tid, recv.begin_ns);
-      fmt::format_to(out, R"(,"cat":"flow","id":{},"bp":"e"}})", e.flow);
+      fmt::format_to(out, R"(,"cat":"flow","id":{},"bp":"e"}})", t.flow);
       break;
     }
     case EventType::kCounter: {

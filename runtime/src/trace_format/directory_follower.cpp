@@ -14,13 +14,14 @@ namespace fs = std::filesystem;
 namespace {
 
 // Drops the events (and their payloads and problems) of a rank's follower once they are merged:
-// they live on in the merged trace only. The strings stay (its parser's cache points at them).
+// they live on in the merged trace only. The strings stay (its parser's cache points at them), and
+// the arg shapes with them.
 void drop_merged_events(TraceData& data) {
   data.events.clear();
   data.args.clear();
   data.counters.clear();
+  data.transfers.clear();
   data.value_pool.clear();
-  data.text_pool.clear();
   data.values.clear();
   data.samples.clear();
   data.buckets.clear();

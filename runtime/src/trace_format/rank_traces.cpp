@@ -285,22 +285,16 @@ int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& fro
     if (merged == kNoString) merged = into.intern(from.strings[index]);
     return merged;
   };
-  // (key string, value) pairs: keys re-interned (a string value too when `texts`), then added
-  // to the merged trace's pool.
+  // Args and counter values: keys and string values re-interned, then added to the merged
+  // trace's pool.
   std::vector<ArgValue> numbers;
   std::vector<ArgText> texts;
-  const auto add_values = [&](std::span<const ArgValue> pairs) {
-    numbers.assign(pairs.begin(), pairs.end());
-    for (auto& [key, value] : numbers) key = str(key);
-    return into.add_values(numbers);
-  };
-  const auto add_texts = [&](std::span<const ArgText> pairs) {
-    texts.assign(pairs.begin(), pairs.end());
-    for (auto& [key, text] : texts) {
-      key = str(key);
-      text = str(text);
-    }
-    return into.add_texts(texts);
+  const auto add_args = [&](const Args& a) {
+    numbers.clear();
+    texts.clear();
+    for (const auto& [key, value] : from.arg_values(a)) numbers.emplace_back(str(key), value);
+    for (const auto& [key, text] : from.arg_texts(a)) texts.emplace_back(str(key), str(text));
+    return into.add_args(numbers, texts);
   };
   int64_t latest = INT64_MIN;
   into.events.reserve(into.events.size() + from.events.size());
@@ -316,22 +310,19 @@ int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& fro
     e.dev = device(rank, source.dev);
     e.name = str(source.name);
     e.cat = str(source.cat);
-    e.algo = str(source.algo);
     e.payload = kNoPayload;
     const auto payload = static_cast<size_t>(source.payload);
     switch (source.type) {
       case EventType::kSpan:
       case EventType::kInstant:
         if (source.payload >= 0) {
-          const Args& a = from.args[payload];
           e.payload = static_cast<int32_t>(into.args.size());
-          into.args.push_back(
-              {.values = add_values(from.arg_values(a)), .texts = add_texts(from.arg_texts(a))});
+          into.args.push_back(add_args(from.args[payload]));
         }
         break;
       case EventType::kCounter:
         e.payload = static_cast<int32_t>(into.counters.size());
-        into.counters.push_back({.values = add_values(from.counter_values(from.counters[payload]))});
+        into.counters.push_back(add_args(from.counters[payload]));
         break;
       case EventType::kValues: {
         ValueSample v = from.values[payload];
@@ -352,18 +343,24 @@ int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& fro
         break;
       }
       case EventType::kTransfer: {
-        e.src = device(rank, source.src);
-        e.dst = device(rank, source.dst);
-        e.flow = flow(rank, source.flow);
-        const RemoteEnds* remote = from.remote_ends_of(source);
-        if (remote == nullptr) break;
-        std::string reason;
-        if (remote->src_rank >= 0) e.src = remote_device(remote->src_rank, remote->src, "src", reason);
-        if (remote->dst_rank >= 0 && reason.empty())
-          e.dst = remote_device(remote->dst_rank, remote->dst, "dst", reason);
-        if (reason.empty()) break;
-        DPS_CHECK(!strict, ErrorKind::kFormat, "{}:{}: {}", r.path, source.line, reason);
-        into.problems.push_back({source.line, std::move(reason), r.path});
+        Transfer t = from.transfer(source);
+        t.src = device(rank, t.src);
+        t.dst = device(rank, t.dst);
+        t.flow = flow(rank, t.flow);
+        t.algo = str(t.algo);
+        t.remote = kNoPayload;  // a merged trace has no remote ends
+        if (const RemoteEnds* remote = from.remote_ends_of(source)) {
+          std::string reason;
+          if (remote->src_rank >= 0) t.src = remote_device(remote->src_rank, remote->src, "src", reason);
+          if (remote->dst_rank >= 0 && reason.empty())
+            t.dst = remote_device(remote->dst_rank, remote->dst, "dst", reason);
+          if (!reason.empty()) {
+            DPS_CHECK(!strict, ErrorKind::kFormat, "{}:{}: {}", r.path, source.line, reason);
+            into.problems.push_back({source.line, std::move(reason), r.path});
+          }
+        }
+        e.payload = static_cast<int32_t>(into.transfers.size());
+        into.transfers.push_back(t);
         break;
       }
     }

@@ -18,25 +18,60 @@ uint32_t TraceData::find_string(std::string_view s) const {
   return it == string_index.end() ? kNoString : it->second;
 }
 
-namespace {
-
-template <typename T>
-PoolRange append_to_pool(std::vector<T>& entries, std::span<const T> more, const std::string& path) {
-  DPS_CHECK(entries.size() + more.size() <= std::numeric_limits<uint32_t>::max(), ErrorKind::kFormat,
-            "{}: more than 2^32 args or counter values", path);
-  const PoolRange range{static_cast<uint32_t>(entries.size()), static_cast<uint32_t>(more.size())};
-  entries.insert(entries.end(), more.begin(), more.end());
-  return range;
+ArgValues TraceData::arg_values(const Args& a) const {
+  if (a.shape >= shapes.size()) return {};
+  const std::vector<uint32_t>& keys = shapes[a.shape].number_keys;
+  if (a.begin + uint64_t{keys.size()} > value_pool.size()) return {};
+  return {keys.data(), value_pool.data() + a.begin, keys.size()};
 }
 
-}  // namespace
-
-PoolRange TraceData::add_values(std::span<const ArgValue> entries) {
-  return append_to_pool(value_pool, entries, path);
+ArgTexts TraceData::arg_texts(const Args& a) const {
+  if (a.shape >= shapes.size()) return {};
+  const ArgShape& shape = shapes[a.shape];
+  const uint64_t begin = a.begin + uint64_t{shape.number_keys.size()};
+  if (begin + shape.text_keys.size() > value_pool.size()) return {};
+  return {shape.text_keys.data(), value_pool.data() + begin, shape.text_keys.size()};
 }
 
-PoolRange TraceData::add_texts(std::span<const ArgText> entries) {
-  return append_to_pool(text_pool, entries, path);
+Args TraceData::add_args(std::span<const ArgValue> numbers, std::span<const ArgText> texts) {
+  DPS_CHECK(value_pool.size() + numbers.size() + texts.size() <= std::numeric_limits<uint32_t>::max(),
+            ErrorKind::kFormat, "{}: more than 2^32 args or counter values", path);
+  // Reused between calls: the shape of nearly every event is one already seen.
+  thread_local ArgShape shape;
+  shape.number_keys.clear();
+  shape.text_keys.clear();
+  const auto begin = static_cast<uint32_t>(value_pool.size());
+  for (const auto& [key, value] : numbers) {
+    shape.number_keys.push_back(key);
+    value_pool.push_back(value);
+  }
+  for (const auto& [key, text] : texts) {
+    shape.text_keys.push_back(key);
+    value_pool.push_back(text);  // a string index, exact as a double
+  }
+  return {.shape = intern_shape(shape), .begin = begin};
+}
+
+uint32_t TraceData::intern_shape(const ArgShape& shape) {
+  // The key: number keys, a separator no key index equals, then text keys, as bytes.
+  thread_local std::string key;
+  key.clear();
+  const auto put = [&](uint32_t k) { key.append(reinterpret_cast<const char*>(&k), sizeof k); };
+  for (uint32_t k : shape.number_keys) put(k);
+  put(kNoString);
+  for (uint32_t k : shape.text_keys) put(k);
+  if (const auto it = shape_index.find(key); it != shape_index.end()) return it->second;
+  const auto index = static_cast<uint32_t>(shapes.size());
+  shape_index.emplace(key, index);
+  shapes.push_back(shape);
+  return index;
+}
+
+const Transfer& TraceData::transfer(const Event& e) const {
+  static const Transfer kNone;
+  if (e.type != EventType::kTransfer || e.payload < 0 || static_cast<size_t>(e.payload) >= transfers.size())
+    return kNone;
+  return transfers[static_cast<size_t>(e.payload)];
 }
 
 uint32_t TraceData::intern(std::string_view s) {
@@ -101,9 +136,9 @@ std::optional<KernelArgs> TraceData::kernel_args(const Event& e) const {
 }
 
 const RemoteEnds* TraceData::remote_ends_of(const Event& e) const {
-  if (e.type != EventType::kTransfer || e.payload < 0 || static_cast<size_t>(e.payload) >= remote_ends.size())
-    return nullptr;
-  return &remote_ends[static_cast<size_t>(e.payload)];
+  const int32_t remote = transfer(e).remote;
+  if (remote < 0 || static_cast<size_t>(remote) >= remote_ends.size()) return nullptr;
+  return &remote_ends[static_cast<size_t>(remote)];
 }
 
 const TraceDeviceInfo* TraceData::device(int32_t id) const {

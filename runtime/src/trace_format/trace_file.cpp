@@ -120,6 +120,8 @@ TraceData parse_compressed_trace(std::string_view bytes, const std::string& name
   const size_t events = bytes.size() / 2 + 1024;
   reserve_address_space(data.events, events);
   reserve_address_space(data.args, events);
+  reserve_address_space(data.counters, events / 2);
+  reserve_address_space(data.transfers, events / 2);
   reserve_address_space(data.value_pool, 2 * events);
   ZstdDecoder decoder{name};
   detail::TraceParser parser(options);

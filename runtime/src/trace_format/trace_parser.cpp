@@ -461,10 +461,16 @@ void TraceParser::read_common(const Fields& f, Event& e) {
   e.ts_ns = integer(f[kTs], "ts");
   e.rank = int32_at_least(f[kRank], "rank", 0);
   e.dev = read_device(f, kDev);
-  e.step = integer(f[kStep], "step");
-  if (e.step < -1) fail("field 'step' must be an integer >= -1");
-  const std::string_view phase = string(f[kPhase], "phase");
-  if (!phase_of(phase, e.phase)) fail(fmt::format("unknown phase '{}'", phase));
+  const int64_t step = integer(f[kStep], "step");
+  if (step < -1) fail("field 'step' must be an integer >= -1");
+  if (step > std::numeric_limits<int32_t>::max())
+    fail(fmt::format("field 'step' is {}, above the largest step a trace may have ({})", step,
+                     std::numeric_limits<int32_t>::max()));
+  e.step = static_cast<int32_t>(step);
+  const std::string_view phase_text = string(f[kPhase], "phase");
+  Phase phase = Phase::kNone;
+  if (!phase_of(phase_text, phase)) fail(fmt::format("unknown phase '{}'", phase_text));
+  e.phase = phase;
 }
 
 int32_t TraceParser::read_device(const Fields& f, int key) {
@@ -484,7 +490,9 @@ void TraceParser::read_name(TraceData& data, const Fields& f, Event& e) {
 
 void TraceParser::read_stream(const Fields& f, Event& e) {
   const std::string_view s = string(f[kStream], "stream");
-  if (!stream_of(s, e.stream)) fail(fmt::format("unknown stream '{}'", s));
+  StreamKind stream = StreamKind::kCompute;
+  if (!stream_of(s, stream)) fail(fmt::format("unknown stream '{}'", s));
+  e.stream = stream;
 }
 
 // Numeric and string args of a span or instant; the others are dropped.
@@ -503,7 +511,7 @@ void TraceParser::read_args(TraceData& data, const Fields& f, Event& e) {
   }
   if (!arg_values_.empty() || !arg_texts_.empty()) {
     e.payload = static_cast<int32_t>(data.args.size());
-    data.args.push_back({.values = data.add_values(arg_values_), .texts = data.add_texts(arg_texts_)});
+    data.args.push_back(data.add_args(arg_values_, arg_texts_));
   }
 }
 
@@ -526,7 +534,7 @@ void TraceParser::read_counter(TraceData& data, const Fields& f, Event& e) {
                              number_or_null(kv.value, fmt::format("values.{}", kv.key)));
   }
   e.payload = static_cast<int32_t>(data.counters.size());
-  data.counters.push_back({.values = data.add_values(arg_values_)});
+  data.counters.push_back(data.add_args(arg_values_, {}));
 }
 
 void TraceParser::read_transfer(TraceData& data, const Fields& f, Event& e) {
@@ -547,18 +555,21 @@ void TraceParser::read_transfer(TraceData& data, const Fields& f, Event& e) {
     }
     return read_device(f, device_key);
   };
-  e.src = end(kSrc, kSrcRank, remote.src_rank, remote.src);
-  e.dst = end(kDst, kDstRank, remote.dst_rank, remote.dst);
+  Transfer t;
+  t.src = end(kSrc, kSrcRank, remote.src_rank, remote.src);
+  t.dst = end(kDst, kDstRank, remote.dst_rank, remote.dst);
+  t.bytes = unsigned_integer(f[kBytes], "bytes");
+  t.flow = unsigned_integer(f[kFlow], "flow");
+  if (f.has(kColl)) t.coll = non_negative(f[kColl], "coll");
+  if (f.has(kAlgo)) t.algo = intern(data, string(f[kAlgo], "algo"));
+  if (f.has(kAlgoStep)) t.algo_step = int32_at_least(f[kAlgoStep], "algo_step", -1);
+  if (f.has(kChunk)) t.chunk = int32_at_least(f[kChunk], "chunk", -1);
   if (remote.src_rank >= 0 || remote.dst_rank >= 0) {
-    e.payload = static_cast<int32_t>(data.remote_ends.size());
+    t.remote = static_cast<int32_t>(data.remote_ends.size());
     data.remote_ends.push_back(remote);
   }
-  e.bytes = unsigned_integer(f[kBytes], "bytes");
-  e.flow = unsigned_integer(f[kFlow], "flow");
-  if (f.has(kColl)) e.coll = non_negative(f[kColl], "coll");
-  if (f.has(kAlgo)) e.algo = intern(data, string(f[kAlgo], "algo"));
-  if (f.has(kAlgoStep)) e.algo_step = int32_at_least(f[kAlgoStep], "algo_step", -1);
-  if (f.has(kChunk)) e.chunk = int32_at_least(f[kChunk], "chunk", -1);
+  e.payload = static_cast<int32_t>(data.transfers.size());
+  data.transfers.push_back(t);
 }
 
 void TraceParser::read_values(TraceData& data, const Fields& f, Event& e) {
@@ -607,11 +618,13 @@ void TraceParser::parse_event(TraceData& data, std::string_view line, uint32_t l
   const Fields f(obj);
 
   Event e;
-  const std::string_view type = string(f[kType], "type");
-  if (!event_type_of(type, e.type)) {
-    if (type == "header") fail("a second header (the header must be the first line)");
+  const std::string_view type_text = string(f[kType], "type");
+  EventType type = EventType::kInstant;
+  if (!event_type_of(type_text, type)) {
+    if (type_text == "header") fail("a second header (the header must be the first line)");
     return;  // an event type from a newer minor version: skipped
   }
+  e.type = type;
   e.line = line_no;
   read_common(f, e);
   switch (e.type) {

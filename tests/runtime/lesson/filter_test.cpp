@@ -55,12 +55,13 @@ class RealTrace : public ::testing::Test {
 
 TEST_F(RealTrace, TransferAtARingStepFiresAtThatTransfer) {
   const auto hits = matching_events(data(), filter({{"type", "transfer"}, {"algo_step", 1}, {"rank", 0}}));
-  const Event* want = earliest(
-      [&](const Event& e) { return e.type == EventType::kTransfer && e.algo_step == 1 && e.rank == 0; });
+  const Event* want = earliest([&](const Event& e) {
+    return e.type == EventType::kTransfer && data().transfer(e).algo_step == 1 && e.rank == 0;
+  });
   ASSERT_NE(want, nullptr);
   ASSERT_FALSE(hits.empty());
   EXPECT_EQ(hits.front(), want);
-  EXPECT_EQ(data().str(hits.front()->algo), "ring");
+  EXPECT_EQ(data().str(data().transfer(*hits.front()).algo), "ring");
   // Two ranks: a ring all-reduce has 2 (N - 1) = 2 steps, so algo_step 1 is the all-gather.
   EXPECT_EQ(data().str(hits.front()->name), "ring all-gather");
 }

@@ -184,7 +184,8 @@ TEST(DataParallel, TracesSamplesPerDeviceAndCopies) {
   for (const trace::Event& e : t.events) {
     if (e.type == trace::EventType::kSamples)
       per_device[t.device(e.dev)->name] = t.samples[static_cast<size_t>(e.payload)].indices;
-    if (e.type == trace::EventType::kTransfer && t.device(e.dst)->name == "sim:3") ++copies_to_device3;
+    if (e.type == trace::EventType::kTransfer && t.device(t.transfer(e).dst)->name == "sim:3")
+      ++copies_to_device3;
   }
   EXPECT_EQ(per_device["sim:0"], (std::vector<int64_t>{10, 11, 12}));
   EXPECT_EQ(per_device["sim:1"], (std::vector<int64_t>{13, 14, 15}));

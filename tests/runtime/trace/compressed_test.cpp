@@ -51,7 +51,8 @@ void expect_same_trace(const TraceData& a, const TraceData& b) {
     const Event& y = b.events[i];
     EXPECT_TRUE(x.type == y.type && x.ts_ns == y.ts_ns && x.dur_ns == y.dur_ns && x.name == y.name &&
                 x.dev == y.dev && x.step == y.step && x.phase == y.phase && x.payload == y.payload &&
-                x.line == y.line && x.bytes == y.bytes && x.flow == y.flow)
+                x.line == y.line && a.transfer(x).bytes == b.transfer(y).bytes &&
+                a.transfer(x).flow == b.transfer(y).flow)
         << "event " << i;
   }
   EXPECT_EQ(a.args.size(), b.args.size());

@@ -122,8 +122,8 @@ TEST(DirectoryFollower, MergesTransfersBetweenRanksAndKeepsPartialLinesForLater)
   EXPECT_EQ(follower.poll(), 1u);
   EXPECT_FALSE(follower.data().partial_last_line);
   const Event& e = follower.data().events.back();
-  EXPECT_EQ(e.src, 0);
-  EXPECT_EQ(e.dst, 2) << "rank 1's cpu (its device 1, merged id 2)";
+  EXPECT_EQ(follower.data().transfer(e).src, 0);
+  EXPECT_EQ(follower.data().transfer(e).dst, 2) << "rank 1's cpu (its device 1, merged id 2)";
 }
 
 TEST(DirectoryFollower, StartsOverWhenARankFileIsReplacedByANewRun) {

@@ -73,22 +73,22 @@ TEST(MergeRankTraces, ResolvesTheEndsOfTransfersBetweenProcessesThroughTheirRank
     EXPECT_EQ(t.header.devices[2].name, "cpu:1");
     ASSERT_EQ(t.events.size(), 2u);
     for (const Event& e : t.events) {
-      EXPECT_EQ(e.src, 0) << in << ": rank 0's cpu";
-      EXPECT_EQ(e.dst, 2) << in << ": rank 1's cpu";
+      EXPECT_EQ(t.transfer(e).src, 0) << in << ": rank 0's cpu";
+      EXPECT_EQ(t.transfer(e).dst, 2) << in << ": rank 1's cpu";
       EXPECT_EQ(t.remote_ends_of(e), nullptr);
     }
     EXPECT_EQ(t.events[0].ts_ns, 1000);
     EXPECT_EQ(t.events[1].ts_ns, 1100);
     EXPECT_EQ(t.events[0].dev, 0);
     EXPECT_EQ(t.events[1].dev, 1) << "rank 1's device 0 (its host)";
-    EXPECT_EQ(t.events[0].flow, 5u);
-    EXPECT_EQ(t.events[1].flow, (uint64_t{1} << 40) + 5);
+    EXPECT_EQ(t.transfer(t.events[0]).flow, 5u);
+    EXPECT_EQ(t.transfer(t.events[1]).flow, (uint64_t{1} << 40) + 5);
   }
   // Read alone, rank 0's file keeps the remote end for a merge and shows it as unknown.
   const TraceData alone = read_trace(dir / "rank-0.jsonl");
   ASSERT_EQ(alone.events.size(), 1u);
-  EXPECT_EQ(alone.events[0].src, 0);
-  EXPECT_EQ(alone.events[0].dst, -1);
+  EXPECT_EQ(alone.transfer(alone.events[0]).src, 0);
+  EXPECT_EQ(alone.transfer(alone.events[0]).dst, -1);
   const RemoteEnds* remote = alone.remote_ends_of(alone.events[0]);
   ASSERT_NE(remote, nullptr);
   EXPECT_EQ(remote->dst_rank, 1);
@@ -96,8 +96,8 @@ TEST(MergeRankTraces, ResolvesTheEndsOfTransfersBetweenProcessesThroughTheirRank
   EXPECT_EQ(remote->src_rank, -1);
   // Rank 1's own end named by its own rank is its own device.
   const TraceData rank1 = read_trace(dir / "rank-1.jsonl");
-  EXPECT_EQ(rank1.events[0].src, -1);
-  EXPECT_EQ(rank1.events[0].dst, 1);
+  EXPECT_EQ(rank1.transfer(rank1.events[0]).src, -1);
+  EXPECT_EQ(rank1.transfer(rank1.events[0]).dst, 1);
 }
 
 TEST(MergeRankTraces, WritesWhatReadingTheDirectoryMergesInMemory) {
@@ -127,9 +127,9 @@ TEST(MergeRankTraces, WritesWhatReadingTheDirectoryMergesInMemory) {
     EXPECT_EQ(file.str(f.name), memory.str(m.name)) << i;
     EXPECT_EQ(f.ts_ns, m.ts_ns) << i;
     EXPECT_EQ(f.dev, m.dev) << i;
-    EXPECT_EQ(f.src, m.src) << i;
-    EXPECT_EQ(f.dst, m.dst) << i;
-    EXPECT_EQ(f.flow, m.flow) << i;
+    EXPECT_EQ(file.transfer(f).src, memory.transfer(m).src) << i;
+    EXPECT_EQ(file.transfer(f).dst, memory.transfer(m).dst) << i;
+    EXPECT_EQ(file.transfer(f).flow, memory.transfer(m).flow) << i;
     EXPECT_EQ(f.rank, m.rank) << i;
   }
   // In time order: a 10, c 35, then three at 40 in rank order (rank 0's transfer, e, rank 2's
@@ -140,8 +140,8 @@ TEST(MergeRankTraces, WritesWhatReadingTheDirectoryMergesInMemory) {
   EXPECT_EQ(memory.str(memory.events[3].name), "e");
   EXPECT_EQ(memory.events[4].rank, 2);
   EXPECT_EQ(memory.events[4].ts_ns, 40);
-  EXPECT_EQ(memory.events[4].dst, 3) << "rank 2's cuda:1";
-  EXPECT_EQ(memory.events[4].src, 0) << "rank 0's cuda:0";
+  EXPECT_EQ(memory.transfer(memory.events[4]).dst, 3) << "rank 2's cuda:1";
+  EXPECT_EQ(memory.transfer(memory.events[4]).src, 0) << "rank 0's cuda:0";
 }
 
 TEST(MergeRankTraces, KeepsFieldsItDoesNotMap) {

@@ -193,8 +193,8 @@ TEST(ReadRankDirectory, ATransferToARankOrDeviceTheRunLacksIsRefused) {
                         (dir / "rank-0.jsonl").string()));
   const TraceData lenient = read_trace(dir, {.strict = false});
   ASSERT_EQ(lenient.events.size(), 2u) << "kept, with the end unknown";
-  EXPECT_EQ(lenient.events[0].dst, -1);
-  EXPECT_EQ(lenient.events[1].src, -1);
+  EXPECT_EQ(lenient.transfer(lenient.events[0]).dst, -1);
+  EXPECT_EQ(lenient.transfer(lenient.events[1]).src, -1);
   ASSERT_EQ(lenient.problems.size(), 2u);
   EXPECT_EQ(lenient.problems[1].reason,
             "field 'src' is 4, which is not a device in rank 0's header (rank-0.jsonl)");
@@ -242,9 +242,9 @@ TEST(RemoteEnds, ASingleRankFileReadsThemAsUnknownEnds) {
       << "without dst_rank the end is this file's";
   const TraceData t = parse_trace(text, "rank-0.jsonl", {.strict = false});
   ASSERT_EQ(t.events.size(), 2u);
-  EXPECT_EQ(t.events[0].dst, -1);
+  EXPECT_EQ(t.transfer(t.events[0]).dst, -1);
   EXPECT_EQ(t.remote_ends_of(t.events[0])->dst, 9);
-  EXPECT_EQ(t.events[1].dst, 0) << "its own rank: its own device";
+  EXPECT_EQ(t.transfer(t.events[1]).dst, 0) << "its own rank: its own device";
   EXPECT_EQ(t.remote_ends_of(t.events[1]), nullptr);
   EXPECT_EQ(error_of([&] {
               parse_trace(rank_header(0, 2, 0) + rank_transfer(0, 5, 0, 1, 1, R"(,"dst_rank":-1)"), "r");
@@ -253,8 +253,8 @@ TEST(RemoteEnds, ASingleRankFileReadsThemAsUnknownEnds) {
   // A trace that is no rank's file: every rank field names another process.
   const TraceData plain =
       parse_trace(testing::header_line() + rank_transfer(0, 5, 0, 2, 1, R"(,"src_rank":0)"), "plain");
-  EXPECT_EQ(plain.events[0].src, -1);
-  EXPECT_EQ(plain.events[0].dst, 2);
+  EXPECT_EQ(plain.transfer(plain.events[0]).src, -1);
+  EXPECT_EQ(plain.transfer(plain.events[0]).dst, 2);
 }
 
 }  // namespace

@@ -97,8 +97,8 @@ void expect_consistent(const TraceData& d, const std::string& label) {
         ASSERT_TRUE(e.payload == kNoPayload || static_cast<size_t>(e.payload) < d.args.size()) << label;
         break;
       case EventType::kTransfer:
-        ASSERT_NE(d.device(e.src), nullptr) << label;
-        ASSERT_NE(d.device(e.dst), nullptr) << label;
+        ASSERT_NE(d.device(d.transfer(e).src), nullptr) << label;
+        ASSERT_NE(d.device(d.transfer(e).dst), nullptr) << label;
         break;
       case EventType::kCounter: ASSERT_LT(static_cast<size_t>(e.payload), d.counters.size()) << label; break;
       case EventType::kValues: ASSERT_LT(static_cast<size_t>(e.payload), d.values.size()) << label; break;

@@ -159,46 +159,48 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   EXPECT_EQ(memory.type, EventType::kCounter);
   EXPECT_EQ(data.str(memory.name), "memory");
   EXPECT_EQ(memory.known, EventName::kMemory);
-  const std::span<const ArgValue> mem = data.counter_values(data.counters[memory.payload]);
+  const ArgValues mem = data.counter_values(data.counters[memory.payload]);
   ASSERT_EQ(mem.size(), 6u);
   EXPECT_EQ(data.str(mem[0].first), "parameters");
   EXPECT_EQ(data.str(mem[5].first), "capacity");
   EXPECT_EQ(mem[5].second, static_cast<double>(h100.memory_bytes));
 
   EXPECT_EQ(data.events[4].known, EventName::kLoss);
-  const std::span<const ArgValue> loss_values = data.counter_values(data.counters[data.events[4].payload]);
+  const ArgValues loss_values = data.counter_values(data.counters[data.events[4].payload]);
   ASSERT_EQ(loss_values.size(), 1u);
   EXPECT_EQ(data.str(loss_values[0].first), "loss");
   EXPECT_EQ(loss_values[0].second, 2.3021);
-  const std::span<const ArgValue> nan_loss = data.counter_values(data.counters[data.events[10].payload]);
+  const ArgValues nan_loss = data.counter_values(data.counters[data.events[10].payload]);
   ASSERT_EQ(nan_loss.size(), 1u);
   EXPECT_TRUE(std::isnan(nan_loss[0].second)) << "NaN is written as null and reads back as NaN";
 
   const Event& transfer = data.events[5];
+  const Transfer& sent = data.transfer(transfer);
   EXPECT_EQ(transfer.type, EventType::kTransfer);
   EXPECT_EQ(data.str(transfer.name), "ring reduce-scatter");
   EXPECT_EQ(transfer.stream, StreamKind::kComm);
-  EXPECT_EQ(transfer.src, 0);
-  EXPECT_EQ(transfer.dst, 1);
-  EXPECT_EQ(transfer.bytes, 65536u);
-  EXPECT_EQ(transfer.flow, flow);
-  EXPECT_EQ(transfer.coll, 4);
-  EXPECT_EQ(data.str(transfer.algo), "ring");
-  EXPECT_EQ(transfer.algo_step, 1);
-  EXPECT_EQ(transfer.chunk, 2);
+  EXPECT_EQ(sent.src, 0);
+  EXPECT_EQ(sent.dst, 1);
+  EXPECT_EQ(sent.bytes, 65536u);
+  EXPECT_EQ(sent.flow, flow);
+  EXPECT_EQ(sent.coll, 4);
+  EXPECT_EQ(data.str(sent.algo), "ring");
+  EXPECT_EQ(sent.algo_step, 1);
+  EXPECT_EQ(sent.chunk, 2);
   EXPECT_EQ(transfer.ts_ns, 80000);
   EXPECT_EQ(transfer.dur_ns, 1200);
 
   const Event& copy = data.events[6];
+  const Transfer& copied = data.transfer(copy);
   EXPECT_EQ(data.str(copy.name), "copy H2D");
   EXPECT_EQ(copy.known, EventName::kCopyH2D);
   EXPECT_EQ(copy.stream, StreamKind::kCopy);
-  EXPECT_EQ(copy.src, 1);
-  EXPECT_EQ(copy.dst, 0);
-  EXPECT_EQ(copy.coll, -1);
-  EXPECT_EQ(copy.algo, kNoString);
-  EXPECT_EQ(copy.algo_step, -1);
-  EXPECT_EQ(copy.flow, flow + 1);
+  EXPECT_EQ(copied.src, 1);
+  EXPECT_EQ(copied.dst, 0);
+  EXPECT_EQ(copied.coll, -1);
+  EXPECT_EQ(copied.algo, kNoString);
+  EXPECT_EQ(copied.algo_step, -1);
+  EXPECT_EQ(copied.flow, flow + 1);
 
   const Event& values = data.events[7];
   EXPECT_EQ(values.type, EventType::kValues);
@@ -286,10 +288,13 @@ TEST(TraceReader, ArgsAndCounterValuesLiveInSharedPoolsInFileOrder) {
   ASSERT_EQ(data.events.size(), 4u);
   ASSERT_EQ(data.args.size(), 2u);
   ASSERT_EQ(data.counters.size(), 1u);
-  EXPECT_EQ(data.value_pool.size(), 2u + 1u + 2u) << "span: flops, bytes; instant: param; counter: a, b";
-  EXPECT_EQ(data.text_pool.size(), 1u);
+  EXPECT_EQ(data.value_pool.size(), 2u + 2u + 2u)
+      << "span: flops, bytes; instant: param, then the string index of its message; counter: a, b";
+  ASSERT_EQ(data.shapes.size(), 3u) << "one key list each";
+  EXPECT_EQ(data.shapes[data.args[data.events[1].payload].shape].text_keys,
+            std::vector<uint32_t>{data.find_string("message")});
 
-  const std::span<const ArgValue> span_args = data.arg_values(data.args[data.events[0].payload]);
+  const ArgValues span_args = data.arg_values(data.args[data.events[0].payload]);
   ASSERT_EQ(span_args.size(), 2u);
   EXPECT_EQ(data.str(span_args[0].first), "flops");
   EXPECT_EQ(span_args[0].second, 102760448.0);
@@ -304,14 +309,49 @@ TEST(TraceReader, ArgsAndCounterValuesLiveInSharedPoolsInFileOrder) {
   EXPECT_EQ(data.text_arg(data.events[1], "message"), "boom");
   EXPECT_EQ(data.arg(data.events[1], "param"), 3.0);
 
-  const std::span<const ArgValue> counter = data.counter_values(data.counters[data.events[2].payload]);
+  const ArgValues counter = data.counter_values(data.counters[data.events[2].payload]);
   ASSERT_EQ(counter.size(), 2u);
   EXPECT_EQ(data.str(counter[1].first), "b");
   EXPECT_TRUE(std::isnan(counter[1].second));
   EXPECT_EQ(data.events[3].payload, kNoPayload) << "no args: no pool entries";
 
-  EXPECT_TRUE(data.arg_values(Args{.values = {.begin = 4, .count = 5}}).empty())
-      << "a range past the pool reads as empty, never out of bounds";
+  EXPECT_TRUE(data.arg_values(Args{.shape = 0, .begin = 5}).empty())
+      << "entries past the pool read as empty, never out of bounds";
+  EXPECT_TRUE(data.arg_texts(Args{.shape = 1, .begin = 5}).empty());
+  EXPECT_TRUE(data.arg_values(Args{.shape = 7, .begin = 0}).empty()) << "an unknown shape";
+}
+
+TEST(TraceReader, EventsWithTheSameKeysShareOneShape) {
+  std::string text = header_line();
+  for (int i = 0; i < 3; ++i) text += std::string(kGoodSpan) + "\n";
+  text +=
+      R"({"type":"span","ts":9,"rank":0,"dev":0,"step":0,"phase":"forward","name":"x","cat":"compute","stream":"compute","dur":1,"args":{"bytes":4,"flops":2}})"
+      "\n";
+  const TraceData data = parse_trace(text);
+  ASSERT_EQ(data.events.size(), 4u);
+  ASSERT_EQ(data.shapes.size(), 2u) << "the same keys in another order are another shape";
+  EXPECT_EQ(data.args[0].shape, data.args[2].shape);
+  EXPECT_NE(data.args[2].shape, data.args[3].shape);
+  EXPECT_EQ(data.arg(data.events[3], "bytes"), 4.0);
+  EXPECT_EQ(data.arg(data.events[3], "flops"), 2.0);
+  EXPECT_EQ(data.value_pool.size(), 8u) << "two numbers an event, no keys";
+}
+
+TEST(TraceReader, AStepBeyondInt32IsRefusedNamingIt) {
+  const std::string text =
+      header_line() +
+      R"({"type":"instant","ts":5,"rank":0,"dev":0,"step":2147483648,"phase":"forward","name":"x"})"
+      "\n";
+  try {
+    (void)parse_trace(text);
+    FAIL() << "a step beyond int32 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+    EXPECT_THAT(
+        e.what(),
+        ::testing::HasSubstr(
+            "<memory>:2: field 'step' is 2147483648, above the largest step a trace may have (2147483647)"));
+  }
 }
 
 TEST(TraceReader, BlankLinesAreSkippedButCounted) {

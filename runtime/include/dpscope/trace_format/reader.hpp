@@ -15,6 +15,7 @@
 // A header whose major version is newer than kTraceFormatMajor is refused in both modes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -42,21 +43,37 @@ using dpscope::ValuesWhen;
 inline constexpr uint32_t kNoString = UINT32_MAX;
 inline constexpr int32_t kNoPayload = -1;
 
-// One event, fixed size. Fields a type does not use keep their defaults.
+// One event, 48 bytes: a 10M-event trace is read into memory whole (docs/benchmarks.md, "10M
+// events"). Fields a type does not use keep their defaults; what only some types carry lives in
+// TraceData's side tables, indexed by `payload`.
 struct Event {
-  EventType type = EventType::kInstant;
-  StreamKind stream = StreamKind::kCompute;  // spans and transfers
-  Phase phase = Phase::kNone;
-  EventName known = EventName::kOther;           // `name` resolved at parse time (kOther: free-form)
-  SpanCategory category = SpanCategory::kOther;  // spans: `cat` resolved at parse time
+  int64_t ts_ns = 0;
+  int64_t dur_ns = 0;  // 0 for instants, counters, values, samples, buckets
+  int32_t step = -1;   // the reader refuses steps above INT32_MAX
   int32_t rank = 0;
   int32_t dev = -1;
-  int64_t step = -1;
-  int64_t ts_ns = 0;
-  int64_t dur_ns = 0;         // 0 for instants, counters, values, samples, buckets
   uint32_t name = kNoString;  // string table index
   uint32_t cat = kNoString;   // spans: category
-  // transfers
+  // spans and instants: index into TraceData::args (kNoPayload when they had none); counters,
+  // transfers, values, samples, buckets: index into the matching TraceData table (counters,
+  // transfers, values, samples, buckets)
+  int32_t payload = kNoPayload;
+  uint32_t line = 0;  // 1-based line in the file
+  EventType type : 3 = EventType::kInstant;
+  StreamKind stream : 2 = StreamKind::kCompute;  // spans and transfers
+  Phase phase : 3 = Phase::kNone;
+  EventName known = EventName::kOther;           // `name` resolved at parse time (kOther: free-form)
+  SpanCategory category = SpanCategory::kOther;  // spans: `cat` resolved at parse time
+
+  int64_t end_ns() const { return ts_ns + dur_ns; }
+};
+static_assert(sizeof(Event) == 48, "Event's size is part of the 10M-event memory budget");
+static_assert(static_cast<int>(EventType::kBuckets) < 8 && kStreamCount <= 4 &&
+                  static_cast<int>(Phase::kCheckpoint) < 8,
+              "Event's bit-fields hold every value of their enums");
+
+// What a transfer carries beyond an Event (TraceData::transfers, indexed by its payload).
+struct Transfer {
   int32_t src = -1;
   int32_t dst = -1;
   uint64_t bytes = 0;
@@ -65,36 +82,81 @@ struct Event {
   uint32_t algo = kNoString;
   int32_t algo_step = -1;
   int32_t chunk = -1;
-  // counters, values, samples, buckets: index into the matching TraceData table;
-  // spans and instants: index into TraceData::args (or kNoPayload when they had none);
-  // transfers: index into TraceData::remote_ends when an end lies on another process's device
-  // (src_rank/dst_rank), kNoPayload when both ends are this trace's devices
-  int32_t payload = kNoPayload;
-  uint32_t line = 0;  // 1-based line in the file
-
-  int64_t end_ns() const { return ts_ns + dur_ns; }
+  // Index into TraceData::remote_ends when an end lies on another process's device
+  // (src_rank/dst_rank), kNoPayload when both ends are this trace's devices.
+  int32_t remote = kNoPayload;
 };
 
 // A (key string index, number) of args or counter values, and a (key, value string index) of args.
 using ArgValue = std::pair<uint32_t, double>;
 using ArgText = std::pair<uint32_t, uint32_t>;
-// Entries [begin, begin + count) of one of TraceData's pools (value_pool, text_pool). Pools, not a
-// vector per event: two thirds of a training trace's events carry args, and a heap block each
-// cost about 50 bytes an event (docs/benchmarks.md, "10M events").
-struct PoolRange {
-  uint32_t begin = 0;
-  uint32_t count = 0;
+
+// The keys of one args object (or one counter's values), interned: the events of a trace repeat a
+// few key lists ("flops", "bytes") millions of times, so each is stored once (TraceData::shapes).
+struct ArgShape {
+  std::vector<uint32_t> number_keys;  // file order
+  std::vector<uint32_t> text_keys;    // file order
+  bool operator==(const ArgShape&) const = default;
 };
-// Args of a span or instant: numbers ("param": 5, "flops": 1e9) and strings ("message": "...",
-// "op": "all_reduce"); other values (objects, arrays, booleans) are dropped. Read them with
-// TraceData::arg_values / arg_texts.
+
+// Args of a span or instant, or the values of a counter: numbers ("param": 5, "flops": 1e9) and
+// strings ("message": "...", "op": "all_reduce"); other values (objects, arrays, booleans) are
+// dropped. The shape's numbers, then its string values' string indices, lie in
+// TraceData::value_pool from `begin` (8 bytes each, keys not repeated). Read them with
+// TraceData::arg_values / arg_texts / counter_values.
 struct Args {
-  PoolRange values;  // ArgValue entries of TraceData::value_pool, file order
-  PoolRange texts;   // ArgText entries of TraceData::text_pool, file order
+  uint32_t shape = 0;  // index into TraceData::shapes
+  uint32_t begin = 0;  // first entry in TraceData::value_pool
 };
-struct CounterValues {
-  PoolRange values;  // ArgValue entries of TraceData::value_pool, file order (TraceData::counter_values)
+using CounterValues = Args;  // a counter's values: a shape with numbers only
+
+// The (key, entry) pairs of one Args, by value: a random-access range over a shape's keys and
+// the pool's entries (ArgValue for numbers, ArgText for strings).
+template <typename Pair>
+class ArgRange {
+ public:
+  ArgRange() = default;
+  ArgRange(const uint32_t* keys, const double* entries, size_t count)
+      : keys_(keys), entries_(entries), count_(count) {}
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  Pair operator[](size_t i) const { return {keys_[i], static_cast<typename Pair::second_type>(entries_[i])}; }
+  Pair front() const { return (*this)[0]; }
+
+  class iterator {
+   public:
+    using value_type = Pair;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const uint32_t* keys, const double* entries) : keys_(keys), entries_(entries) {}
+    Pair operator*() const { return {*keys_, static_cast<typename Pair::second_type>(*entries_)}; }
+    iterator& operator++() {
+      ++keys_;
+      ++entries_;
+      return *this;
+    }
+    iterator operator++(int) {
+      iterator before = *this;
+      ++*this;
+      return before;
+    }
+    bool operator==(const iterator& o) const { return keys_ == o.keys_; }
+
+   private:
+    const uint32_t* keys_ = nullptr;
+    const double* entries_ = nullptr;
+  };
+  iterator begin() const { return {keys_, entries_}; }
+  iterator end() const { return {keys_ + count_, entries_ + count_}; }
+
+ private:
+  const uint32_t* keys_ = nullptr;
+  const double* entries_ = nullptr;
+  size_t count_ = 0;
 };
+using ArgValues = ArgRange<ArgValue>;
+using ArgTexts = ArgRange<ArgText>;
+
 struct ValueSample {
   int32_t param = -1;
   uint32_t when = kNoString;                  // "before_reduce", ...
@@ -147,12 +209,13 @@ struct TraceData {
   std::vector<std::string> strings;
   std::vector<Args> args;
   std::vector<CounterValues> counters;
-  std::vector<ArgValue> value_pool;  // the numbers of every Args and CounterValues
-  std::vector<ArgText> text_pool;    // the strings of every Args
+  std::vector<Transfer> transfers;
+  std::vector<ArgShape> shapes;    // the key lists of every Args and CounterValues
+  std::vector<double> value_pool;  // their entries (Args)
   std::vector<ValueSample> values;
   std::vector<SampleIndices> samples;
   std::vector<BucketAssignment> buckets;
-  std::vector<RemoteEnds> remote_ends;  // transfers with an end on another process (Event::payload)
+  std::vector<RemoteEnds> remote_ends;  // transfers with an end on another process (Transfer::remote)
   std::vector<Problem> problems;        // non-strict mode: malformed lines that were skipped
   // The text ended with an incomplete line (no '\n'), which was left out (a file being written).
   bool partial_last_line = false;
@@ -166,16 +229,15 @@ struct TraceData {
   std::optional<int64_t> ranks_written_until_ns;
 
   std::string_view str(uint32_t index) const;  // "" for kNoString
-  // The entries of args and counters, in file order.
-  std::span<const ArgValue> arg_values(const Args& a) const { return pool(value_pool, a.values); }
-  std::span<const ArgText> arg_texts(const Args& a) const { return pool(text_pool, a.texts); }
-  std::span<const ArgValue> counter_values(const CounterValues& c) const {
-    return pool(value_pool, c.values);
-  }
-  // Appends `entries` to a pool and returns their range (how parsers and merges fill Args).
-  // Throws Error(kFormat) when a pool would pass 2^32 entries.
-  PoolRange add_values(std::span<const ArgValue> entries);
-  PoolRange add_texts(std::span<const ArgText> entries);
+  // The entries of args and counters, in file order (empty for a reference out of range).
+  ArgValues arg_values(const Args& a) const;
+  ArgTexts arg_texts(const Args& a) const;
+  ArgValues counter_values(const CounterValues& c) const { return arg_values(c); }
+  // Interns the keys' shape and appends the entries to value_pool (how parsers and merges fill
+  // Args). Throws Error(kFormat) when the pool would pass 2^32 entries.
+  Args add_args(std::span<const ArgValue> numbers, std::span<const ArgText> texts);
+  // A transfer's own fields; a default Transfer for any other event or a payload out of range.
+  const Transfer& transfer(const Event& e) const;
   uint32_t find_string(std::string_view s) const;  // kNoString when absent
   // A numeric arg of a span/instant, if present.
   std::optional<double> arg(const Event& e, std::string_view key) const;
@@ -193,17 +255,11 @@ struct TraceData {
   // The header device with this id, or nullptr.
   const TraceDeviceInfo* device(int32_t id) const;
 
-  // internal: string interning during parsing
+  // internal: string and shape interning during parsing
   uint32_t intern(std::string_view s);
   std::unordered_map<std::string, uint32_t> string_index;
-
- private:
-  template <typename T>
-  static std::span<const T> pool(const std::vector<T>& entries, PoolRange r) {
-    return r.begin + uint64_t{r.count} <= entries.size()
-               ? std::span<const T>(entries.data() + r.begin, r.count)
-               : std::span<const T>();
-  }
+  uint32_t intern_shape(const ArgShape& shape);
+  std::unordered_map<std::string, uint32_t> shape_index;  // ArgShape's keys as bytes -> index
 };
 
 struct ReadOptions {
