@@ -15,6 +15,7 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/trace_format/json_text.hpp"
+#include "event_copy.hpp"
 #include "posix_file.hpp"
 #include "trace_parser.hpp"
 
@@ -278,24 +279,7 @@ std::string out_of_range(int64_t ts_ns, int64_t dur_ns, int64_t offset_ns) {
 
 int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& from, bool strict) {
   Rank& r = ranks_[static_cast<size_t>(rank)];
-  const auto str = [&](uint32_t index) {
-    if (index == kNoString || index >= from.strings.size()) return kNoString;
-    if (index >= r.strings.size()) r.strings.resize(from.strings.size(), kNoString);
-    uint32_t& merged = r.strings[index];
-    if (merged == kNoString) merged = into.intern(from.strings[index]);
-    return merged;
-  };
-  // Args and counter values: keys and string values re-interned, then added to the merged
-  // trace's pool.
-  std::vector<ArgValue> numbers;
-  std::vector<ArgText> texts;
-  const auto add_args = [&](const Args& a) {
-    numbers.clear();
-    texts.clear();
-    for (const auto& [key, value] : from.arg_values(a)) numbers.emplace_back(str(key), value);
-    for (const auto& [key, text] : from.arg_texts(a)) texts.emplace_back(str(key), str(text));
-    return into.add_args(numbers, texts);
-  };
+  detail::CopyMaps maps{r.strings, r.shapes};
   int64_t latest = INT64_MIN;
   into.events.reserve(into.events.size() + from.events.size());
   for (const Event& source : from.events) {
@@ -307,61 +291,23 @@ int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& fro
       into.problems.push_back({source.line, std::move(reason), r.path});
       continue;
     }
+    e = detail::copy_event(into, from, e, maps, /*keep_remote_ends=*/false);
     e.dev = device(rank, source.dev);
-    e.name = str(source.name);
-    e.cat = str(source.cat);
-    e.payload = kNoPayload;
-    const auto payload = static_cast<size_t>(source.payload);
-    switch (source.type) {
-      case EventType::kSpan:
-      case EventType::kInstant:
-        if (source.payload >= 0) {
-          e.payload = static_cast<int32_t>(into.args.size());
-          into.args.push_back(add_args(from.args[payload]));
+    if (e.type == EventType::kTransfer && e.payload >= 0) {
+      Transfer& t = into.transfers[static_cast<size_t>(e.payload)];
+      t.src = device(rank, t.src);
+      t.dst = device(rank, t.dst);
+      t.flow = flow(rank, t.flow);
+      // A merged trace has no remote ends: each is resolved to its merged device here.
+      if (const RemoteEnds* remote = from.remote_ends_of(source)) {
+        std::string reason;
+        if (remote->src_rank >= 0) t.src = remote_device(remote->src_rank, remote->src, "src", reason);
+        if (remote->dst_rank >= 0 && reason.empty())
+          t.dst = remote_device(remote->dst_rank, remote->dst, "dst", reason);
+        if (!reason.empty()) {
+          DPS_CHECK(!strict, ErrorKind::kFormat, "{}:{}: {}", r.path, source.line, reason);
+          into.problems.push_back({source.line, std::move(reason), r.path});
         }
-        break;
-      case EventType::kCounter:
-        e.payload = static_cast<int32_t>(into.counters.size());
-        into.counters.push_back(add_args(from.counters[payload]));
-        break;
-      case EventType::kValues: {
-        ValueSample v = from.values[payload];
-        v.when = str(v.when);
-        e.payload = static_cast<int32_t>(into.values.size());
-        into.values.push_back(std::move(v));
-        break;
-      }
-      case EventType::kSamples:
-        e.payload = static_cast<int32_t>(into.samples.size());
-        into.samples.push_back(from.samples[payload]);
-        break;
-      case EventType::kBuckets: {
-        BucketAssignment b = from.buckets[payload];
-        b.reason = str(b.reason);
-        e.payload = static_cast<int32_t>(into.buckets.size());
-        into.buckets.push_back(std::move(b));
-        break;
-      }
-      case EventType::kTransfer: {
-        Transfer t = from.transfer(source);
-        t.src = device(rank, t.src);
-        t.dst = device(rank, t.dst);
-        t.flow = flow(rank, t.flow);
-        t.algo = str(t.algo);
-        t.remote = kNoPayload;  // a merged trace has no remote ends
-        if (const RemoteEnds* remote = from.remote_ends_of(source)) {
-          std::string reason;
-          if (remote->src_rank >= 0) t.src = remote_device(remote->src_rank, remote->src, "src", reason);
-          if (remote->dst_rank >= 0 && reason.empty())
-            t.dst = remote_device(remote->dst_rank, remote->dst, "dst", reason);
-          if (!reason.empty()) {
-            DPS_CHECK(!strict, ErrorKind::kFormat, "{}:{}: {}", r.path, source.line, reason);
-            into.problems.push_back({source.line, std::move(reason), r.path});
-          }
-        }
-        e.payload = static_cast<int32_t>(into.transfers.size());
-        into.transfers.push_back(t);
-        break;
       }
     }
     latest = std::max(latest, e.ts_ns);

@@ -178,6 +178,49 @@ TEST(CompressedTrace, ATraceOfManyDecodedPiecesReadsAsItsPlainText) {
                 ": the zstd frame is cut off (the file ends mid-frame: still being written, or truncated)");
 }
 
+TEST(TracePieces, LinesCutAnywhereBetweenPiecesReadAsTheWholeText) {
+  // Every kind of line, a blank one and a malformed one, read in pieces so small that pieces end
+  // inside the header, inside events and right after line ends: plain and compressed alike.
+  const auto dir = testing::scratch_dir();
+  const std::string text =
+      header_line() + span_line(0, "first") + "\n" +
+      R"({"type":"transfer","ts":5,"rank":0,"dev":0,"step":0,"phase":"backward","name":"ring all-reduce","stream":"comm","dur":4,"src":0,"dst":0,"bytes":64,"flow":9,"coll":2,"algo":"ring","algo_step":1,"chunk":0})"
+      "\n"
+      R"({"type":"counter","ts":6,"rank":0,"dev":0,"step":0,"phase":"forward","name":"memory","values":{"a":1,"b":2}})"
+      "\n{not json\n" +
+      R"({"type":"instant","ts":7,"rank":0,"dev":0,"step":1,"phase":"forward","name":"error","args":{"message":"boom","param":3}})"
+      "\n" +
+      span_line(9, "last");
+  write_file(dir / "t.jsonl", text);
+  write_file(dir / "t.jsonl.zst", compressed(dir / "scratch.zst", text));
+  const TraceData whole = parse_trace(text, "t", {.strict = false});
+  ASSERT_EQ(whole.events.size(), 5u);
+  ASSERT_EQ(whole.problems.size(), 1u);
+  for (const char* name : {"t.jsonl", "t.jsonl.zst"}) {
+    for (size_t piece : {1, 2, 3, 7, 64, 100000}) {
+      SCOPED_TRACE(fmt::format("{} in pieces of {} bytes", name, piece));
+      const TraceData lenient = read_trace(dir / name, {.strict = false, .piece_bytes = piece});
+      expect_same_trace(whole, lenient);
+      EXPECT_EQ(whole.value_pool, lenient.value_pool);
+      ASSERT_EQ(lenient.problems.size(), 1u);
+      EXPECT_EQ(lenient.problems[0].line, 6u);
+      EXPECT_EQ(lenient.problems[0].reason, "not valid JSON");
+      EXPECT_FALSE(lenient.partial_last_line);
+      EXPECT_EQ(error_of([&] { read_trace(dir / name, {.piece_bytes = piece}); }),
+                fmt::format("{}:6: not valid JSON", (dir / name).string()));
+    }
+  }
+  // A last line without its '\n', cut between pieces too, is left out (a file being written).
+  write_file(dir / "partial.jsonl", text + R"({"type":"instant")");
+  const TraceData partial = read_trace(dir / "partial.jsonl", {.strict = false, .piece_bytes = 5});
+  EXPECT_EQ(partial.events.size(), 5u);
+  EXPECT_TRUE(partial.partial_last_line);
+  // A header cut by the end of the file.
+  write_file(dir / "header.jsonl", header_line().substr(0, 20));
+  EXPECT_EQ(error_of([&] { read_trace(dir / "header.jsonl", {.piece_bytes = 3}); }),
+            (dir / "header.jsonl").string() + ":1: incomplete header line (the file ends before its '\\n')");
+}
+
 TEST(CompressedTrace, BytesThatAreNoZstdStreamAreOneLineNamingTheFile) {
   const auto dir = testing::scratch_dir();
   const auto path = dir / "bad.jsonl.zst";

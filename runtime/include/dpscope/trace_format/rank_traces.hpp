@@ -112,6 +112,7 @@ class RankMerge {
     std::string path;
     std::vector<int32_t> device_ids;  // this rank's header id -> merged id (-1: none)
     std::vector<uint32_t> strings;    // this rank's string index -> merged (kNoString: not yet)
+    std::vector<uint32_t> shapes;     // this rank's arg shape -> merged (UINT32_MAX: not yet)
   };
   // The merged id of the device `id` of rank `owner`, named in rank `rank`'s line `line`, or the
   // reason it has none.

@@ -264,6 +264,9 @@ struct TraceData {
 
 struct ReadOptions {
   bool strict = true;  // throw on the first malformed line instead of collecting it
+  // Bytes read from a file per piece (0: 8 MiB of a plain file, 256 KiB of a compressed one); a
+  // piece may end anywhere, mid-line included. Tests make it small to cut lines everywhere.
+  size_t piece_bytes = 0;
 };
 
 // Reads a whole file. Throws Error(kIo) when it cannot be opened, Error(kFormat) for an empty file,

@@ -1,0 +1,139 @@
+// TextPieces (text_pieces.hpp): the reader thread and the hand-over of its pieces.
+#include "text_pieces.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/trace_format/compressed.hpp"
+
+namespace dpscope::trace::detail {
+
+namespace {
+
+// Bytes read from the file per piece. Compressed: about 10 MB of text at the 40:1 typical of traces.
+constexpr size_t kCompressedPieceBytes = size_t{256} << 10;
+constexpr size_t kPlainPieceBytes = size_t{8} << 20;
+// Pieces decoded ahead of the parser: enough to keep both threads busy, few enough to hold little.
+constexpr size_t kQueued = 2;
+
+// Appends up to `want` bytes to `out`; false at the end of the file.
+bool read_some(int fd, std::string& out, size_t want, const std::string& path) {
+  const size_t start = out.size();
+  out.resize(start + want);
+  size_t done = 0;
+  bool more = true;
+  while (done < want) {
+    const ssize_t n = ::read(fd, out.data() + start + done, want - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      out.resize(start + done);
+      throw Error(ErrorKind::kIo, fmt::format("cannot read trace '{}': {}", path, std::strerror(errno)));
+    }
+    if (n == 0) {
+      more = false;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  out.resize(start + done);
+  return more;
+}
+
+}  // namespace
+
+TextPieces::TextPieces(const std::filesystem::path& path, size_t piece_bytes) : path_(path.string()) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  DPS_CHECK(fd_ >= 0, ErrorKind::kIo, "cannot open trace '{}': {}", path_, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || S_ISDIR(st.st_mode)) {
+    const std::string reason = S_ISDIR(st.st_mode) ? "it is a directory" : std::strerror(errno);
+    ::close(fd_);
+    throw Error(ErrorKind::kIo, fmt::format("cannot read trace '{}': {}", path_, reason));
+  }
+  file_bytes_ = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+  try {
+    read_some(fd_, head_, 4, path_);  // by content, not by name
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+  compressed_ = starts_with_zstd_magic(head_);
+  piece_bytes_ = piece_bytes > 0 ? piece_bytes : compressed_ ? kCompressedPieceBytes : kPlainPieceBytes;
+  reader_ = std::thread([this] { read_all(); });
+}
+
+TextPieces::~TextPieces() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  reader_.join();
+  ::close(fd_);
+}
+
+void TextPieces::read_all() {
+  std::exception_ptr error;
+  bool cut_off = false;
+  try {
+    std::optional<ZstdDecoder> decoder;
+    if (compressed_) decoder.emplace(path_);
+    std::string bytes = std::move(head_);
+    bool more = true;
+    while (more) {
+      more = read_some(fd_, bytes, piece_bytes_ - std::min(piece_bytes_, bytes.size()), path_);
+      std::string piece;
+      if (decoder) {
+        decoder->decode(bytes, piece);  // throws for a broken stream
+        bytes.clear();
+      } else {
+        piece.swap(bytes);
+      }
+      if (piece.empty()) continue;
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return ready_.size() < kQueued || stop_; });
+      if (stop_) return;
+      ready_.push_back(std::move(piece));
+      lock.unlock();
+      changed_.notify_all();
+    }
+    cut_off = decoder && !decoder->at_frame_end();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    error_ = error;
+    cut_off_ = cut_off;
+    done_ = true;
+  }
+  changed_.notify_all();
+}
+
+bool TextPieces::next(std::string& out) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return !ready_.empty() || done_; });
+  if (!ready_.empty()) {
+    out.swap(ready_.front());
+    ready_.pop_front();
+    lock.unlock();
+    changed_.notify_all();
+    return true;
+  }
+  if (error_) std::rethrow_exception(error_);
+  return false;
+}
+
+void TextPieces::drain() {
+  std::string discarded;
+  while (next(discarded)) {
+  }
+}
+
+}  // namespace dpscope::trace::detail
