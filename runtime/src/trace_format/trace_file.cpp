@@ -12,6 +12,7 @@
 #include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "posix_file.hpp"
+#include "split_parser.hpp"
 #include "text_pieces.hpp"
 #include "trace_parser.hpp"
 
@@ -91,14 +92,12 @@ TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options
   TraceData data;
   data.path = path.string();
   reserve_for(data, pieces);
-  detail::TraceParser parser(options);
-  uint32_t next_line = 1;
-  bool has_header = false;
+  detail::SplitParser parser(data, options);
   std::string piece;
   std::string carry;  // the start of a line the previous piece cut
   auto parse = [&](std::string_view text) {
     try {
-      return parser.parse(data, text, next_line, has_header);
+      return parser.parse(text);
     } catch (const Error&) {
       pieces.drain();
       DPS_CHECK(!(pieces.cut_off() && options.strict), ErrorKind::kFormat, "{}", cut_off_message(data.path));
@@ -119,7 +118,7 @@ TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options
   }
   const bool cut_off = pieces.cut_off();
   DPS_CHECK(!(cut_off && options.strict), ErrorKind::kFormat, "{}", cut_off_message(data.path));
-  finish_whole_read(data, carry, has_header, next_line);
+  finish_whole_read(data, carry, parser.has_header(), parser.next_line());
   if (cut_off) {
     // Lenient: the lines decoded so far are kept, and the cut is reported after them.
     data.problems.push_back(

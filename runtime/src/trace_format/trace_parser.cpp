@@ -313,6 +313,11 @@ void TraceParser::reset() {
   known_categories_.clear();
 }
 
+void TraceParser::continue_file_of(const TraceParser& first) {
+  device_known_ = first.device_known_;
+  own_rank_ = first.own_rank_;
+}
+
 uint32_t TraceParser::intern(TraceData& data, std::string_view s) {
   if (auto it = strings_.find(s); it != strings_.end()) return it->second;
   const uint32_t index = data.intern(s);

@@ -44,6 +44,10 @@ class TraceParser {
   // Forgets everything learned from a previous file (strings, devices).
   void reset();
 
+  // Takes the header's devices and rank from `first`, a parser of the same file that read its
+  // header, to parse later lines of it into another TraceData (split_parser.hpp).
+  void continue_file_of(const TraceParser& first);
+
   // Appends `e` to data.events, widening data's time range (min_ts_ns, max_end_ns) to cover it;
   // also used by the rank merge (rank_traces.cpp).
   static void append(TraceData& data, const Event& e);

@@ -221,6 +221,83 @@ TEST(TracePieces, LinesCutAnywhereBetweenPiecesReadAsTheWholeText) {
             (dir / "header.jsonl").string() + ":1: incomplete header line (the file ends before its '\\n')");
 }
 
+TEST(TracePieces, ALargeTraceParsedOnTwoThreadsReadsAsOneParserReadsIt) {
+  // Large runs of lines are parsed in two halves at once (split_parser.hpp), the second into a side
+  // trace appended afterwards: strings, arg shapes, payloads, remote ends and problems must come out
+  // as one parser reading the whole text gives them, in file order.
+  const auto dir = testing::scratch_dir();
+  std::string text = rank_header(0, 2, 0);
+  constexpr int kGroups = 3000;
+  for (int i = 0; i < kGroups; ++i) {
+    text += fmt::format(
+        R"({{"type":"span","ts":{},"rank":0,"dev":0,"step":{},"phase":"forward","name":"k{}","cat":"compute","stream":"compute","dur":10,"args":{{"flops":{},"op":"o{}"}}}})"
+        "\n",
+        i * 10, i, i % 37, i, i % 5);
+    text += fmt::format(
+        R"({{"type":"transfer","ts":{},"rank":0,"dev":0,"step":{},"phase":"backward","name":"ring all-reduce","stream":"comm","dur":4,"src":0,"dst":1,"dst_rank":1,"bytes":{},"flow":{},"coll":{},"algo":"ring","algo_step":1,"chunk":0}})"
+        "\n",
+        i * 10 + 1, i, 64 + i, i, i);
+    text += fmt::format(
+        R"({{"type":"counter","ts":{},"rank":0,"dev":0,"step":{},"phase":"forward","name":"memory","values":{{"a{}":{},"b":2}}}})"
+        "\n",
+        i * 10 + 2, i, i % 3, i);
+    if (i % 997 == 5) text += "{not json\n";
+  }
+  write_file(dir / "big.jsonl", text);
+  write_file(dir / "big.jsonl.zst", compressed(dir / "scratch.zst", text));
+  const TraceData whole = parse_trace(text, (dir / "big.jsonl").string(), {.strict = false});
+  ASSERT_EQ(whole.events.size(), 3u * kGroups);
+  ASSERT_EQ(whole.problems.size(), 4u);
+  for (const char* name : {"big.jsonl", "big.jsonl.zst"}) {
+    SCOPED_TRACE(name);
+    const TraceData read = read_trace(dir / name, {.strict = false});
+    ASSERT_EQ(read.events.size(), whole.events.size());
+    for (size_t i = 0; i < whole.events.size(); ++i) {
+      const Event& a = whole.events[i];
+      const Event& b = read.events[i];
+      ASSERT_EQ(a.line, b.line) << i;
+      ASSERT_EQ(whole.str(a.name), read.str(b.name)) << i;
+      ASSERT_EQ(a.step, b.step) << i;
+      if (a.type == EventType::kSpan) {
+        ASSERT_EQ(whole.arg(a, "flops"), read.arg(b, "flops")) << i;
+        ASSERT_EQ(whole.text_arg(a, "op"), read.text_arg(b, "op")) << i;
+      } else if (a.type == EventType::kCounter) {
+        const ArgValues x = whole.counter_values(whole.counters[a.payload]);
+        const ArgValues y = read.counter_values(read.counters[b.payload]);
+        ASSERT_EQ(x.size(), y.size()) << i;
+        for (size_t k = 0; k < x.size(); ++k) {
+          ASSERT_EQ(whole.str(x[k].first), read.str(y[k].first)) << i;
+          ASSERT_EQ(x[k].second, y[k].second) << i;
+        }
+      } else {
+        const Transfer& x = whole.transfer(a);
+        const Transfer& y = read.transfer(b);
+        ASSERT_EQ(x.bytes, y.bytes) << i;
+        ASSERT_EQ(x.flow, y.flow) << i;
+        ASSERT_EQ(whole.str(x.algo), read.str(y.algo)) << i;
+        ASSERT_NE(read.remote_ends_of(b), nullptr) << i;
+        EXPECT_EQ(read.remote_ends_of(b)->dst_rank, 1) << i;
+      }
+    }
+    ASSERT_EQ(read.problems.size(), whole.problems.size());
+    for (size_t p = 0; p < whole.problems.size(); ++p)
+      EXPECT_EQ(read.problems[p].line, whole.problems[p].line);
+    EXPECT_EQ(read.min_ts_ns, whole.min_ts_ns);
+    EXPECT_EQ(read.max_end_ns, whole.max_end_ns);
+    // Strict: the first malformed line, wherever the halves were cut.
+    EXPECT_EQ(error_of([&] { read_trace(dir / name); }),
+              fmt::format("{}:{}: not valid JSON", (dir / name).string(), whole.problems[0].line));
+  }
+  // A malformed line only late in the file: found by the second half's thread, reported alike.
+  std::string clean = text;
+  for (size_t at; (at = clean.find("{not json\n")) != std::string::npos;) clean.erase(at, 10);
+  const size_t at = clean.find('\n', clean.size() * 3 / 4) + 1;
+  write_file(dir / "late.jsonl", clean.substr(0, at) + "{not json\n" + clean.substr(at));
+  const auto line = std::count(clean.begin(), clean.begin() + static_cast<std::ptrdiff_t>(at), '\n') + 1;
+  EXPECT_EQ(error_of([&] { read_trace(dir / "late.jsonl"); }),
+            fmt::format("{}:{}: not valid JSON", (dir / "late.jsonl").string(), line));
+}
+
 TEST(CompressedTrace, BytesThatAreNoZstdStreamAreOneLineNamingTheFile) {
   const auto dir = testing::scratch_dir();
   const auto path = dir / "bad.jsonl.zst";
