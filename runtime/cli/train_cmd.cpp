@@ -106,7 +106,8 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
   }
   if (!config.save.empty()) fmt::print("weights saved to {}\n", config.save);
   if (!result.trace_path.empty() && config.one_process_per_rank()) {
-    fmt::print("traces: {}/rank-K.jsonl, one per rank on its own clock\n", config.trace);
+    fmt::print("traces: {}/rank-K.jsonl{}, one per rank on its own clock\n", config.trace,
+               config.trace_zstd ? ".zst" : "");
     fmt::print("  watch them as one run: dpscope-viz {}\n", config.trace);
     fmt::print("  per-device stats:      dpscope trace stats {}\n", config.trace);
     fmt::print("  one merged file:       dpscope trace merge {0} {0}/merged.jsonl\n", config.trace);
@@ -201,6 +202,10 @@ void register_train(CLI::App& app) {
                   "write a trace (JSON Lines, docs/trace-format.md; a name ending in .zst: zstd-compressed); "
                   "ranks that are processes "
                   "(mpi, nccl under dpscope launch) write DIR/rank-K.jsonl");
+  cmd->add_flag(
+      "--trace-zstd", config.trace_zstd,
+      "compress the trace with zstd: ranks that are processes write DIR/rank-K.jsonl.zst (one trace "
+      "file: name it *.zst)");
   cmd->add_option("--checkpoint-dir", config.checkpoint_dir,
                   "write checkpoints there (atomic, newest 2 kept)");
   cmd->add_option("--checkpoint-every", config.checkpoint_every,

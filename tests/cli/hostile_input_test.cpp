@@ -202,6 +202,10 @@ std::vector<Case> hostile_cases() {
        }},
       {"TrainTraceOntoItsData", kTrain + " --steps 1 --init {dir}/w.safetensors --trace {dir}/w.safetensors",
        2, "w.safetensors"},
+      {"TrainTraceZstdWithoutATrace", kTrain + " --steps 1 --trace-zstd", 2,
+       "--trace-zstd compresses the trace: give --trace too"},
+      {"TrainTraceZstdIntoAPlainName", kTrain + " --steps 1 --trace {dir}/t.jsonl --trace-zstd", 2,
+       "t.jsonl.zst' (one file's name says whether it is compressed)"},
       {"TrainSaveIntoMissingDirectory", kTrain + " --steps 1 --save {dir}/missing/w.safetensors", 2,
        "missing"},
       // ---- checkpoints ----

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope {
@@ -74,6 +75,11 @@ void check_output_paths(const TrainConfig& config) {
   const bool trace_dir = config.one_process_per_rank();
   if (!config.trace.empty() && !trace_dir) outputs.push_back({"--trace", config.trace});
   if (!config.trace.empty() && trace_dir) check_output_dir("--trace", config.trace);
+  DPS_CHECK(!config.trace_zstd || !config.trace.empty(), ErrorKind::kUsage,
+            "--trace-zstd compresses the trace: give --trace too");
+  DPS_CHECK(!config.trace_zstd || trace_dir || trace::names_zstd_file(config.trace), ErrorKind::kUsage,
+            "--trace-zstd: name the trace file '{}.zst' (one file's name says whether it is compressed)",
+            config.trace);
   for (const NamedPath& output : outputs) {
     check_output_file(output);
     for (const NamedPath& input : inputs)

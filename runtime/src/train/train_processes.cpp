@@ -31,6 +31,7 @@
 #include "dpscope/comm/process_group.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/nn/sequential.hpp"
+#include "dpscope/trace_format/rank_traces.hpp"
 #include "dpscope/train/train_rank.hpp"
 #include "train_common.hpp"
 
@@ -155,7 +156,8 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
     const ClockOffset clock = measure_clock_offset(group);
     std::filesystem::create_directories(config.trace);
     const std::unique_ptr<Module> shape_model = make_model(config, Device::cpu());
-    tracer = open_trace_at(std::filesystem::path(config.trace) / fmt::format("rank-{}.jsonl", group.rank()),
+    const std::string file = trace::rank_file_name(group.rank()) + (config.trace_zstd ? ".zst" : "");
+    tracer = open_trace_at(std::filesystem::path(config.trace) / file,
                            rank_run_json(config, group.rank(), group.size(), clock), {group.device()},
                            *shape_model);
   }

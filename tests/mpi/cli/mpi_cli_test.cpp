@@ -10,6 +10,7 @@
 #include <string>
 
 #include "dpscope/io/safetensors.hpp"
+#include "dpscope/trace_format/compressed.hpp"
 #include "support/cli.hpp"
 #include "support/ports.hpp"
 
@@ -213,6 +214,25 @@ TEST(MpiTrain, EachRankTracesItsOwnFileAndTheMergeIsOneTimeline) {
   ASSERT_EQ(stats.exit_code, 0) << stats.output;
   EXPECT_THAT(stats.output, HasSubstr("measured clock, 2 devices"));
   EXPECT_THAT(stats.output, HasSubstr("cpu:1"));
+}
+
+TEST(MpiTrain, TraceZstdMakesEachLaunchedRankWriteACompressedFile) {
+  TempDir dir("mpi_trace_zst");
+  const std::string traces = dir / "traces";
+  const auto r =
+      run_dpscope(fmt::format("launch --nproc 2 --master-port {} -- {} {} --device cpu --backend mpi "
+                              "--devices 2 --trace {} --trace-zstd",
+                              testing::free_port(), DPSCOPE_CLI, kRun, traces));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(fmt::format("traces: {}/rank-K.jsonl.zst, one per rank", traces)));
+  for (int rank : {0, 1}) {
+    const std::string file = fmt::format("{}/rank-{}.jsonl.zst", traces, rank);
+    EXPECT_TRUE(trace::starts_with_zstd_magic(testing::read_file(file))) << file;
+    EXPECT_FALSE(std::filesystem::exists(fmt::format("{}/rank-{}.jsonl", traces, rank)));
+  }
+  const auto stats = run_dpscope("trace stats " + traces);
+  ASSERT_EQ(stats.exit_code, 0) << stats.output;
+  EXPECT_THAT(stats.output, HasSubstr("measured clock, 2 devices"));
 }
 
 TEST(MpiBench, EveryCollectiveIsExactOnProcesses) {

@@ -49,6 +49,9 @@ struct TrainConfig {
   std::string init;   // safetensors to start from
   std::string save;   // safetensors to write at the end
   std::string trace;  // JSON Lines trace to write
+  // Compress traces with zstd: ranks that are processes write DIR/rank-K.jsonl.zst; one trace
+  // file must then be named *.zst (its name says how it is written and read).
+  bool trace_zstd = false;
 
   std::string checkpoint_dir;    // where checkpoints go ("" = none)
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = once per epoch (and at the end)
