@@ -17,6 +17,7 @@
 #include "dpscope/trace_format/json_text.hpp"
 #include "event_copy.hpp"
 #include "posix_file.hpp"
+#include "reserve.hpp"
 #include "trace_parser.hpp"
 
 namespace dpscope::trace {
@@ -388,6 +389,13 @@ TraceData read_rank_directory(const fs::path& dir, ReadOptions options) {
   for (const TraceData& h : headers) header_ptrs.push_back(&h);
   RankMerge merge(dir, header_ptrs);
   TraceData merged = merge.start(dir);
+  size_t events = 0;
+  for (const auto& [rank, file] : files) {
+    std::error_code ec;
+    const uintmax_t bytes = fs::file_size(file, ec);
+    if (!ec) events += detail::estimated_events(bytes, file.extension() == ".zst");
+  }
+  detail::reserve_events(merged, events);
   for (const auto& [rank, file] : files) {
     const TraceData data = read_trace_file(file, options);
     merge.append_events(merged, rank, data, options.strict);
@@ -399,10 +407,24 @@ TraceData read_rank_directory(const fs::path& dir, ReadOptions options) {
   for (size_t i = 0; i < keyed.size(); ++i) keyed[i] = {merged.events[i].ts_ns, static_cast<uint32_t>(i)};
   if (!std::is_sorted(keyed.begin(), keyed.end())) {
     std::sort(keyed.begin(), keyed.end());
-    std::vector<Event> ordered;
-    ordered.reserve(keyed.size());
-    for (const auto& [ts, i] : keyed) ordered.push_back(merged.events[i]);
-    merged.events = std::move(ordered);
+    // Moved into place cycle by cycle (position p takes event keyed[p].second), so no second copy
+    // of the events is ever held.
+    constexpr uint32_t kPlaced = std::numeric_limits<uint32_t>::max();
+    for (size_t start = 0; start < keyed.size(); ++start) {
+      if (keyed[start].second == kPlaced) continue;
+      const Event first = merged.events[start];
+      size_t at = start;
+      for (;;) {
+        const uint32_t from = keyed[at].second;
+        keyed[at].second = kPlaced;
+        if (from == start) {
+          merged.events[at] = first;
+          break;
+        }
+        merged.events[at] = merged.events[from];
+        at = from;
+      }
+    }
   }
   return merged;
 }

@@ -2,7 +2,6 @@
 // read_trace_text (compressed.hpp). A file is read (and decoded, when its content is a zstd
 // stream) piece by piece into the parser (text_pieces.hpp), so neither the file nor its decoded
 // text (about 40 times a compressed file) is ever in memory whole.
-#include <unistd.h>
 
 #include <algorithm>
 #include <string>
@@ -12,6 +11,7 @@
 #include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "posix_file.hpp"
+#include "reserve.hpp"
 #include "split_parser.hpp"
 #include "text_pieces.hpp"
 #include "trace_parser.hpp"
@@ -56,33 +56,6 @@ TraceText read_trace_text(const std::filesystem::path& path) {
   return result;
 }
 
-namespace {
-
-// vector.reserve(count), capped at a quarter of physical memory.
-template <typename T>
-void reserve_address_space(std::vector<T>& v, size_t count) {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page_bytes = ::sysconf(_SC_PAGESIZE);
-  const size_t cap_bytes = pages > 0 && page_bytes > 0 ? static_cast<size_t>(pages) * page_bytes / 4 : 0;
-  v.reserve(std::min(count, cap_bytes / sizeof(T)));
-}
-
-// The large vectors of a file's events, reserved up front so they are never regrown (a regrowth
-// briefly holds the old copy and the new one). Traces take about 200 bytes an event as text and 5
-// compressed; the guess errs high. Reserved pages that are never written cost address space, not
-// memory; each reservation is capped by a quarter of physical memory so a huge file cannot fail
-// to allocate.
-void reserve_for(TraceData& data, const detail::TextPieces& pieces) {
-  const size_t events = static_cast<size_t>(pieces.file_bytes() / (pieces.compressed() ? 2 : 100)) + 1024;
-  reserve_address_space(data.events, events);
-  reserve_address_space(data.args, events);
-  reserve_address_space(data.counters, events / 2);
-  reserve_address_space(data.transfers, events / 2);
-  reserve_address_space(data.value_pool, 2 * events);
-}
-
-}  // namespace
-
 // The pieces come from TextPieces' thread; a line cut between two pieces is completed from the
 // next one and parsed on its own, so a piece is parsed where it lies, never copied. Errors read as
 // if the whole file had been decoded first: a broken zstd stream, then (strict) a frame cut off,
@@ -91,7 +64,7 @@ TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options
   detail::TextPieces pieces(path, options.piece_bytes);
   TraceData data;
   data.path = path.string();
-  reserve_for(data, pieces);
+  detail::reserve_events(data, detail::estimated_events(pieces.file_bytes(), pieces.compressed()));
   detail::SplitParser parser(data, options);
   std::string piece;
   std::string carry;  // the start of a line the previous piece cut
