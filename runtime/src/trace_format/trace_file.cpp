@@ -2,7 +2,6 @@
 // read_trace_text (compressed.hpp). A file is read (and decoded, when its content is a zstd
 // stream) piece by piece into the parser (text_pieces.hpp), so neither the file nor its decoded
 // text (about 40 times a compressed file) is ever in memory whole.
-
 #include <algorithm>
 #include <string>
 #include <vector>
