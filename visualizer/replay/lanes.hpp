@@ -119,7 +119,7 @@ class LaneLevels {
   // (longer first on ties, then by index); each goes one level below the items still open at its
   // start, so a properly nested span lands under its parent and a partially overlapping one
   // (allowed for transfers) gets a level of its own. Every level is sorted and disjoint.
-  // Extra memory while building: one more array of this lane's size.
+  // Extra memory while building: 24 bytes an item of this lane (its times, sorted).
   LaneLevels(std::vector<uint32_t> items, const std::vector<trace::Event>& events);
 
   size_t size() const { return level_begin_.size() - 1; }  // levels; level 0 is the outermost
