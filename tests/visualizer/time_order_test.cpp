@@ -83,6 +83,21 @@ TEST(TimeOrder, AgreesWithAStableSortOnARandomTrace) {
   }
 }
 
+// The order is sorted block by block where the events lie close; disorder reaching across many
+// blocks (here the last line belongs first, and lines swap in pairs) must still give the exact order.
+TEST(TimeOrder, IsExactWhenTheDisorderReachesFarther) {
+  const size_t n = 300'000;
+  std::vector<trace::Event> events(n);
+  for (size_t i = 0; i < n; ++i) events[i].ts_ns = static_cast<int64_t>(i ^ 1) + 10;  // pairs swapped
+  events.back().ts_ns = 0;
+  const TimeOrder order(events);
+  ASSERT_EQ(order.event_at(0), n - 1);
+  for (size_t p = 1; p + 1 < n; ++p) ASSERT_EQ(order.event_at(p), (p - 1) ^ 1) << p;
+  EXPECT_EQ(order.event_at(n - 1), n - 2) << "its partner, the last line, went first";
+  for (uint32_t e : {uint32_t{0}, uint32_t{1}, uint32_t{70'000}, static_cast<uint32_t>(n - 1)})
+    EXPECT_EQ(order.event_at(order.position_of(e)), e);
+}
+
 TEST(TimeOrder, KeepsToTheEventsItSawWhenTheTraceGrows) {
   std::vector<trace::Event> events = events_at({0, 5});
   const TimeOrder order(events);
