@@ -1,4 +1,4 @@
-// SampledKeys: a search through every 32nd key finds exactly what a plain binary search finds, for
+// SampledKeys: a search through every 8th key finds exactly what a plain binary search finds, for
 // any subrange, including ranges that start or end on a sampled key.
 #include <gtest/gtest.h>
 

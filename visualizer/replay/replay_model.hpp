@@ -212,7 +212,7 @@ class ReplayModel {
     // set_epoch() was forgotten); -1 otherwise.
     std::vector<int64_t> samples_repeat_of;
     std::vector<uint32_t> instants;       // positions of all instants
-    SampledKeys instant_ts;               // every 32nd instant's ts, for the Timeline's searches
+    SampledKeys instant_ts;               // every 8th instant's ts, for the Timeline's searches
     std::vector<uint32_t> bucket_events;  // grad_ready / bucket_launched / bucket_done
     std::vector<PhaseMark> phases;        // this device's (step, phase) changes
     DeviceBusy busy;
