@@ -1,5 +1,5 @@
 // Lane queries: visible range by binary search, covering item, level-of-detail merging and
-// nesting levels — on hand-made items and on a real DDP trace.
+// nesting levels — on hand-made intervals, on events, and on a real DDP trace.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -12,15 +12,36 @@
 namespace dpscope::viz {
 namespace {
 
-LaneLevel level_of(std::initializer_list<std::pair<int64_t, int64_t>> spans) {
-  LaneLevel out;
-  uint32_t i = 0;
-  for (const auto& [a, b] : spans) out.push_back({a, b, i++});
+std::vector<TimeInterval> level_of(std::initializer_list<std::pair<int64_t, int64_t>> spans) {
+  std::vector<TimeInterval> out;
+  for (const auto& [a, b] : spans) out.push_back({a, b});
   return out;
 }
 
+// Spans with the given [start, start + dur), in this file order.
+std::vector<trace::Event> spans_of(std::initializer_list<std::pair<int64_t, int64_t>> start_dur) {
+  std::vector<trace::Event> events;
+  for (const auto& [ts, dur] : start_dur) {
+    trace::Event e;
+    e.type = trace::EventType::kSpan;
+    e.ts_ns = ts;
+    e.dur_ns = dur;
+    events.push_back(e);
+  }
+  return events;
+}
+
+std::vector<uint32_t> all_of(const std::vector<trace::Event>& events) {
+  std::vector<uint32_t> items(events.size());
+  for (uint32_t i = 0; i < items.size(); ++i) items[i] = i;
+  return items;
+}
+
+std::vector<uint32_t> events_of(std::span<const uint32_t> level) { return {level.begin(), level.end()}; }
+
 TEST(VisibleRange, FindsTheItemsThatIntersectTheWindow) {
-  const LaneLevel l = level_of({{0, 10}, {10, 20}, {30, 40}, {50, 100}});
+  const std::vector<TimeInterval> items = level_of({{0, 10}, {10, 20}, {30, 40}, {50, 100}});
+  const IntervalLevel l(items);
   auto range = [&](int64_t a, int64_t b) {
     const IndexRange r = visible_range(l, a, b);
     return std::pair<size_t, size_t>{r.begin, r.end};
@@ -32,11 +53,12 @@ TEST(VisibleRange, FindsTheItemsThatIntersectTheWindow) {
   EXPECT_EQ(range(99, 200), (std::pair<size_t, size_t>{3, 4}));
   EXPECT_TRUE(visible_range(l, 100, 200).empty());
   EXPECT_TRUE(visible_range(l, -10, 0).empty());
-  EXPECT_TRUE(visible_range(LaneLevel{}, 0, 10).empty());
+  EXPECT_TRUE(visible_range(IntervalLevel({}), 0, 10).empty());
 }
 
 TEST(CoveringItem, IsTheItemWhoseHalfOpenIntervalHoldsT) {
-  const LaneLevel l = level_of({{0, 10}, {10, 20}, {30, 40}});
+  const std::vector<TimeInterval> items = level_of({{0, 10}, {10, 20}, {30, 40}});
+  const IntervalLevel l(items);
   EXPECT_EQ(covering_item(l, 0), 0u);
   EXPECT_EQ(covering_item(l, 9), 0u);
   EXPECT_EQ(covering_item(l, 10), 1u);
@@ -46,10 +68,11 @@ TEST(CoveringItem, IsTheItemWhoseHalfOpenIntervalHoldsT) {
 }
 
 TEST(MergeForDisplay, MergesRunsOfNarrowItemsIntoOneBoxWithACount) {
-  LaneLevel l;
-  for (uint32_t i = 0; i < 100; ++i) l.push_back({2 * i, 2 * i + 1, i});  // 100 items, 1 ns wide, 1 ns apart
-  l.push_back({300, 400, 100});                                           // wide
-  l.push_back({500, 501, 101});                                           // narrow, alone
+  std::vector<TimeInterval> items;
+  for (int64_t i = 0; i < 100; ++i) items.push_back({2 * i, 2 * i + 1});  // 100 items, 1 ns wide, 1 ns apart
+  items.push_back({300, 400});                                            // wide
+  items.push_back({500, 501});                                            // narrow, alone
+  const IntervalLevel l(items);
   std::vector<LodBox> boxes;
   merge_for_display(l, 0, 1000, 5, boxes);
   ASSERT_EQ(boxes.size(), 3u);
@@ -74,7 +97,8 @@ TEST(MergeForDisplay, MergesRunsOfNarrowItemsIntoOneBoxWithACount) {
 }
 
 TEST(MergeForDisplay, NeverSwallowsAWideItemIntoARun) {
-  const LaneLevel l = level_of({{0, 1}, {2, 3}, {4, 100}, {101, 102}});
+  const std::vector<TimeInterval> items = level_of({{0, 1}, {2, 3}, {4, 100}, {101, 102}});
+  const IntervalLevel l(items);
   std::vector<LodBox> boxes;
   merge_for_display(l, 0, 200, 10, boxes);
   ASSERT_EQ(boxes.size(), 3u);
@@ -86,14 +110,15 @@ TEST(MergeForDisplay, NeverSwallowsAWideItemIntoARun) {
 
 TEST(MergeForDisplay, CountsAddUpToTheVisibleItemsForAnyZoom) {
   std::mt19937 gen(7);
-  LaneLevel l;
+  std::vector<TimeInterval> items;
   int64_t t = 0;
   for (uint32_t i = 0; i < 20000; ++i) {
     t += static_cast<int64_t>(gen() % 50);
     const int64_t w = (gen() % 10 == 0) ? 500 : static_cast<int64_t>(gen() % 20);
-    l.push_back({t, t + w, i});
+    items.push_back({t, t + w});
     t += w;
   }
+  const IntervalLevel l(items);
   for (int64_t min_w : {1, 3, 30, 3000, 300000}) {
     for (auto [a, b] : {std::pair<int64_t, int64_t>{0, t}, {t / 3, t / 2}, {t - 100, t + 100}}) {
       std::vector<LodBox> boxes;
@@ -106,7 +131,8 @@ TEST(MergeForDisplay, CountsAddUpToTheVisibleItemsForAnyZoom) {
         expect_first += box.count;
         total += box.count;
         if (box.count > 1) {
-          for (uint32_t k = box.first; k < box.first + box.count; ++k) EXPECT_LT(l[k].width_ns(), min_w);
+          for (uint32_t k = box.first; k < box.first + box.count; ++k)
+            EXPECT_LT(l.end_ns(k) - l.start_ns(k), min_w);
         }
       }
       EXPECT_EQ(total, r.size()) << "min " << min_w;
@@ -114,20 +140,67 @@ TEST(MergeForDisplay, CountsAddUpToTheVisibleItemsForAnyZoom) {
   }
 }
 
-TEST(BuildLevels, NestsChildrenUnderParentsAndSeparatesPartialOverlaps) {
-  std::vector<LaneItem> items = {{10, 20, 1}, {0, 100, 0}, {20, 30, 2}, {25, 50, 3}, {60, 70, 4}};
-  const std::vector<LaneLevel> levels = build_levels(items);
+// The same queries on a level of event indices give the answers of the same intervals by hand.
+TEST(EventLevel, ReadsItsTimesFromTheEvents) {
+  // File order differs from the level's order, and a negative duration is drawn zero-wide.
+  const std::vector<trace::Event> events = spans_of({{30, 10}, {0, 10}, {10, -5}, {50, 50}});
+  const std::vector<uint32_t> items = {1, 2, 0, 3};
+  const EventLevel l(items, events);
+  EXPECT_EQ(l.start_ns(0), 0);
+  EXPECT_EQ(l.end_ns(1), 10) << "[10, 10): negative durations count as 0";
+  EXPECT_EQ(l.event(2), 0u);
+  const std::vector<TimeInterval> by_hand = level_of({{0, 10}, {10, 10}, {30, 40}, {50, 100}});
+  for (int64_t a = -5; a < 110; a += 5) {
+    EXPECT_EQ(covering_item(l, a), covering_item(IntervalLevel(by_hand), a)) << a;
+    for (int64_t b = a; b < 110; b += 15) {
+      const IndexRange got = visible_range(l, a, b);
+      const IndexRange want = visible_range(IntervalLevel(by_hand), a, b);
+      EXPECT_EQ(got.begin, want.begin) << a << ".." << b;
+      EXPECT_EQ(got.end, want.end) << a << ".." << b;
+    }
+  }
+  std::vector<LodBox> boxes;
+  merge_for_display(l, 0, 100, 20, boxes);
+  ASSERT_EQ(boxes.size(), 3u);
+  EXPECT_EQ(boxes[0].count, 2u);  // [0,10) and [10,10) are narrower than 20 and 0 apart
+  EXPECT_EQ(boxes[1].count, 1u);
+  EXPECT_EQ(boxes[2].start_ns, 50);
+}
+
+TEST(LaneLevels, NestsChildrenUnderParentsAndSeparatesPartialOverlaps) {
+  // Written children first, the way spans end: [10,20) [0,100) [20,30) [25,50) [60,70).
+  const std::vector<trace::Event> events = spans_of({{10, 10}, {0, 100}, {20, 10}, {25, 25}, {60, 10}});
+  const LaneLevels levels(all_of(events), events);
   ASSERT_EQ(levels.size(), 3u);
-  ASSERT_EQ(levels[0].size(), 1u);
-  EXPECT_EQ(levels[0][0].event, 0u);  // the enclosing span
-  ASSERT_EQ(levels[1].size(), 3u);
-  EXPECT_EQ(levels[1][0].event, 1u);
-  EXPECT_EQ(levels[1][1].event, 2u);
-  EXPECT_EQ(levels[1][2].event, 4u);
-  ASSERT_EQ(levels[2].size(), 1u);
-  EXPECT_EQ(levels[2][0].event, 3u);  // overlaps [20,30) partially: a level of its own
-  for (const LaneLevel& l : levels)
-    for (size_t i = 1; i < l.size(); ++i) EXPECT_LE(l[i - 1].end_ns, l[i].start_ns);
+  EXPECT_EQ(levels.item_count(), 5u);
+  EXPECT_EQ(events_of(levels.level(0)), (std::vector<uint32_t>{1}));        // the enclosing span
+  EXPECT_EQ(events_of(levels.level(1)), (std::vector<uint32_t>{0, 2, 4}));  // its children, by start
+  EXPECT_EQ(events_of(levels.level(2)), (std::vector<uint32_t>{3}));        // overlaps [20,30) partially
+  for (size_t d = 0; d < levels.size(); ++d) {
+    const EventLevel l(levels.level(d), events);
+    for (size_t i = 1; i < l.size(); ++i) EXPECT_LE(l.end_ns(i - 1), l.start_ns(i));
+  }
+}
+
+TEST(LaneLevels, EqualStartsPutTheLongerOutsideThenKeepFileOrder) {
+  // Two identical spans nest (the second under the first); the longer of two equal starts is outside.
+  const std::vector<trace::Event> events = spans_of({{0, 5}, {0, 10}, {0, 5}, {20, 0}, {20, 0}});
+  const LaneLevels levels(all_of(events), events);
+  ASSERT_EQ(levels.size(), 3u);
+  EXPECT_EQ(events_of(levels.level(0)), (std::vector<uint32_t>{1, 3, 4}));  // zero-wide: never open
+  EXPECT_EQ(events_of(levels.level(1)), (std::vector<uint32_t>{0}));
+  EXPECT_EQ(events_of(levels.level(2)), (std::vector<uint32_t>{2}));
+  EXPECT_EQ(LaneLevels().size(), 0u);
+}
+
+TEST(ForEachByStart, VisitsTheItemsOfSeveralLevelsInOrderOfStart) {
+  const std::vector<trace::Event> events = spans_of({{0, 100}, {5, 1}, {50, 10}, {7, 2}, {60, 1}});
+  const std::vector<uint32_t> outer = {0, 4};
+  const std::vector<uint32_t> inner = {1, 3, 2};
+  const std::vector<EventLevel> levels = {EventLevel(outer, events), EventLevel(inner, events)};
+  std::vector<int64_t> starts;
+  for_each_by_start(levels, [&](uint32_t event) { starts.push_back(events[event].ts_ns); });
+  EXPECT_EQ(starts, (std::vector<int64_t>{0, 5, 7, 50, 60}));
 }
 
 TEST(LanesOnARealTrace, EveryLevelIsSortedAndDisjointAndHoldsEverySpan) {
@@ -138,11 +211,12 @@ TEST(LanesOnARealTrace, EveryLevelIsSortedAndDisjointAndHoldsEverySpan) {
   size_t items = 0;
   for (const ModelLane& lane : m.lanes()) {
     size_t in_lane = 0;
-    for (const LaneLevel& l : lane.levels) {
+    for (size_t d = 0; d < lane.levels.size(); ++d) {
+      const EventLevel l = m.level(lane, d);
       in_lane += l.size();
-      for (size_t i = 1; i < l.size(); ++i) ASSERT_LE(l[i - 1].end_ns, l[i].start_ns);
+      for (size_t i = 1; i < l.size(); ++i) ASSERT_LE(l.end_ns(i - 1), l.start_ns(i));
     }
-    EXPECT_EQ(in_lane, lane.item_count);
+    EXPECT_EQ(in_lane, lane.levels.item_count());
     items += in_lane;
   }
   size_t spans_and_transfers = 0;

@@ -170,10 +170,10 @@ TEST_F(HandTraceTest, LanesNestChildrenUnderThePhaseSpan) {
   ASSERT_GE(lane, 0);
   const ModelLane& l = model().lanes()[lane];
   ASSERT_EQ(l.levels.size(), 2u);
-  ASSERT_EQ(l.levels[0].size(), 1u);
-  EXPECT_EQ(loaded_->data.str(model().event(l.levels[0][0].event).name), "forward");
-  EXPECT_EQ(l.levels[1].size(), 2u);
-  EXPECT_EQ(l.item_count, 3u);
+  ASSERT_EQ(l.levels.level(0).size(), 1u);
+  EXPECT_EQ(loaded_->data.str(model().event(l.levels.level(0)[0]).name), "forward");
+  EXPECT_EQ(l.levels.level(1).size(), 2u);
+  EXPECT_EQ(l.levels.item_count(), 3u);
 }
 
 TEST_F(HandTraceTest, BreakdownUsesHtaDefinitions) {

@@ -2,44 +2,56 @@
 #include "replay/breakdown.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace dpscope::viz {
 
-BusyIntervals BusyIntervals::from_intervals(std::vector<std::pair<int64_t, int64_t>> intervals) {
-  std::sort(intervals.begin(), intervals.end());
-  BusyIntervals out;
-  for (const auto& [start, end] : intervals) {
-    if (end <= start) continue;
-    if (!out.ends_ns_.empty() && start <= out.ends_ns_.back()) {
-      out.ends_ns_.back() = std::max(out.ends_ns_.back(), end);
-    } else {
-      out.starts_ns_.push_back(start);
-      out.ends_ns_.push_back(end);
+void BusyIntervals::add(int64_t start_ns, int64_t end_ns) {
+  if (end_ns <= start_ns) return;
+  if (!starts_ns_.empty() && start_ns < starts_ns_.back())
+    throw std::invalid_argument("BusyIntervals::add: intervals must be added in order of start");
+  if (!ends_ns_.empty() && start_ns <= ends_ns_.back()) {
+    // Overlapping or touching the last interval: extend it.
+    if (end_ns > ends_ns_.back()) {
+      total_ns_ += end_ns - ends_ns_.back();
+      ends_ns_.back() = end_ns;
     }
+    return;
   }
-  out.prefix_ns_.resize(out.starts_ns_.size());
-  int64_t sum = 0;
-  for (size_t i = 0; i < out.starts_ns_.size(); ++i) {
-    sum += out.ends_ns_[i] - out.starts_ns_[i];
-    out.prefix_ns_[i] = sum;
-  }
-  return out;
+  if (starts_ns_.size() % kBlock == 0) block_busy_ns_.push_back(total_ns_);
+  starts_ns_.push_back(start_ns);
+  ends_ns_.push_back(end_ns);
+  total_ns_ += end_ns - start_ns;
+}
+
+void BusyIntervals::shrink_to_fit() {
+  starts_ns_.shrink_to_fit();
+  ends_ns_.shrink_to_fit();
+  block_busy_ns_.shrink_to_fit();
+}
+
+int64_t BusyIntervals::busy_before(size_t i) const {
+  if (i == size()) return total_ns_;
+  int64_t sum = block_busy_ns_[i / kBlock];
+  for (size_t j = i / kBlock * kBlock; j < i; ++j) sum += ends_ns_[j] - starts_ns_[j];
+  return sum;
 }
 
 BusyIntervals BusyIntervals::intersection(const BusyIntervals& a, const BusyIntervals& b) {
-  std::vector<std::pair<int64_t, int64_t>> both;
+  // Both inputs are sorted and disjoint, so the pieces come out sorted (and, since each input's
+  // intervals are apart, disjoint): they are added as they are found.
+  BusyIntervals both;
   size_t i = 0;
   size_t j = 0;
   while (i < a.size() && j < b.size()) {
-    const int64_t start = std::max(a.starts_ns_[i], b.starts_ns_[j]);
-    const int64_t end = std::min(a.ends_ns_[i], b.ends_ns_[j]);
-    if (start < end) both.emplace_back(start, end);
+    both.add(std::max(a.starts_ns_[i], b.starts_ns_[j]), std::min(a.ends_ns_[i], b.ends_ns_[j]));
     if (a.ends_ns_[i] < b.ends_ns_[j])
       ++i;
     else
       ++j;
   }
-  return from_intervals(std::move(both));
+  both.shrink_to_fit();
+  return both;
 }
 
 int64_t BusyIntervals::covered_ns(int64_t t0_ns, int64_t t1_ns) const {
@@ -50,7 +62,7 @@ int64_t BusyIntervals::covered_ns(int64_t t0_ns, int64_t t1_ns) const {
   const size_t last =
       static_cast<size_t>(std::lower_bound(starts_ns_.begin(), starts_ns_.end(), t1_ns) - starts_ns_.begin());
   if (first >= last) return 0;
-  int64_t sum = prefix_ns_[last - 1] - (first > 0 ? prefix_ns_[first - 1] : 0);
+  int64_t sum = busy_before(last) - busy_before(first);
   // Clip the two boundary intervals to the window.
   sum -= std::max<int64_t>(0, t0_ns - starts_ns_[first]);
   sum -= std::max<int64_t>(0, ends_ns_[last - 1] - t1_ns);

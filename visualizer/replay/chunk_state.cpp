@@ -42,7 +42,7 @@ void ReplayModel::build_collectives() {
     return it->second;
   };
   for (uint32_t p = 0; p < order_.size(); ++p) {
-    const uint32_t index = order_[p];
+    const uint32_t index = order_.event_at(p);
     const trace::Event& e = data.events[index];
     const trace::Transfer& tr = data.transfer(e);
     if (e.type != trace::EventType::kTransfer || tr.coll < 0) continue;

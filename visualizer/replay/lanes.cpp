@@ -1,81 +1,127 @@
-// Lane queries: visible range, covering item, level-of-detail merge, nesting levels.
+// Lane queries (visible range, covering item, level-of-detail merge) and nesting levels.
 #include "replay/lanes.hpp"
 
-#include <algorithm>
+#include <ranges>
 
 namespace dpscope::viz {
 
-IndexRange visible_range(std::span<const LaneItem> level, int64_t t0_ns, int64_t t1_ns) {
+namespace {
+
+// The first item index in [from, to) for which `pred` is false, where pred holds for a prefix.
+template <typename Pred>
+size_t first_false(size_t from, size_t to, Pred pred) {
+  const auto indices = std::views::iota(from, to);
+  return static_cast<size_t>(std::ranges::partition_point(indices, pred) - indices.begin()) + from;
+}
+
+}  // namespace
+
+template <LaneLevel Level>
+IndexRange visible_range(const Level& level, int64_t t0_ns, int64_t t1_ns) {
   // Ends are sorted (items are disjoint), so the first visible item is the first ending after t0.
-  auto first = std::upper_bound(level.begin(), level.end(), t0_ns,
-                                [](int64_t t, const LaneItem& item) { return t < item.end_ns; });
-  auto last = std::lower_bound(first, level.end(), t1_ns,
-                               [](const LaneItem& item, int64_t t) { return item.start_ns < t; });
+  size_t first = first_false(0, level.size(), [&](size_t k) { return level.end_ns(k) <= t0_ns; });
+  const size_t last = level.first_start_at_or_after(first, level.size(), t1_ns);
   // A zero-width item exactly at t0 ends at t0: keep it visible.
-  while (first != level.begin() && (first - 1)->end_ns == t0_ns && (first - 1)->start_ns == t0_ns) --first;
-  return {static_cast<size_t>(first - level.begin()), static_cast<size_t>(last - level.begin())};
+  while (first > 0 && level.end_ns(first - 1) == t0_ns && level.start_ns(first - 1) == t0_ns) --first;
+  return {first, last};
 }
 
-size_t covering_item(std::span<const LaneItem> level, int64_t t_ns) {
-  auto after = std::upper_bound(level.begin(), level.end(), t_ns,
-                                [](int64_t t, const LaneItem& item) { return t < item.start_ns; });
-  if (after == level.begin()) return level.size();
-  const LaneItem& candidate = *(after - 1);
-  return candidate.end_ns > t_ns ? static_cast<size_t>(after - 1 - level.begin()) : level.size();
+template <LaneLevel Level>
+size_t covering_item(const Level& level, int64_t t_ns) {
+  if (t_ns == INT64_MAX) return level.size();  // nothing ends after it
+  const size_t after = level.first_start_at_or_after(0, level.size(), t_ns + 1);
+  if (after == 0) return level.size();
+  return level.end_ns(after - 1) > t_ns ? after - 1 : level.size();
 }
 
-void merge_for_display(std::span<const LaneItem> level, int64_t t0_ns, int64_t t1_ns, int64_t min_width_ns,
+template <LaneLevel Level>
+void merge_for_display(const Level& level, int64_t t0_ns, int64_t t1_ns, int64_t min_width_ns,
                        std::vector<LodBox>& out) {
   const IndexRange range = visible_range(level, t0_ns, t1_ns);
   const int64_t min_w = std::max<int64_t>(min_width_ns, 1);
-  auto by_start = [](const LaneItem& item, int64_t t) { return item.start_ns < t; };
+  auto width = [&](size_t k) { return level.end_ns(k) - level.start_ns(k); };
   size_t i = range.begin;
   while (i < range.end) {
-    const LaneItem& head = level[i];
-    if (head.width_ns() >= min_w) {
-      out.push_back({head.start_ns, head.end_ns, static_cast<uint32_t>(i), 1});
+    const int64_t head_start = level.start_ns(i);
+    if (width(i) >= min_w) {
+      out.push_back({head_start, level.end_ns(i), static_cast<uint32_t>(i), 1});
       ++i;
       continue;
     }
     // A narrow item starts a run. Jump to the first item that starts a full min width after the
     // run's end; every item skipped lies entirely inside that gap, so only the last one can be wide.
     size_t j = i + 1;
-    int64_t run_end = head.end_ns;
+    int64_t run_end = level.end_ns(i);
     while (j < range.end) {
-      const size_t k = static_cast<size_t>(std::lower_bound(level.begin() + static_cast<ptrdiff_t>(j),
-                                                            level.begin() + static_cast<ptrdiff_t>(range.end),
-                                                            run_end + min_w, by_start) -
-                                           level.begin());
+      const size_t k = level.first_start_at_or_after(j, range.end, run_end + min_w);
       if (k == j) break;  // the next item is too far away: the run ends here
-      if (level[k - 1].width_ns() >= min_w) {
+      if (width(k - 1) >= min_w) {
         j = k - 1;  // a wide item: the run stops before it, it gets its own box
         break;
       }
       j = k;
-      run_end = level[k - 1].end_ns;
+      run_end = level.end_ns(k - 1);
     }
-    out.push_back(
-        {head.start_ns, level[j - 1].end_ns, static_cast<uint32_t>(i), static_cast<uint32_t>(j - i)});
+    out.push_back({head_start, level.end_ns(j - 1), static_cast<uint32_t>(i), static_cast<uint32_t>(j - i)});
     i = j;
   }
 }
 
-std::vector<LaneLevel> build_levels(std::vector<LaneItem> items) {
-  std::sort(items.begin(), items.end(), [](const LaneItem& a, const LaneItem& b) {
+// The level types the model and the views use.
+template IndexRange visible_range(const EventLevel&, int64_t, int64_t);
+template IndexRange visible_range(const IntervalLevel&, int64_t, int64_t);
+template size_t covering_item(const EventLevel&, int64_t);
+template size_t covering_item(const IntervalLevel&, int64_t);
+template void merge_for_display(const EventLevel&, int64_t, int64_t, int64_t, std::vector<LodBox>&);
+template void merge_for_display(const IntervalLevel&, int64_t, int64_t, int64_t, std::vector<LodBox>&);
+
+LaneLevels::LaneLevels(std::vector<uint32_t> items, const std::vector<trace::Event>& events) {
+  // The lane's times, copied once into contiguous keys (24 bytes an item of this one lane, freed on
+  // return): sorting them and assigning depths then reads no events, where comparing through the
+  // indices would jump around the events at every comparison.
+  struct Key {
+    int64_t start_ns;
+    int64_t end_ns;
+    uint32_t event;
+  };
+  std::vector<Key> keys(items.size());
+  for (size_t k = 0; k < items.size(); ++k) {
+    const trace::Event& e = events[items[k]];
+    keys[k] = {e.ts_ns, lane_end_ns(e), items[k]};
+  }
+  std::vector<uint32_t>().swap(items);
+  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
     if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
     if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;  // the enclosing span first
     return a.event < b.event;
   });
-  std::vector<LaneLevel> levels;
+  // Two passes over the sorted items with the same depth rule: the first counts each level's items,
+  // so the second writes them straight to their place in one exactly sized array.
   std::vector<int64_t> open_ends;  // ends of the items enclosing the current start, outermost first
-  for (const LaneItem& item : items) {
-    while (!open_ends.empty() && open_ends.back() <= item.start_ns) open_ends.pop_back();
-    const size_t depth = open_ends.size();
-    if (depth == levels.size()) levels.emplace_back();
-    levels[depth].push_back(item);
-    open_ends.push_back(item.end_ns);
+  auto for_each_depth = [&](auto&& f) {
+    open_ends.clear();
+    for (const Key& key : keys) {
+      while (!open_ends.empty() && open_ends.back() <= key.start_ns) open_ends.pop_back();
+      f(key.event, open_ends.size());
+      open_ends.push_back(key.end_ns);
+    }
+  };
+  std::vector<uint32_t> level_size;
+  for_each_depth([&](uint32_t, size_t depth) {
+    if (depth == level_size.size()) level_size.push_back(0);
+    ++level_size[depth];
+  });
+  level_begin_.resize(level_size.size() + 1);
+  for (size_t depth = 0; depth < level_size.size(); ++depth)
+    level_begin_[depth + 1] = level_begin_[depth] + level_size[depth];
+  std::vector<uint32_t> fill(level_begin_.begin(), level_begin_.end() - 1);  // next free slot per level
+  items_.resize(keys.size());
+  for_each_depth([&](uint32_t event, size_t depth) { items_[fill[depth]++] = event; });
+  sampled_starts_.reserve(size());
+  for (size_t depth = 0; depth < size(); ++depth) {
+    const std::span<const uint32_t> items_at = level(depth);
+    sampled_starts_.emplace_back(items_at.size(), [&](size_t k) { return events[items_at[k]].ts_ns; });
   }
-  return levels;
 }
 
 }  // namespace dpscope::viz

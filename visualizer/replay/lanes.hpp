@@ -1,29 +1,83 @@
-// Timeline lanes: the sorted, depth-layered items of one (device, stream) and the two queries the
-// Timeline and the Stage run on them every frame: the visible range by binary search, and the
+// Timeline lanes: the depth-layered spans and transfers of one (device, stream) and the two queries
+// the Timeline and the Stage run on them every frame: the visible range by binary search, and the
 // level-of-detail merge of runs narrower than a few pixels into one box with a count (the way
 // Tracy keeps millions of zones fluid). Pure data: no GL, no ImGui; unit-tested.
+//
+// Memory: a lane stores 4-byte event indices and reads every start and end from the trace's events
+// (TraceData is loaded anyway), plus every 8th start (sampled_keys.hpp) so that the searches of a
+// frame stay in cache: 5 bytes a span or transfer instead of a 24-byte copy of its times.
 #pragma once
 
+#include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "dpscope/trace_format/reader.hpp"
+#include "replay/sampled_keys.hpp"
+
 namespace dpscope::viz {
 
 inline constexpr uint32_t kNoEvent = UINT32_MAX;
 
-// One span or transfer on a lane. `event` indexes trace::TraceData::events.
-struct LaneItem {
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-  uint32_t event = kNoEvent;
-
-  int64_t width_ns() const { return end_ns - start_ns; }
-};
+// Where a span or transfer lies on a lane: [ts, ts + dur); a negative duration is drawn zero-wide.
+inline int64_t lane_end_ns(const trace::Event& e) { return e.ts_ns + std::max<int64_t>(e.dur_ns, 0); }
 
 // The items at one nesting depth: sorted by start and pairwise disjoint, so ends are sorted too.
-using LaneLevel = std::vector<LaneItem>;
+// The queries below take any level that tells the start and end of its k-th item, and finds the
+// first item in [from, to) that starts at or after t.
+template <typename Level>
+concept LaneLevel = requires(const Level& level, size_t k, int64_t t) {
+  { level.size() } -> std::convertible_to<size_t>;
+  { level.start_ns(k) } -> std::same_as<int64_t>;
+  { level.end_ns(k) } -> std::same_as<int64_t>;
+  { level.first_start_at_or_after(k, k, t) } -> std::same_as<size_t>;
+};
+
+// A level of a model lane: event indices, the times read from the events; searches by start use
+// the level's sampled starts when given.
+class EventLevel {
+ public:
+  EventLevel(std::span<const uint32_t> items, const std::vector<trace::Event>& events,
+             const SampledKeys* sampled_starts = nullptr)
+      : items_(items), events_(&events), sampled_starts_(sampled_starts) {}
+  size_t size() const { return items_.size(); }
+  uint32_t event(size_t k) const { return items_[k]; }
+  int64_t start_ns(size_t k) const { return (*events_)[items_[k]].ts_ns; }
+  int64_t end_ns(size_t k) const { return lane_end_ns((*events_)[items_[k]]); }
+  size_t first_start_at_or_after(size_t from, size_t to, int64_t t_ns) const {
+    const auto start = [this](size_t k) { return start_ns(k); };
+    return sampled_starts_ != nullptr ? sampled_starts_->lower_bound(from, to, t_ns, start)
+                                      : SampledKeys().lower_bound(from, to, t_ns, start);
+  }
+
+ private:
+  std::span<const uint32_t> items_;
+  const std::vector<trace::Event>* events_;
+  const SampledKeys* sampled_starts_;  // nullptr: search the items alone
+};
+
+// A level of explicit intervals: the phase lane's bands, and hand-made levels in tests.
+struct TimeInterval {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
+class IntervalLevel {
+ public:
+  explicit IntervalLevel(std::span<const TimeInterval> items) : items_(items) {}
+  size_t size() const { return items_.size(); }
+  int64_t start_ns(size_t k) const { return items_[k].start_ns; }
+  int64_t end_ns(size_t k) const { return items_[k].end_ns; }
+  size_t first_start_at_or_after(size_t from, size_t to, int64_t t_ns) const {
+    return SampledKeys().lower_bound(from, to, t_ns, [this](size_t k) { return start_ns(k); });
+  }
+
+ private:
+  std::span<const TimeInterval> items_;
+};
 
 struct IndexRange {
   size_t begin = 0;
@@ -33,10 +87,12 @@ struct IndexRange {
 };
 
 // The items of `level` that intersect [t0_ns, t1_ns): two binary searches, O(log n).
-IndexRange visible_range(std::span<const LaneItem> level, int64_t t0_ns, int64_t t1_ns);
+template <LaneLevel Level>
+IndexRange visible_range(const Level& level, int64_t t0_ns, int64_t t1_ns);
 
 // The index of the item with start <= t_ns < end, or `level.size()` when none covers t_ns.
-size_t covering_item(std::span<const LaneItem> level, int64_t t_ns);
+template <LaneLevel Level>
+size_t covering_item(const Level& level, int64_t t_ns);
 
 // A box to draw: either one item (count == 1) or a merged run of `count` narrow items.
 struct LodBox {
@@ -50,13 +106,55 @@ struct LodBox {
 // one box per item at least `min_width_ns` wide, and one merged box per run of narrower items whose
 // gaps are narrower than `min_width_ns` as well. A wide item is never swallowed by a run. The cost is
 // O(boxes * log n), independent of how many items are visible: runs are skipped by binary search.
-void merge_for_display(std::span<const LaneItem> level, int64_t t0_ns, int64_t t1_ns, int64_t min_width_ns,
+template <LaneLevel Level>
+void merge_for_display(const Level& level, int64_t t0_ns, int64_t t1_ns, int64_t min_width_ns,
                        std::vector<LodBox>& out);
 
-// Splits `items` into nesting levels. Items are first sorted by start (longer first on ties); each
-// goes one level below the items still open at its start, so a properly nested span lands under
-// its parent and a partially overlapping one (allowed for transfers) gets a level of its own.
-// Every returned level is sorted and disjoint.
-std::vector<LaneLevel> build_levels(std::vector<LaneItem> items);
+// The spans and transfers of one lane split into nesting levels, stored level after level in one
+// array of event indices.
+class LaneLevels {
+ public:
+  LaneLevels() = default;
+  // Splits `items` (indices into `events`, any order; consumed). Items are first sorted by start
+  // (longer first on ties, then by index); each goes one level below the items still open at its
+  // start, so a properly nested span lands under its parent and a partially overlapping one
+  // (allowed for transfers) gets a level of its own. Every level is sorted and disjoint.
+  // Extra memory while building: 24 bytes an item of this lane (its times, sorted).
+  LaneLevels(std::vector<uint32_t> items, const std::vector<trace::Event>& events);
+
+  size_t size() const { return level_begin_.size() - 1; }  // levels; level 0 is the outermost
+  size_t item_count() const { return items_.size(); }
+  std::span<const uint32_t> level(size_t depth) const {
+    return std::span(items_).subspan(level_begin_[depth], level_begin_[depth + 1] - level_begin_[depth]);
+  }
+  const SampledKeys& sampled_starts(size_t depth) const { return sampled_starts_[depth]; }
+
+ private:
+  std::vector<uint32_t> items_;              // (item_count) event indices, level 0 first
+  std::vector<uint32_t> level_begin_ = {0};  // (levels + 1) where each level starts in items_
+  std::vector<SampledKeys> sampled_starts_;  // (levels) every 8th start of each level
+};
+
+// Calls f(event) for every item of `levels` in order of start (equal starts in any order): a k-way
+// merge, O(items * levels) for the few levels lanes have, with no copy of the items. Several lanes'
+// levels may be given together.
+template <typename F>
+void for_each_by_start(std::span<const EventLevel> levels, F&& f) {
+  std::vector<size_t> next(levels.size(), 0);
+  for (;;) {
+    size_t best = levels.size();
+    int64_t best_start = 0;
+    for (size_t l = 0; l < levels.size(); ++l) {
+      if (next[l] == levels[l].size()) continue;
+      const int64_t start = levels[l].start_ns(next[l]);
+      if (best == levels.size() || start < best_start) {
+        best = l;
+        best_start = start;
+      }
+    }
+    if (best == levels.size()) return;
+    f(levels[best].event(next[best]++));
+  }
+}
 
 }  // namespace dpscope::viz

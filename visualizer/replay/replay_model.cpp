@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <numeric>
 #include <span>
 #include <tuple>
 
@@ -32,8 +31,9 @@ ReplayModel::ReplayModel(const trace::TraceData& data) : data_(&data) {
 
   build_devices();
   build_order();
-  run_errors_ = RunErrors::from_trace(data, pos_);
-  build_lanes_and_busy();
+  run_errors_ = RunErrors::from_trace(data, order_);
+  build_lanes();
+  build_busy();
   build_per_device();
   build_step_losses();
   build_live_edge();
@@ -138,85 +138,71 @@ void ReplayModel::build_devices() {
 }
 
 void ReplayModel::build_order() {
-  const std::vector<trace::Event>& events = data_->events;
-  const size_t n = events.size();
-  // Event indices sorted by (ts, file index), which is unique: a stable sort by ts. The indices are
-  // sorted in place, reading ts from the events (no (ts, index) copy, which would cost 16 bytes an
-  // event at the peak of loading); a trace's lines are nearly in time order, so the reads stay local.
-  order_.resize(n);
-  std::iota(order_.begin(), order_.end(), uint32_t{0});
-  const auto earlier = [&events](uint32_t a, uint32_t b) {
-    return events[a].ts_ns < events[b].ts_ns || (events[a].ts_ns == events[b].ts_ns && a < b);
-  };
-  if (!std::is_sorted(order_.begin(), order_.end(), earlier))
-    std::sort(order_.begin(), order_.end(), earlier);
-  order_ts_.resize(n);
-  pos_.resize(n);
-  for (size_t p = 0; p < n; ++p) {
-    order_ts_[p] = events[order_[p]].ts_ns;
-    pos_[order_[p]] = static_cast<uint32_t>(p);
-  }
-  if (n == 0) return;
-  begin_ns_ = order_ts_.front();
-  end_ns_ = order_ts_.back();
-  for (const trace::Event& e : data_->events)
-    end_ns_ = std::max(end_ns_, e.ts_ns + std::max<int64_t>(e.dur_ns, 0));
+  order_ = TimeOrder(data_->events);
+  if (order_.size() == 0) return;
+  begin_ns_ = order_.ts_at(0);
+  end_ns_ = order_.ts_at(order_.size() - 1);
+  for (const trace::Event& e : data_->events) end_ns_ = std::max(end_ns_, lane_end_ns(e));
 }
 
-void ReplayModel::build_lanes_and_busy() {
+void ReplayModel::build_lanes() {
+  const std::vector<trace::Event>& events = data_->events;
   const size_t lane_keys = devices_.size() * kStreamCount;
-  std::vector<std::vector<LaneItem>> items(lane_keys);
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> compute(devices_.size()), comm(devices_.size());
-  {
-    // Counted first, so each vector is allocated once at its size (growing them by doubling would
-    // briefly hold two copies of the largest, tens of bytes an event at 10M events).
-    std::vector<size_t> item_count(lane_keys, 0), compute_count(devices_.size(), 0),
-        comm_count(devices_.size(), 0);
-    for (const trace::Event& e : data_->events) {
-      if (e.type != trace::EventType::kSpan && e.type != trace::EventType::kTransfer) continue;
-      const int d = device_index(e.dev);
-      if (d < 0) continue;
-      ++item_count[static_cast<size_t>(d) * kStreamCount + static_cast<size_t>(e.stream)];
-      const trace::BusyClass busy = trace::busy_class(e);
-      if (busy == trace::BusyClass::kCompute) ++compute_count[d];
-      if (busy == trace::BusyClass::kComm) ++comm_count[d];
-    }
-    for (size_t key = 0; key < lane_keys; ++key) items[key].reserve(item_count[key]);
-    for (size_t d = 0; d < devices_.size(); ++d) {
-      compute[d].reserve(compute_count[d]);
-      comm[d].reserve(comm_count[d]);
-    }
-  }
-  for (uint32_t i = 0; i < data_->events.size(); ++i) {
-    const trace::Event& e = data_->events[i];
-    if (e.type != trace::EventType::kSpan && e.type != trace::EventType::kTransfer) continue;
+  auto lane_key = [&](const trace::Event& e) -> std::optional<size_t> {
+    if (e.type != trace::EventType::kSpan && e.type != trace::EventType::kTransfer) return std::nullopt;
     const int d = device_index(e.dev);
-    if (d < 0) continue;
-    const int64_t end = e.ts_ns + std::max<int64_t>(e.dur_ns, 0);
-    items[static_cast<size_t>(d) * kStreamCount + static_cast<size_t>(e.stream)].push_back({e.ts_ns, end, i});
-    // Busy time is classified as `dpscope trace stats` classifies it (trace_format/stats.hpp).
-    switch (trace::busy_class(e)) {
-      case trace::BusyClass::kCompute: compute[d].emplace_back(e.ts_ns, end); break;
-      case trace::BusyClass::kComm: comm[d].emplace_back(e.ts_ns, end); break;
-      case trace::BusyClass::kNone: break;
-    }
+    if (d < 0) return std::nullopt;
+    return static_cast<size_t>(d) * kStreamCount + static_cast<size_t>(e.stream);
+  };
+  // Every lane's event indices (4 bytes an item), each vector allocated once at its counted size:
+  // growing them by doubling would briefly hold two copies of the largest.
+  std::vector<std::vector<uint32_t>> items(lane_keys);
+  {
+    std::vector<size_t> item_count(lane_keys, 0);
+    for (const trace::Event& e : events)
+      if (const std::optional<size_t> key = lane_key(e)) ++item_count[*key];
+    for (size_t key = 0; key < lane_keys; ++key) items[key].reserve(item_count[key]);
   }
+  for (uint32_t i = 0; i < events.size(); ++i)
+    if (const std::optional<size_t> key = lane_key(events[i])) items[*key].push_back(i);
   lane_by_device_stream_.assign(lane_keys, -1);
-  per_device_.resize(devices_.size());
   for (size_t key = 0; key < lane_keys; ++key) {
     if (items[key].empty()) continue;
     ModelLane lane;
     lane.device = static_cast<int32_t>(key / kStreamCount);
     lane.stream = static_cast<StreamKind>(key % kStreamCount);
-    lane.item_count = items[key].size();
-    lane.levels = build_levels(std::move(items[key]));
+    lane.levels = LaneLevels(std::move(items[key]), events);  // frees this lane's unsorted indices
     lane_by_device_stream_[key] = static_cast<int>(lanes_.size());
     lanes_.push_back(std::move(lane));
   }
+}
+
+void ReplayModel::build_busy() {
+  // Busy time is classified as `dpscope trace stats` classifies it (trace_format/stats.hpp): compute
+  // is spans on the compute lane, comm is spans and transfers on the comm and copy lanes, phase
+  // spans are neither. Those are the lanes' items, so the unions are built from the lanes' sorted
+  // levels in order of start, with no copy of the intervals.
+  const std::vector<trace::Event>& events = data_->events;
+  per_device_.resize(devices_.size());
+  auto busy_union = [&](int device, std::initializer_list<StreamKind> streams) {
+    std::vector<EventLevel> levels;
+    for (const StreamKind stream : streams)
+      if (const int li = lane_index(device, stream); li >= 0)
+        for (size_t depth = 0; depth < lanes_[li].levels.size(); ++depth)
+          levels.push_back(level(lanes_[li], depth));
+    BusyIntervals busy;
+    for_each_by_start(levels, [&](uint32_t event) {
+      const trace::Event& e = events[event];
+      if (trace::busy_class(e) != trace::BusyClass::kNone) busy.add(e.ts_ns, lane_end_ns(e));
+    });
+    busy.shrink_to_fit();
+    return busy;
+  };
   for (size_t d = 0; d < devices_.size(); ++d) {
     DeviceBusy& busy = per_device_[d].busy;
-    busy.compute = BusyIntervals::from_intervals(std::move(compute[d]));
-    busy.comm = BusyIntervals::from_intervals(std::move(comm[d]));
+    const int device = static_cast<int>(d);
+    busy.compute = busy_union(device, {StreamKind::kCompute});
+    busy.comm = busy_union(device, {StreamKind::kComm, StreamKind::kCopy});
     busy.both = BusyIntervals::intersection(busy.compute, busy.comm);
   }
 }
@@ -224,7 +210,7 @@ void ReplayModel::build_lanes_and_busy() {
 void ReplayModel::build_per_device() {
   std::vector<std::pair<int64_t, Phase>> last_phase(devices_.size(), {INT64_MIN, Phase::kNone});
   for (uint32_t p = 0; p < order_.size(); ++p) {
-    const trace::Event& e = data_->events[order_[p]];
+    const trace::Event& e = data_->events[order_.event_at(p)];
     if (e.type == trace::EventType::kBuckets) bucket_assignments_.push_back(p);
     const int d = device_index(e.dev);
     if (d < 0) continue;
@@ -267,6 +253,8 @@ void ReplayModel::build_per_device() {
       default: break;
     }
   }
+  for (PerDevice& pd : per_device_)
+    pd.instant_ts = SampledKeys(pd.instants.size(), [&](size_t k) { return order_.ts_at(pd.instants[k]); });
   flag_repeated_samples();
 }
 
@@ -277,7 +265,7 @@ void ReplayModel::flag_repeated_samples() {
     if (!shuffles) continue;  // without shuffling every epoch repeats the last: that is no pitfall
     std::map<std::vector<int64_t>, int64_t> first_step;  // rows -> the first step that held them
     for (size_t k = 0; k < pd.samples.size(); ++k) {
-      const trace::Event& e = data_->events[order_[pd.samples[k]]];
+      const trace::Event& e = data_->events[order_.event_at(pd.samples[k])];
       const std::vector<int64_t>& rows = data_->samples[static_cast<size_t>(e.payload)].indices;
       if (rows.empty()) continue;
       const auto [it, fresh] = first_step.try_emplace(rows, e.step);
@@ -307,11 +295,15 @@ void ReplayModel::build_marks() {
   if (reference_device_ >= 0)
     for (const PhaseMark& m : per_device_[reference_device_].phases)
       if (m.step >= 0) first_pos.emplace(m.step, m.pos);  // keeps the first
+  // Only steps the reference device never entered are added here. An event of the same step as
+  // the one before it cannot be a step's first: skipping those saves a map lookup an event.
+  int64_t previous_step = -1;
   for (uint32_t p = 0; p < order_.size(); ++p) {
-    const int64_t step = data_->events[order_[p]].step;
-    if (step >= 0) first_pos.emplace(step, p);  // only steps the reference device never entered
+    const int64_t step = data_->events[order_.event_at(p)].step;
+    if (step >= 0 && step != previous_step) first_pos.emplace(step, p);
+    previous_step = step;
   }
-  for (const auto& [step, p] : first_pos) step_marks_.push_back({p, order_ts_[p], step});
+  for (const auto& [step, p] : first_pos) step_marks_.push_back({p, order_.ts_at(p), step});
   std::sort(step_marks_.begin(), step_marks_.end(),
             [](const StepMark& a, const StepMark& b) { return a.pos < b.pos; });
   if (!first_pos.empty()) {
@@ -332,7 +324,7 @@ void ReplayModel::build_reductions() {
   };
   std::map<Key, Group> groups;
   for (uint32_t p = 0; p < order_.size(); ++p) {
-    const uint32_t i = order_[p];
+    const uint32_t i = order_.event_at(p);
     const trace::Event& e = data_->events[i];
     if (e.type != trace::EventType::kValues) continue;
     if (e.payload < 0 || static_cast<size_t>(e.payload) >= data_->values.size()) continue;
@@ -377,13 +369,12 @@ std::pair<int64_t, int64_t> ReplayModel::step_window(int64_t step) const {
 // ---- positions ----
 
 Cursor ReplayModel::at_time(int64_t t_ns) const {
-  const auto seq = std::upper_bound(order_ts_.begin(), order_ts_.end(), t_ns) - order_ts_.begin();
-  return {t_ns, static_cast<uint32_t>(seq)};
+  return {t_ns, static_cast<uint32_t>(order_.count_until(t_ns))};
 }
 
 Cursor ReplayModel::after_event(size_t pos) const {
   if (pos >= order_.size()) return end();
-  return {order_ts_[pos], static_cast<uint32_t>(pos + 1)};
+  return {order_.ts_at(pos), static_cast<uint32_t>(pos + 1)};
 }
 
 Cursor ReplayModel::at_fraction(double fraction) const {
@@ -398,7 +389,7 @@ Cursor ReplayModel::next_event(Cursor c) const { return c.seq < order_.size() ? 
 Cursor ReplayModel::prev_event(Cursor c) const {
   if (c.seq == 0) return start();
   // Between events: snap back to the latest one that happened.
-  if (c.t_ns > order_ts_[c.seq - 1] || c.seq > order_.size()) return after_event(c.seq - 1);
+  if (c.t_ns > order_.ts_at(c.seq - 1) || c.seq > order_.size()) return after_event(c.seq - 1);
   return c.seq >= 2 ? after_event(c.seq - 2) : start();
 }
 
@@ -438,6 +429,12 @@ std::optional<Cursor> ReplayModel::step_start(int64_t step) const {
   for (const StepMark& m : step_marks_)
     if (m.step == step) return after_event(m.pos);
   return std::nullopt;
+}
+
+size_t ReplayModel::first_instant_at_or_after(int device, size_t from, int64_t t_ns) const {
+  const PerDevice& pd = per_device_[device];
+  return pd.instant_ts.lower_bound(from, pd.instants.size(), t_ns,
+                                   [&](size_t k) { return order_.ts_at(pd.instants[k]); });
 }
 
 const PhaseMark* ReplayModel::device_phase(int device, Cursor c) const {

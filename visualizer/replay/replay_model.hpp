@@ -3,8 +3,9 @@
 //
 // Built once per trace (or per poll of a live trace) from trace::TraceData, which it references
 // and must not outlive. Indexes:
-//   * the global time order of all events (stable by file order on equal `ts`); a Cursor counts how
-//     many of them have happened, so "after event k" and "at time t" are the same kind of position;
+//   * the global time order of all events (stable by file order on equal `ts`, time_order.hpp); a
+//     Cursor counts how many of them have happened, so "after event k" and "at time t" are the same
+//     kind of position;
 //   * one lane per (device, stream) with spans and transfers split into nesting levels (lanes.hpp);
 //   * per device: memory counters, sample indices, instants, bucket instants, phase changes;
 //   * loss points, value samples grouped into reductions, bucket assignments, step and phase marks;
@@ -24,6 +25,8 @@
 #include "replay/lanes.hpp"
 #include "replay/replay_state.hpp"
 #include "replay/run_errors.hpp"
+#include "replay/sampled_keys.hpp"
+#include "replay/time_order.hpp"
 
 namespace dpscope::viz {
 
@@ -62,8 +65,7 @@ struct Collective {
 struct ModelLane {
   int32_t device = -1;  // index into devices()
   StreamKind stream = StreamKind::kCompute;
-  std::vector<LaneLevel> levels;  // levels[0] outermost
-  size_t item_count = 0;
+  LaneLevels levels;  // event indices by nesting level; ReplayModel::level() reads their times
 };
 
 // Where the reference rank's (step, phase) changes, in time order.
@@ -137,10 +139,10 @@ class ReplayModel {
   Cursor at_time(int64_t t_ns) const;         // every event with ts <= t has happened
   Cursor after_event(size_t pos) const;       // events 0..pos (time order) have happened
   Cursor at_fraction(double fraction) const;  // 0 = start, 1 = end; clamped
-  bool applied(uint32_t event, Cursor cursor) const { return pos_[event] < cursor.seq; }
-  uint32_t event_at(size_t pos) const { return order_[pos]; }
-  uint32_t position_of(uint32_t event) const { return pos_[event]; }
-  int64_t ts_at(size_t pos) const { return order_ts_[pos]; }
+  bool applied(uint32_t event, Cursor cursor) const { return order_.within_first(event, cursor.seq); }
+  uint32_t event_at(size_t pos) const { return order_.event_at(pos); }
+  uint32_t position_of(uint32_t event) const { return order_.position_of(event); }  // O(log n)
+  int64_t ts_at(size_t pos) const { return order_.ts_at(pos); }
 
   // ---- navigation (the Player's buttons and keys) ----
   Cursor next_event(Cursor c) const;
@@ -157,8 +159,14 @@ class ReplayModel {
   int device_index(int32_t id) const;  // -1 when unknown
   const std::vector<ModelLane>& lanes() const { return lanes_; }
   int lane_index(int device, StreamKind stream) const;  // -1 when the device has no such lane
+  // One nesting level of a lane (0 = outermost), with the times of its items.
+  EventLevel level(const ModelLane& lane, size_t depth) const {
+    return {lane.levels.level(depth), data_->events, &lane.levels.sampled_starts(depth)};
+  }
   // Instants of a device in time order (as positions).
   const std::vector<uint32_t>& instants(int device) const { return per_device_[device].instants; }
+  // The first index k >= from into instants(device) whose instant has ts >= t_ns (its size if none).
+  size_t first_instant_at_or_after(int device, size_t from, int64_t t_ns) const;
   const std::vector<PhaseMark>& phase_marks() const { return phase_marks_; }
   const std::vector<StepMark>& step_marks() const { return step_marks_; }
   const std::vector<LossPoint>& losses() const { return losses_; }           // every rank's, in trace order
@@ -204,6 +212,7 @@ class ReplayModel {
     // set_epoch() was forgotten); -1 otherwise.
     std::vector<int64_t> samples_repeat_of;
     std::vector<uint32_t> instants;       // positions of all instants
+    SampledKeys instant_ts;               // every 8th instant's ts, for the Timeline's searches
     std::vector<uint32_t> bucket_events;  // grad_ready / bucket_launched / bucket_done
     std::vector<PhaseMark> phases;        // this device's (step, phase) changes
     DeviceBusy busy;
@@ -211,7 +220,8 @@ class ReplayModel {
 
   void build_devices();
   void build_order();
-  void build_lanes_and_busy();
+  void build_lanes();
+  void build_busy();
   void build_step_losses();
   void build_live_edge();
   void build_per_device();
@@ -235,9 +245,7 @@ class ReplayModel {
   Names names_{};
   std::vector<ModelDevice> devices_;
   std::unordered_map<int32_t, int> device_by_id_;
-  std::vector<uint32_t> order_;    // event indices in time order
-  std::vector<int64_t> order_ts_;  // their ts
-  std::vector<uint32_t> pos_;      // event index -> position in order_ (kNoEvent when skipped)
+  TimeOrder order_;
   RunErrors run_errors_;
   int64_t begin_ns_ = 0;
   int64_t end_ns_ = 0;

@@ -44,10 +44,10 @@ size_t applied_count(const std::vector<uint32_t>& positions, uint32_t seq) {
 // each build one section of the state.
 
 uint32_t ReplayModel::covering_event(const ModelLane& lane, size_t level, Cursor c) const {
-  const LaneLevel& items = lane.levels[level];
+  const EventLevel items = this->level(lane, level);
   const size_t i = covering_item(items, c.t_ns);
   if (i == items.size()) return kNoEvent;
-  return pos_[items[i].event] < c.seq ? items[i].event : kNoEvent;
+  return applied(items.event(i), c) ? items.event(i) : kNoEvent;
 }
 
 std::string ReplayModel::describe_activity(const ModelLane& lane, uint32_t event, size_t level,
@@ -105,7 +105,7 @@ void ReplayModel::fill_devices(ReplayState& s, Cursor c) const {
     }
     ds.capacity_bytes = devices_[d].capacity_bytes;
     if (const size_t n = applied_count(pd.memory, c.seq); n > 0) {
-      const trace::Event& e = data.events[order_[pd.memory[n - 1]]];
+      const trace::Event& e = data.events[order_.event_at(pd.memory[n - 1])];
       ds.memory_known = true;
       for (const auto& [key, value] : data.counter_values(data.counters[static_cast<size_t>(e.payload)])) {
         const uint64_t bytes = value > 0 ? static_cast<uint64_t>(value) : 0;
@@ -115,7 +115,7 @@ void ReplayModel::fill_devices(ReplayState& s, Cursor c) const {
       }
     }
     if (const size_t n = applied_count(pd.samples, c.seq); n > 0) {
-      const trace::Event& e = data.events[order_[pd.samples[n - 1]]];
+      const trace::Event& e = data.events[order_.event_at(pd.samples[n - 1])];
       ds.samples_step = e.step;
       ds.samples = &data.samples[static_cast<size_t>(e.payload)].indices;
       ds.samples_repeat_of = pd.samples_repeat_of[n - 1];
@@ -158,10 +158,10 @@ void ReplayModel::fill_buckets(ReplayState& s, Cursor c) const {
   const trace::TraceData& data = *data_;
   const std::vector<TraceBucketInfo>* assignment = &data.header.buckets;
   if (const size_t n = applied_count(bucket_assignments_, c.seq); n > 0) {
-    const trace::Event& e = data.events[order_[bucket_assignments_[n - 1]]];
+    const trace::Event& e = data.events[order_.event_at(bucket_assignments_[n - 1])];
     if (e.payload >= 0 && static_cast<size_t>(e.payload) < data.buckets.size()) {
       assignment = &data.buckets[static_cast<size_t>(e.payload)].buckets;
-      s.bucket_assignment_event = order_[bucket_assignments_[n - 1]];
+      s.bucket_assignment_event = order_.event_at(bucket_assignments_[n - 1]);
     }
   }
   for (size_t d = 0; d < devices_.size(); ++d)
@@ -182,7 +182,7 @@ void ReplayModel::fill_buckets(ReplayState& s, Cursor c) const {
     std::set<int> launched;
     std::set<int> done;
     for (size_t n = applied_count(events, c.seq); n-- > 0;) {
-      const trace::Event& e = data.events[order_[events[n]]];
+      const trace::Event& e = data.events[order_.event_at(events[n])];
       if (e.step != step) break;
       if (auto g = data.grad_ready(e)) {
         ready.insert(g->param);
@@ -211,7 +211,7 @@ ReplayState ReplayModel::state_at(Cursor c) const {
   ReplayState s;
   s.cursor = c;
   if (c.seq > order_.size()) c.seq = static_cast<uint32_t>(order_.size());
-  s.last_event = c.seq > 0 ? order_[c.seq - 1] : kNoEvent;
+  s.last_event = c.seq > 0 ? order_.event_at(c.seq - 1) : kNoEvent;
   if (reference_device_ >= 0) {
     if (const PhaseMark* mark = device_phase(reference_device_, c)) {
       s.step = mark->step;

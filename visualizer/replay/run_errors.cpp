@@ -7,17 +7,18 @@
 
 namespace dpscope::viz {
 
-RunErrors RunErrors::from_trace(const trace::TraceData& data, const std::vector<uint32_t>& pos_of_event) {
+RunErrors RunErrors::from_trace(const trace::TraceData& data, const TimeOrder& order) {
   RunErrors errors;
   std::vector<uint32_t> found;
-  for (uint32_t i = 0; i < data.events.size(); ++i)
-    if (data.events[i].type == trace::EventType::kInstant &&
-        data.events[i].known == trace::EventName::kError && i < pos_of_event.size() &&
-        pos_of_event[i] != kNoEvent)
+  for (uint32_t i = 0; i < order.size(); ++i)
+    if (data.events[i].type == trace::EventType::kInstant && data.events[i].known == trace::EventName::kError)
       found.push_back(i);
-  std::stable_sort(found.begin(), found.end(),
-                   [&](uint32_t a, uint32_t b) { return pos_of_event[a] < pos_of_event[b]; });
-  for (uint32_t i : found) {
+  // Positions in time order are unique, so sorting by them is the time order, ties in file order.
+  std::vector<uint32_t> positions(found.size());
+  for (size_t k = 0; k < found.size(); ++k) positions[k] = order.position_of(found[k]);
+  std::sort(positions.begin(), positions.end());
+  for (const uint32_t pos : positions) {
+    const uint32_t i = order.event_at(pos);
     const trace::Event& e = data.events[i];
     const std::optional<RunError> error = data.run_error(e);
     errors.marks.push_back({.event = i,
@@ -25,7 +26,7 @@ RunErrors RunErrors::from_trace(const trace::TraceData& data, const std::vector<
                             .rank = e.rank,
                             .step = e.step,
                             .message = error ? std::string(error->message) : std::string()});
-    errors.positions.push_back(pos_of_event[i]);
+    errors.positions.push_back(pos);
   }
   return errors;
 }

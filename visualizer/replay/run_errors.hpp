@@ -11,6 +11,7 @@
 
 #include "dpscope/trace_format/reader.hpp"
 #include "replay/replay_state.hpp"
+#include "replay/time_order.hpp"
 
 namespace dpscope::viz {
 
@@ -22,13 +23,13 @@ struct RunErrorMark {
   std::string message;
 };
 
-// The trace's error instants in time order (ties in file order); `pos_of(event)` is the event's
-// position in the model's time order, kept so "has it happened" is one comparison.
+// The trace's error instants in time order (ties in file order); `positions` are their positions
+// in the model's time order, kept so "has it happened" is one comparison.
 struct RunErrors {
   std::vector<RunErrorMark> marks;
   std::vector<uint32_t> positions;  // parallel to marks
 
-  static RunErrors from_trace(const trace::TraceData& data, const std::vector<uint32_t>& pos_of_event);
+  static RunErrors from_trace(const trace::TraceData& data, const TimeOrder& order);
   bool empty() const { return marks.empty(); }
   // How many have happened at `cursor` (the first `n` of marks).
   size_t happened(Cursor cursor) const;

@@ -33,14 +33,14 @@ PhaseLane::PhaseLane(const ReplayModel& model) {
   const auto& marks = model.phase_marks();
   for (size_t i = 0; i < marks.size(); ++i) {
     const int64_t end = i + 1 < marks.size() ? marks[i + 1].ts_ns : model.end_ns();
-    bands_.push_back({marks[i].ts_ns, std::max(end, marks[i].ts_ns), static_cast<uint32_t>(i)});
+    bands_.push_back({marks[i].ts_ns, std::max(end, marks[i].ts_ns)});
   }
 }
 
 void PhaseLane::draw(TimelineFrame& f, float y) {
   const auto [t0, t1] = visible_ns(f);
   f.scratch.clear();
-  merge_for_display(bands_, t0, t1, min_box_ns(f), f.scratch);
+  merge_for_display(IntervalLevel(bands_), t0, t1, min_box_ns(f), f.scratch);
   const auto& marks = f.model->phase_marks();
   for (const LodBox& box : f.scratch) {
     const float xa = std::max(f.x_of(static_cast<double>(box.start_ns)), f.x0);
@@ -48,7 +48,7 @@ void PhaseLane::draw(TimelineFrame& f, float y) {
     const ImVec2 a(xa, y + 1);
     const ImVec2 b(xb, y + f.row_h - 1);
     if (box.count == 1) {
-      const PhaseMark& m = marks[bands_[box.first].event];
+      const PhaseMark& m = marks[box.first];
       const ImU32 fill = f.palette->phase_color(m.phase);
       f.dl->AddRectFilled(a, b, fill);
       const std::string label =
@@ -92,7 +92,7 @@ void SpanLane::draw(TimelineFrame& f, float y) {
   const int64_t min_ns = min_box_ns(f);
   const int max_row = rows() - 1;
   for (size_t level = 0; level < lane.levels.size(); ++level) {
-    const LaneLevel& items = lane.levels[level];
+    const EventLevel items = model_.level(lane, level);
     const float ry = y + static_cast<float>(std::min<int>(static_cast<int>(level), max_row)) * f.row_h;
     f.scratch.clear();
     merge_for_display(items, t0, t1, min_ns, f.scratch);
@@ -105,7 +105,7 @@ void SpanLane::draw(TimelineFrame& f, float y) {
       const ImVec2 b(xb, ry + f.row_h - 1);
       ++f.boxes_drawn;
       if (box.count == 1) {
-        const uint32_t ev = items[box.first].event;
+        const uint32_t ev = items.event(box.first);
         const trace::Event& e = data.events[ev];
         const ImU32 fill = f.palette->event_color(data, e);
         f.dl->AddRectFilled(a, b, fill);
@@ -123,7 +123,7 @@ void SpanLane::draw(TimelineFrame& f, float y) {
         if (hovering(f, a, b)) f.hovered = ev;
       } else {
         ++f.merged_boxes;
-        const uint32_t first_event = items[box.first].event;
+        const uint32_t first_event = items.event(box.first);
         const ImU32 fill = shade(f.palette->event_color(data, data.events[first_event]), -0.35f);
         f.dl->AddRectFilled(a, b, fill);
         // Hatch marks say "many events here".
@@ -147,15 +147,14 @@ void SpanLane::draw_instants(TimelineFrame& f, float y) {
   const int device = model_.lanes()[lane_].device;
   const std::vector<uint32_t>& positions = model_.instants(device);
   const trace::TraceData& data = model_.data();
-  auto ts_of = [&](uint32_t pos) { return model_.ts_at(pos); };
-  auto first_at_or_after = [&](std::vector<uint32_t>::const_iterator from, double t) {
-    return std::lower_bound(from, positions.end(), t,
-                            [&](uint32_t pos, double tt) { return static_cast<double>(ts_of(pos)) < tt; });
+  // The first instant from index `from` at or after time t (integer times: ts >= t is ts >= ceil(t)).
+  auto first_at_or_after = [&](size_t from, double t_ns) {
+    return model_.first_instant_at_or_after(device, from, static_cast<int64_t>(std::ceil(t_ns)));
   };
   const float size = f.row_h * 0.32f;
-  auto it = first_at_or_after(positions.begin(), f.t0_ns);
-  while (it != positions.end() && static_cast<double>(ts_of(*it)) <= f.t1_ns) {
-    const uint32_t ev = model_.event_at(*it);
+  size_t k = first_at_or_after(0, f.t0_ns);
+  while (k < positions.size() && static_cast<double>(model_.ts_at(positions[k])) <= f.t1_ns) {
+    const uint32_t ev = model_.event_at(positions[k]);
     const trace::Event& e = data.events[ev];
     const float x = f.x_of(static_cast<double>(e.ts_ns));
     ImU32 color = f.palette->text_dim;
@@ -166,7 +165,7 @@ void SpanLane::draw_instants(TimelineFrame& f, float y) {
                             color);
     if (hovering(f, ImVec2(x - size, y), ImVec2(x + size, y + size * 1.5f))) f.hovered = ev;
     // At most one marker per two pixels: skip the ones that would land on this one.
-    it = first_at_or_after(it + 1, static_cast<double>(e.ts_ns) + 2.0 * f.ns_per_px());
+    k = first_at_or_after(k + 1, static_cast<double>(e.ts_ns) + 2.0 * f.ns_per_px());
   }
 }
 

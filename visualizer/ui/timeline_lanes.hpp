@@ -71,7 +71,7 @@ class PhaseLane final : public TimelineLane {
   void draw(TimelineFrame& frame, float y) override;
 
  private:
-  LaneLevel bands_;  // one item per phase mark; `event` holds the mark index
+  std::vector<TimeInterval> bands_;  // one per phase mark, parallel to ReplayModel::phase_marks()
 };
 
 class SpanLane final : public TimelineLane {
