@@ -3,8 +3,6 @@
 
 #include <limits>
 
-#include "dpscope/base/error.hpp"
-
 namespace dpscope::trace::detail {
 
 namespace {
@@ -27,15 +25,11 @@ uint32_t copy_shape(TraceData& into, const TraceData& from, uint32_t index, Copy
 // The numbers go over as they are; string values are string indices, re-interned.
 Args copy_args(TraceData& into, const TraceData& from, const Args& a, CopyMaps& maps) {
   if (a.shape >= from.shapes.size()) return {};
-  const ArgValues numbers = from.arg_values(a);
-  const ArgTexts texts = from.arg_texts(a);
-  DPS_CHECK(into.value_pool.size() + numbers.size() + texts.size() <= std::numeric_limits<uint32_t>::max(),
-            ErrorKind::kFormat, "{}: more than 2^32 args or counter values", into.path);
-  const Args copied{.shape = copy_shape(into, from, a.shape, maps),
-                    .begin = static_cast<uint32_t>(into.value_pool.size())};
-  for (const auto& [key, value] : numbers) into.value_pool.push_back(value);
-  for (const auto& [key, text] : texts) into.value_pool.push_back(copy_string(into, from, text, maps));
-  return copied;
+  thread_local std::vector<double> entries;
+  entries.clear();
+  for (const auto& [key, value] : from.arg_values(a)) entries.push_back(value);
+  for (const auto& [key, text] : from.arg_texts(a)) entries.push_back(copy_string(into, from, text, maps));
+  return {.shape = copy_shape(into, from, a.shape, maps), .begin = into.add_entries(entries)};
 }
 
 template <typename T>

@@ -3,6 +3,7 @@
 // opens a path as either (read_trace, TraceFollower).
 #include "dpscope/trace_format/reader.hpp"
 
+#include <cstring>
 #include <limits>
 
 #include "dpscope/base/error.hpp"
@@ -34,22 +35,49 @@ ArgTexts TraceData::arg_texts(const Args& a) const {
 }
 
 Args TraceData::add_args(std::span<const ArgValue> numbers, std::span<const ArgText> texts) {
-  DPS_CHECK(value_pool.size() + numbers.size() + texts.size() <= std::numeric_limits<uint32_t>::max(),
-            ErrorKind::kFormat, "{}: more than 2^32 args or counter values", path);
   // Reused between calls: the shape of nearly every event is one already seen.
   thread_local ArgShape shape;
+  thread_local std::vector<double> entries;
   shape.number_keys.clear();
   shape.text_keys.clear();
-  const auto begin = static_cast<uint32_t>(value_pool.size());
+  entries.clear();
   for (const auto& [key, value] : numbers) {
     shape.number_keys.push_back(key);
-    value_pool.push_back(value);
+    entries.push_back(value);
   }
   for (const auto& [key, text] : texts) {
     shape.text_keys.push_back(key);
-    value_pool.push_back(text);  // a string index, exact as a double
+    entries.push_back(text);  // a string index, exact as a double
   }
-  return {.shape = intern_shape(shape), .begin = begin};
+  return {.shape = intern_shape(shape), .begin = add_entries(entries)};
+}
+
+uint32_t TraceData::add_entries(std::span<const double> entries) {
+  // 64Ki slots: a training trace repeats a few thousand distinct runs of entries (each kernel's
+  // flops and bytes, each memory state) over and over.
+  constexpr size_t kSlots = size_t{1} << 16;
+  if (entries.empty()) return 0;            // any begin holds an empty run
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a over the entries' bits
+  for (const double v : entries) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    hash = (hash ^ bits) * 1099511628211ull;
+    hash ^= hash >> 29;
+  }
+  if (recent_entries.empty()) recent_entries.assign(kSlots, 0);
+  uint32_t& slot = recent_entries[hash & (kSlots - 1)];
+  if (slot != 0) {
+    const size_t begin = slot - 1;
+    if (begin + entries.size() <= value_pool.size() &&
+        std::memcmp(value_pool.data() + begin, entries.data(), entries.size_bytes()) == 0)
+      return static_cast<uint32_t>(begin);
+  }
+  DPS_CHECK(value_pool.size() + entries.size() < std::numeric_limits<uint32_t>::max(), ErrorKind::kFormat,
+            "{}: more than 2^32 args or counter values", path);
+  const auto begin = static_cast<uint32_t>(value_pool.size());
+  value_pool.insert(value_pool.end(), entries.begin(), entries.end());
+  slot = begin + 1;
+  return begin;
 }
 
 uint32_t TraceData::intern_shape(const ArgShape& shape) {

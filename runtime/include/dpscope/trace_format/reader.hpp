@@ -102,8 +102,9 @@ struct ArgShape {
 // Args of a span or instant, or the values of a counter: numbers ("param": 5, "flops": 1e9) and
 // strings ("message": "...", "op": "all_reduce"); other values (objects, arrays, booleans) are
 // dropped. The shape's numbers, then its string values' string indices, lie in
-// TraceData::value_pool from `begin` (8 bytes each, keys not repeated). Read them with
-// TraceData::arg_values / arg_texts / counter_values.
+// TraceData::value_pool from `begin` (8 bytes each, keys not repeated). Events with equal entries
+// usually share them: a kernel's flops and bytes, or the memory counters, repeat every step. Read
+// them with TraceData::arg_values / arg_texts / counter_values.
 struct Args {
   uint32_t shape = 0;  // index into TraceData::shapes
   uint32_t begin = 0;  // first entry in TraceData::value_pool
@@ -211,7 +212,7 @@ struct TraceData {
   std::vector<CounterValues> counters;
   std::vector<Transfer> transfers;
   std::vector<ArgShape> shapes;    // the key lists of every Args and CounterValues
-  std::vector<double> value_pool;  // their entries (Args)
+  std::vector<double> value_pool;  // their entries (Args), shared by equal ones
   std::vector<ValueSample> values;
   std::vector<SampleIndices> samples;
   std::vector<BucketAssignment> buckets;
@@ -260,6 +261,11 @@ struct TraceData {
   std::unordered_map<std::string, uint32_t> string_index;
   uint32_t intern_shape(const ArgShape& shape);
   std::unordered_map<std::string, uint32_t> shape_index;  // ArgShape's keys as bytes -> index
+  // Where `entries` lie in value_pool: where an equal run of entries was added lately (a small
+  // table by hash, so memory stays bounded however many differ), else appended. Throws
+  // Error(kFormat) when the pool would pass 2^32 entries.
+  uint32_t add_entries(std::span<const double> entries);
+  std::vector<uint32_t> recent_entries;  // by hash of the entries: their begin + 1 (0: none)
 };
 
 struct ReadOptions {
