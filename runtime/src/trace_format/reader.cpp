@@ -56,14 +56,19 @@ uint32_t TraceData::add_entries(std::span<const double> entries) {
   // 64Ki slots: a training trace repeats a few thousand distinct runs of entries (each kernel's
   // flops and bytes, each memory state) over and over.
   constexpr size_t kSlots = size_t{1} << 16;
-  if (entries.empty()) return 0;            // any begin holds an empty run
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a over the entries' bits
+  if (entries.empty()) return 0;  // any begin holds an empty run
+  // The entries' bits mixed (a multiply moves low bits up, the shifts bring high ones down: whole
+  // numbers as doubles differ only in their high bits).
+  uint64_t hash = 0;
   for (const double v : entries) {
     uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof bits);
-    hash = (hash ^ bits) * 1099511628211ull;
-    hash ^= hash >> 29;
+    hash = (hash ^ bits) * 0x9E3779B97F4A7C15ull;
+    hash ^= hash >> 32;
   }
+  hash ^= hash >> 33;
+  hash *= 0xFF51AFD7ED558CCDull;
+  hash ^= hash >> 33;
   if (recent_entries.empty()) recent_entries.assign(kSlots, 0);
   uint32_t& slot = recent_entries[hash & (kSlots - 1)];
   if (slot != 0) {
