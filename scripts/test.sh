@@ -5,7 +5,8 @@
 #   asan: every runtime suite (tests/runtime/*: core ... trace, train), the hostile-input matrix
 #         (tests/cli) and the fuzz corpus replays (tests/fuzz) under AddressSanitizer + UBSan,
 #         -fno-sanitize-recover=all: any finding fails;
-#   tsan: the comm and parallel suites (rank threads, collectives, DDP) under ThreadSanitizer.
+#   tsan: the comm, parallel and trace suites (rank threads, collectives, DDP, the trace reader's
+#         reading and parsing threads) under ThreadSanitizer.
 # DPSCOPE_SANITIZERS=0 skips the sanitizer runs (a quick local check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,8 +44,8 @@ cmake --preset asan "${launcher[@]}" >/dev/null
 cmake --build --preset asan -j "$jobs" --target "${asan_targets[@]}"
 ctest --preset asan -j "$jobs" -E "$not_built"
 
-stage "tsan: comm + parallel suites"
+stage "tsan: comm + parallel + trace suites"
 cmake --preset tsan "${launcher[@]}" >/dev/null
-cmake --build --preset tsan -j "$jobs" --target comm_tests parallel_tests
+cmake --build --preset tsan -j "$jobs" --target comm_tests parallel_tests trace_tests
 ctest --preset tsan -j "$jobs" -E "$not_built|^fuzz_replay_"
 stage "done"
