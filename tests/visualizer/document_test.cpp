@@ -6,6 +6,8 @@
 #include <fstream>
 #include <random>
 
+#include "dpscope/trace_format/compressed.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "replay/document.hpp"
 #include "trace_fixtures.hpp"
 
@@ -72,7 +74,7 @@ TEST(Document, ATruncatedLastLineIsLeftOutWithAWarningInEveryMode) {
   // docs/trace-format.md: every reader tolerates a partial last line (issue 9, defect 9).
   const auto path = scratch_dir() / "cut.jsonl";
   write_text(path, lines({kHeader, kSpan}) + R"({"type":"span","ts":5,"ra)");
-  EXPECT_EQ(truncated_line_number(path), 3u);
+  EXPECT_EQ(trace::read_trace(path).partial_line, 3u);
   for (const bool strict : {true, false}) {
     const auto doc = Document::open(path, {.strict = strict});
     EXPECT_TRUE(doc->error().empty()) << doc->error();
@@ -82,7 +84,28 @@ TEST(Document, ATruncatedLastLineIsLeftOutWithAWarningInEveryMode) {
     EXPECT_NE(doc->warnings()[0].find("cut.jsonl:3: truncated"), std::string::npos) << doc->warnings()[0];
   }
   write_text(path, lines({kHeader}));
-  EXPECT_EQ(truncated_line_number(path), 0u);
+  EXPECT_EQ(trace::read_trace(path).partial_line, 0u);
+}
+
+TEST(Document, ACompressedTraceIsTruncatedOnlyWhenItsTextIs) {
+  // Its last byte is zstd's, not the text's: only the decoded text says whether a line is cut.
+  const auto path = scratch_dir() / "whole.jsonl.zst";
+  for (const bool cut : {false, true}) {
+    {
+      trace::TraceFileWriter writer(path, /*compress=*/true);
+      writer.write(lines({kHeader, kSpan}) + (cut ? R"({"type":"span")" : ""));
+      writer.close();
+    }
+    const auto doc = Document::open(path, {});
+    EXPECT_TRUE(doc->error().empty()) << doc->error();
+    if (!cut) {
+      EXPECT_TRUE(doc->warnings().empty()) << doc->warnings()[0];
+      continue;
+    }
+    ASSERT_EQ(doc->warnings().size(), 1u);
+    EXPECT_NE(doc->warnings()[0].find("whole.jsonl.zst:3: truncated"), std::string::npos)
+        << doc->warnings()[0];
+  }
 }
 
 TEST(Document, ANewerMajorVersionIsRefused) {

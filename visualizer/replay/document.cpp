@@ -3,8 +3,6 @@
 #include "replay/document.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -19,27 +17,6 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 }  // namespace
-
-uint32_t truncated_line_number(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return 0;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size <= 0) return 0;
-  in.seekg(size - 1);
-  char last = '\n';
-  in.get(last);
-  if (last == '\n') return 0;
-  // Count the complete lines before the partial one.
-  in.seekg(0);
-  std::vector<char> buffer(1 << 20);
-  uint32_t newlines = 0;
-  while (in) {
-    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    newlines += static_cast<uint32_t>(std::count(buffer.data(), buffer.data() + in.gcount(), '\n'));
-  }
-  return newlines + 1;
-}
 
 std::unique_ptr<Document> Document::open(const std::filesystem::path& path, OpenOptions options) {
   std::unique_ptr<Document> doc(new Document(path, options));
@@ -71,16 +48,17 @@ void Document::load_whole_file() {
   read_ms_ = ms_since(start);
   // The reader leaves a partial last line out (docs/trace-format.md: every reader tolerates it, as
   // a file still being written or cut off has one); it is shown as a warning, in every mode. A
-  // directory's rank files each may have one.
-  std::vector<std::filesystem::path> files;
-  for (const trace::RankSource& r : data_->ranks) files.emplace_back(r.path);
-  if (files.empty()) files.push_back(path_);
-  for (const std::filesystem::path& file : files) {
-    if (const uint32_t line = truncated_line_number(file); line != 0) {
+  // directory's rank files each may have one. (The reader's line, not the file's last byte: a
+  // compressed file's bytes say nothing about its lines.)
+  std::vector<std::pair<std::string, uint32_t>> partial;
+  for (const trace::RankSource& r : data_->ranks) partial.emplace_back(r.path, r.partial_line);
+  if (data_->ranks.empty()) partial.emplace_back(path_.string(), data_->partial_line);
+  for (const auto& [file, line] : partial) {
+    if (line != 0) {
       warnings_.push_back(
           fmt::format("{}:{}: truncated: the last line has no end and was left out (was the file cut off "
                       "while being written?)",
-                      file.string(), line));
+                      file, line));
     }
   }
   add_problem_warnings(0);

@@ -76,7 +76,4 @@ class Document {
   double index_ms_ = 0.0;
 };
 
-// The line number of a partial last line (no trailing '\n'), or 0 when the file ends cleanly.
-uint32_t truncated_line_number(const std::filesystem::path& path);
-
 }  // namespace dpscope::viz

@@ -85,6 +85,7 @@ size_t DirectoryFollower::merge_new_events() {
     r.latest_ns = std::max(r.latest_ns, merge_->append_events(data_, rank, rank_data, options_.strict));
     drop_merged_events(rank_data);
     data_.ranks[static_cast<size_t>(rank)].partial_last_line = rank_data.partial_last_line;
+    data_.ranks[static_cast<size_t>(rank)].partial_line = rank_data.partial_line;
     partial = partial || rank_data.partial_last_line;
     edge = std::min(edge, r.latest_ns);  // INT64_MIN while a rank has written no event
   }

@@ -100,6 +100,7 @@ size_t FileFollower::poll() {
     throw;
   }
   data_.partial_last_line = !is_blank_text(text.substr(consumed));
+  data_.partial_line = data_.partial_last_line ? next_line_ : 0;
   if (zstd) {
     decoded_.erase(0, consumed);
   } else {

@@ -401,6 +401,7 @@ TraceData read_rank_directory(const fs::path& dir, ReadOptions options) {
     merge.append_events(merged, rank, data, options.strict);
     merged.partial_last_line = merged.partial_last_line || data.partial_last_line;
     merged.ranks[static_cast<size_t>(rank)].partial_last_line = data.partial_last_line;
+    merged.ranks[static_cast<size_t>(rank)].partial_line = data.partial_line;
   }
   // Time order, stable (rank order, then file order, on equal times), as `dpscope trace merge` writes.
   std::vector<std::pair<int64_t, uint32_t>> keyed(merged.events.size());

@@ -23,6 +23,7 @@ namespace {
 // (`rest`), and one line for a file without a complete header line.
 void finish_whole_read(TraceData& data, std::string_view rest, bool has_header, uint32_t next_line) {
   data.partial_last_line = !detail::is_blank_text(rest);
+  data.partial_line = data.partial_last_line ? next_line : 0;
   if (has_header) return;
   DPS_CHECK(data.partial_last_line, ErrorKind::kFormat, "{}: empty file, expected a dpscope trace header",
             data.path);

@@ -200,6 +200,7 @@ struct RankSource {
   int64_t clock_offset_ns = 0;  // added to the rank's times to put them on rank 0's clock
   int64_t clock_uncertainty_ns = 0;
   bool partial_last_line = false;  // the file ended with an incomplete line, left out
+  uint32_t partial_line = 0;       // its line number (0 when none)
 };
 
 struct TraceData {
@@ -218,8 +219,10 @@ struct TraceData {
   std::vector<BucketAssignment> buckets;
   std::vector<RemoteEnds> remote_ends;  // transfers with an end on another process (Transfer::remote)
   std::vector<Problem> problems;        // non-strict mode: malformed lines that were skipped
-  // The text ended with an incomplete line (no '\n'), which was left out (a file being written).
+  // The text ended with an incomplete line (no '\n'), which was left out (a file being written),
+  // and its line number (0 when none; for a directory, see each of `ranks`).
   bool partial_last_line = false;
+  uint32_t partial_line = 0;
   int64_t min_ts_ns = 0;  // over all events (0 when none)
   int64_t max_end_ns = 0;
   // A directory of process ranks' files: each rank, in rank order (empty for a single file).
