@@ -219,6 +219,7 @@ class ReplayModel {
   };
 
   void build_devices();
+  void add_device(ModelDevice d);  // appends to devices_ and both id tables
   void build_order();
   void build_lanes();
   void build_busy();
@@ -245,6 +246,9 @@ class ReplayModel {
   Names names_{};
   std::vector<ModelDevice> devices_;
   std::unordered_map<int32_t, int> device_by_id_;
+  // [id] -> index or -1 for ids 0..the largest valid one (< 65536): device_index() runs once an
+  // event in several passes, and a table read is several times faster than a hash lookup.
+  std::vector<int> device_by_small_id_;
   TimeOrder order_;
   RunErrors run_errors_;
   int64_t begin_ns_ = 0;
