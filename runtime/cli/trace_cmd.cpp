@@ -136,7 +136,7 @@ void register_trace(CLI::App& app) {
       ->required();
   stats_cmd->callback([stats_options] {
     const trace::TraceData data = load(stats_options->in, stats_options->lenient);
-    const trace::TraceStats stats = trace::compute_stats(data);
+    const trace::TraceStats stats = trace::compute_stats(data, stats_options->per_step);
     fmt::print("{}: {} events, {} clock, {} devices\n", stats_options->in, data.events.size(),
                data.header.clock, data.header.devices.size());
     if (!data.ranks.empty()) {

@@ -6,6 +6,7 @@
 #include "dpscope/trace_format/stats.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -43,18 +44,19 @@ struct Activity {
   }
 };
 
-// Sorts and merges into disjoint, increasing intervals.
+// Sorts and merges into disjoint, increasing intervals, in place (a 10M-event trace has millions).
 std::vector<Interval> merged(std::vector<Interval> v) {
   std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
+  size_t n = 0;
   for (const Interval& i : v) {
-    if (!out.empty() && i.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, i.second);
+    if (n > 0 && i.first <= v[n - 1].second) {
+      v[n - 1].second = std::max(v[n - 1].second, i.second);
     } else {
-      out.push_back(i);
+      v[n++] = i;
     }
   }
-  return out;
+  v.resize(n);
+  return v;
 }
 
 int64_t total(const std::vector<Interval>& v) {
@@ -81,17 +83,18 @@ int64_t intersection(const std::vector<Interval>& a, const std::vector<Interval>
   return sum;
 }
 
-DeviceStats summarize(int32_t dev, const Activity& a) {
+// Takes the intervals over (they are sorted and merged where they lie, and freed after).
+DeviceStats summarize(int32_t dev, Activity&& a) {
   DeviceStats s;
   s.dev = dev;
   s.begin_ns = a.begin_ns;
   s.end_ns = a.end_ns;
   s.span_ns = a.end_ns - a.begin_ns;
-  const std::vector<Interval> compute = merged(a.compute);
-  const std::vector<Interval> comm = merged(a.comm);
+  const std::vector<Interval> compute = merged(std::move(a.compute));
+  const std::vector<Interval> comm = merged(std::move(a.comm));
   s.compute_ns = total(compute);
   s.comm_ns = total(comm);
-  s.copy_ns = total(merged(a.copy));
+  s.copy_ns = total(merged(std::move(a.copy)));
   const int64_t overlap_ns = intersection(compute, comm);
   s.busy_ns = s.compute_ns + s.comm_ns - overlap_ns;
   s.exposed_comm_ns = s.comm_ns - overlap_ns;
@@ -110,25 +113,46 @@ BusyClass busy_class(const Event& e) {
   return e.stream == StreamKind::kCompute ? BusyClass::kCompute : BusyClass::kComm;
 }
 
-TraceStats compute_stats(const TraceData& data) {
-  std::map<int32_t, Activity> by_device;
-  std::map<std::pair<int64_t, int32_t>, Activity> by_step;  // (step, dev)
-  for (const Event& e : data.events) {
-    if (e.type != EventType::kSpan && e.type != EventType::kTransfer) continue;
-    by_device[e.dev].add(e);
-    if (e.step >= 0) by_step[{e.step, e.dev}].add(e);
-  }
+TraceStats compute_stats(const TraceData& data, bool per_step) {
+  // Per device, then (a second pass, once those intervals are freed) per step: a 10M-event trace
+  // has millions of intervals of each.
   TraceStats stats;
-  std::vector<int32_t> order;  // header order first, then ids the header does not list
-  for (const TraceDeviceInfo& d : data.header.devices) order.push_back(d.id);
-  for (const auto& [dev, activity] : by_device)
-    if (std::find(order.begin(), order.end(), dev) == order.end()) order.push_back(dev);
-  for (int32_t dev : order) {
-    const auto it = by_device.find(dev);
-    if (it != by_device.end()) stats.devices.push_back(summarize(dev, it->second));
+  {
+    std::map<int32_t, Activity> by_device;
+    // Counted first, so each device's intervals are allocated once (doubling would briefly hold
+    // the largest vector three times over).
+    std::map<int32_t, std::array<size_t, 3>> counts;  // compute, comm, copy
+    for (const Event& e : data.events) {
+      const BusyClass busy = busy_class(e);
+      if (busy == BusyClass::kNone) continue;
+      std::array<size_t, 3>& n = counts[e.dev];
+      ++n[busy == BusyClass::kCompute ? 0 : 1];
+      if (busy == BusyClass::kComm && e.stream == StreamKind::kCopy) ++n[2];
+    }
+    for (const auto& [dev, n] : counts) {
+      Activity& a = by_device[dev];
+      a.compute.reserve(n[0]);
+      a.comm.reserve(n[1]);
+      a.copy.reserve(n[2]);
+    }
+    for (const Event& e : data.events)
+      if (e.type == EventType::kSpan || e.type == EventType::kTransfer) by_device[e.dev].add(e);
+    std::vector<int32_t> order;  // header order first, then ids the header does not list
+    for (const TraceDeviceInfo& d : data.header.devices) order.push_back(d.id);
+    for (const auto& [dev, activity] : by_device)
+      if (std::find(order.begin(), order.end(), dev) == order.end()) order.push_back(dev);
+    for (int32_t dev : order) {
+      const auto it = by_device.find(dev);
+      if (it != by_device.end()) stats.devices.push_back(summarize(dev, std::move(it->second)));
+    }
   }
-  for (const auto& [key, activity] : by_step)
-    stats.steps.push_back({key.first, summarize(key.second, activity)});
+  if (!per_step) return stats;
+  std::map<std::pair<int64_t, int32_t>, Activity> by_step;  // (step, dev)
+  for (const Event& e : data.events)
+    if ((e.type == EventType::kSpan || e.type == EventType::kTransfer) && e.step >= 0)
+      by_step[{e.step, e.dev}].add(e);
+  for (auto& [key, activity] : by_step)
+    stats.steps.push_back({key.first, summarize(key.second, std::move(activity))});
   return stats;
 }
 

@@ -58,7 +58,8 @@ struct TraceStats {
   std::vector<StepStats> steps;      // by step, then device; events of step -1 are not in any step
 };
 
-TraceStats compute_stats(const TraceData& data);
+// `per_step`: fill TraceStats::steps too (a second pass over the events).
+TraceStats compute_stats(const TraceData& data, bool per_step = true);
 
 // A table, one row per device ("sim:0", ...), times in ns/us/ms/s; with `per_step`, a second table
 // with one row per (step, device).
