@@ -52,6 +52,18 @@ TEST(TraceStats, OverlapExposedCommAndIdleFromIntervalUnions) {
   EXPECT_DOUBLE_EQ(d.overlap_pct, 100.0 * 120.0 / 370.0);
 }
 
+TEST(TraceStats, WithoutPerStepOnlyTheDevicesAreSummedAndAlike) {
+  const TraceData data = parse_trace(kTimeline);
+  const TraceStats all = compute_stats(data);
+  const TraceStats devices = compute_stats(data, /*per_step=*/false);
+  EXPECT_FALSE(all.steps.empty());
+  EXPECT_TRUE(devices.steps.empty());
+  ASSERT_EQ(devices.devices.size(), all.devices.size());
+  EXPECT_EQ(devices.devices[0].comm_ns, all.devices[0].comm_ns);
+  EXPECT_EQ(devices.devices[0].exposed_comm_ns, all.devices[0].exposed_comm_ns);
+  EXPECT_EQ(devices.devices[0].copy_ns, all.devices[0].copy_ns);
+}
+
 TEST(TraceStats, NestedAndRepeatedSpansCountOnce) {
   // [10,20) with [12,15) nested and [10,20) again: compute is 10, not 23.
   const std::string text = header_line() + span(2, 0, "compute", 10, 10) + span(2, 0, "compute", 12, 3) +
