@@ -282,7 +282,6 @@ int64_t RankMerge::append_events(TraceData& into, int rank, const TraceData& fro
   Rank& r = ranks_[static_cast<size_t>(rank)];
   detail::CopyMaps maps{r.strings, r.shapes};
   int64_t latest = INT64_MIN;
-  into.events.reserve(into.events.size() + from.events.size());
   for (const Event& source : from.events) {
     Event e = source;
     e.ts_ns = time(rank, source.ts_ns);

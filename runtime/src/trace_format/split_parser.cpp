@@ -66,7 +66,6 @@ size_t SplitParser::parse(std::string_view text) {
 
 void SplitParser::append_side() {
   CopyMaps maps{side_strings_, side_shapes_};
-  data_.events.reserve(data_.events.size() + side_.events.size());
   for (const Event& e : side_.events)
     TraceParser::append(data_, copy_event(data_, side_, e, maps, /*keep_remote_ends=*/true));
   for (Problem& p : side_.problems) data_.problems.push_back(std::move(p));
