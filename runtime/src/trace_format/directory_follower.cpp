@@ -6,28 +6,13 @@
 #include <vector>
 
 #include "dpscope/base/error.hpp"
+#include "event_copy.hpp"
 
 namespace dpscope::trace::detail {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// Drops the events (and their payloads and problems) of a rank's follower once they are merged:
-// they live on in the merged trace only. The strings stay (its parser's cache points at them), and
-// the arg shapes with them.
-void drop_merged_events(TraceData& data) {
-  data.events.clear();
-  data.args.clear();
-  data.counters.clear();
-  data.transfers.clear();
-  data.value_pool.clear();
-  data.values.clear();
-  data.samples.clear();
-  data.buckets.clear();
-  data.remote_ends.clear();
-  data.problems.clear();
-}
 
 // A rank file that appeared beside the files of a run of `world_size` ranks.
 void check_in_run(const fs::path& file, int rank, int world_size) {
@@ -83,7 +68,7 @@ size_t DirectoryFollower::merge_new_events() {
   for (auto& [rank, r] : ranks_) {
     TraceData& rank_data = r.follower->data();
     r.latest_ns = std::max(r.latest_ns, merge_->append_events(data_, rank, rank_data, options_.strict));
-    drop_merged_events(rank_data);
+    drop_events(rank_data);  // merged: they live on in the merged trace only
     data_.ranks[static_cast<size_t>(rank)].partial_last_line = rank_data.partial_last_line;
     data_.ranks[static_cast<size_t>(rank)].partial_line = rank_data.partial_line;
     partial = partial || rank_data.partial_last_line;

@@ -89,4 +89,17 @@ Event copy_event(TraceData& into, const TraceData& from, const Event& e, CopyMap
   return out;
 }
 
+void drop_events(TraceData& data) {
+  data.events.clear();
+  data.args.clear();
+  data.counters.clear();
+  data.transfers.clear();
+  data.value_pool.clear();
+  data.values.clear();
+  data.samples.clear();
+  data.buckets.clear();
+  data.remote_ends.clear();
+  data.problems.clear();
+}
+
 }  // namespace dpscope::trace::detail

@@ -28,4 +28,9 @@ uint32_t copy_string(TraceData& into, const TraceData& from, uint32_t index, Cop
 Event copy_event(TraceData& into, const TraceData& from, const Event& e, CopyMaps& maps,
                  bool keep_remote_ends);
 
+// Empties `data`'s events, their payload tables and problems once they were copied on: the strings
+// and arg shapes stay (a parser's cache and CopyMaps point at them). The table of recent value runs
+// may then name entries past the pool; add_entries compares before it reuses one.
+void drop_events(TraceData& data);
+
 }  // namespace dpscope::trace::detail

@@ -69,17 +69,7 @@ void SplitParser::append_side() {
   for (const Event& e : side_.events)
     TraceParser::append(data_, copy_event(data_, side_, e, maps, /*keep_remote_ends=*/true));
   for (Problem& p : side_.problems) data_.problems.push_back(std::move(p));
-  // Emptied for the next run of lines; its strings and shapes stay (second_ and the maps know them).
-  side_.events.clear();
-  side_.args.clear();
-  side_.counters.clear();
-  side_.transfers.clear();
-  side_.value_pool.clear();
-  side_.values.clear();
-  side_.samples.clear();
-  side_.buckets.clear();
-  side_.remote_ends.clear();
-  side_.problems.clear();
+  drop_events(side_);  // for the next run of lines
 }
 
 }  // namespace dpscope::trace::detail

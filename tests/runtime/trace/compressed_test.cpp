@@ -20,14 +20,8 @@ namespace {
 using testing::header_line;
 using testing::rank_header;
 using testing::rank_span;
+using testing::span_line;
 using testing::write_file;
-
-std::string span_line(int64_t ts, const char* name = "k") {
-  return fmt::format(
-      R"({{"type":"span","ts":{},"rank":0,"dev":0,"step":0,"phase":"forward","name":"{}","cat":"compute","stream":"compute","dur":10}})"
-      "\n",
-      ts, name);
-}
 
 // `text` as one zstd frame (ended), written by the writer the recorder uses.
 std::string compressed(const std::filesystem::path& scratch, const std::string& text) {

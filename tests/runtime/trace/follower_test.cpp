@@ -11,14 +11,8 @@ namespace {
 
 using testing::append_file;
 using testing::header_line;
+using testing::span_line;
 using testing::write_file;
-
-std::string span_line(int64_t ts, const char* name = "k") {
-  return fmt::format(
-      R"({{"type":"span","ts":{},"rank":0,"dev":0,"step":0,"phase":"forward","name":"{}","cat":"compute","stream":"compute","dur":10}})"
-      "\n",
-      ts, name);
-}
 
 TEST(TraceFollower, WaitsForTheFileAndItsHeader) {
   const auto path = testing::scratch_dir() / "live.jsonl";

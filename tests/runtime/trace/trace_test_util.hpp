@@ -32,6 +32,14 @@ inline void append_file(const std::filesystem::path& path, const std::string& te
   std::ofstream(path, std::ios::binary | std::ios::app) << text;
 }
 
+// A 10 ns compute span line ('\n' included) on device 0, step 0.
+inline std::string span_line(int64_t ts, const char* name = "k") {
+  return fmt::format(
+      R"({{"type":"span","ts":{},"rank":0,"dev":0,"step":0,"phase":"forward","name":"{}","cat":"compute","stream":"compute","dur":10}})"
+      "\n",
+      ts, name);
+}
+
 // A header line ('\n' included) with devices 0 = sim:0 (H100), 1 = host, 2 = sim:1 (H100).
 inline std::string header_line(const std::string& version = "1.0") {
   return R"({"type":"header","format":"dpscope-trace","version":")" + version +
