@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <span>
 
 #include "dpscope/base/error.hpp"
+#include "text_buffer.hpp"
 
 namespace dpscope::trace {
 
@@ -39,19 +41,42 @@ void ZstdDecoder::reset() {
   frame_end_ = true;
 }
 
-void ZstdDecoder::decode(std::string_view compressed, std::string& out) {
+namespace {
+
+// The two kinds of output decode() fills, seen alike: free room of at least `n` bytes, then the
+// bytes written into it.
+struct StringRoom {
+  std::string& out;
+  size_t used = out.size();
+  std::span<char> room(size_t n) {
+    if (out.size() - used < n) out.resize(std::max(used + n, 2 * used));
+    return {out.data() + used, out.size() - used};
+  }
+  void grow(size_t n) { used += n; }
+  void finish() { out.resize(used); }
+};
+struct BufferRoom {
+  detail::TextBuffer& out;
+  std::span<char> room(size_t n) { return {out.room(n), out.free_bytes()}; }
+  void grow(size_t n) { out.grow(n); }
+  void finish() {}
+};
+
+}  // namespace
+
+template <class Room>
+void ZstdDecoder::decode_into(std::string_view compressed, Room& out) {
   if (compressed.empty()) return;
   ZSTD_inBuffer in{compressed.data(), compressed.size(), 0};
   // Decode straight into `out`, growing it geometrically, by one block (ZSTD_DStreamOutSize) at least.
   const size_t chunk = ZSTD_DStreamOutSize();
-  size_t used = out.size();
   for (;;) {
-    if (out.size() - used < chunk) out.resize(std::max(used + chunk, 2 * used));
-    ZSTD_outBuffer dst{out.data() + used, out.size() - used, 0};
+    const std::span<char> room = out.room(chunk);
+    ZSTD_outBuffer dst{room.data(), room.size(), 0};
     const size_t hint = ZSTD_decompressStream(context_, &dst, &in);
-    used += dst.pos;
+    out.grow(dst.pos);
     if (ZSTD_isError(hint)) {
-      out.resize(used);
+      out.finish();
       ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
       throw Error(ErrorKind::kFormat,
                   fmt::format("{}: not a valid zstd stream ({})", name_, ZSTD_getErrorName(hint)));
@@ -60,7 +85,17 @@ void ZstdDecoder::decode(std::string_view compressed, std::string& out) {
     // Done once the input is taken and the output had room to spare (zstd holds nothing back).
     if (in.pos == in.size && dst.pos < dst.size) break;
   }
-  out.resize(used);
+  out.finish();
+}
+
+void ZstdDecoder::decode(std::string_view compressed, std::string& out) {
+  StringRoom room{out};
+  decode_into(compressed, room);
+}
+
+void ZstdDecoder::decode(std::string_view compressed, detail::TextBuffer& out) {
+  BufferRoom room{out};
+  decode_into(compressed, room);
 }
 
 std::string cut_off_message(std::string_view name) {

@@ -23,26 +23,24 @@ constexpr size_t kPlainPieceBytes = size_t{8} << 20;
 constexpr size_t kQueued = 2;
 
 // Appends up to `want` bytes to `out`; false at the end of the file.
-bool read_some(int fd, std::string& out, size_t want, const std::string& path) {
-  const size_t start = out.size();
-  out.resize(start + want);
+bool read_some(int fd, TextBuffer& out, size_t want, const std::string& path) {
+  char* room = out.room(want);
   size_t done = 0;
-  bool more = true;
   while (done < want) {
-    const ssize_t n = ::read(fd, out.data() + start + done, want - done);
+    const ssize_t n = ::read(fd, room + done, want - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      out.resize(start + done);
+      out.grow(done);
       throw Error(ErrorKind::kIo, fmt::format("cannot read trace '{}': {}", path, std::strerror(errno)));
     }
     if (n == 0) {
-      more = false;
-      break;
+      out.grow(done);
+      return false;
     }
     done += static_cast<size_t>(n);
   }
-  out.resize(start + done);
-  return more;
+  out.grow(done);
+  return true;
 }
 
 }  // namespace
@@ -63,7 +61,7 @@ TextPieces::TextPieces(const std::filesystem::path& path, size_t piece_bytes) : 
     ::close(fd_);
     throw;
   }
-  compressed_ = starts_with_zstd_magic(head_);
+  compressed_ = starts_with_zstd_magic(head_.view());
   piece_bytes_ = piece_bytes > 0 ? piece_bytes : compressed_ ? kCompressedPieceBytes : kPlainPieceBytes;
   reader_ = std::thread([this] { read_all(); });
 }
@@ -78,25 +76,37 @@ TextPieces::~TextPieces() {
   ::close(fd_);
 }
 
+TextBuffer TextPieces::take_spare() {
+  std::lock_guard lock(mutex_);
+  if (spare_.empty()) return {};
+  TextBuffer piece = std::move(spare_.back());
+  spare_.pop_back();
+  piece.clear();
+  return piece;
+}
+
 void TextPieces::read_all() {
   std::exception_ptr error;
   bool cut_off = false;
   try {
     std::optional<ZstdDecoder> decoder;
     if (compressed_) decoder.emplace(path_);
-    std::string bytes = std::move(head_);
+    TextBuffer bytes = std::move(head_);  // compressed: the file's bytes for one piece
     bool more = true;
     while (more) {
-      more = read_some(fd_, bytes, piece_bytes_ - std::min(piece_bytes_, bytes.size()), path_);
-      std::string piece;
+      TextBuffer piece = take_spare();
+      if (!decoder && !bytes.empty()) std::swap(piece, bytes);  // the head starts the first piece
+      TextBuffer& raw = decoder ? bytes : piece;
+      more = read_some(fd_, raw, piece_bytes_ - std::min(piece_bytes_, raw.size()), path_);
       if (decoder) {
-        decoder->decode(bytes, piece);  // throws for a broken stream
-        bytes.clear();
-      } else {
-        piece.swap(bytes);
+        decoder->decode(raw.view(), piece);  // throws for a broken stream
+        raw.clear();
       }
-      if (piece.empty()) continue;
       std::unique_lock lock(mutex_);
+      if (piece.empty()) {
+        spare_.push_back(std::move(piece));
+        continue;
+      }
       changed_.wait(lock, [&] { return ready_.size() < kQueued || stop_; });
       if (stop_) return;
       ready_.push_back(std::move(piece));
@@ -116,11 +126,12 @@ void TextPieces::read_all() {
   changed_.notify_all();
 }
 
-bool TextPieces::next(std::string& out) {
+bool TextPieces::next(TextBuffer& out) {
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [&] { return !ready_.empty() || done_; });
   if (!ready_.empty()) {
-    out.swap(ready_.front());
+    std::swap(out, ready_.front());
+    if (out.capacity() > 0) spare_.push_back(std::move(ready_.front()));  // what `out` held
     ready_.pop_front();
     lock.unlock();
     changed_.notify_all();
@@ -131,7 +142,7 @@ bool TextPieces::next(std::string& out) {
 }
 
 void TextPieces::drain() {
-  std::string discarded;
+  TextBuffer discarded;
   while (next(discarded)) {
   }
 }

@@ -14,6 +14,9 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "text_buffer.hpp"
 
 namespace dpscope::trace::detail {
 
@@ -27,9 +30,10 @@ class TextPieces {
   TextPieces& operator=(const TextPieces&) = delete;
 
   // The next piece of text, swapped into `out` (any length, cut anywhere, possibly mid-line);
-  // false at the end of the file. Rethrows the reader's error (kIo for a read error, kFormat for a
-  // broken zstd stream) where the text stops.
-  bool next(std::string& out);
+  // false at the end of the file. What `out` held is handed back to the reader to fill again.
+  // Rethrows the reader's error (kIo for a read error, kFormat for a broken zstd stream) where the
+  // text stops.
+  bool next(TextBuffer& out);
   // Reads the rest of the file, discarding it: rethrows an error the rest holds.
   void drain();
 
@@ -40,18 +44,20 @@ class TextPieces {
   bool cut_off() const { return cut_off_; }
 
  private:
-  void read_all();  // the reader thread
+  void read_all();          // the reader thread
+  TextBuffer take_spare();  // an emptied piece to fill, reused when the parser gave one back
 
   std::string path_;
   int fd_ = -1;
   bool compressed_ = false;
   uint64_t file_bytes_ = 0;
   size_t piece_bytes_ = 0;
-  std::string head_;  // the bytes read to look for zstd's magic number, the start of the first piece
+  TextBuffer head_;  // the bytes read to look for zstd's magic number, the start of the first piece
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<std::string> ready_;  // at most kQueued pieces wait
+  std::deque<TextBuffer> ready_;   // at most kQueued pieces wait
+  std::vector<TextBuffer> spare_;  // pieces the parser is done with
   bool done_ = false;              // the reader has put its last piece
   bool stop_ = false;              // the caller is gone
   std::exception_ptr error_;

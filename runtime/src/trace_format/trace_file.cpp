@@ -50,8 +50,8 @@ TraceData parse_trace(std::string_view text, std::string_view name, ReadOptions 
 TraceText read_trace_text(const std::filesystem::path& path) {
   detail::TextPieces pieces(path);
   TraceText result{.compressed = pieces.compressed()};
-  std::string piece;
-  while (pieces.next(piece)) result.text += piece;
+  detail::TextBuffer piece;
+  while (pieces.next(piece)) result.text.append(piece.view());
   result.cut_off = pieces.cut_off();
   return result;
 }
@@ -66,7 +66,7 @@ TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options
   data.path = path.string();
   detail::reserve_events(data, detail::estimated_events(pieces.file_bytes(), pieces.compressed()));
   detail::SplitParser parser(data, options);
-  std::string piece;
+  detail::TextBuffer piece;
   std::string carry;  // the start of a line the previous piece cut
   auto parse = [&](std::string_view text) {
     try {
@@ -78,7 +78,7 @@ TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options
     }
   };
   while (pieces.next(piece)) {
-    std::string_view text = piece;
+    std::string_view text = piece.view();
     if (!carry.empty()) {
       const size_t newline = text.find('\n');
       carry.append(text.substr(0, newline == std::string_view::npos ? text.size() : newline + 1));

@@ -308,6 +308,7 @@ class Fields {
 void TraceParser::reset() {
   own_rank_ = -1;
   strings_.clear();
+  recent_.clear();
   device_known_.clear();
   known_names_.clear();
   known_categories_.clear();
@@ -319,9 +320,15 @@ void TraceParser::continue_file_of(const TraceParser& first) {
 }
 
 uint32_t TraceParser::intern(TraceData& data, std::string_view s) {
-  if (auto it = strings_.find(s); it != strings_.end()) return it->second;
-  const uint32_t index = data.intern(s);
-  strings_.emplace(std::string(s), index);
+  if (const int64_t cached = recent_.find(s); cached >= 0) return static_cast<uint32_t>(cached);
+  uint32_t index = 0;
+  if (auto it = strings_.find(s); it != strings_.end()) {
+    index = it->second;
+  } else {
+    index = data.intern(s);
+    strings_.emplace(std::string(s), index);
+  }
+  recent_.put(s, index);
   return index;
 }
 
@@ -535,8 +542,10 @@ void TraceParser::read_counter(TraceData& data, const Fields& f, Event& e) {
   read_name(data, f, e);
   arg_values_.clear();
   for (dom::key_value_pair kv : object(f[kValues], "values")) {
-    arg_values_.emplace_back(intern(data, kv.key),
-                             number_or_null(kv.value, fmt::format("values.{}", kv.key)));
+    double v = std::numeric_limits<double>::quiet_NaN();      // JSON null reads as NaN
+    if (!kv.value.is_null() && kv.value.get_double().get(v))  // the field's name only on failure
+      fail(fmt::format("field 'values.{}' must be a number", kv.key));
+    arg_values_.emplace_back(intern(data, kv.key), v);
   }
   e.payload = static_cast<int32_t>(data.counters.size());
   data.counters.push_back(data.add_args(arg_values_, {}));

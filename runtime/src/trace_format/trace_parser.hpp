@@ -16,6 +16,7 @@
 #include <simdjson.h>
 
 #include "dpscope/trace_format/reader.hpp"
+#include "recent_strings.hpp"
 
 namespace dpscope::trace::detail {
 
@@ -76,6 +77,7 @@ class TraceParser {
   ReadOptions options_;
   simdjson::dom::parser json_;
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> strings_;
+  RecentStrings recent_;               // in front of strings_
   std::vector<uint8_t> device_known_;  // indexed by header device id
   int32_t own_rank_ = -1;              // the header's run.process.rank (a process rank's file), else -1
   // Typed names of the interned strings, indexed by string index (resolved once per string).

@@ -19,6 +19,10 @@ struct ZSTD_DCtx_s;
 
 namespace dpscope::trace {
 
+namespace detail {
+class TextBuffer;  // the reader's reusable text (src/trace_format/text_buffer.hpp)
+}
+
 // The bytes start with the zstd frame magic number (28 B5 2F FD).
 bool starts_with_zstd_magic(std::string_view bytes);
 // `bytes` (fewer than 4) could still become the magic number as the file grows.
@@ -38,11 +42,15 @@ class ZstdDecoder {
   // Appends the text decoded from the stream's next bytes `compressed` to `out`. Throws
   // Error(kFormat) "NAME: not a valid zstd stream (REASON)" for bytes zstd refuses.
   void decode(std::string_view compressed, std::string& out);
+  void decode(std::string_view compressed, detail::TextBuffer& out);  // the same, into reused room
   // The bytes fed so far end a frame (or none were fed): nothing is cut off.
   bool at_frame_end() const { return frame_end_; }
   void reset();
 
  private:
+  template <class Room>
+  void decode_into(std::string_view compressed, Room& out);
+
   std::string name_;
   ZSTD_DCtx_s* context_ = nullptr;
   bool frame_end_ = true;
