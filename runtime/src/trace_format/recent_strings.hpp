@@ -21,8 +21,7 @@ class RecentStrings {
   int64_t find(std::string_view s) const {
     if (s.empty() || s.size() > kMaxBytes) return -1;
     const Slot& slot = slots_[slot_of(s)];
-    if (slot.size != s.size() || std::memcmp(slot.text, s.data(), s.size()) != 0) return -1;
-    return slot.index;
+    return slot.size == s.size() && same_bytes(slot.text, s.data(), s.size()) ? int64_t{slot.index} : -1;
   }
   // Caches `s` as `index`, replacing what its slot held.
   void put(std::string_view s, uint32_t index) {
@@ -41,6 +40,22 @@ class RecentStrings {
     uint8_t size = 0xFF;  // no string: never equals a cached length
     char text[kMaxBytes] = {};
   };
+
+  // memcmp(a, b, n) == 0, inlined: 8 bytes at a time, then the rest (a call to memcmp would cost
+  // more than comparing the few bytes of a key).
+  static bool same_bytes(const char* a, const char* b, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t x = 0;
+      uint64_t y = 0;
+      std::memcpy(&x, a + i, 8);
+      std::memcpy(&y, b + i, 8);
+      if (x != y) return false;
+    }
+    for (; i < n; ++i)
+      if (a[i] != b[i]) return false;
+    return true;
+  }
 
   static size_t slot_of(std::string_view s) {
     uint64_t head = 0;

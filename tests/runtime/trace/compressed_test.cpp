@@ -216,9 +216,10 @@ TEST(TracePieces, LinesCutAnywhereBetweenPiecesReadAsTheWholeText) {
 }
 
 TEST(TracePieces, ALargeTraceParsedOnTwoThreadsReadsAsOneParserReadsIt) {
-  // Large runs of lines are parsed in two halves at once (split_parser.hpp), the second into a side
-  // trace appended afterwards: strings, arg shapes, payloads, remote ends and problems must come out
-  // as one parser reading the whole text gives them, in file order.
+  // Large runs of lines are cut into chunks parsed on two threads (split_parser.hpp), all but the
+  // first into side traces appended afterwards: strings, arg shapes, payloads, remote ends, line
+  // numbers and problems must come out as one parser reading the whole text gives them, in file
+  // order, however the chunks are cut (the default, a few, hundreds).
   const auto dir = testing::scratch_dir();
   std::string text = rank_header(0, 2, 0);
   constexpr int kGroups = 3000;
@@ -242,9 +243,11 @@ TEST(TracePieces, ALargeTraceParsedOnTwoThreadsReadsAsOneParserReadsIt) {
   const TraceData whole = parse_trace(text, (dir / "big.jsonl").string(), {.strict = false});
   ASSERT_EQ(whole.events.size(), 3u * kGroups);
   ASSERT_EQ(whole.problems.size(), 4u);
-  for (const char* name : {"big.jsonl", "big.jsonl.zst"}) {
-    SCOPED_TRACE(name);
-    const TraceData read = read_trace(dir / name, {.strict = false});
+  for (const auto& [name, chunk] :
+       {std::pair{"big.jsonl", 0}, {"big.jsonl.zst", 0}, {"big.jsonl", 100000}, {"big.jsonl.zst", 4096}}) {
+    SCOPED_TRACE(fmt::format("{} in chunks of {} bytes", name, chunk));
+    const ReadOptions options{.strict = false, .chunk_bytes = static_cast<size_t>(chunk)};
+    const TraceData read = read_trace(dir / name, options);
     ASSERT_EQ(read.events.size(), whole.events.size());
     for (size_t i = 0; i < whole.events.size(); ++i) {
       const Event& a = whole.events[i];
@@ -278,18 +281,20 @@ TEST(TracePieces, ALargeTraceParsedOnTwoThreadsReadsAsOneParserReadsIt) {
       EXPECT_EQ(read.problems[p].line, whole.problems[p].line);
     EXPECT_EQ(read.min_ts_ns, whole.min_ts_ns);
     EXPECT_EQ(read.max_end_ns, whole.max_end_ns);
-    // Strict: the first malformed line, wherever the halves were cut.
-    EXPECT_EQ(error_of([&] { read_trace(dir / name); }),
+    // Strict: the first malformed line, wherever the chunks were cut.
+    EXPECT_EQ(error_of([&] { read_trace(dir / name, {.chunk_bytes = static_cast<size_t>(chunk)}); }),
               fmt::format("{}:{}: not valid JSON", (dir / name).string(), whole.problems[0].line));
   }
-  // A malformed line only late in the file: found by the second half's thread, reported alike.
+  // A malformed line only late in the file: found in a side chunk, reported alike.
   std::string clean = text;
   for (size_t at; (at = clean.find("{not json\n")) != std::string::npos;) clean.erase(at, 10);
   const size_t at = clean.find('\n', clean.size() * 3 / 4) + 1;
   write_file(dir / "late.jsonl", clean.substr(0, at) + "{not json\n" + clean.substr(at));
   const auto line = std::count(clean.begin(), clean.begin() + static_cast<std::ptrdiff_t>(at), '\n') + 1;
-  EXPECT_EQ(error_of([&] { read_trace(dir / "late.jsonl"); }),
-            fmt::format("{}:{}: not valid JSON", (dir / "late.jsonl").string(), line));
+  for (size_t chunk : {0, 4096}) {
+    EXPECT_EQ(error_of([&] { read_trace(dir / "late.jsonl", {.chunk_bytes = chunk}); }),
+              fmt::format("{}:{}: not valid JSON", (dir / "late.jsonl").string(), line));
+  }
 }
 
 TEST(CompressedTrace, BytesThatAreNoZstdStreamAreOneLineNamingTheFile) {

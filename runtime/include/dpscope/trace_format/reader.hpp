@@ -276,6 +276,9 @@ struct ReadOptions {
   // Bytes read from a file per piece (0: 8 MiB of a plain file, 256 KiB of a compressed one); a
   // piece may end anywhere, mid-line included. Tests make it small to cut lines everywhere.
   size_t piece_bytes = 0;
+  // Bytes of lines per task of the two threads that parse a file (0: about 1 MiB); tests make it
+  // small to cut many chunks.
+  size_t chunk_bytes = 0;
 };
 
 // Reads a whole file. Throws Error(kIo) when it cannot be opened, Error(kFormat) for an empty file,
