@@ -25,11 +25,21 @@ uint32_t copy_shape(TraceData& into, const TraceData& from, uint32_t index, Copy
 // The numbers go over as they are; string values are string indices, re-interned.
 Args copy_args(TraceData& into, const TraceData& from, const Args& a, CopyMaps& maps) {
   if (a.shape >= from.shapes.size()) return {};
+  constexpr uint64_t kNoRun = std::numeric_limits<uint64_t>::max();
+  uint64_t* run = nullptr;
+  if (maps.runs != nullptr && a.begin < from.value_pool.size()) {
+    if (maps.runs->size() < from.value_pool.size()) maps.runs->resize(from.value_pool.size(), kNoRun);
+    run = &(*maps.runs)[a.begin];
+    if (*run != kNoRun && *run >> 32 == a.shape)  // this run, with these keys, was copied before
+      return {.shape = copy_shape(into, from, a.shape, maps), .begin = static_cast<uint32_t>(*run)};
+  }
   thread_local std::vector<double> entries;
   entries.clear();
   for (const auto& [key, value] : from.arg_values(a)) entries.push_back(value);
   for (const auto& [key, text] : from.arg_texts(a)) entries.push_back(copy_string(into, from, text, maps));
-  return {.shape = copy_shape(into, from, a.shape, maps), .begin = into.add_entries(entries)};
+  const Args copied{.shape = copy_shape(into, from, a.shape, maps), .begin = into.add_entries(entries)};
+  if (run != nullptr) *run = (uint64_t{a.shape} << 32) | copied.begin;
+  return copied;
 }
 
 template <typename T>

@@ -16,6 +16,10 @@ namespace dpscope::trace::detail {
 struct CopyMaps {
   std::vector<uint32_t>& strings;  // source string index -> destination (kNoString: not yet)
   std::vector<uint32_t>& shapes;   // source arg shape -> destination (UINT32_MAX: not yet)
+  // Optional: a source run of args' values (its first entry) -> (its shape << 32) | the
+  // destination's first entry, so a run many events share is copied and looked up once. Valid
+  // while the source's value pool is unchanged: empty it when the source's events are dropped.
+  std::vector<uint64_t>* runs = nullptr;
 };
 
 // `index` of `from`'s strings as `into` interns it (kNoString stays kNoString).

@@ -29,7 +29,8 @@ struct SplitParser::Side {
   TraceData trace;
   std::vector<uint32_t> strings;  // trace's string index -> the main trace's (event_copy.hpp)
   std::vector<uint32_t> shapes;
-  uint32_t lines = 0;  // the chunk's lines, blank and malformed ones included
+  std::vector<uint64_t> runs;  // the chunk's runs of values, as copied (emptied with its events)
+  uint32_t lines = 0;          // the chunk's lines, blank and malformed ones included
 };
 
 SplitParser::SplitParser(TraceData& data, ReadOptions options)
@@ -120,7 +121,7 @@ void SplitParser::append_side(Side& side) {
     const Problem& p = side.trace.problems.front();
     throw Error(ErrorKind::kFormat, fmt::format("{}:{}: {}", data_.path, base + p.line, p.reason));
   }
-  CopyMaps maps{side.strings, side.shapes};
+  CopyMaps maps{side.strings, side.shapes, &side.runs};
   for (const Event& e : side.trace.events) {
     Event copy = copy_event(data_, side.trace, e, maps, /*keep_remote_ends=*/true);
     copy.line += base;
@@ -132,6 +133,7 @@ void SplitParser::append_side(Side& side) {
   }
   next_line_ = base + side.lines;
   drop_events(side.trace);  // for the next run of lines
+  side.runs.clear();
 }
 
 }  // namespace dpscope::trace::detail

@@ -1,14 +1,20 @@
 // White-box tests of the trace reader's small parts (runtime/src/trace_format): the reused text
-// buffer and the cache of recent strings in front of the parser's interning.
+// buffer, the cache of recent strings in front of the parser's interning, and the copy of shared
+// runs of args' values.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "dpscope/trace_format/reader.hpp"
+#include "event_copy.hpp"
 #include "recent_strings.hpp"
 #include "text_buffer.hpp"
+#include "trace_test_util.hpp"
 
 namespace dpscope::trace::detail {
 namespace {
+
+using testing::header_line;
 
 TEST(TextBuffer, GrowsKeepingItsBytesAndKeepsItsRoomWhenCleared) {
   TextBuffer buffer;
@@ -64,6 +70,48 @@ TEST(RecentStrings, AnswersOnlyForTheStringCachedInItsSlot) {
   EXPECT_EQ(cache.find("collective ring 64 C"), -1);
   cache.clear();
   EXPECT_EQ(cache.find(second), -1);
+}
+
+TEST(CopyEvent, ARunOfValuesSharedByTwoKeyListsIsCopiedForEachAsItsKeysReadIt) {
+  // Two events whose args are the same entries [1, k] in the source's value pool: for the first both
+  // are numbers, for the second k is the string "t" (the source's string k). Copied with a map of
+  // runs, the second must not reuse the first's copy: in the destination "t" has another index.
+  auto parse = [](int64_t k) {
+    const std::string text =
+        header_line() +
+        fmt::format(
+            R"({{"type":"instant","ts":1,"rank":0,"dev":0,"step":0,"phase":"none","name":"n","args":{{"a":1,"b":{}}}}})"
+            "\n",
+            k) +
+        R"({"type":"instant","ts":2,"rank":0,"dev":0,"step":0,"phase":"none","name":"n","args":{"a":1,"c":"t"}})"
+        "\n";
+    return parse_trace(text, "t.jsonl");
+  };
+  const TraceData probe = parse(0);
+  const auto k = static_cast<int64_t>(probe.string_index.at("t"));
+  const TraceData from = parse(k);
+  ASSERT_EQ(from.events.size(), 2u);
+  const Args& first = from.args[from.events[0].payload];
+  const Args& second = from.args[from.events[1].payload];
+  ASSERT_EQ(first.begin, second.begin) << "the source stores the equal runs once";
+  ASSERT_NE(first.shape, second.shape);
+
+  TraceData into;
+  for (const char* s : {"x", "y", "z"}) into.intern(s);  // "t" gets another index than in `from`
+  std::vector<uint32_t> strings;
+  std::vector<uint32_t> shapes;
+  std::vector<uint64_t> runs;
+  CopyMaps maps{strings, shapes, &runs};
+  for (const Event& e : from.events) into.events.push_back(copy_event(into, from, e, maps, true));
+  const Args a = into.args[into.events[0].payload];
+  const Args b = into.args[into.events[1].payload];
+  ASSERT_EQ(into.arg_values(a).size(), 2u);
+  EXPECT_EQ(into.arg_values(a)[1].second, static_cast<double>(k));
+  ASSERT_EQ(into.arg_texts(b).size(), 1u);
+  EXPECT_EQ(into.str(into.arg_texts(b)[0].second), "t");
+  // The same run with the same keys again: the copy made before is reused.
+  const Event again = copy_event(into, from, from.events[1], maps, true);
+  EXPECT_EQ(into.args[again.payload].begin, b.begin);
 }
 
 }  // namespace
