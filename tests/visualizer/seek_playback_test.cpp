@@ -5,6 +5,7 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "replay/playback.hpp"
+#include "replay/replay_state.hpp"
 #include "replay/run_info.hpp"
 #include "replay/seek.hpp"
 #include "trace_fixtures.hpp"
@@ -21,6 +22,13 @@ std::string usage_error(const std::function<void()>& f) {
   }
   ADD_FAILURE() << "expected a usage error";
   return "";
+}
+
+TEST(StepPhaseLabel, NamesTheStepAndAPhaseOnlyWhereThereIsOne) {
+  EXPECT_EQ(step_phase_label(3, Phase::kBackward), "step 3 · backward");
+  EXPECT_EQ(step_phase_label(3, Phase::kNone), "step 3");  // never "step 3 · none"
+  EXPECT_EQ(step_phase_label(-1, Phase::kForward), "forward");
+  EXPECT_EQ(step_phase_label(-1, Phase::kNone), "set-up");
 }
 
 TEST(ParseSeek, AcceptsFractionsStepsAndEvents) {

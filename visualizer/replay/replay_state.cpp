@@ -20,6 +20,12 @@ const char* to_string(BucketState state) {
   return "?";
 }
 
+std::string step_phase_label(int64_t step, Phase phase) {
+  if (step < 0) return phase == Phase::kNone ? "set-up" : to_string(phase);
+  if (phase == Phase::kNone) return fmt::format("step {}", step);
+  return fmt::format("step {} · {}", step, to_string(phase));
+}
+
 bool DeviceSnapshot::busy() const {
   return std::any_of(activity.begin(), activity.end(),
                      [](const StreamActivity& a) { return a.event != kNoEvent; });

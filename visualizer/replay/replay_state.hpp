@@ -31,6 +31,12 @@ struct Cursor {
 enum class BucketState : uint8_t { kPending, kReady, kLaunched, kDone };
 const char* to_string(BucketState state);
 
+// A step and phase as the phase lane and the presentation caption name them: "step 3 · backward";
+// "step 3" where the phase is none (a process run's loss all-reduce after the optimizer step);
+// the phase alone before the first step, and "set-up" there without one (DDP's broadcast of the
+// parameters, before step 0).
+std::string step_phase_label(int64_t step, Phase phase);
+
 // What one stream of a device is doing at the cursor.
 struct StreamActivity {
   StreamKind stream = StreamKind::kCompute;

@@ -51,8 +51,7 @@ void PhaseLane::draw(TimelineFrame& f, float y) {
       const PhaseMark& m = marks[box.first];
       const ImU32 fill = f.palette->phase_color(m.phase);
       f.dl->AddRectFilled(a, b, fill);
-      const std::string label =
-          m.step >= 0 ? fmt::format("step {} · {}", m.step, to_string(m.phase)) : to_string(m.phase);
+      const std::string label = step_phase_label(m.step, m.phase);
       if (xb - xa > f.font_size * 2) {
         const ImVec4 clip(a.x + 2, a.y, b.x - 2, b.y);
         draw_text(f.dl, f.font, f.font_size, ImVec2(a.x + 3, y + (f.row_h - f.font_size) * 0.5f),

@@ -294,9 +294,8 @@ void Viewer::draw_present(ViewContext& ctx, const ReplayState* state, ImVec2 pos
   for (const Slot& s : slots_)
     if (caption.empty()) caption = s.view->caption();
   if (caption.empty() && state != nullptr) {
-    caption =
-        fmt::format("step {} · {} · t = {}", state->step < 0 ? std::string("-") : std::to_string(state->step),
-                    to_string(state->phase), format_time(state->cursor.t_ns));
+    caption = fmt::format("{} · t = {}", step_phase_label(state->step, state->phase),
+                          format_time(state->cursor.t_ns));
   }
   const std::string keys =
       "Space: play/pause   \u2192: next event   PgDn: next phase   P: leave presentation";
