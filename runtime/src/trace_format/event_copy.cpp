@@ -9,19 +9,6 @@ namespace {
 
 constexpr uint32_t kNoShape = std::numeric_limits<uint32_t>::max();
 
-// The shape `index` of `from`, its keys re-interned, as `into` interns it.
-uint32_t copy_shape(TraceData& into, const TraceData& from, uint32_t index, CopyMaps& maps) {
-  if (index >= maps.shapes.size()) maps.shapes.resize(from.shapes.size(), kNoShape);
-  uint32_t& copied = maps.shapes[index];
-  if (copied == kNoShape) {
-    ArgShape shape = from.shapes[index];
-    for (uint32_t& k : shape.number_keys) k = copy_string(into, from, k, maps);
-    for (uint32_t& k : shape.text_keys) k = copy_string(into, from, k, maps);
-    copied = into.intern_shape(shape);
-  }
-  return copied;
-}
-
 // The numbers go over as they are; string values are string indices, re-interned.
 Args copy_args(TraceData& into, const TraceData& from, const Args& a, CopyMaps& maps) {
   if (a.shape >= from.shapes.size()) return {};
@@ -55,6 +42,18 @@ uint32_t copy_string(TraceData& into, const TraceData& from, uint32_t index, Cop
   if (index >= maps.strings.size()) maps.strings.resize(from.strings.size(), kNoString);
   uint32_t& copied = maps.strings[index];
   if (copied == kNoString) copied = into.intern(from.strings[index]);
+  return copied;
+}
+
+uint32_t copy_shape(TraceData& into, const TraceData& from, uint32_t index, CopyMaps& maps) {
+  if (index >= maps.shapes.size()) maps.shapes.resize(from.shapes.size(), kNoShape);
+  uint32_t& copied = maps.shapes[index];
+  if (copied == kNoShape) {
+    ArgShape shape = from.shapes[index];
+    for (uint32_t& k : shape.number_keys) k = copy_string(into, from, k, maps);
+    for (uint32_t& k : shape.text_keys) k = copy_string(into, from, k, maps);
+    copied = into.intern_shape(shape);
+  }
   return copied;
 }
 

@@ -24,6 +24,8 @@ struct CopyMaps {
 
 // `index` of `from`'s strings as `into` interns it (kNoString stays kNoString).
 uint32_t copy_string(TraceData& into, const TraceData& from, uint32_t index, CopyMaps& maps);
+// The arg shape `index` of `from`, its keys re-interned, as `into` interns it.
+uint32_t copy_shape(TraceData& into, const TraceData& from, uint32_t index, CopyMaps& maps);
 
 // Appends `e`'s payload to `into`'s tables and returns `e` with its name, category and payload
 // pointing into `into`; every other field as it was. A transfer's remote ends are copied when

@@ -2,7 +2,6 @@
 #include "split_parser.hpp"
 
 #include <atomic>
-#include <cstring>
 #include <exception>
 #include <thread>
 
@@ -13,7 +12,8 @@ namespace dpscope::trace::detail {
 
 namespace {
 
-// Runs of complete lines shorter than this are parsed on one thread (a thread is not worth it).
+// Runs of complete lines shorter than this are parsed on this thread alone (a second thread is not
+// worth starting for them: a line cut between two pieces of the file, a short file).
 constexpr size_t kSplitBytes = size_t{64} << 10;
 // About the bytes of a chunk (ReadOptions::chunk_bytes): small enough that the thread still parsing
 // when the other runs out of chunks finishes soon, large enough that a side's tables stay warm.
@@ -29,14 +29,32 @@ struct SplitParser::Side {
   TraceData trace;
   std::vector<uint32_t> strings;  // trace's string index -> the main trace's (event_copy.hpp)
   std::vector<uint32_t> shapes;
-  std::vector<uint64_t> runs;  // the chunk's runs of values, as copied (emptied with its events)
-  uint32_t lines = 0;          // the chunk's lines, blank and malformed ones included
+  std::vector<uint64_t> runs;   // the chunk's runs of values, as copied (emptied with its events)
+  std::string_view text;        // the chunk, while it waits to be parsed
+  uint32_t lines = 0;           // the chunk's lines, blank and malformed ones included
+  uint32_t strings_copied = 0;  // trace.strings[0, strings_copied) are in the main trace
+  uint32_t shapes_copied = 0;
 };
 
 SplitParser::SplitParser(TraceData& data, ReadOptions options)
-    : data_(data), options_(options), first_(options) {}
+    : data_(data), options_(options), header_parser_(options) {}
 
 SplitParser::~SplitParser() = default;
+
+std::unique_ptr<SplitParser::Side> SplitParser::take_side() {
+  if (!free_.empty()) {
+    std::unique_ptr<Side> side = std::move(free_.back());
+    free_.pop_back();
+    return side;
+  }
+  ReadOptions lenient = options_;  // problems are kept in order; append_side throws in strict mode
+  lenient.strict = false;
+  auto side = std::make_unique<Side>(lenient);
+  side->trace.path = data_.path;  // for messages
+  side->trace.version = data_.version;
+  side->parser.continue_file_of(header_parser_);
+  return side;
+}
 
 size_t SplitParser::parse(std::string_view text) {
   const size_t last_newline = text.rfind('\n');
@@ -45,74 +63,90 @@ size_t SplitParser::parse(std::string_view text) {
   size_t header_bytes = 0;
   while (!has_header_ && !lines.empty()) {  // the header line (after blank ones) first, alone
     const size_t line_end = lines.find('\n') + 1;
-    first_.parse(data_, lines.substr(0, line_end), next_line_, has_header_);
+    header_parser_.parse(data_, lines.substr(0, line_end), next_line_, has_header_);
     header_bytes += line_end;
     lines.remove_prefix(line_end);
   }
-  if (lines.size() < kSplitBytes) return header_bytes + first_.parse(data_, lines, next_line_, has_header_);
+  if (lines.empty()) return header_bytes;
 
+  std::vector<std::unique_ptr<Side>> chunks;
   const size_t chunk_bytes = options_.chunk_bytes > 0 ? options_.chunk_bytes : kChunkBytes;
-  std::vector<std::string_view> chunks;
   for (std::string_view rest = lines; !rest.empty();) {
     const size_t end =
         rest.size() <= chunk_bytes + chunk_bytes / 2 ? rest.size() : rest.find('\n', chunk_bytes) + 1;
-    chunks.push_back(rest.substr(0, end));
+    chunks.push_back(take_side());
+    chunks.back()->text = rest.substr(0, end);
     rest.remove_prefix(end);
   }
-  parse_chunks(chunks);
-  return header_bytes + lines.size();
-}
-
-void SplitParser::parse_chunks(const std::vector<std::string_view>& chunks) {
-  while (sides_.size() < chunks.size()) {
-    ReadOptions lenient = options_;  // problems are kept, in order (append_side throws in strict mode)
-    lenient.strict = false;
-    auto side = std::make_unique<Side>(lenient);
-    side->trace.path = data_.path;  // for messages
-    side->trace.version = data_.version;
-    side->parser.continue_file_of(first_);
-    sides_.push_back(std::move(side));
-  }
-  // Chunk 0 goes straight into the trace; chunks 1... to whichever thread takes them first.
-  std::atomic<size_t> next_chunk{1};
-  std::atomic<bool> stop{false};  // the first chunk failed (strict): the rest is not wanted
+  std::atomic<size_t> next_chunk{0};
+  std::atomic<bool> stop{false};  // an earlier line failed (strict): the rest is not wanted
   auto take_chunks = [&] {
     for (size_t i = next_chunk++; i < chunks.size() && !stop; i = next_chunk++) {
-      Side& side = *sides_[i];
+      Side& side = *chunks[i];
       uint32_t line = 0;
       bool header = true;
-      side.parser.parse(side.trace, chunks[i], line, header);  // lenient: does not throw
+      side.parser.parse(side.trace, side.text, line, header);  // lenient: reports lines, never throws
       side.lines = line;
     }
   };
-  std::exception_ptr helper_error;  // only out of memory: lenient parsing reports lines, never throws
-  std::thread helper([&] {
-    try {
-      take_chunks();
-    } catch (...) {
-      helper_error = std::current_exception();
-      stop = true;
-    }
-  });
+  // Only out of memory can escape a lenient parse; the helper hands it over.
+  std::exception_ptr helper_error;
+  std::thread helper;
+  if (lines.size() >= kSplitBytes) {
+    helper = std::thread([&] {
+      try {
+        take_chunks();
+      } catch (...) {
+        helper_error = std::current_exception();
+        stop = true;
+      }
+    });
+  }
+  auto join = [&] {
+    if (helper.joinable()) helper.join();
+  };
   try {
-    first_.parse(data_, chunks[0], next_line_, has_header_);
+    append_pending();  // the previous call's chunks, while the helper parses this call's
     take_chunks();
   } catch (...) {
-    stop = true;  // the first chunk's error comes first in the file; reading stops there
-    helper.join();
-    for (size_t i = 1; i < chunks.size(); ++i) drop_events(sides_[i]->trace);
+    stop = true;  // what comes later in the file is not wanted
+    join();
+    for (auto& side : chunks) {
+      drop_events(side->trace);
+      side->runs.clear();
+      free_.push_back(std::move(side));
+    }
     throw;
   }
-  helper.join();
+  join();
   if (helper_error) std::rethrow_exception(helper_error);
-  for (size_t i = 1; i < chunks.size(); ++i) {
-    try {
-      append_side(*sides_[i]);
-    } catch (...) {
-      for (size_t j = i; j < chunks.size(); ++j) drop_events(sides_[j]->trace);
-      throw;
+  for (auto& side : chunks) pending_.push_back(std::move(side));
+  return header_bytes + lines.size();
+}
+
+void SplitParser::finish() { append_pending(); }
+
+void SplitParser::append_pending() {
+  try {
+    for (auto& side : pending_) {
+      append_side(*side);
+      free_.push_back(std::move(side));
     }
+  } catch (...) {
+    drop_pending();
+    throw;
   }
+  pending_.clear();
+}
+
+void SplitParser::drop_pending() {
+  for (auto& side : pending_) {
+    if (side == nullptr) continue;  // already appended and freed
+    drop_events(side->trace);
+    side->runs.clear();
+    free_.push_back(std::move(side));
+  }
+  pending_.clear();
 }
 
 void SplitParser::append_side(Side& side) {
@@ -122,6 +156,12 @@ void SplitParser::append_side(Side& side) {
     throw Error(ErrorKind::kFormat, fmt::format("{}:{}: {}", data_.path, base + p.line, p.reason));
   }
   CopyMaps maps{side.strings, side.shapes, &side.runs};
+  // The strings and arg shapes this chunk named first go over first, in the order its lines named
+  // them (a malformed line's too): the trace's tables come out in the order one parser makes them.
+  for (; side.strings_copied < side.trace.strings.size(); ++side.strings_copied)
+    copy_string(data_, side.trace, side.strings_copied, maps);
+  for (; side.shapes_copied < side.trace.shapes.size(); ++side.shapes_copied)
+    copy_shape(data_, side.trace, side.shapes_copied, maps);
   for (const Event& e : side.trace.events) {
     Event copy = copy_event(data_, side.trace, e, maps, /*keep_remote_ends=*/true);
     copy.line += base;
@@ -132,7 +172,7 @@ void SplitParser::append_side(Side& side) {
     data_.problems.push_back(std::move(p));
   }
   next_line_ = base + side.lines;
-  drop_events(side.trace);  // for the next run of lines
+  drop_events(side.trace);  // for the next chunk it parses
   side.runs.clear();
 }
 

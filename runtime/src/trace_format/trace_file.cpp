@@ -68,14 +68,19 @@ TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options
   detail::SplitParser parser(data, options);
   detail::TextBuffer piece;
   std::string carry;  // the start of a line the previous piece cut
-  auto parse = [&](std::string_view text) {
+  // A malformed line found before the file's end: a broken zstd stream or a cut-off frame, found
+  // by reading on, is what strict reading reports.
+  auto reporting_the_file_first = [&](auto&& step) {
     try {
-      return parser.parse(text);
+      return step();
     } catch (const Error&) {
       pieces.drain();
       DPS_CHECK(!(pieces.cut_off() && options.strict), ErrorKind::kFormat, "{}", cut_off_message(data.path));
       throw;
     }
+  };
+  auto parse = [&](std::string_view text) {
+    return reporting_the_file_first([&] { return parser.parse(text); });
   };
   while (pieces.next(piece)) {
     std::string_view text = piece.view();
@@ -91,6 +96,7 @@ TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options
   }
   const bool cut_off = pieces.cut_off();
   DPS_CHECK(!(cut_off && options.strict), ErrorKind::kFormat, "{}", cut_off_message(data.path));
+  parser.finish();  // the lines of the last parse()
   finish_whole_read(data, carry, parser.has_header(), parser.next_line());
   if (cut_off) {
     // Lenient: the lines decoded so far are kept, and the cut is reported after them.

@@ -518,7 +518,8 @@ void TraceParser::read_args(TraceData& data, const Fields& f, Event& e) {
     if (!kv.value.get_double().get(v)) {
       arg_values_.emplace_back(intern(data, kv.key), v);
     } else if (!kv.value.get_string().get(text)) {
-      arg_texts_.emplace_back(intern(data, kv.key), intern(data, text));
+      const uint32_t key = intern(data, kv.key);  // the key first, then the text (a fixed order)
+      arg_texts_.emplace_back(key, intern(data, text));
     }
   }
   if (!arg_values_.empty() || !arg_texts_.empty()) {

@@ -296,6 +296,8 @@ TEST(TracePieces, ALargeTraceParsedOnTwoThreadsReadsAsOneParserReadsIt) {
         EXPECT_EQ(read.remote_ends_of(b)->dst_rank, 1) << i;
       }
     }
+    EXPECT_EQ(read.strings, whole.strings) << "in the order one parser interns them";
+    EXPECT_EQ(read.shapes.size(), whole.shapes.size());
     ASSERT_EQ(read.problems.size(), whole.problems.size());
     for (size_t p = 0; p < whole.problems.size(); ++p)
       EXPECT_EQ(read.problems[p].line, whole.problems[p].line);
