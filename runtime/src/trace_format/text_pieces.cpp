@@ -131,7 +131,7 @@ bool TextPieces::next(TextBuffer& out) {
   changed_.wait(lock, [&] { return !ready_.empty() || done_; });
   if (!ready_.empty()) {
     std::swap(out, ready_.front());
-    if (out.capacity() > 0) spare_.push_back(std::move(ready_.front()));  // what `out` held
+    if (ready_.front().capacity() > 0) spare_.push_back(std::move(ready_.front()));  // what `out` held
     ready_.pop_front();
     lock.unlock();
     changed_.notify_all();
