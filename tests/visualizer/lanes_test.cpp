@@ -140,6 +140,51 @@ TEST(MergeForDisplay, CountsAddUpToTheVisibleItemsForAnyZoom) {
   }
 }
 
+// The ends of runs found from the blocks' largest stops (RunStops) are the ends found by jumps,
+// for runs that cross many blocks and superblocks, wide items and gaps anywhere, every zoom.
+TEST(MergeForDisplay, RunStopsEndEveryRunWhereJumpsEndIt) {
+  std::mt19937 gen(11);
+  std::vector<std::pair<int64_t, int64_t>> start_dur;
+  int64_t t = 0;
+  for (uint32_t i = 0; i < 30000; ++i) {
+    const uint32_t r = gen() % 1000;
+    t += r == 0 ? 5000 : static_cast<int64_t>(gen() % 4);               // now and then a wide gap
+    const int64_t w = r == 1 ? 2000 : static_cast<int64_t>(gen() % 6);  // now and then a wide item
+    start_dur.emplace_back(t, w);
+    t += w;
+  }
+  std::vector<trace::Event> events;
+  for (const auto& [ts, dur] : start_dur) events.push_back(spans_of({{ts, dur}})[0]);
+  const LaneLevels levels(all_of(events), events);
+  ASSERT_GE(levels.level(0).size(), 25000u)
+      << "nearly all in level 0 (a zero-wide item at another's start nests)";
+  const EventLevel jumps(levels.level(0), events, &levels.sampled_starts(0));
+  const EventLevel blocks(levels.level(0), events, &levels.sampled_starts(0), &levels.run_stops(0));
+  for (int64_t min_w : {1, 2, 7, 100, 3000, 6000, 1000000}) {
+    for (auto [a, b] : {std::pair<int64_t, int64_t>{0, t}, {t / 3, t / 2}, {t - 500, t + 500}, {17, 400}}) {
+      std::vector<LodBox> want;
+      std::vector<LodBox> got;
+      merge_for_display(jumps, a, b, min_w, want);
+      merge_for_display(blocks, a, b, min_w, got);
+      ASSERT_EQ(got.size(), want.size()) << min_w << " " << a << ".." << b;
+      for (size_t k = 0; k < got.size(); ++k) {
+        EXPECT_EQ(got[k].first, want[k].first) << k;
+        EXPECT_EQ(got[k].count, want[k].count) << k;
+        EXPECT_EQ(got[k].end_ns, want[k].end_ns) << k;
+      }
+    }
+  }
+  // From any item, to any end: the first stop is the same.
+  for (size_t from = 1; from < 9000; from += 97) {
+    for (size_t to : {from, from + 1, from + 63, from + 4100, size_t{30000}}) {
+      for (int64_t w : {2, 5, 3000}) {
+        EXPECT_EQ(blocks.first_stop_at_least(from, to, w), jumps.first_stop_at_least(from, to, w))
+            << from << ".." << to << " w " << w;
+      }
+    }
+  }
+}
+
 // The same queries on a level of event indices give the answers of the same intervals by hand.
 TEST(EventLevel, ReadsItsTimesFromTheEvents) {
   // File order differs from the level's order, and a negative duration is drawn zero-wide.

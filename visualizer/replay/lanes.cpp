@@ -48,20 +48,9 @@ void merge_for_display(const Level& level, int64_t t0_ns, int64_t t1_ns, int64_t
       ++i;
       continue;
     }
-    // A narrow item starts a run. Jump to the first item that starts a full min width after the
-    // run's end; every item skipped lies entirely inside that gap, so only the last one can be wide.
-    size_t j = i + 1;
-    int64_t run_end = level.end_ns(i);
-    while (j < range.end) {
-      const size_t k = level.first_start_at_or_after(j, range.end, run_end + min_w);
-      if (k == j) break;  // the next item is too far away: the run ends here
-      if (width(k - 1) >= min_w) {
-        j = k - 1;  // a wide item: the run stops before it, it gets its own box
-        break;
-      }
-      j = k;
-      run_end = level.end_ns(k - 1);
-    }
+    // A narrow item starts a run, which ends before the first item that is wide (it gets its own
+    // box) or starts a full min width after the item before it ends.
+    const size_t j = level.first_stop_at_least(i + 1, range.end, min_w);
     out.push_back({head_start, level.end_ns(j - 1), static_cast<uint32_t>(i), static_cast<uint32_t>(j - i)});
     i = j;
   }
@@ -116,11 +105,23 @@ LaneLevels::LaneLevels(std::vector<uint32_t> items, const std::vector<trace::Eve
     level_begin_[depth + 1] = level_begin_[depth] + level_size[depth];
   std::vector<uint32_t> fill(level_begin_.begin(), level_begin_.end() - 1);  // next free slot per level
   items_.resize(keys.size());
-  for_each_depth([&](uint32_t event, size_t depth) { items_[fill[depth]++] = event; });
+  // Each item's stop (lanes.hpp, RunStops) from its times and the end of the item before it on its
+  // level, noted as it is placed: the keys hold the times, so no event is read for them.
+  for (size_t depth = 0; depth < level_size.size(); ++depth) run_stops_.emplace_back(level_size[depth]);
+  std::vector<int64_t> last_end(level_size.size(), 0);
+  size_t k = 0;
+  for_each_depth([&](uint32_t event, size_t depth) {
+    const size_t at = fill[depth]++ - level_begin_[depth];  // the item's index within its level
+    items_[level_begin_[depth] + at] = event;
+    const Key& key = keys[k++];
+    if (at > 0)
+      run_stops_[depth].note(at, std::max(key.start_ns - last_end[depth], key.end_ns - key.start_ns));
+    last_end[depth] = key.end_ns;
+  });
   sampled_starts_.reserve(size());
   for (size_t depth = 0; depth < size(); ++depth) {
     const std::span<const uint32_t> items_at = level(depth);
-    sampled_starts_.emplace_back(items_at.size(), [&](size_t k) { return events[items_at[k]].ts_ns; });
+    sampled_starts_.emplace_back(items_at.size(), [&](size_t i) { return events[items_at[i]].ts_ns; });
   }
 }
 

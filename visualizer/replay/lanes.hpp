@@ -5,10 +5,12 @@
 //
 // Memory: a lane stores 4-byte event indices and reads every start and end from the trace's events
 // (TraceData is loaded anyway), plus every 8th start (sampled_keys.hpp) so that the searches of a
-// frame stay in cache: 5 bytes a span or transfer instead of a 24-byte copy of its times.
+// frame stay in cache, and the largest run stop of every 64 items (RunStops, below): 5.1 bytes a
+// span or transfer instead of a 24-byte copy of its times.
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -26,14 +28,77 @@ inline constexpr uint32_t kNoEvent = UINT32_MAX;
 inline int64_t lane_end_ns(const trace::Event& e) { return e.ts_ns + std::max<int64_t>(e.dur_ns, 0); }
 
 // The items at one nesting depth: sorted by start and pairwise disjoint, so ends are sorted too.
-// The queries below take any level that tells the start and end of its k-th item, and finds the
-// first item in [from, to) that starts at or after t.
+// The queries below take any level that tells the start and end of its k-th item, finds the first
+// item in [from, to) that starts at or after t, and the first that stops a run at width w (below).
 template <typename Level>
 concept LaneLevel = requires(const Level& level, size_t k, int64_t t) {
   { level.size() } -> std::convertible_to<size_t>;
   { level.start_ns(k) } -> std::same_as<int64_t>;
   { level.end_ns(k) } -> std::same_as<int64_t>;
   { level.first_start_at_or_after(k, k, t) } -> std::same_as<size_t>;
+  { level.first_stop_at_least(k, k, t) } -> std::same_as<size_t>;
+};
+
+// Where the level-of-detail merge ends a run of narrow items at a minimum width w: at the first
+// item k (k >= 1) at least w wide or starting at least w after item k - 1 ends, that is whose
+// stop(k) = max(start(k) - end(k - 1), end(k) - start(k)) is >= w.
+//
+// By jumps: one search by start per step, each a gap of at least w past the run's end so far. It
+// needs no memory, but a dense run across the screen takes a step per pixel (about 2,000 binary
+// searches per level at a full zoom-out of a big trace).
+template <typename Level>
+size_t first_stop_by_jumps(const Level& level, size_t from, size_t to, int64_t w) {
+  size_t j = std::max<size_t>(from, 1);  // item 0 ends no run
+  while (j < to) {
+    const size_t k = level.first_start_at_or_after(j, to, level.end_ns(j - 1) + w);
+    if (k == j) return j;  // j starts w or more after the run's end
+    // Items j..k-1 start within w of the run's end; only the last can be w wide (one wider would
+    // end w past the run's end, so the next could not start within it).
+    if (level.end_ns(k - 1) - level.start_ns(k - 1) >= w) return k - 1;
+    j = k;
+  }
+  return to;
+}
+
+// The same answer from the largest stop of each block of 64 items and of each 64 blocks, kept per
+// level (an 8-byte maximum per 64 items: 0.13 bytes an item): a dense run is crossed a block or
+// 4,096 items at a time, so a frame's merge costs a few hundred reads per level whatever the zoom.
+class RunStops {
+ public:
+  static constexpr size_t kBlock = 64;
+  static constexpr size_t kSuper = kBlock * kBlock;
+
+  RunStops() = default;
+  // For n items, whose stops are then given by note() (item 0's is not needed: it ends no run).
+  explicit RunStops(size_t n)
+      : block_max_((n + kBlock - 1) / kBlock, INT64_MIN), super_max_((n + kSuper - 1) / kSuper, INT64_MIN) {}
+  void note(size_t k, int64_t stop) {
+    block_max_[k / kBlock] = std::max(block_max_[k / kBlock], stop);
+    super_max_[k / kSuper] = std::max(super_max_[k / kSuper], stop);
+  }
+  bool empty() const { return block_max_.empty(); }
+
+  // The first k in [from, to) with stop(k) >= w (`to` when none), for the stops these were built from.
+  template <typename Stop>
+  size_t first_at_least(size_t from, size_t to, int64_t w, Stop stop) const {
+    size_t k = from;
+    while (k < to) {
+      if (k % kSuper == 0 && super_max_[k / kSuper] < w) {
+        k = std::min(k + kSuper, to);
+      } else if (k % kBlock == 0 && block_max_[k / kBlock] < w) {
+        k = std::min(k + kBlock, to);
+      } else if (stop(k) >= w) {
+        return k;
+      } else {
+        ++k;
+      }
+    }
+    return to;
+  }
+
+ private:
+  std::vector<int64_t> block_max_;  // (ceil(n / kBlock))
+  std::vector<int64_t> super_max_;  // (ceil(n / kSuper))
 };
 
 // A level of a model lane: event indices, the times read from the events; searches by start use
@@ -41,8 +106,8 @@ concept LaneLevel = requires(const Level& level, size_t k, int64_t t) {
 class EventLevel {
  public:
   EventLevel(std::span<const uint32_t> items, const std::vector<trace::Event>& events,
-             const SampledKeys* sampled_starts = nullptr)
-      : items_(items), events_(&events), sampled_starts_(sampled_starts) {}
+             const SampledKeys* sampled_starts = nullptr, const RunStops* run_stops = nullptr)
+      : items_(items), events_(&events), sampled_starts_(sampled_starts), run_stops_(run_stops) {}
   size_t size() const { return items_.size(); }
   uint32_t event(size_t k) const { return items_[k]; }
   int64_t start_ns(size_t k) const { return (*events_)[items_[k]].ts_ns; }
@@ -52,11 +117,19 @@ class EventLevel {
     return sampled_starts_ != nullptr ? sampled_starts_->lower_bound(from, to, t_ns, start)
                                       : SampledKeys().lower_bound(from, to, t_ns, start);
   }
+  // The item k >= 1 that ends a run of narrow items at width w (see first_stop_by_jumps).
+  int64_t stop_ns(size_t k) const { return std::max(start_ns(k) - end_ns(k - 1), end_ns(k) - start_ns(k)); }
+  size_t first_stop_at_least(size_t from, size_t to, int64_t w) const {
+    if (run_stops_ == nullptr || run_stops_->empty()) return first_stop_by_jumps(*this, from, to, w);
+    return run_stops_->first_at_least(std::max<size_t>(from, 1), to, w,  // item 0 ends no run
+                                      [this](size_t k) { return stop_ns(k); });
+  }
 
  private:
   std::span<const uint32_t> items_;
   const std::vector<trace::Event>* events_;
   const SampledKeys* sampled_starts_;  // nullptr: search the items alone
+  const RunStops* run_stops_;          // nullptr: find the ends of runs by jumps
 };
 
 // A level of explicit intervals: the phase lane's bands, and hand-made levels in tests.
@@ -73,6 +146,9 @@ class IntervalLevel {
   int64_t end_ns(size_t k) const { return items_[k].end_ns; }
   size_t first_start_at_or_after(size_t from, size_t to, int64_t t_ns) const {
     return SampledKeys().lower_bound(from, to, t_ns, [this](size_t k) { return start_ns(k); });
+  }
+  size_t first_stop_at_least(size_t from, size_t to, int64_t w) const {
+    return first_stop_by_jumps(*this, from, to, w);
   }
 
  private:
@@ -128,11 +204,13 @@ class LaneLevels {
     return std::span(items_).subspan(level_begin_[depth], level_begin_[depth + 1] - level_begin_[depth]);
   }
   const SampledKeys& sampled_starts(size_t depth) const { return sampled_starts_[depth]; }
+  const RunStops& run_stops(size_t depth) const { return run_stops_[depth]; }
 
  private:
   std::vector<uint32_t> items_;              // (item_count) event indices, level 0 first
   std::vector<uint32_t> level_begin_ = {0};  // (levels + 1) where each level starts in items_
   std::vector<SampledKeys> sampled_starts_;  // (levels) every 8th start of each level
+  std::vector<RunStops> run_stops_;          // (levels) where each level's runs of narrow items end
 };
 
 // Calls f(event) for every item of `levels` in order of start (equal starts in any order): a k-way

@@ -161,7 +161,8 @@ class ReplayModel {
   int lane_index(int device, StreamKind stream) const;  // -1 when the device has no such lane
   // One nesting level of a lane (0 = outermost), with the times of its items.
   EventLevel level(const ModelLane& lane, size_t depth) const {
-    return {lane.levels.level(depth), data_->events, &lane.levels.sampled_starts(depth)};
+    return {lane.levels.level(depth), data_->events, &lane.levels.sampled_starts(depth),
+            &lane.levels.run_stops(depth)};
   }
   // Instants of a device in time order (as positions).
   const std::vector<uint32_t>& instants(int device) const { return per_device_[device].instants; }
