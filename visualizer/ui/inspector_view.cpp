@@ -138,35 +138,63 @@ void InspectorView::draw_buckets(const ViewContext& ctx) {
     source = to_string(rebuilt ? BucketReason::kRebuilt : BucketReason::kInitial);
   }
   ImGui::Text("Gradient buckets (%s assignment; bucket 0 is reduced first)", source);
-  const int columns = 2 + static_cast<int>(state.bucket_devices.size());
-  if (!ImGui::BeginTable("buckets", columns,
-                         ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit))
-    return;
-  ImGui::TableSetupColumn("bucket: parameters", ImGuiTableColumnFlags_WidthStretch);
+  // One row per bucket: its parameters, its size, its state on every rank. Where the ranks leave the
+  // parameters room, they come first, wrapped; with many ranks the table is wider than the panel, so
+  // the parameters go last on one line and the table scrolls sideways, its bucket column staying.
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const int ranks = static_cast<int>(state.bucket_devices.size());
+  const float cell = ImGui::CalcTextSize("00/00 ready").x + 2 * style.CellPadding.x;
+  const float avail = ImGui::GetContentRegionAvail().x;
+  const bool wrap = avail - cell * static_cast<float>(ranks + 1) >= 0.4f * avail;
+  const int columns = (wrap ? 2 : 3) + ranks;
+  constexpr int first_rank = 2;  // after the bucket (or bucket: parameters) and size columns
+  ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit;
+  ImVec2 outer(0, 0);
+  if (!wrap) {
+    flags |= ImGuiTableFlags_ScrollX;  // a scrolling table needs its height: one line a row
+    const float row_h = ImGui::GetTextLineHeight() + 2 * style.CellPadding.y;
+    outer.y = row_h * static_cast<float>(state.buckets.size() + 1) + style.ScrollbarSize + 4;
+  }
+  if (!ImGui::BeginTable("buckets", columns, flags, outer)) return;
+  if (wrap) {
+    ImGui::TableSetupColumn("bucket: parameters", ImGuiTableColumnFlags_WidthStretch);
+  } else {
+    ImGui::TableSetupScrollFreeze(1, 0);
+    ImGui::TableSetupColumn("bucket");
+  }
   ImGui::TableSetupColumn("size");
   for (int d : state.bucket_devices) {
     const ModelDevice& dev = model.devices()[d];
     const std::string name = dev.rank >= 0 ? fmt::format("rank {}", dev.rank) : device_label(dev);
     ImGui::TableSetupColumn(name.c_str());
   }
+  if (!wrap) ImGui::TableSetupColumn("parameters");
   ImGui::TableHeadersRow();
   for (const BucketSnapshot& b : state.buckets) {
-    ImGui::TableNextRow();
-    ImGui::TableSetColumnIndex(0);
     std::string params;
     for (int p : b.params) params += (params.empty() ? "" : ", ") + param_name(data, p);
-    ImGui::TextWrapped("%d: %s", b.id, params.c_str());
+    ImGui::TableNextRow();
+    ImGui::TableSetColumnIndex(0);
+    if (wrap) {
+      ImGui::TextWrapped("%d: %s", b.id, params.c_str());
+    } else {
+      ImGui::Text("%d", b.id);
+    }
     ImGui::TableSetColumnIndex(1);
     ImGui::TextUnformatted(format_bytes(b.bytes).c_str());
-    for (size_t c = 0; c < state.bucket_devices.size(); ++c) {
-      ImGui::TableSetColumnIndex(2 + static_cast<int>(c));
-      const BucketState st = b.state[c];
+    for (int c = 0; c < ranks; ++c) {
+      ImGui::TableSetColumnIndex(first_rank + c);
+      const BucketState st = b.state[static_cast<size_t>(c)];
       ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, with_alpha(ctx.palette->bucket_color(st), 0.45f));
       if (st == BucketState::kPending && !b.params.empty()) {
-        ImGui::Text("%d/%zu ready", b.ready_params[c], b.params.size());
+        ImGui::Text("%d/%zu ready", b.ready_params[static_cast<size_t>(c)], b.params.size());
       } else {
         ImGui::TextUnformatted(to_string(st));
       }
+    }
+    if (!wrap) {
+      ImGui::TableSetColumnIndex(columns - 1);
+      ImGui::TextUnformatted(params.c_str());
     }
   }
   ImGui::EndTable();
