@@ -89,7 +89,8 @@ size_t SplitParser::parse(std::string_view text) {
       side.lines = line;
     }
   };
-  // Only out of memory can escape a lenient parse; the helper hands it over.
+  // What escapes a lenient parse is no line's error (out of memory, a value pool past 2^32 entries);
+  // the helper hands it over.
   std::exception_ptr helper_error;
   std::thread helper;
   if (lines.size() >= kSplitBytes) {
@@ -111,11 +112,7 @@ size_t SplitParser::parse(std::string_view text) {
   } catch (...) {
     stop = true;  // what comes later in the file is not wanted
     join();
-    for (auto& side : chunks) {
-      drop_events(side->trace);
-      side->runs.clear();
-      free_.push_back(std::move(side));
-    }
+    for (auto& side : chunks) recycle(std::move(side));
     throw;
   }
   join();
@@ -130,23 +127,21 @@ void SplitParser::append_pending() {
   try {
     for (auto& side : pending_) {
       append_side(*side);
-      free_.push_back(std::move(side));
+      recycle(std::move(side));
     }
   } catch (...) {
-    drop_pending();
+    for (auto& side : pending_)  // reading stops: the rest is not wanted
+      if (side != nullptr) recycle(std::move(side));
+    pending_.clear();
     throw;
   }
   pending_.clear();
 }
 
-void SplitParser::drop_pending() {
-  for (auto& side : pending_) {
-    if (side == nullptr) continue;  // already appended and freed
-    drop_events(side->trace);
-    side->runs.clear();
-    free_.push_back(std::move(side));
-  }
-  pending_.clear();
+void SplitParser::recycle(std::unique_ptr<Side> side) {
+  drop_events(side->trace);  // its strings and shapes stay, as its parser and maps know them
+  side->runs.clear();
+  free_.push_back(std::move(side));
 }
 
 void SplitParser::append_side(Side& side) {
@@ -172,8 +167,6 @@ void SplitParser::append_side(Side& side) {
     data_.problems.push_back(std::move(p));
   }
   next_line_ = base + side.lines;
-  drop_events(side.trace);  // for the next chunk it parses
-  side.runs.clear();
 }
 
 }  // namespace dpscope::trace::detail

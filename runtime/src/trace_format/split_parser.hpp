@@ -49,10 +49,10 @@ class SplitParser {
   // Appends the pending sides to the trace in order, returning each to the free ones.
   void append_pending();
   // Appends `side`'s events, payloads and problems to the trace, lines shifted to follow the
-  // trace's, then empties it. In strict mode, throws for its first problem instead.
+  // trace's. In strict mode, throws for its first problem instead.
   void append_side(Side& side);
-  // Forgets the pending sides (after an error: reading stops).
-  void drop_pending();
+  // Empties `side` of its chunk and returns it to the free ones.
+  void recycle(std::unique_ptr<Side> side);
 
   TraceData& data_;
   ReadOptions options_;
