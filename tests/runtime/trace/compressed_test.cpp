@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <random>
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/trace/merge.hpp"
@@ -477,6 +478,77 @@ TEST(CompressedTrace, TrainWritesZstdAndTraceStatsReadsIt) {
   EXPECT_EQ(stats.exit_code, 0) << stats.output;
   EXPECT_EQ(stats.output.rfind(fmt::format("{}: {} events, simulated clock, ", path.string(), events), 0), 0u)
       << stats.output;
+}
+
+// Random traces of every kind of line, good and bad, read in random pieces and chunks: the same
+// trace (events, strings in order, args, problems with their lines and reasons) as one parser of the
+// whole text, and in strict mode the same first error.
+TEST(TracePieces, RandomTracesInRandomPiecesAndChunksReadAsOneParserReadsThem) {
+  const auto dir = testing::scratch_dir();
+  std::mt19937 gen(2026);
+  auto pick = [&](uint32_t n) { return static_cast<uint32_t>(gen() % n); };
+  for (int round = 0; round < 6; ++round) {
+    std::string text = header_line();
+    const int lines = 2000 + static_cast<int>(pick(3000));
+    for (int i = 0; i < lines; ++i) {
+      const int64_t ts = i * 10;
+      switch (pick(12)) {
+        case 0: text += "{not json\n"; break;
+        case 1: text += "\n"; break;  // blank
+        case 2:
+          text += R"({"type":"span","ts":"late"})"
+                  "\n";
+          break;  // a field of the wrong type
+        case 3:
+          text += R"({"type":"from_the_future","ts":1})"
+                  "\n";
+          break;  // skipped, no problem
+        case 4:
+          text += fmt::format(
+              R"({{"type":"counter","ts":{},"rank":0,"dev":0,"step":{},"phase":"forward","name":"memory","values":{{"k{}":{},"b":2}}}})"
+              "\n",
+              ts, i, pick(4), pick(3));
+          break;
+        case 5:
+          text += fmt::format(
+              R"({{"type":"instant","ts":{},"rank":0,"dev":0,"step":{},"phase":"backward","name":"n{}","args":{{"op":"o{}","x":{}}}}})"
+              "\n",
+              ts, i, pick(50), pick(7), pick(3));
+          break;
+        default: text += span_line(ts, fmt::format("k{}", pick(200)).c_str()) + "\n"; break;
+      }
+    }
+    const TraceData whole = parse_trace(text, (dir / "r.jsonl").string(), {.strict = false});
+    std::string strict_error = "(no error)";
+    try {
+      parse_trace(text, (dir / "r.jsonl").string());
+    } catch (const Error& e) {
+      strict_error = e.what();
+    }
+    write_file(dir / "r.jsonl", text);
+    for (int reading = 0; reading < 3; ++reading) {
+      const size_t piece = size_t{1} + pick(200000);
+      const size_t chunk = size_t{1} + pick(70000);
+      SCOPED_TRACE(fmt::format("round {}: pieces of {} bytes, chunks of {}", round, piece, chunk));
+      const TraceData read =
+          read_trace(dir / "r.jsonl", {.strict = false, .piece_bytes = piece, .chunk_bytes = chunk});
+      expect_same_trace(whole, read);
+      ASSERT_EQ(read.problems.size(), whole.problems.size());
+      for (size_t p = 0; p < whole.problems.size(); ++p) {
+        EXPECT_EQ(read.problems[p].line, whole.problems[p].line) << p;
+        EXPECT_EQ(read.problems[p].reason, whole.problems[p].reason) << p;
+      }
+      for (size_t i = 0; i < whole.events.size(); ++i) {
+        const Event& a = whole.events[i];
+        if (a.type != EventType::kInstant || a.payload < 0) continue;
+        const Event& b = read.events[i];
+        ASSERT_EQ(whole.text_arg(a, "op"), read.text_arg(b, "op")) << i;
+        ASSERT_EQ(whole.arg(a, "x"), read.arg(b, "x")) << i;
+      }
+      EXPECT_EQ(error_of([&] { read_trace(dir / "r.jsonl", {.piece_bytes = piece, .chunk_bytes = chunk}); }),
+                strict_error);
+    }
+  }
 }
 
 }  // namespace
