@@ -114,8 +114,7 @@ LaneLevels::LaneLevels(std::vector<uint32_t> items, const std::vector<trace::Eve
     const size_t at = fill[depth]++ - level_begin_[depth];  // the item's index within its level
     items_[level_begin_[depth] + at] = event;
     const Key& key = keys[k++];
-    if (at > 0)
-      run_stops_[depth].note(at, std::max(key.start_ns - last_end[depth], key.end_ns - key.start_ns));
+    if (at > 0) run_stops_[depth].note(at, run_stop(last_end[depth], key.start_ns, key.end_ns));
     last_end[depth] = key.end_ns;
   });
   sampled_starts_.reserve(size());

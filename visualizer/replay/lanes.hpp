@@ -43,6 +43,11 @@ concept LaneLevel = requires(const Level& level, size_t k, int64_t t) {
 // item k (k >= 1) at least w wide or starting at least w after item k - 1 ends, that is whose
 // stop(k) = max(start(k) - end(k - 1), end(k) - start(k)) is >= w.
 //
+// The stop of an item [start, end) after an item that ends at prev_end.
+inline int64_t run_stop(int64_t prev_end, int64_t start, int64_t end) {
+  return std::max(start - prev_end, end - start);
+}
+
 // By jumps: one search by start per step, each a gap of at least w past the run's end so far. It
 // needs no memory, but a dense run across the screen takes a step per pixel (about 2,000 binary
 // searches per level at a full zoom-out of a big trace).
@@ -118,7 +123,7 @@ class EventLevel {
                                       : SampledKeys().lower_bound(from, to, t_ns, start);
   }
   // The item k >= 1 that ends a run of narrow items at width w (see first_stop_by_jumps).
-  int64_t stop_ns(size_t k) const { return std::max(start_ns(k) - end_ns(k - 1), end_ns(k) - start_ns(k)); }
+  int64_t stop_ns(size_t k) const { return run_stop(end_ns(k - 1), start_ns(k), end_ns(k)); }
   size_t first_stop_at_least(size_t from, size_t to, int64_t w) const {
     if (run_stops_ == nullptr || run_stops_->empty()) return first_stop_by_jumps(*this, from, to, w);
     return run_stops_->first_at_least(std::max<size_t>(from, 1), to, w,  // item 0 ends no run

@@ -69,18 +69,16 @@ TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options
   detail::TextBuffer piece;
   std::string carry;  // the start of a line the previous piece cut
   // A malformed line found before the file's end: a broken zstd stream or a cut-off frame, found
-  // by reading on, is what strict reading reports.
-  auto reporting_the_file_first = [&](auto&& step) {
+  // by reading on, is what strict reading reports. (finish() runs once the file is read: its
+  // error needs no such check.)
+  auto parse = [&](std::string_view text) {
     try {
-      return step();
+      return parser.parse(text);
     } catch (const Error&) {
       pieces.drain();
       DPS_CHECK(!(pieces.cut_off() && options.strict), ErrorKind::kFormat, "{}", cut_off_message(data.path));
       throw;
     }
-  };
-  auto parse = [&](std::string_view text) {
-    return reporting_the_file_first([&] { return parser.parse(text); });
   };
   while (pieces.next(piece)) {
     std::string_view text = piece.view();
