@@ -40,7 +40,7 @@ int add_trace_device(TraceHeader& header, const Device& device) {
 }
 
 void append_trace_header(fmt::memory_buffer& out, const TraceHeader& h) {
-  auto it = std::back_inserter(out);
+  auto it = fmt::appender(out);
   fmt::format_to(it, R"({{"type":"header","format":"{}","version":"{}.{}","clock":)", kTraceFormatName,
                  kTraceFormatMajor, kTraceFormatMinor);
   append_json_string(out, h.clock);
@@ -49,56 +49,56 @@ void append_trace_header(fmt::memory_buffer& out, const TraceHeader& h) {
     const TraceDeviceInfo& d = h.devices[i];
     fmt::format_to(it, R"({}{{"id":{},"name":)", i ? "," : "", d.id);
     append_json_string(out, d.name);
-    out.append(std::string_view(R"(,"kind":)"));
+    append_raw(out, R"(,"kind":)");
     append_json_string(out, d.kind);
-    out.append(std::string_view(R"(,"hardware":)"));
+    append_raw(out, R"(,"hardware":)");
     append_json_string(out, d.hardware);
     fmt::format_to(it, R"(,"memory_bytes":{},"peak_flops":)", d.memory_bytes);
     append_json_number(out, d.peak_flops);
-    out.append(std::string_view(R"(,"mem_bandwidth":)"));
+    append_raw(out, R"(,"mem_bandwidth":)");
     append_json_number(out, d.mem_bandwidth_bytes_per_s);
     out.push_back('}');
   }
-  out.append(std::string_view(R"(],"links":[)"));
+  append_raw(out, R"(],"links":[)");
   for (size_t i = 0; i < h.links.size(); ++i) {
     const TraceLinkInfo& l = h.links[i];
     fmt::format_to(it, R"({}{{"src":{},"dst":{},"kind":)", i ? "," : "", l.src, l.dst);
     append_json_string(out, l.kind);
-    out.append(std::string_view(R"(,"bandwidth":)"));
+    append_raw(out, R"(,"bandwidth":)");
     append_json_number(out, l.bandwidth_bytes_per_s);
-    out.append(std::string_view(R"(,"latency_ns":)"));
+    append_raw(out, R"(,"latency_ns":)");
     append_json_number(out, l.latency_ns);
     out.push_back('}');
   }
-  out.append(std::string_view(R"(],"params":[)"));
+  append_raw(out, R"(],"params":[)");
   for (size_t i = 0; i < h.params.size(); ++i) {
     const TraceParamInfo& p = h.params[i];
     fmt::format_to(it, R"({}{{"index":{},"name":)", i ? "," : "", p.index);
     append_json_string(out, p.name);
     fmt::format_to(it, R"(,"shape":[{}],"bytes":{}}})", fmt::join(p.shape, ","), p.bytes);
   }
-  out.append(std::string_view(R"(],"buckets":[)"));
+  append_raw(out, R"(],"buckets":[)");
   for (size_t i = 0; i < h.buckets.size(); ++i) {
     const TraceBucketInfo& b = h.buckets[i];
     fmt::format_to(it, R"({}{{"id":{},"params":[{}],"bytes":{}}})", i ? "," : "", b.id,
                    fmt::join(b.params, ","), b.bytes);
   }
-  out.append(std::string_view("]}\n"));
+  append_raw(out, "]}\n");
 }
 
 namespace {
 
 // A span's `args` object (nothing for NoArgs), keys in the order docs/trace-format.md shows.
 void write_span_args(fmt::memory_buffer& out, const SpanArgs& args) {
-  auto it = std::back_inserter(out);
+  auto it = fmt::appender(out);
   struct Writer {
     fmt::memory_buffer& out;
-    std::back_insert_iterator<fmt::memory_buffer> it;
+    fmt::appender it;
     void operator()(const NoArgs&) const {}
     void operator()(const KernelArgs& a) const {
-      out.append(std::string_view(R"(,"args":{"flops":)"));
+      append_raw(out, R"(,"args":{"flops":)");
       append_json_number(out, a.flops);
-      out.append(std::string_view(R"(,"bytes":)"));
+      append_raw(out, R"(,"bytes":)");
       append_json_number(out, a.bytes);
       out.push_back('}');
     }
@@ -121,11 +121,15 @@ void write_span_args(fmt::memory_buffer& out, const SpanArgs& args) {
 
 // An instant's `args` object.
 void write_instant_args(fmt::memory_buffer& out, const InstantPayload& payload) {
-  auto it = std::back_inserter(out);
+  auto it = fmt::appender(out);
   struct Writer {
     fmt::memory_buffer& out;
-    std::back_insert_iterator<fmt::memory_buffer> it;
-    void operator()(const GradReady& a) const { fmt::format_to(it, R"(,"args":{{"param":{}}})", a.param); }
+    fmt::appender it;
+    void operator()(const GradReady& a) const {
+      append_raw(out, R"(,"args":{"param":)");
+      append_json_int(out, a.param);
+      out.push_back('}');
+    }
     void operator()(const BucketLaunched& a) const { bucket(a.bucket, a.bytes, a.params); }
     void operator()(const BucketDone& a) const { bucket(a.bucket, a.bytes, a.params); }
     void operator()(const WorkCompleted& a) const {
@@ -135,7 +139,7 @@ void write_instant_args(fmt::memory_buffer& out, const InstantPayload& payload) 
       fmt::format_to(it, R"(,"args":{{"steps_done":{}}})", a.steps_done);
     }
     void operator()(const RunError& a) const {
-      out.append(std::string_view(R"(,"args":{"message":)"));
+      append_raw(out, R"(,"args":{"message":)");
       append_json_string(out, a.message);
       out.push_back('}');
     }
@@ -185,9 +189,22 @@ TraceRecorder::~TraceRecorder() {
 
 void TraceRecorder::begin_event(fmt::memory_buffer& out, EventType type, const Device& device,
                                 int64_t ts_ns) const {
-  fmt::format_to(std::back_inserter(out),
-                 R"({{"type":"{}","ts":{},"rank":{},"dev":{},"step":{},"phase":"{}")", to_string(type), ts_ns,
-                 device.rank(), device.trace_id(), device.step(), to_string(device.phase()));
+  // Written piece by piece, not through a format string: every event starts here, and a traced
+  // kernel's line is written on the thread that launched it.
+  const TraceContext stamp = device.trace_stamp();
+  append_raw(out, R"({"type":")");
+  append_raw(out, to_string(type));
+  append_raw(out, R"(","ts":)");
+  append_json_int(out, ts_ns);
+  append_raw(out, R"(,"rank":)");
+  append_json_int(out, stamp.rank);
+  append_raw(out, R"(,"dev":)");
+  append_json_int(out, stamp.trace_id);
+  append_raw(out, R"(,"step":)");
+  append_json_int(out, stamp.step);
+  append_raw(out, R"(,"phase":")");
+  append_raw(out, to_string(stamp.phase));
+  out.push_back('"');
 }
 
 void TraceRecorder::commit(const fmt::memory_buffer& line) {
@@ -213,21 +230,27 @@ void TraceRecorder::kernel_span(const Device& device, StreamKind stream, std::st
 void TraceRecorder::span(const Device& device, const SpanEvent& span) {
   fmt::memory_buffer out;
   begin_event(out, EventType::kSpan, device, span.ts_ns);
-  out.append(std::string_view(R"(,"name":)"));
+  append_raw(out, R"(,"name":)");
   append_json_string(out, span.name);
-  fmt::format_to(std::back_inserter(out), R"(,"cat":"{}","stream":"{}","dur":{})", to_string(span.cat),
-                 to_string(span.stream), span.dur_ns);
+  append_raw(out, R"(,"cat":")");
+  append_raw(out, to_string(span.cat));
+  append_raw(out, R"(","stream":")");
+  append_raw(out, to_string(span.stream));
+  append_raw(out, R"(","dur":)");
+  append_json_int(out, span.dur_ns);
   write_span_args(out, span.args);
-  out.append(std::string_view("}\n"));
+  append_raw(out, "}\n");
   commit(out);
 }
 
 void TraceRecorder::instant(const Device& device, int64_t ts_ns, const InstantPayload& payload) {
   fmt::memory_buffer out;
   begin_event(out, EventType::kInstant, device, ts_ns);
-  fmt::format_to(std::back_inserter(out), R"(,"name":"{}")", to_string(instant_name(payload)));
+  append_raw(out, R"(,"name":")");
+  append_raw(out, to_string(instant_name(payload)));
+  out.push_back('"');
   write_instant_args(out, payload);
-  out.append(std::string_view("}\n"));
+  append_raw(out, "}\n");
   commit(out);
 }
 
@@ -235,14 +258,16 @@ void TraceRecorder::counter(const Device& device, EventName name, int64_t ts_ns,
                             std::span<const std::pair<std::string_view, double>> values) {
   fmt::memory_buffer out;
   begin_event(out, EventType::kCounter, device, ts_ns);
-  fmt::format_to(std::back_inserter(out), R"(,"name":"{}","values":{{)", to_string(name));
+  append_raw(out, R"(,"name":")");
+  append_raw(out, to_string(name));
+  append_raw(out, R"(","values":{)");
   for (size_t i = 0; i < values.size(); ++i) {
     if (i) out.push_back(',');
     append_json_string(out, values[i].first);
     out.push_back(':');
     append_json_number(out, values[i].second);
   }
-  out.append(std::string_view("}}\n"));
+  append_raw(out, "}}\n");
   commit(out);
 }
 
@@ -263,19 +288,29 @@ uint64_t TraceRecorder::transfer(const Device& device, const TraceTransfer& t) {
   const uint64_t flow = next_flow_.fetch_add(1, std::memory_order_relaxed);
   fmt::memory_buffer out;
   begin_event(out, EventType::kTransfer, device, t.ts_ns);
-  out.append(std::string_view(R"(,"name":)"));
+  append_raw(out, R"(,"name":)");
   append_json_string(out, t.name);
-  fmt::format_to(std::back_inserter(out), R"(,"stream":"{}","dur":{},"src":{},"dst":{},"bytes":{},"flow":{})",
-                 to_string(t.stream), t.dur_ns, t.src, t.dst, t.bytes, flow);
+  append_raw(out, R"(,"stream":")");
+  append_raw(out, to_string(t.stream));
+  append_raw(out, R"(","dur":)");
+  append_json_int(out, t.dur_ns);
+  append_raw(out, R"(,"src":)");
+  append_json_int(out, t.src);
+  append_raw(out, R"(,"dst":)");
+  append_json_int(out, t.dst);
+  append_raw(out, R"(,"bytes":)");
+  append_json_int(out, t.bytes);
+  append_raw(out, R"(,"flow":)");
+  append_json_int(out, flow);
   if (t.collective >= 0) {
-    fmt::format_to(std::back_inserter(out), R"(,"coll":{},"algo":)", t.collective);
+    fmt::format_to(fmt::appender(out), R"(,"coll":{},"algo":)", t.collective);
     append_json_string(out, t.algo);
-    fmt::format_to(std::back_inserter(out), R"(,"algo_step":{},"chunk":{})", t.algo_step, t.chunk);
+    fmt::format_to(fmt::appender(out), R"(,"algo_step":{},"chunk":{})", t.algo_step, t.chunk);
   }
   // Written only when set (TraceTransfer): the device ids of that end live in rank R's own file.
-  if (t.src_rank >= 0) fmt::format_to(std::back_inserter(out), R"(,"src_rank":{})", t.src_rank);
-  if (t.dst_rank >= 0) fmt::format_to(std::back_inserter(out), R"(,"dst_rank":{})", t.dst_rank);
-  out.append(std::string_view("}\n"));
+  if (t.src_rank >= 0) fmt::format_to(fmt::appender(out), R"(,"src_rank":{})", t.src_rank);
+  if (t.dst_rank >= 0) fmt::format_to(fmt::appender(out), R"(,"dst_rank":{})", t.dst_rank);
+  append_raw(out, "}\n");
   commit(out);
   return flow;
 }
@@ -299,23 +334,23 @@ void TraceRecorder::copy_transfer(const Device& src, const Device& dst, int64_t 
 void TraceRecorder::values(const Device& device, int64_t ts_ns, const ValuesEvent& v) {
   fmt::memory_buffer out;
   begin_event(out, EventType::kValues, device, ts_ns);
-  fmt::format_to(std::back_inserter(out), R"(,"name":"{}","param":{},"when":"{}","values":[)",
-                 to_string(v.name), v.param, to_string(v.when));
+  fmt::format_to(fmt::appender(out), R"(,"name":"{}","param":{},"when":"{}","values":[)", to_string(v.name),
+                 v.param, to_string(v.when));
   for (size_t i = 0; i < v.values.size(); ++i) {
     if (i) out.push_back(',');
     append_json_number(out, v.values[i]);
   }
-  out.append(std::string_view(R"(],"norm":)"));
+  append_raw(out, R"(],"norm":)");
   append_json_number(out, v.norm);
-  if (v.stride > 1) fmt::format_to(std::back_inserter(out), R"(,"stride":{})", v.stride);
-  out.append(std::string_view("}\n"));
+  if (v.stride > 1) fmt::format_to(fmt::appender(out), R"(,"stride":{})", v.stride);
+  append_raw(out, "}\n");
   commit(out);
 }
 
 void TraceRecorder::samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices) {
   fmt::memory_buffer out;
   begin_event(out, EventType::kSamples, device, ts_ns);
-  fmt::format_to(std::back_inserter(out), R"(,"indices":[{}]}})", fmt::join(indices, ","));
+  fmt::format_to(fmt::appender(out), R"(,"indices":[{}]}})", fmt::join(indices, ","));
   out.push_back('\n');
   commit(out);
 }
@@ -324,13 +359,13 @@ void TraceRecorder::buckets(const Device& device, int64_t ts_ns, std::span<const
                             BucketReason reason) {
   fmt::memory_buffer out;
   begin_event(out, EventType::kBuckets, device, ts_ns);
-  fmt::format_to(std::back_inserter(out), R"(,"reason":"{}","buckets":[)", to_string(reason));
+  fmt::format_to(fmt::appender(out), R"(,"reason":"{}","buckets":[)", to_string(reason));
   for (size_t i = 0; i < buckets.size(); ++i) {
     const TraceBucketInfo& b = buckets[i];
-    fmt::format_to(std::back_inserter(out), R"({}{{"id":{},"params":[{}],"bytes":{}}})", i ? "," : "", b.id,
+    fmt::format_to(fmt::appender(out), R"({}{{"id":{},"params":[{}],"bytes":{}}})", i ? "," : "", b.id,
                    fmt::join(b.params, ","), b.bytes);
   }
-  out.append(std::string_view("]}\n"));
+  append_raw(out, "]}\n");
   commit(out);
 }
 

@@ -98,6 +98,12 @@ class Device {
   int64_t step() const;
   void set_phase(Phase phase) const;
   Phase phase() const;
+  // Trace id, rank, step and phase in one read (what every event is stamped with); the defaults
+  // on the shared cpu device.
+  TraceContext trace_stamp() const {
+    const TraceContext* c = impl_->trace_context();
+    return c == nullptr ? TraceContext{} : *c;
+  }
   // Emits a memory counter event (bytes by category) at the compute stream's clock.
   void trace_memory() const;
 
