@@ -4,9 +4,19 @@
 // bench/torch_mlp_step.py runs it side by side with PyTorch eager on the same GPU and prints the
 // ratio; scripts/gpu-check.sh runs that at batch 128 and 4096.
 //
+// An experiment rides along (docs/gpu.md, "Tracing's cost"): the same step captured once into a
+// CUDA graph and replayed, untraced and with CUPTI recording every kernel of the replays. Tracing
+// a step costs the launching thread 2-4 us per kernel; a replay launches once per step, so these
+// two columns say whether graphs would bring tracing under 5 % before the runtime captures steps.
+// The replayed step's parameters are compared with the eager step's ("graph_max_abs_diff").
+//
 // Usage: gpu_mlp_step_bench [MODEL=784-512-512-10] [BATCH=128] [STEPS=200]
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <span>
@@ -56,6 +66,139 @@ std::vector<double> time_steps(gpu_bench::MlpStep& step, const Device& device,
   return medians;
 }
 
+// `text` with the characters a JSON string cannot hold as they are replaced by spaces.
+std::string json_safe(std::string text) {
+  for (char& c : text)
+    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return text;
+}
+
+// The step captured into a CUDA graph on the device's compute stream (the step's kernels all run
+// there), or why it could not be.
+class GraphStep {
+ public:
+  GraphStep(gpu_bench::MlpStep& step, const Device& device)
+      : stream_(static_cast<cudaStream_t>(cuda::stream_handle(device.impl(), StreamKind::kCompute))),
+        gpu_(cuda::physical_index(device.impl())) {
+    device.synchronize();
+    // Relaxed: the caching allocator may still call cudaMalloc (it should not, after warm-up).
+    if (const cudaError_t s = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+        s != cudaSuccess) {
+      error_ = fmt::format("cudaStreamBeginCapture: {}", cudaGetErrorString(s));
+      return;
+    }
+    std::string during;
+    try {
+      step.run();  // recorded, not run: the parameters do not change
+    } catch (const std::exception& e) {
+      during = e.what();
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    if (!during.empty() || ended != cudaSuccess) {
+      error_ = !during.empty() ? during : fmt::format("cudaStreamEndCapture: {}", cudaGetErrorString(ended));
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      return;
+    }
+    size_t nodes = 0;
+    cudaGraphGetNodes(graph, nullptr, &nodes);
+    nodes_ = nodes;
+    const cudaError_t made = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);
+    if (made != cudaSuccess) {
+      error_ = fmt::format("cudaGraphInstantiate: {}", cudaGetErrorString(made));
+      exec_ = nullptr;
+    }
+  }
+  ~GraphStep() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  }
+  GraphStep(const GraphStep&) = delete;
+  GraphStep& operator=(const GraphStep&) = delete;
+
+  bool ok() const { return exec_ != nullptr; }
+  const std::string& error() const { return error_; }
+  size_t nodes() const { return nodes_; }
+  void replay() { gpu_bench::check_cuda(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch", gpu_); }
+
+ private:
+  cudaStream_t stream_;
+  int gpu_;
+  cudaGraphExec_t exec_ = nullptr;
+  size_t nodes_ = 0;
+  std::string error_;
+};
+
+// Every parameter of `step`'s model, in order, copied to the host.
+std::vector<float> parameters_of(gpu_bench::MlpStep& step) {
+  std::vector<float> all;
+  for (Parameter* p : step.model->parameters()) {
+    const std::vector<float> v = p->data.to_vector();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+struct GraphResult {
+  double untraced_s = -1;  // per replayed step
+  double cupti_s = -1;     // per replayed step, CUPTI recording its kernels
+  double max_abs_diff = -1;
+  size_t nodes = 0;
+  std::string error;
+};
+
+// The experiment: a fresh model (same seed as `eager`, which has run `eager_steps` steps by now)
+// warmed up with 10 eager steps, captured, then replayed `steps` times in blocks taking turns
+// untraced and with CUPTI on; its parameters are then compared with `eager`'s after as many
+// eager steps as this one has taken.
+GraphResult time_graph_steps(const std::string& spec, int64_t batch, const Device& device, int steps) {
+  GraphResult result;
+  gpu_bench::MlpStep eager(spec, batch, device);
+  gpu_bench::MlpStep step(spec, batch, device);
+  for (int i = 0; i < 10; ++i) step.run();
+  GraphStep graph(step, device);
+  result.nodes = graph.nodes();
+  if (!graph.ok()) {
+    result.error = graph.error();
+    return result;
+  }
+  NullTraceSink timer_only;
+  constexpr int kBlock = 10;
+  std::vector<double> seconds[2];
+  int replays = 0;
+  for (int done = 0; done < 2 * steps; done += kBlock) {
+    const bool cupti = (done / kBlock) % 2 == 1;
+    if (cupti) {
+      // CUPTI starts at a traced device's first kernel: one eager step, untimed, starts it.
+      cuda::set_kernel_timer(cuda::KernelTimer::kCupti);
+      device.attach_tracer(&timer_only, 0);
+      step.run();
+      ++replays;  // counted with the replays: the parameters moved one step
+    } else {
+      device.attach_tracer(nullptr, -1);
+    }
+    device.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kBlock; ++i) graph.replay();
+    device.synchronize();
+    seconds[cupti ? 1 : 0].push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kBlock);
+    replays += kBlock;
+  }
+  device.attach_tracer(nullptr, -1);
+  result.untraced_s = gpu_bench::median(seconds[0]);
+  result.cupti_s = gpu_bench::median(seconds[1]);
+  for (int i = 0; i < 10 + replays; ++i) eager.run();
+  const std::vector<float> a = parameters_of(eager);
+  const std::vector<float> b = parameters_of(step);
+  result.max_abs_diff = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    result.max_abs_diff = std::max(result.max_abs_diff, static_cast<double>(std::fabs(a[i] - b[i])));
+  if (a.size() != b.size()) result.max_abs_diff = INFINITY;
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,13 +233,18 @@ int main(int argc, char** argv) {
       tracer->close();
     }
     std::filesystem::remove(trace_path);
+    const GraphResult graph = time_graph_steps(spec, batch, device, steps);
     std::printf(
         "{\"impl\":\"dpscope\",\"model\":\"%s\",\"batch\":%lld,\"device\":\"%s\",\"gpu\":\"%s\","
         "\"kernel_timer\":\"%s\",\"ms_per_step\":%.4f,\"ms_per_step_traced\":%.4f,"
-        "\"ms_per_step_timer_only\":%.4f,\"ms_per_step_traced_events\":%.4f,\"untimed_spans\":%llu}\n",
+        "\"ms_per_step_timer_only\":%.4f,\"ms_per_step_traced_events\":%.4f,\"untimed_spans\":%llu,"
+        "\"ms_per_step_graph\":%.4f,\"ms_per_step_graph_cupti\":%.4f,\"graph_nodes\":%zu,"
+        "\"graph_max_abs_diff\":%.3g,\"graph_error\":\"%s\"}\n",
         spec.c_str(), static_cast<long long>(batch), device.name().c_str(),
         cuda::physical_name(device.impl()).c_str(), cuda::kernel_timer_description().c_str(), times[0] * 1e3,
-        times[1] * 1e3, times[2] * 1e3, times[3] * 1e3, static_cast<unsigned long long>(untimed));
+        times[1] * 1e3, times[2] * 1e3, times[3] * 1e3, static_cast<unsigned long long>(untimed),
+        graph.untraced_s * 1e3, graph.cupti_s * 1e3, graph.nodes, graph.max_abs_diff,
+        json_safe(graph.error).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_mlp_step_bench: %s\n", e.what());
     return 1;
