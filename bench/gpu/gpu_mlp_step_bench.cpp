@@ -4,7 +4,7 @@
 // bench/torch_mlp_step.py runs it side by side with PyTorch eager on the same GPU and prints the
 // ratio; scripts/gpu-check.sh runs that at batch 128 and 4096.
 //
-// An experiment rides along (docs/gpu.md, "Tracing's cost"): the same step captured once into a
+// An experiment rides along (docs/gpu.md, "Results", the tracing paragraph): the same step captured once into a
 // CUDA graph and replayed, untraced and with CUPTI recording every kernel of the replays. Tracing
 // a step costs the launching thread 2-4 us per kernel; a replay launches once per step, so these
 // two columns say whether graphs would bring tracing under 5 % before the runtime captures steps.
