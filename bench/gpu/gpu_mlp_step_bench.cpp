@@ -4,11 +4,11 @@
 // bench/torch_mlp_step.py runs it side by side with PyTorch eager on the same GPU and prints the
 // ratio; scripts/gpu-check.sh runs that at batch 128 and 4096.
 //
-// An experiment rides along (docs/gpu.md, "Results", the tracing paragraph): the same step captured once into a
-// CUDA graph and replayed, untraced and with CUPTI recording every kernel of the replays. Tracing
-// a step costs the launching thread 2-4 us per kernel; a replay launches once per step, so these
-// two columns say whether graphs would bring tracing under 5 % before the runtime captures steps.
-// The replayed step's parameters are compared with the eager step's ("graph_max_abs_diff").
+// An experiment rides along (docs/gpu.md, "Results", the tracing paragraph): the same step captured once into
+// a CUDA graph and replayed, untraced and with CUPTI recording every kernel of the replays. Tracing a step
+// costs the launching thread 2-4 us per kernel; a replay launches once per step, so these two columns say
+// whether graphs would bring tracing under 5 % before the runtime captures steps. The replayed step's
+// parameters are compared with the eager step's ("graph_max_abs_diff").
 //
 // Usage: gpu_mlp_step_bench [MODEL=784-512-512-10] [BATCH=128] [STEPS=200]
 #include <cuda_runtime.h>
