@@ -233,7 +233,13 @@ int main(int argc, char** argv) {
       tracer->close();
     }
     std::filesystem::remove(trace_path);
-    const GraphResult graph = time_graph_steps(spec, batch, device, steps);
+    // The experiment never costs the columns above: whatever goes wrong in it is reported in its field.
+    GraphResult graph;
+    try {
+      graph = time_graph_steps(spec, batch, device, steps);
+    } catch (const std::exception& e) {
+      graph = GraphResult{.error = e.what()};
+    }
     std::printf(
         "{\"impl\":\"dpscope\",\"model\":\"%s\",\"batch\":%lld,\"device\":\"%s\",\"gpu\":\"%s\","
         "\"kernel_timer\":\"%s\",\"ms_per_step\":%.4f,\"ms_per_step_traced\":%.4f,"
