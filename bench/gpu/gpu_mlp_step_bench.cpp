@@ -164,6 +164,16 @@ GraphResult time_graph_steps(const std::string& spec, int64_t batch, const Devic
     return result;
   }
   NullTraceSink timer_only;
+  // Detached on every way out, before timer_only goes (a throw included).
+  struct Detach {
+    const Device& device;
+    ~Detach() {
+      try {
+        device.attach_tracer(nullptr, -1);
+      } catch (...) {
+      }
+    }
+  } detach{device};
   constexpr int kBlock = 10;
   std::vector<double> seconds[2];
   int replays = 0;
