@@ -502,8 +502,11 @@ void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origi
   const float y2 = origin.y + fs * 0.3f + bold->FontSize * 1.3f;
   float x = origin.x + fs * 0.5f;
   if (state.step >= 0) {
+    // "step 1 of steps 0–1": steps are numbered from 0 as the training loop counts them.
     const std::string step =
-        fmt::format("step {} of {}..{}", state.step, model.first_step(), model.last_step());
+        model.first_step() == model.last_step()
+            ? fmt::format("step {}", state.step)
+            : fmt::format("step {} of steps {}–{}", state.step, model.first_step(), model.last_step());
     draw_text(dl, ImGui::GetFont(), fs, ImVec2(x, y2), pal.text, step);
     x += text_size(nullptr, fs, step).x + fs * 0.8f;
   }
