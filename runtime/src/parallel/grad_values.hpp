@@ -8,6 +8,8 @@
 #pragma once
 
 #include <algorithm>
+#include <numeric>
+#include <span>
 #include <vector>
 
 #include "dpscope/core/trace_sink.hpp"
@@ -15,13 +17,23 @@
 
 namespace dpscope::detail {
 
-// Elements sampled across the whole gradient (every numel/32-th), so the viewer can show the
+// Elements sampled across the whole gradient (about every numel/32-th), so the viewer can show the
 // largest-magnitude ones instead of whatever the first few are (often exact zeros after a ReLU).
 inline constexpr size_t kTracedGradValues = 32;
 
-// The stride that spreads kTracedGradValues samples over `numel` elements.
-inline int64_t traced_values_stride(int64_t numel) {
-  return std::max<int64_t>(1, numel / static_cast<int64_t>(kTracedGradValues));
+// The stride that spreads kTracedGradValues samples over a gradient of `shape`: about numel / 32,
+// and for a matrix prime to its row length, so that the samples fall in as many columns as they
+// can. A stride that is a multiple of the row length (numel / 32 of a 1024 x 1024 weight is 32
+// rows) samples one column only: the weights of one input unit, all exact zeros when that unit is
+// a dead ReLU, though the gradient is not.
+inline int64_t traced_values_stride(std::span<const int64_t> shape) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  int64_t stride = std::max<int64_t>(1, numel / static_cast<int64_t>(kTracedGradValues));
+  const int64_t row = shape.empty() ? numel : shape.back();
+  if (row > 1 && row < numel)
+    while (stride > 1 && std::gcd(stride, row) != 1) --stride;
+  return stride;
 }
 
 class TracedGradValues {
@@ -36,13 +48,13 @@ class TracedGradValues {
   // written at once on cpu and sim devices, at the next emit() on a GPU.
   void take(const Device& device, int param, ValuesWhen when, const Tensor& grad) {
     if (device.tracer() == nullptr) return;
-    pending_.push_back(
-        {.device = device,
-         .param = param,
-         .when = when,
-         .ts_ns = device.clock_ns(StreamKind::kCompute),
-         .stride = traced_values_stride(grad.numel()),
-         .snapshot = kernels::snapshot_values(grad, kTracedGradValues, traced_values_stride(grad.numel()))});
+    const int64_t stride = traced_values_stride(grad.shape());
+    pending_.push_back({.device = device,
+                        .param = param,
+                        .when = when,
+                        .ts_ns = device.clock_ns(StreamKind::kCompute),
+                        .stride = stride,
+                        .snapshot = kernels::snapshot_values(grad, kTracedGradValues, stride)});
     if (device.kind() != DeviceKind::kCuda) emit();
   }
 

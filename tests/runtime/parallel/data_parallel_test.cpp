@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 
 #include "dpscope/nn/loss.hpp"
 #include "dpscope/nn/sequential.hpp"
@@ -192,6 +193,46 @@ TEST(DataParallel, TracesSamplesPerDeviceAndCopies) {
   EXPECT_EQ(per_device["sim:2"], (std::vector<int64_t>{16, 17, 18}));
   EXPECT_EQ(per_device["sim:3"], (std::vector<int64_t>{19}));
   EXPECT_GT(copies_to_device3, 0);
+  std::filesystem::remove(path);
+}
+
+// The traced gradient values of a square weight: numel / 32 is 2 of its rows, a stride that would
+// sample one column (the weights of one input unit, all zeros when it is a dead ReLU). The
+// samples fall in 32 different columns instead, and are the gradient's elements at those places.
+TEST(DataParallel, TracedGradientValuesSpreadOverAMatrixsColumns) {
+  std::vector<Device> devices = make_devices(2);
+  const auto path = testing::unique_temp_path("dp_values.jsonl");
+  TraceHeader header;
+  for (const Device& d : devices) add_trace_device(header, d);
+  std::vector<float> grad;
+  {
+    auto tracer = TraceRecorder::open(path, header, devices);
+    DataParallel dp(Sequential::mlp("8-64-64-2", devices[0], 0), devices);
+    const Tensor out = dp.forward(random_batch(6, 8, 2));
+    dp.backward(Tensor::full(out.shape(), 0.1f, devices[0]));
+    tracer->close();
+    const Parameter* w = dp.module().parameters()[2];  // 2.weight, [64, 64]
+    ASSERT_EQ(w->data.shape(), (Shape{64, 64}));
+    grad = w->grad.to(Device::cpu()).to_vector();
+  }
+  const trace::TraceData t = trace::read_trace(path);
+  int checked = 0;
+  for (const trace::Event& e : t.events) {
+    if (e.type != trace::EventType::kValues) continue;
+    const trace::ValueSample& v = t.values[e.payload];
+    if (v.param != 2 || v.when_kind != ValuesWhen::kAfterReduce) continue;
+    ASSERT_EQ(v.values.size(), 32u);
+    std::set<int64_t> columns;
+    for (size_t i = 0; i < v.values.size(); ++i) {
+      const int64_t at = static_cast<int64_t>(i) * v.stride;
+      ASSERT_LT(at, 64 * 64);
+      columns.insert(at % 64);
+      EXPECT_EQ(v.values[i], grad[static_cast<size_t>(at)]) << "element " << at;
+    }
+    EXPECT_EQ(columns.size(), 32u) << "stride " << v.stride;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 1);
   std::filesystem::remove(path);
 }
 
