@@ -1,10 +1,10 @@
 // The trace recorder's cost per event on the thread that emits it: what a traced kernel pays to
 // be written (on a GPU, on top of the timer's cost: docs/gpu.md). Emits N events of each kind into
 // a recorder attached to a cpu device, from 1 and from 4 threads at once, in steps of 35 events
-// (about one MLP training step's kernels) each followed by a flush, as the training loop flushes
-// once per step. Prints one JSON line per case: nanoseconds per event (formatting and appending,
-// the median over steps), nanoseconds per flush (writing a step's lines to the file), and the
-// file's bytes per event.
+// (about one MLP training step's kernels) each followed by flush_soon(), as the training loop
+// flushes once per step. Prints one JSON line per case: nanoseconds per event (formatting and
+// appending, the median over steps), nanoseconds per flush (handing a step's lines to the
+// recorder's writing thread), and the file's bytes per event.
 //
 // Usage: trace_write_bench [EVENTS=1000000] [OUT_DIR=temp]
 #include <algorithm>
@@ -69,7 +69,7 @@ Result run_case(const Case& c, const std::filesystem::path& path, int threads, i
           per_thread[static_cast<size_t>(t)].push_back(
               std::chrono::duration<double, std::nano>(t1 - t0).count() / kStep);
           if (t == 0) {
-            recorder->flush();
+            recorder->flush_soon();
             flushes.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t1).count());
           }
         }

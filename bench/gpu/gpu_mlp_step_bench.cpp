@@ -55,7 +55,7 @@ std::vector<double> time_steps(gpu_bench::MlpStep& step, const Device& device,
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kBlock; ++i) {
       step.run();
-      if (config.sink != nullptr) config.sink->flush();  // as the training loop does after every step
+      if (config.sink != nullptr) config.sink->flush_soon();  // as the training loop does after every step
     }
     device.synchronize();
     seconds[which].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <variant>
 
+#include "background_writer.hpp"
 #include "dpscope/base/error.hpp"
 
 namespace dpscope {
@@ -177,7 +178,9 @@ std::unique_ptr<TraceRecorder> TraceRecorder::open(const std::filesystem::path& 
 
 TraceRecorder::TraceRecorder(std::filesystem::path path, std::unique_ptr<trace::TraceFileWriter> file,
                              int host_id)
-    : path_(std::move(path)), file_(std::move(file)), host_id_(host_id) {}
+    : path_(std::move(path)),
+      writer_(std::make_unique<trace::BackgroundWriter>(std::move(file))),
+      host_id_(host_id) {}
 
 TraceRecorder::~TraceRecorder() {
   try {
@@ -209,12 +212,10 @@ void TraceRecorder::begin_event(fmt::memory_buffer& out, EventType type, const D
 
 void TraceRecorder::commit(const fmt::memory_buffer& line) {
   std::lock_guard lock(mutex_);
-  pending_.append(line);
+  pending_.append(line.data(), line.size());
   events_.fetch_add(1, std::memory_order_relaxed);
-  if (pending_.size() > (1u << 20) && file_ != nullptr) {
-    file_->write(std::string_view(pending_.data(), pending_.size()));
-    pending_.clear();
-  }
+  // Lines pile up between flushes: a MiB at a time goes to the writer (written, not flushed).
+  if (pending_.size() > (1u << 20) && writer_ != nullptr) writer_->hand_off(pending_, /*flush=*/false);
 }
 
 void TraceRecorder::kernel_span(const Device& device, StreamKind stream, std::string_view name, int64_t ts_ns,
@@ -371,12 +372,13 @@ void TraceRecorder::buckets(const Device& device, int64_t ts_ns, std::span<const
 
 void TraceRecorder::flush() {
   std::lock_guard lock(mutex_);
-  if (file_ == nullptr) return;
-  if (pending_.size() > 0) {
-    file_->write(std::string_view(pending_.data(), pending_.size()));
-    pending_.clear();
-  }
-  file_->flush();  // zstd: ends the block, so a live reader decodes every line written so far
+  if (writer_ == nullptr) return;
+  writer_->wait_written(writer_->hand_off(pending_, /*flush=*/true));
+}
+
+void TraceRecorder::flush_soon() {
+  std::lock_guard lock(mutex_);
+  if (writer_ != nullptr) writer_->hand_off(pending_, /*flush=*/true);
 }
 
 void TraceRecorder::close() {
@@ -385,11 +387,14 @@ void TraceRecorder::close() {
   for (const Device& device : devices_)
     if (device.tracer() == this) device.attach_tracer(nullptr, -1);
   devices_.clear();
-  flush();
-  std::lock_guard lock(mutex_);
-  if (file_ == nullptr) return;
-  const std::unique_ptr<trace::TraceFileWriter> file = std::move(file_);
-  file->close();  // zstd: ends the frame; throws kIo "error while writing trace 'PATH'"
+  std::unique_ptr<trace::BackgroundWriter> writer;
+  {
+    std::lock_guard lock(mutex_);
+    if (writer_ == nullptr) return;
+    writer_->hand_off(pending_, /*flush=*/false);
+    writer = std::move(writer_);
+  }
+  writer->close();  // writes the rest; zstd: ends the frame; throws kIo "error while writing trace 'PATH'"
 }
 
 }  // namespace dpscope

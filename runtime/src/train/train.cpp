@@ -218,7 +218,7 @@ TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_s
       const int64_t step_end_ns = synchronize_all(run.devices);
       if (tracer) {
         tracer->loss_counter(device, device.clock_ns(StreamKind::kCompute), loss_value);
-        tracer->flush();
+        tracer->flush_soon();
       }
       result.losses.push_back(loss_value);
       if (on_step)

@@ -114,7 +114,7 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
   for (int64_t step = 0; step < total_steps; ++step) {
     last_step_ns = rank.step(step);
     result.sim_total_ns += last_step_ns;
-    if (tracer) tracer->flush();
+    if (tracer) tracer->flush_soon();
     if (on_step)
       on_step(
           {.step = step, .total_steps = total_steps, .epoch = 0, .loss = 0.0, .sim_step_ns = last_step_ns});

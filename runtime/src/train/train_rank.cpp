@@ -231,7 +231,7 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
       result.losses.push_back(loss_value);
       if (TraceSink* t = dev.tracer()) {
         t->loss_counter(dev, dev.clock_ns(StreamKind::kCompute), loss_value);
-        if (rank_id == 0 || options.own_tracer) t->flush();
+        if (rank_id == 0 || options.own_tracer) t->flush_soon();
       }
       if (options.on_step)
         options.on_step({.step = step,

@@ -1,17 +1,23 @@
 // The recorder's exact text: the JSON helpers it writes with (json_text.hpp) and whole event lines,
 // byte for byte as docs/trace-format.md shows them (the reader tests check meaning; these check
-// that a faster writer still writes the same bytes).
+// that a faster writer still writes the same bytes); and its writing thread: what flush() and
+// flush_soon() make visible, every line of many threads kept, a failed write reported.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "dpscope/core/device.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/trace_format/json_text.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "support/presets.hpp"
 #include "trace_test_util.hpp"
 
@@ -110,6 +116,100 @@ TEST(TraceRecorderText, EventLinesAreWrittenByteForByte) {
       lines[4],
       R"({"type":"transfer","ts":80000,"rank":2,"dev":0,"step":7,"phase":"backward",)"
       R"("name":"ring reduce-scatter","stream":"comm","dur":1200,"src":0,"dst":1,"bytes":65536,"flow":1})");
+}
+
+// A recorder on one simulated GPU writing to `path`.
+struct OneGpuRecorder {
+  explicit OneGpuRecorder(const std::filesystem::path& path)
+      : gpu(Device::sim(0, dpscope::testing::roofline_preset("h100-sxm"))) {
+    TraceHeader header;
+    add_trace_device(header, gpu);
+    const Device devices[] = {gpu};
+    recorder = TraceRecorder::open(path, header, devices);
+  }
+  Device gpu;
+  std::unique_ptr<TraceRecorder> recorder;
+};
+
+TEST(TraceRecorderWriting, FlushShowsTheLinesAtOnceFlushSoonMomentsLater) {
+  for (const char* name : {"t.jsonl", "t.jsonl.zst"}) {
+    const auto path = trace::testing::scratch_dir() / name;
+    OneGpuRecorder r(path);
+    trace::TraceFollower follower(path);
+    EXPECT_EQ(follower.poll(), 0u);
+    r.recorder->instant(r.gpu, 10, GradReady{.param = 1});
+    r.recorder->flush();
+    EXPECT_EQ(follower.poll(), 1u) << name << ": flush() returns once the line is in the file";
+    r.recorder->instant(r.gpu, 20, GradReady{.param = 2});
+    r.recorder->flush_soon();
+    uint64_t seen = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while ((seen += follower.poll()) < 1 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(seen, 1u) << name << ": flush_soon()'s line reaches the file without another call";
+    r.recorder->close();
+    EXPECT_EQ(follower.poll(), 0u);
+    EXPECT_EQ(follower.data().events.size(), 2u);
+  }
+}
+
+// 4 threads emit 30,000 events each (several MiB: lines go to the writer while others are being
+// written), one of them flushing soon every 35: every line is in the file once, each thread's in
+// the order it emitted them.
+TEST(TraceRecorderWriting, EveryLineOfManyThreadsIsWrittenInEachThreadsOrder) {
+  for (const char* name : {"many.jsonl", "many.jsonl.zst"}) {
+    const auto path = trace::testing::scratch_dir() / name;
+    constexpr int kThreads = 4;
+    constexpr int kEach = 30'000;
+    {
+      std::vector<Device> gpus;
+      TraceHeader header;
+      for (int i = 0; i < kThreads; ++i) {
+        gpus.push_back(Device::sim(i, dpscope::testing::roofline_preset("h100-sxm")));
+        add_trace_device(header, gpus.back());
+      }
+      auto recorder = TraceRecorder::open(path, header, gpus);
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+          for (int i = 0; i < kEach; ++i) {
+            recorder->kernel_span(gpus[static_cast<size_t>(t)], StreamKind::kCompute, "k", i, 1,
+                                  KernelCost{});
+            if (t == 0 && i % 35 == 0) recorder->flush_soon();
+          }
+        });
+      }
+      for (std::thread& thread : threads) thread.join();
+      recorder->close();
+    }
+    const trace::TraceData data = trace::read_trace(path);
+    ASSERT_EQ(data.events.size(), static_cast<size_t>(kThreads * kEach)) << name;
+    EXPECT_TRUE(data.problems.empty()) << name;
+    // In file order, each device's timestamps are 0, 1, 2, ...: every line once, in emitting order.
+    std::vector<const trace::Event*> by_line;
+    for (const trace::Event& e : data.events) by_line.push_back(&e);
+    std::sort(by_line.begin(), by_line.end(), [](auto* a, auto* b) { return a->line < b->line; });
+    std::map<int, int64_t> next;  // device id (the host has one too) -> its next timestamp
+    for (const trace::Event* e : by_line) {
+      ASSERT_EQ(e->ts_ns, next[e->dev]) << name << " device " << e->dev << ", line " << e->line;
+      ++next[e->dev];
+    }
+  }
+}
+
+TEST(TraceRecorderWriting, AFailedWriteIsReportedByClose) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full to fail a write";
+  OneGpuRecorder r("/dev/full");
+  for (int i = 0; i < 20'000; ++i) r.recorder->instant(r.gpu, i, GradReady{.param = 1});
+  r.recorder->flush_soon();
+  std::string message;
+  try {
+    r.recorder->close();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    message = e.what();
+  }
+  EXPECT_EQ(message, "error while writing trace '/dev/full'");
 }
 
 }  // namespace

@@ -68,8 +68,11 @@ class TraceSink {
   // A (new) bucket assignment.
   virtual void buckets(const Device& device, int64_t ts_ns, std::span<const TraceBucketInfo> buckets,
                        BucketReason reason) = 0;
-  // Makes the events so far visible to readers (called once per training step).
+  // Makes the events so far visible to readers: they are in the file when this returns.
   virtual void flush() = 0;
+  // The same without waiting: readers see the events moments later (what training loops call once
+  // per step, so that a traced step does not wait for the disk).
+  virtual void flush_soon() { flush(); }
 };
 
 // A sink that drops every event: a device traced into it pays for timing its work (on a GPU, the

@@ -2,12 +2,13 @@
 //
 // The first line is the header (format version, clock kind, run configuration, devices, links,
 // parameters, buckets); every following line is one event. Events are formatted on the calling
-// thread and appended to a shared buffer under a mutex; flush() (called by training loops once per
-// step, and by close()) writes whole lines only, so a live reader never sees half an event except
-// while the OS is writing it. A path ending in ".zst" is written zstd-compressed
-// (trace_format/compressed.hpp): each flush() ends a zstd block, so a live reader can decode all
-// that was flushed, and close() ends the frame. With no recorder attached, devices skip tracing at
-// the cost of one pointer test.
+// thread and appended to a shared buffer under a mutex. The file is written by a thread of the
+// recorder's own (trace/background_writer.hpp), whole lines only, so a live reader never sees half
+// an event except while the OS is writing it: flush_soon() (training loops, once per step) hands
+// the lines over and returns; flush() also waits until they are in the file. A path ending in
+// ".zst" is written zstd-compressed (trace_format/compressed.hpp): each flush ends a zstd block, so
+// a live reader can decode all that was flushed, and close() ends the frame. With no recorder
+// attached, devices skip tracing at the cost of one pointer test.
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,10 @@
 #include "dpscope/trace_format/schema.hpp"
 
 namespace dpscope {
+
+namespace trace {
+class BackgroundWriter;
+}
 
 // Adds `device` to `header` (and, for the first simulated device, the host) with its PCIe link to
 // the host, and returns its id. Devices are numbered in the order they are added. Links between
@@ -74,7 +79,11 @@ class TraceRecorder final : public TraceSink {
   void buckets(const Device& device, int64_t ts_ns, std::span<const TraceBucketInfo> buckets,
                BucketReason reason) override;
 
+  // The lines so far are in the file (and, zstd, a block is ended) when this returns.
   void flush() override;
+  // Hands the lines so far to the writing thread, which writes and flushes them at once.
+  void flush_soon() override;
+  // Detaches the devices, writes every line and closes the file; throws kIo when writing failed.
   void close();
 
  private:
@@ -85,11 +94,11 @@ class TraceRecorder final : public TraceSink {
   void commit(const fmt::memory_buffer& line);
 
   std::filesystem::path path_;
-  std::unique_ptr<trace::TraceFileWriter> file_;  // null once closed
+  std::unique_ptr<trace::BackgroundWriter> writer_;  // null once closed
   int host_id_ = -1;
   std::vector<Device> devices_;  // attached; detached again by close()
-  std::mutex mutex_;
-  fmt::memory_buffer pending_;
+  std::mutex mutex_;             // pending_ and writer_
+  std::string pending_;          // lines not handed to the writer yet
   std::atomic<uint64_t> events_{0};
   std::atomic<uint64_t> next_flow_{1};
 };
