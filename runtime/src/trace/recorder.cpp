@@ -304,13 +304,24 @@ uint64_t TraceRecorder::transfer(const Device& device, const TraceTransfer& t) {
   append_raw(out, R"(,"flow":)");
   append_json_int(out, flow);
   if (t.collective >= 0) {
-    fmt::format_to(fmt::appender(out), R"(,"coll":{},"algo":)", t.collective);
+    append_raw(out, R"(,"coll":)");
+    append_json_int(out, t.collective);
+    append_raw(out, R"(,"algo":)");
     append_json_string(out, t.algo);
-    fmt::format_to(fmt::appender(out), R"(,"algo_step":{},"chunk":{})", t.algo_step, t.chunk);
+    append_raw(out, R"(,"algo_step":)");
+    append_json_int(out, t.algo_step);
+    append_raw(out, R"(,"chunk":)");
+    append_json_int(out, t.chunk);
   }
   // Written only when set (TraceTransfer): the device ids of that end live in rank R's own file.
-  if (t.src_rank >= 0) fmt::format_to(fmt::appender(out), R"(,"src_rank":{})", t.src_rank);
-  if (t.dst_rank >= 0) fmt::format_to(fmt::appender(out), R"(,"dst_rank":{})", t.dst_rank);
+  if (t.src_rank >= 0) {
+    append_raw(out, R"(,"src_rank":)");
+    append_json_int(out, t.src_rank);
+  }
+  if (t.dst_rank >= 0) {
+    append_raw(out, R"(,"dst_rank":)");
+    append_json_int(out, t.dst_rank);
+  }
   append_raw(out, "}\n");
   commit(out);
   return flow;

@@ -102,9 +102,22 @@ TEST(TraceRecorderText, EventLinesAreWrittenByteForByte) {
                            .dur_ns = 1200,
                            .stream = StreamKind::kComm,
                            .name = "ring reduce-scatter"});
+  recorder->transfer(gpu, {.src = 0,
+                           .dst = 1,
+                           .bytes = 64,
+                           .ts_ns = 80100,
+                           .dur_ns = 5,
+                           .stream = StreamKind::kComm,
+                           .name = "ring all-gather",
+                           .collective = 4,
+                           .algo = "ring",
+                           .algo_step = 1,
+                           .chunk = 2,
+                           .src_rank = 1,
+                           .dst_rank = 3});
   recorder->close();
   const std::vector<std::string> lines = lines_of(dir / "t.jsonl");
-  ASSERT_EQ(lines.size(), 5u);
+  ASSERT_EQ(lines.size(), 6u);
   EXPECT_EQ(lines[1], R"({"type":"span","ts":1234567890123,"rank":2,"dev":0,"step":-1,"phase":"backward",)"
                       R"("name":"backward \"0\".Linear","cat":"compute","stream":"compute","dur":4035,)"
                       R"("args":{"flops":102760448,"bytes":0.5}})");
@@ -116,6 +129,10 @@ TEST(TraceRecorderText, EventLinesAreWrittenByteForByte) {
       lines[4],
       R"({"type":"transfer","ts":80000,"rank":2,"dev":0,"step":7,"phase":"backward",)"
       R"("name":"ring reduce-scatter","stream":"comm","dur":1200,"src":0,"dst":1,"bytes":65536,"flow":1})");
+  EXPECT_EQ(lines[5],
+            R"({"type":"transfer","ts":80100,"rank":2,"dev":0,"step":7,"phase":"backward",)"
+            R"("name":"ring all-gather","stream":"comm","dur":5,"src":0,"dst":1,"bytes":64,"flow":2,)"
+            R"("coll":4,"algo":"ring","algo_step":1,"chunk":2,"src_rank":1,"dst_rank":3})");
 }
 
 // A recorder on one simulated GPU writing to `path`.
