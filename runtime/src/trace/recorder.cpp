@@ -2,6 +2,7 @@
 #include "dpscope/trace/recorder.hpp"
 
 #include <cmath>
+#include <concepts>
 #include <variant>
 
 #include "background_writer.hpp"
@@ -89,6 +90,20 @@ void append_trace_header(fmt::memory_buffer& out, const TraceHeader& h) {
 
 namespace {
 
+// `key` (the literal `,"key":`) and an integer.
+template <std::integral T>
+void put_int(fmt::memory_buffer& out, std::string_view key, T value) {
+  append_raw(out, key);
+  append_json_int(out, value);
+}
+
+// `key` (the literal `,"key":"`), a vocabulary name (a constant: nothing to escape) and its quote.
+void put_name(fmt::memory_buffer& out, std::string_view key, std::string_view name) {
+  append_raw(out, key);
+  append_raw(out, name);
+  out.push_back('"');
+}
+
 // A span's `args` object (nothing for NoArgs), keys in the order docs/trace-format.md shows.
 void write_span_args(fmt::memory_buffer& out, const SpanArgs& args) {
   auto it = fmt::appender(out);
@@ -127,8 +142,7 @@ void write_instant_args(fmt::memory_buffer& out, const InstantPayload& payload) 
     fmt::memory_buffer& out;
     fmt::appender it;
     void operator()(const GradReady& a) const {
-      append_raw(out, R"(,"args":{"param":)");
-      append_json_int(out, a.param);
+      put_int(out, R"(,"args":{"param":)", a.param);
       out.push_back('}');
     }
     void operator()(const BucketLaunched& a) const { bucket(a.bucket, a.bytes, a.params); }
@@ -197,17 +211,11 @@ void TraceRecorder::begin_event(fmt::memory_buffer& out, EventType type, const D
   const TraceContext stamp = device.trace_stamp();
   append_raw(out, R"({"type":")");
   append_raw(out, to_string(type));
-  append_raw(out, R"(","ts":)");
-  append_json_int(out, ts_ns);
-  append_raw(out, R"(,"rank":)");
-  append_json_int(out, stamp.rank);
-  append_raw(out, R"(,"dev":)");
-  append_json_int(out, stamp.trace_id);
-  append_raw(out, R"(,"step":)");
-  append_json_int(out, stamp.step);
-  append_raw(out, R"(,"phase":")");
-  append_raw(out, to_string(stamp.phase));
-  out.push_back('"');
+  put_int(out, R"(","ts":)", ts_ns);
+  put_int(out, R"(,"rank":)", stamp.rank);
+  put_int(out, R"(,"dev":)", stamp.trace_id);
+  put_int(out, R"(,"step":)", stamp.step);
+  put_name(out, R"(,"phase":")", to_string(stamp.phase));
 }
 
 void TraceRecorder::commit(const fmt::memory_buffer& line) {
@@ -233,12 +241,9 @@ void TraceRecorder::span(const Device& device, const SpanEvent& span) {
   begin_event(out, EventType::kSpan, device, span.ts_ns);
   append_raw(out, R"(,"name":)");
   append_json_string(out, span.name);
-  append_raw(out, R"(,"cat":")");
-  append_raw(out, to_string(span.cat));
-  append_raw(out, R"(","stream":")");
-  append_raw(out, to_string(span.stream));
-  append_raw(out, R"(","dur":)");
-  append_json_int(out, span.dur_ns);
+  put_name(out, R"(,"cat":")", to_string(span.cat));
+  put_name(out, R"(,"stream":")", to_string(span.stream));
+  put_int(out, R"(,"dur":)", span.dur_ns);
   write_span_args(out, span.args);
   append_raw(out, "}\n");
   commit(out);
@@ -247,9 +252,7 @@ void TraceRecorder::span(const Device& device, const SpanEvent& span) {
 void TraceRecorder::instant(const Device& device, int64_t ts_ns, const InstantPayload& payload) {
   fmt::memory_buffer out;
   begin_event(out, EventType::kInstant, device, ts_ns);
-  append_raw(out, R"(,"name":")");
-  append_raw(out, to_string(instant_name(payload)));
-  out.push_back('"');
+  put_name(out, R"(,"name":")", to_string(instant_name(payload)));
   write_instant_args(out, payload);
   append_raw(out, "}\n");
   commit(out);
@@ -259,9 +262,8 @@ void TraceRecorder::counter(const Device& device, EventName name, int64_t ts_ns,
                             std::span<const std::pair<std::string_view, double>> values) {
   fmt::memory_buffer out;
   begin_event(out, EventType::kCounter, device, ts_ns);
-  append_raw(out, R"(,"name":")");
-  append_raw(out, to_string(name));
-  append_raw(out, R"(","values":{)");
+  put_name(out, R"(,"name":")", to_string(name));
+  append_raw(out, R"(,"values":{)");
   for (size_t i = 0; i < values.size(); ++i) {
     if (i) out.push_back(',');
     append_json_string(out, values[i].first);
@@ -291,36 +293,25 @@ uint64_t TraceRecorder::transfer(const Device& device, const TraceTransfer& t) {
   begin_event(out, EventType::kTransfer, device, t.ts_ns);
   append_raw(out, R"(,"name":)");
   append_json_string(out, t.name);
-  append_raw(out, R"(,"stream":")");
-  append_raw(out, to_string(t.stream));
-  append_raw(out, R"(","dur":)");
-  append_json_int(out, t.dur_ns);
-  append_raw(out, R"(,"src":)");
-  append_json_int(out, t.src);
-  append_raw(out, R"(,"dst":)");
-  append_json_int(out, t.dst);
-  append_raw(out, R"(,"bytes":)");
-  append_json_int(out, t.bytes);
-  append_raw(out, R"(,"flow":)");
-  append_json_int(out, flow);
+  put_name(out, R"(,"stream":")", to_string(t.stream));
+  put_int(out, R"(,"dur":)", t.dur_ns);
+  put_int(out, R"(,"src":)", t.src);
+  put_int(out, R"(,"dst":)", t.dst);
+  put_int(out, R"(,"bytes":)", t.bytes);
+  put_int(out, R"(,"flow":)", flow);
   if (t.collective >= 0) {
-    append_raw(out, R"(,"coll":)");
-    append_json_int(out, t.collective);
+    put_int(out, R"(,"coll":)", t.collective);
     append_raw(out, R"(,"algo":)");
     append_json_string(out, t.algo);
-    append_raw(out, R"(,"algo_step":)");
-    append_json_int(out, t.algo_step);
-    append_raw(out, R"(,"chunk":)");
-    append_json_int(out, t.chunk);
+    put_int(out, R"(,"algo_step":)", t.algo_step);
+    put_int(out, R"(,"chunk":)", t.chunk);
   }
   // Written only when set (TraceTransfer): the device ids of that end live in rank R's own file.
   if (t.src_rank >= 0) {
-    append_raw(out, R"(,"src_rank":)");
-    append_json_int(out, t.src_rank);
+    put_int(out, R"(,"src_rank":)", t.src_rank);
   }
   if (t.dst_rank >= 0) {
-    append_raw(out, R"(,"dst_rank":)");
-    append_json_int(out, t.dst_rank);
+    put_int(out, R"(,"dst_rank":)", t.dst_rank);
   }
   append_raw(out, "}\n");
   commit(out);
