@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <span>
 #include <vector>
 
 #include "dpscope/core/trace_sink.hpp"
@@ -26,9 +25,8 @@ inline constexpr size_t kTracedGradValues = 32;
 // can. A stride that is a multiple of the row length (numel / 32 of a 1024 x 1024 weight is 32
 // rows) samples one column only: the weights of one input unit, all exact zeros when that unit is
 // a dead ReLU, though the gradient is not.
-inline int64_t traced_values_stride(std::span<const int64_t> shape) {
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
+inline int64_t traced_values_stride(const Shape& shape) {
+  const int64_t numel = shape_numel(shape);
   int64_t stride = std::max<int64_t>(1, numel / static_cast<int64_t>(kTracedGradValues));
   const int64_t row = shape.empty() ? numel : shape.back();
   if (row > 1 && row < numel)
