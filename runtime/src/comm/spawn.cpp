@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/kernels/cpu_threads.hpp"
 
 namespace dpscope {
 
@@ -22,6 +23,8 @@ void spawn_ranks(InitOptions options, const RankFunction& fn) {
   // peers only fail (with "aborted because rank r failed") after that.
   std::mutex mutex;
   std::optional<RankFailure> first;
+  // The rank threads multiply at once: each gets its share of the CPU's matrix-product threads.
+  const kernels::ConcurrentCompute concurrent(options.world_size);
   std::vector<std::thread> threads;
   threads.reserve(static_cast<size_t>(options.world_size));
   for (int rank = 0; rank < options.world_size; ++rank) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/kernels/cpu_threads.hpp"
 
 namespace dpscope::detail {
 
@@ -24,6 +25,8 @@ inline void run_parallel(size_t count, const std::function<void(size_t)>& fn,
       errors[i] = std::current_exception();
     }
   };
+  // The items compute at once: each gets its share of the CPU's matrix-product threads.
+  const kernels::ConcurrentCompute concurrent(static_cast<int>(count));
   std::vector<std::thread> threads;
   threads.reserve(count > 0 ? count - 1 : 0);
   for (size_t i = 1; i < count; ++i) threads.emplace_back(guarded, i);

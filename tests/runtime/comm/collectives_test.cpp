@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "comm_test_util.hpp"
+#include "dpscope/kernels/cpu_threads.hpp"
 
 namespace dpscope {
 namespace {
@@ -57,6 +58,18 @@ TEST(SpawnedRanks, AreBoundToSimDeviceOfTheirRank) {
       },
       round_options());
   EXPECT_EQ(names, (std::vector<std::string>{"sim:0", "sim:1", "sim:2"}));
+}
+
+TEST(SpawnedRanks, ShareTheCpusMatrixProductThreads) {
+  // Rank threads multiply at once: each gets its share of the budget (kernels/cpu_threads.hpp).
+  const int budget = kernels::num_threads_budget();
+  kernels::set_num_threads(8);
+  std::vector<int> seen(4);
+  spawn(
+      4, [&](ProcessGroup& pg) { seen[pg.rank()] = kernels::get_num_threads(); }, round_options());
+  EXPECT_EQ(seen, (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(kernels::get_num_threads(), 8);
+  kernels::set_num_threads(budget);
 }
 
 TEST(InitProcessGroup, ThreadsOfOneProcessMeetThroughAnExplicitWorld) {

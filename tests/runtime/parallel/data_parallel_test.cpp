@@ -7,12 +7,14 @@
 #include <random>
 #include <set>
 
+#include "dpscope/kernels/cpu_threads.hpp"
 #include "dpscope/nn/loss.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/optim/sgd.hpp"
 #include "dpscope/parallel/data_parallel.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/trace_format/reader.hpp"
+#include "run_parallel.hpp"
 #include "support/errors.hpp"
 #include "support/temp_files.hpp"
 
@@ -98,6 +100,20 @@ TEST(DataParallel, EqualsSingleDeviceWithUnevenChunks) {
   expect_dp_equals_single_device(4, 10);  // 3, 3, 3, 1
   expect_dp_equals_single_device(4, 5);   // 2, 2, 1: only three replicas run
   expect_dp_equals_single_device(8, 3);   // 1, 1, 1
+}
+
+TEST(DataParallel, ReplicaThreadsShareTheCpusMatrixProductThreads) {
+  // parallel_apply's threads multiply at once: each gets its share of the budget
+  // (kernels/cpu_threads.hpp), and the budget is whole again once they are joined.
+  const int budget = kernels::num_threads_budget();
+  kernels::set_num_threads(8);
+  std::vector<int> seen(4);
+  detail::run_parallel(
+      seen.size(), [&](size_t i) { seen[i] = kernels::get_num_threads(); },
+      [](size_t i) { return fmt::format("replica {}", i); });
+  EXPECT_EQ(seen, (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(kernels::get_num_threads(), 8);
+  kernels::set_num_threads(budget);
 }
 
 TEST(DataParallel, UsesFewerReplicasThanDevicesForSmallBatches) {

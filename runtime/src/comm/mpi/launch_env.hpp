@@ -31,4 +31,14 @@ inline std::optional<mpi::Launch> launch_from_env() {
   return std::nullopt;
 }
 
+// How many processes of this job run on this machine, as the launcher says: mpirun (OpenMPI's
+// OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS) or dpscope launch and torchrun
+// (LOCAL_WORLD_SIZE); nothing when none does.
+inline std::optional<int> local_process_count() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE"}) {
+    if (const std::optional<int> count = env_int(name); count && *count >= 1) return count;
+  }
+  return std::nullopt;
+}
+
 }  // namespace dpscope::detail

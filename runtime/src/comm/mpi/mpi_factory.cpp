@@ -11,6 +11,8 @@
 #include "../async_backend.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/process_group.hpp"
+#include "dpscope/kernels/cpu_threads.hpp"
+#include "launch_env.hpp"
 #include "mpi_backend.hpp"
 #include "mpi_singletons.hpp"
 
@@ -138,6 +140,18 @@ MPI_Comm mpirun_world(const InitOptions& options, Milliseconds timeout) {
   return create_world(options.world_size);
 }
 
+// This process is one of the job's processes on this machine, all computing at once: like rank
+// threads in one process, each gets its share of the CPU's matrix-product threads for the rest of
+// its life (kernels/cpu_threads.hpp). The machine is not oversubscribed, and a process multiplies
+// with as many threads as the sim backend's rank thread would: OpenBLAS's results depend on that
+// count, and `--algo ring` promises the simulated run's weights bit for bit.
+void share_cpu_with_local_processes() {
+  static const std::unique_ptr<kernels::ConcurrentCompute> share = [] {
+    const std::optional<int> local = local_process_count();
+    return local ? std::make_unique<kernels::ConcurrentCompute>(*local) : nullptr;
+  }();
+}
+
 BackendFactory mpi_backend_factory() {
   return [](const InitOptions& options) -> std::unique_ptr<Backend> {
     const Milliseconds timeout = options.timeout.count() > 0 ? options.timeout : kDefaultTimeout;
@@ -148,6 +162,7 @@ BackendFactory mpi_backend_factory() {
     MPI_Comm world =
         singletons ? mpi::detail::join_singletons(*options.store, options.rank, options.world_size, timeout)
                    : mpirun_world(options, timeout);
+    share_cpu_with_local_processes();
     auto channel = std::make_unique<MpiChannel>(world, std::make_shared<MpiRankState>());
     Device device = Device::new_cpu();
     device.set_rank(options.rank);
