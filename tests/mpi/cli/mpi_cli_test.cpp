@@ -158,9 +158,8 @@ TEST(MpiTrain, AlgoRingRunsOurScheduleToTheSimulatedRunsExactWeights) {
   // a process gets the share a rank thread gets (kernels/cpu_threads.hpp).
   TempDir dir("mpi_train_ring");
   const std::string run =
-      "train --mode ddp --dataset spirals:512 --model 2-256-256-3 --batch 16 --steps 12 --optim adam --lr "
-      "0.01 "
-      "--devices 3 --algo ring ";
+      "train --mode ddp --dataset spirals:512 --model 2-256-256-3 --batch 16 --steps 12 "
+      "--optim adam --lr 0.01 --devices 3 --algo ring ";
   const auto sim = run_dpscope(run + fmt::format("--save {}", dir / "sim.safetensors"));
   ASSERT_EQ(sim.exit_code, 0) << sim.output;
   const auto procs =

@@ -6,23 +6,20 @@
 #include <sched.h>
 
 #include "dpscope/base/error.hpp"
+#include "support/thread_budget.hpp"
 
 namespace dpscope {
 namespace {
 
-// Sets a budget for one test and puts the process's back afterwards.
+// Every test sets its own budgets; the process's is put back afterwards.
 class CpuThreads : public ::testing::Test {
  protected:
   void SetUp() override {
-    saved_ = kernels::num_threads_budget();
-    kernels::set_num_threads(2);
-    if (kernels::get_num_threads() != 2)
-      GTEST_SKIP() << "this OpenBLAS runs on one thread only (a serial build)";
+    if (!budget_.took_effect()) GTEST_SKIP() << "this OpenBLAS runs on one thread only (a serial build)";
   }
-  void TearDown() override { kernels::set_num_threads(saved_); }
 
  private:
-  int saved_ = 1;
+  testing::ThreadBudget budget_{2};
 };
 
 TEST_F(CpuThreads, OneWorkerUsesTheWholeBudget) {
