@@ -112,11 +112,27 @@ void run_scenario(const std::vector<std::string>& args, const fs::path& trace, b
 struct LessonRun {
   fs::path trace;
   std::vector<std::string> args;
+  // The same, as the handout shows them: `{scratch}` relative to the output directory, where the
+  // handout is, so that its command works from there (an absolute scratch path would name the
+  // machine that wrote it).
+  std::vector<std::string> shown_args;
   trace::TraceData data;
   lesson::LessonReport report;
   double wall_seconds = 0.0;
   std::optional<std::string> failure;  // the run's error, when it stopped with one
 };
+
+// Writes `dir` for every `{scratch}` in `args`; false when there was none.
+bool replace_scratch(std::vector<std::string>& args, const std::string& dir) {
+  bool replaced = false;
+  for (std::string& arg : args)
+    for (size_t at = arg.find("{scratch}"); at != std::string::npos;
+         at = arg.find("{scratch}", at + dir.size())) {
+      arg.replace(at, 9, dir);
+      replaced = true;
+    }
+  return replaced;
+}
 
 LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
                      const std::map<std::string, std::string>& knobs, bool quiet) {
@@ -130,13 +146,9 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   // `{scratch}` in the scenario (e.g. --checkpoint-dir {scratch}/ckpt) names a directory of the
   // lesson's own, emptied before every run so that a rerun starts like the first one.
   const fs::path scratch = out_dir / (lesson.id + ".scratch");
-  bool uses_scratch = false;
-  for (std::string& arg : run.args)
-    for (size_t at = arg.find("{scratch}"); at != std::string::npos; at = arg.find("{scratch}", at)) {
-      arg.replace(at, 9, scratch.string());
-      uses_scratch = true;
-    }
-  if (uses_scratch) {
+  run.shown_args = run.args;
+  replace_scratch(run.shown_args, lesson.id + ".scratch");
+  if (replace_scratch(run.args, scratch.string())) {
     fs::remove_all(scratch, ec);
     fs::create_directories(scratch, ec);
     DPS_CHECK(fs::is_directory(scratch, ec), ErrorKind::kIo,
@@ -337,7 +349,7 @@ void handout_command(const LessonArgs& args) {
       args.no_png ? std::vector<std::string>() : render_chapters(lesson, run.report, run.trace, out);
   const fs::path page = out / (lesson.id + ".md");
   std::ofstream file(page, std::ios::binary | std::ios::trunc);
-  file << lesson::handout_markdown(lesson, run.args, run.report, run.trace.filename().string(), images);
+  file << lesson::handout_markdown(lesson, run.shown_args, run.report, run.trace.filename().string(), images);
   file.close();
   DPS_CHECK(file.good(), ErrorKind::kIo, "cannot write {}", page.string());
   fmt::print("handout: {} (trace {})\n", page.string(), run.trace.string());

@@ -227,6 +227,18 @@ TEST(LessonCli, ScratchDirectoryIsEmptiedSoALessonCanRunTwice) {
   EXPECT_TRUE(fs::exists(ckpt / "checkpoint-00000004.safetensors"));
 }
 
+// The handout's command names the scratch directory relative to the handout's own folder: it works
+// when run from there, and names nothing of the machine that wrote it.
+TEST(LessonCli, HandoutShowsTheScratchDirectoryBesideTheHandout) {
+  const fs::path dir = testing::scratch_dir() / "handout-scratch";
+  const testing::CliResult r = run_cli("lesson handout 11 --no-png " + quoted(dir));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string md = testing::read_file(dir / "11-checkpoints.md");
+  EXPECT_NE(md.find(" --checkpoint-dir 11-checkpoints.scratch/ckpt "), std::string::npos) << md;
+  EXPECT_EQ(md.find(dir.string()), std::string::npos) << md;
+  EXPECT_TRUE(fs::exists(dir / "11-checkpoints.scratch" / "ckpt" / "checkpoint-00000004.safetensors"));
+}
+
 // docs/lessons.md's complete example is a lesson that passes the check, so the doc cannot drift.
 TEST(LessonDocs, TheCompleteExampleIsAWorkingLesson) {
   const std::string doc = testing::read_file(fs::path(DPSCOPE_SOURCE_DIR) / "docs" / "lessons.md");
