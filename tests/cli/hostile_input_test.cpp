@@ -19,81 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/hostile_input.hpp"
 #include "cli/run_limited.hpp"
 
 namespace dpscope::testing {
-namespace {
-
-namespace fs = std::filesystem;
-using std::chrono::seconds;
-
-// Shared fixtures, made once by the release `dpscope`: a good trace and a checkpoint directory.
-struct Fixtures {
-  fs::path dir;
-  fs::path trace;        // a 2-step single-device training trace
-  fs::path checkpoints;  // checkpoint-00000001 and -00000002 of one run
-};
-
-const std::string kTrain = "train --dataset spirals:64 --model 2-8-3 --batch 16 --seed 1";
-#ifdef DPSCOPE_VIZ
-const std::string kViz = DPSCOPE_VIZ;
-#else
-const std::string kViz;  // the visualizer is not built: its rows skip
-#endif
-
-struct Case {
-  std::string name;
-  std::string args;  // split on spaces; {dir} = the case's scratch directory, {fx} = the fixtures
-  int exit_code = 2;
-  std::string error_contains;  // text the one error line must contain
-  std::function<void(const fs::path& dir, const Fixtures& fx)> setup = {};
-  std::map<std::string, std::string> env = {};
-  std::string pending = {};  // non-empty: skipped with this reason until the fix is merged
-  std::string program = DPSCOPE_CLI;
-  seconds limit = seconds(30);
-};
-
-// gtest prints a failing row by its name, not as bytes.
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name << ": dpscope " << c.args; }
-
-void write_file(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
-
-std::vector<std::string> split_words(const std::string& text) {
-  std::vector<std::string> words;
-  std::istringstream in(text);
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
-}
-
-// Copies the fixture checkpoints into `dir`/ckpt and flips one bit of the newest one's metadata.
-void corrupt_copy_of_checkpoints(const fs::path& dir, const Fixtures& fx, bool both) {
-  fs::copy(fx.checkpoints, dir / "ckpt");
-  for (const char* name : {"checkpoint-00000002.safetensors", "checkpoint-00000001.safetensors"}) {
-    const fs::path file = dir / "ckpt" / name;
-    std::string bytes = read_file(file);
-    const size_t at = bytes.find("\"steps_done\":\"");
-    ASSERT_NE(at, std::string::npos);
-    bytes[at + 14] = static_cast<char>(bytes[at + 14] ^ 0x04);
-    write_file(file, bytes);
-    if (!both) break;
-  }
-}
 
 std::vector<Case> hostile_cases() {
   return {
@@ -246,6 +175,17 @@ std::vector<Case> hostile_cases() {
   };
 }
 
+namespace {
+
+// Every area's rows, in one matrix.
+std::vector<Case> all_cases() {
+  std::vector<Case> rows;
+  for (auto area :
+       {hostile_cases, hostile_io_cases, hostile_lesson_cases, hostile_process_cases, hostile_training_cases})
+    for (Case& c : area()) rows.push_back(std::move(c));
+  return rows;
+}
+
 class HostileInput : public ::testing::TestWithParam<Case> {
  protected:
   static void SetUpTestSuite() {
@@ -298,16 +238,18 @@ TEST_P(HostileInput, EndsInTimeWithOneClearErrorLine) {
     EXPECT_EQ(line.rfind(prefix, 0), 0u) << "stray stderr line: " << line;
     if (line.rfind(prefix + "error: ", 0) == 0) errors.push_back(line);
   }
+  if (c.verify) c.verify(dir, fixtures_);
   if (c.exit_code == 0) {
     EXPECT_TRUE(errors.empty()) << shown;
     return;
   }
-  ASSERT_EQ(errors.size(), 1u) << shown;
-  EXPECT_NE(errors[0].find(c.error_contains), std::string::npos)
-      << "expected '" << c.error_contains << "' in: " << errors[0];
+  ASSERT_EQ(errors.size(), static_cast<size_t>(c.error_lines)) << shown;
+  for (const std::string& error : errors)
+    EXPECT_NE(error.find(c.error_contains), std::string::npos)
+        << "expected '" << c.error_contains << "' in: " << error;
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, HostileInput, ::testing::ValuesIn(hostile_cases()),
+INSTANTIATE_TEST_SUITE_P(Matrix, HostileInput, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& row) { return row.param.name; });
 
 // The harness itself: a program that outlives its limit is killed and reported, not waited for.

@@ -1,0 +1,102 @@
+// The hostile-input matrix's shared parts: a row (Case), the fixtures every row may use, and small
+// file helpers. Rows live in one file per area (hostile_input_test.cpp: flags, readers and outputs
+// of issue 9; hostile_*_cases.cpp: the areas of issue 22) and are run by hostile_input_test.cpp.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dpscope::testing {
+
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+// Shared fixtures, made once by the release `dpscope`: a good trace and a checkpoint directory.
+struct Fixtures {
+  fs::path dir;
+  fs::path trace;        // a 2-step single-device training trace
+  fs::path checkpoints;  // checkpoint-00000001 and -00000002 of one run
+};
+
+inline const std::string kTrain = "train --dataset spirals:64 --model 2-8-3 --batch 16 --seed 1";
+#ifdef DPSCOPE_VIZ
+inline const std::string kViz = DPSCOPE_VIZ;
+#else
+inline const std::string kViz;  // the visualizer is not built: its rows skip
+#endif
+
+struct Case {
+  std::string name;
+  std::string args;  // split on spaces; {dir} = the case's scratch directory, {fx} = the fixtures
+  int exit_code = 2;
+  std::string error_contains;  // text the one error line must contain
+  std::function<void(const fs::path& dir, const Fixtures& fx)> setup = {};
+  std::map<std::string, std::string> env = {};
+  std::string pending = {};  // non-empty: skipped with this reason until the fix is merged
+  std::string program = DPSCOPE_CLI;
+  seconds limit = seconds(30);
+  // Expected "dpscope: error:" lines: 1 for one process; one per rank for a launcher's rows.
+  int error_lines = 1;
+  // Runs after the program: checks that no input, output or device node changed (EXPECT_*).
+  std::function<void(const fs::path& dir, const Fixtures& fx)> verify = {};
+};
+
+// gtest prints a failing row by its name, not as bytes.
+inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name << ": dpscope " << c.args; }
+
+inline void write_file(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+inline std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+inline std::vector<std::string> split_words(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// Copies the fixture checkpoints into `dir`/ckpt and flips one bit of the newest one's metadata.
+inline void corrupt_copy_of_checkpoints(const fs::path& dir, const Fixtures& fx, bool both) {
+  fs::copy(fx.checkpoints, dir / "ckpt");
+  for (const char* name : {"checkpoint-00000002.safetensors", "checkpoint-00000001.safetensors"}) {
+    const fs::path file = dir / "ckpt" / name;
+    std::string bytes = read_file(file);
+    const size_t at = bytes.find("\"steps_done\":\"");
+    ASSERT_NE(at, std::string::npos);
+    bytes[at + 14] = static_cast<char>(bytes[at + 14] ^ 0x04);
+    write_file(file, bytes);
+    if (!both) break;
+  }
+}
+
+// The rows of each area (one file each).
+std::vector<Case> hostile_cases();           // hostile_input_test.cpp: issue 9's matrix
+std::vector<Case> hostile_io_cases();        // hostile_io_cases.cpp: input and output guards
+std::vector<Case> hostile_lesson_cases();    // hostile_lesson_cases.cpp: lesson files and their scenarios
+std::vector<Case> hostile_process_cases();   // hostile_process_cases.cpp: launch, mpirun, timeouts
+std::vector<Case> hostile_training_cases();  // hostile_training_cases.cpp: sizes, values, checkpoints
+
+}  // namespace dpscope::testing
