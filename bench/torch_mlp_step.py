@@ -5,6 +5,8 @@ Same model (nn.Sequential of Linear + ReLU, --model A-B-C), batch, loss (cross-e
 (SGD lr 0.01, momentum 0.9; PyTorch's defaults otherwise: foreach on CUDA) as
 bench/gpu/gpu_mlp_step_bench. TF32 stays off for matmul (PyTorch's default, and dpscope's).
 Time = median over blocks of 10 steps, each block between torch.cuda.synchronize() calls.
+With --dpscope-bin, PyTorch's step is also timed under torch.profiler (CPU and CUDA activities,
+the way people profile a step), so dpscope's tracing cost sits beside PyTorch's own profiler's.
 
 Usage:
   bench/torch_mlp_step.py [--device cuda] [--batch 128]          one JSON line, PyTorch only
@@ -21,7 +23,9 @@ import sys
 import time
 
 
-def torch_ms_per_step(sizes, batch, steps, device):
+def torch_ms_per_step(sizes, batch, steps, device, profiled=False):
+    """Median ms per step; profiled: every step runs under torch.profiler (CPU + CUDA activities)."""
+    import contextlib
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "parity"))
     from parity_common import build_mlp
@@ -43,17 +47,24 @@ def torch_ms_per_step(sizes, batch, steps, device):
         loss_fn(model(x), y).backward()
         opt.step()
 
-    for _ in range(10):
-        step()
-    block = 10
+    context = contextlib.nullcontext()
+    if profiled:
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        context = torch.profiler.profile(activities=activities)
     per_step = []
-    for _ in range(max(1, steps // block)):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(block):
+    with context:  # the profiler's post-processing at exit is not timed, as dpscope's is not
+        for _ in range(10):
             step()
-        sync()
-        per_step.append((time.perf_counter() - t0) / block)
+        block = 10
+        for _ in range(max(1, steps // block)):
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(block):
+                step()
+            sync()
+            per_step.append((time.perf_counter() - t0) / block)
     return statistics.median(per_step) * 1e3
 
 
@@ -87,7 +98,7 @@ def main():
 
     keys = ["ms_per_step", "ms_per_step_traced", "ms_per_step_timer_only", "ms_per_step_traced_events"]
     graph_keys = ["ms_per_step_graph", "ms_per_step_graph_cupti"]
-    ours, theirs, gpu, timer, untimed = {k: [] for k in keys + graph_keys}, [], "", "", 0
+    ours, theirs, profiled, gpu, timer, untimed = {k: [] for k in keys + graph_keys}, [], [], "", "", 0
     graph_notes = set()
     for _ in range(args.rounds):  # alternating, so both see the same clocks and temperature
         r = dpscope_ms_per_step(args.dpscope_bin, args.model, args.batch, args.steps)
@@ -103,13 +114,15 @@ def main():
         gpu, timer = r.get("gpu", ""), r.get("kernel_timer", "")
         untimed += r.get("untimed_spans", 0)
         theirs.append(torch_ms_per_step(sizes, args.batch, args.steps, args.device))
+        profiled.append(torch_ms_per_step(sizes, args.batch, args.steps, args.device, profiled=True))
     o, ot, oc, oe = (statistics.median(ours[k]) for k in keys)
-    t = statistics.median(theirs)
+    t, tp = statistics.median(theirs), statistics.median(profiled)
     print(f"MLP {args.model}, batch {args.batch}, SGD(momentum), CE, on {gpu or args.device}, "
           f"torch {torch.__version__}, median of {args.rounds} rounds x {args.steps} steps")
     print(f"kernel timer: {timer}; spans with no GPU work found: {untimed}")
     print(f"{'implementation':<34}{'ms/step':>10}{'vs PyTorch':>12}{'vs untraced':>13}")
     print(f"{'PyTorch eager':<34}{t:>10.3f}{1.0:>11.2f}x")
+    print(f"{'PyTorch eager, torch.profiler on':<34}{tp:>10.3f}{tp / t:>11.2f}x")
     for name, ms in [("dpscope (cuda, no trace)", o), ("dpscope (cuda, traced)", ot),
                      ("dpscope (cuda, timer only)", oc), ("dpscope (cuda, traced, events)", oe)]:
         print(f"{name:<34}{ms:>10.3f}{ms / t:>11.2f}x{ms / o:>12.2f}x")
@@ -117,6 +130,13 @@ def main():
           f"\t{o / t:.2f}\t<= 1.00")
     print(f"bench-row\ttracing cost, batch {args.batch} (traced / untraced)\t{ot:.3f}\tuntraced {o:.3f}"
           f"\t{ot / o:.2f}\t<= 1.05")
+    # Tracing's cost against the profiler's, each as the share of its own untraced step it adds.
+    ours_cost, torch_cost = ot / o - 1, tp / t - 1
+    versus = f"{ours_cost / torch_cost:.2f}" if torch_cost > 0 else "-"
+    print(f"tracing adds {100 * ours_cost:.1f} % to dpscope's step; torch.profiler adds "
+          f"{100 * torch_cost:.1f} % to PyTorch's")
+    print(f"bench-row\ttracing cost vs torch.profiler's, batch {args.batch} (added share)"
+          f"\t{100 * ours_cost:.1f} %\ttorch.profiler {100 * torch_cost:.1f} %\t{versus}\t< 1")
     print(f"bench-row\t  of which the kernel timer, batch {args.batch} (timer only / untraced)\t{oc:.3f}"
           f"\tuntraced {o:.3f}\t{oc / o:.2f}\t-")
     print(f"bench-row\t  traced with CUDA events instead, batch {args.batch}\t{oe:.3f}"
