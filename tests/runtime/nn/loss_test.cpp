@@ -135,6 +135,18 @@ TEST(CrossEntropyLoss, OutOfRangeTargetNamesTheIndexAndTheClassCount) {
             "CrossEntropyLoss: Target -1 is out of bounds (class indices must be in [0, 10), at row 0).");
 }
 
+// Without the host-side check (a step captured as a CUDA graph), valid targets give the same loss.
+TEST(CrossEntropyLoss, WithoutTheTargetCheckValidTargetsGiveTheSameLoss) {
+  const Tensor logits = Tensor::from_floats(std::vector<float>{0.5f, -1.0f, 2.0f, 0.25f, 0.0f, -0.75f}, {2, 3});
+  const Tensor targets = Tensor::from_ints(std::vector<int64_t>{2, 0}, {2});
+  CrossEntropyLoss checked;
+  CrossEntropyLoss unchecked;
+  unchecked.set_check_targets(false);
+  const float expected = checked.forward(logits, targets).item();
+  EXPECT_EQ(unchecked.forward(logits, targets).item(), expected);
+  EXPECT_NEAR(expected, testing::cross_entropy_ref({0.5, -1.0, 2.0, 0.25, 0.0, -0.75}, {2, 0}, 3), 1e-6);
+}
+
 TEST(CrossEntropyLoss, ShapeAndDtypeErrors) {
   CrossEntropyLoss ce;
   EXPECT_EQ(what_of([&] {

@@ -54,6 +54,11 @@ class MSELoss : public Loss {
 class CrossEntropyLoss : public Loss {
  public:
   const char* type_name() const override { return "CrossEntropyLoss"; }
+  // forward() checks every target is a class index in [0, classes), as PyTorch does (on a GPU
+  // with a device-side assert; here a cuda tensor's targets are read back, a host wait per call).
+  // Off, the caller vouches for the targets: a step captured as a CUDA graph cannot wait on the
+  // host (bench/gpu/gpu_mlp_step_bench's graph experiment).
+  void set_check_targets(bool check) { check_targets_ = check; }
 
  protected:
   Tensor forward_impl(const Tensor& input, const Tensor& target) override;
@@ -63,6 +68,7 @@ class CrossEntropyLoss : public Loss {
  private:
   Tensor probs_;   // [B, C] softmax of the logits, saved by forward
   Tensor target_;  // [B]
+  bool check_targets_ = true;
 };
 
 }  // namespace dpscope
