@@ -1,6 +1,9 @@
 // `dpscope sampler`: prints one rank's DistributedSampler indices, one per line (PyTorch-identical).
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <string>
+
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/data/distributed_sampler.hpp"
@@ -20,7 +23,13 @@ void register_sampler(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--rank", args->options.rank, "this rank")->capture_default_str();
   cmd->add_option("--seed", args->options.seed, "seed")
-      ->check(CLI::NonNegativeNumber)  // "-1" would otherwise wrap to 2^64 - 1
+      ->check(CLI::Validator(  // "-1" would otherwise wrap to 2^64 - 1; CLI11's range check printed 1.8e308
+          [](std::string& value) {
+            return value.find_first_not_of("0123456789") == std::string::npos
+                       ? std::string()
+                       : fmt::format("must be an integer from 0 to {}, got '{}'", UINT64_MAX, value);
+          },
+          "", "seed"))
       ->capture_default_str();
   cmd->add_option("--epoch", args->epoch, "epoch passed to set_epoch()")->capture_default_str();
   cmd->add_flag("--shuffle,!--no-shuffle", args->options.shuffle, "shuffle (default on, as in PyTorch)");

@@ -15,8 +15,10 @@
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/trace/merge.hpp"
 #include "dpscope/trace_format/chrome_export.hpp"
+#include "dpscope/trace_format/rank_traces.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "dpscope/trace_format/stats.hpp"
 
@@ -27,23 +29,20 @@ namespace {
 constexpr size_t kProblemsShown = 10;
 
 // `trace export --chrome X X` used to overwrite its own input. OUT may not be IN by another spelling
-// either (./X, a symlink, a hard link: compared by file identity), nor, when IN is a directory of
-// per-rank traces, one of the files in it.
-void check_output_is_not_input(const std::string& in, const std::string& out) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(out, ec)) return;  // a new file cannot be an input
-  const auto same = [&](const fs::path& input) {
-    std::error_code eq;
-    return fs::equivalent(input, out, eq) && !eq;
-  };
-  DPS_CHECK(!same(in), ErrorKind::kUsage, "OUT '{}' is the input trace '{}'; refusing to overwrite it", out,
-            in);
-  if (!fs::is_directory(in, ec)) return;
-  for (const auto& entry : fs::directory_iterator(in, ec))
-    DPS_CHECK(!same(entry.path()), ErrorKind::kUsage,
-              "OUT '{}' is '{}' in the input directory '{}'; refusing to overwrite it", out,
-              entry.path().filename().string(), in);
+// either (./X, a symlink, a hard link), nor, when IN is a directory of per-rank traces, one of the
+// files in it; nor a directory, a FIFO or a device node (base/file_guard.hpp). Checked before IN is read.
+void check_output(const std::string& in, const std::string& out) {
+  OutputGuard guard;
+  if (path_status(in).kind == FileKind::kDirectory) {
+    guard.add_input_dir("IN", in,
+                        [](std::string_view name) { return trace::rank_of_file_name(name).has_value(); });
+    for (const auto& [rank, file] : trace::list_rank_files(in))
+      guard.add_input(fmt::format("IN's rank {} trace", rank), file);
+  } else {
+    guard.add_input("IN", in);
+  }
+  guard.add_output("OUT", out);
+  guard.check();
 }
 
 // Each rank's clock against rank 0's, one line each (a directory's ranks, `trace merge`).
@@ -100,7 +99,7 @@ void register_trace(CLI::App& app) {
       ->required();
   export_cmd->add_option("OUT", export_options->out, "where to write the Chrome JSON")->required();
   export_cmd->callback([export_options] {
-    check_output_is_not_input(export_options->in, export_options->out);
+    check_output(export_options->in, export_options->out);
     const trace::TraceData data = load(export_options->in, export_options->lenient);
     trace::export_chrome(data, std::filesystem::path(export_options->out));
     fmt::print("wrote {} ({} trace events as Chrome Trace Event JSON)\nopen it at https://ui.perfetto.dev\n",
@@ -116,7 +115,6 @@ void register_trace(CLI::App& app) {
       ->required();
   merge_cmd->add_option("OUT", *merge_out, "the merged trace (.jsonl)")->required();
   merge_cmd->callback([merge_in, merge_out] {
-    check_output_is_not_input(*merge_in, *merge_out);
     const trace::MergeResult r = trace::merge_rank_traces(*merge_in, *merge_out);
     fmt::print("wrote {} ({} ranks, {} events on rank 0's clock)\n", *merge_out, r.ranks, r.events);
     print_rank_clocks(r.clocks);

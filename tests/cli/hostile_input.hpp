@@ -36,7 +36,8 @@ inline const std::string kViz;  // the visualizer is not built: its rows skip
 
 struct Case {
   std::string name;
-  std::string args;  // split on spaces; {dir} = the case's scratch directory, {fx} = the fixtures
+  // Split on spaces; {dir} = the case's scratch directory, {fx} = the fixtures, {empty} = ''.
+  std::string args;
   int exit_code = 2;
   std::string error_contains;  // text the one error line must contain
   std::function<void(const fs::path& dir, const Fixtures& fx)> setup = {};

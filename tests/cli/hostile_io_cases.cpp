@@ -1,9 +1,216 @@
-// Hostile-input rows (issue 22), input and output guards: FIFOs and device nodes as files, outputs that are
-// inputs or other outputs.
+// Hostile-input rows (issue 22), input and output guards: FIFOs and device nodes as files, outputs
+// that are inputs or other outputs, values that are empty, lines a reader must name truly.
+#include <sys/stat.h>
+
 #include "cli/hostile_input.hpp"
 
 namespace dpscope::testing {
 
-std::vector<Case> hostile_io_cases() { return {}; }
+namespace {
+
+void make_fifo(const fs::path& path) { ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << path; }
+
+// A setup that makes {dir}/NAME a FIFO.
+std::function<void(const fs::path&, const Fixtures&)> fifo_named(std::string name) {
+  return [name](const fs::path& d, const Fixtures&) { make_fifo(d / name); };
+}
+
+// A verify that `path` is still a FIFO (never replaced by a regular file).
+std::function<void(const fs::path&, const Fixtures&)> still_fifo(std::string name) {
+  return [name](const fs::path& d, const Fixtures&) {
+    struct stat st {};
+    ASSERT_EQ(::lstat((d / name).c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode)) << name << " was replaced";
+  };
+}
+
+// A verify that the machine's /dev/full is still a character device.
+void dev_full_untouched(const fs::path&, const Fixtures&) {
+  struct stat st {};
+  ASSERT_EQ(::lstat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/full was replaced by a regular file";
+}
+
+// A copy of the fixture trace as {dir}/NAME, and a verify that it still is byte for byte.
+std::function<void(const fs::path&, const Fixtures&)> copy_trace(std::string name) {
+  return [name](const fs::path& d, const Fixtures& fx) {
+    fs::create_directories((d / name).parent_path());
+    fs::copy_file(fx.trace, d / name);
+  };
+}
+std::function<void(const fs::path&, const Fixtures&)> trace_unchanged(std::string name) {
+  return [name](const fs::path& d, const Fixtures& fx) {
+    EXPECT_EQ(read_file(d / name), read_file(fx.trace)) << name << " was changed";
+  };
+}
+
+// The fixture trace with `line` as its second line.
+std::function<void(const fs::path&, const Fixtures&)> trace_with_line(std::string line) {
+  return [line](const fs::path& d, const Fixtures& fx) {
+    const std::string t = read_file(fx.trace);
+    write_file(d / "t.jsonl", t.substr(0, t.find('\n') + 1) + line + "\n");
+  };
+}
+
+}  // namespace
+
+std::vector<Case> hostile_io_cases() {
+  const std::string kSpan = R"({"type":"span","ts":1,"rank":0,"dev":0,"step":0,"phase":"forward","name":"f",)"
+                            R"("cat":"compute","stream":"compute","dur":5})";
+  std::string deep_line = std::string(3000, '[') + std::string(3000, ']');
+  return {
+      // ---- FIFOs and devices as inputs: refused at once, never waited on ----
+      {"TrainInitIsAFifo", kTrain + " --steps 1 --init {dir}/f", 2,
+       "is a FIFO (named pipe), not a regular file", fifo_named("f")},
+      {"TrainDataIsAFifo", "train --model 2-8-3 --batch 16 --steps 1 --data {dir}/f,{dir}/y.npy", 2,
+       "is a FIFO (named pipe), not a regular file", fifo_named("f")},
+      {"TrainInitIsACharacterDevice", kTrain + " --steps 1 --init /dev/zero", 2,
+       "'/dev/zero': is a character device, not a regular file"},
+      {"TraceStatsOfAFifo", "trace stats {dir}/f.jsonl", 2, "is a FIFO (named pipe), not a regular file",
+       fifo_named("f.jsonl")},
+      {"TraceExportOfAFifo", "trace export --chrome {dir}/f.jsonl {dir}/out.json", 2, "is a FIFO",
+       fifo_named("f.jsonl")},
+      {"VizOfAFifo",
+       "{dir}/f.jsonl --screenshot {dir}/s.png --size 320x200",
+       1,
+       "is a FIFO",
+       fifo_named("f.jsonl"),
+       {},
+       {},
+       kViz},
+      {"TraceStatsSymlinkLoop", "trace stats {dir}/loop.jsonl", 2, "too many levels of symbolic links",
+       [](const fs::path& d, const Fixtures&) { fs::create_symlink(d / "loop.jsonl", d / "loop.jsonl"); }},
+      // ---- outputs that are inputs, other outputs, checkpoints or device nodes ----
+      {"VizScreenshotOntoItsInput",
+       "{dir}/t.jsonl --screenshot {dir}/t.jsonl --size 320x200",
+       2,
+       "is the same file as the input",
+       copy_trace("t.jsonl"),
+       {},
+       {},
+       kViz,
+       seconds(30),
+       1,
+       trace_unchanged("t.jsonl")},
+      {"VizStageBoxesOntoItsInput",
+       "{dir}/t.jsonl --screenshot {dir}/s.png --stage-boxes {dir}/t.jsonl",
+       2,
+       "is the same file as the input",
+       copy_trace("t.jsonl"),
+       {},
+       {},
+       kViz,
+       seconds(30),
+       1,
+       trace_unchanged("t.jsonl")},
+      {"VizScreenshotIsARankFileOfItsDirectory",
+       "{dir}/mpx --screenshot {dir}/mpx/rank-0.jsonl",
+       2,
+       "is one of the files the input",
+       copy_trace("mpx/rank-0.jsonl"),
+       {},
+       {},
+       kViz,
+       seconds(30),
+       1,
+       trace_unchanged("mpx/rank-0.jsonl")},
+      {"TrainTraceIntoAFifo",
+       kTrain + " --steps 1 --trace {dir}/pipe",
+       2,
+       "is a FIFO (named pipe), not a regular file; refusing to write over it",
+       fifo_named("pipe"),
+       {},
+       {},
+       DPSCOPE_CLI,
+       seconds(30),
+       1,
+       still_fifo("pipe")},
+      {"TrainSaveOntoACheckpoint",
+       kTrain + " --steps 2 --save {dir}/ck/checkpoint-00000002.safetensors --checkpoint-dir {dir}/ck "
+                "--checkpoint-every 1",
+       2, "is a name --checkpoint-dir",
+       [](const fs::path& d, const Fixtures&) { fs::create_directory(d / "ck"); }},
+      {"TrainTraceOntoACheckpoint",
+       kTrain + " --steps 2 --trace {dir}/ck/checkpoint-00000001.safetensors --checkpoint-dir {dir}/ck "
+                "--checkpoint-every 1",
+       2, "is a name --checkpoint-dir",
+       [](const fs::path& d, const Fixtures&) { fs::create_directory(d / "ck"); }},
+      {"TrainSaveToAFullDevice",
+       kTrain + " --steps 1 --save /dev/full",
+       1,
+       "No space left on device",
+       {},
+       {},
+       {},
+       DPSCOPE_CLI,
+       seconds(30),
+       1,
+       dev_full_untouched},
+      {"TraceExportToAFullDevice",
+       "trace export --chrome {fx}/good.jsonl /dev/full",
+       1,
+       "No space left on device",
+       {},
+       {},
+       {},
+       DPSCOPE_CLI,
+       seconds(30),
+       1,
+       dev_full_untouched},
+      {"TraceExportToDevNull", "trace export --chrome {fx}/good.jsonl /dev/null", 0, ""},
+      {"TraceMergeIntoItsOwnDirectory",
+       "trace merge {dir}/mpx {dir}/mpx/rank-1.jsonl",
+       2,
+       "is one of the files the input DIR",
+       copy_trace("mpx/rank-0.jsonl"),
+       {},
+       {},
+       DPSCOPE_CLI,
+       seconds(30),
+       1,
+       [](const fs::path& d, const Fixtures&) { EXPECT_FALSE(fs::exists(d / "mpx/rank-1.jsonl")); }},
+      {"TraceExportIntoItsOwnDirectory",
+       "trace export --chrome {dir}/mpx {dir}/mpx/rank-0.jsonl",
+       2,
+       "is one of the files the input IN",
+       copy_trace("mpx/rank-0.jsonl"),
+       {},
+       {},
+       DPSCOPE_CLI,
+       seconds(30),
+       1,
+       trace_unchanged("mpx/rank-0.jsonl")},
+      // ---- empty values are refused, never read as 0 ----
+      {"TrainEmptyLr", kTrain + " --steps 1 --lr {empty}", 2, "--lr: an empty value"},
+      {"TrainEmptyCheckpointEvery", kTrain + " --steps 1 --checkpoint-every {empty}", 2,
+       "--checkpoint-every: an empty value"},
+      {"BenchEmptyIterations", "bench all_reduce -r {empty}", 2, "an empty value"},
+      {"BenchEmptyWarmup", "bench all_reduce -w {empty}", 2, "an empty value"},
+      {"BenchEmptySlices", "bench all_reduce --slices {empty}", 2, "--slices: an empty value"},
+      {"SamplerEmptyRank", "sampler --len 4 --rank {empty}", 2, "--rank: an empty value"},
+      {"SamplerEmptyEpoch", "sampler --len 4 --epoch {empty}", 2, "--epoch: an empty value"},
+      {"LaunchEmptyNproc", "launch --nproc {empty} -- /bin/true", 2, "--nproc: an empty value"},
+      {"SamplerSeedMinusOne", "sampler --len 4 --seed -1", 2,
+       "must be an integer from 0 to 18446744073709551615, got '-1'"},
+      // ---- the true reason ----
+      {"TraceRankPast32Bits", "trace stats {dir}/t.jsonl", 2,
+       "field 'rank' is 1099511627776, more than the largest",
+       trace_with_line(R"({"type":"span","ts":1,"rank":1099511627776,"dev":0,"step":0,"phase":"forward",)"
+                       R"("name":"f","cat":"compute","stream":"compute","dur":5})")},
+      {"TraceNumberPast64Bits", "trace stats {dir}/t.jsonl", 2, "does not fit in 64 bits",
+       trace_with_line(R"({"type":"span","ts":123456789012345678901234567890,"rank":0,"dev":0,"step":0,)"
+                       R"("phase":"forward","name":"f","cat":"compute","stream":"compute","dur":5})")},
+      {"TraceNestedTooDeeply", "trace stats {dir}/t.jsonl", 2, "nested too deeply",
+       trace_with_line(deep_line)},
+      {"TraceRankFileNamedMinusOne", "trace stats {dir}/mpx", 2, "has no rank-K.jsonl files",
+       copy_trace("mpx/rank--1.jsonl")},
+      {"TraceCompressedRankFileCutOff", "trace stats {dir}/mpx", 2, "the zstd frame is cut off",
+       [](const fs::path& d, const Fixtures&) {
+         fs::create_directories(d / "mpx");
+         // The start of a zstd frame (magic, frame header) and nothing decodable after it.
+         write_file(d / "mpx" / "rank-0.jsonl.zst", std::string("\x28\xb5\x2f\xfd\x04\x58\x05\x00", 8));
+       }},
+  };
+}
 
 }  // namespace dpscope::testing

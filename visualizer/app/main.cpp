@@ -24,7 +24,9 @@
 #include "app/fonts.hpp"
 #include "app/lesson_mode.hpp"
 #include "app/platform.hpp"
+#include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "replay/seek.hpp"
 #include "ui/viewer.hpp"
 
@@ -72,9 +74,29 @@ void write_stage_boxes(Viewer& viewer, const std::string& path) {
                        "\n",
                        model.devices()[static_cast<size_t>(b.device)].name, b.center.x - b.half.x,
                        b.center.y - b.half.y, b.center.x + b.half.x, b.center.y + b.half.y);
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr || std::fwrite(out.data(), 1, out.size(), f) != out.size() || std::fclose(f) != 0)
-    throw Error(ErrorKind::kIo, fmt::format("cannot write {}", path));
+  AtomicFileWriter file(path);
+  file.write(out);
+  file.commit();
+}
+
+// --screenshot and --stage-boxes, checked before any work (base/file_guard.hpp): neither may be a
+// trace being read (a file, or a rank file of an opened directory), the lesson file, the other
+// output, a directory or a device node.
+void check_outputs(const AppOptions& o) {
+  OutputGuard guard;
+  for (const std::string& t : o.traces) {
+    if (path_status(t).kind == FileKind::kDirectory) {
+      guard.add_input_dir("the trace directory", t, [](std::string_view name) {
+        return name.starts_with("rank-") && name.find(".jsonl") != std::string_view::npos;
+      });
+    } else {
+      guard.add_input("the trace", t);
+    }
+  }
+  if (o.lesson.id.ends_with(".toml")) guard.add_input("--lesson", o.lesson.id);
+  if (!o.screenshot.empty()) guard.add_output("--screenshot", o.screenshot);
+  if (!o.stage_boxes.empty()) guard.add_output("--stage-boxes", o.stage_boxes);
+  guard.check();
 }
 
 // One frame (a few warm-up frames first, so layout settles) rendered offscreen to a PNG.
@@ -228,6 +250,7 @@ int run(int argc, char** argv) {
     return fail(kExitUsage, fmt::format("{} (see dpscope-viz --help)", e.what()));
   }
   try {
+    check_outputs(o);  // before anything is read, run or written
     if (!o.screenshot.empty() && o.bench_frames > 0)
       return fail(kExitUsage, "--screenshot and --bench-frames cannot be combined");
     if (!o.lesson.knobs.empty() && o.lesson.id.empty()) return fail(kExitUsage, "--knob needs --lesson");

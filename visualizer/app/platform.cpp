@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
 
 namespace dpscope::viz {
@@ -190,8 +191,15 @@ void write_framebuffer_png(const std::filesystem::path& path, int width, int hei
   // Opaque output whatever the framebuffer's alpha holds.
   for (size_t i = 3; i < pixels.size(); i += 4) pixels[i] = 255;
   stbi_flip_vertically_on_write(1);
-  const int ok = stbi_write_png(path.c_str(), width, height, 4, pixels.data(), width * 4);
-  DPS_CHECK(ok != 0, ErrorKind::kIo, "cannot write PNG '{}'", path.string());
+  std::string png;  // encoded in memory, then written through the output guard's atomic writer
+  const auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+  };
+  const int ok = stbi_write_png_to_func(append, &png, width, height, 4, pixels.data(), width * 4);
+  DPS_CHECK(ok != 0, ErrorKind::kIo, "cannot encode PNG '{}'", path.string());
+  AtomicFileWriter file(path);
+  file.write(png);
+  file.commit();
 }
 
 }  // namespace dpscope::viz

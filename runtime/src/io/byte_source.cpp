@@ -9,27 +9,14 @@
 #include <cstring>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 
 namespace dpscope::io_detail {
 
 namespace {
 
-// Opens `path` read-only and checks that it is a regular file; returns the descriptor.
-int open_regular_file(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    throw Error(ErrorKind::kIo, fmt::format("{}: cannot open: {}", path.string(), std::strerror(err)));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const bool is_dir = S_ISDIR(st.st_mode);
-    ::close(fd);
-    throw Error(ErrorKind::kIo, fmt::format("{}: cannot open: {}", path.string(),
-                                            is_dir ? "is a directory" : "not a regular file"));
-  }
-  return fd;
-}
+// Opens `path` read-only when it is a regular file, without blocking on a FIFO (base/file_guard.hpp).
+int open_regular_file(const std::filesystem::path& path) { return InputFile::open(path, "").release(); }
 
 uint64_t file_size_of(int fd) {
   struct stat st {};

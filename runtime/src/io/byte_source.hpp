@@ -28,7 +28,8 @@ class ByteSource {
   uint64_t size_bytes_;
 };
 
-// Opens a regular file; throws Error(kIo) "PATH: cannot open: REASON" (missing file, a directory, ...).
+// Opens a regular file; throws Error(kIo) "cannot read 'PATH': REASON" (no such file, is a
+// directory, is a FIFO (named pipe), not a regular file, ...): never blocks (base/file_guard.hpp).
 class FileByteSource final : public ByteSource {
  public:
   explicit FileByteSource(const std::filesystem::path& path);

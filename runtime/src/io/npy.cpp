@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "dpscope/io/atomic_file.hpp"
+#include "dpscope/base/atomic_file.hpp"
 #include "io/byte_source.hpp"
 #include "io/tensor_bytes.hpp"
 

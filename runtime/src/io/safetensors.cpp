@@ -13,7 +13,7 @@
 #include <optional>
 #include <set>
 
-#include "dpscope/io/atomic_file.hpp"
+#include "dpscope/base/atomic_file.hpp"
 #include "io/byte_source.hpp"
 #include "io/tensor_bytes.hpp"
 

@@ -8,7 +8,9 @@
 #include <string>
 #include <utility>
 
+#include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/trace_format/rank_traces.hpp"
@@ -19,11 +21,11 @@ namespace fs = std::filesystem;
 
 MergeResult merge_rank_traces(const fs::path& dir, const fs::path& out) {
   const std::map<int, fs::path> files = find_rank_files(dir);
-  for (const auto& [rank, file] : files) {
-    std::error_code ec;
-    DPS_CHECK(!(fs::exists(out, ec) && fs::equivalent(out, file, ec)), ErrorKind::kUsage,
-              "trace merge: OUT '{}' is rank {}'s trace; refusing to overwrite it", out.string(), rank);
-  }
+  OutputGuard guard;  // OUT is neither DIR, nor a rank file in it, nor a FIFO or a directory
+  guard.add_input_dir("DIR", dir, [](std::string_view name) { return rank_of_file_name(name).has_value(); });
+  for (const auto& [rank, file] : files) guard.add_input(fmt::format("rank {}'s trace", rank), file);
+  guard.add_output("OUT", out);
+  guard.check();
   // Every rank file is read whole first: a malformed line anywhere stops the merge before OUT is
   // touched, and the headers are all known before any line names another rank's device.
   std::vector<TraceData> headers;
@@ -60,31 +62,19 @@ MergeResult merge_rank_traces(const fs::path& dir, const fs::path& out) {
   std::stable_sort(events.begin(), events.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
 
-  const fs::path temp = out.string() + ".tmp";
-  {
-    std::unique_ptr<TraceFileWriter> file;  // OUT ending in .zst: written zstd-compressed
-    try {
-      file = std::make_unique<TraceFileWriter>(temp, names_zstd_file(out));
-    } catch (const Error&) {
-      throw Error(ErrorKind::kIo, fmt::format("trace merge: cannot write '{}'", temp.string()));
-    }
-    fmt::memory_buffer header;
-    append_trace_header(header, merge.header());  // ends with its '\n'
-    file->write(std::string_view(header.data(), header.size()));
-    for (const auto& [ts, line] : events) {
-      file->write(line);
-      file->write("\n");
-    }
-    try {
-      file->close();
-    } catch (const Error&) {
-      throw Error(ErrorKind::kIo, fmt::format("trace merge: writing '{}' failed", temp.string()));
-    }
+  // Written to a temporary file renamed over OUT at the end (or in place to a device such as
+  // /dev/stdout): a failure leaves OUT as it was and no temporary file behind.
+  AtomicFileWriter target(out);
+  TraceFileWriter file(target.in_place() ? out : target.temp_path(), names_zstd_file(out));
+  fmt::memory_buffer header;
+  append_trace_header(header, merge.header());  // ends with its '\n'
+  file.write(std::string_view(header.data(), header.size()));
+  for (const auto& [ts, line] : events) {
+    file.write(line);
+    file.write("\n");
   }
-  std::error_code ec;
-  fs::rename(temp, out, ec);
-  DPS_CHECK(!ec, ErrorKind::kIo, "trace merge: cannot move '{}' to '{}': {}", temp.string(), out.string(),
-            ec.message());
+  file.close();
+  target.commit();
   return {.ranks = merge.rank_count(), .events = events.size(), .clocks = merge.sources()};
 }
 

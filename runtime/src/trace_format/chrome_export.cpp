@@ -11,11 +11,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
+#include <exception>
+#include <ostream>
 #include <set>
+#include <streambuf>
 #include <utility>
 #include <vector>
 
+#include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/trace_format/json_text.hpp"
 
@@ -384,29 +387,63 @@ void export_chrome(const TraceData& data, std::ostream& out) {
             data.path);
 }
 
-void export_chrome(const TraceData& data, const std::filesystem::path& path) {
-  std::filesystem::path tmp = path;
-  tmp += fmt::format(".tmp-{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    DPS_CHECK(out.is_open(), ErrorKind::kIo, "cannot write '{}': {}", path.string(), std::strerror(errno));
-    try {
-      export_chrome(data, out);
-      out.close();
-      DPS_CHECK(!out.fail(), ErrorKind::kIo, "cannot write '{}': error while closing it", path.string());
-    } catch (...) {
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      throw;
+namespace {
+
+// An ostream's bytes into an AtomicFileWriter in 64 KiB blocks. A failed write (a full disk) is kept
+// with its reason and rethrown once the stream is done, since ostreams swallow exceptions.
+class AtomicFileBuf final : public std::streambuf {
+ public:
+  explicit AtomicFileBuf(AtomicFileWriter& file) : file_(file), buffer_(64 * 1024) {
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+  }
+  // Throws the first write failure, after everything buffered was tried.
+  void finish() {
+    sync();
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (sync() != 0) return traits_type::eof();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
     }
+    return traits_type::not_eof(c);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw Error(ErrorKind::kIo, fmt::format("cannot write '{}': {}", path.string(), ec.message()));
+  int sync() override {
+    const std::ptrdiff_t n = pptr() - pbase();
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+    if (failure_) return -1;
+    try {
+      file_.write(buffer_.data(), static_cast<uint64_t>(n));
+    } catch (...) {
+      failure_ = std::current_exception();
+      return -1;
+    }
+    return 0;
   }
+
+ private:
+  AtomicFileWriter& file_;
+  std::vector<char> buffer_;
+  std::exception_ptr failure_;
+};
+
+}  // namespace
+
+void export_chrome(const TraceData& data, const std::filesystem::path& path) {
+  AtomicFileWriter file(path);  // a new file renamed into place, or a device written in place
+  AtomicFileBuf buffer(file);
+  std::ostream out(&buffer);
+  try {
+    export_chrome(data, out);
+  } catch (const Error&) {
+    buffer.finish();  // a failed write is the reason the stream failed: say that instead
+    throw;
+  }
+  buffer.finish();
+  file.commit();
 }
 
 }  // namespace dpscope::trace

@@ -2,6 +2,8 @@
 // read_trace_text lives in trace_file.cpp, beside the plain file reader.
 #include "dpscope/trace_format/compressed.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <span>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "text_buffer.hpp"
 
 namespace dpscope::trace {
@@ -117,9 +120,37 @@ TraceText decode_trace_bytes(std::string_view bytes, std::string_view name) {
 
 // ---- writing ----
 
+namespace {
+
+// A trace is written in place as it grows (a viewer follows it), so it cannot be renamed into
+// place: the file is opened without blocking (a FIFO without a reader is an error, never a wait),
+// and only a regular file, or a device the user named under /dev, is written (base/file_guard.hpp).
+std::FILE* open_for_streaming(const std::filesystem::path& path) {
+  const PathStatus before = path_status(path);
+  const bool device = written_in_place(path);
+  DPS_CHECK(device || before.kind == FileKind::kMissing || before.kind == FileKind::kRegular,
+            ErrorKind::kUsage, "cannot write trace '{}': {}; refusing to write over it", path.string(),
+            why_not_regular(before));
+  const int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (device ? O_APPEND : O_CREAT | O_TRUNC);
+  const int fd = ::open(path.c_str(), flags, 0666);
+  DPS_CHECK(fd >= 0, ErrorKind::kIo, "cannot write trace '{}': {}", path.string(),
+            errno == ENXIO ? "no process reads it" : std::strerror(errno));
+  const int now = ::fcntl(fd, F_GETFL);
+  if (now >= 0) (void)::fcntl(fd, F_SETFL, now & ~O_NONBLOCK);
+  std::FILE* file = ::fdopen(fd, "wb");
+  if (file == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(ErrorKind::kIo,
+                fmt::format("cannot write trace '{}': {}", path.string(), std::strerror(err)));
+  }
+  return file;
+}
+
+}  // namespace
+
 TraceFileWriter::TraceFileWriter(const std::filesystem::path& path, bool compress) : path_(path.string()) {
-  file_ = std::fopen(path.c_str(), "wb");
-  DPS_CHECK(file_ != nullptr, ErrorKind::kIo, "cannot write trace '{}': {}", path_, std::strerror(errno));
+  file_ = open_for_streaming(path);
   if (compress) {
     context_ = ZSTD_createCCtx();
     DPS_ASSERT(context_ != nullptr, "ZSTD_createCCtx failed (out of memory)");

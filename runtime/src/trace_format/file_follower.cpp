@@ -39,13 +39,11 @@ void FileFollower::restart() {
 }
 
 size_t FileFollower::poll() {
-  FileDescriptor file{::open(path_.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) {
-    // Not written yet, or removed: keep what we have and look again at the next poll.
-    DPS_CHECK(errno == ENOENT, ErrorKind::kIo, "cannot open trace '{}': {}", path_.string(),
-              std::strerror(errno));
-    return 0;
-  }
+  // Not written yet, or removed: keep what we have and look again at the next poll. Anything but
+  // a regular file (a FIFO would block the viewer forever) is refused by the input guard.
+  const PathStatus status = path_status(path_);
+  if (status.kind == FileKind::kMissing && status.error == ENOENT) return 0;
+  FileDescriptor file{open_trace_file(path_.string())};
   struct stat st {};
   DPS_CHECK(::fstat(file.fd, &st) == 0, ErrorKind::kIo, "cannot read trace '{}': {}", path_.string(),
             std::strerror(errno));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 
 namespace dpscope::trace::detail {
 
@@ -24,6 +25,10 @@ struct FileDescriptor {
     if (fd >= 0) ::close(fd);
   }
 };
+
+// Opens a trace file for reading: a regular file, never a FIFO or a device (the input guard of
+// base/file_guard.hpp: it never blocks, and names the true reason a path cannot be read).
+inline int open_trace_file(const std::string& path) { return InputFile::open(path, "trace").release(); }
 
 // Reads `size` bytes at `offset` (fewer if the file is shorter); throws kIo on a read error.
 inline std::string read_at(int fd, uint64_t offset, uint64_t size, const std::string& path) {

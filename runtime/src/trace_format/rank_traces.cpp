@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 
+#include <fmt/ranges.h>
 #include <simdjson.h>
 
 #include "dpscope/base/error.hpp"
@@ -38,6 +39,7 @@ std::optional<int> rank_of_file_name(std::string_view file_name) {
   const std::string_view digits =
       file_name.substr(kPrefix.size(), file_name.size() - kPrefix.size() - kSuffix.size());
   if (digits.size() > 6 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
+  if (digits.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;  // "rank--1"
   int rank = 0;
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
   if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
@@ -91,8 +93,7 @@ std::optional<ProcessEntry> process_entry(const TraceHeader& header, std::string
   auto integer = [&](std::string_view key, int64_t lo, int64_t hi) {
     int64_t v = 0;
     DPS_CHECK(!entry[key].get_int64().get(v) && v >= lo && v <= hi, ErrorKind::kFormat,
-              "{}: header field 'run.process.{}' must be an integer{}", path, key,
-              lo == std::numeric_limits<int64_t>::min() ? "" : fmt::format(" >= {}", lo));
+              "{}: header field 'run.process.{}' must be an integer from {} to {}", path, key, lo, hi);
     return v;
   };
   constexpr int64_t kMaxRanks = 999999;  // what rank-K.jsonl names hold
@@ -120,11 +121,52 @@ ProcessEntry rank_process_entry(const TraceData& data, int rank) {
   return *process;
 }
 
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// The devices a rank trains on, as "kind hardware" (host entries left out: a rank's host lane
+// appears only once it emits on it): one run's ranks all name the same.
+std::vector<std::string> device_kinds(const TraceHeader& header) {
+  std::vector<std::string> kinds;
+  for (const TraceDeviceInfo& d : header.devices)
+    if (d.id != header.host_id && d.kind != "host")
+      kinds.push_back(d.hardware.empty() ? d.kind : d.kind + " " + d.hardware);
+  return kinds;
+}
+
+}  // namespace
+
 void check_same_run(const TraceData& data, const ProcessEntry& process, const TraceData& reference,
                     int world_size) {
-  DPS_CHECK(process.world_size == world_size, ErrorKind::kFormat,
-            "{}: its header says world_size {}, but {} says {}: the rank files are not of one run", data.path,
-            process.world_size, reference.path, world_size);
+  const auto not_one_run = [&](const std::string& what, const std::string& here, const std::string& there) {
+    return Error(ErrorKind::kFormat,
+                 fmt::format("{}: its header says {} {}, but {} says {}: the rank files are "
+                             "not of one run",
+                             data.path, what, here, reference.path, there));
+  };
+  if (process.world_size != world_size)
+    throw not_one_run("world_size", std::to_string(process.world_size), std::to_string(world_size));
+  if (data.header.clock != reference.header.clock)
+    throw not_one_run("clock", data.header.clock, reference.header.clock);
+  const std::vector<TraceParamInfo>& params = data.header.params;
+  const std::vector<TraceParamInfo>& ref_params = reference.header.params;
+  if (params.size() != ref_params.size())
+    throw not_one_run("parameter count", std::to_string(params.size()), std::to_string(ref_params.size()));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const TraceParamInfo& p = params[i];
+    const TraceParamInfo& q = ref_params[i];
+    if (p.name != q.name || p.shape != q.shape)
+      throw not_one_run(fmt::format("parameter {}", i), fmt::format("'{}' {}", p.name, shape_text(p.shape)),
+                        fmt::format("'{}' {}", q.name, shape_text(q.shape)));
+  }
+  const std::vector<std::string> kinds = device_kinds(data.header);
+  const std::vector<std::string> ref_kinds = device_kinds(reference.header);
+  if (kinds != ref_kinds)
+    throw not_one_run("devices", fmt::format("[{}]", fmt::join(kinds, ", ")),
+                      fmt::format("[{}]", fmt::join(ref_kinds, ", ")));
 }
 
 // ---- device names ----
@@ -152,8 +194,7 @@ std::string merged_device_name(std::string_view name, int rank,
 }
 
 TraceData read_trace_header(const fs::path& path) {
-  detail::FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  DPS_CHECK(file.fd >= 0, ErrorKind::kIo, "cannot open trace '{}': {}", path.string(), std::strerror(errno));
+  const detail::FileDescriptor file{detail::open_trace_file(path.string())};
   std::string head;
   constexpr uint64_t kChunk = 1 << 16;
   std::unique_ptr<ZstdDecoder> decoder;  // a compressed file (by content): its head is decoded
@@ -173,7 +214,11 @@ TraceData read_trace_header(const fs::path& path) {
       head.resize(newline + 1);
       break;
     }
-    if (more.size() < kChunk) break;  // the file ends before its first '\n': parse_trace says so
+    if (more.size() < kChunk) {  // the file ends before its first '\n': parse_trace says so
+      DPS_CHECK(decoder == nullptr || decoder->at_frame_end() || !head.empty(), ErrorKind::kFormat, "{}",
+                cut_off_message(path.string()));
+      break;
+    }
   }
   return parse_trace(head, path.string());
 }

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/trace_format/compressed.hpp"
 
 namespace dpscope::trace::detail {
@@ -46,15 +47,9 @@ bool read_some(int fd, TextBuffer& out, size_t want, const std::string& path) {
 }  // namespace
 
 TextPieces::TextPieces(const std::filesystem::path& path, size_t piece_bytes) : path_(path.string()) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  DPS_CHECK(fd_ >= 0, ErrorKind::kIo, "cannot open trace '{}': {}", path_, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0 || S_ISDIR(st.st_mode)) {
-    const std::string reason = S_ISDIR(st.st_mode) ? "it is a directory" : std::strerror(errno);
-    ::close(fd_);
-    throw Error(ErrorKind::kIo, fmt::format("cannot read trace '{}': {}", path_, reason));
-  }
-  file_bytes_ = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+  InputFile file = InputFile::open(path, "trace");  // a regular file, never a FIFO: reading never blocks
+  file_bytes_ = file.size_bytes();
+  fd_ = file.release();
   try {
     read_some(fd_, head_, 4, path_);  // by content, not by name
   } catch (...) {

@@ -26,6 +26,18 @@ struct LineError {
 };
 [[noreturn]] void fail(std::string reason) { throw LineError{std::move(reason)}; }
 
+// Why a line is not JSON the reader takes: a valid line that is nested too deeply or holds a
+// number past 64 bits is named as such, not as "not valid JSON".
+std::string json_error_reason(simdjson::error_code error) {
+  switch (error) {
+    case simdjson::DEPTH_ERROR: return "JSON nested too deeply (a trace line has at most a few levels)";
+    case simdjson::NUMBER_ERROR:
+      return "a number that is not valid JSON or does not fit in 64 bits (trace integers are 64-bit at most)";
+    case simdjson::CAPACITY: return "a line too long to parse";
+    default: return "not valid JSON";
+  }
+}
+
 // ---- value helpers: each names the field in its message ----
 
 int64_t integer(dom::element e, std::string_view field) {
@@ -46,10 +58,13 @@ uint64_t unsigned_integer(dom::element e, std::string_view field) {
 // An int32 in [lo, INT32_MAX].
 int32_t int32_at_least(dom::element e, std::string_view field, int32_t lo) {
   int64_t v = 0;
-  if (e.get_int64().get(v) || v < lo || v > std::numeric_limits<int32_t>::max()) {
+  if (e.get_int64().get(v) || v < lo) {
     fail(lo == 0 ? fmt::format("field '{}' must be a non-negative integer", field)
                  : fmt::format("field '{}' must be an integer >= {}", field, lo));
   }
+  if (v > std::numeric_limits<int32_t>::max())
+    fail(fmt::format("field '{}' is {}, more than the largest allowed, {}", field, v,
+                     std::numeric_limits<int32_t>::max()));
   return static_cast<int32_t>(v);
 }
 // A number; JSON null (what writers emit for NaN and infinities) reads as NaN.
@@ -341,8 +356,9 @@ void TraceParser::parse_header(TraceData& data, std::string_view line, uint32_t 
   dom::element root;
   dom::object obj;
   std::string_view type;
-  if (json_.parse(line.data(), line.size()).get(root) || root.get_object().get(obj) ||
-      obj["type"].get_string().get(type) || type != "header") {
+  const simdjson::error_code error = json_.parse(line.data(), line.size()).get(root);
+  if (error == simdjson::DEPTH_ERROR || error == simdjson::NUMBER_ERROR) throw bad(json_error_reason(error));
+  if (error || root.get_object().get(obj) || obj["type"].get_string().get(type) || type != "header") {
     throw bad("not a dpscope trace: the first line must be a header object with \"type\":\"header\"");
   }
   std::string_view format;
@@ -627,7 +643,8 @@ void TraceParser::read_buckets(TraceData& data, const Fields& f, Event& e) {
 
 void TraceParser::parse_event(TraceData& data, std::string_view line, uint32_t line_no, bool padded) {
   dom::element root;
-  if (json_.parse(line.data(), line.size(), /*realloc_if_needed=*/!padded).get(root)) fail("not valid JSON");
+  if (const simdjson::error_code error = json_.parse(line.data(), line.size(), !padded).get(root))
+    fail(json_error_reason(error));
   dom::object obj;
   if (root.get_object().get(obj)) fail("not a JSON object");
   const Fields f(obj);

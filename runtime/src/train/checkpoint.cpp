@@ -8,9 +8,9 @@
 #include <random>
 #include <regex>
 
+#include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
-#include "dpscope/io/atomic_file.hpp"
 
 namespace dpscope {
 namespace {

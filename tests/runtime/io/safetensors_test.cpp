@@ -141,7 +141,7 @@ TEST_F(SafetensorsTest, TensorsMayBeStoredInAnyOrderInTheBuffer) {
 TEST_F(SafetensorsTest, MissingFileIsAnIoError) {
   const auto path = dir_.path() / "missing.safetensors";
   EXPECT_DPS_ERROR(load_safetensors(path), ErrorKind::kIo,
-                   path.string() + ": cannot open: No such file or directory");
+                   "cannot read '" + path.string() + "': no such file");
 }
 
 TEST_F(SafetensorsTest, RefusesBadHeaderLengths) {

@@ -221,7 +221,9 @@ TEST(ChromeExport, UnwritablePathIsAnIoError) {
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kIo);
-    EXPECT_EQ(std::string(e.what()), "cannot write '/nonexistent/dir/t.json': No such file or directory");
+    EXPECT_EQ(
+        std::string(e.what()),
+        "/nonexistent/dir/t.json: cannot create a file in '/nonexistent/dir': No such file or directory");
   }
 }
 

@@ -176,8 +176,8 @@ TEST(MergeRankTraces, RefusesWhatItCannotMergeInOneLine) {
   const Outcome overwrite = error_of([&] { merge_rank_traces(dir, dir / "rank-1.jsonl"); });
   EXPECT_EQ(overwrite.kind, ErrorKind::kUsage);
   EXPECT_EQ(overwrite.message,
-            fmt::format("trace merge: OUT '{}' is rank 1's trace; refusing to overwrite it",
-                        (dir / "rank-1.jsonl").string()));
+            fmt::format("OUT {} is one of the files the input DIR {} holds: it would be overwritten",
+                        (dir / "rank-1.jsonl").string(), dir.string()));
   write_file(dir / "rank-1.jsonl", rank_header(1, 2, 0) + rank_transfer(1, 0, 0, 3, 1, R"(,"dst_rank":0)"));
   EXPECT_EQ(error_of([&] { merge_rank_traces(dir, dir / "m.jsonl"); }).message,
             fmt::format("{}:2: field 'dst' is 3, which is not a device in rank 0's header (rank-0.jsonl)",

@@ -93,10 +93,11 @@ TEST(ProcessEntries, AreReadFromTheRunObject) {
   TraceHeader bad;
   bad.run_json = R"({"process":{"rank":0,"world_size":0,"clock_offset_ns":0,"clock_uncertainty_ns":0}})";
   EXPECT_EQ(error_of([&] { process_entry(bad, "r.jsonl"); }).message,
-            "r.jsonl: header field 'run.process.world_size' must be an integer >= 1");
+            "r.jsonl: header field 'run.process.world_size' must be an integer from 1 to 1000000");
   bad.run_json = R"({"process":{"rank":0,"world_size":1,"clock_uncertainty_ns":0}})";
   EXPECT_EQ(error_of([&] { process_entry(bad, "r.jsonl"); }).message,
-            "r.jsonl: header field 'run.process.clock_offset_ns' must be an integer >= -1152921504606846976");
+            "r.jsonl: header field 'run.process.clock_offset_ns' must be an integer from "
+            "-1152921504606846976 to 1152921504606846976");
   bad.run_json = R"({"process":[]})";
   EXPECT_EQ(error_of([&] { process_entry(bad, "r.jsonl"); }).message,
             "r.jsonl: header field 'run.process' must be an object");

@@ -475,7 +475,7 @@ TEST(TraceReader, BadHeadersAreRefusedWithTheReason) {
 
 TEST(TraceReader, MissingFileIsAnIoError) {
   EXPECT_EQ(error_of([] { read_trace("/nonexistent/dir/t.jsonl"); }, ErrorKind::kIo),
-            "cannot open trace '/nonexistent/dir/t.jsonl': No such file or directory");
+            "cannot read trace '/nonexistent/dir/t.jsonl': no such file");
 }
 
 // One malformed line and the reason the reader must give for it.

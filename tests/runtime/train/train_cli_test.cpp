@@ -275,7 +275,8 @@ TEST(TrainCli, MissingAndMismatchedFiles) {
   TempDir dir("train_files");
   expect_usage_error("train --model 2-8-3 --data " + (dir / "nope.npy") + "," + (dir / "y.npy"), "nope.npy");
   expect_usage_error(kOk + "--init " + (dir / "missing.safetensors"), "missing.safetensors");
-  expect_usage_error(kOk + "--trace " + (dir / "no/such/dir/t.jsonl"), "cannot write trace");
+  expect_usage_error(kOk + "--trace " + (dir / "no/such/dir/t.jsonl"),
+                     "t.jsonl: cannot write there: directory");
 
   // Data that does not fit the model or the loss.
   const std::vector<float> x(10 * 3, 0.5f);

@@ -59,12 +59,12 @@ TEST(TrainDefects, OutputsAreCheckedBeforeAnyWork) {
   TempDir dir("defects_outputs");
   const std::string run = kSmall + "--steps 50 ";
   expect_one_error_line(run + "--save " + (dir / "missing/w.safetensors"),
-                        "--save " + (dir / "missing/w.safetensors") + ": cannot write weights: directory");
+                        "--save " + (dir / "missing/w.safetensors") + ": cannot write there: directory");
   expect_one_error_line(run + "--save " + dir.path().string(), "is a directory; give a file name");
   expect_one_error_line(run + "--trace " + (dir / "t.jsonl") + " --save " + (dir / "t.jsonl"),
                         "--trace " + (dir / "t.jsonl") + " is the same file as --save");
   std::ofstream(dir / "plain") << "x";
-  expect_one_error_line(run + "--checkpoint-dir " + (dir / "plain/ckpt"), "is not a directory");
+  expect_one_error_line(run + "--checkpoint-dir " + (dir / "plain/ckpt"), "is a file, not a directory");
   // Every mode refuses before training: no progress line was printed (checked by the one line).
   expect_one_error_line(kSmall + "--steps 5 --mode dp --devices 2 --save " + (dir / "no/w.safetensors"),
                         "directory");

@@ -16,7 +16,7 @@
 // A missing or unreadable file is Error(kIo).
 //
 // save_npy writes version 1.0 exactly as numpy.save does (same header text, padded with spaces so the
-// data starts at a multiple of 64 bytes), atomically (io/atomic_file.hpp).
+// data starts at a multiple of 64 bytes), atomically (base/atomic_file.hpp).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 // AtomicFileWriter: the destination changes only at commit(), and no temporary file outlives a writer.
-#include "dpscope/io/atomic_file.hpp"
+#include "dpscope/base/atomic_file.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "runtime/io/io_test_util.hpp"
 
@@ -66,6 +67,50 @@ TEST(AtomicFileWriter, CommitTwiceIsAProgrammerError) {
 
 // A writer killed before commit() leaves "<name>.tmp.<pid>.<n>"; the next sweep removes it unless
 // its process still runs (then it may be a write in progress). Issue 9: such files were never cleaned.
+// `trace merge DIR /dev/full` as root once replaced the machine's /dev/full with a regular file:
+// a FIFO, a directory or a device is never renamed over.
+TEST(AtomicFileWriter, NeverReplacesAFifo) {
+  TempDir dir;
+  const auto fifo = dir.path() / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_DPS_ERROR(AtomicFileWriter out(fifo), ErrorKind::kUsage,
+                   fifo.string() + ": is a FIFO (named pipe), not a regular file; refusing to write over it");
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(dir.files(), std::vector<std::string>{"pipe"});
+}
+
+TEST(AtomicFileWriter, NeverReplacesADirectory) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.path() / "sub");
+  EXPECT_DPS_ERROR(AtomicFileWriter out(dir.path() / "sub"), ErrorKind::kUsage,
+                   (dir.path() / "sub").string() + ": is a directory; refusing to write over it");
+}
+
+// A device the user names under /dev is written in place: nothing is created beside it or renamed.
+TEST(AtomicFileWriter, WritesADeviceInPlace) {
+  AtomicFileWriter out("/dev/null");
+  EXPECT_TRUE(out.in_place());
+  EXPECT_TRUE(out.temp_path().empty());
+  out.write("discarded");
+  out.commit();
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+// A full device reports the system's reason, and stays a device.
+TEST(AtomicFileWriter, AFullDeviceFailsWithTheSystemsReason) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this machine";
+  AtomicFileWriter out("/dev/full");
+  EXPECT_DPS_ERROR(out.write(std::string(100, 'x')), ErrorKind::kIo,
+                   "/dev/full: write failed after 0 bytes: No space left on device");
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
 TEST(RemoveStaleTempFiles, RemovesOnlyDeadWritersFilesWithThePrefix) {
   TempDir dir;
   // pid 99999999 is above Linux's pid_max (4194304), so no such process exists; pid 1 always does.

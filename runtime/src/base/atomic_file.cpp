@@ -1,8 +1,9 @@
-// AtomicFileWriter: temporary file + fsync + rename (see io/atomic_file.hpp).
-#include "dpscope/io/atomic_file.hpp"
+// AtomicFileWriter: temporary file + fsync + rename (see base/atomic_file.hpp).
+#include "dpscope/base/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <optional>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 
 namespace dpscope {
 
@@ -56,6 +58,16 @@ std::optional<pid_t> temp_file_writer(std::string_view file_name, std::string_vi
 // by someone else), so its file may be a write in progress.
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
+// An existing destination that is not a regular file is never renamed over (it might be
+// /dev/full, a FIFO another program reads, a directory): refused with the reason.
+void refuse_unless_replaceable(const std::filesystem::path& path) {
+  const PathStatus status = path_status(path);
+  if (status.kind == FileKind::kMissing || status.kind == FileKind::kRegular) return;
+  throw Error(ErrorKind::kUsage,
+              fmt::format("{}: {}; refusing to write over it", path.string(),
+                          status.kind == FileKind::kDirectory ? "is a directory" : why_not_regular(status)));
+}
+
 }  // namespace
 
 std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& dir,
@@ -75,6 +87,20 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
 AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move(path)) {
   static std::atomic<uint64_t> counter{0};
   DPS_CHECK(!path_.empty() && path_.has_filename(), ErrorKind::kIo, "'{}': not a file path", path_.string());
+  if (written_in_place(path_)) {
+    // O_NONBLOCK: a FIFO without a reader is an error now rather than a wait forever.
+    in_place_ = true;
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd_ < 0) {
+      const int err = errno;
+      throw Error(ErrorKind::kIo, fmt::format("{}: cannot open for writing: {}", path_.string(),
+                                              err == ENXIO ? "no process reads it" : errno_text(err)));
+    }
+    const int flags = ::fcntl(fd_, F_GETFL);
+    if (flags >= 0) (void)::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+    return;
+  }
+  refuse_unless_replaceable(path_);
   temp_path_ = path_;
   temp_path_ += fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -92,6 +118,7 @@ AtomicFileWriter::~AtomicFileWriter() {
 void AtomicFileWriter::discard() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  if (in_place_) return;  // a device: nothing of ours to remove
   std::error_code ignored;
   std::filesystem::remove(temp_path_, ignored);
 }
@@ -116,6 +143,16 @@ void AtomicFileWriter::write(const void* data, uint64_t size_bytes) {
 
 void AtomicFileWriter::commit() {
   DPS_ASSERT(fd_ >= 0 && !committed_, "commit() called twice on {}", path_.string());
+  if (in_place_) {
+    const int close_rc = ::close(fd_);
+    fd_ = -1;
+    committed_ = true;
+    if (close_rc != 0) {
+      const int err = errno;
+      throw Error(ErrorKind::kIo, fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
+    }
+    return;
+  }
   if (::fsync(fd_) != 0) {
     const int err = errno;
     throw Error(ErrorKind::kIo, fmt::format("{}: fsync failed: {}", path_.string(), errno_text(err)));
@@ -125,6 +162,12 @@ void AtomicFileWriter::commit() {
   if (close_rc != 0) {
     const int err = errno;
     throw Error(ErrorKind::kIo, fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
+  }
+  try {
+    refuse_unless_replaceable(path_);  // it may have been replaced while we wrote
+  } catch (...) {
+    discard();
+    throw;
   }
   if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
