@@ -166,7 +166,8 @@ void TraceFileWriter::fail(int err) {
 
 void TraceFileWriter::write_bytes(const void* data, size_t size_bytes) {
   errno = 0;
-  if (std::fwrite(data, 1, size_bytes, file_) != size_bytes) fail(errno);
+  // stdio may count bytes as taken while the write(2) under it failed: its error flag says so.
+  if (std::fwrite(data, 1, size_bytes, file_) != size_bytes || std::ferror(file_) != 0) fail(errno);
 }
 
 void TraceFileWriter::write(std::string_view text) {
@@ -182,7 +183,7 @@ void TraceFileWriter::flush() {
   if (file_ == nullptr) return;
   if (context_ != nullptr) compress({}, ZSTD_e_flush);
   errno = 0;
-  if (std::fflush(file_) != 0) fail(errno);
+  if (std::fflush(file_) != 0 || std::ferror(file_) != 0) fail(errno);
 }
 
 void TraceFileWriter::close() {
