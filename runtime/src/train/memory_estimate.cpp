@@ -127,10 +127,13 @@ void check_training_memory(const TrainConfig& config, int64_t rows) {
                                 ? std::string("the cpu device")
                                 : fmt::format("{} simulated GPU{} (their tensors live in host memory)",
                                               config.devices, config.devices == 1 ? "" : "s");
+  const std::string parts =
+      e.host_bytes == e.device_bytes
+          ? describe(e)
+          : fmt::format("the busiest holds {}: {}", format_bytes(e.device_bytes), describe(e));
   DPS_CHECK(e.host_bytes <= available, ErrorKind::kUsage,
-            "--model {} needs about {} of host memory for {} ({} per device: {}); this machine has {}",
-            config.model, format_bytes(e.host_bytes), where, format_bytes(e.device_bytes), describe(e),
-            format_bytes(available));
+            "--model {} needs about {} of host memory for {} ({}); this machine has {}", config.model,
+            format_bytes(e.host_bytes), where, parts, format_bytes(available));
 }
 
 }  // namespace dpscope
