@@ -1,12 +1,21 @@
 // Reading lesson files (lesson/lesson.hpp): TOML via toml++, every key checked against the format
 // (docs/lessons.md) so a typo is one line naming FILE:LINE and the key instead of a silently
-// ignored setting.
+// ignored setting. The file is read with stat() first and open(O_NONBLOCK) + fstat() after, so a
+// FIFO or a device named like a lesson is refused instead of blocking the reader, and its size is
+// bounded before it is read (kMaxLessonFileBytes).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <toml++/toml.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "dpscope/base/error.hpp"
@@ -16,6 +25,164 @@ namespace dpscope::lesson {
 namespace {
 
 namespace fs = std::filesystem;
+
+// load_lesson() checks a scenario's outputs against this stand-in for the scratch directory, which
+// exists only once the lesson runs: lexically, "{scratch}/ckpt" is inside and "{scratch}/../x" is not.
+const fs::path kPlaceholderScratch = "/{scratch}";
+
+bool is_help_flag(std::string_view arg) {
+  for (std::string_view flag : kScenarioHelpFlags)
+    if (arg == flag || (flag.starts_with("--") && arg.starts_with(flag) && arg.size() > flag.size() &&
+                        arg[flag.size()] == '='))
+      return true;
+  return false;
+}
+
+bool names_a_file(std::string_view flag) {
+  return std::find(std::begin(kScenarioOutputFlags), std::end(kScenarioOutputFlags), flag) !=
+             std::end(kScenarioOutputFlags) ||
+         std::find(std::begin(kScenarioInputFlags), std::end(kScenarioInputFlags), flag) !=
+             std::end(kScenarioInputFlags);
+}
+
+std::string replace_scratch(std::string text, const std::string& scratch) {
+  for (size_t at = text.find("{scratch}"); at != std::string::npos;
+       at = text.find("{scratch}", at + scratch.size()))
+    text.replace(at, 9, scratch);
+  return text;
+}
+
+// `text` as an absolute path without `.`, `..` or a trailing separator; with `on_disk`, symbolic
+// links of its existing part resolved too.
+fs::path resolved(const std::string& text, bool on_disk) {
+  std::error_code ec;
+  fs::path path = fs::absolute(fs::path(text), ec);
+  if (ec) path = fs::path(text);
+  path = path.lexically_normal();
+  if (on_disk) {
+    fs::path canonical = fs::weakly_canonical(path, ec);
+    if (!ec) path = canonical.lexically_normal();
+  }
+  if (!path.has_filename() && path.has_relative_path()) path = path.parent_path();
+  return path;
+}
+
+// Whether `path` is `dir` or lies below it, compared component by component ("/a/bc" is not in "/a/b").
+bool within(const fs::path& path, const fs::path& dir) {
+  auto p = path.begin();
+  for (auto d = dir.begin(); d != dir.end(); ++d, ++p)
+    if (p == path.end() || *p != *d) return false;
+  return true;
+}
+
+// The file-type of a stat() result in words, for "is not a regular file (...)".
+const char* file_type_name(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  return "not a plain file";
+}
+
+// The bytes of lesson file `file`, at most kMaxLessonFileBytes. Never blocks: the type is checked
+// with stat() before opening and fstat() after (the name may have been swapped in between), and the
+// open is non-blocking.
+std::string read_lesson_text(const fs::path& file) {
+  if (std::string problem = lesson_path_problem(file); !problem.empty()) throw Error(ErrorKind::kIo, problem);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error(ErrorKind::kIo, fmt::format("lesson {}: cannot open: {}", file.string(), std::strerror(err)));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error(ErrorKind::kIo, fmt::format("lesson {} is not a regular file ({})", file.string(),
+                                            file_type_name(st.st_mode)));
+  const auto too_big = [&](uint64_t bytes) {
+    return Error(
+        ErrorKind::kFormat,
+        fmt::format("{}: the file is {}{} bytes; a lesson file is at most {} bytes (1 MiB)", file.string(),
+                    bytes > kMaxLessonFileBytes ? "" : "over ", bytes, kMaxLessonFileBytes));
+  };
+  if (static_cast<uint64_t>(st.st_size) > kMaxLessonFileBytes)
+    throw too_big(static_cast<uint64_t>(st.st_size));
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      throw Error(ErrorKind::kIo,
+                  fmt::format("lesson {}: cannot read: {}", file.string(), std::strerror(err)));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > kMaxLessonFileBytes) throw too_big(text.size());  // it grew while being read
+  }
+  return text;
+}
+
+// toml++ bounds the nesting of arrays and inline tables (256) but not of dotted keys, and it builds,
+// and later destroys, a table per part recursively: `a.a.a...` 50,000 parts deep overflows the stack.
+// This pass over the text bounds both before toml++ sees it. Strings and comments are skipped; a dot
+// outside them belongs to a key (or to a float, which has one).
+inline constexpr int kMaxTomlNesting = 32;     // '[' and '{' open at once
+inline constexpr int kMaxDottedKeyParts = 16;  // a.b.c: 3 parts
+
+struct ShapeProblem {
+  int64_t line = 0;
+  std::string what;  // "" when the text is within bounds
+};
+
+ShapeProblem toml_shape_problem(std::string_view text) {
+  int64_t line = 1;
+  int nesting = 0, dots = 0;
+  size_t i = 0;
+  const auto at = [&](std::string_view s) { return text.substr(i, s.size()) == s; };
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      dots = 0;
+    } else if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      const std::string_view close = at(c == '"' ? R"(""")" : "'''") ? text.substr(i, 3) : text.substr(i, 1);
+      i += close.size();
+      while (i < text.size() && !at(close)) {
+        if (text[i] == '\n') {
+          ++line;
+          if (close.size() == 1)
+            break;  // a one-line string ends with its line (toml++ says it is unterminated)
+        }
+        if (c == '"' && text[i] == '\\' && i + 1 < text.size() && text[++i] == '\n') ++line;  // an escape
+        ++i;
+      }
+      i += close.size() - 1;                                                     // on its last quote
+      while (close.size() == 3 && i + 1 < text.size() && text[i + 1] == c) ++i;  // """a"""": quotes inside
+    } else if (c == '[' || c == '{') {
+      dots = 0;
+      if (++nesting > kMaxTomlNesting)
+        return {line, fmt::format("arrays, tables and inline tables nest more than {} levels deep",
+                                  kMaxTomlNesting)};
+    } else if (c == ']' || c == '}') {
+      dots = 0;
+      nesting = std::max(0, nesting - 1);
+    } else if (c == '=' || c == ',') {
+      dots = 0;
+    } else if (c == '.' && ++dots >= kMaxDottedKeyParts) {
+      return {line, fmt::format("a dotted key has more than {} parts", kMaxDottedKeyParts)};
+    }
+    ++i;
+  }
+  return {};
+}
 
 const char* type_name(toml::node_type type) {
   switch (type) {
@@ -34,10 +201,12 @@ class LessonReader {
  public:
   explicit LessonReader(fs::path file) : file_(std::move(file)) {}
 
-  Lesson read() {
+  Lesson read(std::string_view text) {
+    if (const ShapeProblem shape = toml_shape_problem(text); !shape.what.empty())
+      fail(shape.line, shape.what);
     toml::table root;
     try {
-      root = toml::parse_file(file_.string());
+      root = toml::parse(text, file_.string());
     } catch (const toml::parse_error& e) {
       fail(e.source().begin.line, std::string(e.description()));
     }
@@ -158,17 +327,35 @@ class LessonReader {
     const int64_t line = line_of(t, "args");
     if (lesson.scenario.empty() || (lesson.scenario[0] != "train" && lesson.scenario[0] != "bench"))
       fail(line, "[scenario] args must start with \"train\" or \"bench\" (a dpscope command line)");
-    for (const std::string& arg : lesson.scenario)
+    for (const std::string& arg : lesson.scenario) {
       if (arg == "--trace" || arg.starts_with("--trace="))
         fail(line, "[scenario] args must not give --trace: the lesson chooses where the trace goes");
+      if (is_help_flag(arg))
+        fail(line, fmt::format("[scenario] args must not give {}: it prints help or the version instead of "
+                               "running the scenario",
+                               arg));
+    }
+    if (const std::string problem = scenario_sandbox_problem(lesson.scenario, kPlaceholderScratch, false);
+        !problem.empty())
+      fail(line, fmt::format("[scenario] args: {}", problem));
   }
 
   Knob read_knob(const toml::table& t, const Lesson& lesson) {
     check_keys(t, {"flag", "label", "min", "max", "step", "choices", "switch", "default"}, "[[knobs]]");
     Knob knob;
+    knob.line = static_cast<int>(line_of(t));
     knob.flag = string(t, "flag", "[[knobs]]");
     if (!knob.flag.starts_with("--"))
       fail(line_of(t, "flag"), fmt::format("knob flag '{}' must start with --", knob.flag));
+    if (knob.flag.size() < 3 || knob.flag.size() > 64 ||
+        knob.flag.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-", 2) != std::string::npos)
+      fail(line_of(t, "flag"),
+           fmt::format("knob flag '{}' must be --NAME (lower-case letters, digits and '-')", knob.flag));
+    if (is_help_flag(knob.flag) || knob.flag.starts_with("--trace") || names_a_file(knob.flag))
+      fail(line_of(t, "flag"),
+           fmt::format("knob flag {} cannot be a knob: {}", knob.flag,
+                       is_help_flag(knob.flag) ? "it prints help or the version instead of running"
+                                               : "it names a file, which a student must not choose"));
     knob.label = string(t, "label", "[[knobs]]");
     for (const std::string& arg : lesson.scenario)
       if (arg == knob.flag)
@@ -176,6 +363,13 @@ class LessonReader {
              fmt::format("{} is a knob: leave it out of [scenario] args (its default applies)", knob.flag));
     if (lesson.find_knob(knob.flag)) fail(line_of(t, "flag"), fmt::format("two knobs turn {}", knob.flag));
     const toml::node& def = require(t, "default", "[[knobs]]");
+    const bool ranged = t.contains("min") || t.contains("max") || t.contains("step");
+    if (t.contains("switch") && (ranged || t.contains("choices")))
+      fail(line_of(t, "switch"),
+           fmt::format("knob {}: a switch has no min, max, step or choices", knob.flag));
+    if (t.contains("choices") && ranged)
+      fail(line_of(t, "choices"),
+           fmt::format("knob {}: give either choices or min/max/step, not both", knob.flag));
     if (t.contains("switch")) {
       const toml::node& node = *t.get("switch");
       if (!node.as_boolean() || !node.as_boolean()->get()) wrong_type(node, "switch", "true (or left out)");
@@ -183,24 +377,66 @@ class LessonReader {
       knob.choices = {"off", "on"};
       knob.default_value = as_string(def, "default");
     } else if (t.contains("choices")) {
-      for (const toml::node* c : array(t, "choices", "[[knobs]]"))
-        knob.choices.push_back(as_string(*c, "choices"));
+      for (const toml::node* c : array(t, "choices", "[[knobs]]")) {
+        std::string choice = as_string(*c, "choices");
+        if (const std::string problem = choice_problem(choice); !problem.empty())
+          fail(line_of(*c), fmt::format("knob {}: choice '{}' {}", knob.flag, choice, problem));
+        if (std::find(knob.choices.begin(), knob.choices.end(), choice) != knob.choices.end())
+          fail(line_of(*c), fmt::format("knob {}: choice '{}' is given twice", knob.flag, choice));
+        knob.choices.push_back(std::move(choice));
+      }
       if (knob.choices.empty()) fail(line_of(t, "choices"), "choices must not be empty");
+      if (knob.choices.size() > static_cast<size_t>(kMaxKnobValues))
+        fail(line_of(t, "choices"),
+             fmt::format("knob {}: {} choices; at most {}", knob.flag, knob.choices.size(), kMaxKnobValues));
       knob.default_value = as_string(def, "default");
     } else {
       knob.numeric = true;
-      knob.min = as_number(require(t, "min", "[[knobs]] without choices"), "min");
-      knob.max = as_number(require(t, "max", "[[knobs]] without choices"), "max");
-      if (t.contains("step")) knob.step = as_number(*t.get("step"), "step");
-      if (!(knob.min <= knob.max) || !(knob.step > 0))
-        fail(line_of(t), fmt::format("knob {}: needs min <= max and step > 0", knob.flag));
-      const double value = as_number(def, "default");
+      knob.min = knob_number(t, "min", knob.flag);
+      knob.max = knob_number(t, "max", knob.flag);
+      if (t.contains("step")) knob.step = knob_number(t, "step", knob.flag);
+      if (!(knob.min <= knob.max))
+        fail(line_of(t, "max"),
+             fmt::format("knob {}: needs min <= max, got {} > {}", knob.flag, knob.min, knob.max));
+      if (!(knob.step >= kMinKnobStep))
+        fail(line_of(t, "step"),
+             fmt::format("knob {}: step must be at least {}, got {}", knob.flag, kMinKnobStep, knob.step));
+      // A slider's stops: a bounded number, so the viewer and `lesson check` never walk millions.
+      const double values = std::floor((knob.max - knob.min) / knob.step + 1e-9) + 1.0;
+      if (!(values <= static_cast<double>(kMaxKnobValues)))
+        fail(line_of(t, "step"),
+             fmt::format("knob {}: min {} to max {} in steps of {} gives {:.0f} values; at most {}",
+                         knob.flag, knob.min, knob.max, knob.step, values, kMaxKnobValues));
+      const double value = knob_number(t, "default", knob.flag);
       knob.default_value = std::floor(value) == value ? fmt::format("{}", static_cast<int64_t>(value))
                                                       : fmt::format("{}", value);
     }
     if (const std::string problem = knob.check(knob.default_value); !problem.empty())
       fail(line_of(def), fmt::format("default: {}", problem));
     return knob;
+  }
+
+  // A knob's numeric key: finite and at most kMaxKnobMagnitude in size.
+  double knob_number(const toml::table& t, std::string_view key, const std::string& flag) {
+    const toml::node& node = require(t, key, "[[knobs]] without choices");
+    const double value = as_number(node, key);
+    if (!(std::abs(value) <= kMaxKnobMagnitude))
+      fail(line_of(node), fmt::format("knob {}: {} must be a finite number from -{:g} to {:g}, got {}", flag,
+                                      key, kMaxKnobMagnitude, kMaxKnobMagnitude, value));
+    return value;
+  }
+
+  // Why `choice` cannot be a knob's value on a command line; "" when it can.
+  static std::string choice_problem(const std::string& choice) {
+    if (choice.empty()) return "is empty";
+    if (choice.size() > 256) return "is longer than 256 characters";
+    if (choice.starts_with("-") &&
+        !(choice.size() > 1 && std::isdigit(static_cast<unsigned char>(choice[1]))))
+      return "starts with '-': it would be read as a flag";
+    for (const char c : choice)
+      if (std::iscntrl(static_cast<unsigned char>(c)) || c == ' ')
+        return "holds a space or a control character";
+    return "";
   }
 
   Chapter read_chapter(const toml::table& t, const Lesson& lesson) {
@@ -210,6 +446,11 @@ class LessonReader {
     chapter.title = string(t, "title", context);
     chapter.narration = string(t, "narration", context);
     const toml::table& trigger = table(t, "trigger", context);
+    if (trigger.empty() || (trigger.size() == 1 && trigger.contains("nth")))
+      fail(line_of(t, "trigger"),
+           fmt::format("{} trigger {} matches every event: name at least one of its keys (type, name, "
+                       "category, rank, step, ...)",
+                       context, trigger.empty() ? "is empty and" : "has only nth and"));
     for (const auto& [key, node] : trigger) {
       FilterValue value;
       if (const auto* i = node.as_integer()) {
@@ -267,6 +508,75 @@ class LessonReader {
 
 }  // namespace
 
+std::string scenario_sandbox_problem(const std::vector<std::string>& args, const fs::path& scratch,
+                                     bool on_disk) {
+  const fs::path root = resolved(scratch.string(), on_disk);
+  struct Named {
+    std::string flag, text;  // as written: "--save", "{scratch}/w.safetensors"
+    fs::path path;           // resolved
+  };
+  std::vector<Named> outputs, inputs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (!arg.starts_with("--")) continue;
+    const size_t eq = arg.find('=');
+    const std::string flag = arg.substr(0, eq);
+    if (!names_a_file(flag)) continue;
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return fmt::format("{} needs a path after it", flag);
+    }
+    const bool output = std::find(std::begin(kScenarioOutputFlags), std::end(kScenarioOutputFlags), flag) !=
+                        std::end(kScenarioOutputFlags);
+    if (output) {
+      const fs::path path = resolved(replace_scratch(value, scratch.string()), on_disk);
+      if (!within(path, root))
+        return fmt::format(
+            "{} '{}' writes outside the lesson's scratch directory: a scenario writes only inside "
+            "{{scratch}} (e.g. \"{}\", \"{{scratch}}/ckpt\")",
+            flag, value, flag == "--save" ? "{scratch}/model.safetensors" : "{scratch}/out");
+      outputs.push_back({flag, value, path});
+      continue;
+    }
+    // --data x.npy,y.npy names two files.
+    for (size_t from = 0; from <= value.size();) {
+      const size_t comma = flag == "--data" ? value.find(',', from) : std::string::npos;
+      const std::string part =
+          value.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+      inputs.push_back({flag, part, resolved(replace_scratch(part, scratch.string()), on_disk)});
+      if (comma == std::string::npos) break;
+      from = comma + 1;
+    }
+  }
+  for (const Named& in : inputs)
+    for (const Named& out : outputs)
+      if (within(in.path, out.path) || within(out.path, in.path))
+        return fmt::format("{} '{}' is also written by {} '{}': a scenario must not read what it writes",
+                           in.flag, in.text, out.flag, out.text);
+  return "";
+}
+
+std::string lesson_path_problem(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) return fmt::format("lesson {}: no such file", path.string());
+    return fmt::format("lesson {}: cannot read: {}", path.string(), std::strerror(err));
+  }
+  if (S_ISDIR(st.st_mode))
+    return fmt::format(
+        "lesson {} is a directory, not a lesson file: give a directory of lessons as "
+        "--lessons-dir {}",
+        path.string(), path.string());
+  if (!S_ISREG(st.st_mode))
+    return fmt::format("lesson {} is not a regular file ({})", path.string(), file_type_name(st.st_mode));
+  return "";
+}
+
 std::string Knob::check(const std::string& value) const {
   if (!numeric) {
     if (std::find(choices.begin(), choices.end(), value) != choices.end()) return "";
@@ -300,16 +610,17 @@ int Lesson::snippet_lines() const {
 }
 
 Lesson load_lesson(const std::filesystem::path& file) {
-  std::error_code ec;
-  DPS_CHECK(std::filesystem::is_regular_file(file, ec), ErrorKind::kIo, "lesson {}: no such file",
-            file.string());
-  return LessonReader(file).read();
+  const std::string text = read_lesson_text(file);
+  return LessonReader(file).read(text);
 }
 
 std::vector<std::filesystem::path> lesson_files(const std::filesystem::path& dir) {
   std::error_code ec;
-  DPS_CHECK(std::filesystem::is_directory(dir, ec), ErrorKind::kIo, "lessons directory {} does not exist",
-            dir.string());
+  const fs::file_status status = fs::status(dir, ec);
+  DPS_CHECK(fs::exists(status), ErrorKind::kIo, "lessons directory {} does not exist", dir.string());
+  DPS_CHECK(
+      fs::is_directory(status), ErrorKind::kIo, "lessons directory {} is not a directory ({})", dir.string(),
+      fs::is_regular_file(status) ? "a file: give it as the lesson, not --lessons-dir" : "a special file");
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
     if (entry.path().extension() == ".toml") files.push_back(entry.path());
@@ -325,12 +636,16 @@ std::vector<Lesson> load_lessons(const std::filesystem::path& dir) {
 
 std::vector<std::string> scenario_args(const Lesson& lesson,
                                        const std::map<std::string, std::string>& overrides) {
+  std::map<const Knob*, std::string> turned;  // knob -> the flag that turned it, as given
   for (const auto& [flag, value] : overrides) {
     const Knob* knob = lesson.find_knob(flag);
     std::vector<std::string> flags;
     for (const Knob& k : lesson.knobs) flags.push_back(k.flag);
     DPS_CHECK(knob != nullptr, ErrorKind::kUsage, "lesson {} has no knob {} (its knobs: {})", lesson.id, flag,
               flags.empty() ? "none" : fmt::format("{}", fmt::join(flags, ", ")));
+    const auto [seen, fresh] = turned.emplace(knob, flag);
+    DPS_CHECK(fresh, ErrorKind::kUsage, "lesson {}: knob {} is turned twice ({} and {}); give it once",
+              lesson.id, knob->flag, seen->second, flag);
     const std::string problem = knob->check(value);
     DPS_CHECK(problem.empty(), ErrorKind::kUsage, "lesson {}: {}", lesson.id, problem);
   }
