@@ -609,8 +609,13 @@ int Lesson::snippet_lines() const {
   return static_cast<int>(newlines) + (snippet.back() == '\n' ? 0 : 1);
 }
 
-Lesson load_lesson(const std::filesystem::path& file) {
-  const std::string text = read_lesson_text(file);
+Lesson load_lesson(const std::filesystem::path& file) { return parse_lesson(read_lesson_text(file), file); }
+
+Lesson parse_lesson(std::string_view text, const std::filesystem::path& file) {
+  if (text.size() > kMaxLessonFileBytes)
+    throw Error(ErrorKind::kFormat,
+                fmt::format("{}: the text is {} bytes; a lesson file is at most {} bytes (1 MiB)",
+                            file.string(), text.size(), kMaxLessonFileBytes));
   return LessonReader(file).read(text);
 }
 

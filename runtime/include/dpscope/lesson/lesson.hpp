@@ -108,6 +108,10 @@ struct Lesson {
 // ...", a scenario that writes outside its scratch directory or asks for help).
 Lesson load_lesson(const std::filesystem::path& file);
 
+// The same checks on a lesson's text, as if read from `file` (its name gives the id and the messages'
+// FILE); load_lesson() is read + parse_lesson(). The fuzzer (tests/fuzz/lesson_file_fuzz.cpp) calls it.
+Lesson parse_lesson(std::string_view text, const std::filesystem::path& file);
+
 // Why `path` cannot be a lesson file, in words ("… is a directory: give it as --lessons-dir …",
 // "… is not a regular file (a FIFO)", "… no such file"); "" for a regular file. Looks with stat(),
 // never opens it.
