@@ -51,7 +51,7 @@ struct Aggregate {
 };
 struct Node {
   std::variant<Number, HeaderValue, Negate, Binary, Aggregate> value;
-  int height = 1;  // levels of the tree below and including this node (<= kMaxExpressionDepth)
+  int height = 0;  // operator levels at and below this node: 0 for a leaf, at most kMaxExpressionDepth
 };
 
 }  // namespace detail
