@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <sstream>
 
 #include "dpscope/base/error.hpp"
 #include "lesson_test_util.hpp"
@@ -283,6 +284,33 @@ TEST_F(LessonFile, ScenarioWritesOnlyInsideItsScratchDirectory) {
             "F:22: knob flag --save cannot be a knob: it names a file, which a student must not choose");
   EXPECT_EQ(error(good_with("[\"ring\", \"tree\"]", "[\"ring\", \"--save=/x\"]")),
             "F:24: knob --algo: choice '--save=/x' starts with '-': it would be read as a flag");
+}
+
+// Every `train` and `bench` option whose help says it writes is an output the sandbox checks: a new
+// flag that writes (a log, a profile) cannot slip past it. Read from the commands' source, where each
+// option is registered with its help text.
+TEST(ScenarioSandbox, EveryOptionThatWritesIsChecked) {
+  for (const char* name : {"train_cmd.cpp", "bench_cmd.cpp"}) {
+    const std::string source =
+        testing::read_file(std::filesystem::path(DPSCOPE_SOURCE_DIR) / "runtime/cli" / name);
+    int options = 0;
+    for (size_t at = source.find("add_option("); at != std::string::npos;
+         at = source.find("add_option(", at + 1)) {
+      const size_t quote = source.find('"', at);
+      const std::string spelling = source.substr(quote + 1, source.find('"', quote + 1) - quote - 1);
+      const size_t end = std::min(source.find("add_", at + 1), source.find(';', at));
+      const std::string help = source.substr(at, end - at);
+      ++options;
+      if (help.find("write") == std::string::npos) continue;
+      std::istringstream names(spelling);  // "-o,--out": every spelling
+      bool checked = false;
+      for (std::string n; std::getline(names, n, ',');)
+        for (std::string_view flag : kScenarioOutputFlags) checked = checked || n == flag;
+      EXPECT_TRUE(checked) << name << ": option " << spelling
+                           << " writes a file: add it to kScenarioOutputFlags (lesson/lesson.hpp)";
+    }
+    EXPECT_GT(options, 5) << name;
+  }
 }
 
 // The same rule on the file system: symbolic links and `..` are resolved on both sides.
