@@ -174,6 +174,21 @@ std::vector<Case> hostile_lesson_cases() {
        seconds(30),
        1,
        victim_untouched},
+      // A NUL cuts the argument short on the command line: "--save\0x" reached the parser as --save.
+      {"LessonScenarioArgumentWithANul",
+       "lesson run " + file + " --no-viz --out {dir}/out",
+       2,
+       "'args' holds the control character U+0000",
+       [](const fs::path& d, const Fixtures& fx) {
+         make_victim(d);
+         writes(with_args(R"(, "--save\u0000x", "{dir}/victim.safetensors")"))(d, fx);
+       },
+       {},
+       {},
+       DPSCOPE_CLI,
+       seconds(30),
+       1,
+       victim_untouched},
       {"LessonScenarioRelativeTraceDir", "lesson check " + file, 2,
        "--trace-dir 'traces' writes outside the lesson's scratch directory",
        writes(with_args(R"(, "--trace-dir", "traces")"))},

@@ -271,9 +271,19 @@ class LessonReader {
     fail(line_of(node), fmt::format("'{}' must be {}, got {}", key, want, type_name(node.type())));
   }
 
+  // Every string of a lesson: no control character but a newline or a tab. A NUL would cut a
+  // scenario argument short on the command line ("--save\0x" is "--save" to the parser but not to
+  // the sandbox check), and an escape sequence would drive the terminal `lesson run` prints to.
   std::string as_string(const toml::node& node, std::string_view key) {
-    if (const auto* s = node.as_string()) return s->get();
-    wrong_type(node, key, "a string");
+    const auto* s = node.as_string();
+    if (!s) wrong_type(node, key, "a string");
+    for (const char c : s->get())
+      if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+        fail(line_of(node),
+             fmt::format("'{}' holds the control character U+{:04X}: only newlines and tabs are "
+                         "allowed",
+                         key, static_cast<unsigned char>(c)));
+    return s->get();
   }
   std::string string(const toml::table& t, std::string_view key, std::string_view context) {
     return as_string(require(t, key, context), key);

@@ -332,6 +332,17 @@ TEST_F(LessonFile, SandboxResolvesLinksOnDisk) {
       "");  // a prefix of the name is not a component
 }
 
+// A NUL would cut an argument short on the command line behind the sandbox's back ("--save\0x" is
+// "--save" to the parser); an escape sequence would drive the terminal.
+TEST_F(LessonFile, StringsHoldNoControlCharacters) {
+  EXPECT_EQ(error(good_with("\"--steps\", \"2\"]", R"("--steps", "2", "--save\u0000x", "/abs/victim"])")),
+            "F:11: 'args' holds the control character U+0000: only newlines and tabs are allowed");
+  EXPECT_EQ(error(good_with("title = \"A sample\"", R"(title = "A \u001b[2J sample")")),
+            "F:2: 'title' holds the control character U+001B: only newlines and tabs are allowed");
+  EXPECT_EQ(load(good_with("narration = \"Look.\"", R"(narration = "Look\there.\n")")).chapters[0].narration,
+            "Look\there.\n");
+}
+
 TEST_F(LessonFile, HelpAndVersionFlagsAreRefused) {
   for (const std::string flag : {"--help", "-h", "--help-all", "--version", "--help=x"}) {
     EXPECT_EQ(error(good_with("\"--steps\", \"2\"]", "\"--steps\", \"2\", \"" + flag + "\"]")),
