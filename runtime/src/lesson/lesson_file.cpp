@@ -220,6 +220,10 @@ class LessonReader {
       fail(line_of(root, "id"), fmt::format("id '{}' must be the file's name without .toml ('{}')", lesson.id,
                                             file_.stem().string()));
     lesson.title = string(root, "title", "the lesson");
+    at_most(root, "goals", kMaxGoals);
+    at_most(root, "knobs", kMaxKnobs);
+    at_most(root, "chapters", kMaxChapters);
+    at_most(root, "questions", kMaxQuestions);
     for (const toml::node* goal : array(root, "goals", "the lesson"))
       lesson.goals.push_back(as_string(*goal, "goals"));
     const int64_t minutes = integer(root, "minutes", "the lesson");
@@ -260,6 +264,15 @@ class LessonReader {
            fmt::format("unknown key '{}' in {} (expected one of: {})", key.str(), context,
                        fmt::join(allowed, ", ")));
     }
+  }
+
+  // An array of `key` in `t` with more than `limit` items is refused before any is read.
+  void at_most(const toml::table& t, std::string_view key, size_t limit) {
+    const toml::node* node = t.get(key);
+    const toml::array* items = node ? node->as_array() : nullptr;
+    if (items && items->size() > limit)
+      fail(line_of(*node),
+           fmt::format("'{}' has {} items; a lesson has at most {}", key, items->size(), limit));
   }
 
   const toml::node& require(const toml::table& t, std::string_view key, std::string_view context) {
@@ -332,6 +345,7 @@ class LessonReader {
         fail(line_of(t, "expect_error"),
              "[scenario] expect_error must be a part of the error message the run ends with, not empty");
     }
+    at_most(t, "args", kMaxScenarioArgs);
     for (const toml::node* arg : array(t, "args", "[scenario]"))
       lesson.scenario.push_back(as_string(*arg, "args"));
     const int64_t line = line_of(t, "args");
@@ -594,10 +608,16 @@ std::string Knob::check(const std::string& value) const {
   }
   double number = 0.0;
   size_t used = 0;
-  try {
-    number = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
+  // A decimal number as a command line takes it: no spaces, hex, "inf" or "nan" for stod to accept.
+  const bool decimal = !value.empty() &&
+                       (std::isdigit(static_cast<unsigned char>(value[0])) || value[0] == '-') &&
+                       value.find_first_not_of("0123456789.-+eE") == std::string::npos;
+  if (decimal) {
+    try {
+      number = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
   }
   const double steps = (number - min) / step;
   const bool on_grid = std::abs(steps - std::round(steps)) < 1e-9;

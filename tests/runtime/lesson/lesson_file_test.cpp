@@ -380,6 +380,28 @@ TEST_F(LessonFile, KnobsGiveABoundedNumberOfSaneValues) {
             "F:22: knob flag '--Algo;x' must be --NAME (lower-case letters, digits and '-')");
 }
 
+TEST_F(LessonFile, CountsAreBounded) {
+  std::string many = "goals = [";
+  for (size_t i = 0; i <= kMaxGoals; ++i) many += "\"g\", ";
+  EXPECT_EQ(error(good_with("goals = [\"one\", \"two\"]", many + "]")),
+            "F:4: 'goals' has 33 items; a lesson has at most 32");
+  std::string chapters;
+  for (size_t i = 0; i < kMaxChapters; ++i)  // kGood has one already
+    chapters +=
+        "[[chapters]]\ntitle = \"t\"\ntrigger = { type = \"span\" }\nsnippet_line = 1\nnarration = \"n\"\n";
+  EXPECT_EQ(error(kGood + chapters), "F:33: 'chapters' has 65 items; a lesson has at most 64");
+}
+
+// A number knob's value is a plain decimal number, as the command line reads it.
+TEST_F(LessonFile, NumberKnobValuesAreDecimal) {
+  const Lesson l = load(kGood);
+  EXPECT_EQ(l.knobs[0].check("4"), "");
+  EXPECT_EQ(l.knobs[0].check("4.0"), "");
+  for (const std::string value : {" 4", "0x4", "+4", "inf", "nan", "4 ", ""})
+    EXPECT_EQ(l.knobs[0].check(value),
+              "--devices must be a number from 2 to 8 in steps of 2, got '" + value + "'");
+}
+
 TEST_F(LessonFile, ATriggerMustSelectEvents) {
   EXPECT_EQ(
       error(good_with("{ type = \"transfer\", algo_step = 1, rank = 0 }", "{}")),

@@ -28,6 +28,10 @@ inline constexpr uint64_t kMaxLessonFileBytes = uint64_t{1} << 20;  // 1 MiB
 inline constexpr double kMaxKnobMagnitude = 1e9;                    // |min|, |max| and |default|
 inline constexpr double kMinKnobStep = 1e-6;
 inline constexpr int64_t kMaxKnobValues = 1000;  // (max - min) / step + 1: a slider's stops
+// How many of each a lesson may have (the shipped ones have at most 7 chapters, 7 questions, 3 knobs):
+// `lesson check` evaluates every question on the trace and parses every knob value.
+inline constexpr size_t kMaxGoals = 32, kMaxKnobs = 16, kMaxChapters = 64, kMaxQuestions = 128,
+                        kMaxScenarioArgs = 256;
 
 // The scenario's sandbox (docs/lessons.md, "What a scenario may write"). Every `train` and `bench`
 // flag that names a file or directory the run writes: its value must lie inside the lesson's
