@@ -19,6 +19,7 @@
 
 #include "dpscope/lesson/expression.hpp"
 #include "dpscope/lesson/filter.hpp"
+#include "dpscope/lesson/sandbox.hpp"
 
 namespace dpscope::lesson {
 
@@ -32,24 +33,6 @@ inline constexpr int64_t kMaxKnobValues = 1000;  // (max - min) / step + 1: a sl
 // `lesson check` evaluates every question on the trace and parses every knob value.
 inline constexpr size_t kMaxGoals = 32, kMaxKnobs = 16, kMaxChapters = 64, kMaxQuestions = 128,
                         kMaxScenarioArgs = 256;
-
-// The scenario's sandbox (docs/lessons.md, "What a scenario may write"). Every `train` and `bench`
-// flag that names a file or directory the run writes: its value must lie inside the lesson's
-// scratch directory (`{scratch}`), after `..` and symbolic links are resolved. A flag that reads
-// (`--init`, `--data`) may name any file, but none that the scenario writes.
-inline constexpr std::string_view kScenarioOutputFlags[] = {"--save", "--trace", "--trace-dir",
-                                                            "--checkpoint-dir"};
-inline constexpr std::string_view kScenarioInputFlags[] = {"--init", "--data"};
-// Flags that print text and stop instead of running: never part of a scenario.
-inline constexpr std::string_view kScenarioHelpFlags[] = {"-h", "--help", "--help-all", "--version"};
-
-// Returns "" when every output of `args` (a scenario with `{scratch}` not yet replaced) lies inside
-// `scratch` and no input is an output; else the reason, naming the argument as written. With
-// `on_disk`, paths are resolved on the file system (std::filesystem::weakly_canonical, on both
-// sides: symbolic links and `..`); without, lexically (load_lesson checks with a placeholder
-// directory before any exists).
-std::string scenario_sandbox_problem(const std::vector<std::string>& args,
-                                     const std::filesystem::path& scratch, bool on_disk);
 
 // A value a student may change: numeric (min, max, step) or one of `choices`. The scenario runs
 // with every knob at its value (the default unless turned), as `FLAG VALUE` appended to its args;
