@@ -121,6 +121,13 @@ void parse_scenario(const std::vector<std::string>& args, bool dry_run) {
   }
 }
 
+// Prints a lesson's problem as one "dpscope: ..." line (a run's error may span lines).
+void print_problem(const std::string& problem) {
+  std::string line = problem;
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  std::fprintf(stderr, "dpscope: %s\n", line.c_str());
+}
+
 // Runs `args` in-process with --trace `trace`.
 void run_scenario(const std::vector<std::string>& args, const fs::path& trace, bool quiet) {
   std::vector<std::string> with_trace = args;
@@ -298,8 +305,7 @@ void run_command(const LessonArgs& args) {
   const fs::path out = args.out.empty() ? fs::path("out") / "lessons" / lesson.id : fs::path(args.out);
   const LessonRun run = run_lesson(lesson, out, lesson::parse_knobs(args.knobs), /*quiet=*/false);
   fmt::print("\n{}", lesson::format_report(lesson, run.report));
-  for (const std::string& problem : run.report.problems)
-    std::fprintf(stderr, "dpscope: %s\n", problem.c_str());
+  for (const std::string& problem : run.report.problems) print_problem(problem);
   fmt::print("\ntrace: {}\n", run.trace.string());
   if (!args.no_viz) open_viewer(lesson, lessons_dir(args), run.trace, args.knobs);
 }
@@ -342,14 +348,15 @@ void check_command(const LessonArgs& args) {
     fmt::print("{:<4} {:<28} {}\n", lesson_problems.empty() ? "ok" : "FAIL", file.stem().string(),
                lesson_problems.empty() ? summary : fmt::format("{} problem(s)", lesson_problems.size()));
     std::fflush(stdout);
-    for (const std::string& p : lesson_problems) std::fprintf(stderr, "dpscope: %s\n", p.c_str());
+    for (const std::string& p : lesson_problems) print_problem(p);
     failed_lessons += lesson_problems.empty() ? 0 : 1;
     problems.insert(problems.end(), lesson_problems.begin(), lesson_problems.end());
   }
   if (python_skipped) fmt::print("snippets not checked: python3 is not on PATH\n");
   DPS_CHECK(problems.empty(), ErrorKind::kInternal,
             "lesson check: {} problem(s) in {} of {} lesson(s); the first: {}", problems.size(),
-            failed_lessons, files.size(), problems.empty() ? "" : problems.front());
+            failed_lessons, files.size(),
+            problems.empty() ? "" : problems.front().substr(0, problems.front().find('\n')));
   fmt::print("{} lesson(s) checked, all triggers fire and every answer is computed\n", files.size());
 }
 
@@ -404,8 +411,7 @@ void handout_command(const LessonArgs& args) {
   const lesson::Lesson lesson = lesson::find_lesson(lessons_dir(args), args.id);
   const fs::path out = args.out;
   const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
-  for (const std::string& problem : run.report.problems)
-    std::fprintf(stderr, "dpscope: %s\n", problem.c_str());
+  for (const std::string& problem : run.report.problems) print_problem(problem);
   const std::vector<std::string> images =
       args.no_png ? std::vector<std::string>() : render_chapters(lesson, run.report, run.trace, out);
   const fs::path page = out / (lesson.id + ".md");
