@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -35,7 +36,6 @@ struct SignalCleanup {
   std::mutex mutex;
   std::vector<fs::path> dirs;  // removed when a signal comes
   bool installed = false;
-  int pipe_write = -1;
   struct sigaction previous[2] = {};
 };
 
@@ -44,13 +44,15 @@ SignalCleanup& cleanup() {
   return *state;
 }
 
-int g_pipe_write = -1;  // read by the handler: a plain int, set before the handler is installed
+// Read by the handler, which may run on any thread: a lock-free atomic is async-signal-safe.
+std::atomic<int> g_pipe_write{-1};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void on_signal(int sig) {
   const int saved = errno;
   const unsigned char byte = static_cast<unsigned char>(sig);
-  if (g_pipe_write >= 0) {
-    const ssize_t n = ::write(g_pipe_write, &byte, 1);
+  if (const int fd = g_pipe_write.load(); fd >= 0) {
+    const ssize_t n = ::write(fd, &byte, 1);
     (void)n;  // nothing to do about a full pipe: a signal is already on its way
   }
   errno = saved;
@@ -90,8 +92,7 @@ bool install_handlers(SignalCleanup& state) {
     ::close(fds[1]);
     return false;
   }
-  state.pipe_write = fds[1];
-  g_pipe_write = fds[1];
+  g_pipe_write.store(fds[1]);
   for (size_t i = 0; i < std::size(kSignals); ++i) {
     struct sigaction current {};
     ::sigaction(kSignals[i], nullptr, &current);
