@@ -15,4 +15,9 @@ void register_presets(CLI::App& app);
 void register_lesson(CLI::App& app);
 void register_launch(CLI::App& app);
 
+// For a process that is one rank of a job (mpirun, dpscope launch): when the launcher stops it with
+// SIGTERM because another rank failed, it says so in one "dpscope: error:" line, then ends by that
+// signal as before (launch_cmd.cpp).
+void say_why_when_terminated(int rank);
+
 }  // namespace dpscope::cli
