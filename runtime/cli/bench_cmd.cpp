@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -158,6 +159,12 @@ void register_bench(CLI::App& app) {
     const bool rooted = options.collective == OpType::kBroadcast || options.collective == OpType::kReduce;
     const bool reduces = options.collective == OpType::kAllReduce || options.collective == OpType::kReduce ||
                          options.collective == OpType::kReduceScatter;
+    // Its own error, if any, is the line this process prints (not the SIGTERM note).
+    struct QuietOnError {
+      ~QuietOnError() {
+        if (std::uncaught_exceptions() > 0) keep_quiet_when_terminated();
+      }
+    } quiet_on_error;
     run_collective_bench(options, [&](const BenchRow& r) {
       fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10.2f}  {:>8.2f}  {:>8.2f}  {:>10.1f}  {:>6}\n",
                  r.bytes, r.count, "float", reduces ? to_string(options.op) : "none",

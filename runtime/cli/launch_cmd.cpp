@@ -364,9 +364,12 @@ void run_launch(const LaunchArgs& a) {
 // write()).
 char g_terminated_line[256];
 size_t g_terminated_length = 0;
+volatile sig_atomic_t g_terminated_armed = 0;  // 0 once the process has its own error to print
 
 extern "C" void say_terminated(int sig) {
-  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, g_terminated_line, g_terminated_length);
+  if (g_terminated_armed != 0) {
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, g_terminated_line, g_terminated_length);
+  }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -380,11 +383,14 @@ void say_why_when_terminated(int rank) {
       rank);
   g_terminated_length = std::min(line.size(), sizeof g_terminated_line);
   std::memcpy(g_terminated_line, line.data(), g_terminated_length);
+  g_terminated_armed = 1;
   struct sigaction action {};
   action.sa_handler = say_terminated;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
 }
+
+void keep_quiet_when_terminated() { g_terminated_armed = 0; }
 
 void register_launch(CLI::App& app) {
   // `--nproc ''` is refused as empty (CLI11 would read it as 0 and say "got 0").

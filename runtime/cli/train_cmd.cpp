@@ -264,8 +264,13 @@ void register_train(CLI::App& app) {
     if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());  // only once the flags are known good
     const bool tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
     Progress progress(tty, run_config.timing_only);
-    const TrainResult result =
-        run_training(run_config, [&](const StepReport& report) { progress.update(report); });
+    TrainResult result;
+    try {
+      result = run_training(run_config, [&](const StepReport& report) { progress.update(report); });
+    } catch (...) {
+      keep_quiet_when_terminated();  // its own error is the line this process prints
+      throw;
+    }
     if (result.process_rank == 0) print_summary(run_config, result);  // processes: rank 0 speaks for the run
   });
 }

@@ -121,6 +121,14 @@ std::vector<Case> hostile_process_cases() {
                   "if [ $RANK = 1 ]; then (sleep 1; kill -STOP $$) & fi; exec " + kCli + kC +
                       " --steps 1000000 --timeout 2\n",
                   29713, 1, "", 3),
+      // The same under mpirun: rank 0's MPI_Finalize, which waits for every process, is bounded
+      // after the failure (it waited for the stopped rank for ever); mpirun then stops rank 1.
+      mpirun_case("MpirunRankStoppedFailsThePeerAfterTheTimeout",
+                  "-np 1 " + kCli + kC + " --steps 1000000 --timeout 2 : -np 1 /bin/sh {dir}/r1.sh", 1, "", 2,
+                  [](const fs::path& d, const Fixtures&) {
+                    write_file(d / "r1.sh", "(sleep 1; kill -STOP $$) & exec " + kCli + kC +
+                                                " --steps 1000000 --timeout 2\n");
+                  }),
       // A rank that never arrives: the rendezvous fails after --timeout (it took the store's 300 s).
       launch_case("LaunchRankNeverArrivesFailsTheRendezvousAfterTheTimeout",
                   "if [ $RANK = 1 ]; then exec sleep 30; fi; exec " + kCli + kC + " --steps 2 --timeout 2\n",

@@ -279,11 +279,10 @@ std::vector<BenchRow> run_mpi_bench(const BenchOptions& o,
   std::shared_ptr<ProcessGroup> group = init_process_group(
       {.backend = "mpi", .rank = launch.rank, .world_size = launch.size, .timeout = o.timeout});
   std::vector<BenchRow> rows;
-  // An error on this rank aborts the group, so no peer waits for it (comm/rank_agreement.hpp).
-  run_as_rank(*group, [&] {
-    agree_on_settings(*group, bench_settings(o));
-    rows = run_mpi_sizes(o, *group, on_row);
-  });
+  // Every rank learns of a difference at once; after it, an error on this rank aborts the group, so
+  // no peer waits for it (comm/rank_agreement.hpp).
+  agree_on_settings(*group, bench_settings(o));
+  run_as_rank(*group, [&] { rows = run_mpi_sizes(o, *group, on_row); });
   return rows;
 }
 

@@ -121,9 +121,11 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
   TrainResult result;
   result.process_rank = group.rank();
   std::unique_ptr<TraceRecorder> tracer;
-  // An error on this rank aborts the group, so that no peer waits for it (comm/rank_agreement.hpp).
+  // Every rank learns of a difference at once (no rank needs telling, so no notice goes to a peer
+  // that may have left already); after it, an error on this rank aborts the group, so that no peer
+  // waits for it (comm/rank_agreement.hpp).
+  agree_on_settings(group, collective_settings(config));
   run_as_rank(group, [&] {
-    agree_on_settings(group, collective_settings(config));
     RankOptions options;
     options.own_tracer = true;  // one trace file per process
     options.data = load_data(config);

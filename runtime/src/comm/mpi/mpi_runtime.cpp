@@ -2,12 +2,16 @@
 // finalisation at exit when we initialised it, and the launcher's environment.
 #include <mpi.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "launch_env.hpp"
+#include "mpi_channel.hpp"
 #include "mpi_singletons.hpp"
 
 namespace dpscope::mpi {
@@ -32,10 +36,26 @@ void require_thread_multiple(int provided, const char* who) {
       who, thread_level_name(provided));
 }
 
+// OpenMPI's MPI_Finalize waits for every process of the job. After a failure a peer may never get
+// there (stopped by SIGSTOP, hung in a computation, waiting out its own timeout), so it is bounded:
+// past kFinalizeGrace the process ends with the exit code its error line set (2 for a usage error,
+// 1 otherwise), and its launcher stops the rest. Without a failure it is not bounded: peers that
+// finish later are normal.
+constexpr std::chrono::seconds kFinalizeGrace{5};
+
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (const std::optional<ErrorKind> failed = ::dpscope::detail::first_failure_in_process()) {
+    const int code = Error(*failed, "").is_usage_error() ? 2 : 1;
+    std::thread([code] {
+      std::this_thread::sleep_for(kFinalizeGrace);
+      std::fflush(nullptr);
+      std::_Exit(code);
+    }).detach();
+  }
+  MPI_Finalize();
 }
 
 }  // namespace
