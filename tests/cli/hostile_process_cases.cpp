@@ -115,6 +115,15 @@ std::vector<Case> hostile_process_cases() {
                     write_file(d / "r1.sh", "(sleep 1; kill -9 $$) & exec " + kCli + kC +
                                                 " --steps 1000000 --timeout 10\n");
                   }),
+      // The same two under dpscope launch (MPI singletons over TCP): OpenMPI's 16-line box "An MPI
+      // communication peer process has unexpectedly disconnected" stays off stderr.
+      launch_case("LaunchMismatchedCollectives",
+                  "exec " + kCli + kC + " --steps 4 --pitfall mismatched-collective --timeout 10\n", 29715, 2,
+                  "Detected mismatch between collectives", 3),
+      launch_case("LaunchRankKilled",
+                  "if [ $RANK = 1 ]; then (sleep 1; kill -9 $$) & fi; exec " + kCli + kC +
+                      " --steps 1000000 --timeout 10\n",
+                  29716, 1, "", 2),
       // ---- issue 22.5: --timeout bounds every wait ----
       // A rank stopped with SIGSTOP: the other fails after --timeout (it waited gloo's 30 minutes).
       launch_case("LaunchRankStoppedFailsThePeerAfterTheTimeout",

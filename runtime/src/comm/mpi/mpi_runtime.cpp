@@ -63,6 +63,10 @@ void finalize_at_exit() {
 namespace detail {
 
 void init_thread_multiple(const char* who) {
+  // OpenMPI's help boxes ("An MPI communication peer process has unexpectedly disconnected ...",
+  // 16 lines when a peer is killed) are not a dpscope rank's output: its failures are one
+  // "dpscope: error:" line each. A user who sets OMPI_MCA_orte_execute_quiet=0 sees them again.
+  ::setenv("OMPI_MCA_orte_execute_quiet", "1", 0);
   int provided = MPI_THREAD_SINGLE;
   const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   DPS_CHECK(rc == MPI_SUCCESS, ErrorKind::kInternal, "mpi: {} failed with error code {}", who, rc);
