@@ -264,7 +264,8 @@ std::vector<RunSetting> bench_settings(const BenchOptions& o) {
           {"--slices", std::to_string(o.slices)},
           {"-n", std::to_string(o.iterations)},
           {"-w", std::to_string(o.warmup)},
-          {"--timeout", o.timeout.count() > 0 ? fmt::format("{} ms", o.timeout.count()) : ""}};
+          {"--timeout", o.timeout.count() > 0 ? fmt::format("{} ms", o.timeout.count()) : ""},
+          {"DPSCOPE_ALGO", std::getenv("DPSCOPE_ALGO") != nullptr ? std::getenv("DPSCOPE_ALGO") : ""}};
 }
 
 std::vector<BenchRow> run_mpi_sizes(const BenchOptions& o, ProcessGroup& pg,

@@ -36,12 +36,15 @@ std::optional<std::string> value_of(const std::vector<RunSetting>& settings, con
   return std::nullopt;
 }
 
+// Its collectives name Algorithm::kAuto: ranks whose default algorithm differs ($DPSCOPE_ALGO, one
+// of the settings compared) still run the same ones, so the difference is named like any other.
+
 // rank 0's text on every rank.
 std::string broadcast_from_rank0(ProcessGroup& group, const std::string& mine) {
   const Device& dev = group.device();
   Tensor length = Tensor::from_ints(std::vector<int64_t>{static_cast<int64_t>(mine.size())}, {1}, dev,
                                     MemoryCategory::kBuffers);
-  group.broadcast(length, {.root = 0})->wait();
+  group.broadcast(length, {.root = 0, .algorithm = Algorithm::kAuto})->wait();
   const int64_t count = length.to_ints()[0];
   DPS_CHECK(count >= 0 && count <= (int64_t{1} << 20), ErrorKind::kMismatch,
             "rank {} of {}: rank 0 sent a configuration of {} bytes (is it another program?)", group.rank(),
@@ -50,7 +53,7 @@ std::string broadcast_from_rank0(ProcessGroup& group, const std::string& mine) {
   if (group.rank() == 0)
     for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(mine[i]);
   Tensor text = Tensor::from_ints(bytes, {count}, dev, MemoryCategory::kBuffers);
-  if (count > 0) group.broadcast(text, {.root = 0})->wait();
+  if (count > 0) group.broadcast(text, {.root = 0, .algorithm = Algorithm::kAuto})->wait();
   std::string received;
   for (int64_t b : text.to_ints()) received.push_back(static_cast<char>(b));
   return received;
@@ -82,7 +85,7 @@ void agree_on_settings(ProcessGroup& group, const std::vector<RunSetting>& setti
   // The highest differing rank + 1 (0: all agree), on every rank.
   Tensor verdict = Tensor::from_ints(std::vector<int64_t>{differs ? group.rank() + 1 : 0}, {1},
                                      group.device(), MemoryCategory::kBuffers);
-  group.all_reduce(verdict, {.op = ReduceOp::kMax})->wait();
+  group.all_reduce(verdict, {.op = ReduceOp::kMax, .algorithm = Algorithm::kAuto})->wait();
   DPS_CHECK(!differs, ErrorKind::kMismatch,
             "rank {} of {} runs another configuration than rank 0: {} (every rank must be started with the "
             "same flags)",

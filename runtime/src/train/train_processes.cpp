@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
@@ -94,7 +95,7 @@ struct ProcessRank {
 // The flags every rank must share (comm/rank_agreement.hpp): the run object (TrainConfig::to_json,
 // whose keys are the flags' names with '_' for '-'), and the flags that decide which collectives
 // run without changing the numbers: --trace (clock ping-pongs with rank 0), --checkpoint-dir,
-// --checkpoint-every and --resume (checkpoints are collective), --save, and --timeout.
+// --checkpoint-every and --resume (checkpoints are collective), --save, --timeout, and $DPSCOPE_ALGO.
 std::vector<RunSetting> collective_settings(const TrainConfig& config) {
   std::vector<RunSetting> settings;
   const nlohmann::ordered_json run = nlohmann::ordered_json::parse(config.to_json());
@@ -112,6 +113,9 @@ std::vector<RunSetting> collective_settings(const TrainConfig& config) {
   settings.push_back({"--resume", config.resume ? "true" : ""});
   settings.push_back({"--save", text(config.save)});
   settings.push_back({"--timeout", config.timeout_s > 0 ? fmt::format("{}", config.timeout_s) : ""});
+  // The group's default algorithm (read by every backend at init) decides which schedules run.
+  const char* algo = std::getenv("DPSCOPE_ALGO");
+  settings.push_back({"DPSCOPE_ALGO", algo != nullptr && *algo != '\0' ? nlohmann::json(algo).dump() : ""});
   return settings;
 }
 
