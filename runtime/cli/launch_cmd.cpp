@@ -378,8 +378,8 @@ extern "C" void say_terminated(int sig) {
 
 void say_why_when_terminated(int rank) {
   const std::string line = fmt::format(
-      "dpscope: error: rank {} was stopped by SIGTERM: its launcher (mpirun or dpscope launch) ends every "
-      "rank when one fails; the failing rank's error says why\n",
+      "dpscope: error: rank {} was stopped by SIGTERM: its launcher (mpirun or dpscope launch) stops every "
+      "rank when one fails (that rank's error says why) or when it is stopped itself\n",
       rank);
   g_terminated_length = std::min(line.size(), sizeof g_terminated_line);
   std::memcpy(g_terminated_line, line.data(), g_terminated_length);
