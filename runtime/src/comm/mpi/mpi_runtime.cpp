@@ -48,6 +48,10 @@ void finalize_at_exit() {
   MPI_Finalized(&finalized);
   if (finalized) return;
   if (const std::optional<ErrorKind> failed = ::dpscope::detail::first_failure_in_process()) {
+    // Singletons joined by dpscope launch (no mpirun): MPI_Finalize talks to peers that, having
+    // failed too, may have exited already, and OpenMPI prints its "writev failed: Broken pipe" for
+    // each. Nobody waits for this process's MPI_Finalize there: it ends without it.
+    if (!launch_from_environment()) return;
     const int code = Error(*failed, "").is_usage_error() ? 2 : 1;
     std::thread([code] {
       std::this_thread::sleep_for(kFinalizeGrace);
