@@ -162,7 +162,7 @@ void resolve_flags(TrainConfig& config, const FlagsGiven& flags) {
   DPS_CHECK(flags.epochs->count() == 0 || config.epochs >= 1, ErrorKind::kUsage,
             "--epochs must be at least 1, got {}", config.epochs);
   DPS_CHECK(flags.timeout->count() == 0 || config.timeout_s != 0.0, ErrorKind::kUsage,
-            "--timeout must be a number of seconds above 0, got 0");
+            "--timeout must be a number of seconds from 0.001 to 86400, got 0");
   const std::string& text = flags.seed_text;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), config.seed);
   DPS_CHECK(error == std::errc() && end == text.data() + text.size() && !text.empty(), ErrorKind::kUsage,
