@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/hostile_input.hpp"
+#include "support/ports.hpp"
 
 namespace dpscope::testing {
 namespace {
@@ -38,10 +39,11 @@ Case mpirun_case(std::string name, std::string args, int exit_code, std::string 
 
 // A row of `dpscope launch --nproc 2` running {dir}/rank.sh (a shell script, since rows split their
 // arguments on spaces) with `script` in it.
-Case launch_case(std::string name, const std::string& script, int port, int exit_code,
-                 std::string error_contains, int error_lines, std::map<std::string, std::string> env = {}) {
+Case launch_case(std::string name, const std::string& script, int exit_code, std::string error_contains,
+                 int error_lines, std::map<std::string, std::string> env = {}) {
   Case c{std::move(name),
-         "launch --nproc 2 --grace-s 1 --master-port " + std::to_string(port) + " -- /bin/sh {dir}/rank.sh",
+         "launch --nproc 2 --grace-s 1 --master-port " + std::to_string(free_port()) +
+             " -- /bin/sh {dir}/rank.sh",
          exit_code, std::move(error_contains), [script](const fs::path& d, const Fixtures&) {
            write_file(d / "rank.sh", replace_all(script, "{dir}", d.string()));
          }};
@@ -90,7 +92,7 @@ std::vector<Case> hostile_process_cases() {
       launch_case("LaunchTraceOnRankZeroOnly",
                   "if [ $RANK = 0 ]; then exec " + kCli + kC + " --steps 2 --trace {dir}/tr; else exec " +
                       kCli + kC + " --steps 2; fi\n",
-                  29711, 2, "another configuration than rank 0", 3),
+                  2, "another configuration than rank 0", 3),
       mpirun_case(
           "MpirunCheckpointsOnRankZeroOnly",
           "-np 1 " + kCli + kC + " --steps 2 --checkpoint-dir {dir}/c : -np 1 " + kCli + kC + " --steps 2", 2,
@@ -100,8 +102,8 @@ std::vector<Case> hostile_process_cases() {
           "-np 1 " + kCli + kC + " --steps 2 --timeout 5 : -np 1 " + kCli + kC + " --steps 2 --timeout 6", 2,
           "another configuration than rank 0", 2),
       // ---- issue 22.4: one line per process, the right words ----
-      launch_case("LaunchOmpiServerThatCannotStart", "exec " + kCli + kC + " --steps 2 --timeout 10\n", 29712,
-                  1, "ompi-server (/bin/false) could not start: it exited with status 1", 3,
+      launch_case("LaunchOmpiServerThatCannotStart", "exec " + kCli + kC + " --steps 2 --timeout 10\n", 1,
+                  "ompi-server (/bin/false) could not start: it exited with status 1", 3,
                   {{"DPSCOPE_OMPI_SERVER", "/bin/false"}}),
       // Ranks that run different collectives: each says so, OpenMPI's text stays off stderr.
       mpirun_case("MpirunMismatchedCollectives",
@@ -118,18 +120,18 @@ std::vector<Case> hostile_process_cases() {
       // The same two under dpscope launch (MPI singletons over TCP): OpenMPI's 16-line box "An MPI
       // communication peer process has unexpectedly disconnected" stays off stderr.
       launch_case("LaunchMismatchedCollectives",
-                  "exec " + kCli + kC + " --steps 4 --pitfall mismatched-collective --timeout 10\n", 29715, 2,
+                  "exec " + kCli + kC + " --steps 4 --pitfall mismatched-collective --timeout 10\n", 2,
                   "Detected mismatch between collectives", 3),
       launch_case("LaunchRankKilled",
                   "if [ $RANK = 1 ]; then (sleep 1; kill -9 $$) & fi; exec " + kCli + kC +
                       " --steps 1000000 --timeout 10\n",
-                  29716, 1, "", 2),
+                  1, "", 2),
       // ---- issue 22.5: --timeout bounds every wait ----
       // A rank stopped with SIGSTOP: the other fails after --timeout (it waited gloo's 30 minutes).
       launch_case("LaunchRankStoppedFailsThePeerAfterTheTimeout",
                   "if [ $RANK = 1 ]; then (sleep 1; kill -STOP $$) & fi; exec " + kCli + kC +
                       " --steps 1000000 --timeout 2\n",
-                  29713, 1, "", 3),
+                  1, "", 3),
       // The same under mpirun: rank 0's MPI_Finalize, which waits for every process, is bounded
       // after the failure (it waited for the stopped rank for ever); mpirun then stops rank 1.
       mpirun_case("MpirunRankStoppedFailsThePeerAfterTheTimeout",
@@ -141,7 +143,7 @@ std::vector<Case> hostile_process_cases() {
       // A rank that never arrives: the rendezvous fails after --timeout (it took the store's 300 s).
       launch_case("LaunchRankNeverArrivesFailsTheRendezvousAfterTheTimeout",
                   "if [ $RANK = 1 ]; then exec sleep 30; fi; exec " + kCli + kC + " --steps 2 --timeout 2\n",
-                  29714, 1, "", 2),
+                  1, "", 2),
       {"TrainTimeoutZero", kTrain + " --steps 1 --timeout 0", 2, "--timeout must be a number of seconds"},
       {"TrainTimeoutNegative", kTrain + " --steps 1 --timeout -1", 2,
        "--timeout must be a number of seconds"},
