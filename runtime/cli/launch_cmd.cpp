@@ -6,10 +6,14 @@
 // Starts N copies of PROGRAM, each with the environment torch.distributed's env:// rendezvous reads:
 // RANK (K * N + local rank), LOCAL_RANK, WORLD_SIZE (M * N), LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT (and GROUP_RANK, the node rank). Every line a rank prints comes out whole, prefixed
-// "[rank R] " (stderr to stderr, stdout to stdout). SIGINT and SIGTERM are passed on to every rank.
-// When one rank fails (a non-zero exit or a signal), the others get SIGTERM, then SIGKILL after
-// --grace-s seconds, and the command fails naming the first rank that failed and how. Exit 0 only
-// when every rank exited 0.
+// "[rank R] " (stderr to stderr, stdout to stdout; a line past 1 MiB in marked pieces, in linear
+// time). SIGINT and SIGTERM are passed on to every rank. When one rank fails (a non-zero exit or a
+// signal), the others get SIGTERM (and SIGCONT), then SIGKILL after --grace-s seconds, and the
+// command fails naming the first rank that failed, how, and the error line it printed (a usage
+// error, status 2, stays one). Exit 0 only when every rank exited 0.
+//
+// Also here: say_why_when_terminated(), the one line a rank of a job prints when its launcher
+// stops it (commands.hpp).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>

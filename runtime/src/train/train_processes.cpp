@@ -8,7 +8,10 @@
 //     through it and each process trains on its own GPU, cuda:LOCAL_RANK; with --device cpu
 //     --backend mpi the processes join one MPI world as singletons (comm/mpi/mpi_singletons.hpp).
 // Both then run train_rank() like a rank thread does, after checking that every rank runs the same
-// configuration (a mismatch names the flag and both values); every rank loads the data itself.
+// configuration, including every flag that changes which collectives run (agree_on_settings: a
+// mismatch names the flag and both values), and inside run_as_rank(): an error on one rank aborts
+// the group, so its peers fail at once naming it (comm/rank_agreement.hpp). --timeout bounds every
+// wait: the store, the rendezvous and each collective. Every rank loads the data itself.
 // After each step the ranks average their local losses (a one-float all-reduce), so rank 0
 // reports the same loss a simulated DDP run reports; rank 0 also writes --save and the checkpoints.
 //
