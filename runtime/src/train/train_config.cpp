@@ -20,6 +20,9 @@ namespace dpscope {
 namespace {
 
 constexpr int kMaxTimingOnlyGpus = 65536;
+// --timeout's range: a millisecond (the unit of every wait) to a day.
+constexpr double kMinTimeoutS = 0.001;
+constexpr double kMaxTimeoutS = 86400.0;
 
 template <typename T>
 bool one_of(const T& value, std::initializer_list<T> allowed) {
@@ -194,6 +197,14 @@ void TrainConfig::validate() const {
             "--comm-hook '{}' is not one of allreduce, fp16", comm_hook);
   DPS_CHECK(one_of<string>(algo, {"auto", "ring", "tree", "naive"}), ErrorKind::kUsage,
             "--algo '{}' is not one of auto, ring, tree, naive", algo);
+  DPS_CHECK(timeout_s == 0.0 ||
+                (std::isfinite(timeout_s) && timeout_s >= kMinTimeoutS && timeout_s <= kMaxTimeoutS),
+            ErrorKind::kUsage, "--timeout must be a number of seconds from {} to {}, got {}", kMinTimeoutS,
+            kMaxTimeoutS, timeout_s);
+}
+
+std::chrono::milliseconds TrainConfig::timeout() const {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(timeout_s * 1000.0)));
 }
 
 bool TrainConfig::has_pitfall(const std::string& name) const {
