@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every reader with libFuzzer + ASan + UBSan: the trace reader (with Chrome export and stats),
-# .npy, safetensors and checkpoint files (tests/fuzz/*_fuzz.cpp), each for SECONDS.
+# .npy, safetensors and checkpoint files, lesson files and lesson answer expressions
+# (tests/fuzz/*_fuzz.cpp), each for SECONDS.
 #
 #   bench/fuzz_all.sh [SECONDS=60] [TARGET...]        # default: every target
 #
@@ -16,7 +17,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-if ((${#targets[@]} == 0)); then targets=(trace_reader io_npy io_safetensors checkpoint_metadata); fi
+if ((${#targets[@]} == 0)); then
+  targets=(trace_reader io_npy io_safetensors checkpoint_metadata lesson_expression lesson_file)
+fi
 build=${BUILD_DIR:-$root/build-fuzz}
 jobs=${JOBS:-2}
 
@@ -45,6 +48,7 @@ for t in "${targets[@]}"; do
   case $t in
     trace_reader) dict=(-dict="$root/tests/fuzz/trace_reader.dict") ;;
     io_safetensors | checkpoint_metadata) dict=(-dict="$root/tests/fuzz/io_safetensors.dict") ;;
+    lesson_expression | lesson_file) dict=(-dict="$root/tests/fuzz/lesson.dict") ;;
   esac
   log=$build/fuzz-$t.log
   echo "fuzz_all: $t for ${seconds} s"

@@ -36,7 +36,7 @@ not_built='(_NOT_BUILT$|^example_|^layering_check)'
 
 stage "asan: runtime suites + hostile-input matrix + fuzz corpus replays"
 asan_targets=(dpscope_cli cli_tests fuzz_replay_trace_reader fuzz_replay_io_npy fuzz_replay_io_safetensors
-  fuzz_replay_checkpoint_metadata)
+  fuzz_replay_checkpoint_metadata fuzz_replay_lesson_expression fuzz_replay_lesson_file)
 for dir in tests/runtime/*/; do
   compgen -G "${dir}*.cpp" >/dev/null && asan_targets+=("$(basename "$dir")_tests")
 done

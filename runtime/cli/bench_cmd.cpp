@@ -8,8 +8,10 @@
 // The harness is run_collective_bench() (comm/bench.hpp). Bad flags exit with code 2.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -39,6 +41,7 @@ struct BenchArgs {
   int warmup = 1;
   bool timing_only = false;
   std::string trace;
+  double timeout_s = 0.0;  // 0: not given
 };
 
 BenchOptions to_options(const BenchArgs& a) {
@@ -62,6 +65,11 @@ BenchOptions to_options(const BenchArgs& a) {
   o.warmup = a.warmup;
   o.timing_only = a.timing_only;
   o.trace = a.trace;
+  // The same range as train's --timeout: a millisecond (the unit of every wait) to a day.
+  DPS_CHECK(
+      a.timeout_s == 0.0 || (std::isfinite(a.timeout_s) && a.timeout_s >= 0.001 && a.timeout_s <= 86400.0),
+      ErrorKind::kUsage, "--timeout must be a number of seconds from 0.001 to 86400, got {}", a.timeout_s);
+  o.timeout = Milliseconds(static_cast<int64_t>(std::llround(a.timeout_s * 1000.0)));
   return o;
 }
 
@@ -124,10 +132,16 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-w,--warmup_iters", args->warmup, "warm-up iterations per size")->capture_default_str();
   cmd->add_flag("--timing-only", args->timing_only, "no data: time and trace only (any size, any GPU count)");
   cmd->add_option("--trace", args->trace, "write a dpscope trace (JSON Lines)");
+  cmd->add_option("--timeout", args->timeout_s,
+                  "seconds a collective may wait for the other ranks before failing (default 600; mpi 1800)");
   cmd->callback([args, cmd] {
+    DPS_CHECK(cmd->count("--timeout") == 0 || args->timeout_s != 0.0, ErrorKind::kUsage,
+              "--timeout must be a number of seconds from 0.001 to 86400, got 0");
     BenchOptions options = to_options(*args);
     if (cmd->count("--algo") == 0) options.algorithm = Algorithm::kDefault;  // DPSCOPE_ALGO or auto
     validate_bench_options(options);
+    if (options.backend == "mpi" && options.devices > 1)  // a rank of mpirun's job (checked above)
+      say_why_when_terminated(mpi::launch_from_environment()->rank);
     const HardwarePreset hw = find_preset(options.preset);
     // --backend mpi: every process is a rank; rank 0 prints the table.
     const bool speaks = options.backend != "mpi" || mpi::launch_from_environment()->rank == 0;
@@ -138,6 +152,12 @@ void register_bench(CLI::App& app) {
     const bool rooted = options.collective == OpType::kBroadcast || options.collective == OpType::kReduce;
     const bool reduces = options.collective == OpType::kAllReduce || options.collective == OpType::kReduce ||
                          options.collective == OpType::kReduceScatter;
+    // Its own error, if any, is the line this process prints (not the SIGTERM note).
+    struct QuietOnError {
+      ~QuietOnError() {
+        if (std::uncaught_exceptions() > 0) keep_quiet_when_terminated();
+      }
+    } quiet_on_error;
     run_collective_bench(options, [&](const BenchRow& r) {
       fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10.2f}  {:>8.2f}  {:>8.2f}  {:>10.1f}  {:>6}\n",
                  r.bytes, r.count, "float", reduces ? to_string(options.op) : "none",

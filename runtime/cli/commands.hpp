@@ -15,4 +15,11 @@ void register_presets(CLI::App& app);
 void register_lesson(CLI::App& app);
 void register_launch(CLI::App& app);
 
+// For a process that is one rank of a job (mpirun, dpscope launch): when the launcher stops it with
+// SIGTERM because another rank failed, it says so in one "dpscope: error:" line, then ends by that
+// signal as before (launch_cmd.cpp).
+void say_why_when_terminated(int rank);
+// Once the process has an error of its own (its one line), SIGTERM ends it without a second line.
+void keep_quiet_when_terminated();
+
 }  // namespace dpscope::cli

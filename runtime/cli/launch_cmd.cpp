@@ -6,10 +6,14 @@
 // Starts N copies of PROGRAM, each with the environment torch.distributed's env:// rendezvous reads:
 // RANK (K * N + local rank), LOCAL_RANK, WORLD_SIZE (M * N), LOCAL_WORLD_SIZE, MASTER_ADDR,
 // MASTER_PORT (and GROUP_RANK, the node rank). Every line a rank prints comes out whole, prefixed
-// "[rank R] " (stderr to stderr, stdout to stdout). SIGINT and SIGTERM are passed on to every rank.
-// When one rank fails (a non-zero exit or a signal), the others get SIGTERM, then SIGKILL after
-// --grace-s seconds, and the command fails naming the first rank that failed and how. Exit 0 only
-// when every rank exited 0.
+// "[rank R] " (stderr to stderr, stdout to stdout; a line past 1 MiB in marked pieces, in linear
+// time). SIGINT and SIGTERM are passed on to every rank. When one rank fails (a non-zero exit or a
+// signal), the others get SIGTERM (and SIGCONT), then SIGKILL after --grace-s seconds, and the
+// command fails naming the first rank that failed, how, and the error line it printed (a usage
+// error, status 2, stays one). Exit 0 only when every rank exited 0.
+//
+// Also here: say_why_when_terminated(), the one line a rank of a job prints when its launcher
+// stops it (commands.hpp).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -52,12 +57,35 @@ struct LaunchArgs {
 struct Rank {
   int rank = 0;
   pid_t pid = -1;
-  int out_fd = -1;  // its stdout
-  int err_fd = -1;  // its stderr
-  std::string out_partial, err_partial;
+  int out_fd = -1;                        // its stdout
+  int err_fd = -1;                        // its stderr
+  std::string out_partial, err_partial;   // an unfinished line of each, at most kMaxLineBytes
+  bool out_cut = false, err_cut = false;  // the unfinished line is the rest of a line cut at the cap
+  std::string last_error;                 // the last "dpscope: error: " line it wrote to stderr
   bool running = true;
   int status = 0;  // waitpid's
 };
+
+// One line's longest piece: a rank that writes more without a newline has it passed on in pieces
+// of this size, each after the first marked as the rest of the line (the launcher's memory stays
+// bounded, and so does the time: every byte is scanned once).
+constexpr size_t kMaxLineBytes = 1 << 20;
+constexpr std::string_view kErrorPrefix = "dpscope: error: ";
+
+// One output stream of a rank: its fd, its unfinished line, and where lines go.
+struct Stream {
+  int& fd;
+  std::string& partial;
+  bool& cut;
+  int rank;
+  int to;                   // STDOUT_FILENO or STDERR_FILENO
+  std::string* last_error;  // stderr: remembers the rank's last error line; null for stdout
+};
+
+Stream stream_of(Rank& r, bool err) {
+  return err ? Stream{r.err_fd, r.err_partial, r.err_cut, r.rank, STDERR_FILENO, &r.last_error}
+             : Stream{r.out_fd, r.out_partial, r.out_cut, r.rank, STDOUT_FILENO, nullptr};
+}
 
 void write_all(int fd, const std::string& text) {
   size_t done = 0;
@@ -71,23 +99,57 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
-// Reads what `fd` has and writes every complete line, prefixed. Returns false at end of file.
-bool pump(int fd, std::string& partial, int rank, int to) {
-  char buffer[4096];
-  const ssize_t n = ::read(fd, buffer, sizeof buffer);
+// Appends `line` (without its newline) to `out`, prefixed with the rank, or as the rest of a line
+// that was cut at kMaxLineBytes.
+void emit_line(std::string& out, const Stream& s, std::string_view line) {
+  out += s.cut ? fmt::format("[rank {}] (the rest of a line longer than {} bytes) ", s.rank, kMaxLineBytes)
+               : fmt::format("[rank {}] ", s.rank);
+  out += line;
+  out += '\n';
+  if (s.last_error != nullptr && !s.cut && line.substr(0, kErrorPrefix.size()) == kErrorPrefix)
+    *s.last_error = std::string(line.substr(kErrorPrefix.size(), 1000));
+}
+
+// Reads what the stream has and writes every complete line, prefixed; a line that grows past
+// kMaxLineBytes is written in pieces. Only the bytes just read are searched for newlines, so a long
+// line costs linear time. Returns false at end of file.
+bool pump(Stream s) {
+  static thread_local std::vector<char> buffer(1 << 16);
+  const ssize_t n = ::read(s.fd, buffer.data(), buffer.size());
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
   if (n <= 0) {
-    if (!partial.empty()) write_all(to, fmt::format("[rank {}] {}\n", rank, partial));
-    partial.clear();
+    if (!s.partial.empty()) {
+      std::string out;
+      emit_line(out, s, s.partial);
+      write_all(s.to, out);
+    }
+    s.partial.clear();
+    s.cut = false;
     return false;
   }
-  partial.append(buffer, static_cast<size_t>(n));
-  size_t start = 0;
-  std::string lines;
-  for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1)
-    lines += fmt::format("[rank {}] {}\n", rank, std::string_view(partial).substr(start, nl - start));
-  partial.erase(0, start);
-  if (!lines.empty()) write_all(to, lines);
+  std::string out;
+  std::string_view fresh(buffer.data(), static_cast<size_t>(n));
+  while (!fresh.empty()) {
+    const size_t nl = fresh.find('\n');
+    const size_t room = kMaxLineBytes - s.partial.size();
+    if (nl != std::string_view::npos && nl <= room) {
+      s.partial.append(fresh.substr(0, nl));
+      emit_line(out, s, s.partial);
+      s.partial.clear();
+      s.cut = false;
+      fresh.remove_prefix(nl + 1);
+    } else if (fresh.size() >= room) {  // the line reaches the cap: pass this piece on
+      s.partial.append(fresh.substr(0, room));
+      emit_line(out, s, s.partial);
+      s.partial.clear();
+      s.cut = true;
+      fresh.remove_prefix(room);
+    } else {
+      s.partial.append(fresh);
+      fresh = {};
+    }
+  }
+  if (!out.empty()) write_all(s.to, out);
   return true;
 }
 
@@ -176,8 +238,12 @@ Rank start_rank(const LaunchArgs& a, int local) {
 
 // Signals every rank still running, with the processes it started (its process group).
 void signal_all(std::vector<Rank>& ranks, int sig) {
-  for (Rank& r : ranks)
-    if (r.running) ::kill(-r.pid, sig);
+  for (Rank& r : ranks) {
+    if (!r.running) continue;
+    ::kill(-r.pid, sig);
+    // A rank stopped by SIGSTOP would act on SIGTERM only when continued (mpirun does the same).
+    if (sig == SIGTERM) ::kill(-r.pid, SIGCONT);
+  }
 }
 
 void run_launch(const LaunchArgs& a) {
@@ -225,12 +291,10 @@ void run_launch(const LaunchArgs& a) {
       const int n = ::poll(fds.data(), fds.size(), 100);
       for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
         if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-        Rank& r = *owners[i].first;
-        const bool err = owners[i].second;
-        int& fd = err ? r.err_fd : r.out_fd;
-        if (!pump(fd, err ? r.err_partial : r.out_partial, r.rank, err ? STDERR_FILENO : STDOUT_FILENO)) {
-          ::close(fd);
-          fd = -1;
+        const Stream stream = stream_of(*owners[i].first, owners[i].second);
+        if (!pump(stream)) {
+          ::close(stream.fd);
+          stream.fd = -1;
         }
       }
     } else {
@@ -265,15 +329,15 @@ void run_launch(const LaunchArgs& a) {
     if (!any_running && any_output) {
       // Exited, but a grandchild may hold the pipes open: read what is there, then let go.
       for (Rank& r : ranks)
-        for (int* fd : {&r.out_fd, &r.err_fd})
-          if (*fd >= 0) {
-            pollfd p{*fd, POLLIN, 0};
-            if (::poll(&p, 1, 0) <= 0 || !pump(*fd, fd == &r.err_fd ? r.err_partial : r.out_partial, r.rank,
-                                               fd == &r.err_fd ? STDERR_FILENO : STDOUT_FILENO)) {
-              ::close(*fd);
-              *fd = -1;
-            }
+        for (const bool err : {false, true}) {
+          const Stream stream = stream_of(r, err);
+          if (stream.fd < 0) continue;
+          pollfd p{stream.fd, POLLIN, 0};
+          if (::poll(&p, 1, 0) <= 0 || !pump(stream)) {
+            ::close(stream.fd);
+            stream.fd = -1;
           }
+        }
     }
   }
   // What a stopped rank started may outlive it: its process group goes with it.
@@ -288,14 +352,49 @@ void run_launch(const LaunchArgs& a) {
                             strsignal(passed_on), ranks.size()));
   }
   if (first_failure != nullptr) {
-    throw Error(ErrorKind::kProcess,
-                fmt::format("launch: rank {} (pid {}) {}; stopped the other {} rank{}", first_failure->rank,
-                            first_failure->pid, describe_status(first_failure->status), ranks.size() - 1,
-                            ranks.size() == 2 ? "" : "s"));
+    // The rank's own error line says why; a usage error (exit status 2: flags, configurations that
+    // differ) stays one, so the launcher's exit code is the rank's.
+    const Rank& f = *first_failure;
+    const bool usage = WIFEXITED(f.status) && WEXITSTATUS(f.status) == 2 && !f.last_error.empty();
+    throw Error(usage ? ErrorKind::kUsage : ErrorKind::kProcess,
+                fmt::format("launch: rank {} (pid {}) {}{}; stopped the other {} rank{}", f.rank, f.pid,
+                            describe_status(f.status),
+                            f.last_error.empty() ? "" : fmt::format(" (its error: {})", f.last_error),
+                            ranks.size() - 1, ranks.size() == 2 ? "" : "s"));
   }
 }
 
+// The line say_why_when_terminated() prints, made before any signal can come (a handler may only
+// write()).
+char g_terminated_line[256];
+size_t g_terminated_length = 0;
+volatile sig_atomic_t g_terminated_armed = 0;  // 0 once the process has its own error to print
+
+extern "C" void say_terminated(int sig) {
+  if (g_terminated_armed != 0) {
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, g_terminated_line, g_terminated_length);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
 }  // namespace
+
+void say_why_when_terminated(int rank) {
+  const std::string line = fmt::format(
+      "dpscope: error: rank {} was stopped by SIGTERM: its launcher (mpirun or dpscope launch) stops every "
+      "rank when one fails (that rank's error says why) or when it is stopped itself\n",
+      rank);
+  g_terminated_length = std::min(line.size(), sizeof g_terminated_line);
+  std::memcpy(g_terminated_line, line.data(), g_terminated_length);
+  g_terminated_armed = 1;
+  struct sigaction action {};
+  action.sa_handler = say_terminated;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+void keep_quiet_when_terminated() { g_terminated_armed = 0; }
 
 void register_launch(CLI::App& app) {
   auto args = std::make_shared<LaunchArgs>();
@@ -306,7 +405,8 @@ void register_launch(CLI::App& app) {
   cmd->add_option("--nnodes", args->nnodes, "machines in the job")->capture_default_str();
   cmd->add_option("--node-rank", args->node_rank, "this machine's index, 0 .. nnodes-1")
       ->capture_default_str();
-  cmd->add_option("--master-addr", args->master_addr, "where rank 0's store listens")->capture_default_str();
+  cmd->add_option("--master-addr", args->master_addr, "where rank 0's store listens")
+      ->capture_default_str();
   cmd->add_option("--master-port", args->master_port, "its port")->capture_default_str();
   cmd->add_option("--grace-s", args->grace_s, "seconds between SIGTERM and SIGKILL when a rank fails")
       ->capture_default_str();

@@ -12,12 +12,17 @@
 // Every subcommand takes --lessons-dir DIR; by default lessons are found next to the assets (the
 // presets' lookup, core/preset.hpp asset_dir()). The scenario runs through the same `train` and
 // `bench` commands as on the command line (registered on a private CLI11 app), so a lesson's run
-// is exactly the command it shows.
+// is exactly the command it shows. A scenario writes only inside its scratch directory: load_lesson
+// checks that on the text, run_lesson again on the resolved paths just before the run.
+// `check` without --out works in a TempRunDir (lesson/run_dir.hpp): removed on every way out,
+// SIGINT and SIGTERM included, and swept at the next start when the process was killed outright.
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
@@ -38,6 +44,7 @@
 #include "dpscope/lesson/catalog.hpp"
 #include "dpscope/lesson/lesson.hpp"
 #include "dpscope/lesson/report.hpp"
+#include "dpscope/lesson/run_dir.hpp"
 #include "dpscope/trace_format/reader.hpp"
 
 namespace dpscope::cli {
@@ -89,24 +96,76 @@ class QuietStdout {
   int saved_ = -1;
 };
 
-// Runs `args` (a `train` or `bench` command line) in-process with --trace `trace`.
-void run_scenario(const std::vector<std::string>& args, const fs::path& trace, bool quiet) {
+// Parses `args` (a `train` or `bench` command line) on a private app; with `dry_run`, the commands'
+// callbacks are dropped, so only the flags and their types are checked and nothing runs.
+void parse_scenario(const std::vector<std::string>& args, bool dry_run) {
   CLI::App app{"dpscope lesson scenario", "dpscope"};
   app.require_subcommand(1);
   register_train(app);
   register_bench(app);
+  if (dry_run)
+    for (const char* name : {"train", "bench"}) app.get_subcommand(name)->callback([] {});
   std::vector<std::string> argv_text = {"dpscope"};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
-  argv_text.push_back("--trace");
-  argv_text.push_back(trace.string());
   std::vector<const char*> argv;
   for (const std::string& a : argv_text) argv.push_back(a.c_str());
-  QuietStdout quiet_stdout(quiet);
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::Success&) {
+    // --help or --version (load_lesson refuses them; this is the backstop): CLI11's own text for
+    // this, "This should be caught in your main function", means nothing to a lesson's reader.
+    throw Error(ErrorKind::kFormat,
+                "the scenario's command line asks for help or the version instead of a run");
   } catch (const CLI::ParseError& e) {
     throw Error(ErrorKind::kFormat, fmt::format("the scenario's command line is wrong: {}", e.what()));
   }
+}
+
+// Prints a lesson's problem as one "dpscope: ..." line (a run's error may span lines).
+void print_problem(const std::string& problem) {
+  std::string line = problem;
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  std::fprintf(stderr, "dpscope: %s\n", line.c_str());
+}
+
+// Runs `args` in-process with --trace `trace`.
+void run_scenario(const std::vector<std::string>& args, const fs::path& trace, bool quiet) {
+  std::vector<std::string> with_trace = args;
+  with_trace.push_back("--trace");
+  with_trace.push_back(trace.string());
+  QuietStdout quiet_stdout(quiet);
+  parse_scenario(with_trace, /*dry_run=*/false);
+}
+
+// What `lesson check` proves about the knobs beyond the default run: every value a student can
+// choose (each choice; a numeric knob's min and max) parses as part of the scenario's command line,
+// and a --preset knob's choices are presets that exist. One line per problem, naming FILE:LINE.
+std::vector<std::string> knob_problems(const lesson::Lesson& lesson) {
+  std::vector<std::string> problems;
+  const auto number = [](double v) {
+    return std::floor(v) == v ? fmt::format("{}", static_cast<int64_t>(v)) : fmt::format("{}", v);
+  };
+  for (const lesson::Knob& knob : lesson.knobs) {
+    const std::vector<std::string> values =
+        knob.numeric ? std::vector<std::string>{number(knob.min), number(knob.max)} : knob.choices;
+    const std::string where = fmt::format("{}:{}: knob {}", lesson.file.string(), knob.line, knob.flag);
+    for (const std::string& value : values) {
+      if (knob.flag == "--preset" && value != "none") {
+        const std::vector<std::string> presets = list_presets();
+        if (std::find(presets.begin(), presets.end(), value) == presets.end()) {
+          problems.push_back(fmt::format("{}: choice '{}' is no preset (presets: {})", where, value,
+                                         fmt::join(presets, ", ")));
+          continue;
+        }
+      }
+      try {
+        parse_scenario(lesson::scenario_args(lesson, {{knob.flag, value}}), /*dry_run=*/true);
+      } catch (const Error& e) {
+        problems.push_back(fmt::format("{}: value '{}': {}", where, value, e.what()));
+      }
+    }
+  }
+  return problems;
 }
 
 struct LessonRun {
@@ -146,6 +205,11 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   // `{scratch}` in the scenario (e.g. --checkpoint-dir {scratch}/ckpt) names a directory of the
   // lesson's own, emptied before every run so that a rerun starts like the first one.
   const fs::path scratch = out_dir / (lesson.id + ".scratch");
+  // load_lesson checked the text; this checks the paths as they are now (the output directory may
+  // be a link, its scratch directory too).
+  if (std::string problem = lesson::scenario_sandbox_problem(run.args, scratch, /*on_disk=*/true);
+      !problem.empty())
+    throw Error(ErrorKind::kFormat, fmt::format("{}: [scenario] args: {}", lesson.file.string(), problem));
   run.shown_args = run.args;
   replace_scratch(run.shown_args, lesson.id + ".scratch");
   if (replace_scratch(run.args, scratch.string())) {
@@ -241,8 +305,7 @@ void run_command(const LessonArgs& args) {
   const fs::path out = args.out.empty() ? fs::path("out") / "lessons" / lesson.id : fs::path(args.out);
   const LessonRun run = run_lesson(lesson, out, lesson::parse_knobs(args.knobs), /*quiet=*/false);
   fmt::print("\n{}", lesson::format_report(lesson, run.report));
-  for (const std::string& problem : run.report.problems)
-    std::fprintf(stderr, "dpscope: %s\n", problem.c_str());
+  for (const std::string& problem : run.report.problems) print_problem(problem);
   fmt::print("\ntrace: {}\n", run.trace.string());
   if (!args.no_viz) open_viewer(lesson, lessons_dir(args), run.trace, args.knobs);
 }
@@ -256,8 +319,12 @@ void check_command(const LessonArgs& args) {
     files.push_back(lesson::find_lesson(dir, args.id).file);
   }
   const bool keep = !args.out.empty();
-  const fs::path out = keep ? fs::path(args.out)
-                            : fs::temp_directory_path() / fmt::format("dpscope-lesson-check-{}", getpid());
+  std::optional<lesson::TempRunDir> temp;
+  if (!keep) {
+    temp.emplace("dpscope-lesson-check");
+    temp->remove_on_signal();
+  }
+  const fs::path out = keep ? fs::path(args.out) : temp->path();
   std::vector<std::string> problems;
   size_t failed_lessons = 0;
   bool python_skipped = false;
@@ -268,6 +335,7 @@ void check_command(const LessonArgs& args) {
       const lesson::Lesson lesson = lesson::load_lesson(file);
       const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
       lesson_problems = run.report.problems;
+      for (std::string& p : knob_problems(lesson)) lesson_problems.push_back(std::move(p));
       bool skipped = false;
       if (std::string p = check_snippet(lesson, out, skipped); !p.empty())
         lesson_problems.push_back(std::move(p));
@@ -280,15 +348,15 @@ void check_command(const LessonArgs& args) {
     fmt::print("{:<4} {:<28} {}\n", lesson_problems.empty() ? "ok" : "FAIL", file.stem().string(),
                lesson_problems.empty() ? summary : fmt::format("{} problem(s)", lesson_problems.size()));
     std::fflush(stdout);
-    for (const std::string& p : lesson_problems) std::fprintf(stderr, "dpscope: %s\n", p.c_str());
+    for (const std::string& p : lesson_problems) print_problem(p);
     failed_lessons += lesson_problems.empty() ? 0 : 1;
     problems.insert(problems.end(), lesson_problems.begin(), lesson_problems.end());
   }
   if (python_skipped) fmt::print("snippets not checked: python3 is not on PATH\n");
-  std::error_code ec;
-  if (!keep) fs::remove_all(out, ec);
-  DPS_CHECK(problems.empty(), ErrorKind::kInternal, "lesson check: {} problem(s) in {} of {} lesson(s)",
-            problems.size(), failed_lessons, files.size());
+  DPS_CHECK(problems.empty(), ErrorKind::kInternal,
+            "lesson check: {} problem(s) in {} of {} lesson(s); the first: {}", problems.size(),
+            failed_lessons, files.size(),
+            problems.empty() ? "" : problems.front().substr(0, problems.front().find('\n')));
   fmt::print("{} lesson(s) checked, all triggers fire and every answer is computed\n", files.size());
 }
 
@@ -343,8 +411,7 @@ void handout_command(const LessonArgs& args) {
   const lesson::Lesson lesson = lesson::find_lesson(lessons_dir(args), args.id);
   const fs::path out = args.out;
   const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
-  for (const std::string& problem : run.report.problems)
-    std::fprintf(stderr, "dpscope: %s\n", problem.c_str());
+  for (const std::string& problem : run.report.problems) print_problem(problem);
   const std::vector<std::string> images =
       args.no_png ? std::vector<std::string>() : render_chapters(lesson, run.report, run.trace, out);
   const fs::path page = out / (lesson.id + ".md");

@@ -42,7 +42,7 @@ void refuse_empty_values(CLI::App& app) {
     if (!option->nonpositional() || option->get_expected_min() == 0) continue;  // flags take no value
     option->check(CLI::Validator(
         [](std::string& value) {
-          return value.empty() ? std::string("an empty value; give one") : std::string();
+          return value.empty() ? std::string("the value is empty: give one") : std::string();
         },
         "", "not empty"));
   }

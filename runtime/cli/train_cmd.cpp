@@ -12,6 +12,8 @@
 #include "commands.hpp"
 #include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/env_rendezvous.hpp"
+#include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope::cli {
@@ -125,6 +127,7 @@ struct FlagsGiven {
   CLI::Option* backend = nullptr;
   CLI::Option* steps = nullptr;
   CLI::Option* epochs = nullptr;
+  CLI::Option* timeout = nullptr;
   std::string seed_text = "0";  // parsed here: CLI11 would wrap "-1" into 2^64 - 1
 };
 
@@ -151,6 +154,8 @@ void resolve_flags(TrainConfig& config, const FlagsGiven& flags) {
             "--steps must be at least 1, got {}", config.steps);
   DPS_CHECK(flags.epochs->count() == 0 || config.epochs >= 1, ErrorKind::kUsage,
             "--epochs must be at least 1, got {}", config.epochs);
+  DPS_CHECK(flags.timeout->count() == 0 || config.timeout_s != 0.0, ErrorKind::kUsage,
+            "--timeout must be a number of seconds from 0.001 to 86400, got 0");
   const std::string& text = flags.seed_text;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), config.seed);
   DPS_CHECK(error == std::errc() && end == text.data() + text.size() && !text.empty(), ErrorKind::kUsage,
@@ -224,6 +229,10 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--algo", config.algo, "ddp: all-reduce algorithm auto | ring | tree | naive")
       ->capture_default_str();
+  flags.timeout =
+      cmd->add_option("--timeout", config.timeout_s,
+                      "seconds a collective and the ranks' rendezvous may wait for the other ranks before "
+                      "failing (init_process_group(timeout=...); default 1800, the store's 300)");
   cmd->add_flag("--timing-only", config.timing_only,
                 "ddp on shapes without data, up to 65,536 simulated GPUs in nodes (docs/scaling.md)");
   cmd->add_option(
@@ -236,11 +245,24 @@ void register_train(CLI::App& app) {
     resolve_flags(run_config, *flags_ptr);
     run_config.validate();
     check_output_paths(run_config);
+    if (run_config.one_process_per_rank()) {
+      // One rank of a job: when its launcher stops it because another rank failed, it says so.
+      if (const auto mpi = mpi::launch_from_environment(); mpi && mpi->size > 1) {
+        say_why_when_terminated(mpi->rank);
+      } else if (const auto env = read_env_rendezvous(); env && env->world_size > 1) {
+        say_why_when_terminated(env->rank);
+      }
+    }
     if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());  // only once the flags are known good
     const bool tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
     Progress progress(tty, run_config.timing_only);
-    const TrainResult result =
-        run_training(run_config, [&](const StepReport& report) { progress.update(report); });
+    TrainResult result;
+    try {
+      result = run_training(run_config, [&](const StepReport& report) { progress.update(report); });
+    } catch (...) {
+      keep_quiet_when_terminated();  // its own error is the line this process prints
+      throw;
+    }
     if (result.process_rank == 0) print_summary(run_config, result);  // processes: rank 0 speaks for the run
   });
 }

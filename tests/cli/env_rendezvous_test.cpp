@@ -87,6 +87,7 @@ TEST(EnvRendezvous, ReadsTheLaunchersVariablesAndNamesABadOne) {
   const Outcome port = message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}});
   EXPECT_EQ(port.kind, ErrorKind::kUsage);
   EXPECT_EQ(port.message, "MASTER_PORT='70000' is not a port number (1 to 65535)");
+  set_env({});  // the tests after this one in the same process (the hostile matrix's runs) inherit them
 }
 
 }  // namespace

@@ -236,6 +236,9 @@ TEST_P(HostileInput, EndsInTimeWithOneClearErrorLine) {
   std::istringstream err(r.err);
   std::vector<std::string> errors;
   for (std::string line; std::getline(err, line);) {
+    // dpscope launch's rows: a rank's lines come prefixed "[rank R] " (docs/processes.md).
+    if (const size_t end = line.find("] "); line.rfind("[rank ", 0) == 0 && end != std::string::npos)
+      line.erase(0, end + 2);
     const std::string prefix = viewer ? "dpscope-viz: " : "dpscope: ";
     EXPECT_EQ(line.rfind(prefix, 0), 0u) << "stray stderr line: " << line;
     if (line.rfind(prefix + "error: ", 0) == 0) errors.push_back(line);

@@ -99,6 +99,44 @@ TEST(Launch, SigtermIsPassedOnToEveryRank) {
       << r.err;
 }
 
+// A rank that writes one long line without a newline: the launcher scans every byte once (it took
+// 11.8 s for 32 MiB, 48 s for 64 MiB) and passes it on in pieces of at most 1 MiB, each after the
+// first marked as the rest of the line.
+TEST(Launch, ALongLineWithoutANewlineTakesLinearTimeAndIsPassedOnInPieces) {
+  constexpr size_t kBytes = size_t{32} << 20;
+  const LimitedRun r = launch(
+      {"--nproc", "1", "--", "sh", "-c", "head -c " + std::to_string(kBytes) + " /dev/zero | tr '\\0' x"},
+      30s);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(r.seconds, 6.0);
+  const std::vector<std::string> out = lines(r.out);
+  ASSERT_EQ(out.size(), kBytes >> 20);
+  const std::string first = "[rank 0] ";
+  const std::string rest = "[rank 0] (the rest of a line longer than 1048576 bytes) ";
+  EXPECT_EQ(out.front(), first + std::string(size_t{1} << 20, 'x'));
+  for (size_t i = 1; i < out.size(); ++i) ASSERT_EQ(out[i], rest + std::string(size_t{1} << 20, 'x')) << i;
+}
+
+// The first failing rank's own "dpscope: error:" line is quoted in the launcher's, and a usage error
+// (exit status 2) keeps its exit code.
+TEST(Launch, TheFailingRanksErrorIsQuotedAndAUsageErrorKeepsExitCode2) {
+  const LimitedRun r =
+      launch({"--nproc", "2", "--", "sh", "-c",
+              "if [ $RANK = 1 ]; then echo 'dpscope: error: --batch is wrong' >&2; exit 2; fi; "
+              "exec sleep 60"});
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2);
+  const std::vector<std::string> err = lines(r.err);
+  ASSERT_EQ(err.size(), 2u) << r.err;
+  EXPECT_EQ(err[0], "[rank 1] dpscope: error: --batch is wrong");
+  EXPECT_TRUE(
+      std::regex_match(err[1], std::regex(R"(dpscope: error: launch: rank 1 \(pid \d+\) exited with )"
+                                          R"(status 2 \(its error: --batch is wrong\); stopped the other )"
+                                          R"(1 rank)")))
+      << err[1];
+}
+
 TEST(Launch, BadFlagsAreOneUsageLine) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--nproc", "0", "--", "true"}, "--nproc must be from 1 to 1024, got 0"},
@@ -107,12 +145,31 @@ TEST(Launch, BadFlagsAreOneUsageLine) {
       {{"--nproc", "2", "--master-port", "70000", "--", "true"}, "--master-port must be from 1 to 65535"},
       {{"--nproc", "2", "--", "/no/such/program"}, "cannot start '/no/such/program'"},
       {{"--", "true"}, "--nproc is required"},
+      // An empty value is refused as empty (it read as 0: "got 0").
+      {{"--nproc", "", "--", "true"}, "--nproc: the value is empty"},
+      {{"--nproc", "1", "--master-port", "", "--", "true"}, "--master-port: the value is empty"},
+      {{"--nproc", "1", "--grace-s", "", "--", "true"}, "--grace-s: the value is empty"},
   };
   for (const auto& [args, expected] : cases) {
     const LimitedRun r = launch(args, 10s);
     EXPECT_EQ(r.exit_code, 2) << expected << ": " << r.err;
     EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
     EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+  }
+}
+
+// `--timeout ''` (train and bench) is refused as empty; CLI11 read it as 0. Here rather than in the
+// hostile matrix, whose rows split their arguments on spaces.
+TEST(Timeout, AnEmptyValueIsRefusedAsEmpty) {
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{DPSCOPE_CLI, "train", "--dataset", "spirals:64", "--model", "2-8-3",
+                                 "--steps", "1", "--timeout", ""},
+        std::vector<std::string>{DPSCOPE_CLI, "bench", "all_reduce", "--devices", "2", "-e", "1K",
+                                 "--timeout", ""}}) {
+    const LimitedRun r = run_limited(argv, {}, 20s);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+    EXPECT_EQ(lines(r.err)[0], "dpscope: error: --timeout: the value is empty: give one");
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <thread>
 
+#include "dpscope/comm/rank_agreement.hpp"
 #include "mpi_world.hpp"
 
 namespace dpscope {
@@ -110,6 +111,55 @@ TEST_F(MpiFailures, MismatchedCollectivesFailOnEveryRank) {
   EXPECT_THAT(c.message, HasSubstr("Detected mismatch between collectives on ranks"));
   EXPECT_THAT(c.message, HasSubstr("CollectiveFingerPrint(SequenceNumber=0, OpType=BROADCAST"));
   EXPECT_THAT(c.message, HasSubstr("CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE"));
+  EXPECT_LT(c.after.count(), 5000) << "long before the 20 s timeout";
+}
+
+// Collectives of different sizes: the fingerprints are compared before MPI sees the collective, so
+// OpenMPI never matches them (it failed inside with MPI_ERR_TRUNCATE and printed "MPI Error in NBC
+// subrequest ..." to stderr).
+TEST_F(MpiFailures, CollectivesOfDifferentSizesFailBeforeOpenMpiMatchesThem) {
+  const auto pg = join(mpi_size(), Milliseconds(20000));
+  Tensor t = Tensor::full({pg->rank() == 1 ? 8 : 4096}, 1.0f, pg->device());
+  ::testing::internal::CaptureStderr();
+  const Caught c = caught([&] { pg->all_reduce(t)->wait(); });
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(c.kind, ErrorKind::kMismatch) << c.message;
+  EXPECT_THAT(c.message, HasSubstr("Detected mismatch between collectives on ranks"));
+  EXPECT_EQ(printed, "") << "OpenMPI's own text";
+}
+
+// The settings of `dpscope train` and `bench` as processes (comm/rank_agreement.hpp): the rank whose
+// flag differs names it with both values, every other rank names that rank.
+TEST_F(MpiFailures, RanksStartedWithAnotherFlagAllStopNamingIt) {
+  const auto pg = join(mpi_size(), Milliseconds(20000));
+  const int last = pg->size() - 1;
+  const Caught c = caught([&] {
+    agree_on_settings(*pg, {{"-b", "8"}, {"-e", pg->rank() == last ? "2048" : "1024"}});
+  });
+  EXPECT_EQ(c.kind, ErrorKind::kMismatch) << c.message;
+  if (pg->rank() == last) {
+    EXPECT_THAT(c.message, HasSubstr("-e is 2048 here but 1024 on rank 0"));
+  } else {
+    EXPECT_THAT(c.message, HasSubstr(fmt::format("rank {} runs another configuration than rank 0", last)));
+  }
+  EXPECT_LT(c.after.count(), 5000);
+}
+
+// run_as_rank(): a rank whose own work fails aborts the group; a peer waiting for it in a
+// collective fails at once, naming it and its reason (it waited in MPI_Finalize and the model check).
+TEST_F(MpiFailures, ARankThatFailsInRunAsRankAbortsItsPeers) {
+  const auto pg = join(mpi_size(), Milliseconds(20000));
+  const Caught c = caught([&] {
+    run_as_rank(*pg, [&] {
+      if (pg->rank() == 1) throw Error(ErrorKind::kUsage, "--resume: no checkpoint in 'ckpt'");
+      Tensor t = Tensor::full({8}, 1.0f, pg->device());
+      pg->all_reduce(t)->wait();
+    });
+  });
+  EXPECT_EQ(c.kind, ErrorKind::kUsage) << c.message;
+  if (pg->rank() != 1) {
+    EXPECT_THAT(c.message, HasSubstr("aborted because rank 1 failed: --resume: no checkpoint in 'ckpt'"));
+  }
   EXPECT_LT(c.after.count(), 5000) << "long before the 20 s timeout";
 }
 

@@ -22,6 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr std::string_view kRunDirPrefix = "dpscope-viz-lesson";
+
 // The last non-empty line of a run's log: what failed.
 std::string last_line(const fs::path& log) {
   std::ifstream in(log);
@@ -38,13 +40,10 @@ LessonMode::LessonMode(const LessonModeOptions& options)
   lesson_ = lesson::find_lesson(lessons_dir_, options.id);
   knobs_ = lesson::parse_knobs(options.knobs);
   lesson::scenario_args(lesson_, knobs_);  // throws kUsage naming a bad knob or value
-  run_root_ = fs::temp_directory_path() / fmt::format("dpscope-viz-lesson-{}", getpid());
+  lesson::remove_stale_run_dirs(fs::temp_directory_path(), kRunDirPrefix);  // of viewers killed outright
 }
 
-LessonMode::~LessonMode() {
-  std::error_code ec;
-  if (runs_ > 0) fs::remove_all(run_root_, ec);
-}
+LessonMode::~LessonMode() = default;  // run_root_ removes the runs
 
 LessonRun LessonMode::run(const std::map<std::string, std::string>& knobs) {
   LessonRun out;
@@ -60,7 +59,16 @@ LessonRun LessonMode::run(const std::map<std::string, std::string>& knobs) {
                             dpscope.string());
     return out;
   }
-  const fs::path dir = run_root_ / fmt::format("run-{}", ++runs_);
+  if (!run_root_) {
+    try {
+      run_root_ = std::make_unique<lesson::TempRunDir>(kRunDirPrefix);
+    } catch (const Error& e) {
+      out.error = e.what();
+      return out;
+    }
+    run_root_->remove_on_signal();
+  }
+  const fs::path dir = run_root_->path() / fmt::format("run-{}", ++runs_);
   std::error_code ec;
   fs::create_directories(dir, ec);
   std::vector<std::string> argv = {dpscope.string(),

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dpscope/lesson/lesson.hpp"
+#include "dpscope/lesson/run_dir.hpp"
 #include "ui/lesson_view.hpp"
 #include "ui/viewer.hpp"
 
@@ -45,7 +46,9 @@ class LessonMode {
   lesson::Lesson lesson_;
   std::filesystem::path lessons_dir_;
   std::map<std::string, std::string> knobs_;
-  std::filesystem::path run_root_;  // a temporary directory of this process's runs
+  // This process's runs, made at the first one; removed by the destructor, on SIGINT and SIGTERM,
+  // and by the next viewer's sweep when this one was killed outright (lesson/run_dir.hpp).
+  std::unique_ptr<lesson::TempRunDir> run_root_;
   int runs_ = 0;
 };
 

@@ -132,7 +132,7 @@ void AtomicFileWriter::write(const void* data, uint64_t size_bytes) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
-      throw Error(ErrorKind::kIo, fmt::format("{}: write failed after {} bytes: {}", path_.string(),
+      throw Error(ErrorKind::kWriteFailed, fmt::format("{}: write failed after {} bytes: {}", path_.string(),
                                               bytes_written_, errno_text(err)));
     }
     p += n;
@@ -149,19 +149,19 @@ void AtomicFileWriter::commit() {
     committed_ = true;
     if (close_rc != 0) {
       const int err = errno;
-      throw Error(ErrorKind::kIo, fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
+      throw Error(ErrorKind::kWriteFailed, fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
     }
     return;
   }
   if (::fsync(fd_) != 0) {
     const int err = errno;
-    throw Error(ErrorKind::kIo, fmt::format("{}: fsync failed: {}", path_.string(), errno_text(err)));
+    throw Error(ErrorKind::kWriteFailed, fmt::format("{}: fsync failed: {}", path_.string(), errno_text(err)));
   }
   const int close_rc = ::close(fd_);
   fd_ = -1;
   if (close_rc != 0) {
     const int err = errno;
-    throw Error(ErrorKind::kIo, fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
+    throw Error(ErrorKind::kWriteFailed, fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
   }
   try {
     refuse_unless_replaceable(path_);  // it may have been replaced while we wrote
@@ -171,7 +171,7 @@ void AtomicFileWriter::commit() {
   }
   if (::rename(temp_path_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
-    throw Error(ErrorKind::kIo,
+    throw Error(ErrorKind::kWriteFailed,
                 fmt::format("{}: cannot replace the file: {}", path_.string(), errno_text(err)));
   }
   committed_ = true;

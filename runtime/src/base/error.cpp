@@ -18,6 +18,7 @@ const char* to_string(ErrorKind kind) {
     case ErrorKind::kUnsupported: return "unsupported";
     case ErrorKind::kProcess: return "process";
     case ErrorKind::kInternal: return "internal";
+    case ErrorKind::kWriteFailed: return "write failed";
   }
   return "unknown";
 }

@@ -123,11 +123,16 @@ std::string why_not_regular(const PathStatus& status) {
 
 // ---- input guard ----
 
-InputFile InputFile::open(const fs::path& path, std::string_view what, uint64_t max_bytes) {
+std::string why_not_readable(const fs::path& path) {
   const PathStatus status = path_status(path);
   if (status.kind == FileKind::kMissing && status.error == ENOENT && is_dangling_symlink(path))
-    refuse_input(path, what, "a symbolic link to a file that does not exist");
-  if (status.kind != FileKind::kRegular) refuse_input(path, what, why_not_regular(status));
+    return "is a symbolic link to a missing file";
+  return why_not_regular(status);
+}
+
+InputFile InputFile::open(const fs::path& path, std::string_view what, uint64_t max_bytes) {
+  if (const std::string why = why_not_readable(path); !why.empty()) refuse_input(path, what, why);
+  const PathStatus status = path_status(path);
   check_size(path, what, status.size_bytes, max_bytes);
   // O_NONBLOCK: if the path became a FIFO since the stat, open returns at once instead of waiting
   // for a writer; fstat below then refuses it.

@@ -17,6 +17,7 @@
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/comm/process_group.hpp"
+#include "dpscope/comm/rank_agreement.hpp"
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/trace/recorder.hpp"
@@ -251,15 +252,44 @@ uint64_t parse_byte_size(std::string_view text, std::string_view flag) {
 
 namespace {
 
+// What every rank of an mpi bench must share: every option, as the flag that sets it.
+std::vector<RunSetting> bench_settings(const BenchOptions& o) {
+  return {{"collective", std::string(api_name(o.collective))},
+          {"-b", std::to_string(o.min_bytes)},
+          {"-e", std::to_string(o.max_bytes)},
+          {"-f", std::to_string(o.factor)},
+          {"--algo", std::string(to_string(o.algorithm))},
+          {"-o", std::string(to_string(o.op))},
+          {"-r", std::to_string(o.root)},
+          {"--slices", std::to_string(o.slices)},
+          {"-n", std::to_string(o.iterations)},
+          {"-w", std::to_string(o.warmup)},
+          {"--timeout", o.timeout.count() > 0 ? fmt::format("{} ms", o.timeout.count()) : ""},
+          {"DPSCOPE_ALGO", std::getenv("DPSCOPE_ALGO") != nullptr ? std::getenv("DPSCOPE_ALGO") : ""}};
+}
+
+std::vector<BenchRow> run_mpi_sizes(const BenchOptions& o, ProcessGroup& pg,
+                                    const std::function<void(const BenchRow&)>& on_row);
+
 // --backend mpi: this process is one rank. Each timed collective runs between two barriers; its
 // time is the slowest rank's (a max all-reduce of the ranks' host times); #wrong is summed over the
 // ranks. Rank 0 reports the rows.
 std::vector<BenchRow> run_mpi_bench(const BenchOptions& o,
                                     const std::function<void(const BenchRow&)>& on_row) {
   const mpi::Launch launch = mpi::require_mpirun_launch(o.devices, "bench");
-  std::shared_ptr<ProcessGroup> group =
-      init_process_group({.backend = "mpi", .rank = launch.rank, .world_size = launch.size});
-  ProcessGroup& pg = *group;
+  std::shared_ptr<ProcessGroup> group = init_process_group(
+      {.backend = "mpi", .rank = launch.rank, .world_size = launch.size, .timeout = o.timeout});
+  std::vector<BenchRow> rows;
+  // Every rank learns of a difference at once; after it, an error on this rank aborts the group, so
+  // no peer waits for it (comm/rank_agreement.hpp).
+  agree_on_settings(*group, bench_settings(o));
+  run_as_rank(*group, [&] { rows = run_mpi_sizes(o, *group, on_row); });
+  return rows;
+}
+
+// The sizes of run_mpi_bench on this rank's group.
+std::vector<BenchRow> run_mpi_sizes(const BenchOptions& o, ProcessGroup& pg,
+                                    const std::function<void(const BenchRow&)>& on_row) {
   const int n = pg.size();
   const Device& device = pg.device();
   auto across_ranks = [&](double value, ReduceOp op) {
@@ -305,7 +335,8 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
   validate_bench_options(o);
   if (o.backend == "mpi") return run_mpi_bench(o, on_row);
   const int n = o.devices;
-  SimWorldOptions world_options{.preset = o.preset, .timeout = Milliseconds(10 * 60 * 1000)};
+  SimWorldOptions world_options{.preset = o.preset,
+                                .timeout = o.timeout.count() > 0 ? o.timeout : Milliseconds(10 * 60 * 1000)};
   if (o.algorithm != Algorithm::kDefault) world_options.algorithm = o.algorithm;
   const HardwarePreset hardware = find_preset(o.preset);
   world_options.hardware = hardware;

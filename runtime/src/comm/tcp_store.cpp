@@ -12,6 +12,8 @@
 #include <cstring>
 #include <thread>
 
+#include <fmt/ranges.h>
+
 #include "dpscope/base/error.hpp"
 #include "tcp_store_server.hpp"
 #include "tcp_store_wire.hpp"
@@ -113,6 +115,19 @@ namespace {
 // The status byte of a response, and a reader positioned after it.
 Status status_of(const StoreBytes& response) { return static_cast<Status>(response[0]); }
 
+// A waiting call the server ended by stopping: its process (rank 0's) is ending, usually because
+// that rank failed; waiting on would only end in a timeout much later. Returns normally when the
+// call's own deadline is (about) reached: the server stopped because rank 0 timed out at the same
+// moment, and this call timed out too.
+void check_not_closed(const StoreBytes& response, const std::string& store, const std::string& keys,
+                      Store::Clock::time_point deadline) {
+  constexpr Milliseconds kSameMoment{250};
+  if (status_of(response) != Status::kClosed || Store::Clock::now() + kSameMoment >= deadline) return;
+  throw Error(ErrorKind::kProcess,
+              fmt::format("{}: the store's server stopped while this rank waited for '{}' (did rank 0 fail?)",
+                          store, keys));
+}
+
 template <typename T>
 T must(std::optional<T> value, const std::string& store) {
   DPS_CHECK(value.has_value(), ErrorKind::kIo, "{}: malformed response from the store's server", store);
@@ -128,7 +143,8 @@ void TCPStore::do_set(const std::string& key, const StoreBytes& value) {
 std::optional<StoreBytes> TCPStore::do_get(const std::string& key, Clock::time_point deadline) {
   const int64_t ms = ms_until(deadline);
   const StoreBytes response = call(Writer().u8(static_cast<uint8_t>(Op::kGet)).text(key).i64(ms).take(), ms);
-  if (status_of(response) == Status::kTimedOut) return std::nullopt;
+  check_not_closed(response, name(), key, deadline);
+  if (status_of(response) == Status::kTimedOut || status_of(response) == Status::kClosed) return std::nullopt;
   Reader in(response);
   in.u8();
   return must(in.bytes(), name());
@@ -156,6 +172,7 @@ std::vector<std::string> TCPStore::do_wait(const std::vector<std::string>& keys,
   const int64_t ms = ms_until(deadline);
   const StoreBytes response =
       call(Writer().u8(static_cast<uint8_t>(Op::kWait)).texts(keys).i64(ms).take(), ms);
+  check_not_closed(response, name(), fmt::format("{}", fmt::join(keys, "', '")), deadline);
   if (status_of(response) == Status::kOk) return {};
   Reader in(response);  // timed out: the keys still missing follow
   in.u8();

@@ -189,12 +189,12 @@ StoreBytes TcpStoreServer::handle(const StoreBytes& request) {
           store_.wait(*keys, remaining(*ms));
         } catch (const Error& e) {
           if (e.kind() != ErrorKind::kTimeout) throw;
-          // Timed out: which keys are missing travels with the answer (the server may be stopping,
-          // so the client cannot ask again).
+          // Timed out, or ended by the server stopping: which keys are missing travels with the
+          // answer (the client cannot ask again).
           std::vector<std::string> missing;
           for (const std::string& key : *keys)
             if (!store_.check({key})) missing.push_back(key);
-          out.u8(static_cast<uint8_t>(Status::kTimedOut)).texts(missing);
+          out.u8(static_cast<uint8_t>(stopping_ ? Status::kClosed : Status::kTimedOut)).texts(missing);
           return out.take();
         }
         ok();
@@ -217,6 +217,9 @@ StoreBytes TcpStoreServer::handle(const StoreBytes& request) {
     }
   } catch (const Error& e) {
     wire::Writer failed;
+    // A wait the stopping server ended is no timeout: the caller says the server went away.
+    if (stopping_ && e.kind() == ErrorKind::kTimeout)
+      return failed.u8(static_cast<uint8_t>(Status::kClosed)).take();
     failed.u8(
         static_cast<uint8_t>(e.kind() == ErrorKind::kTimeout ? Status::kTimedOut : Status::kNotACounter));
     return failed.take();

@@ -13,7 +13,8 @@
 namespace dpscope::detail::wire {
 
 enum class Op : uint8_t { kSet = 1, kGet, kAdd, kCompareSet, kWait, kCheck, kDelete, kNumKeys };
-enum class Status : uint8_t { kOk = 0, kTimedOut = 1, kNotACounter = 2 };
+// kClosed: the server stopped (its process is ending) while the request waited for a key.
+enum class Status : uint8_t { kOk = 0, kTimedOut = 1, kNotACounter = 2, kClosed = 3 };
 
 inline constexpr uint32_t kMaxMessageBytes = 1u << 30;  // 1 GiB: a sane bound on one value
 

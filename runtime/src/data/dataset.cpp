@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dpscope/io/finite_values.hpp"
 #include "dpscope/io/npy.hpp"
 
 namespace dpscope {
@@ -36,6 +37,14 @@ TensorDataset::TensorDataset(Tensor inputs, Tensor targets, std::string inputs_n
   DPS_CHECK(inputs.dtype() == DType::kF32, ErrorKind::kInvalidArgument,
             "{}: inputs must be float32, got {} (save a.astype(np.float32))", inputs_name,
             to_string(inputs.dtype()));
+  // One pass over the values: a NaN or inf in the data would surface steps later as "loss became
+  // nan ... (try a smaller --lr)", blaming the learning rate for the file.
+  for (const auto& [t, what] : {std::pair{&inputs, &inputs_name}, {&targets, &targets_name}}) {
+    if (const std::optional<NonFiniteValue> bad = first_non_finite(*t))
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("{}: value {} is {}; {} must be finite numbers", *what, bad->position,
+                              bad->value, t == &inputs ? "inputs" : "targets"));
+  }
   DPS_CHECK(inputs.size(0) == targets.size(0), ErrorKind::kInvalidArgument,
             "data mismatch: {} has {} rows but {} has {}", inputs_name, inputs.size(0), targets_name,
             targets.size(0));

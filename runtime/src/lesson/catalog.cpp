@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/stat.h>
 
 #include "dpscope/base/error.hpp"
 
@@ -29,8 +30,10 @@ fs::path find_lessons_dir(const fs::path& assets, const fs::path& explicit_dir) 
 }
 
 Lesson find_lesson(const fs::path& dir, const std::string& id) {
-  std::error_code ec;
-  if (id.ends_with(".toml") && fs::is_regular_file(id, ec)) return load_lesson(id);
+  // A path ("lessons/04-ddp.toml", "./mine.toml", "/tmp/x") is that file and nothing else: when it
+  // is missing, a directory or a FIFO, say so (load_lesson checks it without opening it).
+  const bool is_path = id.ends_with(".toml") || id.find('/') != std::string::npos;
+  if (is_path) return load_lesson(id);
   std::vector<std::string> ids;
   for (const fs::path& file : lesson_files(dir)) {
     const std::string stem = file.stem().string();
@@ -39,6 +42,10 @@ Lesson find_lesson(const fs::path& dir, const std::string& id) {
       return load_lesson(file);
     ids.push_back(stem);
   }
+  // Not an id: a name in the current directory ("mydir", "fifo") is described as what it is.
+  struct stat st {};
+  if (!id.empty() && ::lstat(id.c_str(), &st) == 0)
+    if (std::string problem = lesson_path_problem(id); !problem.empty()) throw Error(ErrorKind::kIo, problem);
   throw Error(ErrorKind::kUsage, fmt::format("no lesson '{}' in {} (lessons: {})", id, dir.string(),
                                              ids.empty() ? "none" : fmt::format("{}", fmt::join(ids, ", "))));
 }
@@ -49,7 +56,10 @@ std::map<std::string, std::string> parse_knobs(const std::vector<std::string>& k
     const size_t eq = k.find('=');
     DPS_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < k.size(), ErrorKind::kUsage,
               "--knob '{}': expected FLAG=VALUE, e.g. --knob devices=8", k);
-    values[k.substr(0, eq)] = k.substr(eq + 1);
+    const std::string flag = k.substr(0, eq);
+    const auto [at, fresh] = values.emplace(flag, k.substr(eq + 1));
+    DPS_CHECK(fresh, ErrorKind::kUsage, "--knob {} is given twice ({}={} and {}); give each knob once", flag,
+              flag, at->second, k);
   }
   return values;
 }

@@ -10,6 +10,10 @@
 //   aggregate := ('count' | 'span') '(' filter ')' | fn '(' field [',' filter] ')'
 //   filter    := [key '=' value (',' key '=' value)*]
 //   value     := integer | '"' chars '"' | word (letters, digits and _ - . * :)
+//
+// Bounds: the text is at most kMaxExpressionChars long and the syntax tree at most
+// kMaxExpressionDepth deep (every '(', unary '-' and binary operator in a chain is a level), so the
+// recursive parser, evaluator and destructor never run out of stack on a hostile lesson file.
 #include "dpscope/lesson/expression.hpp"
 
 #include <fmt/format.h>
@@ -47,6 +51,7 @@ struct Aggregate {
 };
 struct Node {
   std::variant<Number, HeaderValue, Negate, Binary, Aggregate> value;
+  int height = 0;  // operator levels at and below this node: 0 for a leaf, at most kMaxExpressionDepth
 };
 
 }  // namespace detail
@@ -67,6 +72,9 @@ class Parser {
   explicit Parser(std::string_view text) : text_(text) {}
 
   NodePtr parse() {
+    if (text_.size() > kMaxExpressionChars)
+      throw Error(ErrorKind::kFormat, fmt::format("is {} characters long; at most {} are allowed",
+                                                  text_.size(), kMaxExpressionChars));
     NodePtr root = expr();
     skip_space();
     if (pos_ < text_.size()) fail(fmt::format("unexpected '{}'", text_[pos_]));
@@ -95,15 +103,42 @@ class Parser {
       fail(pos_ < text_.size() ? fmt::format("expected {}, got '{}'", what, text_[pos_])
                                : fmt::format("expected {} at the end", what));
   }
+  // A leaf (a number, a header value, an aggregate).
   static NodePtr make(auto value) { return std::make_shared<const Node>(Node{std::move(value)}); }
+  // An operator over `children`: one level above the deeper of them.
+  NodePtr make_operator(auto value, std::initializer_list<const Node*> children, size_t at) const {
+    int height = 0;
+    for (const Node* child : children) height = std::max(height, child->height);
+    if (height + 1 > kMaxExpressionDepth) too_deep(at);
+    return std::make_shared<const Node>(Node{std::move(value), height + 1});
+  }
+  [[noreturn]] void too_deep(size_t at) const {
+    fail_at(at, fmt::format("the expression nests more than {} levels deep (parentheses, '-' signs and "
+                            "operators in a row each add one)",
+                            kMaxExpressionDepth));
+  }
+  // Counts the parser's own recursion ('(' and unary '-'), which runs before any node exists.
+  class Nesting {
+   public:
+    explicit Nesting(Parser& parser) : parser_(parser) {
+      if (++parser_.nesting_ > kMaxExpressionDepth) parser_.too_deep(parser_.pos_ - 1);
+    }
+    ~Nesting() { --parser_.nesting_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+
+   private:
+    Parser& parser_;
+  };
 
   NodePtr expr() {
     NodePtr lhs = term();
     for (;;) {
-      if (accept('+')) {
-        lhs = make(detail::Binary{'+', lhs, term()});
-      } else if (accept('-')) {
-        lhs = make(detail::Binary{'-', lhs, term()});
+      const size_t at = pos_;
+      if (accept('+') || accept('-')) {
+        const char op = text_[pos_ - 1];
+        NodePtr rhs = term();
+        lhs = make_operator(detail::Binary{op, lhs, rhs}, {lhs.get(), rhs.get()}, at);
       } else {
         return lhs;
       }
@@ -113,10 +148,11 @@ class Parser {
   NodePtr term() {
     NodePtr lhs = unary();
     for (;;) {
-      if (accept('*')) {
-        lhs = make(detail::Binary{'*', lhs, unary()});
-      } else if (accept('/')) {
-        lhs = make(detail::Binary{'/', lhs, unary()});
+      const size_t at = pos_;
+      if (accept('*') || accept('/')) {
+        const char op = text_[pos_ - 1];
+        NodePtr rhs = unary();
+        lhs = make_operator(detail::Binary{op, lhs, rhs}, {lhs.get(), rhs.get()}, at);
       } else {
         return lhs;
       }
@@ -124,8 +160,11 @@ class Parser {
   }
 
   NodePtr unary() {
-    if (accept('-')) return make(detail::Negate{unary()});
-    return primary();
+    if (!accept('-')) return primary();
+    const size_t at = pos_ - 1;
+    const Nesting nesting(*this);
+    NodePtr operand = unary();
+    return make_operator(detail::Negate{operand}, {operand.get()}, at);
   }
 
   NodePtr primary() {
@@ -133,6 +172,7 @@ class Parser {
     if (pos_ >= text_.size()) fail("expected a number, a name or '(' at the end");
     const char c = text_[pos_];
     if (accept('(')) {
+      const Nesting nesting(*this);
       NodePtr inner = expr();
       expect(')', "')'");
       return inner;
@@ -241,6 +281,7 @@ class Parser {
 
   std::string_view text_;
   size_t pos_ = 0;
+  int nesting_ = 0;  // '(' and unary '-' being parsed
 };
 
 // ---- evaluation ----
@@ -366,16 +407,38 @@ double evaluate_node(const trace::TraceData& data, const Node& node) {
         } else if constexpr (std::is_same_v<T, detail::Binary>) {
           const double lhs = evaluate_node(data, *n.lhs);
           const double rhs = evaluate_node(data, *n.rhs);
+          double result = 0.0;
           switch (n.op) {
-            case '+': return lhs + rhs;
-            case '-': return lhs - rhs;
-            case '*': return lhs * rhs;
+            case '+': result = lhs + rhs; break;
+            case '-': result = lhs - rhs; break;
+            case '*': result = lhs * rhs; break;
             default:
               if (rhs == 0.0) cannot("division by zero");
-              return lhs / rhs;
+              result = lhs / rhs;
           }
+          if (!std::isfinite(result))
+            cannot(fmt::format("{} {} {} is {}, not a finite number", lhs, n.op, rhs, result));
+          return result;
         } else {
           return aggregate(data, n);
+        }
+      },
+      node.value);
+}
+
+// True when `node` reads nothing from a trace (numbers and operators only).
+bool is_constant(const Node& node) {
+  return std::visit(
+      [](const auto& n) -> bool {
+        using T = std::decay_t<decltype(n)>;
+        if constexpr (std::is_same_v<T, detail::Number>) {
+          return true;
+        } else if constexpr (std::is_same_v<T, detail::Negate>) {
+          return is_constant(*n.operand);
+        } else if constexpr (std::is_same_v<T, detail::Binary>) {
+          return is_constant(*n.lhs) && is_constant(*n.rhs);
+        } else {
+          return false;
         }
       },
       node.value);
@@ -387,12 +450,23 @@ Expression Expression::parse(std::string_view text) {
   Expression e;
   e.text_ = std::string(text);
   e.root_ = Parser(e.text_).parse();
+  // An answer made of numbers alone is known now: one that cannot be computed (1/0, 1e308 * 10)
+  // is a mistake in the lesson file, not in the run.
+  if (is_constant(*e.root_)) {
+    try {
+      (void)evaluate_node(trace::TraceData{}, *e.root_);
+    } catch (const Error& error) {
+      throw Error(ErrorKind::kFormat, fmt::format("column 1: {}", error.what()));
+    }
+  }
   return e;
 }
 
 double Expression::evaluate(const trace::TraceData& data) const {
   DPS_ASSERT(root_ != nullptr, "evaluate() on a default-constructed Expression; use Expression::parse()");
-  return evaluate_node(data, *root_);
+  const double value = evaluate_node(data, *root_);
+  if (!std::isfinite(value)) cannot(fmt::format("the result is {}, not a finite number", value));
+  return value;
 }
 
 }  // namespace dpscope::lesson

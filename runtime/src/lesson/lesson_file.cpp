@@ -1,12 +1,21 @@
 // Reading lesson files (lesson/lesson.hpp): TOML via toml++, every key checked against the format
 // (docs/lessons.md) so a typo is one line naming FILE:LINE and the key instead of a silently
-// ignored setting.
+// ignored setting. The file is read with stat() first and open(O_NONBLOCK) + fstat() after, so a
+// FIFO or a device named like a lesson is refused instead of blocking the reader, and its size is
+// bounded before it is read (kMaxLessonFileBytes).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <toml++/toml.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "dpscope/base/error.hpp"
@@ -16,6 +25,119 @@ namespace dpscope::lesson {
 namespace {
 
 namespace fs = std::filesystem;
+
+// load_lesson() checks a scenario's outputs against this stand-in for the scratch directory, which
+// exists only once the lesson runs: lexically, "{scratch}/ckpt" is inside and "{scratch}/../x" is not.
+const fs::path kPlaceholderScratch = "/{scratch}";
+
+// The file-type of a stat() result in words, for "is not a regular file (...)".
+const char* file_type_name(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  return "not a plain file";
+}
+
+// The bytes of lesson file `file`, at most kMaxLessonFileBytes. Never blocks: the type is checked
+// with stat() before opening and fstat() after (the name may have been swapped in between), and the
+// open is non-blocking.
+std::string read_lesson_text(const fs::path& file) {
+  if (std::string problem = lesson_path_problem(file); !problem.empty()) throw Error(ErrorKind::kIo, problem);
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error(ErrorKind::kIo, fmt::format("lesson {}: cannot open: {}", file.string(), std::strerror(err)));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error(ErrorKind::kIo, fmt::format("lesson {} is not a regular file ({})", file.string(),
+                                            file_type_name(st.st_mode)));
+  const auto too_big = [&](uint64_t bytes) {
+    return Error(
+        ErrorKind::kFormat,
+        fmt::format("{}: the file is {}{} bytes; a lesson file is at most {} bytes (1 MiB)", file.string(),
+                    bytes > kMaxLessonFileBytes ? "" : "over ", bytes, kMaxLessonFileBytes));
+  };
+  if (static_cast<uint64_t>(st.st_size) > kMaxLessonFileBytes)
+    throw too_big(static_cast<uint64_t>(st.st_size));
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      throw Error(ErrorKind::kIo,
+                  fmt::format("lesson {}: cannot read: {}", file.string(), std::strerror(err)));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > kMaxLessonFileBytes) throw too_big(text.size());  // it grew while being read
+  }
+  return text;
+}
+
+// toml++ bounds the nesting of arrays and inline tables (256) but not of dotted keys, and it builds,
+// and later destroys, a table per part recursively: `a.a.a...` 50,000 parts deep overflows the stack.
+// This pass over the text bounds both before toml++ sees it. Strings and comments are skipped; a dot
+// outside them belongs to a key (or to a float, which has one).
+inline constexpr int kMaxTomlNesting = 32;     // '[' and '{' open at once
+inline constexpr int kMaxDottedKeyParts = 16;  // a.b.c: 3 parts
+
+struct ShapeProblem {
+  int64_t line = 0;
+  std::string what;  // "" when the text is within bounds
+};
+
+ShapeProblem toml_shape_problem(std::string_view text) {
+  int64_t line = 1;
+  int nesting = 0, dots = 0;
+  size_t i = 0;
+  const auto at = [&](std::string_view s) { return text.substr(i, s.size()) == s; };
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      dots = 0;
+    } else if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      const std::string_view close = at(c == '"' ? R"(""")" : "'''") ? text.substr(i, 3) : text.substr(i, 1);
+      i += close.size();
+      while (i < text.size() && !at(close)) {
+        if (text[i] == '\n') {
+          ++line;
+          if (close.size() == 1)
+            break;  // a one-line string ends with its line (toml++ says it is unterminated)
+        }
+        if (c == '"' && text[i] == '\\' && i + 1 < text.size() && text[++i] == '\n') ++line;  // an escape
+        ++i;
+      }
+      i += close.size() - 1;                                                     // on its last quote
+      while (close.size() == 3 && i + 1 < text.size() && text[i + 1] == c) ++i;  // """a"""": quotes inside
+    } else if (c == '[' || c == '{') {
+      dots = 0;
+      if (++nesting > kMaxTomlNesting)
+        return {line, fmt::format("arrays, tables and inline tables nest more than {} levels deep",
+                                  kMaxTomlNesting)};
+    } else if (c == ']' || c == '}') {
+      dots = 0;
+      nesting = std::max(0, nesting - 1);
+    } else if (c == '=' || c == ',') {
+      dots = 0;
+    } else if (c == '.' && ++dots >= kMaxDottedKeyParts) {
+      return {line, fmt::format("a dotted key has more than {} parts", kMaxDottedKeyParts)};
+    }
+    ++i;
+  }
+  return {};
+}
 
 const char* type_name(toml::node_type type) {
   switch (type) {
@@ -34,10 +156,12 @@ class LessonReader {
  public:
   explicit LessonReader(fs::path file) : file_(std::move(file)) {}
 
-  Lesson read() {
+  Lesson read(std::string_view text) {
+    if (const ShapeProblem shape = toml_shape_problem(text); !shape.what.empty())
+      fail(shape.line, shape.what);
     toml::table root;
     try {
-      root = toml::parse_file(file_.string());
+      root = toml::parse(text, file_.string());
     } catch (const toml::parse_error& e) {
       fail(e.source().begin.line, std::string(e.description()));
     }
@@ -51,6 +175,10 @@ class LessonReader {
       fail(line_of(root, "id"), fmt::format("id '{}' must be the file's name without .toml ('{}')", lesson.id,
                                             file_.stem().string()));
     lesson.title = string(root, "title", "the lesson");
+    at_most(root, "goals", kMaxGoals);
+    at_most(root, "knobs", kMaxKnobs);
+    at_most(root, "chapters", kMaxChapters);
+    at_most(root, "questions", kMaxQuestions);
     for (const toml::node* goal : array(root, "goals", "the lesson"))
       lesson.goals.push_back(as_string(*goal, "goals"));
     const int64_t minutes = integer(root, "minutes", "the lesson");
@@ -93,6 +221,15 @@ class LessonReader {
     }
   }
 
+  // An array of `key` in `t` with more than `limit` items is refused before any is read.
+  void at_most(const toml::table& t, std::string_view key, size_t limit) {
+    const toml::node* node = t.get(key);
+    const toml::array* items = node ? node->as_array() : nullptr;
+    if (items && items->size() > limit)
+      fail(line_of(*node),
+           fmt::format("'{}' has {} items; a lesson has at most {}", key, items->size(), limit));
+  }
+
   const toml::node& require(const toml::table& t, std::string_view key, std::string_view context) {
     const toml::node* node = t.get(key);
     if (!node) fail(line_of(t), fmt::format("{} is missing '{}'", context, key));
@@ -102,9 +239,19 @@ class LessonReader {
     fail(line_of(node), fmt::format("'{}' must be {}, got {}", key, want, type_name(node.type())));
   }
 
+  // Every string of a lesson: no control character but a newline or a tab. A NUL would cut a
+  // scenario argument short on the command line ("--save\0x" is "--save" to the parser but not to
+  // the sandbox check), and an escape sequence would drive the terminal `lesson run` prints to.
   std::string as_string(const toml::node& node, std::string_view key) {
-    if (const auto* s = node.as_string()) return s->get();
-    wrong_type(node, key, "a string");
+    const auto* s = node.as_string();
+    if (!s) wrong_type(node, key, "a string");
+    for (const char c : s->get())
+      if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+        fail(line_of(node),
+             fmt::format("'{}' holds the control character U+{:04X}: only newlines and tabs are "
+                         "allowed",
+                         key, static_cast<unsigned char>(c)));
+    return s->get();
   }
   std::string string(const toml::table& t, std::string_view key, std::string_view context) {
     return as_string(require(t, key, context), key);
@@ -153,22 +300,41 @@ class LessonReader {
         fail(line_of(t, "expect_error"),
              "[scenario] expect_error must be a part of the error message the run ends with, not empty");
     }
+    at_most(t, "args", kMaxScenarioArgs);
     for (const toml::node* arg : array(t, "args", "[scenario]"))
       lesson.scenario.push_back(as_string(*arg, "args"));
     const int64_t line = line_of(t, "args");
     if (lesson.scenario.empty() || (lesson.scenario[0] != "train" && lesson.scenario[0] != "bench"))
       fail(line, "[scenario] args must start with \"train\" or \"bench\" (a dpscope command line)");
-    for (const std::string& arg : lesson.scenario)
+    for (const std::string& arg : lesson.scenario) {
       if (arg == "--trace" || arg.starts_with("--trace="))
         fail(line, "[scenario] args must not give --trace: the lesson chooses where the trace goes");
+      if (is_help_flag(arg))
+        fail(line, fmt::format("[scenario] args must not give {}: it prints help or the version instead of "
+                               "running the scenario",
+                               arg));
+    }
+    if (const std::string problem = scenario_sandbox_problem(lesson.scenario, kPlaceholderScratch, false);
+        !problem.empty())
+      fail(line, fmt::format("[scenario] args: {}", problem));
   }
 
   Knob read_knob(const toml::table& t, const Lesson& lesson) {
     check_keys(t, {"flag", "label", "min", "max", "step", "choices", "switch", "default"}, "[[knobs]]");
     Knob knob;
+    knob.line = static_cast<int>(line_of(t));
     knob.flag = string(t, "flag", "[[knobs]]");
     if (!knob.flag.starts_with("--"))
       fail(line_of(t, "flag"), fmt::format("knob flag '{}' must start with --", knob.flag));
+    if (knob.flag.size() < 3 || knob.flag.size() > 64 ||
+        knob.flag.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-", 2) != std::string::npos)
+      fail(line_of(t, "flag"),
+           fmt::format("knob flag '{}' must be --NAME (lower-case letters, digits and '-')", knob.flag));
+    if (is_help_flag(knob.flag) || knob.flag.starts_with("--trace") || names_a_file(knob.flag))
+      fail(line_of(t, "flag"),
+           fmt::format("knob flag {} cannot be a knob: {}", knob.flag,
+                       is_help_flag(knob.flag) ? "it prints help or the version instead of running"
+                                               : "it names a file, which a student must not choose"));
     knob.label = string(t, "label", "[[knobs]]");
     for (const std::string& arg : lesson.scenario)
       if (arg == knob.flag)
@@ -176,6 +342,13 @@ class LessonReader {
              fmt::format("{} is a knob: leave it out of [scenario] args (its default applies)", knob.flag));
     if (lesson.find_knob(knob.flag)) fail(line_of(t, "flag"), fmt::format("two knobs turn {}", knob.flag));
     const toml::node& def = require(t, "default", "[[knobs]]");
+    const bool ranged = t.contains("min") || t.contains("max") || t.contains("step");
+    if (t.contains("switch") && (ranged || t.contains("choices")))
+      fail(line_of(t, "switch"),
+           fmt::format("knob {}: a switch has no min, max, step or choices", knob.flag));
+    if (t.contains("choices") && ranged)
+      fail(line_of(t, "choices"),
+           fmt::format("knob {}: give either choices or min/max/step, not both", knob.flag));
     if (t.contains("switch")) {
       const toml::node& node = *t.get("switch");
       if (!node.as_boolean() || !node.as_boolean()->get()) wrong_type(node, "switch", "true (or left out)");
@@ -183,24 +356,66 @@ class LessonReader {
       knob.choices = {"off", "on"};
       knob.default_value = as_string(def, "default");
     } else if (t.contains("choices")) {
-      for (const toml::node* c : array(t, "choices", "[[knobs]]"))
-        knob.choices.push_back(as_string(*c, "choices"));
+      for (const toml::node* c : array(t, "choices", "[[knobs]]")) {
+        std::string choice = as_string(*c, "choices");
+        if (const std::string problem = choice_problem(choice); !problem.empty())
+          fail(line_of(*c), fmt::format("knob {}: choice '{}' {}", knob.flag, choice, problem));
+        if (std::find(knob.choices.begin(), knob.choices.end(), choice) != knob.choices.end())
+          fail(line_of(*c), fmt::format("knob {}: choice '{}' is given twice", knob.flag, choice));
+        knob.choices.push_back(std::move(choice));
+      }
       if (knob.choices.empty()) fail(line_of(t, "choices"), "choices must not be empty");
+      if (knob.choices.size() > static_cast<size_t>(kMaxKnobValues))
+        fail(line_of(t, "choices"),
+             fmt::format("knob {}: {} choices; at most {}", knob.flag, knob.choices.size(), kMaxKnobValues));
       knob.default_value = as_string(def, "default");
     } else {
       knob.numeric = true;
-      knob.min = as_number(require(t, "min", "[[knobs]] without choices"), "min");
-      knob.max = as_number(require(t, "max", "[[knobs]] without choices"), "max");
-      if (t.contains("step")) knob.step = as_number(*t.get("step"), "step");
-      if (!(knob.min <= knob.max) || !(knob.step > 0))
-        fail(line_of(t), fmt::format("knob {}: needs min <= max and step > 0", knob.flag));
-      const double value = as_number(def, "default");
+      knob.min = knob_number(t, "min", knob.flag);
+      knob.max = knob_number(t, "max", knob.flag);
+      if (t.contains("step")) knob.step = knob_number(t, "step", knob.flag);
+      if (!(knob.min <= knob.max))
+        fail(line_of(t, "max"),
+             fmt::format("knob {}: needs min <= max, got {} > {}", knob.flag, knob.min, knob.max));
+      if (!(knob.step >= kMinKnobStep))
+        fail(line_of(t, "step"),
+             fmt::format("knob {}: step must be at least {}, got {}", knob.flag, kMinKnobStep, knob.step));
+      // A slider's stops: a bounded number, so the viewer and `lesson check` never walk millions.
+      const double values = std::floor((knob.max - knob.min) / knob.step + 1e-9) + 1.0;
+      if (!(values <= static_cast<double>(kMaxKnobValues)))
+        fail(line_of(t, "step"),
+             fmt::format("knob {}: min {} to max {} in steps of {} gives {:.0f} values; at most {}",
+                         knob.flag, knob.min, knob.max, knob.step, values, kMaxKnobValues));
+      const double value = knob_number(t, "default", knob.flag);
       knob.default_value = std::floor(value) == value ? fmt::format("{}", static_cast<int64_t>(value))
                                                       : fmt::format("{}", value);
     }
     if (const std::string problem = knob.check(knob.default_value); !problem.empty())
       fail(line_of(def), fmt::format("default: {}", problem));
     return knob;
+  }
+
+  // A knob's numeric key: finite and at most kMaxKnobMagnitude in size.
+  double knob_number(const toml::table& t, std::string_view key, const std::string& flag) {
+    const toml::node& node = require(t, key, "[[knobs]] without choices");
+    const double value = as_number(node, key);
+    if (!(std::abs(value) <= kMaxKnobMagnitude))
+      fail(line_of(node), fmt::format("knob {}: {} must be a finite number from -{:g} to {:g}, got {}", flag,
+                                      key, kMaxKnobMagnitude, kMaxKnobMagnitude, value));
+    return value;
+  }
+
+  // Why `choice` cannot be a knob's value on a command line; "" when it can.
+  static std::string choice_problem(const std::string& choice) {
+    if (choice.empty()) return "is empty";
+    if (choice.size() > 256) return "is longer than 256 characters";
+    if (choice.starts_with("-") &&
+        !(choice.size() > 1 && std::isdigit(static_cast<unsigned char>(choice[1]))))
+      return "starts with '-': it would be read as a flag";
+    for (const char c : choice)
+      if (std::iscntrl(static_cast<unsigned char>(c)) || c == ' ')
+        return "holds a space or a control character";
+    return "";
   }
 
   Chapter read_chapter(const toml::table& t, const Lesson& lesson) {
@@ -210,6 +425,11 @@ class LessonReader {
     chapter.title = string(t, "title", context);
     chapter.narration = string(t, "narration", context);
     const toml::table& trigger = table(t, "trigger", context);
+    if (trigger.empty() || (trigger.size() == 1 && trigger.contains("nth")))
+      fail(line_of(t, "trigger"),
+           fmt::format("{} trigger {} matches every event: name at least one of its keys (type, name, "
+                       "category, rank, step, ...)",
+                       context, trigger.empty() ? "is empty and" : "has only nth and"));
     for (const auto& [key, node] : trigger) {
       FilterValue value;
       if (const auto* i = node.as_integer()) {
@@ -267,6 +487,23 @@ class LessonReader {
 
 }  // namespace
 
+std::string lesson_path_problem(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) return fmt::format("lesson {}: no such file", path.string());
+    return fmt::format("lesson {}: cannot read: {}", path.string(), std::strerror(err));
+  }
+  if (S_ISDIR(st.st_mode))
+    return fmt::format(
+        "lesson {} is a directory, not a lesson file: give a directory of lessons as "
+        "--lessons-dir {}",
+        path.string(), path.string());
+  if (!S_ISREG(st.st_mode))
+    return fmt::format("lesson {} is not a regular file ({})", path.string(), file_type_name(st.st_mode));
+  return "";
+}
+
 std::string Knob::check(const std::string& value) const {
   if (!numeric) {
     if (std::find(choices.begin(), choices.end(), value) != choices.end()) return "";
@@ -274,10 +511,16 @@ std::string Knob::check(const std::string& value) const {
   }
   double number = 0.0;
   size_t used = 0;
-  try {
-    number = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
+  // A decimal number as a command line takes it: no spaces, hex, "inf" or "nan" for stod to accept.
+  const bool decimal = !value.empty() &&
+                       (std::isdigit(static_cast<unsigned char>(value[0])) || value[0] == '-') &&
+                       value.find_first_not_of("0123456789.-+eE") == std::string::npos;
+  if (decimal) {
+    try {
+      number = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
   }
   const double steps = (number - min) / step;
   const bool on_grid = std::abs(steps - std::round(steps)) < 1e-9;
@@ -299,17 +542,23 @@ int Lesson::snippet_lines() const {
   return static_cast<int>(newlines) + (snippet.back() == '\n' ? 0 : 1);
 }
 
-Lesson load_lesson(const std::filesystem::path& file) {
-  std::error_code ec;
-  DPS_CHECK(std::filesystem::is_regular_file(file, ec), ErrorKind::kIo, "lesson {}: no such file",
-            file.string());
-  return LessonReader(file).read();
+Lesson load_lesson(const std::filesystem::path& file) { return parse_lesson(read_lesson_text(file), file); }
+
+Lesson parse_lesson(std::string_view text, const std::filesystem::path& file) {
+  if (text.size() > kMaxLessonFileBytes)
+    throw Error(ErrorKind::kFormat,
+                fmt::format("{}: the text is {} bytes; a lesson file is at most {} bytes (1 MiB)",
+                            file.string(), text.size(), kMaxLessonFileBytes));
+  return LessonReader(file).read(text);
 }
 
 std::vector<std::filesystem::path> lesson_files(const std::filesystem::path& dir) {
   std::error_code ec;
-  DPS_CHECK(std::filesystem::is_directory(dir, ec), ErrorKind::kIo, "lessons directory {} does not exist",
-            dir.string());
+  const fs::file_status status = fs::status(dir, ec);
+  DPS_CHECK(fs::exists(status), ErrorKind::kIo, "lessons directory {} does not exist", dir.string());
+  DPS_CHECK(
+      fs::is_directory(status), ErrorKind::kIo, "lessons directory {} is not a directory ({})", dir.string(),
+      fs::is_regular_file(status) ? "a file: give it as the lesson, not --lessons-dir" : "a special file");
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
     if (entry.path().extension() == ".toml") files.push_back(entry.path());
@@ -325,12 +574,16 @@ std::vector<Lesson> load_lessons(const std::filesystem::path& dir) {
 
 std::vector<std::string> scenario_args(const Lesson& lesson,
                                        const std::map<std::string, std::string>& overrides) {
+  std::map<const Knob*, std::string> turned;  // knob -> the flag that turned it, as given
   for (const auto& [flag, value] : overrides) {
     const Knob* knob = lesson.find_knob(flag);
     std::vector<std::string> flags;
     for (const Knob& k : lesson.knobs) flags.push_back(k.flag);
     DPS_CHECK(knob != nullptr, ErrorKind::kUsage, "lesson {} has no knob {} (its knobs: {})", lesson.id, flag,
               flags.empty() ? "none" : fmt::format("{}", fmt::join(flags, ", ")));
+    const auto [seen, fresh] = turned.emplace(knob, flag);
+    DPS_CHECK(fresh, ErrorKind::kUsage, "lesson {}: knob {} is turned twice ({} and {}); give it once",
+              lesson.id, knob->flag, seen->second, flag);
     const std::string problem = knob->check(value);
     DPS_CHECK(problem.empty(), ErrorKind::kUsage, "lesson {}: {}", lesson.id, problem);
   }

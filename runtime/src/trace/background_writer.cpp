@@ -43,6 +43,11 @@ void BackgroundWriter::wait_written(uint64_t ticket) {
   if (failure_ != nullptr) std::rethrow_exception(failure_);
 }
 
+void BackgroundWriter::rethrow_failure() {
+  std::lock_guard lock(mutex_);
+  if (failure_ != nullptr) std::rethrow_exception(failure_);
+}
+
 void BackgroundWriter::run() {
   std::string writing;
   std::unique_lock lock(mutex_);
@@ -82,7 +87,7 @@ void BackgroundWriter::close() {
     file_.reset();  // closes what it can, quietly
     std::rethrow_exception(failure_);
   }
-  file_->close();  // zstd: ends the frame; throws kIo "error while writing trace 'PATH'"
+  file_->close();  // zstd: ends the frame; throws kWriteFailed "cannot write trace 'PATH': REASON"
 }
 
 }  // namespace dpscope::trace

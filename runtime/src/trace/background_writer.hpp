@@ -37,8 +37,11 @@ class BackgroundWriter {
   // Waits until hand-off `ticket` and those before it are written (and flushed, if they asked).
   // Rethrows what the writing thread failed with.
   void wait_written(uint64_t ticket);
-  // Writes what was handed over, stops the thread and closes the file. Throws kIo "error while
-  // writing trace 'PATH'" (TraceFileWriter::close) or what writing failed with.
+  // Rethrows what the writing thread failed with (kWriteFailed "cannot write trace 'PATH': No space
+  // left on device"), if it failed; does not wait.
+  void rethrow_failure();
+  // Writes what was handed over, stops the thread and closes the file. Throws what writing or
+  // closing failed with (kWriteFailed, with the system's reason: TraceFileWriter).
   void close();
 
  private:

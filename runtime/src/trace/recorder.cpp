@@ -380,7 +380,10 @@ void TraceRecorder::flush() {
 
 void TraceRecorder::flush_soon() {
   std::lock_guard lock(mutex_);
-  if (writer_ != nullptr) writer_->hand_off(pending_, /*flush=*/true);
+  if (writer_ == nullptr) return;
+  writer_->hand_off(pending_, /*flush=*/true);
+  // A write that failed (disk full) ends the run at its next step, not after the last one.
+  writer_->rethrow_failure();
 }
 
 void TraceRecorder::close() {
@@ -396,7 +399,7 @@ void TraceRecorder::close() {
     writer_->hand_off(pending_, /*flush=*/false);
     writer = std::move(writer_);
   }
-  writer->close();  // writes the rest; zstd: ends the frame; throws kIo "error while writing trace 'PATH'"
+  writer->close();  // writes the rest; zstd: ends the frame; throws kWriteFailed "cannot write trace ..."
 }
 
 }  // namespace dpscope

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <span>
+#include <utility>
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
@@ -177,17 +178,33 @@ void TraceFileWriter::compress(std::string_view text, int mode) {
     const size_t remaining = ZSTD_compressStream2(context_, &out, &in, directive);
     DPS_ASSERT(!ZSTD_isError(remaining), "zstd compression of trace '{}' failed: {}", path_,
                ZSTD_getErrorName(remaining));
-    if (out.pos > 0) std::fwrite(out_.data(), 1, out.pos, file_);
+    if (out.pos > 0) write_bytes(out_.data(), out.pos);
     // ZSTD_e_continue: done once the input is taken; flush and end: once nothing is left inside.
     const bool done = directive == ZSTD_e_continue ? in.pos == in.size : remaining == 0;
     if (done) break;
   }
 }
 
+// A write failure after the run started (the disk filled up, an I/O error) is a runtime failure
+// (kWriteFailed, exit code 1), reported with the system's reason at the first write that fails.
+// The file is closed quietly first: nothing more is written, and close() then has nothing to report
+// twice.
+void TraceFileWriter::fail(int err) {
+  if (file_ != nullptr) std::fclose(std::exchange(file_, nullptr));
+  throw Error(ErrorKind::kWriteFailed, fmt::format("cannot write trace '{}': {}", path_,
+                                                   err != 0 ? std::strerror(err) : "write error"));
+}
+
+void TraceFileWriter::write_bytes(const void* data, size_t size_bytes) {
+  errno = 0;
+  // stdio may count bytes as taken while the write(2) under it failed: its error flag says so.
+  if (std::fwrite(data, 1, size_bytes, file_) != size_bytes || std::ferror(file_) != 0) fail(errno);
+}
+
 void TraceFileWriter::write(std::string_view text) {
   if (file_ == nullptr || text.empty()) return;
   if (context_ == nullptr) {
-    std::fwrite(text.data(), 1, text.size(), file_);
+    write_bytes(text.data(), text.size());
   } else {
     compress(text, ZSTD_e_continue);
   }
@@ -196,16 +213,17 @@ void TraceFileWriter::write(std::string_view text) {
 void TraceFileWriter::flush() {
   if (file_ == nullptr) return;
   if (context_ != nullptr) compress({}, ZSTD_e_flush);
-  std::fflush(file_);
+  errno = 0;
+  if (std::fflush(file_) != 0 || std::ferror(file_) != 0) fail(errno);
 }
 
 void TraceFileWriter::close() {
   if (file_ == nullptr) return;
-  if (context_ != nullptr) compress({}, ZSTD_e_end);
-  const bool failed = std::ferror(file_) != 0;
-  const bool close_failed = std::fclose(file_) != 0;
-  file_ = nullptr;
-  DPS_CHECK(!failed && !close_failed, ErrorKind::kIo, "error while writing trace '{}'", path_);
+  if (context_ != nullptr) compress({}, ZSTD_e_end);  // a failed write closes the file and throws
+  errno = 0;
+  if (std::fflush(file_) != 0 || std::ferror(file_) != 0) fail(errno != 0 ? errno : EIO);
+  errno = 0;
+  if (std::fclose(std::exchange(file_, nullptr)) != 0) fail(errno != 0 ? errno : EIO);
 }
 
 }  // namespace dpscope::trace

@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <regex>
 
 #include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
+#include "dpscope/io/finite_values.hpp"
 
 namespace dpscope {
 namespace {
@@ -66,16 +69,47 @@ std::vector<Listed> list_checkpoints(const fs::path& dir) {
 }
 
 // The run id in a checkpoint's metadata, without verifying its tensors; nullopt when the header
-// cannot be read or has none (another program's file, a damaged one, a version-1 checkpoint).
+// cannot be read or has none (another program's file, a damaged one, a version-1 checkpoint), when
+// the file is not a regular file (never opened: a FIFO would block), or when the step in its name is
+// not the step inside (a renamed file: never counted in rotation, never deleted).
 std::optional<std::string> run_id_of(const fs::path& file) {
+  if (!why_not_readable(file).empty()) return std::nullopt;
   try {
     const SafetensorsMetadata meta = read_safetensors_metadata(file);
     const auto format = meta.find("format");
     const auto id = meta.find("run_id");
+    const auto steps = meta.find("steps_done");
     if (format == meta.end() || format->second != kFormatTag || id == meta.end()) return std::nullopt;
+    if (steps == meta.end() || step_of(file) != parse_int(meta, "steps_done", file.string()))
+      return std::nullopt;
     return id->second;
   } catch (const Error&) {
     return std::nullopt;
+  }
+}
+
+// Refuses (kFormat) values a run cannot continue from: NaN or inf anywhere, a negative second
+// moment (Adam's sqrt would make NaN of it) or a step count that is not a whole number >= 0.
+void check_checkpoint_values(const std::string& source, const std::string& name, const Tensor& t) {
+  if (const std::optional<NonFiniteValue> bad = first_non_finite(t))
+    throw Error(ErrorKind::kFormat,
+                fmt::format("checkpoint {}: tensor '{}' holds {} at {}; a checkpoint holds "
+                            "finite numbers only",
+                            source, name, bad->value, bad->position));
+  if (!t.has_data() || t.dtype() != DType::kF32) return;
+  const auto ends_with = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const bool second_moment = ends_with(".exp_avg_sq");  // also .max_exp_avg_sq
+  const bool step = ends_with(".step");
+  if (!second_moment && !step) return;
+  const float* values = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = values[i];
+    DPS_CHECK(v >= 0.0f && (!step || v == std::floor(v)), ErrorKind::kFormat,
+              "checkpoint {}: optimizer state '{}' holds {} at index {}; {}", source, name, v, i,
+              step ? "a step count is a whole number >= 0" : "a second moment is >= 0");
   }
 }
 
@@ -179,7 +213,13 @@ fs::path save_checkpoint(const fs::path& dir, const CheckpointState& state, int 
   };
   metadata["checksum"] = checkpoint_checksum(metadata, tensors);
   const fs::path file = dir / fmt::format("checkpoint-{:08}.safetensors", state.steps_done);
-  save_safetensors(file, tensors, metadata);  // atomic: temp file, fsync, rename
+  try {
+    save_safetensors(file, tensors, metadata);  // atomic: temp file, fsync, rename
+  } catch (const Error& e) {
+    // Training has run: a checkpoint that cannot be written (disk full) is a runtime failure.
+    if (e.kind() != ErrorKind::kIo && e.kind() != ErrorKind::kWriteFailed) throw;
+    throw Error(ErrorKind::kWriteFailed, fmt::format("cannot write checkpoint {}", e.what()));
+  }
 
   // Rotation among this run's files only: the one just written, then the others newest first.
   std::erase_if(mine, [&](const Listed& c) { return c.file.filename() == file.filename(); });
@@ -213,6 +253,7 @@ CheckpointState decode_checkpoint(const SafetensorsMetadata& meta, NamedTensors 
   auto config = meta.find("config");
   state.config_json = config == meta.end() ? "{}" : config->second;
   for (auto& [name, t] : tensors) {
+    check_checkpoint_values(source, name, t);
     if (name.rfind(kModelPrefix, 0) == 0) {
       state.model.emplace_back(name.substr(kModelPrefix.size()), t);
     } else if (name.rfind(kOptimPrefix, 0) == 0) {
@@ -225,33 +266,46 @@ CheckpointState decode_checkpoint(const SafetensorsMetadata& meta, NamedTensors 
 }
 
 CheckpointState load_checkpoint(const fs::path& file) {
-  std::error_code ec;
-  DPS_CHECK(fs::is_regular_file(file, ec), ErrorKind::kIo, "checkpoint {}: no such file", file.string());
+  // The file's type first: a directory, a device, a FIFO (whose open would block) or a symlink loop
+  // is named as such, never opened.
+  if (const std::string why = why_not_readable(file); !why.empty())
+    throw Error(ErrorKind::kIo, fmt::format("checkpoint {}: {}", file.string(), why));
   NamedTensors tensors;
   SafetensorsMetadata meta;
   try {
     meta = read_safetensors_metadata(file);
     tensors = load_safetensors(file);
   } catch (const Error& e) {
-    throw Error(ErrorKind::kFormat, fmt::format("checkpoint {} is damaged: {}", file.string(), e.what()));
+    throw Error(e.kind() == ErrorKind::kIo ? ErrorKind::kIo : ErrorKind::kFormat,
+                fmt::format("checkpoint {} is damaged: {}", file.string(), e.what()));
   }
-  return decode_checkpoint(meta, std::move(tensors), file.string());
+  CheckpointState state = decode_checkpoint(meta, std::move(tensors), file.string());
+  // The name is what --resume and the rotation sort by: a file renamed from checkpoint-00000006 to
+  // checkpoint-00000099 would be resumed from as the newest and would outlive the real newer ones.
+  const std::optional<int64_t> named_step = step_of(file);
+  DPS_CHECK(!named_step || *named_step == state.steps_done, ErrorKind::kFormat,
+            "checkpoint {}: its name says step {} but it holds the state after step {} (renamed?); it is "
+            "ignored",
+            file.string(), *named_step, state.steps_done);
+  return state;
 }
 
 ResumeCheckpoint load_newest_valid_checkpoint(const fs::path& dir) {
   const std::vector<Listed> all = list_checkpoints(dir);
   DPS_CHECK(!all.empty(), ErrorKind::kUsage, "--resume: no checkpoint in '{}'", dir.string());
   std::optional<Error> newest_failure;
+  std::string skipped;  // every newer file passed over, "; "-joined: one warning line names them all
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       ResumeCheckpoint taken{it->file, load_checkpoint(it->file), ""};
       if (newest_failure)
-        taken.warning = fmt::format("{}; resuming from {} instead, the newest valid checkpoint",
-                                    newest_failure->what(), it->file.string());
+        taken.warning = fmt::format("{}; resuming from {} instead, the newest valid checkpoint", skipped,
+                                    it->file.string());
       return taken;
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kFormat && e.kind() != ErrorKind::kIo) throw;
       if (!newest_failure) newest_failure = e;
+      skipped += (skipped.empty() ? "" : "; ") + std::string(e.what());
     }
   }
   throw Error(newest_failure->kind(),

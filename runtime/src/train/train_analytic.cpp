@@ -18,6 +18,7 @@
 #include "dpscope/comm/analytic_collectives.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/parallel/distributed_data_parallel.hpp"
+#include "dpscope/train/memory_estimate.hpp"
 #include "train_common.hpp"
 
 namespace dpscope::detail {
@@ -101,6 +102,8 @@ class AnalyticRank {
 TrainResult run_analytic_training(const TrainConfig& config, const StepObserver& on_step) {
   const auto wall_start = std::chrono::steady_clock::now();
   const HardwarePreset preset = find_preset(config.preset);
+  // No data and no host memory: only the simulated GPU's capacity bounds the model.
+  check_training_memory(config, /*rows=*/0);
   AnalyticRank rank(config, preset, config.devices);
   std::unique_ptr<TraceRecorder> tracer = open_trace(config, {rank.device()}, rank.model());
   rank.join();

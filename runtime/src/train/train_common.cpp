@@ -8,7 +8,9 @@
 #include <random>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/comm/network.hpp"
+#include "dpscope/io/finite_values.hpp"
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/kernels/kernels.hpp"
 #include "dpscope/nn/linear.hpp"
@@ -16,6 +18,7 @@
 #include "dpscope/nn/unused_parameter.hpp"
 #include "dpscope/optim/adam.hpp"
 #include "dpscope/optim/sgd.hpp"
+#include "dpscope/train/memory_estimate.hpp"
 
 namespace dpscope::detail {
 
@@ -56,10 +59,24 @@ void check_loss_finite(double loss, int64_t step, const std::string& where) {
             "loss became {} at step {}{} (try a smaller --lr)", loss, step + 1, where);
 }
 
+namespace {
+
+// Refuses (kIo) an input that is not a regular file, before opening it (a FIFO would block).
+void refuse_unreadable_input(const char* flag, const std::string& path) {
+  if (const std::string why = why_not_readable(path); !why.empty())
+    throw Error(ErrorKind::kIo, fmt::format("{} {}: {}", flag, path, why));
+}
+
+}  // namespace
+
 std::shared_ptr<TensorDataset> load_data(const TrainConfig& config) {
   if (!config.dataset.empty()) return make_dataset(config.dataset, config.seed);
   const size_t comma = config.data.find(',');
-  return load_npy_dataset(config.data.substr(0, comma), config.data.substr(comma + 1));
+  const std::string inputs = config.data.substr(0, comma);
+  const std::string targets = config.data.substr(comma + 1);
+  refuse_unreadable_input("--data", inputs);
+  refuse_unreadable_input("--data", targets);
+  return load_npy_dataset(inputs, targets);  // refuses a NaN or inf value, naming the file and index
 }
 
 // Checks that the data fits the model and the loss; every mismatch is one kUsage line.
@@ -86,10 +103,21 @@ void check_data_fits(const TrainConfig& config, const Dataset& data, int64_t in_
               "data mismatch: targets have {} values per sample but --model {} has {} outputs", per_sample,
               config.model, out_features);
   }
+  // Every mode calls this once its data is loaded and before its model exists: the moment to refuse
+  // a run its devices or this machine cannot hold, before a byte of it is allocated.
+  check_training_memory(config, data.size());
 }
 
 void load_initial_weights(const TrainConfig& config, Module& model) {
+  refuse_unreadable_input("--init", config.init);
   NamedTensors file = load_safetensors(config.init);
+  for (const auto& [name, tensor] : file) {
+    if (const std::optional<NonFiniteValue> bad = first_non_finite(tensor))
+      throw Error(ErrorKind::kUsage,
+                  fmt::format("--init {}: tensor '{}' holds {} at {}; weights must be finite "
+                              "numbers",
+                              config.init, name, bad->value, bad->position));
+  }
   try {
     model.load_state_dict(file);
   } catch (const Error& e) {
@@ -217,13 +245,24 @@ void save_weights(const TrainConfig& config, const Module& model) {
   if (config.save.empty()) return;
   NamedTensors weights;
   for (const auto& [name, tensor] : model.state_dict()) weights.emplace_back(name, tensor.to(Device::cpu()));
-  save_safetensors(config.save, weights, {{"format", "pt"}, {"producer", "dpscope"}});
+  try {
+    save_safetensors(config.save, weights, {{"format", "pt"}, {"producer", "dpscope"}});
+  } catch (const Error& e) {
+    // The run is done: weights that cannot be written (disk full) are a runtime failure, not a
+    // usage error (check_output_paths refused an unwritable --save before training).
+    if (e.kind() != ErrorKind::kIo && e.kind() != ErrorKind::kWriteFailed) throw;
+    throw Error(ErrorKind::kWriteFailed, fmt::format("--save: {}", e.what()));
+  }
 }
 
 void trace_run_error(const Device& device, std::string_view message) {
   if (TraceSink* tracer = device.tracer()) {
     tracer->instant(device, device.clock_ns(StreamKind::kCompute), RunError{.message = message});
-    tracer->flush();
+    try {
+      tracer->flush();
+    } catch (const Error&) {
+      // The trace cannot be written (disk full): the error being reported is the one that matters.
+    }
   }
 }
 

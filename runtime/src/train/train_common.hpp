@@ -20,7 +20,9 @@
 namespace dpscope::detail {
 
 std::shared_ptr<TensorDataset> load_data(const TrainConfig& config);
-// Checks that the data fits the model and the loss; every mismatch is one kUsage line.
+// Checks that the data fits the model and the loss, and that the run fits the devices' and this
+// machine's memory (check_training_memory, train/memory_estimate.hpp); every mismatch is one kUsage
+// line. Called once the data is loaded, before the model is built.
 void check_data_fits(const TrainConfig& config, const Dataset& data, int64_t in_features,
                      int64_t out_features);
 // Loads --init into `model`; a mismatch is one kUsage line naming the file and the model.

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "dpscope/base/error.hpp"
@@ -18,12 +20,29 @@ namespace dpscope {
 namespace {
 
 constexpr int kMaxTimingOnlyGpus = 65536;
+// --timeout's range: a millisecond (the unit of every wait) to a day.
+constexpr double kMinTimeoutS = 0.001;
+constexpr double kMaxTimeoutS = 86400.0;
 
 template <typename T>
 bool one_of(const T& value, std::initializer_list<T> allowed) {
   for (const T& a : allowed)
     if (value == a) return true;
   return false;
+}
+
+// The largest MiB value a size flag takes (1 PiB): its bytes then fit in 64 bits with room to spare.
+constexpr double kMaxMib = 1024.0 * 1024.0 * 1024.0;
+
+// Refuses a float flag that is not a finite number in [min, max] (above `min` when `above_min`):
+// `--lr 1e309` parses as inf and `--lr nan` as NaN, and either used to run on into a loss of nan.
+// `unit` follows the bound in the message (" MiB").
+void check_float_flag(const char* flag, double value, double min, double max, bool above_min = false,
+                      const char* unit = "") {
+  DPS_CHECK(std::isfinite(value), ErrorKind::kUsage, "{} must be a finite number, got {}", flag, value);
+  DPS_CHECK(above_min ? value > min : value >= min, ErrorKind::kUsage, "{} must be {} {}{}, got {}", flag,
+            above_min ? ">" : ">=", min, unit, value);
+  DPS_CHECK(value <= max, ErrorKind::kUsage, "{} must be <= {}{}, got {}", flag, max, unit, value);
 }
 
 }  // namespace
@@ -83,7 +102,7 @@ void TrainConfig::validate() const {
               "--devices {} is more than the 64 GPUs supported (add --timing-only to simulate more)",
               devices);
   }
-  DPS_CHECK(gpu_mem_mb >= 0.0, ErrorKind::kUsage, "--gpu-mem must be >= 0 MiB, got {}", gpu_mem_mb);
+  check_float_flag("--gpu-mem", gpu_mem_mb, 0.0, kMaxMib, false, " MiB");
   DPS_CHECK(gpu_mem_mb == 0.0 || device == "cuda", ErrorKind::kUsage,
             "--gpu-mem caps the memory of cuda devices: it needs --device cuda");
   if (device == "cuda") {
@@ -127,9 +146,10 @@ void TrainConfig::validate() const {
             loss);
   DPS_CHECK(one_of<string>(optim, {"sgd", "adam", "adamw"}), ErrorKind::kUsage,
             "--optim '{}' is not one of sgd, adam, adamw", optim);
-  DPS_CHECK(lr >= 0.0, ErrorKind::kUsage, "--lr must be >= 0, got {}", lr);
-  DPS_CHECK(momentum >= 0.0, ErrorKind::kUsage, "--momentum must be >= 0, got {}", momentum);
-  DPS_CHECK(weight_decay >= 0.0, ErrorKind::kUsage, "--weight-decay must be >= 0, got {}", weight_decay);
+  constexpr double kNoMax = std::numeric_limits<double>::max();
+  check_float_flag("--lr", lr, 0.0, kNoMax);
+  check_float_flag("--momentum", momentum, 0.0, 1.0);  // above 1 the velocity grows without bound
+  check_float_flag("--weight-decay", weight_decay, 0.0, kNoMax);
   DPS_CHECK(optim == "sgd" || momentum == 0.0, ErrorKind::kUsage, "--momentum applies to --optim sgd only");
   DPS_CHECK(batch >= 1, ErrorKind::kUsage, "--batch must be at least 1, got {}", batch);
   DPS_CHECK(timing_only || !(data.empty() && dataset.empty()), ErrorKind::kUsage,
@@ -169,15 +189,22 @@ void TrainConfig::validate() const {
       mode == "ddp" || ddp_defaults, ErrorKind::kUsage,
       "--bucket-mb, --first-bucket-mb, --no-sync-every, --find-unused-parameters, --zero, --comm-hook and "
       "--algo apply to --mode ddp only");
-  DPS_CHECK(bucket_mb > 0.0, ErrorKind::kUsage, "--bucket-mb must be > 0, got {}", bucket_mb);
-  DPS_CHECK(first_bucket_mb > 0.0, ErrorKind::kUsage, "--first-bucket-mb must be > 0, got {}",
-            first_bucket_mb);
+  check_float_flag("--bucket-mb", bucket_mb, 0.0, kMaxMib, /*above_min=*/true);
+  check_float_flag("--first-bucket-mb", first_bucket_mb, 0.0, kMaxMib, /*above_min=*/true);
   DPS_CHECK(no_sync_every >= 1, ErrorKind::kUsage, "--no-sync-every must be at least 1, got {}",
             no_sync_every);
   DPS_CHECK(one_of<string>(comm_hook, {"allreduce", "fp16"}), ErrorKind::kUsage,
             "--comm-hook '{}' is not one of allreduce, fp16", comm_hook);
   DPS_CHECK(one_of<string>(algo, {"auto", "ring", "tree", "naive"}), ErrorKind::kUsage,
             "--algo '{}' is not one of auto, ring, tree, naive", algo);
+  DPS_CHECK(timeout_s == 0.0 ||
+                (std::isfinite(timeout_s) && timeout_s >= kMinTimeoutS && timeout_s <= kMaxTimeoutS),
+            ErrorKind::kUsage, "--timeout must be a number of seconds from {} to {}, got {}", kMinTimeoutS,
+            kMaxTimeoutS, timeout_s);
+}
+
+std::chrono::milliseconds TrainConfig::timeout() const {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(timeout_s * 1000.0)));
 }
 
 bool TrainConfig::has_pitfall(const std::string& name) const {

@@ -86,10 +86,13 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   shared.run_id = run_id_for(shared.resume_from.get());
 
   // The ranks' machine: simulated GPUs (sim backend), or logical cuda GPUs (cuda and nccl backends).
+  // --timeout bounds every collective's wait (0: the world's default, gloo's 30 min).
+  SimWorldOptions world_options{.preset = config.preset};
+  if (config.timeout().count() > 0) world_options.timeout = config.timeout();
   const std::shared_ptr<SimWorld> world =
-      config.device == "cuda" ? make_cuda_world(config.devices, {.preset = config.preset},
+      config.device == "cuda" ? make_cuda_world(config.devices, world_options,
                                                 static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0))
-                              : SimWorld::create(config.devices, {.preset = config.preset});
+                              : SimWorld::create(config.devices, world_options);
   const std::vector<Device>& devices = world->devices();
   std::unique_ptr<TraceRecorder> tracer;
   {

@@ -8,7 +8,10 @@
 //     through it and each process trains on its own GPU, cuda:LOCAL_RANK; with --device cpu
 //     --backend mpi the processes join one MPI world as singletons (comm/mpi/mpi_singletons.hpp).
 // Both then run train_rank() like a rank thread does, after checking that every rank runs the same
-// configuration (a mismatch names the flag and both values); every rank loads the data itself.
+// configuration, including every flag that changes which collectives run (agree_on_settings: a
+// mismatch names the flag and both values), and inside run_as_rank(): an error on one rank aborts
+// the group, so its peers fail at once naming it (comm/rank_agreement.hpp). --timeout bounds every
+// wait: the store, the rendezvous and each collective. Every rank loads the data itself.
 // After each step the ranks average their local losses (a one-float all-reduce), so rank 0
 // reports the same loss a simulated DDP run reports; rank 0 also writes --save and the checkpoints.
 //
@@ -21,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 
@@ -29,6 +33,7 @@
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/process_group.hpp"
+#include "dpscope/comm/rank_agreement.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/trace_format/rank_traces.hpp"
@@ -90,92 +95,75 @@ struct ProcessRank {
   std::string device_name;  // TrainResult::device_name
 };
 
-// Every rank runs rank 0's configuration: rank 0 broadcasts its run object (the JSON of
-// TrainConfig::to_json), each rank compares it with its own, and an all-reduce tells every rank
-// whether one differs, so all of them stop (none waits for a peer that left). The rank that
-// differs names the flag and both values.
-void agree_on_configuration(ProcessGroup& group, const TrainConfig& config) {
-  const Device& dev = group.device();
-  const std::string mine = config.to_json();
-  Tensor length = Tensor::from_ints(std::vector<int64_t>{static_cast<int64_t>(mine.size())}, {1}, dev,
-                                    MemoryCategory::kBuffers);
-  group.broadcast(length, {.root = 0})->wait();
-  std::vector<int64_t> bytes(static_cast<size_t>(length.to_ints()[0]));
-  if (group.rank() == 0)
-    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(mine[i]);
-  Tensor text = Tensor::from_ints(bytes, {static_cast<int64_t>(bytes.size())}, dev, MemoryCategory::kBuffers);
-  group.broadcast(text, {.root = 0})->wait();
-  std::string rank0;
-  for (int64_t b : text.to_ints()) rank0.push_back(static_cast<char>(b));
-
-  std::string difference;  // "" when this rank runs rank 0's configuration
-  if (rank0 != mine) {
-    const nlohmann::ordered_json theirs = nlohmann::ordered_json::parse(rank0, nullptr, false);
-    const nlohmann::ordered_json ours = nlohmann::ordered_json::parse(mine);
-    difference = "the configuration differs";
-    for (const auto& [key, value] : ours.items())
-      if (theirs.is_discarded() || !theirs.contains(key) || theirs[key] != value) {
-        // The run object's keys are the flags' names with '_' for '-' ("pitfalls": --pitfall).
-        std::string flag = "--" + (key == "pitfalls" ? std::string("pitfall") : key);
-        std::replace(flag.begin(), flag.end(), '_', '-');
-        difference =
-            fmt::format("{} is {} here but {} on rank 0", flag, value.dump(),
-                        theirs.is_discarded() || !theirs.contains(key) ? "unset" : theirs[key].dump());
-        break;
-      }
+// The flags every rank must share (comm/rank_agreement.hpp): the run object (TrainConfig::to_json,
+// whose keys are the flags' names with '_' for '-'), and the flags that decide which collectives
+// run without changing the numbers: --trace (clock ping-pongs with rank 0), --checkpoint-dir,
+// --checkpoint-every and --resume (checkpoints are collective), --save, --timeout, and $DPSCOPE_ALGO.
+std::vector<RunSetting> collective_settings(const TrainConfig& config) {
+  std::vector<RunSetting> settings;
+  const nlohmann::ordered_json run = nlohmann::ordered_json::parse(config.to_json());
+  for (const auto& [key, value] : run.items()) {
+    std::string flag = "--" + (key == "pitfalls" ? std::string("pitfall") : key);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    settings.push_back({flag, value.dump()});
   }
-  // The highest differing rank + 1 (0: all agree), on every rank.
-  Tensor verdict = Tensor::from_ints(std::vector<int64_t>{difference.empty() ? 0 : group.rank() + 1}, {1},
-                                     dev, MemoryCategory::kBuffers);
-  group.all_reduce(verdict, {.op = ReduceOp::kMax})->wait();
-  DPS_CHECK(difference.empty(), ErrorKind::kMismatch,
-            "rank {} of {} runs another configuration than rank 0: {} (every rank must be started with the "
-            "same flags)",
-            group.rank(), group.size(), difference);
-  const int64_t differing = verdict.to_ints()[0] - 1;
-  DPS_CHECK(differing < 0, ErrorKind::kMismatch,
-            "rank {} runs another configuration than rank 0 (its error names the flag): every rank must be "
-            "started with the same flags",
-            differing);
+  auto text = [](const std::string& s) { return s.empty() ? std::string() : nlohmann::json(s).dump(); };
+  settings.push_back({"--trace", text(config.trace)});
+  settings.push_back({"--trace-zstd", config.trace_zstd ? "true" : ""});
+  settings.push_back({"--checkpoint-dir", text(config.checkpoint_dir)});
+  settings.push_back(
+      {"--checkpoint-every", config.checkpoint_every > 0 ? std::to_string(config.checkpoint_every) : ""});
+  settings.push_back({"--resume", config.resume ? "true" : ""});
+  settings.push_back({"--save", text(config.save)});
+  settings.push_back({"--timeout", config.timeout_s > 0 ? fmt::format("{}", config.timeout_s) : ""});
+  // The group's default algorithm (read by every backend at init) decides which schedules run.
+  const char* algo = std::getenv("DPSCOPE_ALGO");
+  settings.push_back({"DPSCOPE_ALGO", algo != nullptr && *algo != '\0' ? nlohmann::json(algo).dump() : ""});
+  return settings;
 }
 
 TrainResult train_as_process(const TrainConfig& config, const ProcessRank& process,
                              std::chrono::steady_clock::time_point wall_start, const StepObserver& on_step) {
   ProcessGroup& group = *process.group;
-  agree_on_configuration(group, config);
   TrainResult result;
   result.process_rank = group.rank();
-  RankOptions options;
-  options.own_tracer = true;  // one trace file per process
-  options.data = load_data(config);
-  const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
-  check_data_fits(config, *options.data, sizes.front(), sizes.back());
-  result.samples = options.data->size();
   std::unique_ptr<TraceRecorder> tracer;
-  if (!config.trace.empty()) {
-    const ClockOffset clock = measure_clock_offset(group);
-    std::filesystem::create_directories(config.trace);
-    const std::unique_ptr<Module> shape_model = make_model(config, Device::cpu());
-    const std::string file = trace::rank_file_name(group.rank()) + (config.trace_zstd ? ".zst" : "");
-    tracer = open_trace_at(std::filesystem::path(config.trace) / file,
-                           rank_run_json(config, group.rank(), group.size(), clock), {group.device()},
-                           *shape_model);
-  }
-  options.on_step = [&](const StepReport& report) {
-    Tensor loss = Tensor::from_floats(std::vector<float>{static_cast<float>(report.loss)}, {1},
-                                      group.device(), MemoryCategory::kBuffers);
-    group.all_reduce(loss, {.op = ReduceOp::kAvg})->wait();  // every rank, every step: the same order
-    StepReport whole = report;
-    whole.loss = loss.item();
-    whole.rank = -1;
-    result.losses.push_back(whole.loss);
-    if (on_step && group.rank() == 0) on_step(whole);
-  };
-  const RankResult mine = train_rank(group, config, options);
-  result.steps = mine.steps;
-  result.parameter_count = mine.parameter_count;
-  result.samples_per_step = mine.samples_per_step;
-  result.last_checkpoint = mine.last_checkpoint;
+  // Every rank learns of a difference at once (no rank needs telling, so no notice goes to a peer
+  // that may have left already); after it, an error on this rank aborts the group, so that no peer
+  // waits for it (comm/rank_agreement.hpp).
+  agree_on_settings(group, collective_settings(config));
+  run_as_rank(group, [&] {
+    RankOptions options;
+    options.own_tracer = true;  // one trace file per process
+    options.data = load_data(config);
+    const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
+    check_data_fits(config, *options.data, sizes.front(), sizes.back());
+    result.samples = options.data->size();
+    if (!config.trace.empty()) {
+      const ClockOffset clock = measure_clock_offset(group);
+      std::filesystem::create_directories(config.trace);
+      const std::unique_ptr<Module> shape_model = make_model(config, Device::cpu());
+      const std::string file = trace::rank_file_name(group.rank()) + (config.trace_zstd ? ".zst" : "");
+      tracer = open_trace_at(std::filesystem::path(config.trace) / file,
+                             rank_run_json(config, group.rank(), group.size(), clock), {group.device()},
+                             *shape_model);
+    }
+    options.on_step = [&](const StepReport& report) {
+      Tensor loss = Tensor::from_floats(std::vector<float>{static_cast<float>(report.loss)}, {1},
+                                        group.device(), MemoryCategory::kBuffers);
+      group.all_reduce(loss, {.op = ReduceOp::kAvg})->wait();  // every rank, every step: the same order
+      StepReport whole = report;
+      whole.loss = loss.item();
+      whole.rank = -1;
+      result.losses.push_back(whole.loss);
+      if (on_step && group.rank() == 0) on_step(whole);
+    };
+    const RankResult mine = train_rank(group, config, options);
+    result.steps = mine.steps;
+    result.parameter_count = mine.parameter_count;
+    result.samples_per_step = mine.samples_per_step;
+    result.last_checkpoint = mine.last_checkpoint;
+  });
   result.device_name = process.device_name;
   finish_run(tracer, wall_start, result);
   return result;
@@ -191,7 +179,8 @@ TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_s
   const auto wall_start = std::chrono::steady_clock::now();
   const mpi::Launch launch = mpi::require_mpirun_launch(config.devices, "train");
   ProcessRank process;
-  process.group = init_process_group({.backend = "mpi", .rank = launch.rank, .world_size = launch.size});
+  process.group = init_process_group(
+      {.backend = "mpi", .rank = launch.rank, .world_size = launch.size, .timeout = config.timeout()});
   process.device_name = fmt::format("{} processes on the CPU (rank {} of {}, mpi)", launch.size,
                                     process.group->rank(), launch.size);
   return train_as_process(config, process, wall_start, on_step);
@@ -203,19 +192,30 @@ TrainResult run_env_training(const TrainConfig& config, const EnvRendezvous& env
   DPS_ASSERT(config.backend == "nccl" || config.backend == "mpi", "env:// training on --backend {}",
              config.backend);
   // The store outlives the group: rank 0 hosts it, and peers may still read from it while it ends.
-  const std::shared_ptr<Store> store = env_store(env);
+  // --timeout bounds the store's waits and the rendezvous as well as the collectives.
+  const std::shared_ptr<Store> store =
+      config.timeout().count() > 0 ? env_store(env, config.timeout()) : env_store(env);
   ProcessRank process;
   if (config.backend == "mpi") {
-    process.group = init_process_group(
-        {.backend = "mpi", .store = store, .rank = env.rank, .world_size = env.world_size});
+    process.group = init_process_group({.backend = "mpi",
+                                        .store = store,
+                                        .rank = env.rank,
+                                        .world_size = env.world_size,
+                                        .timeout = config.timeout()});
     process.device_name = fmt::format("{} processes on the CPU (rank {} of {}, mpi, started by a launcher)",
                                       env.world_size, env.rank, env.world_size);
     return train_as_process(config, process, wall_start, on_step);
   }
   const uint64_t cap = static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0);
-  std::shared_ptr<SimWorld> world = make_cuda_world(1, {.preset = config.preset}, cap, env.local_rank);
-  process.group = init_process_group(
-      {.backend = "nccl", .store = store, .rank = env.rank, .world_size = env.world_size, .world = world});
+  SimWorldOptions world_options{.preset = config.preset};
+  if (config.timeout().count() > 0) world_options.timeout = config.timeout();
+  std::shared_ptr<SimWorld> world = make_cuda_world(1, world_options, cap, env.local_rank);
+  process.group = init_process_group({.backend = "nccl",
+                                      .store = store,
+                                      .rank = env.rank,
+                                      .world_size = env.world_size,
+                                      .timeout = config.timeout(),
+                                      .world = world});
   const Device& device = process.group->device();
   process.device_name = fmt::format("{} ({}), rank {} of {} processes (nccl)", device.name(),
                                     cuda::physical_name(device.impl()), env.rank, env.world_size);

@@ -104,7 +104,7 @@ TEST(AtomicFileWriter, WritesADeviceInPlace) {
 TEST(AtomicFileWriter, AFullDeviceFailsWithTheSystemsReason) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this machine";
   AtomicFileWriter out("/dev/full");
-  EXPECT_DPS_ERROR(out.write(std::string(100, 'x')), ErrorKind::kIo,
+  EXPECT_DPS_ERROR(out.write(std::string(100, 'x')), ErrorKind::kWriteFailed,
                    "/dev/full: write failed after 0 bytes: No space left on device");
   struct stat st {};
   ASSERT_EQ(::stat("/dev/full", &st), 0);

@@ -58,7 +58,7 @@ TEST(InputFile, NamesTheTrueReason) {
   const fs::path dangling = dir.path() / "dangling";
   fs::create_symlink(dir.path() / "gone", dangling);
   EXPECT_EQ(what_of([&] { InputFile::open(dangling, ""); }),
-            "cannot read '" + dangling.string() + "': a symbolic link to a file that does not exist");
+            "cannot read '" + dangling.string() + "': is a symbolic link to a missing file");
   const fs::path through_a_file = dir.path() / "file" / "x";
   write_bytes(dir.path() / "file", "x");
   EXPECT_EQ(what_of([&] { InputFile::open(through_a_file, "trace"); }),

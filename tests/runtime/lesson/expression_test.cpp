@@ -135,6 +135,42 @@ TEST(Expression, EvaluationErrorsSayWhyItCannotBeComputed) {
             "cannot be computed: first(name=grad_ready, nth=3) matches no event");
 }
 
+// A hostile answer once overflowed the stack (20,000 '(' or 200,000 '-' ended `lesson check` with
+// SIGSEGV): the text's length and the tree's depth are bounded, and the limit itself still parses.
+TEST(Expression, LengthAndNestingAreBounded) {
+  EXPECT_EQ(parse_error(std::string(20000, '(') + "1" + std::string(20000, ')')),
+            "is 40001 characters long; at most 4096 are allowed");
+  EXPECT_EQ(parse_error(std::string(200000, '-') + "1"),
+            "is 200001 characters long; at most 4096 are allowed");
+  const std::string too_deep =
+      "column 257: the expression nests more than 256 levels deep (parentheses, '-' signs and operators in a "
+      "row "
+      "each add one)";
+  EXPECT_EQ(parse_error(std::string(1000, '(') + "1" + std::string(1000, ')')), too_deep);
+  EXPECT_EQ(parse_error(std::string(1000, '-') + "1"), too_deep);
+  std::string chain = "1";
+  for (int i = 0; i < 300; ++i) chain += "+1";
+  EXPECT_EQ(parse_error(chain).substr(0, 53), "column 514: the expression nests more than 256 levels");
+  EXPECT_DOUBLE_EQ(eval(std::string(256, '(') + "devices" + std::string(256, ')')), 2.0);
+  EXPECT_DOUBLE_EQ(eval(std::string(256, '-') + "devices"), 2.0);
+  std::string sum = "1";
+  for (int i = 0; i < 256; ++i) sum += "+1";
+  EXPECT_DOUBLE_EQ(eval(sum), 257.0);
+}
+
+// "-inf bytes" was once an answer: a value that is not a finite number is never one. Numbers alone
+// are refused when the lesson loads; on a trace, evaluation says which step overflowed.
+TEST(Expression, NonFiniteValuesAreNeverAnswers) {
+  EXPECT_EQ(parse_error("-1e308 * 1e308"),
+            "column 1: cannot be computed: -1e+308 * 1e+308 is -inf, not a finite number");
+  EXPECT_EQ(parse_error("1e308 * 10 - 1e308 * 10"),
+            "column 1: cannot be computed: 1e+308 * 10 is inf, not a finite number");
+  EXPECT_EQ(parse_error("1 / 0"), "column 1: cannot be computed: division by zero");
+  EXPECT_EQ(parse_error("1e999"), "column 1: '1e999' is not a number");
+  EXPECT_EQ(eval_error("-count(type=transfer) * 1e308 * 1e308"),
+            "cannot be computed: -4 * 1e+308 is -inf, not a finite number");
+}
+
 TEST(Expression, KeepsItsText) { EXPECT_EQ(Expression::parse("count(rank=0)").text(), "count(rank=0)"); }
 
 }  // namespace

@@ -3,6 +3,11 @@
 #include "dpscope/lesson/lesson.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <sstream>
 
 #include "dpscope/base/error.hpp"
 #include "lesson_test_util.hpp"
@@ -215,6 +220,239 @@ TEST_F(LessonFile, MissingFileIsAnIoError) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kIo);
     EXPECT_EQ(std::string(e.what()), "lesson " + (dir_ / "nope.toml").string() + ": no such file");
+  }
+}
+
+// ---- issue 22: hostile lesson files ----
+
+TEST_F(LessonFile, SizeAndNestingAreBoundedBeforeTomlParses) {
+  EXPECT_EQ(error(kGood + "# " + std::string(kMaxLessonFileBytes, 'x') + "\n").substr(0, 30),
+            "F: the file is 1049247 bytes; ");
+  std::string dotted = "a";
+  for (int i = 0; i < 50000; ++i) dotted += ".a";  // once: SIGSEGV in toml++
+  EXPECT_EQ(error("id = \"09-sample\"\n" + dotted + " = 1\n"), "F:2: a dotted key has more than 16 parts");
+  EXPECT_EQ(error("id = \"09-sample\"\n[" + dotted + "]\n"), "F:2: a dotted key has more than 16 parts");
+  EXPECT_EQ(error("x = " + std::string(33, '[') + std::string(33, ']')),
+            "F:1: arrays, tables and inline tables nest more than 32 levels deep");
+  EXPECT_EQ(error("x = " + std::string(33, '{') + std::string(33, '}')),
+            "F:1: arrays, tables and inline tables nest more than 32 levels deep");
+  // Dots and brackets inside strings and comments are text, not keys.
+  const std::string dots = "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ {{{{";
+  EXPECT_EQ(load(good_with("title = \"A sample\"", "title = \"" + dots + "\" # " + dots)).title, dots);
+  EXPECT_EQ(load(good_with("narration = \"Look.\"", "narration = '''" + dots + "'''")).chapters[0].narration,
+            dots);
+  EXPECT_EQ(
+      error(good_with("answer = \"count(type=transfer)\"",
+                      "answer = \"" + std::string(2000, '(') + "1" + std::string(2000, ')') + "\"")),
+      "F:42: lesson 09-sample, question 1: answer column 257: the expression nests more than 256 levels deep "
+      "(parentheses, '-' signs and operators in a row each add one)");
+}
+
+TEST_F(LessonFile, ScenarioWritesOnlyInsideItsScratchDirectory) {
+  auto with_args = [](const std::string& tail) {
+    return good_with("\"--steps\", \"2\"]", "\"--steps\", \"2\"" + tail + "]");
+  };
+  EXPECT_EQ(
+      error(with_args(R"(, "--save", "/abs/victim.safetensors")")),
+      "F:11: [scenario] args: --save '/abs/victim.safetensors' writes outside the lesson's scratch "
+      "directory: a "
+      "scenario writes only inside {scratch} (e.g. \"{scratch}/model.safetensors\", \"{scratch}/ckpt\")");
+  EXPECT_EQ(error(with_args(R"(, "--checkpoint-dir", "{scratch}/../../victimdir")")).substr(0, 103),
+            "F:11: [scenario] args: --checkpoint-dir '{scratch}/../../victimdir' writes outside the lesson's "
+            "scratch");
+  EXPECT_NE(error(with_args(R"(, "--save={scratch}/../w")")).find("--save '{scratch}/../w' writes outside"),
+            std::string::npos);
+  EXPECT_NE(
+      error(with_args(R"(, "--trace-dir", "{scratch}x")")).find("--trace-dir '{scratch}x' writes outside"),
+      std::string::npos);
+  EXPECT_NE(error(with_args(R"(, "--save", "w.safetensors")")).find("--save 'w.safetensors' writes outside"),
+            std::string::npos);
+  EXPECT_EQ(error(with_args(R"(, "--save")")), "F:11: [scenario] args: --save needs a path after it");
+  // Inputs may be anywhere, but never what the scenario writes.
+  EXPECT_EQ(error(with_args(R"(, "--init", "{scratch}/w", "--save", "{scratch}/./w")")),
+            "F:11: [scenario] args: --init '{scratch}/w' is also written by --save '{scratch}/./w': a "
+            "scenario must "
+            "not read what it writes");
+  EXPECT_NE(error(with_args(R"(, "--data", "/d/x.npy,{scratch}/c/y.npy", "--checkpoint-dir", "{scratch}/c")"))
+                .find("--data '{scratch}/c/y.npy' is also written by --checkpoint-dir '{scratch}/c'"),
+            std::string::npos);
+  const Lesson ok = load(with_args(
+      R"(, "--save", "{scratch}/w.safetensors", "--checkpoint-dir", "{scratch}/ckpt/../ckpt2", "--init", "/data/w0")"));
+  EXPECT_EQ(ok.scenario.size(), 9u);
+  // Knobs cannot choose a file, nor sneak a flag in as a value.
+  EXPECT_EQ(error(good_with("flag = \"--algo\"", "flag = \"--save\"")),
+            "F:22: knob flag --save cannot be a knob: it names a file, which a student must not choose");
+  EXPECT_EQ(error(good_with("[\"ring\", \"tree\"]", "[\"ring\", \"--save=/x\"]")),
+            "F:24: knob --algo: choice '--save=/x' starts with '-': it would be read as a flag");
+}
+
+// Every `train` and `bench` option whose help says it writes is an output the sandbox checks: a new
+// flag that writes (a log, a profile) cannot slip past it. Read from the commands' source, where each
+// option is registered with its help text.
+TEST(ScenarioSandbox, EveryOptionThatWritesIsChecked) {
+  for (const char* name : {"train_cmd.cpp", "bench_cmd.cpp"}) {
+    const std::string source =
+        testing::read_file(std::filesystem::path(DPSCOPE_SOURCE_DIR) / "runtime/cli" / name);
+    int options = 0;
+    for (size_t at = source.find("add_option("); at != std::string::npos;
+         at = source.find("add_option(", at + 1)) {
+      const size_t quote = source.find('"', at);
+      const std::string spelling = source.substr(quote + 1, source.find('"', quote + 1) - quote - 1);
+      const size_t end = std::min(source.find("add_", at + 1), source.find(';', at));
+      const std::string help = source.substr(at, end - at);
+      ++options;
+      if (help.find("write") == std::string::npos) continue;
+      std::istringstream names(spelling);  // "-o,--out": every spelling
+      bool checked = false;
+      for (std::string n; std::getline(names, n, ',');)
+        for (std::string_view flag : kScenarioOutputFlags) checked = checked || n == flag;
+      EXPECT_TRUE(checked) << name << ": option " << spelling
+                           << " writes a file: add it to kScenarioOutputFlags (lesson/lesson.hpp)";
+    }
+    EXPECT_GT(options, 5) << name;
+  }
+}
+
+// The same rule on the file system: symbolic links and `..` are resolved on both sides.
+TEST_F(LessonFile, SandboxResolvesLinksOnDisk) {
+  const std::filesystem::path outside = dir_ / "outside";
+  const std::filesystem::path real = dir_ / "real";
+  std::filesystem::create_directories(outside);
+  std::filesystem::create_directories(real / "scratch");
+  std::filesystem::create_directory_symlink(outside, real / "scratch" / "escape");
+  std::filesystem::create_directory_symlink(real, dir_ / "link");
+  const std::filesystem::path scratch = dir_ / "link" / "scratch";  // reached through a link itself
+  EXPECT_EQ(scenario_sandbox_problem({"train", "--save", "{scratch}/w"}, scratch, true), "");
+  EXPECT_EQ(scenario_sandbox_problem({"train", "--save", (real / "scratch" / "w").string()}, scratch, true),
+            "");
+  EXPECT_NE(scenario_sandbox_problem({"train", "--save", "{scratch}/escape/w"}, scratch, true), "");
+  EXPECT_NE(scenario_sandbox_problem({"train", "--checkpoint-dir", "{scratch}/.."}, scratch, true), "");
+  EXPECT_NE(
+      scenario_sandbox_problem({"train", "--save", (dir_ / "link" / "scratchy").string()}, scratch, true),
+      "");  // a prefix of the name is not a component
+}
+
+// A NUL would cut an argument short on the command line behind the sandbox's back ("--save\0x" is
+// "--save" to the parser); an escape sequence would drive the terminal.
+TEST_F(LessonFile, StringsHoldNoControlCharacters) {
+  EXPECT_EQ(error(good_with("\"--steps\", \"2\"]", R"("--steps", "2", "--save\u0000x", "/abs/victim"])")),
+            "F:11: 'args' holds the control character U+0000: only newlines and tabs are allowed");
+  EXPECT_EQ(error(good_with("title = \"A sample\"", R"(title = "A \u001b[2J sample")")),
+            "F:2: 'title' holds the control character U+001B: only newlines and tabs are allowed");
+  EXPECT_EQ(load(good_with("narration = \"Look.\"", R"(narration = "Look\there.\n")")).chapters[0].narration,
+            "Look\there.\n");
+}
+
+TEST_F(LessonFile, HelpAndVersionFlagsAreRefused) {
+  for (const std::string flag : {"--help", "-h", "--help-all", "--version", "--help=x"}) {
+    EXPECT_EQ(error(good_with("\"--steps\", \"2\"]", "\"--steps\", \"2\", \"" + flag + "\"]")),
+              "F:11: [scenario] args must not give " + flag +
+                  ": it prints help or the version instead of running the scenario");
+  }
+  EXPECT_EQ(error(good_with("flag = \"--zero\"", "flag = \"--help\"")),
+            "F:28: knob flag --help cannot be a knob: it prints help or the version instead of running");
+}
+
+TEST_F(LessonFile, KnobsGiveABoundedNumberOfSaneValues) {
+  EXPECT_EQ(error(good_with("default = \"ring\"", "default = \"ring\"\nmin = 1")),
+            "F:24: knob --algo: give either choices or min/max/step, not both");
+  EXPECT_EQ(error(good_with("switch = true", "switch = true\nchoices = [\"a\"]")),
+            "F:30: knob --zero: a switch has no min, max, step or choices");
+  EXPECT_EQ(
+      error(good_with("max = 8", "max = 9223372036854775807")),
+      "F:17: knob --devices: max must be a finite number from -1e+09 to 1e+09, got 9.223372036854776e+18");
+  EXPECT_EQ(error(good_with("max = 8", "max = inf")),
+            "F:17: knob --devices: max must be a finite number from -1e+09 to 1e+09, got inf");
+  EXPECT_EQ(error(good_with("min = 2", "min = nan")),
+            "F:16: knob --devices: min must be a finite number from -1e+09 to 1e+09, got nan");
+  EXPECT_EQ(error(good_with("step = 2", "step = 1e-300")),
+            "F:18: knob --devices: step must be at least 1e-06, got 1e-300");
+  EXPECT_EQ(error(good_with("step = 2", "step = -1")),
+            "F:18: knob --devices: step must be at least 1e-06, got -1");
+  EXPECT_EQ(error(good_with("max = 8", "max = 100000")),
+            "F:18: knob --devices: min 2 to max 100000 in steps of 2 gives 50000 values; at most 1000");
+  EXPECT_EQ(error(good_with("max = 8", "max = 1")), "F:17: knob --devices: needs min <= max, got 2 > 1");
+  EXPECT_EQ(error(good_with("[\"ring\", \"tree\"]", "[\"ring\", \"ring\"]")),
+            "F:24: knob --algo: choice 'ring' is given twice");
+  EXPECT_EQ(error(good_with("[\"ring\", \"tree\"]", "[\"ring\", \"a b\"]")),
+            "F:24: knob --algo: choice 'a b' holds a space or a control character");
+  EXPECT_EQ(error(good_with("flag = \"--algo\"", "flag = \"--Algo;x\"")),
+            "F:22: knob flag '--Algo;x' must be --NAME (lower-case letters, digits and '-')");
+}
+
+TEST_F(LessonFile, CountsAreBounded) {
+  std::string many = "goals = [";
+  for (size_t i = 0; i <= kMaxGoals; ++i) many += "\"g\", ";
+  EXPECT_EQ(error(good_with("goals = [\"one\", \"two\"]", many + "]")),
+            "F:4: 'goals' has 33 items; a lesson has at most 32");
+  std::string chapters;
+  for (size_t i = 0; i < kMaxChapters; ++i)  // kGood has one already
+    chapters +=
+        "[[chapters]]\ntitle = \"t\"\ntrigger = { type = \"span\" }\nsnippet_line = 1\nnarration = \"n\"\n";
+  EXPECT_EQ(error(kGood + chapters), "F:33: 'chapters' has 65 items; a lesson has at most 64");
+}
+
+// A number knob's value is a plain decimal number, as the command line reads it.
+TEST_F(LessonFile, NumberKnobValuesAreDecimal) {
+  const Lesson l = load(kGood);
+  EXPECT_EQ(l.knobs[0].check("4"), "");
+  EXPECT_EQ(l.knobs[0].check("4.0"), "");
+  for (const std::string value : {" 4", "0x4", "+4", "inf", "nan", "4 ", ""})
+    EXPECT_EQ(l.knobs[0].check(value),
+              "--devices must be a number from 2 to 8 in steps of 2, got '" + value + "'");
+}
+
+TEST_F(LessonFile, ATriggerMustSelectEvents) {
+  EXPECT_EQ(
+      error(good_with("{ type = \"transfer\", algo_step = 1, rank = 0 }", "{}")),
+      "F:35: [[chapters]] 1 trigger is empty and matches every event: name at least one of its keys (type, "
+      "name, category, rank, step, ...)");
+  EXPECT_EQ(error(good_with("{ type = \"transfer\", algo_step = 1, rank = 0 }", "{ nth = 3 }")).substr(0, 59),
+            "F:35: [[chapters]] 1 trigger has only nth and matches every");
+}
+
+// A lesson path is looked at with stat() before it is opened: a directory and a missing file are named
+// as such, and a FIFO is refused at once (opening one for reading would wait for a writer forever).
+TEST_F(LessonFile, PathsThatAreNoLessonFileSayWhatTheyAre) {
+  auto io_error = [](const std::filesystem::path& path) -> std::string {
+    try {
+      load_lesson(path);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kIo);
+      return e.what();
+    }
+    return "(loaded)";
+  };
+  EXPECT_EQ(io_error(dir_), "lesson " + dir_.string() +
+                                " is a directory, not a lesson file: give a directory of " +
+                                "lessons as --lessons-dir " + dir_.string());
+  const std::filesystem::path fifo = dir_ / "fifo.toml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(io_error(fifo), "lesson " + fifo.string() + " is not a regular file (a FIFO)");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(io_error(dir_ / "no" / "such.toml"),
+            "lesson " + (dir_ / "no" / "such.toml").string() + ": no such file");
+  testing::write_file(dir_ / "file", "x");
+  try {
+    lesson_files(dir_ / "file");
+    ADD_FAILURE() << "listed a file as a directory";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "lessons directory " + (dir_ / "file").string() +
+                  " is not a directory (a file: give it as the lesson, not --lessons-dir)");
+  }
+}
+
+TEST_F(LessonFile, AKnobIsTurnedOnce) {
+  const Lesson l = load(kGood);
+  try {
+    scenario_args(l, {{"devices", "4"}, {"--devices", "6"}});
+    ADD_FAILURE() << "turned a knob twice";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUsage);
+    EXPECT_EQ(std::string(e.what()),
+              "lesson 09-sample: knob --devices is turned twice (--devices and devices); give it once");
   }
 }
 

@@ -457,10 +457,16 @@ TEST(CompressedTrace, WriterErrorsNameTheFile) {
   EXPECT_EQ(error_of([&] { TraceFileWriter writer(missing, true); }),
             fmt::format("cannot write trace '{}': No such file or directory", missing.string()));
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full to fail a write";
-  TraceFileWriter full("/dev/full", /*compress=*/true);
-  full.write(header_line());
-  full.flush();
-  EXPECT_EQ(error_of([&] { full.close(); }), "error while writing trace '/dev/full'");
+  // Issue 22: a full disk said "error while writing trace" without the reason, and only at close.
+  for (const bool compress : {true, false}) {
+    TraceFileWriter full("/dev/full", compress);
+    full.write(header_line());
+    EXPECT_EQ(error_of([&] { full.flush(); }), "cannot write trace '/dev/full': No space left on device");
+    EXPECT_NO_THROW(full.close()) << "reported once, at the write that failed";
+  }
+  TraceFileWriter closing("/dev/full", /*compress=*/false);
+  closing.write(header_line());
+  EXPECT_EQ(error_of([&] { closing.close(); }), "cannot write trace '/dev/full': No space left on device");
 }
 
 TEST(CompressedTrace, TrainWritesZstdAndTraceStatsReadsIt) {

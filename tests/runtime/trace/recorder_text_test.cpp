@@ -3,6 +3,8 @@
 // that a faster writer still writes the same bytes); and its writing thread: what flush() and
 // flush_soon() make visible, every line of many threads kept, a failed write reported.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -214,19 +216,58 @@ TEST(TraceRecorderWriting, EveryLineOfManyThreadsIsWrittenInEachThreadsOrder) {
   }
 }
 
-TEST(TraceRecorderWriting, AFailedWriteIsReportedByClose) {
+// Issue 22: a full disk during --trace exited with code 2 (a usage error) and said "error while
+// writing trace" without the reason, at close. It is a runtime failure (kWriteFailed: exit code 1)
+// naming strerror, reported at the first flush that reaches the file: here open()'s, which writes the
+// header; in a run whose disk fills later, the next flush_soon() (the run stops at its next step).
+TEST(TraceRecorderWriting, AFailedWriteIsAWriteFailureWithTheSystemsReason) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full to fail a write";
-  OneGpuRecorder r("/dev/full");
-  for (int i = 0; i < 20'000; ++i) r.recorder->instant(r.gpu, i, GradReady{.param = 1});
-  r.recorder->flush_soon();
+  try {
+    OneGpuRecorder r("/dev/full");
+    ADD_FAILURE() << "opening a trace on /dev/full wrote its header";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kWriteFailed);
+    EXPECT_FALSE(e.is_usage_error());
+    EXPECT_EQ(std::string(e.what()), "cannot write trace '/dev/full': No space left on device");
+  }
+}
+
+// ... and a write that fails later, on the writing thread, stops the run at its next flush_soon()
+// instead of after its last step. RLIMIT_FSIZE fails the writes past the header (EFBIG).
+TEST(TraceRecorderWriting, AWriteThatFailsMidRunIsReportedByTheNextFlushSoon) {
+  const auto path = trace::testing::scratch_dir() / "limited.jsonl";
+  OneGpuRecorder r(path);  // the header is in the file
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
+  struct rlimit small = saved;
+  small.rlim_cur = std::filesystem::file_size(path) + 100;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string message;
+  ErrorKind kind = ErrorKind::kInternal;
+  for (int step = 0; step < 500 && message.empty(); ++step) {
+    for (int i = 0; i < 100; ++i) r.recorder->instant(r.gpu, step * 100 + i, GradReady{.param = 1});
+    try {
+      r.recorder->flush_soon();
+    } catch (const Error& e) {
+      message = e.what();
+      kind = e.kind();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::sigaction(SIGXFSZ, &previous, nullptr);
+  EXPECT_EQ(kind, ErrorKind::kWriteFailed);
+  EXPECT_EQ(message, "cannot write trace '" + path.string() + "': File too large");
   try {
     r.recorder->close();
+    ADD_FAILURE() << "close() reported nothing";
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kIo);
-    message = e.what();
+    EXPECT_EQ(std::string(e.what()), message) << "close() says it again, as the run's last word";
   }
-  EXPECT_EQ(message, "error while writing trace '/dev/full'");
 }
 
 }  // namespace

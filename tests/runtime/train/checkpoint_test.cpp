@@ -3,8 +3,13 @@
 // valid checkpoint, stale temporary files swept, resume positions checked (issue 9, defects 2, 5, 8).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include "dpscope/io/safetensors.hpp"
 #include "dpscope/train/checkpoint.hpp"
@@ -337,6 +342,157 @@ TEST(CheckpointApi, SaveRemovesTemporaryFilesOfDeadWriters) {
   EXPECT_FALSE(fs::exists(dead));
   EXPECT_TRUE(fs::exists(alive));
   EXPECT_TRUE(fs::exists(unrelated));
+}
+
+// Issue 22: checkpoint-00000006 renamed to checkpoint-00000099 was resumed from as the newest, by
+// `--steps 8` and `--steps 10` alike, and kept by the rotation while it deleted the real
+// checkpoint-00000008. A name must agree with the step inside, or the file is ignored: one warning,
+// never resumed from, never counted in rotation, never deleted.
+TEST(CheckpointApi, ARenamedCheckpointIsIgnoredNeverResumedFromNorRotated) {
+  TempDir dir("ckpt_api_renamed");
+  save_checkpoint(dir.path(), state_of("r", 4));
+  save_checkpoint(dir.path(), state_of("r", 6));
+  const fs::path renamed = dir.path() / "checkpoint-00000099.safetensors";
+  fs::rename(dir.path() / "checkpoint-00000006.safetensors", renamed);
+
+  const testing::Outcome direct = testing::error_of([&] { load_checkpoint(renamed); });
+  EXPECT_EQ(direct.kind, ErrorKind::kFormat);
+  EXPECT_EQ(direct.message,
+            "checkpoint " + renamed.string() +
+                ": its name says step 99 but it holds the state after step 6 (renamed?); it is "
+                "ignored");
+  const ResumeCheckpoint taken = load_newest_valid_checkpoint(dir.path());
+  EXPECT_EQ(taken.state.steps_done, 4);
+  EXPECT_EQ(taken.warning, direct.message + "; resuming from " +
+                               (dir.path() / "checkpoint-00000004.safetensors").string() +
+                               " instead, the newest valid checkpoint");
+
+  for (int64_t step : {8, 10}) save_checkpoint(dir.path(), state_of("r", step));
+  EXPECT_TRUE(fs::exists(renamed)) << "never deleted";
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-00000008.safetensors")) << "the renamed file is not counted";
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-00000010.safetensors"));
+  EXPECT_FALSE(fs::exists(dir / "checkpoint-00000004.safetensors"));
+  EXPECT_EQ(load_newest_valid_checkpoint(dir.path()).state.steps_done, 10);
+}
+
+// Issue 22: a directory, a symlink to /dev/zero and a symlink loop all said "no such file".
+TEST(CheckpointApi, AFileThatIsNotARegularFileIsNamedForWhatItIs) {
+  TempDir dir("ckpt_api_kinds");
+  const fs::path directory = dir.path() / "checkpoint-00000001.safetensors";
+  fs::create_directory(directory);
+  const fs::path zero = dir.path() / "checkpoint-00000002.safetensors";
+  fs::create_symlink("/dev/zero", zero);
+  const fs::path loop = dir.path() / "checkpoint-00000003.safetensors";
+  fs::create_symlink(dir.path() / "loop-b", loop);
+  fs::create_symlink(loop, dir.path() / "loop-b");
+  const fs::path dangling = dir.path() / "checkpoint-00000004.safetensors";
+  fs::create_symlink(dir.path() / "gone", dangling);
+  const fs::path missing = dir.path() / "checkpoint-00000005.safetensors";
+
+  const auto refused = [](const fs::path& file, const std::string& reason) {
+    const testing::Outcome o = testing::error_of([&] { load_checkpoint(file); });
+    EXPECT_EQ(o.kind, ErrorKind::kIo) << o.message;
+    EXPECT_EQ(o.message, "checkpoint " + file.string() + ": " + reason);
+  };
+  refused(directory, "is a directory");
+  refused(zero, "is a character device, not a regular file");
+  refused(loop, "too many levels of symbolic links");
+  refused(dangling, "is a symbolic link to a missing file");
+  refused(missing, "no such file");
+  // --resume passes over each with the reason, and the rotation never touches them.
+  const std::string message = what_of([&] { load_newest_valid_checkpoint(dir.path()); });
+  EXPECT_EQ(message, "checkpoint " + dangling.string() +
+                         ": is a symbolic link to a missing file; no older checkpoint in " +
+                         dir.path().string() + " is valid");
+  save_checkpoint(dir.path(), state_of("r", 8), 1);
+  for (const fs::path& f : {directory, zero, loop, dangling})
+    EXPECT_TRUE(fs::exists(fs::symlink_status(f))) << f;
+}
+
+// Issue 22: a FIFO named checkpoint-00000010.safetensors blocked --resume forever (opening a FIFO
+// waits for a writer). Its type is checked first: it is passed over with a warning, never opened.
+TEST(CheckpointApi, AFifoInTheDirectoryIsNeverOpened) {
+  TempDir dir("ckpt_api_fifo");
+  save_checkpoint(dir.path(), state_of("r", 4));
+  save_checkpoint(dir.path(), state_of("r", 8));
+  const fs::path fifo = dir.path() / "checkpoint-00000010.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const ResumeCheckpoint taken = load_newest_valid_checkpoint(dir.path());
+  EXPECT_EQ(taken.state.steps_done, 8);
+  EXPECT_EQ(taken.warning.rfind("checkpoint " + fifo.string() +
+                                    ": is a FIFO (named pipe), not a regular file; "
+                                    "resuming from ",
+                                0),
+            0u)
+      << taken.warning;
+  save_checkpoint(dir.path(), state_of("r", 12));  // the rotation reads every file's run id
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_FALSE(fs::exists(dir / "checkpoint-00000004.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "checkpoint-00000008.safetensors"));
+  // A fresh run is refused there without opening it either.
+  EXPECT_NE(what_of([&] { check_fresh_checkpoint_dir(dir.path()); }).find("already holds checkpoints"),
+            std::string::npos);
+}
+
+// Issue 22 (neighbours): a checkpoint whose checksum verifies but whose values a run cannot continue
+// from — NaN or inf in the weights or the optimizer state, a negative second moment, a fractional
+// step count — is refused like a damaged one, naming the tensor and the index.
+TEST(CheckpointApi, ValuesARunCannotContinueFromAreRefused) {
+  TempDir dir("ckpt_api_values");
+  CheckpointState s = state_of("r", 4);
+  const float w[] = {1.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f};
+  s.model = {{"0.weight", Tensor::from_floats(w, {1, 3})}};
+  const fs::path nan_file = save_checkpoint(dir.path(), s);
+  const testing::Outcome nan = testing::error_of([&] { load_checkpoint(nan_file); });
+  EXPECT_EQ(nan.kind, ErrorKind::kFormat);
+  EXPECT_EQ(nan.message,
+            "checkpoint " + nan_file.string() +
+                ": tensor 'model.0.weight' holds nan at [0, 1]; a checkpoint holds finite numbers only");
+
+  s = state_of("r", 5);
+  const float moment[] = {0.5f, -0.25f, 1.0f};
+  s.optimizer = {{"0.weight.exp_avg_sq", Tensor::from_floats(moment, {1, 3})}};
+  const fs::path negative = save_checkpoint(dir.path(), s);
+  EXPECT_EQ(
+      what_of([&] { load_checkpoint(negative); }),
+      "checkpoint " + negative.string() +
+          ": optimizer state 'optim.0.weight.exp_avg_sq' holds -0.25 at index 1; a second moment is >= 0");
+
+  s = state_of("r", 6);
+  const float step[] = {2.5f};
+  s.optimizer = {{"0.weight.step", Tensor::from_floats(step, {})}};
+  const fs::path fractional = save_checkpoint(dir.path(), s);
+  EXPECT_NE(what_of([&] { load_checkpoint(fractional); }).find("a step count is a whole number >= 0"),
+            std::string::npos);
+}
+
+// Issue 22: a full disk while writing a checkpoint exited with code 2, as if the user had erred. It
+// is a runtime failure (kWriteFailed, exit code 1) with the system's reason. RLIMIT_FSIZE makes the
+// write fail (EFBIG) without a full disk.
+TEST(CheckpointApi, AFailedWriteIsAWriteFailureWithTheSystemsReason) {
+  TempDir dir("ckpt_api_full");
+  CheckpointState s = state_of("r", 4);
+  s.model = {{"0.weight", Tensor::zeros({64, 1024})}};  // 256 KiB
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
+  struct rlimit small = saved;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  const testing::Outcome o = testing::error_of([&] { save_checkpoint(dir.path(), s); });
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::sigaction(SIGXFSZ, &previous, nullptr);
+  EXPECT_EQ(o.kind, ErrorKind::kWriteFailed) << o.message;
+  EXPECT_FALSE(Error(o.kind, "").is_usage_error());
+  EXPECT_EQ(o.message.rfind(
+                "cannot write checkpoint " + (dir.path() / "checkpoint-00000004.safetensors").string(), 0),
+            0u)
+      << o.message;
+  EXPECT_NE(o.message.find("File too large"), std::string::npos) << o.message;
+  EXPECT_FALSE(fs::exists(dir / "checkpoint-00000004.safetensors"));
 }
 
 }  // namespace

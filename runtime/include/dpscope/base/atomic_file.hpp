@@ -32,7 +32,8 @@ class AtomicFileWriter {
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
-  // Appends bytes; throws Error(kIo) on a failed write (disk full, ...).
+  // Appends bytes; throws Error(kWriteFailed, exit code 1) with the system's reason on a failed
+  // write (disk full, ...); commit() likewise when fsync, close or the rename fails.
   void write(const void* data, uint64_t size_bytes);
   void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
   // fsync + rename over the destination + fsync of the directory (in place: close). Call once.

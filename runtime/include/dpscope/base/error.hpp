@@ -28,6 +28,10 @@ enum class ErrorKind {
   kUnsupported,      // an op a backend or mode does not provide (yet)
   kProcess,          // a process of the job failed, was killed or was stopped by a signal
   kInternal,         // a broken invariant: a bug in dpscope or a misuse of its API
+  // An output could not be written once the work had started (disk full, an I/O error while writing
+  // a trace, a checkpoint or --save): a runtime failure, unlike kIo (a file the user named cannot be
+  // opened or read), so the CLI exits with code 1. The message carries strerror's reason.
+  kWriteFailed,
 };
 
 const char* to_string(ErrorKind kind);

@@ -56,6 +56,10 @@ std::string describe_kind(FileKind kind);
 // links"); "" for a regular file.
 std::string why_not_regular(const PathStatus& status);
 
+// Why `path` cannot be read as a regular file, "" when it can: why_not_regular() of its status, and
+// "is a symbolic link to a missing file" for a dangling link. Never opens the path.
+std::string why_not_readable(const std::filesystem::path& path);
+
 // A regular file open for reading (O_RDONLY | O_CLOEXEC), closed by the destructor.
 class InputFile {
  public:

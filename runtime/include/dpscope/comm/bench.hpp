@@ -13,7 +13,9 @@
 //
 // --backend mpi (under mpirun: this process is one rank, rank 0 reports the rows): the time is the
 // slowest rank's host time between barriers; `algorithm` ring, tree or naive runs our schedules over
-// MPI point-to-point (the sim's, bit-identical), auto MPI's own collectives.
+// MPI point-to-point (the sim's, bit-identical), auto MPI's own collectives. Before the first size
+// the ranks check that they run the same options (a rank with another -e would run one size more and
+// wait for peers that have finished): a difference fails every rank, naming the flag.
 //
 // Thread semantics: run_collective_bench() blocks; `on_row` is called from one rank thread,
 // rows in order.
@@ -46,6 +48,9 @@ struct BenchOptions {
   int iterations = 5;
   int warmup = 1;
   std::filesystem::path trace;  // empty: no trace
+  // --timeout: how long a collective (and, under mpirun, the ranks' meeting) may wait for the other
+  // ranks; 0: 10 min (mpi: gloo's 30 min).
+  Milliseconds timeout{0};
 };
 
 struct BenchRow {

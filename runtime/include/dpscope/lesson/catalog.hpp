@@ -18,12 +18,13 @@ std::filesystem::path find_lessons_dir(const std::filesystem::path& assets,
                                        const std::filesystem::path& explicit_dir = {});
 
 // The lesson in `dir` whose id is `id`, or whose number is ("4" and "04" find "04-ddp"), or the
-// file `id` itself when it names a .toml file. Throws Error(kUsage) "no lesson 'X' in DIR
-// (lessons: ...)" when there is none.
+// file `id` itself when it is a path (ends in .toml or holds a '/'). Throws Error(kIo) saying what a
+// path is when it is no lesson file (missing, a directory: use --lessons-dir, a FIFO: never
+// opened), and Error(kUsage) "no lesson 'X' in DIR (lessons: ...)" when no lesson has that id.
 Lesson find_lesson(const std::filesystem::path& dir, const std::string& id);
 
 // `--knob FLAG=VALUE` arguments as a map; throws Error(kUsage) for one without `=`, a flag or a
-// value ("--knob 'x': expected FLAG=VALUE, e.g. --knob devices=8").
+// value ("--knob 'x': expected FLAG=VALUE, e.g. --knob devices=8"), or a flag given twice.
 std::map<std::string, std::string> parse_knobs(const std::vector<std::string>& knobs);
 
 }  // namespace dpscope::lesson

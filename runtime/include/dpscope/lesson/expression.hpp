@@ -18,6 +18,7 @@
 // nothing, a division by zero).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,14 +39,22 @@ inline constexpr std::string_view kFields[] = {
     "algo_step", "chunk",      "coll",      "param",           "sample",      "samples", "value",   "norm",
     "loss",      "parameters", "gradients", "optimizer_state", "activations", "buffers", "capacity"};
 
+// Limits that keep a hostile lesson file from exhausting the stack or the memory: an expression's
+// length in characters, and the depth of its syntax tree (each '(', unary '-' and operator in a
+// chain is a level; the shipped lessons' answers use at most 4).
+inline constexpr size_t kMaxExpressionChars = 4096;
+inline constexpr int kMaxExpressionDepth = 256;
+
 class Expression {
  public:
   // Throws Error(kFormat) "column C: reason" (1-based column in `text`) on a syntax error, an
-  // unknown function, field or header value, or a bad filter key or value.
+  // unknown function, field or header value, a bad filter key or value, a text or a nesting past
+  // the limits above, or an expression of numbers alone whose value is not a finite number.
   static Expression parse(std::string_view text);
 
   // The value on `data`. Throws Error(kInvalidArgument) "cannot be computed: reason" when a filter
-  // matches no event, a field is absent from every match, or a division by zero occurs.
+  // matches no event, a field is absent from every match, a division by zero occurs, or a step or
+  // the result is not a finite number (an overflow to infinity, a NaN in the trace).
   double evaluate(const trace::TraceData& data) const;
 
   const std::string& text() const { return text_; }

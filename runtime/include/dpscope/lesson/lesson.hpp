@@ -9,16 +9,30 @@
 // visualizer's lesson mode; the engine that evaluates a lesson on a trace is lesson/report.hpp.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dpscope/lesson/expression.hpp"
 #include "dpscope/lesson/filter.hpp"
+#include "dpscope/lesson/sandbox.hpp"
 
 namespace dpscope::lesson {
+
+// Limits on a lesson file (docs/lessons.md, "Limits"): what a hostile file can make the loader,
+// the viewer's sliders and `lesson check` do stays bounded. The shipped lessons are under 10 KiB.
+inline constexpr uint64_t kMaxLessonFileBytes = uint64_t{1} << 20;  // 1 MiB
+inline constexpr double kMaxKnobMagnitude = 1e9;                    // |min|, |max| and |default|
+inline constexpr double kMinKnobStep = 1e-6;
+inline constexpr int64_t kMaxKnobValues = 1000;  // (max - min) / step + 1: a slider's stops
+// How many of each a lesson may have (the shipped ones have at most 7 chapters, 7 questions, 3 knobs):
+// `lesson check` evaluates every question on the trace and parses every knob value.
+inline constexpr size_t kMaxGoals = 32, kMaxKnobs = 16, kMaxChapters = 64, kMaxQuestions = 128,
+                        kMaxScenarioArgs = 256;
 
 // A value a student may change: numeric (min, max, step) or one of `choices`. The scenario runs
 // with every knob at its value (the default unless turned), as `FLAG VALUE` appended to its args;
@@ -32,6 +46,7 @@ struct Knob {
   std::vector<std::string> choices;         // choice knobs
   bool is_switch = false;                   // `switch = true`: "on" adds the bare flag
   std::string default_value;                // as written on the command line ("4", "ring")
+  int line = 0;                             // where its [[knobs]] table is in the lesson file
 
   // Returns "" when `value` is allowed, else the reason ("--devices must be an integer from 1 to 8
   // in steps of 1, got 9").
@@ -73,10 +88,21 @@ struct Lesson {
   int snippet_lines() const;
 };
 
-// Reads and checks one lesson file. Throws Error(kIo) when it cannot be read, Error(kFormat)
-// "FILE:LINE: what" for anything malformed (TOML syntax, unknown or missing key, bad type, a value
-// out of range, a bad trigger, an answer that does not parse: "... question 2: answer column 7: ...").
+// Reads and checks one lesson file. Throws Error(kIo) when it cannot be read (missing, a directory,
+// a FIFO or device: never opened, so reading never blocks), Error(kFormat) "FILE:LINE: what" for
+// anything malformed (TOML syntax, unknown or missing key, bad type, a value out of range or past
+// the limits above, a bad trigger, an answer that does not parse: "... question 2: answer column 7:
+// ...", a scenario that writes outside its scratch directory or asks for help).
 Lesson load_lesson(const std::filesystem::path& file);
+
+// The same checks on a lesson's text, as if read from `file` (its name gives the id and the messages'
+// FILE); load_lesson() is read + parse_lesson(). The fuzzer (tests/fuzz/lesson_file_fuzz.cpp) calls it.
+Lesson parse_lesson(std::string_view text, const std::filesystem::path& file);
+
+// Why `path` cannot be a lesson file, in words ("… is a directory: give it as --lessons-dir …",
+// "… is not a regular file (a FIFO)", "… no such file"); "" for a regular file. Looks with stat(),
+// never opens it.
+std::string lesson_path_problem(const std::filesystem::path& path);
 
 // The lesson files in `dir` (*.toml), sorted by name. Throws Error(kIo) when `dir` is not a directory.
 std::vector<std::filesystem::path> lesson_files(const std::filesystem::path& dir);
@@ -86,7 +112,7 @@ std::vector<Lesson> load_lessons(const std::filesystem::path& dir);
 
 // The scenario's command line with every knob at its value: `overrides` maps a knob's flag
 // ("--devices" or "devices") to a value. Throws Error(kUsage) for a flag that is no knob of the
-// lesson or a value out of its range, naming both.
+// lesson, a knob given twice ("devices" and "--devices") or a value out of its range, naming both.
 std::vector<std::string> scenario_args(const Lesson& lesson,
                                        const std::map<std::string, std::string>& overrides = {});
 

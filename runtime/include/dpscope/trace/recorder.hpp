@@ -81,9 +81,11 @@ class TraceRecorder final : public TraceSink {
 
   // The lines so far are in the file (and, zstd, a block is ended) when this returns.
   void flush() override;
-  // Hands the lines so far to the writing thread, which writes and flushes them at once.
+  // Hands the lines so far to the writing thread, which writes and flushes them at once. Throws
+  // kWriteFailed when an earlier write failed (disk full), so a run stops at its next step.
   void flush_soon() override;
-  // Detaches the devices, writes every line and closes the file; throws kIo when writing failed.
+  // Detaches the devices, writes every line and closes the file; throws kWriteFailed with the
+  // system's reason ("No space left on device") when writing failed.
   void close();
 
  private:

@@ -80,18 +80,22 @@ class TraceFileWriter {
   TraceFileWriter(const TraceFileWriter&) = delete;
   TraceFileWriter& operator=(const TraceFileWriter&) = delete;
 
-  // Appends `text`: plain, through stdio's buffer; zstd, into the current block.
+  // Appends `text`: plain, through stdio's buffer; zstd, into the current block. A failed write
+  // (disk full) throws Error(kWriteFailed) "cannot write trace 'PATH': No space left on device" —
+  // here, or at the flush() or close() that reaches the file.
   void write(std::string_view text);
   // Everything written so far reaches the file and is readable: zstd ends its block (ZSTD_e_flush).
   void flush();
-  // Flushes, ends the zstd frame (ZSTD_e_end) and closes. Throws kIo "error while writing trace
-  // 'PATH'" when any write failed. Does nothing once closed.
+  // Flushes, ends the zstd frame (ZSTD_e_end) and closes, throwing kWriteFailed with strerror's
+  // reason when that fails. Does nothing once closed.
   void close();
   bool is_open() const { return file_ != nullptr; }
   bool compressed() const { return context_ != nullptr; }
 
  private:
   void compress(std::string_view text, int mode);  // mode: a ZSTD_EndDirective
+  void write_bytes(const void* data, size_t size_bytes);
+  [[noreturn]] void fail(int err);  // throws kWriteFailed naming the file and strerror(err)
 
   std::string path_;
   std::FILE* file_ = nullptr;

@@ -8,6 +8,7 @@
 // train_rank() (train/train_rank.hpp) per rank.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -65,6 +66,11 @@ struct TrainConfig {
   bool zero = false;                    // ZeroRedundancyOptimizer around the optimizer
   std::string comm_hook = "allreduce";  // allreduce | fp16
   std::string algo = "auto";            // all-reduce algorithm: auto | ring | tree | naive
+  // --timeout: how long a collective, and the rendezvous of processes, may wait for the other
+  // ranks before failing (PyTorch's init_process_group(timeout=...)); 0: the defaults (collectives
+  // 30 min as gloo's, the store 300 s).
+  double timeout_s = 0.0;
+  std::chrono::milliseconds timeout() const;  // timeout_s in ms; 0: the defaults
 
   // --timing-only: DDP on shapes without data, for GPU counts far beyond this machine (up to
   // 65,536 simulated GPUs, in nodes of the preset's [cluster]). One rank runs the real DDP, model

@@ -254,10 +254,14 @@ std::shared_ptr<Work> MpiBackend::run(const Signature& sig, Milliseconds timeout
     const std::string context = channel_->failure_message(what, "issuing it");
     fingerprints->mine = to_buffer(fingerprint(sig, seq));
     std::vector<MPI_Request> exchange = exchange_fingerprints(*fingerprints, context);
-    std::vector<MPI_Request> collective(1, MPI_REQUEST_NULL);
-    check_mpi(issue(&collective[0]), "the nonblocking MPI call", context);
+    // The neighbour's fingerprint is checked before MPI sees the collective: MPI's collectives of
+    // different sizes or kinds matched with each other fail inside OpenMPI (MPI_ERR_TRUNCATE),
+    // which prints its own lines to stderr ("MPI Error in NBC subrequest ..."). The cost is one
+    // small message's latency per collective.
     channel_->wait(exchange, what, wait_limit, nullptr, begun);
     check_fingerprints(*fingerprints);
+    std::vector<MPI_Request> collective(1, MPI_REQUEST_NULL);
+    check_mpi(issue(&collective[0]), "the nonblocking MPI call", context);
     channel_->wait(collective, what, wait_limit, nullptr, begun);
     channel_->completed(seq);
     if (finish) finish();

@@ -5,13 +5,15 @@
 //
 // Every operation goes through run() (MPI's collective) or run_schedule() (ours): check for an
 // earlier failure, send this collective's fingerprint (comm/src/sim_state.hpp's, with the group's
-// sequence number) to the right-hand neighbour and receive the left-hand one's, issue the
-// nonblocking MPI call (or the schedule's first step), then wait (MpiChannel::wait: polling with
-// the timeout, peers' failures). Ranks whose neighbours disagree fail with kMismatch naming both
+// sequence number) to the right-hand neighbour and receive the left-hand one's, then issue the
+// nonblocking MPI call (or the schedule's first step) and wait (MpiChannel::wait: polling with the
+// timeout, peers' failures). Ranks whose neighbours disagree fail with kMismatch naming both
 // fingerprints and tell every peer, so all ranks fail fast; as the ring of neighbours connects
-// everyone, any disagreement is seen by at least one rank. The fingerprints travel while the
-// collective runs, so the check costs one small message per collective, not a round trip before it
-// (a schedule applies no received data before its check passed).
+// everyone, any disagreement is seen by at least one rank. MPI's own collective is issued only once
+// the left-hand fingerprint matched (one small message's latency per collective): collectives of
+// different sizes matched inside OpenMPI fail there and print OpenMPI's own lines to stderr. A
+// schedule's fingerprints travel with its first step (it applies no received data before its check
+// passed, and its tags differ per fingerprint).
 //
 // Which algorithm runs (resolve_algorithm): the call's, when it names ring, tree or naive (refused,
 // kInvalidArgument, where the sim backend has no such schedule: all_gather and reduce_scatter are

@@ -2,6 +2,7 @@
 #include "mpi_channel.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -35,6 +36,21 @@ void check_mpi(int rc, const char* call, const std::string& context) {
               fmt::format("{}: {} failed: {}", context, call, std::string(text, length)));
 }
 
+// ---- the process's first failure ----
+
+namespace {
+std::atomic<int> g_first_failure_kind{-1};  // an ErrorKind, -1 while no group of this process failed
+void remember_failure(ErrorKind kind) {
+  int none = -1;
+  g_first_failure_kind.compare_exchange_strong(none, static_cast<int>(kind));
+}
+}  // namespace
+
+std::optional<ErrorKind> first_failure_in_process() {
+  const int kind = g_first_failure_kind.load();
+  return kind < 0 ? std::nullopt : std::optional<ErrorKind>(static_cast<ErrorKind>(kind));
+}
+
 // ---- MpiRankState ----
 
 std::optional<MpiFailure> MpiRankState::failure() const {
@@ -45,6 +61,7 @@ std::optional<MpiFailure> MpiRankState::failure() const {
 bool MpiRankState::fail(MpiFailure failure) {
   std::lock_guard lock(mutex_);
   if (failure_) return false;
+  remember_failure(failure.kind);
   failure_ = std::move(failure);
   return true;
 }
@@ -202,6 +219,7 @@ void MpiChannel::poll_notices_locked() {
     if (notice.type == NoticeType::kFinished) {
       finished_[status.MPI_SOURCE] = notice.issued;
     } else if (!state_->failure_) {
+      remember_failure(static_cast<ErrorKind>(notice.kind));
       const std::string text(notice.text, strnlen(notice.text, sizeof(notice.text)));
       state_->failure_ =
           MpiFailure{static_cast<ErrorKind>(notice.kind),
@@ -238,6 +256,7 @@ void MpiChannel::notify_all_locked(const MpiFailure& failure) {
 void MpiChannel::abort(ErrorKind kind, const std::string& message) {
   std::lock_guard lock(state_->mutex_);
   if (state_->failure_) return;  // told the peers already
+  remember_failure(kind);
   state_->failure_ = MpiFailure{kind, "aborted by an earlier failure on this rank: " + message};
   notify_all_locked({kind, message});
 }
@@ -245,6 +264,7 @@ void MpiChannel::abort(ErrorKind kind, const std::string& message) {
 void MpiChannel::fail_and_notify(const MpiFailure& failure) {
   std::lock_guard lock(state_->mutex_);
   if (state_->failure_) return;
+  remember_failure(failure.kind);
   state_->failure_ =
       MpiFailure{failure.kind, "aborted by an earlier failure on this rank: " + failure.message};
   notify_all_locked(failure);

@@ -66,6 +66,10 @@ constexpr std::chrono::milliseconds kFailureGrace{200};
 // freed. A small, deliberate leak, only after a failure.
 void keep_forever(std::shared_ptr<void> buffers);
 
+// The kind of the first failure any group of this process recorded (a timeout, a mismatch, an
+// abort, a peer's notice), or nullopt: MPI_Finalize at exit is bounded after one (mpi_runtime.cpp).
+std::optional<ErrorKind> first_failure_in_process();
+
 // Throws kInternal naming the MPI call when `rc` is not MPI_SUCCESS: "<context>: MPI_Isend failed:
 // <MPI's error string>".
 void check_mpi(int rc, const char* call, const std::string& context);

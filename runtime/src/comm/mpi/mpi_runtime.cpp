@@ -2,12 +2,16 @@
 // finalisation at exit when we initialised it, and the launcher's environment.
 #include <mpi.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "launch_env.hpp"
+#include "mpi_channel.hpp"
 #include "mpi_singletons.hpp"
 
 namespace dpscope::mpi {
@@ -32,10 +36,30 @@ void require_thread_multiple(int provided, const char* who) {
       who, thread_level_name(provided));
 }
 
+// OpenMPI's MPI_Finalize waits for every process of the job. After a failure a peer may never get
+// there (stopped by SIGSTOP, hung in a computation, waiting out its own timeout), so it is bounded:
+// past kFinalizeGrace the process ends with the exit code its error line set (2 for a usage error,
+// 1 otherwise), and its launcher stops the rest. Without a failure it is not bounded: peers that
+// finish later are normal.
+constexpr std::chrono::seconds kFinalizeGrace{5};
+
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (const std::optional<ErrorKind> failed = ::dpscope::detail::first_failure_in_process()) {
+    // Singletons joined by dpscope launch (no mpirun): MPI_Finalize talks to peers that, having
+    // failed too, may have exited already, and OpenMPI prints its "writev failed: Broken pipe" for
+    // each. Nobody waits for this process's MPI_Finalize there: it ends without it.
+    if (!launch_from_environment()) return;
+    const int code = Error(*failed, "").is_usage_error() ? 2 : 1;
+    std::thread([code] {
+      std::this_thread::sleep_for(kFinalizeGrace);
+      std::fflush(nullptr);
+      std::_Exit(code);
+    }).detach();
+  }
+  MPI_Finalize();
 }
 
 }  // namespace
@@ -43,6 +67,10 @@ void finalize_at_exit() {
 namespace detail {
 
 void init_thread_multiple(const char* who) {
+  // OpenMPI's help boxes ("An MPI communication peer process has unexpectedly disconnected ...",
+  // 16 lines when a peer is killed) are not a dpscope rank's output: its failures are one
+  // "dpscope: error:" line each. A user who sets OMPI_MCA_orte_execute_quiet=0 sees them again.
+  ::setenv("OMPI_MCA_orte_execute_quiet", "1", 0);
   int provided = MPI_THREAD_SINGLE;
   const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   DPS_CHECK(rc == MPI_SUCCESS, ErrorKind::kInternal, "mpi: {} failed with error code {}", who, rc);

@@ -26,6 +26,7 @@ namespace {
 constexpr const char* kServerUriKey = "dpscope/mpi/ompi-server";
 constexpr const char* kPortKey = "dpscope/mpi/port";
 constexpr const char* kContext = "init_process_group(\"mpi\")";
+constexpr const char* kServerFailed = "failed: ";  // the URI key's value when ompi-server did not start
 
 // $DPSCOPE_OMPI_SERVER, else ompi-server on PATH, else Debian's; "" when there is none.
 std::string find_ompi_server() {
@@ -51,11 +52,29 @@ std::string find_ompi_server() {
 // The ompi-server child of rank 0: stopped at exit (after MPI_Finalize, which atexit runs first
 // because MPI is initialised later), and by the kernel if this process dies first.
 pid_t g_server = -1;
+std::filesystem::path g_server_stderr;  // where its stderr goes (its notices are not the run's output)
 void stop_server_at_exit() {
-  if (g_server <= 0) return;
-  ::kill(g_server, SIGTERM);
-  ::waitpid(g_server, nullptr, 0);
-  g_server = -1;
+  if (g_server > 0) {
+    ::kill(g_server, SIGTERM);
+    ::waitpid(g_server, nullptr, 0);
+    g_server = -1;
+  }
+  std::error_code ignored;
+  if (!g_server_stderr.empty()) std::filesystem::remove(g_server_stderr, ignored);
+}
+
+// "exited with status 1" / "was killed by signal 9 (Killed)", and the last line it wrote to stderr.
+std::string describe_server_end(int status) {
+  std::string how = WIFEXITED(status)     ? fmt::format("it exited with status {}", WEXITSTATUS(status))
+                    : WIFSIGNALED(status) ? fmt::format("it was killed by signal {} ({})", WTERMSIG(status),
+                                                        strsignal(WTERMSIG(status)))
+                                          : std::string("it stopped");
+  std::ifstream in(g_server_stderr);
+  std::string last;
+  for (std::string line; std::getline(in, line);)
+    if (line.find_first_not_of(" \t\r-") != std::string::npos) last = line;
+  if (last.size() > 300) last = last.substr(0, 300) + "...";
+  return last.empty() ? how + " and wrote nothing to stderr" : fmt::format("{}; its stderr: {}", how, last);
 }
 
 // Starts `ompi-server --no-daemonize -r FILE` and returns the URI it writes there (a pipe would
@@ -69,6 +88,8 @@ std::string start_ompi_server(Milliseconds timeout) {
   const std::filesystem::path uri_file =
       std::filesystem::temp_directory_path() / fmt::format("dpscope-ompi-server-{}.uri", ::getpid());
   std::filesystem::remove(uri_file);
+  g_server_stderr =
+      std::filesystem::temp_directory_path() / fmt::format("dpscope-ompi-server-{}.stderr", ::getpid());
   const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   DPS_CHECK(child >= 0, ErrorKind::kIo, "{}: cannot start ompi-server: {}", kContext, std::strerror(errno));
@@ -79,10 +100,14 @@ std::string start_ompi_server(Milliseconds timeout) {
     if (devnull >= 0) {
       ::dup2(devnull, STDIN_FILENO);
       ::dup2(devnull, STDOUT_FILENO);
-      ::dup2(devnull, STDERR_FILENO);  // its notices on signals are not the run's output
     }
+    // Its notices are not the run's output, but they say why it could not start.
+    const int err = ::open(g_server_stderr.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(err >= 0 ? err : devnull, STDERR_FILENO);
     ::execl(server.c_str(), "ompi-server", "--no-daemonize", "-r", uri_file.c_str(),
             static_cast<char*>(nullptr));
+    const char* failed = "cannot execute it\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, failed, std::strlen(failed));
     ::_exit(127);
   }
   g_server = child;
@@ -94,10 +119,13 @@ std::string start_ompi_server(Milliseconds timeout) {
   std::string previous;
   while (std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (::waitpid(child, nullptr, WNOHANG) == child) {
+    int status = 0;
+    if (::waitpid(child, &status, WNOHANG) == child) {
       g_server = -1;
-      throw Error(ErrorKind::kProcess,
-                  fmt::format("{}: {} exited before it reported its URI", kContext, server));
+      throw Error(
+          ErrorKind::kProcess,
+          fmt::format("{}: OpenMPI's ompi-server ({}) could not start: {}, before it reported its URI",
+                      kContext, server, describe_server_end(status)));
     }
     std::ifstream in(uri_file);
     std::string text;
@@ -221,10 +249,26 @@ MPI_Comm join_singletons(Store& store, int rank, int world_size, Milliseconds ti
       DPS_CHECK(MPI_Comm_dup(MPI_COMM_SELF, &g_world) == MPI_SUCCESS, ErrorKind::kInternal,
                 "{}: MPI_Comm_dup failed", kContext);
     } else {
-      const std::string uri =
-          rank == 0 ? start_ompi_server(timeout) : store.get_string(kServerUriKey, timeout);
-      if (rank == 0) store.set(kServerUriKey, uri);
+      std::string uri;
+      if (rank == 0) {
+        try {
+          uri = start_ompi_server(timeout);
+        } catch (const Error& e) {
+          // The others wait for the URI: they learn at once why none comes.
+          store.set(kServerUriKey, kServerFailed + std::string(e.what()));
+          throw;
+        }
+        store.set(kServerUriKey, uri);
+      } else {
+        uri = store.get_string(kServerUriKey, timeout);
+        DPS_CHECK(uri.rfind(kServerFailed, 0) != 0, ErrorKind::kProcess, "rank 0 failed: {}",
+                  uri.substr(std::strlen(kServerFailed)));
+      }
       ::setenv("OMPI_MCA_pmix_server_uri", uri.c_str(), 1);
+      // When a peer's process ends first (it failed, its ompi-server went with rank 0), MPI's
+      // connections to it are broken: a write to one must be an error MPI reports, not a SIGPIPE
+      // that kills this process after it printed its own error (the launcher then named the signal).
+      ::signal(SIGPIPE, SIG_IGN);
       init_thread_multiple("MPI_Init_thread (a singleton started by dpscope launch)");
       g_world = join(store, rank, world_size, timeout);
     }

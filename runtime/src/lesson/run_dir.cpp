@@ -1,0 +1,174 @@
+// Temporary run directories (lesson/run_dir.hpp): made with mkdtemp, removed on every way out.
+//
+// Signals: a handler may only do async-signal-safe work, and removing a tree is not, so the handler
+// writes the signal's number into a pipe; a watcher thread reads it, removes every registered
+// directory, restores the signal's previous action and raises it again. The list and the pipe are
+// process-wide by nature (a signal disposition is), so they live in one never-destroyed object.
+#include "dpscope/lesson/run_dir.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "dpscope/base/error.hpp"
+
+namespace dpscope::lesson {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kSignals[] = {SIGINT, SIGTERM};
+
+struct SignalCleanup {
+  std::mutex mutex;
+  std::vector<fs::path> dirs;  // removed when a signal comes
+  bool installed = false;
+  struct sigaction previous[2] = {};
+};
+
+SignalCleanup& cleanup() {
+  static SignalCleanup* const state = new SignalCleanup();  // never destroyed: the watcher outlives main
+  return *state;
+}
+
+// Read by the handler, which may run on any thread: a lock-free atomic is async-signal-safe.
+std::atomic<int> g_pipe_write{-1};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void on_signal(int sig) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  if (const int fd = g_pipe_write.load(); fd >= 0) {
+    const ssize_t n = ::write(fd, &byte, 1);
+    (void)n;  // nothing to do about a full pipe: a signal is already on its way
+  }
+  errno = saved;
+}
+
+void watch(int pipe_read) {
+  for (;;) {
+    unsigned char byte = 0;
+    const ssize_t n = ::read(pipe_read, &byte, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    const int sig = byte;
+    SignalCleanup& state = cleanup();
+    {
+      std::lock_guard<std::mutex> lock(state.mutex);
+      for (const fs::path& dir : state.dirs) {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+      }
+      for (size_t i = 0; i < std::size(kSignals); ++i)
+        if (kSignals[i] == sig) ::sigaction(sig, &state.previous[i], nullptr);
+    }
+    ::raise(sig);  // the previous action: by default, the process ends with this signal
+  }
+}
+
+// Installs the handlers and the watcher once. False when it cannot (no pipe or thread): then the
+// directory is left to the next start's sweep.
+bool install_handlers(SignalCleanup& state) {
+  if (state.installed) return true;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+  try {
+    std::thread(watch, fds[0]).detach();
+  } catch (const std::exception&) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return false;
+  }
+  g_pipe_write.store(fds[1]);
+  for (size_t i = 0; i < std::size(kSignals); ++i) {
+    struct sigaction current {};
+    ::sigaction(kSignals[i], nullptr, &current);
+    state.previous[i] = current;
+    if (current.sa_handler == SIG_IGN) continue;  // nohup: stays ignored
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    ::sigaction(kSignals[i], &action, nullptr);
+  }
+  state.installed = true;
+  return true;
+}
+
+// The PID in PREFIX-<pid>-XXXXXX or PREFIX-<pid>; nullopt for any other name.
+std::optional<pid_t> owner_pid(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix) || name.size() <= prefix.size() + 1 || name[prefix.size()] != '-')
+    return std::nullopt;
+  std::string_view rest = name.substr(prefix.size() + 1);
+  const size_t dash = rest.find('-');
+  const std::string_view digits = rest.substr(0, dash);
+  if (dash != std::string_view::npos && rest.size() - dash - 1 != 6) return std::nullopt;
+  pid_t pid = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+  if (ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) return std::nullopt;
+  return pid;
+}
+
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+}  // namespace
+
+std::vector<fs::path> remove_stale_run_dirs(const fs::path& parent, std::string_view prefix) {
+  std::vector<fs::path> removed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::optional<pid_t> pid = owner_pid(entry.path().filename().string(), prefix);
+    if (!pid || *pid == ::getpid() || process_exists(*pid)) continue;
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
+    std::error_code remove_ec;
+    fs::remove_all(entry.path(), remove_ec);
+    if (!remove_ec) removed.push_back(entry.path());
+  }
+  return removed;
+}
+
+TempRunDir::TempRunDir(std::string_view prefix, const fs::path& parent) {
+  remove_stale_run_dirs(parent, prefix);
+  std::string pattern = (parent / fmt::format("{}-{}-XXXXXX", prefix, ::getpid())).string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    const int err = errno;
+    throw Error(ErrorKind::kIo, fmt::format("cannot make a temporary directory in {}: {}", parent.string(),
+                                            std::strerror(err)));
+  }
+  path_ = pattern;
+}
+
+TempRunDir::~TempRunDir() {
+  if (on_signal_) {
+    SignalCleanup& state = cleanup();
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.dirs.erase(std::remove(state.dirs.begin(), state.dirs.end(), path_), state.dirs.end());
+  }
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+void TempRunDir::remove_on_signal() {
+  if (on_signal_) return;
+  SignalCleanup& state = cleanup();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (!install_handlers(state)) return;
+  state.dirs.push_back(path_);
+  on_signal_ = true;
+}
+
+}  // namespace dpscope::lesson

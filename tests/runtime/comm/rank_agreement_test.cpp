@@ -1,0 +1,102 @@
+// agree_on_settings() and run_as_rank() (comm/rank_agreement.hpp) on rank threads of the sim
+// backend, as the ranks of `dpscope train` and `dpscope bench` run them as processes: a flag one
+// rank has and another lacks is named with both values on the rank that differs and stops every rank;
+// an error inside run_as_rank() ends its peers' waits at once instead of after the timeout.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/comm/rank_agreement.hpp"
+#include "dpscope/comm/sim_world.hpp"
+#include "dpscope/comm/spawn.hpp"
+
+namespace dpscope {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Each rank's error message ("" when it returned), from one spawn of `world_size` ranks.
+std::vector<std::string> messages_of(int world_size, const std::function<void(ProcessGroup&)>& fn,
+                                     Milliseconds timeout = Milliseconds(20000)) {
+  std::vector<std::string> messages(static_cast<size_t>(world_size));
+  std::mutex mutex;
+  try {
+    spawn(world_size,
+          [&](ProcessGroup& group) {
+            try {
+              fn(group);
+            } catch (const Error& e) {
+              std::lock_guard lock(mutex);
+              messages[static_cast<size_t>(group.rank())] = e.what();
+              throw;
+            }
+          },
+          {.timeout = timeout});
+  } catch (const Error&) {
+    // spawn reports the first failure; every rank's own message was kept above
+  }
+  return messages;
+}
+
+TEST(RankAgreement, RanksWithTheSameSettingsGoOn) {
+  const std::vector<std::string> errors = messages_of(3, [](ProcessGroup& group) {
+    agree_on_settings(group, {{"--batch", "16"}, {"--trace", ""}});
+  });
+  EXPECT_EQ(errors, std::vector<std::string>(3, ""));
+}
+
+TEST(RankAgreement, AFlagOnlyRankZeroGaveIsNamedWithBothValuesAndStopsEveryRank) {
+  const std::vector<std::string> errors = messages_of(3, [](ProcessGroup& group) {
+    agree_on_settings(group, {{"--batch", "16"}, {"--trace", group.rank() == 0 ? "\"tr\"" : ""}});
+  });
+  EXPECT_EQ(errors[0],
+            "rank 2 runs another configuration than rank 0 (its error names the flag): every rank must be "
+            "started with the same flags");
+  EXPECT_EQ(errors[1],
+            "rank 1 of 3 runs another configuration than rank 0: --trace is unset here but \"tr\" on rank 0 "
+            "(every rank must be started with the same flags)");
+  EXPECT_THAT(errors[2],
+              HasSubstr("rank 2 of 3 runs another configuration than rank 0: --trace is unset here"));
+}
+
+TEST(RankAgreement, AValueThatDiffersIsNamedOnTheRankThatHasIt) {
+  const std::vector<std::string> errors = messages_of(2, [](ProcessGroup& group) {
+    agree_on_settings(group, {{"-b", "8"}, {"-e", group.rank() == 1 ? "2048" : "1024"}});
+  });
+  EXPECT_THAT(errors[1], HasSubstr("-e is 2048 here but 1024 on rank 0"));
+  EXPECT_THAT(errors[0], HasSubstr("rank 1 runs another configuration than rank 0"));
+}
+
+// Rank 1 fails before its first collective and then lingers, as a process does in MPI_Finalize;
+// rank 0 waits in a broadcast from it (20 s timeout) and must fail at once, naming rank 1 and why.
+TEST(RunAsRank, AnErrorAbortsThePeersInsteadOfLeavingThemWaiting) {
+  const auto begun = std::chrono::steady_clock::now();
+  double rank0_failed_after_s = -1.0;
+  const std::vector<std::string> errors = messages_of(2, [&](ProcessGroup& group) {
+    try {
+      run_as_rank(group, [&] {
+        if (group.rank() == 1) throw Error(ErrorKind::kUsage, "--resume: no checkpoint in 'ckpt'");
+        Tensor t = Tensor::full({4}, 1.0f, group.device());
+        group.broadcast(t, {.root = 1})->wait();
+      });
+    } catch (const Error&) {
+      if (group.rank() == 0)
+        rank0_failed_after_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count();
+      if (group.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      throw;
+    }
+  });
+  EXPECT_GE(rank0_failed_after_s, 0.0);
+  EXPECT_LT(rank0_failed_after_s, 1.0);  // not when rank 1 finally leaves
+  EXPECT_EQ(errors[1], "--resume: no checkpoint in 'ckpt'");
+  EXPECT_THAT(errors[0], HasSubstr("aborted because rank 1 failed: --resume: no checkpoint in 'ckpt'"));
+}
+
+}  // namespace
+}  // namespace dpscope

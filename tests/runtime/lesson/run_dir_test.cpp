@@ -1,0 +1,105 @@
+// Temporary run directories (lesson/run_dir.hpp): made fresh, removed by the destructor and by
+// SIGTERM, and a dead process's directory swept by the next one. `dpscope lesson check` once left
+// /tmp/dpscope-lesson-check-PID behind when killed (339 MB once);
+// LessonCli.CheckLeavesNoTemporaryDirectoryBehind proves it on the command.
+#include "dpscope/lesson/run_dir.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lesson_test_util.hpp"
+
+namespace dpscope::lesson {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A PID that ran and no longer does.
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+TEST(TempRunDir, IsFreshPrivateAndRemovedByItsDestructor) {
+  const fs::path parent = testing::scratch_dir();
+  fs::path made;
+  {
+    TempRunDir dir("dpscope-test", parent);
+    made = dir.path();
+    EXPECT_EQ(made.parent_path(), parent);
+    EXPECT_TRUE(made.filename().string().starts_with(fmt::format("dpscope-test-{}-", ::getpid())));
+    EXPECT_EQ(fs::status(made).permissions(), fs::perms::owner_all);
+    testing::write_file(made / "a.jsonl", "x");
+    fs::create_directories(made / "sub" / "deeper");
+  }
+  EXPECT_FALSE(fs::exists(made));
+}
+
+TEST(TempRunDir, SweepsTheDirectoriesOfProcessesThatNoLongerRun) {
+  const fs::path parent = testing::scratch_dir();
+  const pid_t dead = dead_pid();
+  const std::string old_style = fmt::format("dpscope-test-{}", dead);  // before issue 22: no suffix
+  const std::string new_style = fmt::format("dpscope-test-{}-a1b2c3", dead);
+  const std::string live = fmt::format("dpscope-test-{}-d4e5f6", ::getppid());
+  const std::string other_prefix = fmt::format("dpscope-other-{}-a1b2c3", dead);
+  const std::string not_a_pid = "dpscope-test-12x-a1b2c3";
+  for (const std::string& name : {old_style, new_style, live, other_prefix, not_a_pid})
+    fs::create_directories(parent / name / "ckpt");
+  fs::create_directory_symlink(parent / live, parent / fmt::format("dpscope-test-{}-linked", dead));
+  {
+    TempRunDir dir("dpscope-test", parent);
+    std::vector<std::string> expected = {dir.path().filename().string(), live, other_prefix, not_a_pid};
+    expected.push_back(fmt::format("dpscope-test-{}-linked", dead));  // a link is never followed nor removed
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(names_in(parent), expected);
+  }
+  EXPECT_TRUE(fs::exists(parent / live / "ckpt"));
+}
+
+// SIGTERM (and SIGINT) remove the directory, then end the process with the same signal.
+TEST(TempRunDir, SigtermRemovesItAndStillEndsTheProcess) {
+  const fs::path parent = testing::scratch_dir();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    TempRunDir dir("dpscope-test", parent);
+    dir.remove_on_signal();
+    testing::write_file(dir.path() / "trace.jsonl", "x");
+    const char byte = 1;
+    if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
+    for (;;) ::pause();
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ASSERT_EQ(names_in(parent).size(), 1u);
+  ::kill(child, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_TRUE(names_in(parent).empty());
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+}  // namespace
+}  // namespace dpscope::lesson
