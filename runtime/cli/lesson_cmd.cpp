@@ -38,7 +38,9 @@
 #include <fmt/ranges.h>
 
 #include "commands.hpp"
+#include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/base/process.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/lesson/catalog.hpp"
@@ -202,6 +204,11 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   DPS_CHECK(fs::is_directory(out_dir, ec), ErrorKind::kIo, "cannot create the output directory {}",
             out_dir.string());
   run.trace = out_dir / (lesson.id + ".trace.jsonl");
+  // The trace is neither the lesson file nor anything but a regular file (a FIFO, a directory).
+  OutputGuard guard;
+  guard.add_input("the lesson file", lesson.file);
+  guard.add_output("the lesson's trace", run.trace);
+  guard.check();
   // `{scratch}` in the scenario (e.g. --checkpoint-dir {scratch}/ckpt) names a directory of the
   // lesson's own, emptied before every run so that a rerun starts like the first one.
   const fs::path scratch = out_dir / (lesson.id + ".scratch");
@@ -246,7 +253,13 @@ std::string check_snippet(const lesson::Lesson& lesson, const fs::path& dir, boo
   if (skipped) return "";
   const fs::path file = dir / (lesson.id + "_snippet.py");
   const fs::path log = dir / (lesson.id + "_snippet.log");
-  std::ofstream(file) << lesson.snippet;
+  OutputGuard guard;  // --out DIR is the user's: neither file may be a FIFO (the write would block)
+  guard.add_output("the snippet", file);
+  guard.add_output("the snippet's log", log);
+  guard.check();
+  AtomicFileWriter snippet(file);
+  snippet.write(lesson.snippet);
+  snippet.commit();
   const pid_t pid = spawn_process({python, "-m", "py_compile", file.string()}, log);
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) != pid)
@@ -410,15 +423,22 @@ std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const les
 void handout_command(const LessonArgs& args) {
   const lesson::Lesson lesson = lesson::find_lesson(lessons_dir(args), args.id);
   const fs::path out = args.out;
+  const fs::path page = out / (lesson.id + ".md");
+  {  // before the run: the page is a file that can be replaced, and not the lesson file
+    std::error_code ec;
+    fs::create_directories(out, ec);  // made when missing; the guard says why when it cannot be
+    OutputGuard guard;
+    guard.add_input("the lesson file", lesson.file);
+    guard.add_output("the handout", page);
+    guard.check();
+  }
   const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
   for (const std::string& problem : run.report.problems) print_problem(problem);
   const std::vector<std::string> images =
       args.no_png ? std::vector<std::string>() : render_chapters(lesson, run.report, run.trace, out);
-  const fs::path page = out / (lesson.id + ".md");
-  std::ofstream file(page, std::ios::binary | std::ios::trunc);
-  file << lesson::handout_markdown(lesson, run.shown_args, run.report, run.trace.filename().string(), images);
-  file.close();
-  DPS_CHECK(file.good(), ErrorKind::kIo, "cannot write {}", page.string());
+  AtomicFileWriter file(page);  // a reader of the old page never sees half of the new one
+  file.write(lesson::handout_markdown(lesson, run.shown_args, run.report, run.trace.filename().string(), images));
+  file.commit();
   fmt::print("handout: {} (trace {})\n", page.string(), run.trace.string());
 }
 

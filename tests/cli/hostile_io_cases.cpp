@@ -12,7 +12,26 @@ void make_fifo(const fs::path& path) { ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0
 
 // A setup that makes {dir}/NAME a FIFO.
 std::function<void(const fs::path&, const Fixtures&)> fifo_named(std::string name) {
-  return [name](const fs::path& d, const Fixtures&) { make_fifo(d / name); };
+  return [name](const fs::path& d, const Fixtures&) {
+    fs::create_directories((d / name).parent_path());
+    make_fifo(d / name);
+  };
+}
+
+// A symlink `name` (its directory made) to the file `target` holding "precious", both under the row's
+// directory; and the verify that the target still holds it and `name` is now a file of its own.
+std::function<void(const fs::path&, const Fixtures&)> link_to_precious(std::string name) {
+  return [name](const fs::path& d, const Fixtures&) {
+    fs::create_directories((d / name).parent_path());
+    write_file(d / "precious.txt", "precious");
+    fs::create_symlink(d / "precious.txt", d / name);
+  };
+}
+std::function<void(const fs::path&, const Fixtures&)> precious_kept(std::string name) {
+  return [name](const fs::path& d, const Fixtures&) {
+    EXPECT_EQ(read_file(d / "precious.txt"), "precious") << "written through the link " << name;
+    EXPECT_FALSE(fs::is_symlink(d / name)) << name << " should have been replaced by the new file";
+  };
 }
 
 // A verify that `path` is still a FIFO (never replaced by a regular file).
@@ -158,6 +177,20 @@ std::vector<Case> hostile_io_cases() {
        1,
        dev_full_untouched},
       {"TraceExportToDevNull", "trace export --chrome {fx}/good.jsonl /dev/null", 0, ""},
+      // ---- lesson outputs: the page, the trace, the snippet check (in --out DIR, the user's) ----
+      {"LessonHandoutPageIsAFifo", "lesson handout 01-one-gpu {dir}/out --no-png", 2,
+       "01-one-gpu.md: is a FIFO (named pipe), not a regular file; refusing to write over it",
+       fifo_named("out/01-one-gpu.md"), {}, {}, DPSCOPE_CLI, seconds(30), 1, still_fifo("out/01-one-gpu.md")},
+      {"LessonRunTraceIsAFifo", "lesson run 01-one-gpu --no-viz --out {dir}/out", 2,
+       "01-one-gpu.trace.jsonl: is a FIFO (named pipe), not a regular file", fifo_named("out/01-one-gpu.trace.jsonl"),
+       {}, {}, DPSCOPE_CLI, seconds(30), 1, still_fifo("out/01-one-gpu.trace.jsonl")},
+      // lesson check reports it as the lesson's problem: exit code 1, one summary line naming it.
+      {"LessonCheckSnippetIsAFifo", "lesson check 01-one-gpu --out {dir}/out", 1,
+       "01-one-gpu_snippet.py: is a FIFO (named pipe), not a regular file", fifo_named("out/01-one-gpu_snippet.py"),
+       {}, {}, DPSCOPE_CLI, seconds(30), 1, still_fifo("out/01-one-gpu_snippet.py")},
+      {"LessonHandoutPageIsASymlink", "lesson handout 01-one-gpu {dir}/out --no-png", 0, "",
+       link_to_precious("out/01-one-gpu.md"), {}, {}, DPSCOPE_CLI, seconds(30), 1,
+       precious_kept("out/01-one-gpu.md")},
       {"TraceMergeIntoItsOwnDirectory",
        "trace merge {dir}/mpx {dir}/mpx/rank-1.jsonl",
        2,

@@ -246,7 +246,9 @@ void OutputGuard::check() const {
     const PathStatus dir_status = path_status(dir);
     DPS_CHECK(dir_status.kind == FileKind::kDirectory, ErrorKind::kUsage,
               "{} {}: cannot write there: directory '{}' {}", flag, shown, dir.string(),
-              dir_status.kind == FileKind::kMissing ? "does not exist" : why_not_regular(dir_status));
+              dir_status.kind == FileKind::kMissing   ? "does not exist"
+              : dir_status.kind == FileKind::kRegular ? "is a file, not a directory"
+                                                      : why_not_regular(dir_status));
     DPS_CHECK(writable_directory(dir), ErrorKind::kUsage, "{} {}: directory '{}' is not writable", flag,
               shown, dir.string());
   }

@@ -3,9 +3,6 @@
 // ignored setting. The file is read with stat() first and open(O_NONBLOCK) + fstat() after, so a
 // FIFO or a device named like a lesson is refused instead of blocking the reader, and its size is
 // bounded before it is read (kMaxLessonFileBytes).
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <toml++/toml.h>
 
@@ -13,12 +10,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <sstream>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/lesson/lesson.hpp"
 
 namespace dpscope::lesson {
@@ -30,57 +26,15 @@ namespace fs = std::filesystem;
 // exists only once the lesson runs: lexically, "{scratch}/ckpt" is inside and "{scratch}/../x" is not.
 const fs::path kPlaceholderScratch = "/{scratch}";
 
-// The file-type of a stat() result in words, for "is not a regular file (...)".
-const char* file_type_name(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISDIR(mode)) return "a directory";
-  return "not a plain file";
-}
-
-// The bytes of lesson file `file`, at most kMaxLessonFileBytes. Never blocks: the type is checked
-// with stat() before opening and fstat() after (the name may have been swapped in between), and the
-// open is non-blocking.
+// The bytes of lesson file `file`, at most kMaxLessonFileBytes. Never blocks: InputFile checks the
+// type before opening and after (the name may have been swapped in between), and opens non-blocking.
 std::string read_lesson_text(const fs::path& file) {
   if (std::string problem = lesson_path_problem(file); !problem.empty()) throw Error(ErrorKind::kIo, problem);
-  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    const int err = errno;
-    throw Error(ErrorKind::kIo, fmt::format("lesson {}: cannot open: {}", file.string(), std::strerror(err)));
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-    throw Error(ErrorKind::kIo, fmt::format("lesson {} is not a regular file ({})", file.string(),
-                                            file_type_name(st.st_mode)));
-  const auto too_big = [&](uint64_t bytes) {
-    return Error(
-        ErrorKind::kFormat,
-        fmt::format("{}: the file is {}{} bytes; a lesson file is at most {} bytes (1 MiB)", file.string(),
-                    bytes > kMaxLessonFileBytes ? "" : "over ", bytes, kMaxLessonFileBytes));
-  };
-  if (static_cast<uint64_t>(st.st_size) > kMaxLessonFileBytes)
-    throw too_big(static_cast<uint64_t>(st.st_size));
-  std::string text;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      throw Error(ErrorKind::kIo,
-                  fmt::format("lesson {}: cannot read: {}", file.string(), std::strerror(err)));
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
-    if (text.size() > kMaxLessonFileBytes) throw too_big(text.size());  // it grew while being read
-  }
-  return text;
+  const InputFile in = InputFile::open(file, "lesson");
+  if (in.size_bytes() > kMaxLessonFileBytes)
+    throw Error(ErrorKind::kFormat, fmt::format("{}: the file is {} bytes; a lesson file is at most {} bytes (1 MiB)",
+                                                file.string(), in.size_bytes(), kMaxLessonFileBytes));
+  return in.read_all("lesson");  // at most the size it had when opened: a file that grows stays bounded
 }
 
 // toml++ bounds the nesting of arrays and inline tables (256) but not of dotted keys, and it builds,
@@ -488,19 +442,14 @@ class LessonReader {
 }  // namespace
 
 std::string lesson_path_problem(const fs::path& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    if (err == ENOENT || err == ENOTDIR) return fmt::format("lesson {}: no such file", path.string());
-    return fmt::format("lesson {}: cannot read: {}", path.string(), std::strerror(err));
-  }
-  if (S_ISDIR(st.st_mode))
+  const PathStatus status = path_status(path);
+  if (status.kind == FileKind::kDirectory)
     return fmt::format(
         "lesson {} is a directory, not a lesson file: give a directory of lessons as "
         "--lessons-dir {}",
         path.string(), path.string());
-  if (!S_ISREG(st.st_mode))
-    return fmt::format("lesson {} is not a regular file ({})", path.string(), file_type_name(st.st_mode));
+  if (const std::string why = why_not_readable(path); !why.empty())
+    return fmt::format("lesson {}{}{}", path.string(), why.rfind("is ", 0) == 0 ? " " : ": ", why);
   return "";
 }
 

@@ -429,7 +429,7 @@ TEST_F(LessonFile, PathsThatAreNoLessonFileSayWhatTheyAre) {
   const std::filesystem::path fifo = dir_ / "fifo.toml";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(io_error(fifo), "lesson " + fifo.string() + " is not a regular file (a FIFO)");
+  EXPECT_EQ(io_error(fifo), "lesson " + fifo.string() + " is a FIFO (named pipe), not a regular file");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(io_error(dir_ / "no" / "such.toml"),
             "lesson " + (dir_ / "no" / "such.toml").string() + ": no such file");
