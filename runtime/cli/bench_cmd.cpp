@@ -17,6 +17,7 @@
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/comm/bench.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/network.hpp"
@@ -65,6 +66,11 @@ BenchOptions to_options(const BenchArgs& a) {
   o.warmup = a.warmup;
   o.timing_only = a.timing_only;
   o.trace = a.trace;
+  if (!o.trace.empty()) {  // before the header is printed: a directory, a FIFO, a missing folder
+    OutputGuard guard;
+    guard.add_output("--trace", o.trace);
+    guard.check();
+  }
   // The same range as train's --timeout: a millisecond (the unit of every wait) to a day.
   DPS_CHECK(
       a.timeout_s == 0.0 || (std::isfinite(a.timeout_s) && a.timeout_s >= 0.001 && a.timeout_s <= 86400.0),

@@ -7,6 +7,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/trace_format/reader.hpp"
@@ -98,6 +100,31 @@ TEST(MergeRankTraces, ResolvesTheEndsOfTransfersBetweenProcessesThroughTheirRank
   const TraceData rank1 = read_trace(dir / "rank-1.jsonl");
   EXPECT_EQ(rank1.transfer(rank1.events[0]).src, -1);
   EXPECT_EQ(rank1.transfer(rank1.events[0]).dst, 1);
+}
+
+// Issue 22: `trace merge` on a full disk left a 0-byte OUT.tmp behind. RLIMIT_FSIZE fails the write
+// (EFBIG) as a full disk does (ENOSPC): a write failure (exit code 1), and nothing is left.
+TEST(MergeRankTraces, AFailedWriteLeavesNothingBehind) {
+  const auto dir = scratch_dir();
+  write_file(dir / "rank-0.jsonl", rank_header(0, 2, 0) + rank_span(0, 10, "a"));
+  write_file(dir / "rank-1.jsonl", rank_header(1, 2, 5) + rank_span(1, 20, "b"));
+  const auto out = dir / "out" / "merged.jsonl";
+  std::filesystem::create_directories(out.parent_path());
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
+  struct rlimit small = saved;
+  small.rlim_cur = 64;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  const auto failure = error_of([&] { merge_rank_traces(dir, out); });
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  ::sigaction(SIGXFSZ, &previous, nullptr);
+  EXPECT_EQ(failure.kind, ErrorKind::kWriteFailed) << failure.message;
+  EXPECT_THAT(failure.message, ::testing::HasSubstr("File too large"));
+  EXPECT_TRUE(std::filesystem::is_empty(out.parent_path())) << "a temporary file or a partial merge was left";
 }
 
 TEST(MergeRankTraces, WritesWhatReadingTheDirectoryMergesInMemory) {

@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "dpscope/trace/merge.hpp"
 #include "dpscope/trace_format/reader.hpp"
@@ -147,6 +148,41 @@ TEST(ReadRankDirectory, ARankFileWithoutItsProcessEntryIsRefused) {
       fmt::format("{}: its header has no \"process\" entry (rank, world_size, clock offset), so it is no "
                   "process rank's trace (train --backend mpi --trace DIR writes them)",
                   (dir / "rank-1.jsonl").string()));
+}
+
+// Issue 22: a rank directory whose headers name different models or devices merged without complaint.
+TEST(ReadRankDirectory, RankFilesOfDifferentModelsDevicesOrClocksAreRefused) {
+  const auto dir = scratch_dir();
+  const auto with_params = [](std::string header, const std::string& params) {
+    nlohmann::json h = nlohmann::json::parse(header);
+    h["params"] = nlohmann::json::parse(params);
+    return h.dump() + "\n";
+  };
+  const std::string two = R"([{"index":0,"name":"0.weight","shape":[8,2],"bytes":64},)"
+                          R"({"index":1,"name":"0.bias","shape":[8],"bytes":32}])";
+  const std::string wider = R"([{"index":0,"name":"0.weight","shape":[16,2],"bytes":128},)"
+                            R"({"index":1,"name":"0.bias","shape":[16],"bytes":64}])";
+  write_file(dir / "rank-0.jsonl", with_params(rank_header(0, 2, 0), two));
+  write_file(dir / "rank-1.jsonl", with_params(rank_header(1, 2, 0), wider));
+  EXPECT_EQ(
+      error_of([&] { read_trace(dir); }).message,
+      fmt::format("{}: its header says parameter 0 '0.weight' [16, 2], but {} says '0.weight' [8, 2]: the "
+                  "rank files are not of one run",
+                  (dir / "rank-1.jsonl").string(), (dir / "rank-0.jsonl").string()));
+  write_file(dir / "rank-1.jsonl", with_params(rank_header(1, 2, 0), R"([])"));
+  EXPECT_THAT(error_of([&] { read_trace(dir); }).message, ::testing::HasSubstr("parameter count 0, but"));
+  write_file(dir / "rank-1.jsonl", with_params(rank_header(1, 2, 0, {{"cuda:0", "cuda"}}), two));
+  EXPECT_THAT(error_of([&] { read_trace(dir); }).message,
+              ::testing::HasSubstr("its header says devices [cuda], but"));
+  // A host lane on one rank only is no difference: it appears once a rank emits on it.
+  write_file(dir / "rank-1.jsonl",
+             with_params(rank_header(1, 2, 0, {{"cpu", "cpu"}, {"host", "host"}}), two));
+  EXPECT_NO_THROW(read_trace(dir));
+  nlohmann::json simulated = nlohmann::json::parse(with_params(rank_header(1, 2, 0), two));
+  simulated["clock"] = "simulated";
+  write_file(dir / "rank-1.jsonl", simulated.dump() + "\n");
+  EXPECT_THAT(error_of([&] { read_trace(dir); }).message,
+              ::testing::HasSubstr("its header says clock simulated, but"));
 }
 
 TEST(ReadRankDirectory, RankFilesOfDifferentWorldSizesAreRefused) {
