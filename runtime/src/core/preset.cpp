@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 
 #ifndef DPSCOPE_SOURCE_ASSET_DIR
 #define DPSCOPE_SOURCE_ASSET_DIR ""
@@ -130,9 +131,12 @@ fs::path asset_dir() {
 }
 
 HardwarePreset load_preset_file(const fs::path& path) {
+  // Through the input guard: a FIFO named x.toml in a presets folder is refused, never waited on.
+  constexpr uint64_t kMaxPresetBytes = 1 << 20;  // the shipped presets are under 4 KiB
+  const std::string text = InputFile::open(path, "preset", kMaxPresetBytes).read_all("preset");
   toml::table table;
   try {
-    table = toml::parse_file(path.string());
+    table = toml::parse(text, path.string());
   } catch (const toml::parse_error& e) {
     throw Error(ErrorKind::kFormat,
                 fmt::format("preset {}:{}: {}", path.string(), e.source().begin.line, e.description()));

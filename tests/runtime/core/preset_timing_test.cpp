@@ -1,5 +1,6 @@
 // Hardware presets and the roofline / alpha-beta timing model.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -54,6 +55,32 @@ TEST(Preset, MalformedFileNamesFileAndKey) {
   std::ofstream(path) << "name = [\n";
   EXPECT_THROW(load_preset_file(path), Error);
   std::filesystem::remove(path);
+}
+
+// A preset is read through the input guard: a FIFO is refused at once (it blocked the reader), a
+// file past 1 MiB is refused before toml++ sees it.
+TEST(Preset, AFifoOrAHugeFileIsRefusedNeverWaitedOn) {
+  const auto fifo = testing::unique_temp_path("fifo_preset.toml");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    load_preset_file(fifo);
+    ADD_FAILURE() << "a FIFO was read as a preset";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_EQ(std::string(e.what()),
+              "cannot read preset '" + fifo.string() + "': is a FIFO (named pipe), not a regular file");
+  }
+  std::filesystem::remove(fifo);
+  const auto huge = testing::unique_temp_path("huge_preset.toml");
+  std::ofstream(huge) << std::string((1 << 20) + 1, '#');
+  try {
+    load_preset_file(huge);
+    ADD_FAILURE() << "a preset of 1 MiB + 1 byte was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_NE(std::string(e.what()).find("1048577 bytes"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(huge);
 }
 
 // A preset file of the minimal keys plus `extra` lines, written to a temporary path.
