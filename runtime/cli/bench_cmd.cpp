@@ -113,7 +113,7 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw) {
 
 }  // namespace
 
-void register_bench(CLI::App& app) {
+void register_bench(CLI::App& app, Registration registration) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "benchmark a collective nccl-tests style on simulated GPUs");
   cmd->add_option("collective", args->collective,
@@ -140,6 +140,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--trace", args->trace, "write a dpscope trace (JSON Lines)");
   cmd->add_option("--timeout", args->timeout_s,
                   "seconds a collective may wait for the other ranks before failing (default 600; mpi 1800)");
+  if (registration == Registration::kParseOnly) {
+    cmd->callback([args] {});  // keeps what the options write into alive
+    return;
+  }
   cmd->callback([args, cmd] {
     DPS_CHECK(cmd->count("--timeout") == 0 || args->timeout_s != 0.0, ErrorKind::kUsage,
               "--timeout must be a number of seconds from 0.001 to 86400, got 0");

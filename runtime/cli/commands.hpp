@@ -7,13 +7,20 @@
 namespace dpscope::cli {
 
 // Each register_* adds a subcommand whose callback does the work (throwing dpscope::Error on failure).
-void register_train(CLI::App& app);
+// kParseOnly: the flags and their types are checked and nothing runs (a lesson's scenario when the
+// lesson loads); the callback still owns what the options write into.
+enum class Registration { kRun, kParseOnly };
+void register_train(CLI::App& app, Registration registration = Registration::kRun);
 void register_trace(CLI::App& app);
-void register_bench(CLI::App& app);
+void register_bench(CLI::App& app, Registration registration = Registration::kRun);
 void register_sampler(CLI::App& app);
 void register_presets(CLI::App& app);
 void register_lesson(CLI::App& app);
 void register_launch(CLI::App& app);
+
+// Refuses an empty value for every option of `app` and its subcommands (main.cpp): CLI11 reads ''
+// as 0, so `--lr ''` trained with lr 0. A lesson's scenario is parsed with the same rule.
+void refuse_empty_values(CLI::App& app);
 
 // For a process that is one rank of a job (mpirun, dpscope launch): when the launcher stops it with
 // SIGTERM because another rank failed, it says so in one "dpscope: error:" line, then ends by that

@@ -405,8 +405,7 @@ void register_launch(CLI::App& app) {
   cmd->add_option("--nnodes", args->nnodes, "machines in the job")->capture_default_str();
   cmd->add_option("--node-rank", args->node_rank, "this machine's index, 0 .. nnodes-1")
       ->capture_default_str();
-  cmd->add_option("--master-addr", args->master_addr, "where rank 0's store listens")
-      ->capture_default_str();
+  cmd->add_option("--master-addr", args->master_addr, "where rank 0's store listens")->capture_default_str();
   cmd->add_option("--master-port", args->master_port, "its port")->capture_default_str();
   cmd->add_option("--grace-s", args->grace_s, "seconds between SIGTERM and SIGKILL when a rank fails")
       ->capture_default_str();

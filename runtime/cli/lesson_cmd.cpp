@@ -103,10 +103,12 @@ class QuietStdout {
 void parse_scenario(const std::vector<std::string>& args, bool dry_run) {
   CLI::App app{"dpscope lesson scenario", "dpscope"};
   app.require_subcommand(1);
-  register_train(app);
-  register_bench(app);
-  if (dry_run)
-    for (const char* name : {"train", "bench"}) app.get_subcommand(name)->callback([] {});
+  // Parse-only, not a callback replaced afterwards: the replaced callback owned the options' values
+  // (ASan: heap-use-after-free in the parse).
+  const Registration registration = dry_run ? Registration::kParseOnly : Registration::kRun;
+  register_train(app, registration);
+  register_bench(app, registration);
+  refuse_empty_values(app);
   std::vector<std::string> argv_text = {"dpscope"};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<const char*> argv;
@@ -437,7 +439,8 @@ void handout_command(const LessonArgs& args) {
   const std::vector<std::string> images =
       args.no_png ? std::vector<std::string>() : render_chapters(lesson, run.report, run.trace, out);
   AtomicFileWriter file(page);  // a reader of the old page never sees half of the new one
-  file.write(lesson::handout_markdown(lesson, run.shown_args, run.report, run.trace.filename().string(), images));
+  file.write(
+      lesson::handout_markdown(lesson, run.shown_args, run.report, run.trace.filename().string(), images));
   file.commit();
   fmt::print("handout: {} (trace {})\n", page.string(), run.trace.string());
 }

@@ -34,6 +34,10 @@ std::string unknown_command_message(const CLI::App& app, int argc, char** argv) 
   return fmt::format("a command is required: one of {} (dpscope --help lists them)", fmt::join(names, ", "));
 }
 
+}  // namespace
+
+namespace dpscope::cli {
+
 // `--lr ''` used to train with lr 0 (CLI11 reads an empty string as a zero), `launch --nproc ''`
 // said "got 0": no option of any command takes an empty value. Positional arguments are left alone
 // (a program launched after `--` may take an empty argument).
@@ -49,7 +53,7 @@ void refuse_empty_values(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) refuse_empty_values(*sub);
 }
 
-}  // namespace
+}  // namespace dpscope::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"dpscope: watch how multi-GPU data-parallel training works", "dpscope"};
@@ -64,7 +68,7 @@ int main(int argc, char** argv) {
   dpscope::cli::register_presets(app);
   dpscope::cli::register_lesson(app);
   dpscope::cli::register_launch(app);
-  refuse_empty_values(app);
+  dpscope::cli::refuse_empty_values(app);
   try {
     if (const std::string unknown = unknown_command_message(app, argc, argv); !unknown.empty()) {
       std::fprintf(stderr, "dpscope: error: %s\n", unknown.c_str());

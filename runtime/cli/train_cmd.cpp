@@ -164,7 +164,7 @@ void resolve_flags(TrainConfig& config, const FlagsGiven& flags) {
 
 }  // namespace
 
-void register_train(CLI::App& app) {
+void register_train(CLI::App& app, Registration registration) {
   auto config_ptr = std::make_shared<TrainConfig>();
   auto flags_ptr = std::make_shared<FlagsGiven>();
   CLI::App* cmd = app.add_subcommand("train", "train an MLP on simulated GPUs (or the cpu) and trace it");
@@ -239,6 +239,10 @@ void register_train(CLI::App& app) {
       "--pitfall", config.pitfalls,
       "switch on a lesson pitfall: no-set-epoch, no-average, unused-parameter, mismatched-collective, "
       "input-on-cpu");
+  if (registration == Registration::kParseOnly) {
+    cmd->callback([config_ptr, flags_ptr] {});  // keeps what the options write into alive
+    return;
+  }
   cmd->callback([config_ptr, flags_ptr] {
     TrainConfig& run_config = *config_ptr;
     const std::string note = adopt_old_backend_spelling(run_config, *flags_ptr);

@@ -230,6 +230,9 @@ std::vector<Case> hostile_lesson_cases() {
        "01-hostile.toml:8: [scenario] args must not give --help: it prints help or the version instead of "
        "running",
        writes(with_args(R"(, "--help")"))},
+      // An empty value is refused in a scenario as on the command line (CLI11 reads '' as 0: lr 0).
+      {"LessonScenarioEmptyValue", "lesson check " + file, 1, "--lr: the value is empty: give one",
+       writes(with_args(R"(, "--lr", "")"))},
       {"LessonScenarioAsksForTheVersion", "lesson run " + file + " --no-viz --out {dir}/out", 2,
        "[scenario] args must not give --version", writes(with_args(R"(, "--version")"))},
       {"LessonScenarioAsksForShortHelp", "lesson handout " + file + " {dir}/out --no-png", 2,
