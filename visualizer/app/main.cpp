@@ -27,6 +27,7 @@
 #include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
+#include "dpscope/trace_format/rank_traces.hpp"
 #include "replay/seek.hpp"
 #include "ui/viewer.hpp"
 
@@ -86,9 +87,8 @@ void check_outputs(const AppOptions& o) {
   OutputGuard guard;
   for (const std::string& t : o.traces) {
     if (path_status(t).kind == FileKind::kDirectory) {
-      guard.add_input_dir("the trace directory", t, [](std::string_view name) {
-        return name.starts_with("rank-") && name.find(".jsonl") != std::string_view::npos;
-      });
+      guard.add_input_dir("the trace directory", t,
+                          [](std::string_view name) { return trace::rank_of_file_name(name).has_value(); });
     } else {
       guard.add_input("the trace", t);
     }

@@ -10,6 +10,7 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
 #include "dpscope/trace_format/compressed.hpp"
+#include "dpscope/trace_format/rank_traces.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope {
@@ -22,9 +23,7 @@ bool checkpoint_name(std::string_view name) {
 }
 
 // The names process ranks write in --trace DIR: rank-K.jsonl (.zst).
-bool rank_trace_name(std::string_view name) {
-  return name.starts_with("rank-") && name.find(".jsonl") != std::string_view::npos;
-}
+bool rank_trace_name(std::string_view name) { return trace::rank_of_file_name(name).has_value(); }
 
 }  // namespace
 
