@@ -7,12 +7,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/resource.h>
 
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "support/errors.hpp"
+#include "support/file_size_limit.hpp"
 #include "trace_test_util.hpp"
 
 namespace dpscope::trace {
@@ -110,18 +109,10 @@ TEST(MergeRankTraces, AFailedWriteLeavesNothingBehind) {
   write_file(dir / "rank-1.jsonl", rank_header(1, 2, 5) + rank_span(1, 20, "b"));
   const auto out = dir / "out" / "merged.jsonl";
   std::filesystem::create_directories(out.parent_path());
-  struct rlimit saved {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  struct sigaction ignore {
-  }, previous{};
-  ignore.sa_handler = SIG_IGN;
-  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
-  struct rlimit small = saved;
-  small.rlim_cur = 64;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  const auto failure = error_of([&] { merge_rank_traces(dir, out); });
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  ::sigaction(SIGXFSZ, &previous, nullptr);
+  const auto failure = [&] {
+    const dpscope::testing::FileSizeLimit limit(64);
+    return error_of([&] { merge_rank_traces(dir, out); });
+  }();
   EXPECT_EQ(failure.kind, ErrorKind::kWriteFailed) << failure.message;
   EXPECT_THAT(failure.message, ::testing::HasSubstr("File too large"));
   EXPECT_TRUE(std::filesystem::is_empty(out.parent_path())) << "a temporary file or a partial merge was left";

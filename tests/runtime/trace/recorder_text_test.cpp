@@ -3,8 +3,6 @@
 // that a faster writer still writes the same bytes); and its writing thread: what flush() and
 // flush_soon() make visible, every line of many threads kept, a failed write reported.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +18,7 @@
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/trace_format/json_text.hpp"
 #include "dpscope/trace_format/reader.hpp"
+#include "support/file_size_limit.hpp"
 #include "support/presets.hpp"
 #include "trace_test_util.hpp"
 
@@ -237,29 +236,21 @@ TEST(TraceRecorderWriting, AFailedWriteIsAWriteFailureWithTheSystemsReason) {
 TEST(TraceRecorderWriting, AWriteThatFailsMidRunIsReportedByTheNextFlushSoon) {
   const auto path = trace::testing::scratch_dir() / "limited.jsonl";
   OneGpuRecorder r(path);  // the header is in the file
-  struct rlimit saved {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  struct sigaction ignore {
-  }, previous{};
-  ignore.sa_handler = SIG_IGN;
-  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
-  struct rlimit small = saved;
-  small.rlim_cur = std::filesystem::file_size(path) + 100;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string message;
   ErrorKind kind = ErrorKind::kInternal;
-  for (int step = 0; step < 500 && message.empty(); ++step) {
-    for (int i = 0; i < 100; ++i) r.recorder->instant(r.gpu, step * 100 + i, GradReady{.param = 1});
-    try {
-      r.recorder->flush_soon();
-    } catch (const Error& e) {
-      message = e.what();
-      kind = e.kind();
+  {
+    const dpscope::testing::FileSizeLimit limit(std::filesystem::file_size(path) + 100);
+    for (int step = 0; step < 500 && message.empty(); ++step) {
+      for (int i = 0; i < 100; ++i) r.recorder->instant(r.gpu, step * 100 + i, GradReady{.param = 1});
+      try {
+        r.recorder->flush_soon();
+      } catch (const Error& e) {
+        message = e.what();
+        kind = e.kind();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  ::sigaction(SIGXFSZ, &previous, nullptr);
   EXPECT_EQ(kind, ErrorKind::kWriteFailed);
   EXPECT_EQ(message, "cannot write trace '" + path.string() + "': File too large");
   try {

@@ -3,8 +3,6 @@
 // valid checkpoint, stale temporary files swept, resume positions checked (issue 9, defects 2, 5, 8).
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -15,6 +13,7 @@
 #include "dpscope/train/checkpoint.hpp"
 #include "support/cli.hpp"
 #include "support/errors.hpp"
+#include "support/file_size_limit.hpp"
 
 namespace dpscope {
 namespace {
@@ -473,18 +472,10 @@ TEST(CheckpointApi, AFailedWriteIsAWriteFailureWithTheSystemsReason) {
   TempDir dir("ckpt_api_full");
   CheckpointState s = state_of("r", 4);
   s.model = {{"0.weight", Tensor::zeros({64, 1024})}};  // 256 KiB
-  struct rlimit saved {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  struct sigaction ignore {
-  }, previous{};
-  ignore.sa_handler = SIG_IGN;
-  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
-  struct rlimit small = saved;
-  small.rlim_cur = 4096;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  const testing::Outcome o = testing::error_of([&] { save_checkpoint(dir.path(), s); });
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  ::sigaction(SIGXFSZ, &previous, nullptr);
+  const testing::Outcome o = [&] {
+    const dpscope::testing::FileSizeLimit limit(4096);
+    return testing::error_of([&] { save_checkpoint(dir.path(), s); });
+  }();
   EXPECT_EQ(o.kind, ErrorKind::kWriteFailed) << o.message;
   EXPECT_FALSE(Error(o.kind, "").is_usage_error());
   EXPECT_EQ(o.message.rfind(
