@@ -192,10 +192,6 @@ std::string InputFile::read_all(std::string_view what) const {
   return bytes;
 }
 
-void check_input_file(const fs::path& path, std::string_view what, uint64_t max_bytes) {
-  (void)InputFile::open(path, what, max_bytes);
-}
-
 // ---- output guard ----
 
 bool written_in_place(const fs::path& path) {

@@ -91,11 +91,6 @@ class InputFile {
   std::string path_;
 };
 
-// For readers that open a file themselves (a TOML parser, a stream): throws like InputFile::open
-// when `path` is not a regular file, so that it is never opened when it would block.
-void check_input_file(const std::filesystem::path& path, std::string_view what,
-                      uint64_t max_bytes = std::numeric_limits<uint64_t>::max());
-
 // True for an output that is written in place rather than replaced: a character device or a FIFO
 // the user named under /dev (/dev/stdout, /dev/stderr, /dev/null, /dev/fd/N). Anything else that
 // exists and is not a regular file is refused by OutputGuard and by AtomicFileWriter.
