@@ -2,7 +2,6 @@
 #include "dpscope/base/atomic_file.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
+#include "dpscope/base/process.hpp"
 
 namespace dpscope {
 
@@ -54,10 +54,6 @@ std::optional<pid_t> temp_file_writer(std::string_view file_name, std::string_vi
   return pid;
 }
 
-// kill(pid, 0) probes without signalling: ESRCH means no such process. EPERM means it exists (owned
-// by someone else), so its file may be a write in progress.
-bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
-
 // An existing destination that is not a regular file is never renamed over (it might be
 // /dev/full, a FIFO another program reads, a directory): refused with the reason.
 void refuse_unless_replaceable(const std::filesystem::path& path) {
@@ -88,16 +84,14 @@ AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move
   static std::atomic<uint64_t> counter{0};
   DPS_CHECK(!path_.empty() && path_.has_filename(), ErrorKind::kIo, "'{}': not a file path", path_.string());
   if (written_in_place(path_)) {
-    // O_NONBLOCK: a FIFO without a reader is an error now rather than a wait forever.
+    // A FIFO without a reader is an error now rather than a wait forever.
     in_place_ = true;
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    fd_ = open_output_without_waiting(path_, O_WRONLY | O_APPEND);
     if (fd_ < 0) {
       const int err = errno;
       throw Error(ErrorKind::kIo, fmt::format("{}: cannot open for writing: {}", path_.string(),
                                               err == ENXIO ? "no process reads it" : errno_text(err)));
     }
-    const int flags = ::fcntl(fd_, F_GETFL);
-    if (flags >= 0) (void)::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
     return;
   }
   refuse_unless_replaceable(path_);
@@ -133,7 +127,7 @@ void AtomicFileWriter::write(const void* data, uint64_t size_bytes) {
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
       throw Error(ErrorKind::kWriteFailed, fmt::format("{}: write failed after {} bytes: {}", path_.string(),
-                                              bytes_written_, errno_text(err)));
+                                                       bytes_written_, errno_text(err)));
     }
     p += n;
     left -= static_cast<uint64_t>(n);
@@ -149,19 +143,22 @@ void AtomicFileWriter::commit() {
     committed_ = true;
     if (close_rc != 0) {
       const int err = errno;
-      throw Error(ErrorKind::kWriteFailed, fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
+      throw Error(ErrorKind::kWriteFailed,
+                  fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
     }
     return;
   }
   if (::fsync(fd_) != 0) {
     const int err = errno;
-    throw Error(ErrorKind::kWriteFailed, fmt::format("{}: fsync failed: {}", path_.string(), errno_text(err)));
+    throw Error(ErrorKind::kWriteFailed,
+                fmt::format("{}: fsync failed: {}", path_.string(), errno_text(err)));
   }
   const int close_rc = ::close(fd_);
   fd_ = -1;
   if (close_rc != 0) {
     const int err = errno;
-    throw Error(ErrorKind::kWriteFailed, fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
+    throw Error(ErrorKind::kWriteFailed,
+                fmt::format("{}: close failed: {}", path_.string(), errno_text(err)));
   }
   try {
     refuse_unless_replaceable(path_);  // it may have been replaced while we wrote

@@ -194,6 +194,14 @@ std::string InputFile::read_all(std::string_view what) const {
 
 // ---- output guard ----
 
+int open_output_without_waiting(const fs::path& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0666);
+  if (fd < 0) return -1;
+  const int now = ::fcntl(fd, F_GETFL);
+  if (now >= 0) (void)::fcntl(fd, F_SETFL, now & ~O_NONBLOCK);
+  return fd;
+}
+
 bool written_in_place(const fs::path& path) {
   std::error_code ec;
   const std::string resolved = fs::absolute(path, ec).lexically_normal().string();

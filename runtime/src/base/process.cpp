@@ -2,10 +2,12 @@
 #include "dpscope/base/process.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <sstream>
 
@@ -48,6 +50,8 @@ pid_t spawn_process(const std::vector<std::string>& argv, const fs::path& log) {
   posix_spawn_file_actions_destroy(&actions);
   return rc == 0 ? pid : -1;
 }
+
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
 int run_process(const std::vector<std::string>& argv, const fs::path& log) {
   const pid_t pid = spawn_process(argv, log);

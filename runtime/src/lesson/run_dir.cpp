@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/process.hpp"
 
 namespace dpscope::lesson {
 
@@ -121,8 +122,6 @@ std::optional<pid_t> owner_pid(std::string_view name, std::string_view prefix) {
   if (ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) return std::nullopt;
   return pid;
 }
-
-bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
 }  // namespace
 

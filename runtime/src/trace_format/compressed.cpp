@@ -132,12 +132,9 @@ std::FILE* open_for_streaming(const std::filesystem::path& path) {
   DPS_CHECK(device || before.kind == FileKind::kMissing || before.kind == FileKind::kRegular,
             ErrorKind::kUsage, "cannot write trace '{}': {}; refusing to write over it", path.string(),
             why_not_regular(before));
-  const int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (device ? O_APPEND : O_CREAT | O_TRUNC);
-  const int fd = ::open(path.c_str(), flags, 0666);
+  const int fd = open_output_without_waiting(path, O_WRONLY | (device ? O_APPEND : O_CREAT | O_TRUNC));
   DPS_CHECK(fd >= 0, ErrorKind::kIo, "cannot write trace '{}': {}", path.string(),
             errno == ENXIO ? "no process reads it" : std::strerror(errno));
-  const int now = ::fcntl(fd, F_GETFL);
-  if (now >= 0) (void)::fcntl(fd, F_SETFL, now & ~O_NONBLOCK);
   std::FILE* file = ::fdopen(fd, "wb");
   if (file == nullptr) {
     const int err = errno;

@@ -91,6 +91,12 @@ class InputFile {
   std::string path_;
 };
 
+// Opens `path` for writing with `flags` (O_WRONLY and O_APPEND, or O_CREAT | O_TRUNC, ...) without
+// ever waiting: O_NONBLOCK for the open only, so a FIFO no process reads fails at once (ENXIO)
+// instead of blocking until a reader comes; writes block as usual. The descriptor, or -1 with errno
+// set. Used where a file is written in place (a device, a trace a viewer follows).
+int open_output_without_waiting(const std::filesystem::path& path, int flags);
+
 // True for an output that is written in place rather than replaced: a character device or a FIFO
 // the user named under /dev (/dev/stdout, /dev/stderr, /dev/null, /dev/fd/N). Anything else that
 // exists and is not a regular file is refused by OutputGuard and by AtomicFileWriter.

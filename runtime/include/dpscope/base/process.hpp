@@ -20,6 +20,11 @@ std::string find_on_path(const std::string& program);
 // empty; returns its pid, or -1 when it could not start.
 pid_t spawn_process(const std::vector<std::string>& argv, const std::filesystem::path& log);
 
+// Whether process `pid` exists: kill(pid, 0) probes without signalling; ESRCH means no such
+// process, EPERM that it exists (owned by someone else). What the sweeps of a dead writer's
+// temporary files and of dead runs' scratch directories ask.
+bool process_exists(pid_t pid);
+
 // spawn_process() and waits: the exit status, or -1 when it could not start or did not exit.
 int run_process(const std::vector<std::string>& argv, const std::filesystem::path& log);
 
