@@ -1,29 +1,35 @@
 #!/usr/bin/env bash
 # Every chapter of every lesson as a screenshot, in one command: runs `dpscope lesson handout` for
 # each lesson into OUT_DIR/ID/ (the Markdown page, the trace and ID-chapter-N.png drawn by
-# dpscope-viz, under xvfb-run without a display) and prints how many pictures each lesson got. For
-# reviewing the lessons as a student sees them, and for slides.
+# dpscope-viz in the working view, under xvfb-run without a display), then draws every chapter of
+# that trace in presentation mode at 1280x720 and 1920x1080 (OUT_DIR/ID/present-1280x720/ and
+# present-1920x1080/, `dpscope-viz --lesson ID TRACE --present --seek chapter:N`), and prints how
+# many pictures each lesson got. For reviewing the lessons as a student and a class see them, and
+# for slides.
 #
-# Usage: scripts/lesson-screenshots.sh [--bin DIR] [--lessons ID,ID,...] OUT_DIR
+# Usage: scripts/lesson-screenshots.sh [--bin DIR] [--lessons ID,ID,...] [--no-present] OUT_DIR
 #   --bin DIR      where dpscope and dpscope-viz are (default: build/release/bin, else build/ci/bin)
 #   --lessons      only these lessons (ids or numbers, as `dpscope lesson run` takes them)
+#   --no-present   the working view only (the handouts' pictures)
 # Exit status: 0 every chapter of every lesson drawn; 1 a lesson failed or a chapter has no
 # picture (named); 64 bad usage.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  sed -n '8,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '10,16p' "$0" | sed 's/^# \{0,1\}//'
   exit 64
 }
 
 bin=""
 only=""
 out=""
+present=1
 while (($# > 0)); do
   case $1 in
     --bin) (($# >= 2)) || usage; bin=$2; shift ;;
     --lessons) (($# >= 2)) || usage; only=$2; shift ;;
+    --no-present) present=0 ;;
     -h | --help) usage ;;
     -*) echo "lesson-screenshots: unknown option '$1'" >&2; exit 64 ;;
     *) [[ -z $out ]] || { echo "lesson-screenshots: one OUT_DIR only (got '$out' and '$1')" >&2; exit 64; }
@@ -57,6 +63,13 @@ else
   lessons=$all
 fi
 
+# dpscope-viz needs a display for screenshots: xvfb-run (Debian xvfb) without one.
+xvfb=()
+if [[ -z ${DISPLAY:-} ]]; then
+  command -v xvfb-run >/dev/null || { echo "lesson-screenshots: no DISPLAY and no xvfb-run (apt install xvfb)" >&2; exit 1; }
+  xvfb=(xvfb-run -a -s "-screen 0 1920x1080x24")
+fi
+
 failed=0
 total=0
 for id in $lessons; do
@@ -76,7 +89,29 @@ for id in $lessons; do
     continue
   fi
   total=$((total + drawn))
-  echo "ok   $id: $drawn chapters in $dir"
+  presented=0
+  if ((present)); then
+    trace="$dir/$id.trace.jsonl"
+    for size in 1280x720 1920x1080; do
+      mkdir -p "$dir/present-$size"
+      for ((c = 1; c <= chapters; c++)); do
+        png="$dir/present-$size/$id-chapter-$c.png"
+        if ! log=$("${xvfb[@]}" "$bin/dpscope-viz" --lesson "$id" "$trace" --present --seek "chapter:$c" \
+          --size "$size" --screenshot "$png" 2>&1); then
+          echo "FAIL $id: chapter $c in present mode at $size: $(tail -n 1 <<<"$log")"
+          failed=1
+          continue
+        fi
+        presented=$((presented + 1))
+      done
+    done
+  fi
+  total=$((total + presented))
+  if ((present)); then
+    echo "ok   $id: $drawn chapters in $dir, $presented in present mode"
+  else
+    echo "ok   $id: $drawn chapters in $dir"
+  fi
 done
 echo "$total chapter screenshots in $out"
 exit "$failed"

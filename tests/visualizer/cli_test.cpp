@@ -145,7 +145,7 @@ TEST(VizCli, UsageErrorsExitTwoWithOneLine) {
   const std::string png = quoted((dir / "x.png").string());
   const std::pair<std::string, std::string> cases[] = {
       {t + " --screenshot " + png + " --seek 1.5", "--seek '1.5'"},
-      {t + " --screenshot " + png + " --seek step:9", "the trace has steps 0..1"},
+      {t + " --screenshot " + png + " --seek step:9", "the trace has steps 1..2"},
       {t + " --screenshot " + png + " --seek t:1s", "--seek t:1.000 s: the trace runs from"},
       {t + " --screenshot " + png + " --size 100", "--size '100'"},
       {t + " --screenshot " + png + " --zoom 5", "--zoom '5': no unit"},
@@ -154,6 +154,10 @@ TEST(VizCli, UsageErrorsExitTwoWithOneLine) {
       {"--screenshot " + png, "--screenshot needs a trace file"},
       {t + " --no-such-flag", "no-such-flag"},
       {t + " --screenshot " + png + " --bench-frames 3", "cannot be combined"},
+      {t + " --screenshot " + png + " --seek step:0", "steps count from 1"},
+      {t + " --screenshot " + png + " --seek chapter:2", "--seek chapter:2 needs --lesson"},
+      {t + " --screenshot " + png + " --seek chapter:0", "the chapter is not a positive integer"},
+      {t + " --stage-only --bench-frames 3", "--stage-only and --bench-frames cannot be combined"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = run_command("env -u DISPLAY " + kViz + " " + args);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <imgui.h>
+#include <imgui_internal.h>
 
 #include <cmath>
 
@@ -157,6 +158,39 @@ TEST_F(LessonViewTest, AFailedRerunKeepsTheRunAndSaysWhy) {
   EXPECT_EQ(viewer_->active_document()->path(), trace_);
   EXPECT_EQ(lesson->script().title, "first");
   EXPECT_EQ(lesson->status(), "the run failed (exit 2): --devices must be from 2 to 8");
+}
+
+}  // namespace
+}  // namespace dpscope::viz
+
+namespace dpscope::viz {
+namespace {
+
+// Presentation mode shows the chapter's question large under the stage, and R reveals its answer
+// (the review found questions and reveal missing in --present).
+TEST_F(LessonViewTest, PresentationShowsTheQuestionAndRRevealsItsAnswer) {
+  viewer_ = std::make_unique<Viewer>(ViewerOptions{.present = true});
+  viewer_->set_fonts(fonts_, fonts_);
+  viewer_->open(trace_, {});
+  LessonView* lesson = add();
+  ViewContext ctx = context();
+  const Palette palette = Palette::classroom();
+  ctx.palette = &palette;
+  lesson->go_to_chapter(ctx, 1);  // chapter 2 has the question
+  frame();
+  ASSERT_EQ(lesson->chapter_questions(), std::vector<size_t>{0});
+  EXPECT_FALSE(lesson->revealed(0));
+  EXPECT_TRUE(ImGui::FindWindowByName("Caption") != nullptr) << "presentation mode's caption";
+  const float hidden_h = lesson->present_caption(ctx, 1000.0f, true);
+  // R typed in presentation mode reveals it; the caption grows by the answer.
+  ImGui::GetIO().AddInputCharacter('r');
+  frame();
+  EXPECT_TRUE(lesson->revealed(0));
+  EXPECT_GT(lesson->present_caption(ctx, 1000.0f, true), hidden_h);
+  // A chapter without a question ignores R.
+  lesson->go_to_chapter(ctx, 0);
+  EXPECT_TRUE(lesson->chapter_questions().empty());
+  EXPECT_FALSE(lesson->handle_char('r'));
 }
 
 }  // namespace

@@ -113,8 +113,15 @@ TEST_F(HandTraceTest, TransfersInFlightHaveProgressAndLoadTheirLink) {
 TEST_F(HandTraceTest, MemoryIsTheLatestCounterAtOrBeforeTheCursor) {
   const DeviceSnapshot before = model().state_at(model().at_time(499)).devices[d0_];
   EXPECT_FALSE(before.memory_known);
+  // The review found the memory row missing until the first kernel ended: the GPU's memory is
+  // reported later in the trace, so its row is there (empty) from the start.
+  EXPECT_TRUE(before.memory_pending);
+  EXPECT_TRUE(model().state_at(model().start()).devices[d0_].memory_pending);
+  // GPU 1 never reports its memory: no row to keep.
+  EXPECT_FALSE(model().state_at(model().start()).devices[d1_].memory_pending);
   const DeviceSnapshot early = model().state_at(model().at_time(2499)).devices[d0_];
   ASSERT_TRUE(early.memory_known);
+  EXPECT_FALSE(early.memory_pending);
   EXPECT_EQ(early.memory_bytes[static_cast<int>(MemoryCategory::kParameters)], 100u);
   EXPECT_EQ(early.memory_bytes[static_cast<int>(MemoryCategory::kActivations)], 0u);
   EXPECT_EQ(early.capacity_bytes, 1000u);

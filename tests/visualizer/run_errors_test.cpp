@@ -23,7 +23,7 @@ TEST(RunErrors, AMismatchedCollectiveRunEndsWithOneErrorPerRankInTimeOrder) {
     EXPECT_LE(errors.marks[i - 1].ts_ns, errors.marks[i].ts_ns);
   const RunErrorMark& first = errors.marks.front();
   EXPECT_EQ(first.rank, 0) << "rank 0 stops first, in its lone all-reduce after step 1";
-  EXPECT_EQ(first.step, 1);
+  EXPECT_EQ(first.step, 1);  // the trace's 0-based field; the headline counts from 1
 
   EXPECT_EQ(errors.happened(model.at_time(first.ts_ns - 1)), 0u);
   EXPECT_EQ(errors.happened(model.at_time(first.ts_ns)), 1u);
@@ -31,7 +31,7 @@ TEST(RunErrors, AMismatchedCollectiveRunEndsWithOneErrorPerRankInTimeOrder) {
   EXPECT_EQ(errors.stopped_ranks(model.end()).size(), 3u);
 
   const RunErrorText text = run_error_text(first, 3);
-  EXPECT_EQ(text.headline, "Run failed: rank 0 stopped at step 1 (3 ranks stopped)");
+  EXPECT_EQ(text.headline, "Run failed: rank 0 stopped at step 2 (3 ranks stopped)");
   EXPECT_TRUE(text.reason.starts_with("Detected mismatch between collectives on ranks. Rank 0 is running"))
       << text.reason;
 }

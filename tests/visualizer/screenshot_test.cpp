@@ -92,7 +92,7 @@ TEST_F(Screenshots, DdpTraceAtSeveralPositions) {
   const auto trace = dir_ / "ddp.jsonl";
   testing::write_ddp_trace(trace, 4, 3, 8);
   const Image start = shoot(trace, "ddp-start", "--seek 0 --size 1600x900");
-  const Image step1 = shoot(trace, "ddp-step1", "--seek step:1 --size 1600x900");
+  const Image step1 = shoot(trace, "ddp-step1", "--seek step:2 --size 1600x900");
   const Image mid = shoot(trace, "ddp-0.55", "--seek 0.55 --size 1600x900");
   const Image event = shoot(trace, "ddp-event200", "--seek event:200 --size 1600x900");
   for (const auto* img : {&start, &step1, &mid, &event}) expect_rich(*img, 1600, 900, "ddp");
@@ -106,7 +106,7 @@ TEST_F(Screenshots, DpTraceAtSeveralPositions) {
   const auto trace = dir_ / "dp.jsonl";
   testing::write_dp_trace(trace, 4, 3, 10);
   const Image a = shoot(trace, "dp-0.1", "--seek 0.1 --size 1600x900");
-  const Image b = shoot(trace, "dp-step1", "--seek step:1 --size 1600x900");
+  const Image b = shoot(trace, "dp-step1", "--seek step:2 --size 1600x900");
   const Image c = shoot(trace, "dp-0.8", "--seek 0.8 --size 1600x900");
   for (const auto* img : {&a, &b, &c}) expect_rich(*img, 1600, 900, "dp");
   EXPECT_GT(differing_pixels(a, b), 2000u);
@@ -203,31 +203,12 @@ TEST_F(Screenshots, ADirectoryOfRankFilesIsDrawnAsOneRun) {
   EXPECT_EQ(devices, (std::vector<std::string>{"cpu:0", "cpu:1", "cpu:2", "cpu:3"}));
 }
 
-// The palette's colour of `rank` (ui/palette.cpp sample_color, normal contrast), computed the way
-// ImGui converts it, so the test can find a rank's stripes among the pixels.
+// The palette's colour of `rank` (ui/palette.cpp kRankColors), so the test can find a rank's
+// stripes among the pixels.
 std::array<unsigned char, 3> rank_rgb(int rank) {
-  const float h6 =
-      static_cast<float>(std::fmod(static_cast<double>(rank) * 0.6180339887, 1.0)) / (60.0f / 360.0f);
-  const float s = 0.6f;
-  const float v = 0.9f;
-  const int i = static_cast<int>(h6);
-  const float f = h6 - static_cast<float>(i);
-  const float p = v * (1.0f - s);
-  const float q = v * (1.0f - s * f);
-  const float t = v * (1.0f - s * (1.0f - f));
-  float r = v, g = p, b = q;
-  switch (i) {
-    case 0: r = v, g = t, b = p; break;
-    case 1: r = q, g = v, b = p; break;
-    case 2: r = p, g = v, b = t; break;
-    case 3: r = p, g = q, b = v; break;
-    case 4: r = t, g = p, b = v; break;
-    default: break;
-  }
-  auto byte = [](float x) {
-    return static_cast<unsigned char>(static_cast<int>(std::clamp(x, 0.0f, 1.0f) * 255.0f + 0.5f));
-  };
-  return {byte(r), byte(g), byte(b)};
+  static constexpr std::array<std::array<unsigned char, 3>, 4> kFirstRanks = {
+      {{119, 170, 221}, {238, 102, 119}, {170, 170, 0}, {153, 221, 255}}};
+  return kFirstRanks[static_cast<size_t>(rank)];
 }
 
 // Pixels of exactly `rgb` inside the box the stage drew for `device` (--stage-boxes output).
@@ -289,6 +270,63 @@ TEST_F(Screenshots, RingChunkColoursFollowTheSchedule) {
   // (ranks 1 and 2) cover the same area; the last one loses a column to the box's outline.
   EXPECT_NEAR(static_cast<double>(end[2]), static_cast<double>(end[1]), 0.05 * static_cast<double>(end[1]));
   EXPECT_GT(static_cast<double>(end[3]), 0.7 * static_cast<double>(end[1]));
+}
+
+// The height in pixels of the first line of pure white text (the classroom palette's text colour)
+// in the left part of the box the stage drew for `device`: its title, "GPU 0".
+int title_text_height(const Image& img, const std::string& boxes_jsonl, const std::string& device) {
+  std::istringstream lines(boxes_jsonl);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json b = nlohmann::json::parse(line);
+    if (b["device"] != device) continue;
+    const int x0 = b["x0"].get<int>(), x1 = b["x1"].get<int>();
+    const int y0 = b["y0"].get<int>(), y1 = b["y1"].get<int>();
+    int first = -1;
+    for (int y = y0 + 6; y < y0 + (y1 - y0) / 3; ++y) {
+      bool white = false;
+      for (int x = x0 + 8; x < x0 + (x1 - x0) * 2 / 5 && !white; ++x) {
+        const size_t i =
+            (static_cast<size_t>(y) * static_cast<size_t>(img.width) + static_cast<size_t>(x)) * 3;
+        white = img.rgb[i] == 255 && img.rgb[i + 1] == 255 && img.rgb[i + 2] == 255;
+      }
+      if (white && first < 0) first = y;
+      if (!white && first >= 0) return y - first;
+    }
+    return 0;
+  }
+  ADD_FAILURE() << "no box for " << device;
+  return 0;
+}
+
+// Presentation mode reads from the back of the room: a slide (--present --stage-only) at 1920x1080
+// has card text at least 1.4x as tall, in pixels, as at 1280x720; --compare --present shows the
+// comparison, not one run's stage.
+TEST_F(Screenshots, PresentationTextGrowsWithTheWindowAndKeepsTheComparison) {
+  const auto trace = dir_ / "ddp.jsonl";
+  testing::write_ddp_trace(trace, 4, 2, 8);
+  int heights[2] = {0, 0};
+  int i = 0;
+  for (const char* size : {"1280x720", "1920x1080"}) {
+    const auto boxes = dir_ / fmt::format("slide-{}.boxes.jsonl", size);
+    const Image img = shoot(trace, fmt::format("slide-{}", size),
+                            fmt::format("--present --stage-only --seek 0.3 --size {} --stage-boxes {}", size,
+                                        quoted(boxes.string())));
+    heights[i++] = title_text_height(img, testing::read_text(boxes), "sim:0");
+  }
+  EXPECT_GE(heights[0], 10) << "the title's text at 1280x720";
+  EXPECT_GE(heights[1], heights[0] * 1.4)
+      << heights[0] << " px at 1280x720, " << heights[1] << " px at 1920x1080";
+
+  testing::write_single_trace(dir_ / "single.jsonl", 2);
+  const auto png = dir_ / "compare-present.png";
+  const auto r = run_command(kViz + " --compare " + quoted((dir_ / "single.jsonl").string()) + " " +
+                             quoted(trace.string()) + " --present --screenshot " + quoted(png.string()) +
+                             " --seek 0.3 --size 1280x720");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Image compare = load_png(png);
+  expect_rich(compare, 1280, 720, "compare in present mode");
+  const Image stage = shoot(trace, "present-alone", "--present --seek 0.3 --size 1280x720");
+  EXPECT_GT(differing_pixels(compare, stage), 50000u) << "the comparison replaces the stage in --present";
 }
 
 }  // namespace

@@ -25,8 +25,14 @@ std::string usage_error(const std::function<void()>& f) {
 }
 
 TEST(StepPhaseLabel, NamesTheStepAndAPhaseOnlyWhereThereIsOne) {
-  EXPECT_EQ(step_phase_label(3, Phase::kBackward), "step 3 · backward");
-  EXPECT_EQ(step_phase_label(3, Phase::kNone), "step 3");  // never "step 3 · none"
+  // Steps count from 1 on screen (the trace's "step":3 is the fourth step), as in the narration.
+  EXPECT_EQ(step_phase_label(3, Phase::kBackward), "step 4 · backward");
+  EXPECT_EQ(step_phase_label(3, Phase::kNone), "step 4");  // never "step 4 · none"
+  EXPECT_EQ(step_phase_label(0, Phase::kForward), "step 1 · forward");
+  EXPECT_EQ(step_position_label(1, 0, 2), "step 2 of 3");
+  EXPECT_EQ(step_position_label(0, 0, 0), "step 1");
+  EXPECT_EQ(step_position_label(4, 3, 5), "step 5 of 4–6");
+  EXPECT_EQ(step_position_label(-1, 0, 2), "set-up");
   EXPECT_EQ(step_phase_label(-1, Phase::kForward), "forward");
   EXPECT_EQ(step_phase_label(-1, Phase::kNone), "set-up");
 }
@@ -37,7 +43,7 @@ TEST(ParseSeek, AcceptsFractionsStepsAndEvents) {
   EXPECT_DOUBLE_EQ(parse_seek("1").fraction, 1.0);
   EXPECT_DOUBLE_EQ(parse_seek("0").fraction, 0.0);
   EXPECT_EQ(parse_seek("step:3").kind, SeekSpec::Kind::kStep);
-  EXPECT_EQ(parse_seek("step:3").step, 3);
+  EXPECT_EQ(parse_seek("step:3").step, 2);  // steps count from 1 on screen: step:3 is "step":2
   EXPECT_EQ(parse_seek("event:120").kind, SeekSpec::Kind::kEvent);
   EXPECT_EQ(parse_seek("event:120").event, 120);
   EXPECT_EQ(parse_seek("t:155.7us").kind, SeekSpec::Kind::kTime);
@@ -47,8 +53,8 @@ TEST(ParseSeek, AcceptsFractionsStepsAndEvents) {
 }
 
 TEST(ParseSeek, RejectsAnythingElseNamingTheTextAndTheForms) {
-  for (const char* bad : {"1.5", "-0.1", "half", "", "step:", "step:x", "step:-1", "event:1.5", "nan", "0.5x",
-                          "t:", "t:5", "t:xus", "t:-1us"}) {
+  for (const char* bad : {"1.5", "-0.1", "half", "", "step:", "step:x", "step:-1", "step:0", "event:1.5",
+                          "nan", "0.5x", "t:", "t:5", "t:xus", "t:-1us"}) {
     const std::string msg = usage_error([&] { parse_seek(bad); });
     EXPECT_NE(msg.find(fmt::format("--seek '{}'", bad)), std::string::npos) << msg;
     EXPECT_NE(msg.find("step:N, event:K or t:TIME"), std::string::npos) << msg;
@@ -190,7 +196,7 @@ TEST_F(SeekOnTrace, ResolvesEachForm) {
   EXPECT_EQ(resolve_seek(m, parse_seek("0")), m.start());
   EXPECT_EQ(resolve_seek(m, parse_seek("1")), m.end());
   EXPECT_EQ(resolve_seek(m, parse_seek("0.5")), m.at_time(m.begin_ns() + (m.end_ns() - m.begin_ns()) / 2));
-  EXPECT_EQ(resolve_seek(m, parse_seek("step:1")), *m.step_start(1));
+  EXPECT_EQ(resolve_seek(m, parse_seek("step:2")), *m.step_start(1));
   EXPECT_EQ(resolve_seek(m, parse_seek("event:7")), m.after_event(7));
 }
 
@@ -204,7 +210,7 @@ TEST(SeekStep, ShowsTheStepAskedForOnEveryRuntimeTrace) {
     const trace::TraceData data = trace::read_trace(dir / name, {.strict = true});
     const ReplayModel m(data);
     for (int64_t step = m.first_step(); step <= m.last_step(); ++step)
-      EXPECT_EQ(m.state_at(resolve_seek(m, parse_seek(fmt::format("step:{}", step)))).step, step)
+      EXPECT_EQ(m.state_at(resolve_seek(m, parse_seek(fmt::format("step:{}", shown_count(step))))).step, step)
           << name << " step " << step;
   }
 }
@@ -213,7 +219,7 @@ TEST_F(SeekOnTrace, StepsAndEventsOutsideTheTraceAreUsageErrors) {
   const ReplayModel& m = *model_;
   EXPECT_NE(usage_error([&] {
               resolve_seek(m, parse_seek("step:5"));
-            }).find("--seek step:5: the trace has steps 0..1"),
+            }).find("--seek step:5: the trace has steps 1..2"),
             std::string::npos);
   const std::string msg =
       usage_error([&] { resolve_seek(m, parse_seek(fmt::format("event:{}", m.event_count()))); });

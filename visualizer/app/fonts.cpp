@@ -41,6 +41,8 @@ std::string find_font(const char* file) {
 
 Fonts add_set(ImFontAtlas* atlas, const std::string& regular, const std::string& bold, float body_px,
               float scale) {
+  const std::string italic = find_font("DejaVuSans-Oblique.ttf");
+  const std::string mono = find_font("DejaVuSansMono.ttf");
   Fonts f;
   f.scale = scale;
   ImFontConfig config;
@@ -51,6 +53,9 @@ Fonts add_set(ImFontAtlas* atlas, const std::string& regular, const std::string&
     f.small = atlas->AddFontFromFileTTF(regular.c_str(), body_px * 0.84f, &config, kGlyphRanges);
     f.bold = atlas->AddFontFromFileTTF((bold.empty() ? regular : bold).c_str(), body_px * 1.1f, &config,
                                        kGlyphRanges);
+    if (!italic.empty()) f.italic = atlas->AddFontFromFileTTF(italic.c_str(), body_px, &config, kGlyphRanges);
+    if (!mono.empty())
+      f.mono = atlas->AddFontFromFileTTF(mono.c_str(), body_px * 0.95f, &config, kGlyphRanges);
   }
   if (f.body == nullptr) {
     ImFontConfig fallback;
@@ -73,7 +78,10 @@ FontSet load_fonts(float content_scale) {
   FontSet set;
   set.source = regular.empty() ? "ImGui default font" : regular;
   set.normal = add_set(atlas, regular, bold, std::round(15.0f * scale), scale);
-  set.present = add_set(atlas, regular, bold, std::round(21.0f * scale), scale * 1.4f);
+  // Presentation text is 21 px at 1280x720 and grows with the window (ui/viewer.hpp,
+  // present_text_scale): drawn from an atlas at 1.5x, so a 1920x1080 projector gets it pixel for pixel.
+  set.present = add_set(atlas, regular, bold, std::round(21.0f * 1.5f * scale), scale * 1.4f);
+  set.present.raster = 1.5f;
   unsigned char* pixels = nullptr;
   int w = 0;
   int h = 0;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <fstream>
 
@@ -143,6 +144,37 @@ LessonScript LessonMode::script(const fs::path& trace,
     s.knobs.push_back(std::move(knob));
   }
   return s;
+}
+
+std::optional<int> parse_chapter_seek(const std::string& seek) {
+  if (!seek.starts_with("chapter:")) return std::nullopt;
+  const std::string n = seek.substr(8);
+  int chapter = 0;
+  const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), chapter);
+  if (n.empty() || ec != std::errc() || end != n.data() + n.size() || chapter < 1)
+    throw Error(
+        ErrorKind::kUsage,
+        fmt::format("--seek '{}': the chapter is not a positive integer (chapters count from 1)", seek));
+  return chapter;
+}
+
+void seek_to_chapter(Viewer& viewer, int chapter) {
+  const LessonView* lesson = nullptr;
+  for (View* v : viewer.views())
+    if (const auto* l = dynamic_cast<const LessonView*>(v)) lesson = l;
+  if (lesson == nullptr) throw Error(ErrorKind::kUsage, "--seek chapter:N needs --lesson");
+  const auto& chapters = lesson->script().chapters;
+  if (chapter > static_cast<int>(chapters.size()))
+    throw Error(ErrorKind::kUsage, fmt::format("--seek chapter:{}: lesson {} has {} chapters", chapter,
+                                               lesson->script().id, chapters.size()));
+  const std::optional<int64_t>& at = chapters[static_cast<size_t>(chapter - 1)].at_ns;
+  if (!at)
+    throw Error(ErrorKind::kUsage, fmt::format("--seek chapter:{}: its moment never came in this run "
+                                               "(dpscope lesson check names the trigger)",
+                                               chapter));
+  const Document* doc = viewer.active_document();
+  if (doc == nullptr || doc->model() == nullptr) return;
+  viewer.seek(doc->model()->at_time(*at));
 }
 
 void open_lesson(Viewer& viewer, const LessonModeOptions& options, const std::string& trace) {

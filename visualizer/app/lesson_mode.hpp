@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,5 +57,14 @@ class LessonMode {
 // the scenario made now; adds the lesson panel. Throws Error for an unknown lesson or knob
 // (kUsage) or a run that failed (kIo).
 void open_lesson(Viewer& viewer, const LessonModeOptions& options, const std::string& trace);
+
+// `--seek chapter:N`: N (1-based, as the panel counts chapters) from the text after "chapter:";
+// nullopt when `seek` is another form. Throws Error(kUsage) for a chapter that is not a positive
+// integer.
+std::optional<int> parse_chapter_seek(const std::string& seek);
+// Puts the playhead at the moment of chapter `chapter` (1-based) of the lesson panel open in
+// `viewer`. Throws Error(kUsage) without a lesson panel, for a chapter the lesson does not have,
+// or one whose moment never came in this run.
+void seek_to_chapter(Viewer& viewer, int chapter);
 
 }  // namespace dpscope::viz

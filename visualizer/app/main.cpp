@@ -2,7 +2,8 @@
 //
 //   dpscope-viz [TRACE...] [--follow] [--present]    (TRACE: a file, or a directory of process ranks'
 //                                                     rank-K.jsonl files, merged on rank 0's clock)
-//   dpscope-viz TRACE --screenshot OUT.png [--seek POS] [--zoom Z] [--size WxH]  (headless: one frame)
+//   dpscope-viz TRACE --screenshot OUT.png [--seek POS] [--zoom Z] [--size WxH] [--stage-only]
+//                                                                        (headless: one frame)
 //   dpscope-viz TRACE --bench-frames N [--size WxH]                      (load and frame timings)
 //   dpscope-viz --lesson ID [TRACE] [--knob FLAG=VALUE ...]              (a lesson: runs it when no
 //                                                                         TRACE is given)
@@ -46,6 +47,7 @@ struct AppOptions {
   int bench_frames = 0;
   LessonModeOptions lesson;  // --lesson ID: the lesson panel, added with Viewer::add_view()
   bool compare = false;      // --compare: the traces side by side on one time axis
+  bool stage_only = false;   // --stage-only: the stage alone, for slides
 };
 
 // The traces of the command line, or the lesson (with its trace, or a run made now).
@@ -102,9 +104,11 @@ void check_outputs(const AppOptions& o) {
 // One frame (a few warm-up frames first, so layout settles) rendered offscreen to a PNG.
 int run_screenshot(const AppOptions& o) {
   const PixelSize size = o.size.empty() ? PixelSize{1600, 900} : parse_size(o.size);
-  const std::optional<SeekSpec> seek =
-      o.seek.empty() ? std::nullopt : std::optional<SeekSpec>(parse_seek(o.seek));
-  Viewer viewer(ViewerOptions{.present = o.present, .headless = true, .compare = o.compare});
+  const std::optional<SeekSpec> seek = o.seek.empty() || parse_chapter_seek(o.seek)
+                                           ? std::nullopt
+                                           : std::optional<SeekSpec>(parse_seek(o.seek));
+  Viewer viewer(ViewerOptions{
+      .present = o.present, .headless = true, .compare = o.compare, .stage_only = o.stage_only});
   if (!o.zoom.empty()) viewer.timeline().set_open_zoom(parse_zoom(o.zoom));
   // Strict: the first malformed line is an error naming the line (a cut-off last line is left out).
   open_traces(viewer, o, /*strict=*/true);
@@ -116,7 +120,11 @@ int run_screenshot(const AppOptions& o) {
   if (!doc->error().empty()) return fail(kExitTraceError, doc->error());
   if (doc->model() == nullptr)
     return fail(kExitTraceError, fmt::format("{}: no complete header line yet", doc->path().string()));
-  viewer.seek(seek ? resolve_seek(*doc->model(), *seek) : doc->model()->end());
+  if (const std::optional<int> chapter = parse_chapter_seek(o.seek)) {
+    seek_to_chapter(viewer, *chapter);
+  } else {
+    viewer.seek(seek ? resolve_seek(*doc->model(), *seek) : doc->model()->end());
+  }
 
   std::unique_ptr<Platform> platform =
       Platform::create({.width = size.width, .height = size.height, .visible = false});
@@ -147,12 +155,14 @@ int run_screenshot(const AppOptions& o) {
 
 int run_interactive(const AppOptions& o) {
   const PixelSize size = o.size.empty() ? PixelSize{1600, 900} : parse_size(o.size);
-  const std::optional<SeekSpec> seek =
-      o.seek.empty() ? std::nullopt : std::optional<SeekSpec>(parse_seek(o.seek));
+  const std::optional<SeekSpec> seek = o.seek.empty() || parse_chapter_seek(o.seek)
+                                           ? std::nullopt
+                                           : std::optional<SeekSpec>(parse_seek(o.seek));
   std::unique_ptr<Platform> platform = Platform::create(
       {.width = size.width, .height = size.height, .visible = true, .fullscreen = o.present});
   FontSet fonts = load_fonts(platform->content_scale());
-  Viewer viewer(ViewerOptions{.present = o.present, .headless = false, .compare = o.compare});
+  Viewer viewer(ViewerOptions{
+      .present = o.present, .headless = false, .compare = o.compare, .stage_only = o.stage_only});
   viewer.set_fonts(fonts.normal, fonts.present);
   viewer.take_present_changed();
   if (!o.zoom.empty()) viewer.timeline().set_open_zoom(parse_zoom(o.zoom));
@@ -160,6 +170,13 @@ int run_interactive(const AppOptions& o) {
   if (seek && viewer.active_document() != nullptr && viewer.active_document()->model() != nullptr) {
     try {
       viewer.seek(resolve_seek(*viewer.active_document()->model(), *seek));
+    } catch (const Error& e) {
+      viewer.report(e.what());
+    }
+  }
+  if (const std::optional<int> chapter = parse_chapter_seek(o.seek)) {
+    try {
+      seek_to_chapter(viewer, *chapter);
     } catch (const Error& e) {
       viewer.report(e.what());
     }
@@ -220,8 +237,8 @@ int run(int argc, char** argv) {
   app.add_option("--screenshot", o.screenshot,
                  "render one frame to this PNG and exit (headless; needs a display or xvfb-run)");
   app.add_option("--seek", o.seek,
-                 "where to put the playhead: a fraction 0..1, step:N, event:K or t:TIME (155.7us: a time on "
-                 "the trace clock)");
+                 "where to put the playhead: a fraction 0..1, step:N (from 1), event:K, t:TIME (155.7us: a "
+                 "time on the trace clock) or, with --lesson, chapter:N");
   app.add_option("--zoom", o.zoom,
                  "how the timeline opens: step (the step under the playhead, default), fit (the whole "
                  "trace) or a duration around the playhead (500us, 2ms)");
@@ -234,6 +251,8 @@ int run(int argc, char** argv) {
   app.add_flag("--compare", o.compare,
                "two to four traces of the same model (single, DP, DDP) side by side on one time axis, with "
                "the speedup over the one with the fewest GPUs");
+  app.add_flag("--stage-only", o.stage_only,
+               "the stage (or the comparison) alone, edge to edge: no menu, panels or caption (slides)");
   app.add_option("--lesson", o.lesson.id,
                  "a lesson (id, number or .toml file): its panel beside the picture; runs it unless a trace "
                  "of it is given");
@@ -258,6 +277,8 @@ int run(int argc, char** argv) {
       return fail(kExitUsage, fmt::format("--compare takes 2 to 4 trace files, got {}", o.traces.size()));
     if (o.compare && !o.lesson.id.empty())
       return fail(kExitUsage, "--compare and --lesson cannot be combined");
+    if (o.stage_only && o.bench_frames > 0)
+      return fail(kExitUsage, "--stage-only and --bench-frames cannot be combined");
     if (!o.stage_boxes.empty() && o.screenshot.empty())
       return fail(kExitUsage, "--stage-boxes needs --screenshot");
     if (!o.lesson.id.empty() && o.traces.size() > 1) return fail(kExitUsage, "--lesson takes one trace file");
@@ -273,7 +294,11 @@ int run(int argc, char** argv) {
                     "headless modes take one trace file (several with --compare and --screenshot)");
     }
     // Usage errors before any work (and before a window opens).
-    if (!o.seek.empty()) parse_seek(o.seek);
+    if (parse_chapter_seek(o.seek)) {
+      if (o.lesson.id.empty()) return fail(kExitUsage, fmt::format("--seek {} needs --lesson", o.seek));
+    } else if (!o.seek.empty()) {
+      parse_seek(o.seek);
+    }
     if (!o.zoom.empty()) parse_zoom(o.zoom);
     if (!o.size.empty()) parse_size(o.size);
     if (o.bench_frames > 0) {

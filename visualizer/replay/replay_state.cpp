@@ -22,8 +22,15 @@ const char* to_string(BucketState state) {
 
 std::string step_phase_label(int64_t step, Phase phase) {
   if (step < 0) return phase == Phase::kNone ? "set-up" : to_string(phase);
-  if (phase == Phase::kNone) return fmt::format("step {}", step);
-  return fmt::format("step {} · {}", step, to_string(phase));
+  if (phase == Phase::kNone) return fmt::format("step {}", shown_count(step));
+  return fmt::format("step {} · {}", shown_count(step), to_string(phase));
+}
+
+std::string step_position_label(int64_t step, int64_t first, int64_t last) {
+  if (step < 0) return "set-up";
+  if (first >= last) return fmt::format("step {}", shown_count(step));
+  if (first == 0) return fmt::format("step {} of {}", shown_count(step), shown_count(last));
+  return fmt::format("step {} of {}–{}", shown_count(step), shown_count(first), shown_count(last));
 }
 
 bool DeviceSnapshot::busy() const {
@@ -119,6 +126,8 @@ void ReplayModel::fill_devices(ReplayState& s, Cursor c) const {
         for (int cat = 0; cat < kMemoryCategoryCount; ++cat)
           if (key == names_.memory_category[cat]) ds.memory_bytes[cat] = bytes;
       }
+    } else {
+      ds.memory_pending = !pd.memory.empty();
     }
     if (const size_t n = applied_count(pd.samples, c.seq); n > 0) {
       const trace::Event& e = data.events[order_.event_at(pd.samples[n - 1])];

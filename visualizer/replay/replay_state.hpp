@@ -36,6 +36,14 @@ const char* to_string(BucketState state);
 // the phase alone before the first step, and "set-up" there without one (DDP's broadcast of the
 // parameters, before step 0).
 std::string step_phase_label(int64_t step, Phase phase);
+// The counting convention of everything a user reads (viewer, narration, answers, handouts): steps
+// and epochs count from 1, so the trace's `"step":0` is "step 1"; code and trace fields keep
+// PyTorch's 0-based values. Every step or epoch number the viewer shows goes through this.
+constexpr int64_t shown_count(int64_t zero_based) { return zero_based + 1; }
+// Where `step` is among the trace's steps first..last (0-based trace values), as a user reads it:
+// "step 2 of 3" (a trace from step 0), "step 5 of 4–6" (a trace that starts later), "step 1" (one
+// step), "set-up" (before the first step).
+std::string step_position_label(int64_t step, int64_t first, int64_t last);
 
 // What one stream of a device is doing at the cursor.
 struct StreamActivity {
@@ -67,6 +75,9 @@ struct DeviceSnapshot {
   Phase phase = Phase::kNone;
   std::vector<StreamActivity> activity;  // one per lane of the device, in stream order
   bool memory_known = false;             // a memory counter has been seen
+  // The trace reports this GPU's memory, but not yet at the cursor (the first report comes after the
+  // first kernel): the card keeps its memory row, empty, from the trace's start.
+  bool memory_pending = false;
   std::array<uint64_t, kMemoryCategoryCount> memory_bytes{};
   uint64_t capacity_bytes = 0;
   int64_t samples_step = -1;                      // step of the samples below; -1 when none yet

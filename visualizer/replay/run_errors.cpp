@@ -46,9 +46,9 @@ std::vector<int32_t> RunErrors::stopped_ranks(Cursor cursor) const {
 
 RunErrorText run_error_text(const RunErrorMark& first, size_t ranks_stopped) {
   RunErrorText text;
-  text.headline = first.step >= 0
-                      ? fmt::format("Run failed: rank {} stopped at step {}", first.rank, first.step)
-                      : fmt::format("Run failed: rank {} stopped before training", first.rank);
+  text.headline = first.step >= 0 ? fmt::format("Run failed: rank {} stopped at step {}", first.rank,
+                                                shown_count(first.step))
+                                  : fmt::format("Run failed: rank {} stopped before training", first.rank);
   if (ranks_stopped > 1) text.headline += fmt::format(" ({} ranks stopped)", ranks_stopped);
   text.reason = first.message.empty() ? "(the trace gives no reason)" : first.message;
   // spawn() prefixes "rank N failed: " when it rethrows; a rank's own event has the bare reason.

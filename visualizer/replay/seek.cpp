@@ -63,8 +63,10 @@ SeekSpec parse_seek(std::string_view text) {
   }
   if (text.starts_with("step:")) {
     spec.kind = SeekSpec::Kind::kStep;
-    if (!parse_int(text.substr(5), spec.step) || spec.step < 0)
-      throw fail("the step is not a non-negative integer");
+    // Steps count from 1 here as on the screen: step:1 is the trace's "step":0.
+    if (!parse_int(text.substr(5), spec.step) || spec.step < 1)
+      throw fail("the step is not a positive integer (steps count from 1, as the viewer shows them)");
+    spec.step -= 1;
     return spec;
   }
   if (text.starts_with("event:")) {
@@ -127,9 +129,10 @@ Cursor resolve_seek(const ReplayModel& model, const SeekSpec& spec) {
       if (auto c = model.step_start(spec.step)) return *c;
       if (model.last_step() < model.first_step())
         throw Error(ErrorKind::kUsage,
-                    fmt::format("--seek step:{}: the trace has no training steps", spec.step));
-      throw Error(ErrorKind::kUsage, fmt::format("--seek step:{}: the trace has steps {}..{}", spec.step,
-                                                 model.first_step(), model.last_step()));
+                    fmt::format("--seek step:{}: the trace has no training steps", shown_count(spec.step)));
+      throw Error(ErrorKind::kUsage,
+                  fmt::format("--seek step:{}: the trace has steps {}..{}", shown_count(spec.step),
+                              shown_count(model.first_step()), shown_count(model.last_step())));
     }
     case SeekSpec::Kind::kTime:
       if (spec.t_ns < model.begin_ns() || spec.t_ns > model.end_ns())

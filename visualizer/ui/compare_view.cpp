@@ -60,19 +60,19 @@ void CompareView::draw(ViewContext& ctx) {
   };
 
   float y = origin.y + fs * 0.4f;
-  draw_text(dl, bold, bold->FontSize, ImVec2(origin.x + fs * 0.5f, y), pal.text,
+  draw_text(dl, bold, font_px(bold), ImVec2(origin.x + fs * 0.5f, y), pal.text,
             "The same training, one time axis (each run from its first event)");
-  y += bold->FontSize * 1.4f;
+  y += font_px(bold) * 1.4f;
   // The phases' colours, and what the white ticks mean.
   float lx = origin.x + fs * 0.5f;
   for (const Phase p : {Phase::kData, Phase::kForward, Phase::kBackward, Phase::kOptimizer}) {
     dl->AddRectFilled(ImVec2(lx, y + fs * 0.2f), ImVec2(lx + fs * 0.8f, y + fs), pal.phase_color(p), 2.0f);
     lx += fs * 1.1f;
     const std::string name = to_string(p);
-    draw_text(dl, small, small->FontSize, ImVec2(lx, y + (fs - small->FontSize) * 0.5f), pal.text_dim, name);
-    lx += text_size(small, small->FontSize, name).x + fs * 0.8f;
+    draw_text(dl, small, font_px(small), ImVec2(lx, y + (fs - font_px(small)) * 0.5f), pal.text_dim, name);
+    lx += text_size(small, font_px(small), name).x + fs * 0.8f;
   }
-  draw_text(dl, small, small->FontSize, ImVec2(lx, y + (fs - small->FontSize) * 0.5f), pal.text_dim,
+  draw_text(dl, small, font_px(small), ImVec2(lx, y + (fs - font_px(small)) * 0.5f), pal.text_dim,
             "| a step starts");
   y += fs * 1.5f;
   // Axis: a handful of round times.
@@ -83,7 +83,7 @@ void CompareView::draw(ViewContext& ctx) {
   for (double t = 0; t <= static_cast<double>(longest); t += tick) {
     const float x = x_of(static_cast<int64_t>(t));
     dl->AddLine(ImVec2(x, y + fs), ImVec2(x, origin.y + size.y - fs * 0.5f), pal.grid);
-    draw_text(dl, small, small->FontSize, ImVec2(x + 2, y), pal.text_dim,
+    draw_text(dl, small, font_px(small), ImVec2(x + 2, y), pal.text_dim,
               format_time(static_cast<int64_t>(t)));
   }
   y += fs * 1.4f;
@@ -95,7 +95,7 @@ void CompareView::draw(ViewContext& ctx) {
     const RunSummary& r = runs_[i];
     const bool active = i < ctx.documents.size() && ctx.documents[i] == ctx.doc;
     const ImVec4 clip(origin.x, y, lane_x0 - fs * 0.5f, y + row_h);
-    draw_text(dl, bold, bold->FontSize, ImVec2(origin.x + fs * 0.5f, y + fs * 0.2f),
+    draw_text(dl, bold, font_px(bold), ImVec2(origin.x + fs * 0.5f, y + fs * 0.2f),
               active ? pal.text : pal.text_dim, r.title, &clip);
     const double up = speedup(r, base);
     std::string stats = r.step_ns > 0 ? fmt::format("step {}", format_time(r.step_ns)) : "no steps";
@@ -104,7 +104,7 @@ void CompareView::draw(ViewContext& ctx) {
       stats += i == baseline_
                    ? " · the baseline"
                    : fmt::format(" · {:.2f}x of {}", up, base.gpus == 1 ? "one GPU" : "the baseline");
-    draw_text(dl, ImGui::GetFont(), fs, ImVec2(origin.x + fs * 0.5f, y + fs * 0.2f + bold->FontSize * 1.25f),
+    draw_text(dl, ImGui::GetFont(), fs, ImVec2(origin.x + fs * 0.5f, y + fs * 0.2f + font_px(bold) * 1.25f),
               pal.text, stats, &clip);
     // The lane: phases in their colours, a tick at every step's start.
     const float ly0 = y + row_h * 0.15f;

@@ -45,6 +45,8 @@ void draw_text(ImDrawList* dl, ImFont* font, float size, ImVec2 pos, ImU32 color
   dl->AddText(font, size, pos, color, shown.data(), shown.data() + shown.size(), 0.0f, clip);
 }
 
+float font_px(const ImFont* font) { return font->FontSize * font->Scale * ImGui::GetIO().FontGlobalScale; }
+
 ImVec2 text_size(ImFont* font, float size, std::string_view text) {
   if (font == nullptr) font = ImGui::GetFont();
   return font->CalcTextSizeA(size, FLT_MAX, 0.0f, text.data(), text.data() + text.size());

@@ -19,6 +19,10 @@ void draw_text(ImDrawList* dl, ImFont* font, float size, ImVec2 pos, ImU32 color
 void draw_text_centered(ImDrawList* dl, ImFont* font, float size, ImVec2 center, ImU32 color,
                         std::string_view text);
 ImVec2 text_size(ImFont* font, float size, std::string_view text);
+// `font`'s size in pixels as text is drawn now: its atlas size times the global font scale that
+// presentation mode sets from the window size (ui/viewer.hpp, present_text_scale). Views read font
+// sizes through this, never font->FontSize.
+float font_px(const ImFont* font);
 // A line from `from` to `to` with a filled head at `to`.
 void draw_arrow(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 color, float thickness, float head);
 // Where the segment from the centre of the box (center ± half) towards `toward` crosses its border.

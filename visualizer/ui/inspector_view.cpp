@@ -1,6 +1,8 @@
 // Inspector view: event fields, bucket table, values before/after a reduction, data split.
 #include "ui/inspector_view.hpp"
 
+#include "replay/row_runs.hpp"
+
 #include "replay/reduction_check.hpp"
 
 #include <algorithm>
@@ -60,7 +62,9 @@ void InspectorView::draw_event(ViewContext& ctx, uint32_t event, bool selected) 
   if (!data.str(e.cat).empty()) row("category", std::string(data.str(e.cat)));
   row("device", device_of(model, e.dev));
   row("rank", fmt::format("{}", e.rank));
-  row("step / phase", fmt::format("{} / {}", e.step, to_string(e.phase)));
+  row("step / phase", e.step >= 0 ? fmt::format("{} (trace \"step\":{}) / {}", shown_count(e.step), e.step,
+                                                to_string(e.phase))
+                                  : fmt::format("- / {}", to_string(e.phase)));
   if (e.type == trace::EventType::kSpan || e.type == trace::EventType::kTransfer)
     row("stream", to_string(e.stream));
   row("start", fmt::format("{} (ts {} ns)", format_time(e.ts_ns - model.begin_ns()), e.ts_ns));
@@ -214,7 +218,7 @@ void InspectorView::draw_reduction(const ViewContext& ctx) {
   ImGui::Separator();
   const std::string what = r.param >= 0 ? fmt::format("Gradient of {}", param_name(data, r.param))
                                         : fmt::format("Values of {}", data.str(r.name));
-  ImGui::Text("%s, step %lld: %s", what.c_str(), static_cast<long long>(r.step),
+  ImGui::Text("%s, step %lld: %s", what.c_str(), static_cast<long long>(shown_count(r.step)),
               check.reduced() ? "reduced" : (check.before ? "waiting for its reduction" : "local values"));
   const std::vector<size_t>& columns = check.columns;
   const size_t width = columns.size();
@@ -289,7 +293,8 @@ void InspectorView::draw_step_reductions(const ViewContext& ctx, int64_t step) {
     if (r.step == step && model.applied(model.event_at(r.first_pos), ctx.state->cursor)) rs.push_back(&r);
   if (rs.size() < 2) return;
   if (!ImGui::TreeNodeEx("step_reductions", ImGuiTreeNodeFlags_DefaultOpen,
-                         "All reductions of step %lld (%zu)", static_cast<long long>(step), rs.size()))
+                         "All reductions of step %lld (%zu)", static_cast<long long>(shown_count(step)),
+                         rs.size()))
     return;
   const RunInfo run = parse_run_info(data.header.run_json);
   for (const Reduction* r : rs) {
@@ -321,13 +326,14 @@ void InspectorView::draw_data_split(const ViewContext& ctx) {
     const DeviceSnapshot& ds = state.devices[d];
     if (ds.samples == nullptr) continue;
     const std::vector<int64_t>& rows = *ds.samples;
-    const size_t shown = std::min<size_t>(rows.size(), 24);
-    ImGui::TextWrapped(
-        "%s (step %lld): %zu rows: %s%s", device_label(model.devices()[d]).c_str(),
-        static_cast<long long>(ds.samples_step), rows.size(),
-        fmt::format("{}", fmt::join(rows.begin(), rows.begin() + static_cast<ptrdiff_t>(shown), ", "))
-            .c_str(),
-        shown < rows.size() ? ", …" : "");
+    // As runs ("0–63", "1–253 every 4th"); at most 24 of them.
+    const std::vector<RowRun> runs = row_runs(rows);
+    std::string text;
+    for (size_t i = 0; i < std::min<size_t>(runs.size(), 24); ++i)
+      text += (i == 0 ? "" : ", ") + format_row_run(runs[i]);
+    if (runs.size() > 24) text += ", …";
+    ImGui::TextWrapped("%s (step %lld): %zu rows: %s", device_label(model.devices()[d]).c_str(),
+                       static_cast<long long>(shown_count(ds.samples_step)), rows.size(), text.c_str());
   }
 }
 

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "ui/draw_util.hpp"
+#include "ui/markdown.hpp"
 
 namespace dpscope::viz {
 
@@ -103,6 +104,63 @@ std::string LessonView::caption() const {
   return fmt::format("{}. {}  {}", chapter_ + 1, c.title, flowing(c.narration));
 }
 
+std::vector<size_t> LessonView::chapter_questions() const {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < script_.questions.size(); ++i)
+    if (script_.questions[i].chapter == chapter_ + 1) out.push_back(i);
+  return out;
+}
+
+bool LessonView::handle_char(unsigned int c) {
+  if (c != 'r' && c != 'R') return false;
+  // The first question of the chapter still hidden; R again reveals the next one.
+  for (size_t i : chapter_questions()) {
+    if (!answers_[i].revealed) {
+      answers_[i].revealed = true;
+      return true;
+    }
+  }
+  return false;
+}
+
+float LessonView::present_caption(const ViewContext& ctx, float width, bool measure) {
+  float h = 0.0f;
+  const float spacing = ImGui::GetStyle().ItemSpacing.y;
+  auto md = [&](const std::string& text, float scale, ImU32 color) {
+    if (text.empty()) return;
+    h += (measure ? measure_markdown(ctx, text, width, scale)
+                  : draw_markdown(ctx, text, width, scale, color)) +
+         spacing;
+  };
+  const Palette& pal = *ctx.palette;
+  if (chapter_ < 0) {
+    md(fmt::format("**{}**", script_.title), 1.1f, pal.text);
+    std::string goals;
+    for (const std::string& g : script_.goals) goals += "- " + g + "\n";
+    md(goals, 1.0f, pal.text);
+    md("Space or PgDn: the player stops at every chapter.", 0.85f, pal.text_dim);
+    return h;
+  }
+  const LessonScript::Chapter& c = script_.chapters[static_cast<size_t>(chapter_)];
+  md(fmt::format("**{}. {}**", chapter_ + 1, c.title), 1.1f, pal.text);
+  md(c.narration, 1.0f, pal.text);
+  for (size_t i : chapter_questions()) {
+    const LessonScript::Question& q = script_.questions[i];
+    // The question reads from the back of the room: larger than the narration.
+    md(fmt::format("**Predict:** {}{}", q.prompt, q.unit.empty() ? "" : fmt::format(" ({})", q.unit)), 1.25f,
+       pal.selection);
+    if (answers_[i].revealed) {
+      md(fmt::format("**Answer** (from this run's trace): {}{}", q.answer_text,
+                     q.unit.empty() || !q.answer ? "" : fmt::format(" {}", q.unit)),
+         1.25f, pal.optimizer);
+      md(q.explain, 1.0f, pal.text);
+    } else {
+      md("R: reveal the answer", 0.85f, pal.text_dim);
+    }
+  }
+  return h;
+}
+
 void LessonView::draw(ViewContext& ctx) {
   ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
   ImGui::PushFont(bold);
@@ -137,7 +195,7 @@ void LessonView::draw_chapter(const ViewContext& ctx) {
   ImGui::PushFont(bold);
   ImGui::TextWrapped("%d. %s", chapter_ + 1, c.title.c_str());
   ImGui::PopFont();
-  ImGui::TextWrapped("%s", flowing(c.narration).c_str());
+  draw_markdown(ctx, c.narration);
 }
 
 void LessonView::draw_questions(const ViewContext& ctx) {
@@ -148,8 +206,8 @@ void LessonView::draw_questions(const ViewContext& ctx) {
     QuestionState& st = answers_[i];
     ImGui::Spacing();
     ImGui::PushID(static_cast<int>(i));
-    ImGui::TextWrapped("Predict: %s%s", q.prompt.c_str(),
-                       q.unit.empty() ? "" : fmt::format(" ({})", q.unit).c_str());
+    draw_markdown(
+        ctx, fmt::format("**Predict:** {}{}", q.prompt, q.unit.empty() ? "" : fmt::format(" ({})", q.unit)));
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
     ImGui::InputText("##answer", st.input, sizeof st.input);
     ImGui::SameLine();
@@ -180,7 +238,7 @@ void LessonView::draw_questions(const ViewContext& ctx) {
     if (st.revealed) {
       ImGui::TextWrapped("Answer (from this run's trace): %s%s", q.answer_text.c_str(),
                          q.unit.empty() || !q.answer ? "" : fmt::format(" {}", q.unit).c_str());
-      if (!q.explain.empty()) ImGui::TextWrapped("%s", q.explain.c_str());
+      if (!q.explain.empty()) draw_markdown(ctx, q.explain);
     }
     ImGui::PopID();
   }

@@ -78,6 +78,12 @@ class LessonView final : public View {
   void before_draw(const ViewContext& ctx) override { follow(ctx); }
   // The chapter's title and narration (the goals before the first chapter).
   std::string caption() const override;
+  // Presentation mode: chapter, narration, and the chapter's questions large; R reveals the answers.
+  float present_caption(const ViewContext& ctx, float width, bool measure) override;
+  bool handle_char(unsigned int c) override;
+  // The chapter's questions (indices into script().questions) and whether each is revealed.
+  std::vector<size_t> chapter_questions() const;
+  bool revealed(size_t question) const { return answers_[question].revealed; }
   void draw(ViewContext& ctx) override;
 
   // ---- for the viewer's keys and for tests ----

@@ -2,6 +2,7 @@
 #include "ui/palette.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string_view>
 
@@ -10,6 +11,42 @@ namespace dpscope::viz {
 namespace {
 
 constexpr ImU32 rgb(int r, int g, int b) { return IM_COL32(r, g, b, 255); }
+
+// The category colours of both palettes: Okabe and Ito's eight colours for colour-blind viewers
+// ("Color Universal Design", 2002; https://jfly.uni-koeln.de/color/), black replaced by a grey that
+// reads on the dark canvas. tests/visualizer/palette_test.cpp checks every pair that carries a
+// different meaning under simulated protanopia, deuteranopia and tritanopia.
+constexpr ImU32 kOrange = rgb(230, 159, 0);           // #E69F00
+constexpr ImU32 kSkyBlue = rgb(86, 180, 233);         // #56B4E9
+constexpr ImU32 kBluishGreen = rgb(0, 158, 115);      // #009E73
+constexpr ImU32 kYellow = rgb(240, 228, 66);          // #F0E442
+constexpr ImU32 kBlue = rgb(0, 114, 178);             // #0072B2
+constexpr ImU32 kVermillion = rgb(213, 94, 0);        // #D55E00
+constexpr ImU32 kReddishPurple = rgb(204, 121, 167);  // #CC79A7
+constexpr ImU32 kIdleGrey = rgb(96, 100, 110);
+// Rank colours, in rank order, apart from the category colours above (a rank's chunk stripe is
+// never mistaken for a memory category or a kind of work on the same card): colours of Paul Tol's
+// schemes (https://personal.sron.nl/~pault/, "bright", "vibrant" and "light"), then grey and
+// white, chosen so that every pair stays apart under the three simulated deficiencies
+// (palette_test.cpp). Ranks 8 and up repeat them; the second cue for a rank is its number, in the
+// colour square of its card's title, and its stripe's place in a chunk box (rank order).
+constexpr std::array<ImU32, 8> kRankColors = {rgb(119, 170, 221), rgb(238, 102, 119), rgb(170, 170, 0),
+                                              rgb(153, 221, 255), rgb(204, 51, 17),   rgb(238, 221, 136),
+                                              rgb(187, 187, 187), rgb(255, 255, 255)};
+
+void set_categories(Palette& p) {
+  p.playhead = rgb(255, 255, 255);
+  p.forward = kSkyBlue;
+  p.backward = kReddishPurple;
+  p.optimizer = kBluishGreen;
+  p.data = kBlue;
+  p.comm = kVermillion;
+  p.copy = kYellow;
+  p.reduce = kOrange;
+  p.idle = kIdleGrey;
+  p.memory = {p.forward, p.backward, p.optimizer, p.copy, rgb(220, 220, 220)};
+  p.bucket = {kIdleGrey, kYellow, kVermillion, kBluishGreen};
+}
 
 }  // namespace
 
@@ -36,22 +73,11 @@ Palette Palette::normal() {
   p.text = rgb(230, 232, 236);
   p.text_dim = rgb(150, 156, 168);
   p.grid = rgb(60, 64, 74);
-  p.playhead = rgb(255, 80, 80);
   p.selection = rgb(255, 220, 90);
   p.link = rgb(80, 86, 100);
-  p.forward = rgb(66, 135, 245);
-  p.backward = rgb(171, 104, 232);
-  p.optimizer = rgb(64, 186, 108);
-  p.data = rgb(38, 178, 190);
-  p.comm = rgb(235, 94, 60);
-  p.copy = rgb(232, 180, 45);
-  p.reduce = rgb(224, 118, 168);
   p.other = rgb(120, 140, 160);
-  p.idle = rgb(72, 76, 86);
   p.merged = rgb(110, 118, 134);
-  p.memory = {rgb(66, 135, 245), rgb(171, 104, 232), rgb(64, 186, 108), rgb(232, 180, 45),
-              rgb(130, 136, 150)};
-  p.bucket = {rgb(92, 98, 112), rgb(232, 180, 45), rgb(235, 94, 60), rgb(64, 186, 108)};
+  set_categories(p);
   p.error = rgb(255, 95, 95);
   p.warning = rgb(255, 196, 70);
   return p;
@@ -67,21 +93,11 @@ Palette Palette::classroom() {
   p.text = rgb(255, 255, 255);
   p.text_dim = rgb(205, 205, 205);
   p.grid = rgb(90, 90, 90);
-  p.playhead = rgb(255, 40, 40);
   p.selection = rgb(255, 255, 0);
   p.link = rgb(140, 140, 140);
-  p.forward = rgb(30, 144, 255);
-  p.backward = rgb(200, 90, 255);
-  p.optimizer = rgb(0, 220, 90);
-  p.data = rgb(0, 225, 225);
-  p.comm = rgb(255, 70, 20);
-  p.copy = rgb(255, 215, 0);
-  p.reduce = rgb(255, 105, 180);
   p.other = rgb(170, 190, 210);
-  p.idle = rgb(70, 70, 70);
   p.merged = rgb(160, 160, 160);
-  p.memory = {rgb(30, 144, 255), rgb(200, 90, 255), rgb(0, 220, 90), rgb(255, 215, 0), rgb(190, 190, 190)};
-  p.bucket = {rgb(110, 110, 110), rgb(255, 215, 0), rgb(255, 70, 20), rgb(0, 220, 90)};
+  set_categories(p);
   p.error = rgb(255, 60, 60);
   p.warning = rgb(255, 215, 0);
   return p;
@@ -122,6 +138,10 @@ ImU32 Palette::sample_color(int64_t index) const {
   ImGui::ColorConvertHSVtoRGB(static_cast<float>(h), high_contrast ? 0.85f : 0.6f,
                               high_contrast ? 1.0f : 0.9f, r, g, b);
   return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1.0f));
+}
+
+ImU32 Palette::rank_color(int rank) const {
+  return kRankColors[static_cast<size_t>(rank < 0 ? 0 : rank) % kRankColors.size()];
 }
 
 ImU32 Palette::text_on(ImU32 fill) const {

@@ -50,8 +50,9 @@ struct Palette {
   ImU32 event_color(const trace::TraceData& trace_data, const trace::Event& e) const;
   // A stable colour per dataset row, so one sample keeps its colour wherever it goes.
   ImU32 sample_color(int64_t index) const;
-  // A rank's own colour, where the chunk view shows whose contributions a chunk holds.
-  ImU32 rank_color(int rank) const { return sample_color(rank); }
+  // A rank's own colour, where the chunk view shows whose contributions a chunk holds: eight
+  // colour-blind-safe colours, repeated from rank 8 on (the rank's number is the second cue).
+  ImU32 rank_color(int rank) const;
   // Black or white, whichever reads better on `fill`.
   ImU32 text_on(ImU32 fill) const;
   // ImGui's own widgets in matching colours; `scale` multiplies paddings and rounding.

@@ -128,6 +128,10 @@ void PlayerView::draw(ViewContext& ctx) {
   if (!ctx.headless && ImGui::IsItemHovered()) ImGui::SetTooltip("keys and colours (? or F1)");
   ImGui::SameLine();
   const Cursor c = playback.cursor();
+  const std::string where =
+      ctx.state != nullptr ? step_position_label(ctx.state->step, model.first_step(), model.last_step()) : "";
+  ImGui::TextUnformatted(where.c_str());
+  ImGui::SameLine();
   ImGui::TextDisabled("t = %s / %s · event %u of %zu", format_time(c.t_ns - model.begin_ns()).c_str(),
                       format_time(model.end_ns() - model.begin_ns()).c_str(), c.seq, model.event_count());
   draw_scrubber(ctx);

@@ -26,7 +26,7 @@ void PlotsView::draw_loss(const ViewContext& ctx, ImVec2 size) {
   const ImVec2 p1(p0.x + size.x, p0.y + size.y);
   dl->AddRectFilled(p0, p1, pal.background, 3.0f);
   ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
-  const float fs = small->FontSize;
+  const float fs = font_px(small);
   if (losses.empty()) {
     draw_text_centered(dl, small, fs, ImVec2((p0.x + p1.x) * 0.5f, (p0.y + p1.y) * 0.5f), pal.text_dim,
                        "no loss values in this trace");
@@ -59,8 +59,8 @@ void PlotsView::draw_loss(const ViewContext& ctx, ImVec2 size) {
   dl->AddLine(ImVec2(left, bottom), ImVec2(right, bottom), pal.grid);
   draw_text(dl, small, fs, ImVec2(p0.x + 3, top - fs * 0.5f), pal.text_dim, fmt::format("{:.3g}", hi));
   draw_text(dl, small, fs, ImVec2(p0.x + 3, bottom - fs * 0.5f), pal.text_dim, fmt::format("{:.3g}", lo));
-  draw_text(dl, small, fs, ImVec2(left, bottom + 2), pal.text_dim, fmt::format("step {}", s_lo));
-  const std::string last = fmt::format("step {}", s_hi);
+  draw_text(dl, small, fs, ImVec2(left, bottom + 2), pal.text_dim, fmt::format("step {}", shown_count(s_lo)));
+  const std::string last = fmt::format("step {}", shown_count(s_hi));
   draw_text(dl, small, fs, ImVec2(right - text_size(small, fs, last).x, bottom + 2), pal.text_dim, last);
 
   // At most one point per pixel column; a step's loss has happened once its last rank logged it.
@@ -82,7 +82,7 @@ void PlotsView::draw_loss(const ViewContext& ctx, ImVec2 size) {
   if (current != nullptr) {
     const ImVec2 p(x_of(current->step), y_of(current->loss));
     dl->AddCircle(p, 6.0f * pal.line_scale, pal.playhead, 0, 2.0f);
-    const std::string label = fmt::format("step {}: {:.4f}", current->step, current->loss);
+    const std::string label = fmt::format("step {}: {:.4f}", shown_count(current->step), current->loss);
     const ImVec2 ts = text_size(small, fs, label);
     draw_text(dl, small, fs, ImVec2(std::min(p.x + 8, right - ts.x), std::max(p.y - fs * 1.3f, top)),
               pal.text, label);
@@ -137,8 +137,8 @@ void PlotsView::draw_breakdown(const ViewContext& ctx) {
     seg(b.idle_ns, pal.idle);
     dl->AddRect(ImVec2(p.x + label_w, p.y), ImVec2(p.x + label_w + bar_w, p.y + bar_h), pal.grid);
     const std::string pct = b.comm_ns > 0 ? fmt::format("overlap {:.0f}%", b.overlap_pct()) : "no comm";
-    draw_text(dl, small, small->FontSize,
-              ImVec2(p.x + label_w + bar_w + fs * 0.4f, p.y + (bar_h - small->FontSize) * 0.5f), pal.text_dim,
+    draw_text(dl, small, font_px(small),
+              ImVec2(p.x + label_w + bar_w + fs * 0.4f, p.y + (bar_h - font_px(small)) * 0.5f), pal.text_dim,
               pct);
     if (!ctx.headless && ImGui::IsMouseHoveringRect(p, ImVec2(p.x + label_w + bar_w + pct_w, p.y + bar_h)))
       ImGui::SetTooltip(

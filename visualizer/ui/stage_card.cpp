@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "dpscope/base/format_bytes.hpp"
+#include "replay/row_runs.hpp"
 #include "ui/draw_util.hpp"
 #include "ui/stage_view.hpp"
 
@@ -52,8 +53,9 @@ StageView::CardFit StageView::draw_card(ViewContext& ctx, ImDrawList* dl, const 
   f.body = ImGui::GetFont();
   f.bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : f.body;
   f.small = ctx.fonts.small != nullptr ? ctx.fonts.small : f.body;
-  f.small_fs = f.small->FontSize * card_scale_;
-  f.bold_fs = f.bold->FontSize * card_scale_;
+  f.small_fs = font_px(f.small) * card_scale_;
+  f.bold_fs = font_px(f.bold) * card_scale_;
+  card_text_px_ = f.fs;
   f.r0 = sub(box.center, box.half);
   f.r1 = add(box.center, box.half);
   f.pad = f.fs * 0.5f;
@@ -155,11 +157,13 @@ void StageView::draw_card_memory(const ViewContext& ctx, CardFrame& f) {
   const ModelDevice& dev = *f.dev;
   const DeviceSnapshot& ds = *f.ds;
   // Memory by category on one line, on a scale shared by all cards (the largest use in the trace).
-  if (ds.memory_known && f.y + f.fs * 1.2f > f.r1.y) f.clipped = true;
-  if (ds.memory_known && f.y + f.fs * 1.2f <= f.r1.y) {
+  // The row is there from the trace's start, so the card does not change shape at the first report.
+  const bool row = ds.memory_known || ds.memory_pending;
+  if (row && f.y + f.fs * 1.2f > f.r1.y) f.clipped = true;
+  if (row && f.y + f.fs * 1.2f <= f.r1.y) {
     const uint64_t used = ds.memory_in_use_bytes();
     const float label_w = text_size(f.small, f.small_fs, "memory").x + f.fs * 0.5f;
-    const std::string amount = format_bytes(used);
+    const std::string amount = ds.memory_known ? format_bytes(used) : "not reported yet";
     const float amount_w = text_size(f.small, f.small_fs, amount).x + f.fs * 0.5f;
     draw_text(f.dl, f.small, f.small_fs, ImVec2(f.r0.x + f.pad, f.y + (f.fs - f.small_fs) * 0.5f),
               pal.text_dim, "memory", &f.clip);
@@ -182,7 +186,7 @@ void StageView::draw_card_memory(const ViewContext& ctx, CardFrame& f) {
     draw_text(f.dl, f.small, f.small_fs,
               ImVec2(bar_x0 + bar_w + f.fs * 0.4f, f.y + (f.fs - f.small_fs) * 0.5f), pal.text, amount,
               &f.clip);
-    if (!ctx.headless && ImGui::IsWindowHovered() &&
+    if (!ctx.headless && ds.memory_known && ImGui::IsWindowHovered() &&
         ImGui::IsMouseHoveringRect(ImVec2(f.r0.x, f.y), ImVec2(f.r1.x, f.y + f.fs))) {
       std::string tip = fmt::format("memory on {}: {} in use", dev.name, format_bytes(used));
       if (ds.capacity_bytes > 0) tip += fmt::format(" of {}", format_bytes(ds.capacity_bytes));
@@ -324,7 +328,7 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
     const bool repeated = ds.samples_repeat_of >= 0;
     if (repeated) {
       const std::string text =
-          fmt::format("same rows as step {}: set_epoch() not called?", ds.samples_repeat_of);
+          fmt::format("same rows as step {}: set_epoch() not called?", shown_count(ds.samples_repeat_of));
       const float w = text_size(f.small, f.small_fs, text).x + f.fs * 0.35f;
       if ((room = fits(w))) {
         draw_text(f.dl, f.small, f.small_fs, ImVec2(x, f.y + (chip_h - f.small_fs) * 0.5f), pal.warning,
@@ -333,7 +337,36 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
       }
     }
     room = room && label(current ? fmt::format("data ({} rows)", rows.size())
-                                 : fmt::format("data from step {}", ds.samples_step));
+                                 : fmt::format("data from step {}", shown_count(ds.samples_step)));
+    // Many rows (DataParallel's chunk of a 256-row batch, a strided sampler's share) read as
+    // ranges: one chip per run, "0–63" or "1–253 every 4th", with a strip of the rows' colours.
+    const std::vector<RowRun> runs = row_runs(rows);
+    if (rows.size() > kMaxRowChips && runs.size() * 2 <= rows.size()) {
+      for (const RowRun& run : runs) {
+        const std::string text = format_row_run(run);
+        const float w = text_size(f.small, f.small_fs, text).x + 10.0f;
+        if (!room || !(room = fits(w))) break;
+        const ImVec2 a(x, f.y);
+        const ImVec2 b(x + w, f.y + chip_h);
+        f.dl->AddRectFilled(a, b, pal.card, 3.0f);
+        // The strip: the colours of up to 16 rows spread over the run.
+        const int64_t slivers = std::min<int64_t>(run.count, 16);
+        const float strip_h = std::max(2.0f, chip_h * 0.18f);
+        for (int64_t k = 0; k < slivers; ++k) {
+          const int64_t row =
+              run.first + (run.count - 1) * k / std::max<int64_t>(slivers - 1, 1) * run.stride;
+          const float x0 = a.x + w * static_cast<float>(k) / static_cast<float>(slivers);
+          const float x1 = a.x + w * static_cast<float>(k + 1) / static_cast<float>(slivers);
+          const ImU32 c = pal.sample_color(row);
+          f.dl->AddRectFilled(ImVec2(x0, b.y - strip_h), ImVec2(x1, b.y), current ? c : with_alpha(c, 0.35f));
+        }
+        f.dl->AddRect(a, b, repeated ? pal.warning : pal.text_dim, 3.0f, 0, repeated ? 2.0f : 1.0f);
+        draw_text_centered(f.dl, f.small, f.small_fs, ImVec2(x + w * 0.5f, f.y + (chip_h - strip_h) * 0.5f),
+                           current ? pal.text : pal.text_dim, text);
+        x += w + 3;
+      }
+      return;
+    }
     int64_t widest = 0;
     for (int64_t r : rows) widest = std::max(widest, r);
     const float chip_w =

@@ -33,8 +33,8 @@ float StageView::draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec
   if (wrap < fs * 4) return 0.0f;
   // At most a third of the stage: a long message is cut rather than squeezing the cards away.
   const float reason_h = body->CalcTextSizeA(fs, FLT_MAX, wrap, text.reason.c_str()).y;
-  const float max_h = std::max(bold->FontSize * 1.2f + fs * 1.2f, size.y / 3.0f);
-  const float h = std::min(pad * 2 + bold->FontSize * 1.2f + reason_h, max_h);
+  const float max_h = std::max(font_px(bold) * 1.2f + fs * 1.2f, size.y / 3.0f);
+  const float h = std::min(pad * 2 + font_px(bold) * 1.2f + reason_h, max_h);
   if (measure_only) return h + margin;
   const ImVec2 p0(origin.x + margin, origin.y);
   const ImVec2 p1(p0.x + width, p0.y + h);
@@ -43,8 +43,8 @@ float StageView::draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec
   dl->AddRectFilled(p0, p1, fill, fs * 0.3f);
   dl->AddRect(p0, p1, shade(fill, -0.4f), fs * 0.3f, 0, 2.0f);
   const ImVec4 clip(p0.x + pad, p0.y, p1.x - pad, p1.y - pad * 0.5f);
-  draw_text(dl, bold, bold->FontSize, ImVec2(p0.x + pad, p0.y + pad), ink, text.headline, &clip);
-  dl->AddText(body, fs, ImVec2(p0.x + pad, p0.y + pad + bold->FontSize * 1.2f), ink, text.reason.c_str(),
+  draw_text(dl, bold, font_px(bold), ImVec2(p0.x + pad, p0.y + pad), ink, text.headline, &clip);
+  dl->AddText(body, fs, ImVec2(p0.x + pad, p0.y + pad + font_px(bold) * 1.2f), ink, text.reason.c_str(),
               text.reason.c_str() + text.reason.size(), wrap, &clip);
   error_banner_ = ImVec4(p0.x, p0.y, p1.x, p1.y);
   error_banner_text_ = text.headline + ": " + text.reason;

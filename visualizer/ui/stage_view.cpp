@@ -50,6 +50,29 @@ ImVec2 along(const std::vector<ImVec2>& pts, float t, ImVec2* direction = nullpt
   return pts.empty() ? ImVec2() : pts.back();
 }
 
+// `pts` without the part at its start that lies inside `box` (a path that leaves a box diagonally
+// and is then moved sideways starts a few pixels inside it): the path begins where it crosses the
+// box's border. `reverse`: the same at its end.
+void trim_inside(std::vector<ImVec2>& pts, ImVec2 center, ImVec2 half, bool reverse) {
+  if (reverse) std::reverse(pts.begin(), pts.end());
+  auto inside = [&](ImVec2 p) {
+    return std::fabs(p.x - center.x) < half.x && std::fabs(p.y - center.y) < half.y;
+  };
+  size_t i = 0;
+  while (i < pts.size() && inside(pts[i])) ++i;
+  if (i > 0 && i < pts.size()) {
+    ImVec2 in = pts[i - 1];
+    ImVec2 out = pts[i];
+    for (int k = 0; k < 24; ++k) {  // bisection to well under a pixel
+      const ImVec2 mid = mul(add(in, out), 0.5f);
+      (inside(mid) ? in : out) = mid;
+    }
+    pts.erase(pts.begin(), pts.begin() + static_cast<ptrdiff_t>(i));
+    pts.insert(pts.begin(), out);
+  }
+  if (reverse) std::reverse(pts.begin(), pts.end());
+}
+
 // The part of a polyline from its start to the fraction `t` of its length.
 std::vector<ImVec2> prefix(const std::vector<ImVec2>& pts, float t) {
   float total = 0.0f;
@@ -370,7 +393,7 @@ void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
   const ReplayModel& model = *ctx.model;
   const float fs = ImGui::GetFontSize();
   ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
-  const float small_size = small->FontSize;
+  const float small_size = font_px(small);
   for (const TransferSnapshot& t : ctx.state->transfers) {
     if (box_of(t.src) == nullptr || box_of(t.dst) == nullptr) continue;
     std::vector<ImVec2> path = link_path(t.src, t.dst);
@@ -378,6 +401,9 @@ void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
     const ImVec2 nrm = normalized(ImVec2(-(path.back().y - path.front().y), path.back().x - path.front().x));
     const float offset = fs * 0.35f * (t.src < t.dst ? 1.0f : -1.0f);
     for (ImVec2& q : path) q = add(q, mul(nrm, offset));
+    // Neither end may reach into its card (the review found arrowheads over card rows).
+    trim_inside(path, box_of(t.src)->center, box_of(t.src)->half, false);
+    trim_inside(path, box_of(t.dst)->center, box_of(t.dst)->half, true);
     transfer_paths_.push_back(path);
     const ImU32 color = pal.event_color(model.data(), model.event(t.event));
     const float thick = 3.0f * pal.line_scale;
@@ -385,10 +411,17 @@ void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
     const float p = static_cast<float>(t.progress);
     const std::vector<ImVec2> done = prefix(path, p);
     dl->AddPolyline(done.data(), static_cast<int>(done.size()), color, 0, thick);
-    ImVec2 dir;
-    const ImVec2 head = along(path, p, &dir);
+    // The arrow's tip is at the transfer's progress, and the whole arrow stays on the path: it
+    // never pokes past the path's end into the receiving card or behind its start into the sender.
+    float path_len = 0.0f;
+    for (size_t i = 1; i < path.size(); ++i) path_len += length(sub(path[i], path[i - 1]));
     const float hs = fs * 0.75f * pal.line_scale;
-    draw_arrow(dl, sub(head, mul(dir, hs * 1.6f)), add(head, mul(dir, hs * 0.4f)), color, thick, hs);
+    const float arrow_len = hs * 2.0f;
+    const float tip = path_len > arrow_len ? std::max(p, arrow_len / path_len) : 1.0f;
+    ImVec2 dir;
+    const ImVec2 head = along(path, tip, &dir);
+    const ImVec2 tail = path_len > arrow_len ? along(path, tip - arrow_len / path_len) : path.front();
+    draw_arrow(dl, tail, head, color, thick, hs);
     // The size rides beside the arrow's head, but never on a card, the host or another label: it
     // steps back along the link (then forward), on either side, to the nearest free place; with
     // none free it is left out (the tooltip and the inspector still give it).
@@ -441,10 +474,10 @@ void StageView::draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box
   ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
   ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
   const float fs = ImGui::GetFontSize();
-  draw_text_centered(dl, bold, bold->FontSize, ImVec2(box.center.x, box.center.y - fs * 0.4f), pal.text,
+  draw_text_centered(dl, bold, font_px(bold), ImVec2(box.center.x, box.center.y - fs * 0.4f), pal.text,
                      "host (CPU)");
-  draw_text_centered(dl, small, small->FontSize, ImVec2(box.center.x, box.center.y + fs * 0.55f),
-                     pal.text_dim, "dataset, data loader");
+  draw_text_centered(dl, small, font_px(small), ImVec2(box.center.x, box.center.y + fs * 0.55f), pal.text_dim,
+                     "dataset, data loader");
 }
 
 void StageView::draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& box) {
@@ -457,20 +490,16 @@ void StageView::draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& b
   ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
   const float fs = ImGui::GetFontSize();
   const ModelDevice& dev = ctx.model->devices()[static_cast<size_t>(box.device)];
-  draw_text_centered(dl, bold, bold->FontSize, ImVec2(box.center.x, box.center.y - fs * 0.4f), pal.text,
+  draw_text_centered(dl, bold, font_px(bold), ImVec2(box.center.x, box.center.y - fs * 0.4f), pal.text,
                      dev.name);
-  draw_text_centered(dl, small, small->FontSize, ImVec2(box.center.x, box.center.y + fs * 0.55f),
-                     pal.text_dim, "switch");
+  draw_text_centered(dl, small, font_px(small), ImVec2(box.center.x, box.center.y + fs * 0.55f), pal.text_dim,
+                     "switch");
 }
 
 // ---- header and legend ----
 
-void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width) {
-  const Palette& pal = *ctx.palette;
+std::string StageView::header_title(const ViewContext& ctx) const {
   const ReplayModel& model = *ctx.model;
-  const ReplayState& state = *ctx.state;
-  const float fs = ImGui::GetFontSize();
-  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
   const RunInfo run = parse_run_info(model.data().header.run_json);
   std::string hardware;
   for (int d : ring_)
@@ -495,18 +524,26 @@ void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origi
   if (!run.model.empty()) title += fmt::format(" · model {}", run.model);
   if (!run.batch.empty())
     title += fmt::format(" · batch {}{}", run.batch, run.mode == "ddp" ? " per rank" : "");
-  const ImVec4 clip(origin.x, origin.y, origin.x + width, origin.y + fs * 3);
-  draw_text(dl, bold, bold->FontSize, ImVec2(origin.x + fs * 0.5f, origin.y + fs * 0.3f), pal.text, title,
-            &clip);
+  return title;
+}
 
-  const float y2 = origin.y + fs * 0.3f + bold->FontSize * 1.3f;
+void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width) {
+  const Palette& pal = *ctx.palette;
+  const ReplayModel& model = *ctx.model;
+  const ReplayState& state = *ctx.state;
+  const float fs = ImGui::GetFontSize();
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
+  float y = origin.y + fs * 0.3f;
+  for (const std::string& line : header_lines_) {
+    const ImVec4 clip(origin.x, y, origin.x + width - fs * 0.25f, y + font_px(bold) * 1.3f);
+    draw_text(dl, bold, font_px(bold), ImVec2(origin.x + fs * 0.5f, y), pal.text, line, &clip);
+    y += font_px(bold) * 1.3f;
+  }
+  const float y2 = y;
   float x = origin.x + fs * 0.5f;
   if (state.step >= 0) {
-    // "step 1 of steps 0–1": steps are numbered from 0 as the training loop counts them.
-    const std::string step =
-        model.first_step() == model.last_step()
-            ? fmt::format("step {}", state.step)
-            : fmt::format("step {} of steps {}–{}", state.step, model.first_step(), model.last_step());
+    // "step 2 of 3": steps count from 1 on screen (the trace's "step":1 is the second step).
+    const std::string step = step_position_label(state.step, model.first_step(), model.last_step());
     draw_text(dl, ImGui::GetFont(), fs, ImVec2(x, y2), pal.text, step);
     x += text_size(nullptr, fs, step).x + fs * 0.8f;
   }
@@ -548,7 +585,7 @@ float StageView::draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 orig
                              bool measure_only) {
   const Palette& pal = *ctx.palette;
   ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
-  const float size = small->FontSize;
+  const float size = font_px(small);
   struct Entry {
     const char* group;  // starts a group when not null
     ImU32 color;
@@ -607,7 +644,34 @@ void StageView::draw(ViewContext& ctx) {
   const float fs = ImGui::GetFontSize();
   dl->AddRectFilled(origin, add(origin, size), ctx.palette->background, 4.0f);
   ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
-  const float header_h = fs * 0.6f + bold->FontSize * 1.3f + fs * 1.3f;
+  // The title wraps at its " · " separators rather than end in "..." (1280x720 in --present cut it
+  // at "batc...").
+  header_lines_.clear();
+  header_clipped_ = false;
+  {
+    const std::string title = header_title(ctx);
+    const float room = size.x - fs * 0.75f;
+    std::string line;
+    size_t from = 0;
+    while (from <= title.size()) {
+      size_t to = title.find(" · ", from);
+      if (to == std::string::npos) to = title.size();
+      const std::string part = title.substr(from, to - from);
+      const std::string joined = line.empty() ? part : line + " · " + part;
+      if (!line.empty() && text_size(bold, font_px(bold), joined).x > room) {
+        header_lines_.push_back(line);
+        line = part;
+      } else {
+        line = joined;
+      }
+      from = to + std::string_view(" · ").size();
+    }
+    header_lines_.push_back(line);
+    for (const std::string& l : header_lines_)
+      header_clipped_ = header_clipped_ || text_size(bold, font_px(bold), l).x > room;
+  }
+  const float header_h =
+      fs * 0.6f + font_px(bold) * 1.3f * static_cast<float>(header_lines_.size()) + fs * 1.3f;
   const float legend_h = draw_legend(ctx, dl, ImVec2(origin.x, 0), size.x, true);
   const ImVec2 area_origin(origin.x + fs * 0.3f, origin.y + header_h);
   const ImVec2 area_size(size.x - fs * 0.6f, size.y - header_h - legend_h - fs * 0.3f);

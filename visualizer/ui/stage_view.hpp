@@ -14,6 +14,9 @@
 
 namespace dpscope::viz {
 
+// More rows than this on a GPU, and rows that form runs, are drawn as ranges ("0–63").
+inline constexpr size_t kMaxRowChips = 8;
+
 class StageView final : public View {
  public:
   const char* title() const override { return "Stage"; }
@@ -34,6 +37,11 @@ class StageView final : public View {
   // The paths the last frame's transfers were drawn along (for tests).
   const std::vector<std::vector<ImVec2>>& transfer_paths() const { return transfer_paths_; }
   int clipped_cards() const { return clipped_cards_; }
+  // The last frame: the header's title lines (wrapped at " · " to fit, never cut), and the pixel
+  // size of the cards' body text (the presentation tests compare it across window sizes).
+  const std::vector<std::string>& header_lines() const { return header_lines_; }
+  bool header_clipped() const { return header_clipped_; }
+  float card_text_px() const { return card_text_px_; }
   // The run-error banner of the last frame (x0, y0, x1, y1; all 0 when none was drawn) and its text
   // ("Run failed: rank 0 stopped at step 1 (4 ranks stopped): Detected mismatch ...").
   const ImVec4& error_banner() const { return error_banner_; }
@@ -67,6 +75,7 @@ class StageView final : public View {
   void draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box& box);
   void draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box);
   void draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& box);
+  std::string header_title(const ViewContext& ctx) const;
   void draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width);
   // A failed run (stage_error_banner.cpp): the first rank's error across the top of the stage area
   // once it has happened. Returns the height it takes (0: none); `measure_only` draws nothing.
@@ -96,7 +105,10 @@ class StageView final : public View {
   static constexpr float kMinCardScale = 0.5f;
   float card_scale_ = 1.0f;
   int clipped_cards_ = 0;  // in the last frame
-  bool roomy_ = true;      // every card had rows to spare in the frame being drawn
+  std::vector<std::string> header_lines_;
+  bool header_clipped_ = false;
+  float card_text_px_ = 0.0f;
+  bool roomy_ = true;  // every card had rows to spare in the frame being drawn
   ImVec4 error_banner_{0, 0, 0, 0};
   std::string error_banner_text_;
 };

@@ -101,9 +101,11 @@ void SpanLane::draw(TimelineFrame& f, float y) {
       if (box.count > 1) xb = std::max(xb, xa + 3.0f);
       xb = std::max(xb, xa + 1.0f);
       const ImVec2 a(xa, ry + 1);
-      const ImVec2 b(xb, ry + f.row_h - 1);
+      ImVec2 b(xb, ry + f.row_h - 1);
       ++f.boxes_drawn;
       if (box.count == 1) {
+        // Spans a few nanoseconds apart (two kernels 80 ns apart) keep a gap between their boxes.
+        b.x = span_fill_end_px(xa, xb);
         const uint32_t ev = items.event(box.first);
         const trace::Event& e = data.events[ev];
         const ImU32 fill = f.palette->event_color(data, e);

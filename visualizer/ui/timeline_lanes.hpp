@@ -16,6 +16,11 @@
 
 namespace dpscope::viz {
 
+// Where the fill of a span drawn from x `xa` to `xb` ends: one pixel short of its end when it is
+// 3 pixels wide or more, so that two spans that nearly touch (the next starts less than a pixel
+// later) stay two boxes at every zoom; narrower spans keep their width.
+inline float span_fill_end_px(float xa, float xb) { return xb - xa >= 3.0f ? xb - 1.0f : xb; }
+
 // What all lanes share in one frame.
 struct TimelineFrame {
   const ReplayModel* model = nullptr;

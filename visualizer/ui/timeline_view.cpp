@@ -138,7 +138,7 @@ void TimelineView::draw_ruler(const ViewContext& ctx, ImDrawList* dl, float x0, 
   for (double t = origin + std::ceil((t0_ - origin) / step) * step; t <= t1_; t += step) {
     const float x = x0 + static_cast<float>((t - t0_) / (t1_ - t0_)) * (x1 - x0);
     dl->AddLine(ImVec2(x, y1 - (y1 - y0) * 0.35f), ImVec2(x, y1), pal.text_dim);
-    draw_text(dl, small, small->FontSize, ImVec2(x + 3, y0 + 1), pal.text_dim,
+    draw_text(dl, small, font_px(small), ImVec2(x + 3, y0 + 1), pal.text_dim,
               format_time(static_cast<int64_t>(std::llround(t - origin))), &clip);
   }
 }
@@ -173,7 +173,7 @@ void TimelineView::draw(ViewContext& ctx) {
   f.palette = &pal;
   f.dl = dl;
   f.font = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
-  f.font_size = f.font->FontSize;
+  f.font_size = font_px(f.font);
   f.t0_ns = t0_;
   f.t1_ns = t1_;
   f.x0 = x0;

@@ -17,10 +17,15 @@
 namespace dpscope::viz {
 
 struct Fonts {
-  ImFont* body = nullptr;   // the default text
-  ImFont* bold = nullptr;   // titles, card headers (falls back to body)
-  ImFont* small = nullptr;  // chips, axis labels (falls back to body)
-  float scale = 1.0f;       // content scale (HiDPI) times the presentation-mode factor
+  ImFont* body = nullptr;    // the default text
+  ImFont* bold = nullptr;    // titles, card headers (falls back to body)
+  ImFont* small = nullptr;   // chips, axis labels (falls back to body)
+  ImFont* italic = nullptr;  // *emphasis* in narration (falls back to body)
+  ImFont* mono = nullptr;    // `code` in narration (falls back to body)
+  float scale = 1.0f;        // content scale (HiDPI) times the presentation-mode factor
+  // The atlas's pixel size relative to the size text has at the reference window (1280x720):
+  // presentation mode draws these fonts at present_text_scale(window) / raster (ui/viewer.hpp).
+  float raster = 1.0f;
 };
 
 // Everything a view may use in one frame. Built by the Viewer before drawing.
@@ -58,6 +63,14 @@ class View {
   virtual void before_draw(const ViewContext& /*ctx*/) {}
   // The caption presentation mode shows under the stage ("" : the viewer's own, step and phase).
   virtual std::string caption() const { return ""; }
+  // Presentation mode's caption drawn by the view itself (the lesson: chapter, narration rendered
+  // from Markdown, the chapter's question large, its answer once revealed), `width` pixels wide.
+  // Returns its height, or a negative number when the view has none; `measure`: no drawing.
+  virtual float present_caption(const ViewContext& /*ctx*/, float /*width*/, bool /*measure*/) {
+    return -1.0f;
+  }
+  // A character typed in presentation mode (the lesson's R reveals the answer); true when used.
+  virtual bool handle_char(unsigned int /*c*/) { return false; }
   virtual void draw(ViewContext& ctx) = 0;
 
   bool visible = true;

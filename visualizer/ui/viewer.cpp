@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "ui/draw_util.hpp"
+#include "ui/markdown.hpp"
 
 namespace dpscope::viz {
 
@@ -19,6 +20,10 @@ constexpr ImGuiWindowFlags kTiledWindow = ImGuiWindowFlags_NoMove | ImGuiWindowF
                                           ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings |
                                           ImGuiWindowFlags_NoBringToFrontOnFocus;
 }  // namespace
+
+float present_text_scale(ImVec2 window) {
+  return std::clamp(std::min(window.x / 1280.0f, window.y / 720.0f), 0.75f, 3.0f);
+}
 
 Viewer::Viewer(ViewerOptions options)
     : options_(options),
@@ -146,6 +151,9 @@ bool Viewer::take_fullscreen_toggle() {
 
 void Viewer::draw() {
   const Fonts& fonts = present_ ? fonts_present_ : fonts_normal_;
+  // Presentation text follows the window's size; the working view keeps its fixed sizes.
+  ImGui::GetIO().FontGlobalScale =
+      present_ ? present_text_scale(ImGui::GetIO().DisplaySize) / std::max(fonts.raster, 0.1f) : 1.0f;
   // The style follows the palette and the fonts' scale (re-applied when presentation mode changes).
   if (style_dirty_) {
     palette_.apply_to_imgui(fonts.scale);
@@ -154,7 +162,7 @@ void Viewer::draw() {
   if (fonts.body != nullptr) ImGui::PushFont(fonts.body);
   Tab* tab = active_tab();
   handle_keys(tab);
-  draw_menu();
+  if (!options_.stage_only) draw_menu();
   std::optional<ReplayState> state;
   if (tab != nullptr && tab->doc->model() != nullptr)
     state = tab->doc->model()->state_at(tab->playback.cursor());
@@ -223,8 +231,21 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   ctx.headless = options_.headless;
 
   for (const Slot& s : slots_) s.view->before_draw(ctx);
+  // Compare takes the stage's place while it is on and there is something to compare.
+  const bool comparing = compare_->visible && tabs_.size() >= 2;
+  View* top = comparing ? static_cast<View*>(compare_.get()) : stage_.get();
+  const ImGuiWindowFlags canvas = ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse;
+  if (options_.stage_only) {
+    // Slides: the stage (or the comparison) alone, edge to edge.
+    ImGui::SetNextWindowPos(pos);
+    ImGui::SetNextWindowSize(size);
+    if (ImGui::Begin(top->title(), nullptr, kTiledWindow | canvas | ImGuiWindowFlags_NoTitleBar))
+      top->draw(ctx);
+    ImGui::End();
+    return;
+  }
   if (present_) {
-    draw_present(ctx, state, pos, size);
+    draw_present(ctx, state, top, pos, size);
     return;
   }
 
@@ -238,14 +259,12 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   std::vector<View*> right;
   for (const Slot& s : slots_)
     if (s.area == Slot::Area::kRight && shown(s.view)) right.push_back(s.view);
-  // Compare takes the stage's place while it is on and there is something to compare.
-  const bool comparing = shown(compare_.get()) && tabs_.size() >= 2;
-  View* top = comparing ? static_cast<View*>(compare_.get()) : stage_.get();
   const bool stage_shown = shown(top);
   const float right_w = right.empty() ? 0.0f : (stage_shown ? std::round(size.x * 0.34f) : size.x);
   const float top_h = size.y - player_h - timeline_h;
 
   auto place = [&](View* v, ImVec2 p, ImVec2 s, ImGuiWindowFlags extra) {
+    if (v == compare_.get() && !shown(v)) return;
     if (s.x < 10 || s.y < 10) return;
     ImGui::SetNextWindowPos(p);
     ImGui::SetNextWindowSize(s);
@@ -254,7 +273,6 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
     ImGui::End();
     if (!open) v->visible = false;
   };
-  const ImGuiWindowFlags canvas = ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse;
   if (stage_shown) place(top, pos, ImVec2(size.x - right_w, top_h), canvas);
   if (!right.empty()) {
     float y = pos.y;
@@ -287,36 +305,52 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   player_->help_clicked = false;
 }
 
-// Presentation mode: the stage and, under it, one caption — the lesson's chapter and narration, or
-// the step and phase with the keys that drive the player (nothing else competes for the room).
-void Viewer::draw_present(ViewContext& ctx, const ReplayState* state, ImVec2 pos, ImVec2 size) {
-  std::string caption;
-  for (const Slot& s : slots_)
-    if (caption.empty()) caption = s.view->caption();
-  if (caption.empty() && state != nullptr) {
-    caption = fmt::format("{} · t = {}", step_phase_label(state->step, state->phase),
-                          format_time(state->cursor.t_ns));
-  }
-  const std::string keys =
-      "Space: play/pause   \u2192: next event   PgDn: next phase   P: leave presentation";
+// Presentation mode: the stage (or the comparison) and, under it, one caption — the lesson's chapter,
+// narration and question, or the step and phase — with the keys that drive the player (nothing else
+// competes for the room). Text grows with the window (present_text_scale).
+void Viewer::draw_present(ViewContext& ctx, const ReplayState* state, View* top, ImVec2 pos, ImVec2 size) {
   const ImGuiStyle& style = ImGui::GetStyle();
   const float wrap = size.x - style.WindowPadding.x * 2;
-  const float text_h = ImGui::CalcTextSize(caption.c_str(), nullptr, false, wrap).y;
+  View* captioner = nullptr;
+  float own_h = -1.0f;
+  for (const Slot& s : slots_) {
+    if (captioner != nullptr) break;
+    const float h = s.view->present_caption(ctx, wrap, true);
+    if (h >= 0.0f) {
+      captioner = s.view;
+      own_h = h;
+    }
+  }
+  std::string caption;
+  if (captioner == nullptr) {
+    for (const Slot& s : slots_)
+      if (caption.empty()) caption = s.view->caption();
+    if (caption.empty() && state != nullptr) {
+      caption = fmt::format("{} · t = {}", step_phase_label(state->step, state->phase),
+                            format_time(state->cursor.t_ns));
+    }
+  }
+  const std::string keys =
+      "Space: play/pause   \u2192: next event   Shift+\u2192: next phase   PgDn: next step   P: leave "
+      "presentation";
+  const float text_h = captioner != nullptr ? own_h : measure_markdown(ctx, caption, wrap);
   const float caption_h =
-      std::min(std::round(size.y * 0.3f), text_h + ImGui::GetTextLineHeightWithSpacing() +
+      std::min(std::round(size.y * 0.4f), text_h + ImGui::GetTextLineHeightWithSpacing() +
                                               style.WindowPadding.y * 2 + style.ItemSpacing.y);
   const ImGuiWindowFlags canvas = ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse;
   ImGui::SetNextWindowPos(pos);
   ImGui::SetNextWindowSize(ImVec2(size.x, size.y - caption_h));
-  if (ImGui::Begin(stage_->title(), nullptr, kTiledWindow | canvas | ImGuiWindowFlags_NoTitleBar))
-    stage_->draw(ctx);
+  if (ImGui::Begin(top->title(), nullptr, kTiledWindow | canvas | ImGuiWindowFlags_NoTitleBar))
+    top->draw(ctx);
   ImGui::End();
   ImGui::SetNextWindowPos(ImVec2(pos.x, pos.y + size.y - caption_h));
   ImGui::SetNextWindowSize(ImVec2(size.x, caption_h));
   if (ImGui::Begin("Caption", nullptr, kTiledWindow | ImGuiWindowFlags_NoTitleBar)) {
-    ImGui::PushTextWrapPos(0.0f);
-    ImGui::TextUnformatted(caption.c_str());
-    ImGui::PopTextWrapPos();
+    if (captioner != nullptr) {
+      captioner->present_caption(ctx, wrap, false);
+    } else {
+      draw_markdown(ctx, caption, wrap);
+    }
     ImGui::TextDisabled("%s", keys.c_str());
   }
   ImGui::End();
@@ -500,6 +534,9 @@ void Viewer::handle_keys(Tab* tab) {
   const ImGuiIO& io = ImGui::GetIO();
   if (io.WantTextInput) return;
   for (ImWchar c : io.InputQueueCharacters) {
+    bool used = false;
+    for (const Slot& s : slots_) used = used || s.view->handle_char(c);
+    if (used) continue;
     switch (c) {
       case '?': toggle_help(); break;
       case 'f':

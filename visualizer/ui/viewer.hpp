@@ -25,11 +25,17 @@
 
 namespace dpscope::viz {
 
+// Presentation mode's text size relative to a 1280x720 window: it grows with the window (1.5 at
+// 1920x1080, so text reads from the back of a room) and shrinks a little below 1280x720.
+float present_text_scale(ImVec2 window);
+
 struct ViewerOptions {
   bool present = false;   // --present: classroom mode from the start
   bool headless = false;  // --screenshot / --bench-frames: no hover, no toasts, no wall clock
   // `--lesson ID`: its panel (ui/lesson_view.hpp) arrives through Viewer::add_view().
   bool compare = false;  // --compare: the traces side by side in the stage's place
+  // --stage-only: the stage alone fills the window (no menu, panels or caption), for slides.
+  bool stage_only = false;
 };
 
 class Viewer {
@@ -99,7 +105,7 @@ class Viewer {
   void draw_menu();
   void draw_banner(float y, float width);
   void draw_views(Tab* tab, const ReplayState* state);
-  void draw_present(ViewContext& ctx, const ReplayState* state, ImVec2 pos, ImVec2 size);
+  void draw_present(ViewContext& ctx, const ReplayState* state, View* top, ImVec2 pos, ImVec2 size);
   void draw_message_screen(const char* title, const std::string& text, const std::string& hint, bool error);
   void draw_help();
   void draw_toast();
