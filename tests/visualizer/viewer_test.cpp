@@ -16,6 +16,7 @@
 #include "imgui_test_context.hpp"
 #include "support/cli.hpp"
 #include "trace_fixtures.hpp"
+#include "ui/lesson_view.hpp"
 #include "ui/timeline_lanes.hpp"
 #include "ui/viewer.hpp"
 
@@ -264,7 +265,25 @@ TEST_F(ViewerTest, PresentationTextGrowsWithTheWindowAndNothingIsCut) {
   int atlas_h = 0;
   ImGui::GetIO().Fonts->GetTexDataAsRGBA32(&pixels, &atlas_w, &atlas_h);
   const Fonts present{.body = font, .bold = font, .small = font, .scale = 1.4f};
-  for (int gpus : {4, 8}) {
+  // A lesson's chapter as long as the course's (three sentences and a question), so its caption
+  // competes with the cards for the room.
+  LessonScript script;
+  script.title = "DDP";
+  script.chapters.push_back(
+      {.title = "Each rank loads its own batch",
+       .narration =
+           "The `DistributedSampler` gives every rank a different quarter of the dataset, and each "
+           "process copies its own batch to its own GPU.\n\nThere is no scatter from GPU 0: the "
+           "global batch is **four** batches, read in parallel. Watch the copy stream of every card.",
+       .at_ns = 0});
+  script.questions.push_back({.chapter = 1,
+                              .prompt = "How many bytes of input does each GPU receive per step?",
+                              .unit = "bytes",
+                              .answer = 1.0,
+                              .answer_text = "1"});
+  for (int gpus : {4, 8, -4}) {  // -4: four GPUs in a lesson
+    const bool lesson = gpus < 0;
+    gpus = std::abs(gpus);
     const auto path = dir_ / fmt::format("ddp{}.jsonl", gpus);
     testing::write_ddp_trace(path, gpus, 2);
     float card_px[2] = {0, 0};
@@ -274,9 +293,11 @@ TEST_F(ViewerTest, PresentationTextGrowsWithTheWindowAndNothingIsCut) {
       auto v = make(true, /*present=*/true);
       v->set_fonts(fonts_, present);
       v->open(path, {});
+      if (lesson) v->add_view(std::make_unique<LessonView>(script, LessonRerun{}, LessonReload{}));
       v->seek(v->active_document()->model()->at_fraction(0.6));
       for (int f = 0; f < 12; ++f) frame(*v);
-      const std::string where = fmt::format("{} GPUs at {}x{}", gpus, size.x, size.y);
+      const std::string where =
+          fmt::format("{} GPUs{} at {}x{}", gpus, lesson ? " in a lesson" : "", size.x, size.y);
       const float caption_px = 21.0f * present_text_scale(size);
       EXPECT_FLOAT_EQ(ImGui::GetIO().FontGlobalScale, present_text_scale(size)) << where;
       EXPECT_EQ(v->stage().clipped_cards(), 0) << where;

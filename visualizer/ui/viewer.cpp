@@ -310,17 +310,14 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
 // competes for the room). Text grows with the window (present_text_scale).
 void Viewer::draw_present(ViewContext& ctx, const ReplayState* state, View* top, ImVec2 pos, ImVec2 size) {
   const ImGuiStyle& style = ImGui::GetStyle();
-  const float wrap = size.x - style.WindowPadding.x * 2;
   View* captioner = nullptr;
-  float own_h = -1.0f;
-  for (const Slot& s : slots_) {
-    if (captioner != nullptr) break;
-    const float h = s.view->present_caption(ctx, wrap, true);
-    if (h >= 0.0f) {
-      captioner = s.view;
-      own_h = h;
-    }
-  }
+  for (const Slot& s : slots_)
+    if (captioner == nullptr && s.view->present_caption(ctx, size.x, true) >= 0.0f) captioner = s.view;
+  // A lesson's caption (chapter, narration, question) is a column beside the stage on a wide
+  // screen: below it, it would leave the cards a strip too thin for their rows at a readable size.
+  const bool beside = captioner != nullptr && size.x >= size.y * 1.5f;
+  const float column_w = beside ? std::round(size.x * 0.34f) : size.x;
+  const float wrap = column_w - style.WindowPadding.x * 2 - style.ScrollbarSize;
   std::string caption;
   if (captioner == nullptr) {
     for (const Slot& s : slots_)
@@ -331,27 +328,36 @@ void Viewer::draw_present(ViewContext& ctx, const ReplayState* state, View* top,
     }
   }
   const std::string keys =
-      "Space: play/pause   \u2192: next event   Shift+\u2192: next phase   PgDn: next step   P: leave "
-      "presentation";
-  const float text_h = captioner != nullptr ? own_h : measure_markdown(ctx, caption, wrap);
+      captioner != nullptr ? "Space: play/pause   PgDn: next step   \u2192: next event   R: reveal   P: "
+                             "leave presentation"
+                           : "Space: play/pause   \u2192: next event   Shift+\u2192: next phase   PgDn: next "
+                             "step   P: leave presentation";
+  const float text_h = captioner != nullptr ? captioner->present_caption(ctx, wrap, true)
+                                            : measure_markdown(ctx, caption, wrap);
   const float caption_h =
-      std::min(std::round(size.y * 0.4f), text_h + ImGui::GetTextLineHeightWithSpacing() +
-                                              style.WindowPadding.y * 2 + style.ItemSpacing.y);
+      beside ? size.y
+             : std::min(std::round(size.y * 0.4f), text_h + ImGui::GetTextLineHeightWithSpacing() +
+                                                       style.WindowPadding.y * 2 + style.ItemSpacing.y);
+  const ImVec2 stage_size = beside ? ImVec2(size.x - column_w, size.y) : ImVec2(size.x, size.y - caption_h);
+  const ImVec2 caption_pos =
+      beside ? ImVec2(pos.x + size.x - column_w, pos.y) : ImVec2(pos.x, pos.y + size.y - caption_h);
   const ImGuiWindowFlags canvas = ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse;
   ImGui::SetNextWindowPos(pos);
-  ImGui::SetNextWindowSize(ImVec2(size.x, size.y - caption_h));
+  ImGui::SetNextWindowSize(stage_size);
   if (ImGui::Begin(top->title(), nullptr, kTiledWindow | canvas | ImGuiWindowFlags_NoTitleBar))
     top->draw(ctx);
   ImGui::End();
-  ImGui::SetNextWindowPos(ImVec2(pos.x, pos.y + size.y - caption_h));
-  ImGui::SetNextWindowSize(ImVec2(size.x, caption_h));
+  ImGui::SetNextWindowPos(caption_pos);
+  ImGui::SetNextWindowSize(ImVec2(column_w, caption_h));
   if (ImGui::Begin("Caption", nullptr, kTiledWindow | ImGuiWindowFlags_NoTitleBar)) {
     if (captioner != nullptr) {
       captioner->present_caption(ctx, wrap, false);
     } else {
       draw_markdown(ctx, caption, wrap);
     }
+    ImGui::PushTextWrapPos(0.0f);
     ImGui::TextDisabled("%s", keys.c_str());
+    ImGui::PopTextWrapPos();
   }
   ImGui::End();
 }
