@@ -168,6 +168,19 @@ TEST_F(Screenshots, LessonModeAddsTheLessonPanelAndRunsTheLessonItself) {
       right_column += plain.rgb[i] != given.rgb[i] || plain.rgb[i + 1] != given.rgb[i + 1];
     }
   EXPECT_GT(right_column, 5000u);
+
+  // Presentation mode at a chapter with a question: the question is there, large, in the caption
+  // column on the right, in the classroom palette's question colour (pure yellow).
+  const Image present =
+      shoot(trace, "lesson5-present-chapter1",
+            "--lesson 5 --lessons-dir " + quoted(lessons) + " --present --seek chapter:1 --size 1280x720");
+  size_t question = 0;
+  for (int y = 0; y < 720; ++y)
+    for (int x = 1280 * 2 / 3; x < 1280; ++x) {
+      const size_t i = (static_cast<size_t>(y) * 1280 + static_cast<size_t>(x)) * 3;
+      question += present.rgb[i] == 255 && present.rgb[i + 1] == 255 && present.rgb[i + 2] == 0 ? 1 : 0;
+    }
+  EXPECT_GT(question, 500u) << "the question's text, in the caption column";
 }
 
 TEST_F(Screenshots, CompareDrawsTheRunsSideBySide) {

@@ -224,7 +224,12 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
   std::string stage = k.stage;
   if (k.averaged) stage += fmt::format("  \u00f7{}", k.divisor);
   const float stage_w = text_size(f.small, f.small_fs, stage).x + f.fs * 0.5f;
-  const float room = f.inner_w - label_w - stage_w;
+  // The stage's name goes under the boxes when beside them it would leave each box too narrow to
+  // show its stripes (a card at 1280x720 in --present).
+  const float chunk_count = static_cast<float>(k.held.size());
+  const bool stage_below = (f.inner_w - label_w - stage_w) / chunk_count < f.fs * 2.5f &&
+                           f.y + box_h + f.small_fs * 1.4f <= f.r1.y - f.pad * 0.5f;
+  const float room = f.inner_w - label_w - (stage_below ? 0.0f : stage_w);
   const size_t n = k.members.size();
   // Whole-pixel stripes of one width: every rank's share of a box looks the same.
   const float stripe = std::max(
@@ -262,9 +267,10 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
     x += box_w + 3.0f;
   }
   const ImVec4 clip(f.r0.x, f.r0.y, f.r1.x - f.pad, f.r1.y);
-  draw_text(f.dl, f.small, f.small_fs, ImVec2(x + f.fs * 0.3f, f.y + (box_h - f.small_fs) * 0.5f),
-            k.complete() ? pal.text : pal.text_dim, stage, &clip);
-  f.y += box_h + f.fs * 0.3f;
+  const ImVec2 stage_at = stage_below ? ImVec2(std::round(f.r0.x + f.pad + label_w), f.y + box_h + 2.0f)
+                                      : ImVec2(x + f.fs * 0.3f, f.y + (box_h - f.small_fs) * 0.5f);
+  draw_text(f.dl, f.small, f.small_fs, stage_at, k.complete() ? pal.text : pal.text_dim, stage, &clip);
+  f.y += box_h + f.fs * 0.3f + (stage_below ? f.small_fs * 1.2f : 0.0f);
 }
 
 void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box& box) {

@@ -161,8 +161,10 @@ void StageView::layout_cards(ImVec2 origin, ImVec2 size, ImVec2 host_half) {
     // under it, in a column between them): each card as wide as leaves that column free.
     const float room =
         n == 1 ? (w - 3 * gap - 2 * host_half.x) * 0.5f : (w * 0.5f - host_half.x - 2 * gap) * 0.5f;
+    // As tall as a card's rows need (title, three streams, memory, chunks, a row of chips), not
+    // the whole stage: the review found one GPU's card half empty.
     const ImVec2 half(std::max(fs * 4.0f, std::min({w * (n == 1 ? 0.3f : 0.36f), fs * 26.0f, room})),
-                      std::min(h * 0.45f, fs * 14.0f));
+                      std::min(h * 0.45f, fs * 8.5f));
     if (n == 1) {
       boxes_.push_back({ring_[0], ImVec2(origin.x + w - gap - half.x, c.y), half});
       if (host_ >= 0) boxes_.push_back({host_, ImVec2(origin.x + gap + host_half.x, c.y), host_half});
@@ -474,10 +476,16 @@ void StageView::draw_host(const ViewContext& ctx, ImDrawList* dl, const Box& box
   ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
   ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : ImGui::GetFont();
   const float fs = ImGui::GetFontSize();
-  draw_text_centered(dl, bold, font_px(bold), ImVec2(box.center.x, box.center.y - fs * 0.4f), pal.text,
-                     "host (CPU)");
-  draw_text_centered(dl, small, font_px(small), ImVec2(box.center.x, box.center.y + fs * 0.55f), pal.text_dim,
-                     "dataset, data loader");
+  // Both lines inside the box: smaller where the box is narrow (1280x720 in --present).
+  const float room = box.half.x * 2.0f - fs * 0.4f;
+  auto fitted = [&](ImFont* font, const char* text) {
+    const float w = text_size(font, font_px(font), text).x;
+    return w > room && w > 0 ? font_px(font) * room / w : font_px(font);
+  };
+  draw_text_centered(dl, bold, fitted(bold, "host (CPU)"), ImVec2(box.center.x, box.center.y - fs * 0.4f),
+                     pal.text, "host (CPU)");
+  draw_text_centered(dl, small, fitted(small, "dataset, data loader"),
+                     ImVec2(box.center.x, box.center.y + fs * 0.55f), pal.text_dim, "dataset, data loader");
 }
 
 void StageView::draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& box) {
@@ -613,7 +621,12 @@ float StageView::draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 orig
   const float gap = size * 0.9f;
   float x = origin.x + gap * 0.5f;
   float y = origin.y + size * 0.3f;
-  for (const Entry& e : entries) {
+  // The bucket key only where the run has buckets (DDP): a single GPU's key is one line shorter.
+  const bool buckets = !ctx.model->data().buckets.empty();
+  constexpr size_t kFirstBucketEntry = 13;
+  for (size_t i = 0; i < std::size(entries); ++i) {
+    if (!buckets && i >= kFirstBucketEntry) break;
+    const Entry& e = entries[i];
     float w = size * 1.2f + text_size(small, size, e.label).x + gap;
     const float gw = e.group != nullptr ? text_size(small, size, e.group).x + size * 0.4f : 0.0f;
     if (x + gw + w > origin.x + width) {
