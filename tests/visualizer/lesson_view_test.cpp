@@ -193,5 +193,31 @@ TEST_F(LessonViewTest, PresentationShowsTheQuestionAndRRevealsItsAnswer) {
   EXPECT_FALSE(lesson->handle_char('r'));
 }
 
+// Two questions in one chapter come one at a time: R reveals the first, then the second; the
+// caption shows the next question large only once the one before is answered.
+TEST_F(LessonViewTest, PresentationRevealsAChaptersQuestionsOneAtATime) {
+  LessonScript s = script("two");
+  s.questions.push_back(
+      {.chapter = 2, .prompt = "how long?", .unit = "us", .answer = 2.0, .answer_text = "2"});
+  auto view = std::make_unique<LessonView>(s, LessonRerun{}, LessonReload{});
+  LessonView* lesson = view.get();
+  viewer_->add_view(std::move(view));
+  ViewContext ctx = context();
+  const Palette palette = Palette::classroom();
+  ctx.palette = &palette;
+  lesson->go_to_chapter(ctx, 1);
+  frame();
+  ASSERT_EQ(lesson->chapter_questions().size(), 2u);
+  const float one_shown = lesson->present_caption(ctx, 1000.0f, true);
+  EXPECT_TRUE(lesson->handle_char('R'));
+  EXPECT_TRUE(lesson->revealed(0));
+  EXPECT_FALSE(lesson->revealed(1));
+  EXPECT_GT(lesson->present_caption(ctx, 1000.0f, true), one_shown) << "the answer, then the next question";
+  EXPECT_TRUE(lesson->handle_char('r'));
+  EXPECT_TRUE(lesson->revealed(1));
+  EXPECT_FALSE(lesson->handle_char('r')) << "nothing left to reveal";
+  EXPECT_FALSE(lesson->handle_char('x'));
+}
+
 }  // namespace
 }  // namespace dpscope::viz

@@ -144,19 +144,28 @@ float LessonView::present_caption(const ViewContext& ctx, float width, bool meas
   const LessonScript::Chapter& c = script_.chapters[static_cast<size_t>(chapter_)];
   md(fmt::format("**{}. {}**", chapter_ + 1, c.title), 1.1f, pal.text);
   md(c.narration, 1.0f, pal.text);
-  for (size_t i : chapter_questions()) {
-    const LessonScript::Question& q = script_.questions[i];
-    // The question reads from the back of the room: larger than the narration.
-    md(fmt::format("**Predict:** {}{}", q.prompt, q.unit.empty() ? "" : fmt::format(" ({})", q.unit)), 1.25f,
-       pal.selection);
-    if (answers_[i].revealed) {
+  // The questions one at a time: those answered (small, with their answer), then the next one
+  // large, so it reads from the back of the room; R reveals its answer and brings the next.
+  const std::vector<size_t> questions = chapter_questions();
+  for (size_t k = 0; k < questions.size(); ++k) {
+    const LessonScript::Question& q = script_.questions[questions[k]];
+    const std::string prompt =
+        fmt::format("**Predict:** {}{}", q.prompt, q.unit.empty() ? "" : fmt::format(" ({})", q.unit));
+    if (answers_[questions[k]].revealed) {
+      md(prompt, 1.0f, pal.text_dim);
       md(fmt::format("**Answer** (from this run's trace): {}{}", q.answer_text,
                      q.unit.empty() || !q.answer ? "" : fmt::format(" {}", q.unit)),
-         1.25f, pal.optimizer);
-      md(q.explain, 1.0f, pal.text);
-    } else {
-      md("R: reveal the answer", 0.85f, pal.text_dim);
+         1.1f, pal.optimizer);
+      md(q.explain, 0.9f, pal.text);
+      continue;
     }
+    md(prompt, 1.25f, pal.selection);
+    const size_t more = questions.size() - k - 1;
+    md(more == 0 ? "R: reveal the answer"
+                 : fmt::format("R: reveal the answer ({} more question{} after this one)", more,
+                               more == 1 ? "" : "s"),
+       0.85f, pal.text_dim);
+    break;
   }
   return h;
 }

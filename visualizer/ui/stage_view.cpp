@@ -164,7 +164,7 @@ void StageView::layout_cards(ImVec2 origin, ImVec2 size, ImVec2 host_half) {
     // As tall as a card's rows need (title, three streams, memory, chunks, a row of chips), not
     // the whole stage: the review found one GPU's card half empty.
     const ImVec2 half(std::max(fs * 4.0f, std::min({w * (n == 1 ? 0.3f : 0.36f), fs * 26.0f, room})),
-                      std::min(h * 0.45f, fs * 8.5f));
+                      std::min(h * 0.45f, fs * 6.5f));
     if (n == 1) {
       boxes_.push_back({ring_[0], ImVec2(origin.x + w - gap - half.x, c.y), half});
       if (host_ >= 0) boxes_.push_back({host_, ImVec2(origin.x + gap + host_half.x, c.y), host_half});
