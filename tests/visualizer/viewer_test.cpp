@@ -714,6 +714,15 @@ TEST_F(ViewerTest, AFailedRunShowsItsErrorInABannerFromTheMomentTheFirstRankStop
                                                    "Detected mismatch between collectives on ranks."))
         << v->stage().error_banner_text();
     EXPECT_EQ(v->stage().clipped_cards(), 0) << "present " << present;
+    // Above the cards or in the band between their rows (over the host), never across a card.
+    for (const StageView::Box& b : v->stage().boxes()) {
+      const ModelDevice& d = m.devices()[static_cast<size_t>(b.device)];
+      if (d.is_host || d.is_switch) continue;
+      const bool overlap = banner.x < b.center.x + b.half.x && b.center.x - b.half.x < banner.z &&
+                           banner.y < b.center.y + b.half.y && b.center.y - b.half.y < banner.w;
+      EXPECT_FALSE(overlap && present)
+          << "the banner over " << m.devices()[static_cast<size_t>(b.device)].name;
+    }
   }
 }
 

@@ -342,12 +342,15 @@ void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box&
         x += w;
       }
     }
-    room = room && label(current ? fmt::format("data ({} rows)", rows.size())
-                                 : fmt::format("data from step {}", shown_count(ds.samples_step)));
     // Many rows (DataParallel's chunk of a 256-row batch, a strided sampler's share) read as
-    // ranges: one chip per run, "0–63" or "1–253 every 4th", with a strip of the rows' colours.
+    // ranges: one chip per run, "0–63" or "1–253 every 4th", with a strip of the rows' colours,
+    // after a shorter label ("512 rows"), so that label and ranges share the buckets' line.
     const std::vector<RowRun> runs = row_runs(rows);
-    if (rows.size() > kMaxRowChips && runs.size() * 2 <= rows.size()) {
+    const bool as_runs = rows.size() > kMaxRowChips && runs.size() * 2 <= rows.size();
+    room = room && label(current ? (as_runs ? fmt::format("{} rows", rows.size())
+                                            : fmt::format("data ({} rows)", rows.size()))
+                                 : fmt::format("data from step {}", shown_count(ds.samples_step)));
+    if (as_runs) {
       for (const RowRun& run : runs) {
         const std::string text = format_row_run(run);
         const float w = text_size(f.small, f.small_fs, text).x + 10.0f;

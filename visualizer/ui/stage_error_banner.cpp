@@ -5,6 +5,7 @@
 // the end, like the run's last words; before it the stage shows the run as usual. Lesson 13 ends on it (a
 // mismatched collective).
 #include <algorithm>
+#include <cmath>
 
 #include "replay/run_errors.hpp"
 #include "ui/draw_util.hpp"
@@ -13,7 +14,7 @@
 namespace dpscope::viz {
 
 float StageView::draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, ImVec2 size,
-                                   bool measure_only) {
+                                   bool measure_only, float max_h_px) {
   if (!measure_only) {
     error_banner_ = ImVec4(0, 0, 0, 0);
     error_banner_text_.clear();
@@ -31,9 +32,12 @@ float StageView::draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec
   const float width = size.x - 2 * margin;
   const float wrap = width - 2 * pad;
   if (wrap < fs * 4) return 0.0f;
-  // At most a third of the stage: a long message is cut rather than squeezing the cards away.
+  // At most a third of the stage: a long message is cut rather than squeezing the cards away; in
+  // the band between two rows of cards, at most the band (the review found it across two cards'
+  // rows at 1280x720 in --present).
   const float reason_h = body->CalcTextSizeA(fs, FLT_MAX, wrap, text.reason.c_str()).y;
-  const float max_h = std::max(font_px(bold) * 1.2f + fs * 1.2f, size.y / 3.0f);
+  const float min_h = font_px(bold) * 1.2f + fs * 1.2f + pad * 2;
+  const float max_h = max_h_px > 0.0f ? std::max(min_h, max_h_px) : std::max(min_h, size.y / 3.0f);
   const float h = std::min(pad * 2 + font_px(bold) * 1.2f + reason_h, max_h);
   if (measure_only) return h + margin;
   const ImVec2 p0(origin.x + margin, origin.y);
@@ -42,7 +46,10 @@ float StageView::draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec
   const ImU32 ink = pal.text_on(fill);
   dl->AddRectFilled(p0, p1, fill, fs * 0.3f);
   dl->AddRect(p0, p1, shade(fill, -0.4f), fs * 0.3f, 0, 2.0f);
-  const ImVec4 clip(p0.x + pad, p0.y, p1.x - pad, p1.y - pad * 0.5f);
+  // Whole lines of the reason only: a line cut in half reads as garbage.
+  const float reason_top = p0.y + pad + font_px(bold) * 1.2f;
+  const float whole_lines = std::floor(std::max(0.0f, p1.y - pad * 0.5f - reason_top) / fs);
+  const ImVec4 clip(p0.x + pad, p0.y, p1.x - pad, reason_top + whole_lines * fs);
   draw_text(dl, bold, font_px(bold), ImVec2(p0.x + pad, p0.y + pad), ink, text.headline, &clip);
   dl->AddText(body, fs, ImVec2(p0.x + pad, p0.y + pad + font_px(bold) * 1.2f), ink, text.reason.c_str(),
               text.reason.c_str() + text.reason.size(), wrap, &clip);

@@ -723,10 +723,28 @@ void StageView::draw(ViewContext& ctx) {
   }
   draw_transfers(ctx, dl);
   if (banner_h > 0) {
-    const float middle_y =
-        host_ >= 0 && box_of(host_) != nullptr ? box_of(host_)->center.y : area_origin.y + area_size.y * 0.5f;
-    const float y = banner_on_top ? area_origin.y : std::max(area_origin.y, middle_y - banner_h * 0.5f);
-    draw_error_banner(ctx, dl, ImVec2(area_origin.x, y), area_size, false);
+    // Across the middle: in the band between the two rows of cards, over the host and switches
+    // only, cut to the band's height.
+    float top_row_bottom = area_origin.y;
+    float bottom_row_top = area_origin.y + area_size.y;
+    float mid = 0.0f;
+    for (int g : ring_)
+      mid += box_of(g) != nullptr ? box_of(g)->center.y / static_cast<float>(ring_.size()) : 0.0f;
+    for (int g : ring_) {
+      const Box* c = box_of(g);
+      if (c == nullptr) continue;
+      if (c->center.y < mid) top_row_bottom = std::max(top_row_bottom, c->center.y + c->half.y);
+      if (c->center.y > mid) bottom_row_top = std::min(bottom_row_top, c->center.y - c->half.y);
+    }
+    const float band = bottom_row_top - top_row_bottom - fs * 0.4f;
+    const float middle_y = (top_row_bottom + bottom_row_top) * 0.5f;
+    if (banner_on_top) {
+      draw_error_banner(ctx, dl, area_origin, area_size, false);
+    } else {
+      const float h = draw_error_banner(ctx, dl, area_origin, area_size, true, band) - fs * 0.4f;
+      draw_error_banner(ctx, dl, ImVec2(area_origin.x, std::max(area_origin.y, middle_y - h * 0.5f)),
+                        area_size, false, band);
+    }
   }
   draw_header(ctx, dl, origin, size.x);
   dl->AddLine(ImVec2(origin.x, origin.y + size.y - legend_h - fs * 0.15f),

@@ -78,9 +78,10 @@ class StageView final : public View {
   std::string header_title(const ViewContext& ctx) const;
   void draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width);
   // A failed run (stage_error_banner.cpp): the first rank's error across the top of the stage area
-  // once it has happened. Returns the height it takes (0: none); `measure_only` draws nothing.
+  // once it has happened. Returns the height it takes (0: none); `measure_only` draws nothing;
+  // `max_h` > 0: at most that tall (the band between two rows of cards).
   float draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, ImVec2 size,
-                          bool measure_only);
+                          bool measure_only, float max_h = 0.0f);
   float draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width, bool measure_only);
   const Box* box_of(int device) const;
   // The path a transfer or link between two devices takes, as a polyline: straight, bent around
