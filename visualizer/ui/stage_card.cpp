@@ -219,37 +219,64 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
   }
   const std::string label = "chunks";
   const float label_w = text_size(f.small, f.small_fs, label).x + f.fs * 0.35f;
-  draw_text(f.dl, f.small, f.small_fs, ImVec2(f.r0.x + f.pad, f.y + (box_h - f.small_fs) * 0.5f),
-            pal.text_dim, label);
   std::string stage = k.stage;
   if (k.averaged) stage += fmt::format("  \u00f7{}", k.divisor);
   const float stage_w = text_size(f.small, f.small_fs, stage).x + f.fs * 0.5f;
-  // The stage's name goes under the boxes when beside them it would leave each box too narrow to
-  // show its stripes (a card at 1280x720 in --present).
+  // Where the words go: beside the boxes; the stage's name under them when beside them it would
+  // leave each box too narrow to show its stripes; or both on a line above, the boxes taking the
+  // card's whole width (8 GPUs at 1280x720 in --present: narrow cards).
   const float chunk_count = static_cast<float>(k.held.size());
-  const bool stage_below = (f.inner_w - label_w - stage_w) / chunk_count < f.fs * 2.5f &&
-                           f.y + box_h + f.small_fs * 1.4f <= f.r1.y - f.pad * 0.5f;
-  const float room = f.inner_w - label_w - (stage_below ? 0.0f : stage_w);
+  const float line_h = f.small_fs * 1.3f;
+  const bool room_for_a_line = f.y + box_h + line_h <= f.r1.y - f.pad * 0.5f;
+  enum class Words { kBeside, kStageBelow, kAbove } words = Words::kBeside;
+  if ((f.inner_w - label_w - stage_w) / chunk_count < f.fs * 2.5f && room_for_a_line)
+    words = (f.inner_w - label_w) / chunk_count >= f.fs * 2.0f ? Words::kStageBelow : Words::kAbove;
+  const ImVec4 clip(f.r0.x, f.r0.y, f.r1.x - f.pad, f.r1.y);
+  const ImU32 stage_color = k.complete() ? pal.text : pal.text_dim;
+  float top = f.y;
+  float x0 = std::round(f.r0.x + f.pad + label_w);
+  float room = f.inner_w - label_w - (words == Words::kBeside ? stage_w : 0.0f);
+  if (words == Words::kAbove) {
+    // The stage's name says what the boxes are ("reduce-scatter step 2/14"): it takes the line.
+    draw_text(f.dl, f.small, f.small_fs, ImVec2(f.r0.x + f.pad, top), stage_color, stage, &clip);
+    top += line_h;
+    x0 = std::round(f.r0.x + f.pad);
+    room = f.inner_w;
+  } else {
+    draw_text(f.dl, f.small, f.small_fs, ImVec2(f.r0.x + f.pad, top + (box_h - f.small_fs) * 0.5f),
+              pal.text_dim, label);
+  }
   const size_t n = k.members.size();
+  // Two rows of boxes when one row would leave them too narrow for their stripes.
+  const int rows =
+      words == Words::kAbove && room / chunk_count < f.fs * 1.6f && box_h >= f.small_fs * 2.4f ? 2 : 1;
+  const size_t per_row = (k.held.size() + static_cast<size_t>(rows) - 1) / static_cast<size_t>(rows);
+  const float row_h = rows == 1 ? box_h : std::floor((box_h - 3.0f) / 2.0f);
   // Whole-pixel stripes of one width: every rank's share of a box looks the same.
-  const float stripe = std::max(
-      1.0f, std::floor(std::clamp(room / static_cast<float>(k.held.size()) - 3.0f, f.fs * 0.9f, f.fs * 6.0f) /
-                       static_cast<float>(n)));
+  const float stripe =
+      std::max(1.0f, std::floor(std::clamp(room / static_cast<float>(per_row) - 3.0f,
+                                           words == Words::kAbove ? 1.0f : f.fs * 0.9f, f.fs * 6.0f) /
+                                static_cast<float>(n)));
   const float box_w = stripe * static_cast<float>(n);
-  float x = std::round(f.r0.x + f.pad + label_w);
+  float x = x0;
+  float y = top;
   for (size_t ch = 0; ch < k.held.size(); ++ch) {
+    if (ch > 0 && ch % per_row == 0) {
+      x = x0;
+      y += row_h + 3.0f;
+    }
     if (x + box_w > f.r1.x - f.pad) break;
-    const ImVec2 b0(x, f.y);
-    const ImVec2 b1(x + box_w, f.y + box_h);
+    const ImVec2 b0(x, y);
+    const ImVec2 b1(x + box_w, y + row_h);
     f.dl->AddRectFilled(b0, b1, with_alpha(pal.idle, 0.6f), 2.0f);
     const bool one_owner = !k.reduction && std::popcount(k.held[ch]) == 1;
     for (size_t m = 0; m < n; ++m) {
       if ((k.held[ch] >> m & 1u) == 0) continue;
       const int rank = model.devices()[static_cast<size_t>(k.members[m])].rank;
       // A copied chunk is one owner's data, not a sum: the whole box in the owner's colour.
-      const float x0 = one_owner ? x : x + stripe * static_cast<float>(m);
-      const float x1 = one_owner ? x + box_w : x + stripe * static_cast<float>(m + 1);
-      f.dl->AddRectFilled(ImVec2(x0, f.y), ImVec2(x1, f.y + box_h), pal.rank_color(rank));
+      const float sx0 = one_owner ? x : x + stripe * static_cast<float>(m);
+      const float sx1 = one_owner ? x + box_w : x + stripe * static_cast<float>(m + 1);
+      f.dl->AddRectFilled(ImVec2(sx0, y), ImVec2(sx1, y + row_h), pal.rank_color(rank));
     }
     const int have = std::popcount(k.held[ch]);
     const bool full = k.reduction ? have == static_cast<int>(n) : have > 0;
@@ -266,11 +293,12 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
     }
     x += box_w + 3.0f;
   }
-  const ImVec4 clip(f.r0.x, f.r0.y, f.r1.x - f.pad, f.r1.y);
-  const ImVec2 stage_at = stage_below ? ImVec2(std::round(f.r0.x + f.pad + label_w), f.y + box_h + 2.0f)
-                                      : ImVec2(x + f.fs * 0.3f, f.y + (box_h - f.small_fs) * 0.5f);
-  draw_text(f.dl, f.small, f.small_fs, stage_at, k.complete() ? pal.text : pal.text_dim, stage, &clip);
-  f.y += box_h + f.fs * 0.3f + (stage_below ? f.small_fs * 1.2f : 0.0f);
+  if (words == Words::kBeside)
+    draw_text(f.dl, f.small, f.small_fs, ImVec2(x + f.fs * 0.3f, top + (box_h - f.small_fs) * 0.5f),
+              stage_color, stage, &clip);
+  if (words == Words::kStageBelow)
+    draw_text(f.dl, f.small, f.small_fs, ImVec2(x0, top + box_h + 2.0f), stage_color, stage, &clip);
+  f.y = top + box_h + f.fs * 0.3f + (words == Words::kStageBelow ? f.small_fs * 1.2f : 0.0f);
 }
 
 void StageView::draw_card_chips(const ViewContext& ctx, CardFrame& f, const Box& box) {

@@ -417,7 +417,8 @@ void StageView::draw_transfers(const ViewContext& ctx, ImDrawList* dl) {
     // never pokes past the path's end into the receiving card or behind its start into the sender.
     float path_len = 0.0f;
     for (size_t i = 1; i < path.size(); ++i) path_len += length(sub(path[i], path[i - 1]));
-    const float hs = fs * 0.75f * pal.line_scale;
+    // A short link (the host right beside a card) gets a smaller head, never longer than the link.
+    const float hs = std::min(fs * 0.75f * pal.line_scale, path_len * 0.45f);
     const float arrow_len = hs * 2.0f;
     const float tip = path_len > arrow_len ? std::max(p, arrow_len / path_len) : 1.0f;
     ImVec2 dir;
