@@ -181,6 +181,14 @@ TEST_F(Screenshots, LessonModeAddsTheLessonPanelAndRunsTheLessonItself) {
       question += present.rgb[i] == 255 && present.rgb[i + 1] == 255 && present.rgb[i + 2] == 0 ? 1 : 0;
     }
   EXPECT_GT(question, 500u) << "the question's text, in the caption column";
+  // A chapter the lesson does not have is a usage error naming how many it has.
+  const auto bad =
+      run_command(kViz + " " + quoted(trace.string()) + " --lesson 5 --lessons-dir " + quoted(lessons) +
+                  " --seek chapter:99 --screenshot " + quoted((dir_ / "no.png").string()));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("dpscope-viz: error: --seek chapter:99: lesson 05-ring-allreduce has "),
+            std::string::npos)
+      << bad.output;
 }
 
 TEST_F(Screenshots, CompareDrawsTheRunsSideBySide) {
