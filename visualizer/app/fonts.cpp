@@ -78,10 +78,12 @@ FontSet load_fonts(float content_scale) {
   FontSet set;
   set.source = regular.empty() ? "ImGui default font" : regular;
   set.normal = add_set(atlas, regular, bold, std::round(15.0f * scale), scale);
-  // Presentation text is 21 px at 1280x720 and grows with the window (ui/viewer.hpp,
-  // present_text_scale): drawn from an atlas at 1.5x, so a 1920x1080 projector gets it pixel for pixel.
+  // Presentation text is 21 px at 1280x720 and grows with the window's pixels (ui/viewer.hpp,
+  // present_text_scale), whatever the monitor's content scale: drawn from an atlas at 1.5x that
+  // (times the content scale, since a HiDPI window has that many more pixels), so a 1920x1080
+  // projector gets it pixel for pixel.
   set.present = add_set(atlas, regular, bold, std::round(21.0f * 1.5f * scale), scale * 1.4f);
-  set.present.raster = 1.5f;
+  set.present.raster = 1.5f * scale;
   unsigned char* pixels = nullptr;
   int w = 0;
   int h = 0;
