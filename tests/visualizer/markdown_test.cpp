@@ -2,6 +2,11 @@
 // code spans, bold, italic and list items are recognised, and snake_case names stay words.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
 #include "ui/markdown.hpp"
 
 namespace dpscope::viz {
@@ -46,6 +51,30 @@ TEST(Markdown, SnakeCaseProductsAndUnclosedMarksStayLiteral) {
   EXPECT_EQ(markdown_plain_text("w = w - lr * grad, 2 * 3"), "w = w - lr * grad, 2 * 3");
   EXPECT_EQ(markdown_plain_text("a lone ` backtick"), "a lone ` backtick");
   EXPECT_EQ(markdown_plain_text("**"), "**");
+}
+
+// Every narration, question and explanation of the course, as the lessons ship: what a student reads
+// after rendering has no backtick and no "**" left (an unmatched mark would reach the screen raw).
+TEST(Markdown, NoLessonTextShowsRawMarks) {
+  const std::filesystem::path dir = std::filesystem::path(DPSCOPE_SOURCE_DIR) / "lessons";
+  // narration = """...""" and prompt / explain / title = "..." (TOML basic strings, no escapes used).
+  const std::regex block(R"re((narration|prompt|explain)\s*=\s*(?:"""([\s\S]*?)"""|"([^"\n]*)"))re");
+  size_t texts = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".toml") continue;
+    std::ifstream in(entry.path());
+    std::stringstream all;
+    all << in.rdbuf();
+    const std::string toml = all.str();
+    for (std::sregex_iterator m(toml.begin(), toml.end(), block), end; m != end; ++m) {
+      const std::string text = (*m)[2].matched ? (*m)[2].str() : (*m)[3].str();
+      const std::string shown = markdown_plain_text(text);
+      EXPECT_EQ(shown.find('`'), std::string::npos) << entry.path().filename() << ": " << shown;
+      EXPECT_EQ(shown.find("**"), std::string::npos) << entry.path().filename() << ": " << shown;
+      ++texts;
+    }
+  }
+  EXPECT_GT(texts, 100u) << "the course's texts were found";
 }
 
 }  // namespace
