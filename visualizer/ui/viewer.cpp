@@ -461,6 +461,7 @@ void Viewer::draw_help() {
       {"+ / -", "faster / slower"},
       {"F", "fit the timeline to the whole trace"},
       {"P", "presentation mode (large, high contrast)"},
+      {"R", "lesson: reveal the answer to the chapter's next question"},
       {"F11", "full screen"},
       {"F12", "save this frame as PNG"},
       {"? or F1", "this help"},
