@@ -118,6 +118,13 @@ TEST(FormatValue, KeepsThreeSignificantDigitsAndShowsOnlyExactZeroAsZero) {
   EXPECT_EQ(format_value(1.234e-4), "+1.23e-04");
   EXPECT_EQ(format_value(-3.0e-7), "-3.00e-07");
   EXPECT_EQ(format_value(-0.0457), "-0.0457");
+  // More digits where three would write two different values the same (L4's -0.312 and -0.312).
+  EXPECT_EQ(format_value(-0.31212, 4), "-0.3121");
+  EXPECT_EQ(format_value(-3.1212e-5, 4), "-3.121e-05");
+  EXPECT_EQ(distinguishing_digits({-0.31212, -0.31248, -0.3123}), 4);
+  EXPECT_EQ(distinguishing_digits({-0.312, -0.312, 0.5}), 3) << "equal values need no more digits";
+  EXPECT_EQ(distinguishing_digits({1.0000001, 1.0000002}), 6) << "at most 6";
+  EXPECT_EQ(distinguishing_digits({}), 3);
   EXPECT_EQ(format_value(0.5), "+0.500");
   EXPECT_EQ(format_value(12.34), "+12.3");
   EXPECT_EQ(format_value(123456.0), "+1.23e+05");

@@ -177,12 +177,24 @@ std::string format_duration(int64_t ns) {
   return fmt::format("{}{}", ns >= 0 ? "+" : "-", format_time(ns >= 0 ? ns : -ns));
 }
 
-std::string format_value(double v) {
+std::string format_value(double v, int digits) {
+  digits = std::clamp(digits, 3, 6);
   if (v == 0.0) return "0";
   if (!std::isfinite(v)) return fmt::format("{}", v);
   const double magnitude = std::fabs(v);
-  if (magnitude >= 1e-3 && magnitude < 1e4) return fmt::format("{:+#.3g}", v);
-  return fmt::format("{:+.2e}", v);
+  if (magnitude >= 1e-3 && magnitude < 1e4) return fmt::format("{:+#.{}g}", v, digits);
+  return fmt::format("{:+.{}e}", v, digits - 1);
+}
+
+int distinguishing_digits(const std::vector<double>& values) {
+  for (int digits = 3; digits < 6; ++digits) {
+    bool apart = true;
+    for (size_t i = 0; i < values.size() && apart; ++i)
+      for (size_t j = i + 1; j < values.size() && apart; ++j)
+        apart = values[i] == values[j] || format_value(values[i], digits) != format_value(values[j], digits);
+    if (apart) return digits;
+  }
+  return 6;
 }
 
 }  // namespace dpscope::viz

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "replay/replay_model.hpp"
 
@@ -54,7 +55,13 @@ std::string format_time(int64_t ns);
 std::string format_duration(int64_t ns);
 // A traced tensor value in 3 significant digits with its sign, so small gradients stay readable
 // ("+0.000123" as "+1.23e-04", "-0.0457", "+12.3"); an exact zero is "0" (a ReLU that let nothing
-// through), never a rounded "+0.0000" that hides a non-zero value.
-std::string format_value(double v);
+// through), never a rounded "+0.0000" that hides a non-zero value. `digits`: 3 to 6 significant
+// digits.
+std::string format_value(double v, int digits = 3);
+// The fewest significant digits, from 3 to 6, at which values that differ are written
+// differently: the review found two ranks' gradients both shown as -0.312 (they differed in the
+// fourth digit), so averaging looked like it changed nothing. The inspector uses one count per
+// column of its table.
+int distinguishing_digits(const std::vector<double>& values);
 
 }  // namespace dpscope::viz

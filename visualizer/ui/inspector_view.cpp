@@ -230,6 +230,17 @@ void InspectorView::draw_reduction(const ViewContext& ctx) {
     ImGui::TableSetupColumn(fmt::format("[{}]", static_cast<int64_t>(col) * check.stride).c_str());
   ImGui::TableSetupColumn("norm");
   ImGui::TableHeadersRow();
+  // Per column, as many digits as tell the ranks' values (and the result) apart: two ranks at
+  // -0.3121 and -0.3125 must not both read -0.312.
+  std::vector<int> digits(width, 3);
+  for (size_t k = 0; k < width; ++k) {
+    std::vector<double> column;
+    for (const std::vector<uint32_t>* events : {&check.rows, &check.after})
+      for (uint32_t ev : *events)
+        if (columns[k] < values_of(ev).values.size())
+          column.push_back(static_cast<double>(values_of(ev).values[columns[k]]));
+    digits[k] = distinguishing_digits(column);
+  }
   auto value_row = [&](const std::string& label, const std::vector<float>& v, double norm, ImU32 color) {
     ImGui::TableNextRow();
     ImGui::TableSetColumnIndex(0);
@@ -237,7 +248,7 @@ void InspectorView::draw_reduction(const ViewContext& ctx) {
     for (size_t k = 0; k < width; ++k) {
       ImGui::TableSetColumnIndex(static_cast<int>(k) + 1);
       if (columns[k] < v.size())
-        ImGui::TextUnformatted(format_value(static_cast<double>(v[columns[k]])).c_str());
+        ImGui::TextUnformatted(format_value(static_cast<double>(v[columns[k]]), digits[k]).c_str());
     }
     ImGui::TableSetColumnIndex(static_cast<int>(width) + 1);
     if (norm >= 0) ImGui::Text("%.3g", norm);
