@@ -34,6 +34,8 @@ constexpr size_t kMaxPendingSpans = 4096;
 // queued would cost more host time than the kernels it times take to launch (issue 10 allows
 // tracing 5 % of a step), so completed spans go out in batches and at every synchronize().
 constexpr size_t kEmitBatch = 256;
+// Phase spans of unsampled steps (sampled tracing) queued before the completed ones are emitted.
+constexpr size_t kPhaseSpansHeld = 10;
 // How long a CUPTI span's records may take to be delivered once its work has completed.
 constexpr int64_t kRecordWaitNs = 500'000'000;
 // The anchor is moved forward after a synchronize() once it is this old: cudaEventElapsedTime is
@@ -124,6 +126,9 @@ const CuptiSpanMark* cupti_mark(const Event& event) {
 ActivityTimer* CudaDevice::cupti_timer() {
   if (!timer_chosen_) {
     timer_chosen_ = true;
+    // A sampled trace's phase spans, queued with events on the steps before: out before CUPTI's
+    // spans, which are emitted in another way.
+    if (!pending_.empty()) emit_spans(/*wait_all=*/true);
     cupti_ = chosen_kernel_timer() == KernelTimer::kCupti ? ActivityTimer::get() : nullptr;
     if (cupti_ != nullptr) cupti_->attach();
   }
@@ -131,8 +136,9 @@ ActivityTimer* CudaDevice::cupti_timer() {
 }
 
 Event CudaDevice::timer_begin(StreamKind stream) {
-  // Tracing off: no event, no clock read (KernelScope then costs a pointer test and this call).
-  if (context_.tracer == nullptr) return Event{.stream = stream};
+  // Tracing off, or a step whose kernels are not sampled: no event, no clock read (KernelScope then
+  // costs a pointer test and this call).
+  if (context_.tracer == nullptr || !context_.kernels) return Event{.stream = stream};
   if (ActivityTimer* cupti = cupti_timer())
     return Event{.stream = stream, .native = std::make_shared<CuptiSpanMark>(cupti->begin_span())};
   // Events: while the stream's last traced kernel has not finished, the GPU is busy and this kernel
@@ -195,6 +201,24 @@ void CudaDevice::defer_kernel_span(StreamKind stream, std::string_view name, con
     }
   }
   if (next_seq_ % kEmitBatch == 0) emit_spans(/*wait_all=*/false);
+}
+
+void CudaDevice::defer_phase_span(Phase phase, const Event& begin, const Event& end) {
+  DPS_ASSERT(cupti_ == nullptr, "a phase span is queued while CUPTI times kernels");
+  if (native_event(begin) == nullptr || native_event(end) == nullptr) return;
+  pending_.push_back(PendingSpan{.name = to_string(phase),
+                                 .stream = StreamKind::kCompute,
+                                 .begin = begin,
+                                 .end = end,
+                                 .seq = next_seq_++,
+                                 .rank = context_.rank,
+                                 .step = context_.step,
+                                 .phase = phase,
+                                 .phase_span = true});
+  // About five spans a step, emitted at synchronize() or, where the loop never synchronizes (a
+  // DDP rank), once two steps' worth wait: the older step's have completed by then, so a followed
+  // trace lags one step and the queries mostly find finished events.
+  if (pending_.size() >= kPhaseSpansHeld) emit_spans(/*wait_all=*/false);
 }
 
 std::optional<GpuInterval> CudaDevice::wait_for_records(uint64_t id) {
@@ -315,7 +339,15 @@ void CudaDevice::emit_at(const PendingSpan& span, int64_t start_ns, int64_t dur_
   context_.step = span.step;
   context_.phase = span.phase;
   try {
-    tracer->kernel_span(Device(shared_from_this()), span.stream, span.name, start_ns, dur_ns, span.cost);
+    if (span.phase_span) {
+      tracer->span(Device(shared_from_this()), {.stream = span.stream,
+                                                .cat = SpanCategory::kPhase,
+                                                .name = span.name,
+                                                .ts_ns = start_ns,
+                                                .dur_ns = dur_ns});
+    } else {
+      tracer->kernel_span(Device(shared_from_this()), span.stream, span.name, start_ns, dur_ns, span.cost);
+    }
   } catch (...) {
     context_ = saved;
     throw;
@@ -326,7 +358,7 @@ void CudaDevice::emit_at(const PendingSpan& span, int64_t start_ns, int64_t dur_
 void CudaDevice::begin_copy_trace() {
   copy_begin_ = Event{};
   copy_end_ = Event{};
-  if (context_.tracer != nullptr) copy_begin_ = record(StreamKind::kCopy);
+  if (context_.tracer != nullptr && context_.kernels) copy_begin_ = record(StreamKind::kCopy);
 }
 
 void CudaDevice::end_copy_trace() {
