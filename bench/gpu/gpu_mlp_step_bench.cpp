@@ -62,7 +62,7 @@ std::vector<double> time_steps(gpu_bench::MlpStep& step, const Device& device,
     cuda::set_kernel_timer(config.timer);
     device.attach_tracer(config.sink, config.sink != nullptr ? trace_id : -1);
     device.set_trace_kernels_every(config.kernels_every);
-    device.set_step(-1);
+    device.set_step(phases_only ? 1 : -1);  // phases only: CUPTI never starts
     step.run();  // the timer is chosen, and CUPTI started, at the first traced kernel
     device.synchronize();
     const auto t0 = std::chrono::steady_clock::now();

@@ -98,8 +98,10 @@ void Device::set_step(int64_t step) const {
   // A measured device times the sampled step's last kernels before it stops timing any: its
   // timer (CUPTI) is detached until the next sampled step, so unsampled steps pay nothing for it.
   if (c->kernels && !kernels && kind() == DeviceKind::kCuda) cuda::flush_trace(*impl_);
+  // An unsampled step's first phase starts where the previous step's last phase ended (its mark
+  // is kept), so its phases tile the GPU's timeline; after a sampled step it needs a mark of its own.
+  if (c->kernels) c->phase_begin_set = false;
   c->kernels = kernels;
-  c->phase_begin_set = false;  // a step's first phase starts at its own mark
 }
 void Device::set_trace_kernels_every(int64_t every) const {
   DPS_CHECK(every >= 1, ErrorKind::kInvalidArgument, "trace kernels every {} steps: must be at least 1",
@@ -121,8 +123,8 @@ void Device::set_phase(Phase phase) const {
 }
 
 // An unsampled step's phases as spans, each from its start mark to its end mark on the compute
-// stream (on a GPU, events: the span is where the stream's work of the phase ran). A phase that
-// starts as the previous one ends shares its mark, so a step of four phases costs five marks.
+// stream (on a GPU, events: the span is where the stream's work of the phase ran). A phase starts
+// on the mark the previous one ended on, so a step of four phases costs four marks.
 void Device::trace_phase_change(TraceContext& c, Phase next) const {
   if (c.phase != Phase::kNone) {
     const Event end = impl_->record(StreamKind::kCompute);

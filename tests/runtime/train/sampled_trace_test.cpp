@@ -28,6 +28,7 @@ struct StepEvents {
   std::vector<std::string> phases;  // phase spans' names, in file order
   std::vector<trace::Event> phase_spans;
   std::vector<int64_t> loss_ts;
+  int memory = 0;  // memory counters
 };
 
 // Steps of device `dev` (training steps only: step >= 0).
@@ -43,6 +44,7 @@ std::map<int, StepEvents> by_step(const trace::TraceData& t, int dev) {
     }
     if (e.type == trace::EventType::kTransfer && e.stream == StreamKind::kCopy) ++s.copies;
     if (e.type == trace::EventType::kCounter && e.known == EventName::kLoss) s.loss_ts.push_back(e.ts_ns);
+    if (e.type == trace::EventType::kCounter && e.known == EventName::kMemory) ++s.memory;
   }
   return steps;
 }
@@ -71,6 +73,7 @@ void expect_sampled(const trace::TraceData& t, int dev, int64_t total_steps, int
     }
     EXPECT_EQ(s.kernels, 0) << where;
     EXPECT_EQ(s.copies, 0) << where;
+    EXPECT_LT(s.memory, steps.at(0).memory) << where << ": per-layer memory counters on sampled steps only";
     EXPECT_EQ(std::set<std::string>(s.phases.begin(), s.phases.end()), phases) << where;
     EXPECT_EQ(s.phases.size(), phases.size()) << where << ": one span per phase";
     for (const trace::Event& p : s.phase_spans) {

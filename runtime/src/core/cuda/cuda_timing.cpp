@@ -253,7 +253,11 @@ void CudaDevice::emit_ready_cupti_spans() {
 
 void CudaDevice::drain_cupti_spans() {
   for (cudaStream_t s : streams_) check(cudaStreamSynchronize(s), "cudaStreamSynchronize", where_);
-  // Every span's work has completed: wait for its records to be delivered, then take what came.
+  // Every span's work has completed. Alone on the timer, its records are all in CUPTI's buffers:
+  // a forced flush hands them over now (CUPTI would otherwise deliver a buffer only once it is
+  // full, or at the collector's next round: up to milliseconds for each sampled step).
+  if (cupti_->sole_user()) cupti_->collect(/*forced=*/true);
+  // Otherwise wait for the records to be delivered, then take what came.
   const int64_t deadline_ns = wall_ns_since_origin() + kRecordWaitNs;
   for (;;) {
     emit_ready_cupti_spans();
@@ -317,12 +321,26 @@ void CudaDevice::emit(const PendingSpan& span) {
   }
   float begin_ms = 0.0f;
   float dur_ms = 0.0f;
+  float end_ms = 0.0f;
   int64_t anchor_host_ns = 0;
   {
     std::lock_guard lock(anchor_mutex_);
     anchor_host_ns = anchor_host_ns_;
     check(cudaEventElapsedTime(&begin_ms, native_event(anchor_), native_event(span.begin)),
           "cudaEventElapsedTime", where_);
+    // A phase span ends on the event the next phase starts on: both ends read from the anchor, so
+    // that consecutive phases meet exactly (the rounding of float milliseconds would overlap them).
+    if (span.phase_span)
+      check(cudaEventElapsedTime(&end_ms, native_event(anchor_), native_event(span.end)),
+            "cudaEventElapsedTime", where_);
+  }
+  if (span.phase_span) {
+    // Never before the lane's last span (the anchor may have moved between two phases).
+    const int64_t start_ns = std::max(anchor_host_ns + ms_to_ns(begin_ms), last_emitted_end_[lane]);
+    const int64_t end_ns = std::max(start_ns, anchor_host_ns + ms_to_ns(end_ms));
+    last_emitted_end_[lane] = end_ns;
+    emit_at(span, start_ns, end_ns - start_ns);
+    return;
   }
   check(cudaEventElapsedTime(&dur_ms, native_event(span.begin), native_event(span.end)),
         "cudaEventElapsedTime", where_);
