@@ -96,7 +96,8 @@ def main():
                           "ms_per_step": round(ms, 4)}))
         return 0
 
-    keys = ["ms_per_step", "ms_per_step_traced", "ms_per_step_timer_only", "ms_per_step_traced_events"]
+    keys = ["ms_per_step", "ms_per_step_traced", "ms_per_step_timer_only", "ms_per_step_traced_events",
+            "ms_per_step_sampled_10", "ms_per_step_sampled_50", "ms_per_step_phases_only"]
     graph_keys = ["ms_per_step_graph", "ms_per_step_graph_cupti"]
     ours, theirs, profiled, gpu, timer, untimed = {k: [] for k in keys + graph_keys}, [], [], "", "", 0
     graph_notes = set()
@@ -115,7 +116,7 @@ def main():
         untimed += r.get("untimed_spans", 0)
         theirs.append(torch_ms_per_step(sizes, args.batch, args.steps, args.device))
         profiled.append(torch_ms_per_step(sizes, args.batch, args.steps, args.device, profiled=True))
-    o, ot, oc, oe = (statistics.median(ours[k]) for k in keys)
+    o, ot, oc, oe, s10, s50, sp = (statistics.median(ours[k]) for k in keys)
     t, tp = statistics.median(theirs), statistics.median(profiled)
     print(f"MLP {args.model}, batch {args.batch}, SGD(momentum), CE, on {gpu or args.device}, "
           f"torch {torch.__version__}, median of {args.rounds} rounds x {args.steps} steps")
@@ -124,7 +125,9 @@ def main():
     print(f"{'PyTorch eager':<34}{t:>10.3f}{1.0:>11.2f}x")
     print(f"{'PyTorch eager, torch.profiler on':<34}{tp:>10.3f}{tp / t:>11.2f}x")
     for name, ms in [("dpscope (cuda, no trace)", o), ("dpscope (cuda, traced)", ot),
-                     ("dpscope (cuda, timer only)", oc), ("dpscope (cuda, traced, events)", oe)]:
+                     ("dpscope (cuda, timer only)", oc), ("dpscope (cuda, traced, events)", oe),
+                     ("dpscope (kernels 1 step in 10)", s10), ("dpscope (kernels 1 step in 50)", s50),
+                     ("dpscope (phase spans only)", sp)]:
         print(f"{name:<34}{ms:>10.3f}{ms / t:>11.2f}x{ms / o:>12.2f}x")
     print(f"bench-row\tMLP {args.model} step, batch {args.batch} (ms)\t{o:.3f}\tPyTorch eager {t:.3f}"
           f"\t{o / t:.2f}\t<= 1.00")
@@ -141,6 +144,16 @@ def main():
           f"\tuntraced {o:.3f}\t{oc / o:.2f}\t-")
     print(f"bench-row\t  traced with CUDA events instead, batch {args.batch}\t{oe:.3f}"
           f"\tuntraced {o:.3f}\t{oe / o:.2f}\t-")
+    # Sampled tracing (train --trace-kernels-every K): every kernel of one step in K, phases otherwise.
+    for k, ms in [(10, s10), (50, s50)]:
+        print(f"bench-row\tsampled tracing, kernels 1 step in {k}, batch {args.batch} (traced / untraced)"
+              f"\t{ms:.3f}\tuntraced {o:.3f}\t{ms / o:.2f}\t<= 1.05")
+    print(f"bench-row\t  of which the phase spans, batch {args.batch} (phases only / untraced)\t{sp:.3f}"
+          f"\tuntraced {o:.3f}\t{sp / o:.2f}\t-")
+    sampled_cost = s10 / o - 1
+    sampled_versus = f"{sampled_cost / torch_cost:.2f}" if torch_cost > 0 else "-"
+    print(f"bench-row\tsampled tracing (1 in 10) vs torch.profiler's, batch {args.batch} (added share)"
+          f"\t{100 * sampled_cost:.1f} %\ttorch.profiler {100 * torch_cost:.1f} %\t{sampled_versus}\t< 1")
     # The experiment of gpu_mlp_step_bench: the step captured once as a CUDA graph and replayed.
     for note in sorted(graph_notes):
         print(f"CUDA graph of the step: {note}")

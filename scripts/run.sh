@@ -2,14 +2,42 @@
 # The main job, in one command: install what is missing, build, and run lesson 1 on a simulated
 # GPU: its trace, a Perfetto export, and the lesson in dpscope-viz (on a display) or its handout
 # with a screenshot of every chapter (headless, under Xvfb). Everything lands in ./out/lesson-01
-# and the paths are printed.
+# and the paths are printed. Only what lesson 1 needs is installed and built (the test suite,
+# MPI and CUDA are scripts/test.sh's); each stage prints one line, its full log goes to
+# out/logs/ and is printed only when the stage fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+out=${DPSCOPE_OUT:-out}
+export DPSCOPE_LOG_DIR="$out/logs"
+mkdir -p "$DPSCOPE_LOG_DIR"
+started=$SECONDS
+
+# run_stage NAME LOG COMMAND...: one line for the stage, its output in LOG (the tail on failure).
+run_stage() {
+  local name=$1 log=$2
+  shift 2
+  local t0=$SECONDS
+  printf '== %s ... ' "$name"
+  if "$@" >"$log" 2>&1; then
+    echo "done ($((SECONDS - t0)) s; log: $log)"
+  else
+    echo "FAILED"
+    tail -n 40 "$log" >&2
+    echo "dpscope: error: $name failed (the whole log: $log)" >&2
+    exit 1
+  fi
+}
+
+# The installer prints its own one or two lines (what it installs, how long it took).
+scripts/install-deps.sh --lesson
 # The CUDA code lengthens the build (docs/gpu.md has the measured time) and is of no use without a
 # GPU: only where `nvidia-smi -L` lists one does the quick start build it (scripts/test.sh, what CI
 # runs, always does). Said explicitly both ways, since CMake keeps the last choice in its cache.
-cmake_args=()
+# The test suite is configured only where GoogleTest is installed (the quick start does not
+# install it; scripts/test.sh does), so that build/release keeps its tests on a developer's machine.
+tests=OFF
+[[ $(dpkg-query -W -f='${Status}' libgtest-dev 2>/dev/null || true) == "install ok installed" ]] && tests=ON
+cmake_args=(-DDPSCOPE_BUILD_TESTS=$tests)
 if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
   cmake_args+=(-DDPSCOPE_WITH_CUDA=ON)
   command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
@@ -17,10 +45,10 @@ else
   cmake_args+=(-DDPSCOPE_WITH_CUDA=OFF)
 fi
 command -v ccache >/dev/null && cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-scripts/build.sh release "${cmake_args[@]}" dpscope_cli dpscope_viz
+run_stage "build dpscope and dpscope-viz ($(nproc) cores)" "$DPSCOPE_LOG_DIR/build.log" \
+  scripts/build.sh release "${cmake_args[@]}" dpscope_cli dpscope_viz
 
 bin=build/release/bin
-out=${DPSCOPE_OUT:-out}
 lesson_out="$out/lesson-01"
 mkdir -p "$lesson_out"
 trace="$lesson_out/01-one-gpu.trace.jsonl"
@@ -37,11 +65,12 @@ else
   "$bin/dpscope" lesson handout 01 "$lesson_out"
   shots=$(ls "$lesson_out"/01-one-gpu-chapter-*.png 2>/dev/null | tr '\n' ' ')
 fi
-"$bin/dpscope" trace export --chrome "$trace" "$lesson_out/01-one-gpu.perfetto.json"
+run_stage "Perfetto export" "$DPSCOPE_LOG_DIR/export.log" \
+  "$bin/dpscope" trace export --chrome "$trace" "$lesson_out/01-one-gpu.perfetto.json"
 "$bin/dpscope" trace stats "$trace"
 
 echo
-echo "Done. Files in $lesson_out/:"
+echo "Done in $((SECONDS - started)) s. Files in $lesson_out/:"
 echo "  trace:            $trace   (dpscope-viz $trace)"
 echo "  Perfetto export:  $lesson_out/01-one-gpu.perfetto.json   (open https://ui.perfetto.dev and drop the file)"
 if [[ -n $shots ]]; then

@@ -117,11 +117,21 @@ struct MlpStep {
 
   // timing_only: no data (meta tensors), as a simulated device's timing-only mode runs.
   MlpStep(const std::string& spec, int64_t batch, const Device& device, bool timing_only = false);
+  // One step in the training loop's phases (a traced device that samples its kernels times each
+  // phase of the steps it does not sample).
   void run() {
-    optimizer->zero_grad();
-    const Tensor out = model->forward(x);
-    loss.forward(out, y);
-    model->backward(loss.backward());
+    const Device& device = x.device();
+    {
+      PhaseScope phase(device, Phase::kForward);
+      optimizer->zero_grad();
+      const Tensor out = model->forward(x);
+      loss.forward(out, y);
+    }
+    {
+      PhaseScope phase(device, Phase::kBackward);
+      model->backward(loss.backward());
+    }
+    PhaseScope phase(device, Phase::kOptimizer);
     optimizer->step();
   }
 };

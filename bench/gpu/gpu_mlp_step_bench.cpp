@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,37 +32,53 @@ namespace {
 
 using namespace dpscope;
 
-// One way of running a step: tracing off (sink nullptr), or into `sink` with `timer` timing kernels.
+// One way of running a step: tracing off (sink nullptr), or into `sink` with `timer` timing kernels
+// on one step in `kernels_every` (sampled tracing: the others are timed per phase).
 struct Config {
   TraceSink* sink = nullptr;
   cuda::KernelTimer timer = cuda::KernelTimer::kCupti;
+  int64_t kernels_every = 1;
 };
 
-// Median seconds per step of blocks of `block` steps, each block between synchronized devices,
-// blocks taking turns with each configuration, so that all see the same GPU clocks and caches. One
-// median per configuration, in order.
+// Kernels never traced: every step of a block timed per phase (the floor of sampled tracing).
+constexpr int64_t kPhasesOnly = std::numeric_limits<int64_t>::max();
+
+// Median seconds per step of blocks of steps, each block between synchronized devices, blocks
+// taking turns with each configuration, so that all see the same GPU clocks and caches. A block is
+// 10 steps, or `kernels_every` steps when sampling: it holds one sampled step (its first), so the
+// block's mean carries the sampled step's share. One median per configuration, in order.
 std::vector<double> time_steps(gpu_bench::MlpStep& step, const Device& device,
                                std::span<const Config> configs, int trace_id, int steps) {
   for (int i = 0; i < 10; ++i) step.run();  // warm-up: cuBLAS handles, the caching allocator's blocks
-  constexpr int kBlock = 10;
+  constexpr int64_t kBlock = 10;
   std::vector<std::vector<double>> seconds(configs.size());
-  for (int done = 0; done < static_cast<int>(configs.size()) * steps; done += kBlock) {
-    const size_t which = static_cast<size_t>(done / kBlock) % configs.size();
+  std::vector<int64_t> done(configs.size(), 0);
+  for (size_t turn = 0;; ++turn) {
+    const size_t which = turn % configs.size();
+    if (which == 0 && done[0] >= steps) break;
     const Config& config = configs[which];
+    const bool phases_only = config.kernels_every == kPhasesOnly;
+    const int64_t block = config.kernels_every > 1 && !phases_only ? config.kernels_every : kBlock;
     cuda::set_kernel_timer(config.timer);
     device.attach_tracer(config.sink, config.sink != nullptr ? trace_id : -1);
+    device.set_trace_kernels_every(config.kernels_every);
+    device.set_step(phases_only ? 1 : -1);  // phases only: CUPTI never starts
     step.run();  // the timer is chosen, and CUPTI started, at the first traced kernel
     device.synchronize();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kBlock; ++i) {
+    for (int64_t i = 0; i < block; ++i) {
+      device.set_step(phases_only ? i + 1 : i);  // as the training loop numbers its steps
       step.run();
       if (config.sink != nullptr) config.sink->flush_soon();  // as the training loop does after every step
     }
+    device.set_step(-1);
     device.synchronize();
     seconds[which].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-                             kBlock);
+                             static_cast<double>(block));
+    done[which] += block;
   }
   device.attach_tracer(nullptr, -1);
+  device.set_trace_kernels_every(1);
   cuda::set_kernel_timer(cuda::KernelTimer::kCupti);
   std::vector<double> medians;
   for (const std::vector<double>& s : seconds) medians.push_back(gpu_bench::median(s));
@@ -237,10 +254,14 @@ int main(int argc, char** argv) {
       const int trace_id = device.trace_id();  // the header's id, before the first detach
       NullTraceSink timer_only;                // the timer's cost without the recorder's
       using cuda::KernelTimer;
-      const std::array<Config, 4> configs{Config{},
-                                          Config{.sink = tracer.get(), .timer = KernelTimer::kCupti},
-                                          Config{.sink = &timer_only, .timer = KernelTimer::kCupti},
-                                          Config{.sink = tracer.get(), .timer = KernelTimer::kEvents}};
+      const std::array<Config, 7> configs{
+          Config{},
+          Config{.sink = tracer.get(), .timer = KernelTimer::kCupti},
+          Config{.sink = &timer_only, .timer = KernelTimer::kCupti},
+          Config{.sink = tracer.get(), .timer = KernelTimer::kEvents},
+          Config{.sink = tracer.get(), .timer = KernelTimer::kCupti, .kernels_every = 10},
+          Config{.sink = tracer.get(), .timer = KernelTimer::kCupti, .kernels_every = 50},
+          Config{.sink = tracer.get(), .timer = KernelTimer::kCupti, .kernels_every = kPhasesOnly}};
       times = time_steps(step, device, configs, trace_id, steps);
       untimed = cuda::untimed_kernel_spans(device.impl());
       tracer->close();
@@ -257,13 +278,14 @@ int main(int argc, char** argv) {
         "{\"impl\":\"dpscope\",\"model\":\"%s\",\"batch\":%lld,\"device\":\"%s\",\"gpu\":\"%s\","
         "\"kernel_timer\":\"%s\",\"ms_per_step\":%.4f,\"ms_per_step_traced\":%.4f,"
         "\"ms_per_step_timer_only\":%.4f,\"ms_per_step_traced_events\":%.4f,\"untimed_spans\":%llu,"
+        "\"ms_per_step_sampled_10\":%.4f,\"ms_per_step_sampled_50\":%.4f,\"ms_per_step_phases_only\":%.4f,"
         "\"ms_per_step_graph\":%.4f,\"ms_per_step_graph_cupti\":%.4f,\"graph_nodes\":%zu,"
         "\"graph_max_abs_diff\":%.3g,\"graph_error\":\"%s\"}\n",
         spec.c_str(), static_cast<long long>(batch), device.name().c_str(),
         cuda::physical_name(device.impl()).c_str(), cuda::kernel_timer_description().c_str(), times[0] * 1e3,
         times[1] * 1e3, times[2] * 1e3, times[3] * 1e3, static_cast<unsigned long long>(untimed),
-        graph.untraced_s * 1e3, graph.cupti_s * 1e3, graph.nodes, graph.max_abs_diff,
-        json_safe(graph.error).c_str());
+        times[4] * 1e3, times[5] * 1e3, times[6] * 1e3, graph.untraced_s * 1e3, graph.cupti_s * 1e3,
+        graph.nodes, graph.max_abs_diff, json_safe(graph.error).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_mlp_step_bench: %s\n", e.what());
     return 1;

@@ -211,6 +211,10 @@ void register_train(CLI::App& app, Registration registration) {
       "--trace-zstd", config.trace_zstd,
       "compress the trace with zstd: ranks that are processes write DIR/rank-K.jsonl.zst (one trace "
       "file: name it *.zst)");
+  cmd->add_option("--trace-kernels-every", config.trace_kernels_every,
+                  "trace kernels and copies on one step in K only; the other steps get one span per phase "
+                  "(what keeps a GPU trace cheap: docs/gpu.md)")
+      ->capture_default_str();
   cmd->add_option("--checkpoint-dir", config.checkpoint_dir,
                   "write checkpoints there (atomic, newest 2 kept)");
   cmd->add_option("--checkpoint-every", config.checkpoint_every,

@@ -91,14 +91,61 @@ int Device::rank() const {
   return c == nullptr ? 0 : c->rank;
 }
 void Device::set_step(int64_t step) const {
-  if (TraceContext* c = impl_->trace_context()) c->step = step;
+  TraceContext* c = impl_->trace_context();
+  if (c == nullptr) return;
+  c->step = step;
+  const bool kernels = step < 0 || c->kernels_every <= 1 || step % c->kernels_every == 0;
+  // A measured device times the sampled step's last kernels before it stops timing any: its
+  // timer (CUPTI) is detached until the next sampled step, so unsampled steps pay nothing for it.
+  if (c->kernels && !kernels && kind() == DeviceKind::kCuda) cuda::flush_trace(*impl_);
+  // An unsampled step's first phase starts where the previous step's last phase ended (its mark
+  // is kept), so its phases tile the GPU's timeline; after a sampled step it needs a mark of its own.
+  if (c->kernels) c->phase_begin_set = false;
+  c->kernels = kernels;
+}
+void Device::set_trace_kernels_every(int64_t every) const {
+  DPS_CHECK(every >= 1, ErrorKind::kInvalidArgument, "trace kernels every {} steps: must be at least 1",
+            every);
+  TraceContext* c = impl_->trace_context();
+  if (c == nullptr) return;
+  c->kernels_every = every;
+  set_step(c->step);
 }
 int64_t Device::step() const {
   const TraceContext* c = impl_->trace_context();
   return c == nullptr ? -1 : c->step;
 }
 void Device::set_phase(Phase phase) const {
-  if (TraceContext* c = impl_->trace_context()) c->phase = phase;
+  TraceContext* c = impl_->trace_context();
+  if (c == nullptr) return;
+  if (c->tracer != nullptr && !c->kernels && phase != c->phase) trace_phase_change(*c, phase);
+  c->phase = phase;
+}
+
+// An unsampled step's phases as spans, each from its start mark to its end mark on the compute
+// stream (on a GPU, events: the span is where the stream's work of the phase ran). A phase starts
+// on the mark the previous one ended on, so a step of four phases costs four marks.
+void Device::trace_phase_change(TraceContext& c, Phase next) const {
+  if (c.phase != Phase::kNone) {
+    const Event end = impl_->record(StreamKind::kCompute);
+    if (c.phase_begin_set) {
+      if (kind() == DeviceKind::kCuda) {
+        cuda::defer_phase_span(*impl_, c.phase, c.phase_begin, end);
+      } else {
+        c.tracer->span(*this, {.stream = StreamKind::kCompute,
+                               .cat = SpanCategory::kPhase,
+                               .name = to_string(c.phase),
+                               .ts_ns = c.phase_begin.ts_ns,
+                               .dur_ns = end.ts_ns - c.phase_begin.ts_ns});
+      }
+    }
+    c.phase_begin = end;  // where the next phase of this step starts
+    c.phase_begin_set = true;
+  }
+  if (next != Phase::kNone && !c.phase_begin_set) {
+    c.phase_begin = impl_->record(StreamKind::kCompute);
+    c.phase_begin_set = true;
+  }
 }
 Phase Device::phase() const {
   const TraceContext* c = impl_->trace_context();

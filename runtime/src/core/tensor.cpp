@@ -183,8 +183,8 @@ const Device& copy_bytes(const Device& dst_device, void* dst, const Device& src_
 // Traces a copy a cuda device made with the times its events measured; false when there is no
 // measurement (no tracer attached, or a device that measures nothing).
 bool trace_measured_copy(const Device& copier, const Device& src, const Device& dst, uint64_t bytes) {
+  if (!copier.traces_kernels()) return false;
   TraceSink* tracer = copier.tracer();
-  if (tracer == nullptr) return false;
   const std::optional<TimedSpan> span = cuda::last_copy_span(copier.impl());
   if (!span) return false;
   tracer->copy_transfer(src, dst, span->start_ns, span->dur_ns, bytes);
@@ -208,7 +208,7 @@ void charge_copy(const Device& src, const Device& dst, uint64_t bytes) {
     d->wait_until(StreamKind::kCompute, start_ns + dur_ns);
   }
   const Device& traced = dst.is_simulated() ? dst : src;
-  if (TraceSink* tracer = traced.tracer()) tracer->copy_transfer(src, dst, start_ns, dur_ns, bytes);
+  if (traced.traces_kernels()) traced.tracer()->copy_transfer(src, dst, start_ns, dur_ns, bytes);
 }
 
 }  // namespace

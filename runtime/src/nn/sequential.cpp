@@ -34,13 +34,13 @@ const Module& Sequential::operator[](size_t i) const {
 
 // A traced run's memory counter after every layer, forward and backward: activations pile up
 // layer by layer in forward, and in backward gradients appear while activations are freed, as a
-// profiler's memory timeline shows (one counter per phase would show neither). No tracer: a
-// pointer test per layer.
+// profiler's memory timeline shows (one counter per phase would show neither). Layer detail, like
+// kernels: a sampled trace has it on its sampled steps only. No tracer: a pointer test per layer.
 Tensor Sequential::forward_impl(const Tensor& input) {
   Tensor x = input;
   for (auto& module : modules_) {
     x = module->forward(x);
-    x.device().trace_memory();
+    if (x.device().traces_kernels()) x.device().trace_memory();
   }
   return x;
 }
@@ -50,7 +50,7 @@ Tensor Sequential::backward_impl(const Tensor& grad_output, bool need_input_grad
   for (size_t i = modules_.size(); i-- > 0;) {
     // Only the first layer's input gradient is optional: every other one feeds the layer before.
     grad = modules_[i]->backward(grad, i == 0 ? need_input_grad : true);
-    grad_output.device().trace_memory();
+    if (grad_output.device().traces_kernels()) grad_output.device().trace_memory();
   }
   return need_input_grad ? grad : Tensor();
 }

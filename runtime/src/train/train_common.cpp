@@ -151,11 +151,12 @@ std::unique_ptr<Loss> make_loss(const TrainConfig& config) {
 std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::vector<Device>& devices,
                                           const Module& model) {
   if (config.trace.empty()) return nullptr;
-  return open_trace_at(config.trace, config.to_json(), devices, model);
+  return open_trace_at(config.trace, config.to_json(), devices, model, config.trace_kernels_every);
 }
 
 std::unique_ptr<TraceRecorder> open_trace_at(const std::filesystem::path& path, std::string run_json,
-                                             const std::vector<Device>& devices, const Module& model) {
+                                             const std::vector<Device>& devices, const Module& model,
+                                             int64_t kernels_every) {
   for (const Device& device : devices) kernels::warm_up(device);  // not inside the first traced step
   TraceHeader header;
   header.clock = devices.front().is_simulated() ? "simulated" : "measured";
@@ -167,7 +168,9 @@ std::unique_ptr<TraceRecorder> open_trace_at(const std::filesystem::path& path, 
   for (const Parameter* p : model.parameters())
     header.params.push_back(
         {.index = p->index, .name = p->name, .shape = p->data.shape(), .bytes = p->data.nbytes()});
-  return TraceRecorder::open(path, header, devices);
+  std::unique_ptr<TraceRecorder> recorder = TraceRecorder::open(path, header, devices);
+  for (const Device& device : devices) device.set_trace_kernels_every(kernels_every);
+  return recorder;
 }
 
 std::string describe_devices(const std::vector<Device>& devices) {

@@ -34,8 +34,10 @@ std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::
                                           const Module& model);
 // The same at `path` with the header's "run" object `run_json` (mpi ranks: one file per rank, the
 // run object carrying the rank's "process" entry).
+// Its devices trace kernels on one step in `kernels_every` (--trace-kernels-every).
 std::unique_ptr<TraceRecorder> open_trace_at(const std::filesystem::path& path, std::string run_json,
-                                             const std::vector<Device>& devices, const Module& model);
+                                             const std::vector<Device>& devices, const Module& model,
+                                             int64_t kernels_every);
 // "sim:0..sim:3 (4 x NVIDIA H100 SXM5 80GB)".
 std::string describe_devices(const std::vector<Device>& devices);
 // DistributedDataParallel's options from the --bucket-mb, --first-bucket-mb, --find-unused-parameters,

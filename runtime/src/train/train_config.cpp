@@ -169,6 +169,10 @@ void TrainConfig::validate() const {
   DPS_CHECK(checkpoint_every == 0 || !checkpoint_dir.empty(), ErrorKind::kUsage,
             "--checkpoint-every needs --checkpoint-dir");
   DPS_CHECK(!resume || !checkpoint_dir.empty(), ErrorKind::kUsage, "--resume needs --checkpoint-dir");
+  DPS_CHECK(trace_kernels_every >= 1, ErrorKind::kUsage, "--trace-kernels-every must be at least 1, got {}",
+            trace_kernels_every);
+  DPS_CHECK(trace_kernels_every == 1 || !trace.empty(), ErrorKind::kUsage,
+            "--trace-kernels-every needs --trace");
 
   for (const std::string& p : pitfalls) {
     DPS_CHECK(
@@ -223,7 +227,7 @@ void check_resumable(const std::string& checkpoint_config, const TrainConfig& cu
   const nlohmann::json now = nlohmann::json::parse(current.to_json());
   // What may differ between the interrupted run and its continuation: how long it runs and where
   // its outputs go. Everything that changes the numbers must match.
-  static const std::set<std::string> kFree = {"steps", "epochs", "init"};
+  static const std::set<std::string> kFree = {"steps", "epochs", "init", "trace_kernels_every"};
   for (auto it = now.begin(); it != now.end(); ++it) {
     if (kFree.count(it.key())) continue;
     const nlohmann::json was = saved.contains(it.key()) ? saved[it.key()] : nlohmann::json();
@@ -268,6 +272,7 @@ std::string TrainConfig::to_json() const {
   }
   if (!pitfalls.empty()) j["pitfalls"] = pitfalls;
   if (timing_only) j["timing_only"] = true;
+  if (trace_kernels_every > 1) j["trace_kernels_every"] = trace_kernels_every;
   return j.dump();
 }
 

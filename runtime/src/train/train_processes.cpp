@@ -146,7 +146,7 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
       const std::string file = trace::rank_file_name(group.rank()) + (config.trace_zstd ? ".zst" : "");
       tracer = open_trace_at(std::filesystem::path(config.trace) / file,
                              rank_run_json(config, group.rank(), group.size(), clock), {group.device()},
-                             *shape_model);
+                             *shape_model, config.trace_kernels_every);
     }
     options.on_step = [&](const StepReport& report) {
       Tensor loss = Tensor::from_floats(std::vector<float>{static_cast<float>(report.loss)}, {1},

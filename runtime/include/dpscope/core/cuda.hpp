@@ -141,6 +141,9 @@ int64_t event_time_ns(const DeviceImpl& device, const Event& event);
 // kernel. `begin` without a native event (tracing was off at the start) queues nothing.
 void defer_kernel_span(DeviceImpl& device, StreamKind stream, std::string_view name, const Event& begin,
                        KernelCost cost);
+// Sampled tracing's phase span on an unsampled step (Device::set_trace_kernels_every): queued
+// like a kernel span and emitted, with category `phase`, once its end event has completed.
+void defer_phase_span(DeviceImpl& device, Phase phase, const Event& begin, const Event& end);
 // Emits every queued span of a cuda device to its tracer, waiting for their work and records, and
 // lets the kernel timer go (before a tracer is detached; Device::attach_tracer calls it). Does
 // nothing for a device that is not a CudaDevice.

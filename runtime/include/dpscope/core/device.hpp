@@ -98,6 +98,16 @@ class Device {
   int64_t step() const;
   void set_phase(Phase phase) const;
   Phase phase() const;
+  // Sampled tracing, the trade-off that keeps a measured trace cheap: kernels and copies are traced
+  // on the steps whose number is a multiple of `every` (and before the first step); on the others
+  // every phase becomes one span (category `phase`) timed on the compute stream, and instants,
+  // counters, samples and collectives are traced as always. 1 (the default) traces every kernel.
+  void set_trace_kernels_every(int64_t every) const;
+  // A tracer is attached and this step's kernels are traced.
+  bool traces_kernels() const {
+    const TraceContext* c = impl_->trace_context();
+    return c != nullptr && c->tracer != nullptr && c->kernels;
+  }
   // Trace id, rank, step and phase in one read (what every event is stamped with); the defaults
   // on the shared cpu device.
   TraceContext trace_stamp() const {
@@ -112,6 +122,8 @@ class Device {
   }
 
  private:
+  void trace_phase_change(TraceContext& context, Phase next) const;
+
   std::shared_ptr<DeviceImpl> impl_;
 };
 

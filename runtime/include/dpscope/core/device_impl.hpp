@@ -65,6 +65,13 @@ struct TraceContext {
   int rank = 0;
   int64_t step = -1;
   Phase phase = Phase::kNone;
+  // Sampled tracing (Device::set_trace_kernels_every): kernels and copies are traced on the steps
+  // whose number is a multiple of `kernels_every`, and outside steps; on the other steps each phase
+  // is one span (`phase_begin`: where the current phase began, an event on the compute stream).
+  int64_t kernels_every = 1;
+  bool kernels = true;
+  Event phase_begin;
+  bool phase_begin_set = false;
 };
 
 class DeviceImpl {

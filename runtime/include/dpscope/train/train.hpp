@@ -53,6 +53,9 @@ struct TrainConfig {
   // Compress traces with zstd: ranks that are processes write DIR/rank-K.jsonl.zst; one trace
   // file must then be named *.zst (its name says how it is written and read).
   bool trace_zstd = false;
+  // Sampled tracing: kernels and copies traced on one step in K, one span per phase on the others
+  // (Device::set_trace_kernels_every; docs/gpu.md says what it costs on a GPU).
+  int64_t trace_kernels_every = 1;
 
   std::string checkpoint_dir;    // where checkpoints go ("" = none)
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0 = once per epoch (and at the end)

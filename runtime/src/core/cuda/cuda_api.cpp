@@ -191,6 +191,10 @@ void defer_kernel_span(DeviceImpl& device, StreamKind stream, std::string_view n
   cuda_device(device, "defer_kernel_span").defer_kernel_span(stream, name, begin, cost);
 }
 
+void defer_phase_span(DeviceImpl& device, Phase phase, const Event& begin, const Event& end) {
+  cuda_device(device, "defer_phase_span").defer_phase_span(phase, begin, end);
+}
+
 void flush_trace(DeviceImpl& device) {
   if (auto* cuda = dynamic_cast<CudaDevice*>(&device)) {
     DeviceGuard guard(cuda->gpu().index, cuda->name());

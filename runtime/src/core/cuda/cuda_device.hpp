@@ -137,6 +137,11 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   int allocator_stream(StreamKind kind) const;
   int64_t event_time_ns(const Event& event) const;
   void defer_kernel_span(StreamKind stream, std::string_view name, const Event& begin, KernelCost cost);
+  // Queues a phase span between two events of the compute stream (never under CUPTI: the device
+  // lets the timer go on the steps whose kernels are not traced).
+  void defer_phase_span(Phase phase, const Event& begin, const Event& end);
+  // Emits the queued phase spans whose events have completed, without waiting.
+  void emit_completed_phase_spans();
   // Emits the queued spans whose work completed; all of them (waiting) when `wait_all`.
   void emit_spans(bool wait_all);
   // Before the tracer changes: emits every queued span, then lets go of the kernel timer (the next
@@ -157,6 +162,7 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
     int rank = 0;
     int64_t step = -1;
     Phase phase = Phase::kNone;
+    bool phase_span = false;  // a sampled trace's phase span (category phase), not a kernel
   };
 
   // Later work on the copy stream starts after what was issued on compute and comm so far.
@@ -211,6 +217,8 @@ class CudaDevice final : public DeviceImpl, public std::enable_shared_from_this<
   bool timer_chosen_ = false;
   ActivityTimer* cupti_ = nullptr;
   std::array<int64_t, kStreamCount> last_emitted_end_{};  // where a span with no work is placed
+  // The last emitted phase span's end: its event and measured time (the next phase begins there).
+  Event last_phase_end_;
   uint64_t untimed_spans_ = 0;
   // Per stream, the end event of the last traced kernel (timer_begin may start the next one there).
   std::array<Event, kStreamCount> last_end_{};

@@ -34,6 +34,8 @@ constexpr size_t kMaxPendingSpans = 4096;
 // queued would cost more host time than the kernels it times take to launch (issue 10 allows
 // tracing 5 % of a step), so completed spans go out in batches and at every synchronize().
 constexpr size_t kEmitBatch = 256;
+// Phase spans of unsampled steps (sampled tracing) queued before the completed ones are emitted.
+constexpr size_t kPhaseSpansHeld = 10;
 // How long a CUPTI span's records may take to be delivered once its work has completed.
 constexpr int64_t kRecordWaitNs = 500'000'000;
 // The anchor is moved forward after a synchronize() once it is this old: cudaEventElapsedTime is
@@ -124,6 +126,9 @@ const CuptiSpanMark* cupti_mark(const Event& event) {
 ActivityTimer* CudaDevice::cupti_timer() {
   if (!timer_chosen_) {
     timer_chosen_ = true;
+    // A sampled trace's phase spans, queued with events on the steps before: out before CUPTI's
+    // spans, which are emitted in another way.
+    if (!pending_.empty()) emit_spans(/*wait_all=*/true);
     cupti_ = chosen_kernel_timer() == KernelTimer::kCupti ? ActivityTimer::get() : nullptr;
     if (cupti_ != nullptr) cupti_->attach();
   }
@@ -131,8 +136,9 @@ ActivityTimer* CudaDevice::cupti_timer() {
 }
 
 Event CudaDevice::timer_begin(StreamKind stream) {
-  // Tracing off: no event, no clock read (KernelScope then costs a pointer test and this call).
-  if (context_.tracer == nullptr) return Event{.stream = stream};
+  // Tracing off, or a step whose kernels are not sampled: no event, no clock read (KernelScope then
+  // costs a pointer test and this call).
+  if (context_.tracer == nullptr || !context_.kernels) return Event{.stream = stream};
   if (ActivityTimer* cupti = cupti_timer())
     return Event{.stream = stream, .native = std::make_shared<CuptiSpanMark>(cupti->begin_span())};
   // Events: while the stream's last traced kernel has not finished, the GPU is busy and this kernel
@@ -197,6 +203,40 @@ void CudaDevice::defer_kernel_span(StreamKind stream, std::string_view name, con
   if (next_seq_ % kEmitBatch == 0) emit_spans(/*wait_all=*/false);
 }
 
+void CudaDevice::defer_phase_span(Phase phase, const Event& begin, const Event& end) {
+  DPS_ASSERT(cupti_ == nullptr, "a phase span is queued while CUPTI times kernels");
+  if (native_event(begin) == nullptr || native_event(end) == nullptr) return;
+  pending_.push_back(PendingSpan{.name = to_string(phase),
+                                 .stream = StreamKind::kCompute,
+                                 .begin = begin,
+                                 .end = end,
+                                 .seq = next_seq_++,
+                                 .rank = context_.rank,
+                                 .step = context_.step,
+                                 .phase = phase,
+                                 .phase_span = true});
+  // Four spans a step, emitted at synchronize() or, where the loop never synchronizes (a DDP
+  // rank), once two steps' worth wait (a followed trace lags a step or two).
+  if (pending_.size() >= kPhaseSpansHeld) emit_completed_phase_spans();
+}
+
+void CudaDevice::emit_completed_phase_spans() {
+  // Between sampled steps the queue holds phase spans only, all on the compute stream, whose
+  // events complete in order: one completed end event vouches for every span before it. Two
+  // queries a batch (the newest, else the middle one) instead of one a span.
+  for (size_t probe : {pending_.size(), pending_.size() / 2}) {
+    if (probe == 0) return;
+    const cudaError_t status = cudaEventQuery(native_event(pending_[probe - 1].end));
+    if (status == cudaErrorNotReady) continue;
+    check(status, "cudaEventQuery", where_);
+    for (size_t i = 0; i < probe; ++i) {
+      emit(pending_.front());
+      pending_.pop_front();
+    }
+    return;
+  }
+}
+
 std::optional<GpuInterval> CudaDevice::wait_for_records(uint64_t id) {
   // The work has completed; its records come with the next buffers CUPTI hands over, or, if other
   // devices' unfinished work keeps a buffer back, with a forced flush once that has had time to end.
@@ -229,7 +269,11 @@ void CudaDevice::emit_ready_cupti_spans() {
 
 void CudaDevice::drain_cupti_spans() {
   for (cudaStream_t s : streams_) check(cudaStreamSynchronize(s), "cudaStreamSynchronize", where_);
-  // Every span's work has completed: wait for its records to be delivered, then take what came.
+  // Every span's work has completed. Alone on the timer, its records are all in CUPTI's buffers:
+  // a forced flush hands them over now (CUPTI would otherwise deliver a buffer only once it is
+  // full, or at the collector's next round: up to milliseconds for each sampled step).
+  if (cupti_->sole_user()) cupti_->collect(/*forced=*/true);
+  // Otherwise wait for the records to be delivered, then take what came.
   const int64_t deadline_ns = wall_ns_since_origin() + kRecordWaitNs;
   for (;;) {
     emit_ready_cupti_spans();
@@ -269,6 +313,7 @@ void CudaDevice::emit_spans(bool wait_all) {
 void CudaDevice::flush_trace() {
   emit_spans(/*wait_all=*/true);
   last_end_.fill(Event{});
+  last_phase_end_ = Event{};
   if (cupti_ != nullptr) cupti_->detach();
   cupti_ = nullptr;
   timer_chosen_ = false;
@@ -293,12 +338,31 @@ void CudaDevice::emit(const PendingSpan& span) {
   }
   float begin_ms = 0.0f;
   float dur_ms = 0.0f;
+  float end_ms = 0.0f;
   int64_t anchor_host_ns = 0;
+  // A phase span begins on the event the previous phase ended on: that end was read already.
+  const bool begin_known = span.phase_span && span.begin.native == last_phase_end_.native;
   {
     std::lock_guard lock(anchor_mutex_);
     anchor_host_ns = anchor_host_ns_;
-    check(cudaEventElapsedTime(&begin_ms, native_event(anchor_), native_event(span.begin)),
-          "cudaEventElapsedTime", where_);
+    if (!begin_known)
+      check(cudaEventElapsedTime(&begin_ms, native_event(anchor_), native_event(span.begin)),
+            "cudaEventElapsedTime", where_);
+    // Both ends of a phase span are read from the anchor, so that consecutive phases meet exactly
+    // (the rounding of float milliseconds would overlap them).
+    if (span.phase_span)
+      check(cudaEventElapsedTime(&end_ms, native_event(anchor_), native_event(span.end)),
+            "cudaEventElapsedTime", where_);
+  }
+  if (span.phase_span) {
+    const int64_t begin_ns = begin_known ? last_phase_end_.ts_ns : anchor_host_ns + ms_to_ns(begin_ms);
+    // Never before the lane's last span (the anchor may have moved between two phases).
+    const int64_t start_ns = std::max(begin_ns, last_emitted_end_[lane]);
+    const int64_t end_ns = std::max(start_ns, anchor_host_ns + ms_to_ns(end_ms));
+    last_emitted_end_[lane] = end_ns;
+    last_phase_end_ = Event{.ts_ns = end_ns, .native = span.end.native};  // held: not recycled meanwhile
+    emit_at(span, start_ns, end_ns - start_ns);
+    return;
   }
   check(cudaEventElapsedTime(&dur_ms, native_event(span.begin), native_event(span.end)),
         "cudaEventElapsedTime", where_);
@@ -315,7 +379,15 @@ void CudaDevice::emit_at(const PendingSpan& span, int64_t start_ns, int64_t dur_
   context_.step = span.step;
   context_.phase = span.phase;
   try {
-    tracer->kernel_span(Device(shared_from_this()), span.stream, span.name, start_ns, dur_ns, span.cost);
+    if (span.phase_span) {
+      tracer->span(Device(shared_from_this()), {.stream = span.stream,
+                                                .cat = SpanCategory::kPhase,
+                                                .name = span.name,
+                                                .ts_ns = start_ns,
+                                                .dur_ns = dur_ns});
+    } else {
+      tracer->kernel_span(Device(shared_from_this()), span.stream, span.name, start_ns, dur_ns, span.cost);
+    }
   } catch (...) {
     context_ = saved;
     throw;
@@ -326,7 +398,7 @@ void CudaDevice::emit_at(const PendingSpan& span, int64_t start_ns, int64_t dur_
 void CudaDevice::begin_copy_trace() {
   copy_begin_ = Event{};
   copy_end_ = Event{};
-  if (context_.tracer != nullptr) copy_begin_ = record(StreamKind::kCopy);
+  if (context_.tracer != nullptr && context_.kernels) copy_begin_ = record(StreamKind::kCopy);
 }
 
 void CudaDevice::end_copy_trace() {

@@ -315,6 +315,11 @@ void ActivityTimer::detach() {
   s.orphans.clear();
 }
 
+bool ActivityTimer::sole_user() const {
+  std::lock_guard lock(state_->attach_mutex);
+  return state_->attached == 1;
+}
+
 uint64_t ActivityTimer::begin_span() {
   const uint64_t id = state_->next_id.fetch_add(1);
   state_->check(state_->api.push(kCorrelationKind, id), "cuptiActivityPushExternalCorrelationId");
@@ -364,6 +369,7 @@ std::string ActivityTimer::unavailable_reason() {
 }
 void ActivityTimer::attach() {}
 void ActivityTimer::detach() {}
+bool ActivityTimer::sole_user() const { return false; }
 uint64_t ActivityTimer::begin_span() { return 0; }
 void ActivityTimer::end_span() {}
 void ActivityTimer::collect(bool /*forced*/) {}

@@ -38,6 +38,9 @@ class ActivityTimer {
   // A tracer started or stopped using the timer: records are collected while any does.
   void attach();
   void detach();
+  // Only one tracer uses the timer now: once its streams are idle, a forced collect() loses no
+  // record anyone waits for.
+  bool sole_user() const;
 
   // Opens a span on the calling thread and returns its id; work launched until end_span() is its.
   uint64_t begin_span();

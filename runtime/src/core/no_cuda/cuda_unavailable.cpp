@@ -32,6 +32,9 @@ void defer_kernel_span(DeviceImpl& /*device*/, StreamKind /*stream*/, std::strin
                        const Event& /*begin*/, KernelCost /*cost*/) {
   not_built("cuda device");
 }
+void defer_phase_span(DeviceImpl& /*device*/, Phase /*phase*/, const Event& /*begin*/, const Event& /*end*/) {
+  not_built("cuda device");
+}
 // No CudaDevice exists in this build: nothing is ever queued or measured.
 void flush_trace(DeviceImpl& /*device*/) {}
 std::optional<TimedSpan> last_copy_span(DeviceImpl& /*device*/) { return std::nullopt; }
