@@ -616,6 +616,22 @@ TEST(RunInfo, ReadsATimingOnlyRunsWorldSize) {
   EXPECT_EQ(plain.devices, 0);
 }
 
+TEST(RunInfo, ReadsWhichStepsASampledTraceTracedKernelsOn) {
+  const RunInfo sampled = parse_run_info(R"({"mode":"single","trace_kernels_every":3})");
+  EXPECT_EQ(sampled.kernels_every, 3);
+  EXPECT_TRUE(sampled.kernels_traced(-1)) << "before the first step";
+  EXPECT_TRUE(sampled.kernels_traced(0));
+  EXPECT_FALSE(sampled.kernels_traced(1));
+  EXPECT_FALSE(sampled.kernels_traced(2));
+  EXPECT_TRUE(sampled.kernels_traced(3));
+  for (const char* json :
+       {R"({"mode":"single"})", R"({"trace_kernels_every":0})", R"({"trace_kernels_every":"x"})"}) {
+    const RunInfo every = parse_run_info(json);
+    EXPECT_EQ(every.kernels_every, 1) << json;
+    EXPECT_TRUE(every.kernels_traced(1)) << json;
+  }
+}
+
 TEST(RunInfo, ReadsWhetherTheRunShuffles) {
   EXPECT_TRUE(parse_run_info(R"({"mode":"ddp","shuffle":true})").shuffle);
   EXPECT_FALSE(parse_run_info(R"({"mode":"ddp","shuffle":false})").shuffle);

@@ -39,6 +39,9 @@ RunInfo parse_run_info(std::string_view run_json) {
   info.shuffle = text("shuffle") == "true";
   info.timing_only = text("timing_only") == "true";
   if (auto it = j.find("devices"); it != j.end() && it->is_number_integer()) info.devices = it->get<int>();
+  if (auto it = j.find("trace_kernels_every");
+      it != j.end() && it->is_number_integer() && it->get<int64_t>() >= 1)
+    info.kernels_every = it->get<int64_t>();
   if (auto it = j.find("pitfalls"); it != j.end() && it->is_array())
     for (const auto& p : *it)
       if (p.is_string()) info.pitfalls.push_back(p.get<std::string>());

@@ -20,7 +20,13 @@ struct RunInfo {
   bool shuffle = false;    // the sampler shuffles (train's "shuffle": true)
   // `dpscope train --timing-only`: the trace holds GPU 0 of a world of `devices` GPUs.
   bool timing_only = false;
-  int devices = 0;                    // the run's world size (0 when absent)
+  int devices = 0;  // the run's world size (0 when absent)
+  // `train --trace-kernels-every K`: kernels traced on the steps that are multiples of K, one span
+  // per phase on the others (1: every step).
+  int64_t kernels_every = 1;
+  bool kernels_traced(int64_t step) const {
+    return step < 0 || kernels_every <= 1 || step % kernels_every == 0;
+  }
   std::vector<std::string> pitfalls;  // "no-average", "no-set-epoch", "unused-parameter"
   bool has_pitfall(std::string_view name) const;
 

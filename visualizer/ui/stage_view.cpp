@@ -533,6 +533,7 @@ std::string StageView::header_title(const ViewContext& ctx) const {
   if (!run.model.empty()) title += fmt::format(" · model {}", run.model);
   if (!run.batch.empty())
     title += fmt::format(" · batch {}{}", run.batch, run.mode == "ddp" ? " per rank" : "");
+  if (run.kernels_every > 1) title += fmt::format(" · kernels traced on 1 step in {}", run.kernels_every);
   return title;
 }
 
@@ -563,6 +564,12 @@ void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origi
     dl->AddRectFilled(ImVec2(x - 4, y2 - 1), ImVec2(x + ps.x + 4, y2 + ps.y + 1), fill, 4.0f);
     draw_text(dl, ImGui::GetFont(), fs, ImVec2(x, y2), pal.text_on(fill), phase);
     x += ps.x + fs * 0.8f;
+  }
+  // A sampled trace's other steps hold one span per phase and no kernel: said where they are shown.
+  if (state.step >= 0 && !parse_run_info(model.data().header.run_json).kernels_traced(state.step)) {
+    const std::string note = "phases only (kernels not sampled)";
+    draw_text(dl, ImGui::GetFont(), fs, ImVec2(x, y2), pal.text_dim, note);
+    x += text_size(nullptr, fs, note).x + fs * 0.8f;
   }
   const std::string t = fmt::format("t = {} of {}", format_time(state.cursor.t_ns - model.begin_ns()),
                                     format_time(model.end_ns() - model.begin_ns()));
