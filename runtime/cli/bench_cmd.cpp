@@ -195,6 +195,9 @@ void register_bench(CLI::App& app, Registration registration) {
     if (!speaks) return;
     fmt::print("# Wrong values         : {} {}\n", wrong,
                options.timing_only ? "(not checked: timing-only)" : (wrong == 0 ? "OK" : "FAILED"));
+    // nccl-tests' own footer line, for scripts that parse its output.
+    fmt::print("# Out of bounds values : {} {}\n", wrong,
+               options.timing_only ? "(not checked: timing-only)" : (wrong == 0 ? "OK" : "FAILED"));
     fmt::print("# Avg bus bandwidth    : {:.3f}\n", rows > 0 ? busbw_sum / static_cast<double>(rows) : 0.0);
     std::fflush(stdout);
     DPS_CHECK(wrong == 0, ErrorKind::kInternal, "{} wrong values in the results", wrong);
