@@ -30,6 +30,8 @@ struct BenchArgs {
   std::string collective;
   std::string backend = "sim";
   int devices = 4;
+  int nodes = 1;
+  std::string proto;  // empty: the cost model's tuner
   std::string preset = "h100-sxm";
   std::string min_bytes = "8";
   std::string max_bytes = "128M";
@@ -50,6 +52,8 @@ BenchOptions to_options(const BenchArgs& a) {
   o.backend = a.backend;  // checked by run_collective_bench before anything runs
   o.collective = parse_bench_collective(a.collective);
   o.devices = a.devices;
+  o.nodes = a.nodes;
+  if (!a.proto.empty()) o.proto = parse_nccl_proto(a.proto, "--proto");
   o.preset = a.preset;
   o.min_bytes = parse_byte_size(a.min_bytes, "-b");
   o.max_bytes = parse_byte_size(a.max_bytes, "-e");
@@ -97,6 +101,10 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw) {
     fmt::print("# dpscope bench {}: backend {}, {} x {} (preset {})\n", api_name(o.collective), o.backend,
                o.devices, hw.name, hw.id);
     fmt::print("# network: {}\n", net.describe());
+    if (o.nodes > 1)
+      fmt::print(
+          "# nodes: {} x {} GPUs, {} {:.0f} GB/s per GPU (rail-optimized); timed by NCCL's cost model\n",
+          o.nodes, o.devices, hw.cluster.nic.kind, hw.cluster.nic.bandwidth_bytes_per_s / 1e9);
   }
   const std::string algo = o.algorithm != Algorithm::kDefault ? to_string(o.algorithm)
                            : from_env                         ? fmt::format("{} (DPSCOPE_ALGO)", env)
@@ -105,8 +113,8 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw) {
              o.slices == 0 ? std::string("by size") : std::to_string(o.slices),
              o.timing_only ? "none (timing-only)" : "real, checked exactly", o.iterations, o.warmup);
   fmt::print("#\n");
-  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}  {:>6}\n", "size", "count",
-             "type", "redop", "root", "time", "algbw", "busbw", "wall", "#wrong");
+  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}  {:>6}  {}\n", "size",
+             "count", "type", "redop", "root", "time", "algbw", "busbw", "wall", "#wrong", "algo/proto");
   fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}  {:>6}\n", "(B)",
              "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)", "");
 }
@@ -124,6 +132,11 @@ void register_bench(CLI::App& app, Registration registration) {
       ->capture_default_str();
   cmd->add_option("--devices,-g", args->devices, "number of (simulated) GPUs, one rank each")
       ->capture_default_str();
+  cmd->add_option("--nodes", args->nodes,
+                  "nodes of --devices GPUs joined by the preset's [cluster] network (timing-only)")
+      ->capture_default_str();
+  cmd->add_option("--proto", args->proto,
+                  "NCCL protocol: LL, LL128 or Simple (default: the cost model's tuner)");
   cmd->add_option("--preset", args->preset, "hardware preset (dpscope presets)")->capture_default_str();
   cmd->add_option("-b,--minbytes", args->min_bytes, "smallest size (8, 1K, 16M, 1G)")->capture_default_str();
   cmd->add_option("-e,--maxbytes", args->max_bytes, "largest size")->capture_default_str();
@@ -169,10 +182,11 @@ void register_bench(CLI::App& app, Registration registration) {
       }
     } quiet_on_error;
     run_collective_bench(options, [&](const BenchRow& r) {
-      fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10.2f}  {:>8.2f}  {:>8.2f}  {:>10.1f}  {:>6}\n",
+      fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10.2f}  {:>8.2f}  {:>8.2f}  {:>10.1f}  {:>6}{}\n",
                  r.bytes, r.count, "float", reduces ? to_string(options.op) : "none",
                  rooted ? options.root : -1, r.sim_us, r.algbw_gbps, r.busbw_gbps, r.wall_us,
-                 r.wrong < 0 ? std::string("N/A") : std::to_string(r.wrong));
+                 r.wrong < 0 ? std::string("N/A") : std::to_string(r.wrong),
+                 r.algo.empty() ? std::string() : "  " + r.algo);
       std::fflush(stdout);
       busbw_sum += r.busbw_gbps;
       wrong += std::max<int64_t>(r.wrong, 0);
@@ -180,6 +194,9 @@ void register_bench(CLI::App& app, Registration registration) {
     });
     if (!speaks) return;
     fmt::print("# Wrong values         : {} {}\n", wrong,
+               options.timing_only ? "(not checked: timing-only)" : (wrong == 0 ? "OK" : "FAILED"));
+    // nccl-tests' own footer line, for scripts that parse its output.
+    fmt::print("# Out of bounds values : {} {}\n", wrong,
                options.timing_only ? "(not checked: timing-only)" : (wrong == 0 ? "OK" : "FAILED"));
     fmt::print("# Avg bus bandwidth    : {:.3f}\n", rows > 0 ? busbw_sum / static_cast<double>(rows) : 0.0);
     std::fflush(stdout);

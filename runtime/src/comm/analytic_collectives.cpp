@@ -7,6 +7,7 @@
 
 #include "collective_choice.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/nccl_cost_model.hpp"
 #include "dpscope/trace_format/events.hpp"
 
 namespace dpscope {
@@ -108,6 +109,24 @@ CollectiveEstimate AnalyticCollectives::compute(const CollectiveQuery& q) const 
   const int n = world_size_;
   const int g = gpus_per_node_;
   const int N = nodes();
+  if (const std::optional<NcclFabric> fabric = nccl_fabric(preset_, n, N)) {
+    // NCCL's cost model across the nodes (comm/nccl_cost_model.hpp), as on one node.
+    uint64_t bytes = total_bytes;
+    if (q.op == OpType::kAllGather || q.op == OpType::kReduceScatter) bytes *= static_cast<uint64_t>(n);
+    NcclChoice choice;
+    if (q.op == OpType::kAllReduce && q.algorithm == Algorithm::kRing) choice.algo = NcclAlgo::kRing;
+    if (q.op == OpType::kAllReduce && q.algorithm == Algorithm::kTree) choice.algo = NcclAlgo::kTree;
+    DPS_CHECK(q.algorithm != Algorithm::kNaive, ErrorKind::kUnsupported,
+              "{} with the naive algorithm is not modelled across nodes ({} nodes of {} GPUs)",
+              api_name(q.op), N, g);
+    const NcclPrediction p = predict_nccl(*fabric, q.op, bytes, choice);
+    // NCCL's trees across nodes (tree, NVLS-tree: in-node then between nodes, pipelined per chunk)
+    // are the hierarchical all-reduce; the trace names them so.
+    e.algorithm = p.algo == NcclAlgo::kRing || q.op != OpType::kAllReduce ? "ring" : "hierarchical";
+    e.steps = q.op == OpType::kAllReduce ? 2 * (n - 1) : n - 1;
+    e.duration_ns = p.time_ns + scale_ns;
+    return e;
+  }
   const LinkSpec& peer = preset_.peer_link;
   const double peer_usable = peer.bandwidth_bytes_per_s * preset_.network.protocol_efficiency;
   // A flat ring's step: every GPU sends a chunk at once; the slowest hop is the one that leaves a

@@ -167,6 +167,34 @@ void validate_bench_options(const BenchOptions& o) {
             ErrorKind::kUsage, "--algo {}: {} runs ring or auto only", to_string(o.algorithm),
             api_name(o.collective));
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
+  DPS_CHECK(o.nodes >= 1 && o.nodes <= 65536, ErrorKind::kUsage, "--nodes must be from 1 to 65536, got {}",
+            o.nodes);
+  {
+    // A preset with a [cluster] describes nodes of a fixed size: more GPUs are more nodes, never a
+    // larger switch (`-g 16` used to model one 16-port NVSwitch silently).
+    const HardwarePreset hw = find_preset(o.preset);
+    const int per_node = hw.cluster.gpus_per_node;
+    DPS_CHECK(per_node == 0 || o.devices <= per_node, ErrorKind::kUsage,
+              "--devices {}: a node of preset {} holds {} GPUs; for {} GPUs use --devices {} --nodes {}",
+              o.devices, o.preset, per_node, o.devices, per_node, (o.devices + per_node - 1) / per_node);
+    if (o.nodes > 1) {
+      DPS_CHECK(
+          per_node > 0, ErrorKind::kUsage,
+          "--nodes {}: preset {} describes one machine (it has no [cluster] table); use a100-sxm, h100-sxm "
+          "or h200",
+          o.nodes, o.preset);
+      DPS_CHECK(o.backend == "sim" && o.timing_only, ErrorKind::kUsage,
+                "--nodes {}: nodes are simulated without data; add --timing-only (--backend sim)", o.nodes);
+      DPS_CHECK(hw.nccl.present, ErrorKind::kUsage, "--nodes {}: preset {} has no [nccl] table", o.nodes,
+                o.preset);
+      DPS_CHECK(o.trace.empty(), ErrorKind::kUsage,
+                "--nodes {}: --trace is not written across nodes (the cost model has no per-rank events)",
+                o.nodes);
+    }
+    DPS_CHECK(!o.proto || (o.backend == "sim" && hw.nccl.present), ErrorKind::kUsage,
+              "--proto {}: only the sim backend on a preset with an [nccl] table models NCCL's protocols",
+              o.proto ? to_string(*o.proto) : "");
+  }
   DPS_CHECK(!o.timing_only || !on_gpu(o), ErrorKind::kUsage,
             "--timing-only simulates without data: it is for --backend sim, not {}", o.backend);
   DPS_CHECK(o.min_bytes <= o.max_bytes, ErrorKind::kUsage, "-b {} is larger than -e {}", o.min_bytes,
@@ -330,14 +358,61 @@ std::vector<BenchRow> run_mpi_sizes(const BenchOptions& o, ProcessGroup& pg,
 
 }  // namespace
 
+namespace {
+
+// The cost model's algorithm/protocol for `bytes` on the simulated fabric (what the sim backend's
+// schedules are timed to), or "" where the preset keeps the flow timing.
+std::string model_choice(const BenchOptions& o, const HardwarePreset& hw, uint64_t bytes) {
+  const int n = o.devices * o.nodes;
+  const std::optional<NcclFabric> fabric = nccl_fabric(hw, n, o.nodes);
+  if (!fabric || n < 2 || o.algorithm == Algorithm::kNaive) return "";
+  NcclChoice choice{.proto = o.proto};
+  if (o.collective == OpType::kAllReduce && o.algorithm == Algorithm::kRing) choice.algo = NcclAlgo::kRing;
+  if (o.collective == OpType::kAllReduce && o.algorithm == Algorithm::kTree) choice.algo = NcclAlgo::kTree;
+  return predict_nccl(*fabric, o.collective, bytes, choice).label();
+}
+
+// --nodes > 1: every size timed by NCCL's cost model over the preset's cluster (as the analytic
+// timing-only backend does), no rank threads.
+std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePreset& hw,
+                                       const std::function<void(const BenchRow&)>& on_row) {
+  const int n = o.devices * o.nodes;
+  const NcclFabric fabric = *nccl_fabric(hw, n, o.nodes);
+  NcclChoice choice{.proto = o.proto};
+  if (o.collective == OpType::kAllReduce && o.algorithm == Algorithm::kRing) choice.algo = NcclAlgo::kRing;
+  if (o.collective == OpType::kAllReduce && o.algorithm == Algorithm::kTree) choice.algo = NcclAlgo::kTree;
+  DPS_CHECK(o.algorithm != Algorithm::kNaive, ErrorKind::kUsage,
+            "--algo naive is not modelled across nodes: use ring, tree or auto");
+  std::vector<BenchRow> rows;
+  for (uint64_t size = o.min_bytes; size <= o.max_bytes; size *= o.factor) {
+    const Counts c = counts_for(o.collective, size, n);
+    BenchRow r;
+    r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
+    r.count = c.total;
+    const NcclPrediction p = predict_nccl(fabric, o.collective, r.bytes, choice);
+    r.sim_us = static_cast<double>(p.time_ns) / 1e3;
+    r.algbw_gbps = p.time_ns > 0 ? static_cast<double>(r.bytes) / static_cast<double>(p.time_ns) : 0.0;
+    r.busbw_gbps = r.algbw_gbps * bus_bandwidth_factor(o.collective, n);
+    r.algo = p.label();
+    rows.push_back(r);
+    if (on_row) on_row(r);
+    if (size == 0 || size > o.max_bytes / o.factor) break;
+  }
+  return rows;
+}
+
+}  // namespace
+
 std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
                                            const std::function<void(const BenchRow&)>& on_row) {
   validate_bench_options(o);
   if (o.backend == "mpi") return run_mpi_bench(o, on_row);
+  if (o.nodes > 1) return run_across_nodes(o, find_preset(o.preset), on_row);
   const int n = o.devices;
   SimWorldOptions world_options{.preset = o.preset,
                                 .timeout = o.timeout.count() > 0 ? o.timeout : Milliseconds(10 * 60 * 1000)};
   if (o.algorithm != Algorithm::kDefault) world_options.algorithm = o.algorithm;
+  world_options.proto = o.proto;
   const HardwarePreset hardware = find_preset(o.preset);
   world_options.hardware = hardware;
   std::unique_ptr<TraceRecorder> recorder;
@@ -417,6 +492,7 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
         r.busbw_gbps = r.algbw_gbps * bus_bandwidth_factor(o.collective, n);
         r.wall_us = wall_s / o.iterations * 1e6;
         r.wrong = o.timing_only ? -1 : wrong.exchange(0);
+        if (!on_gpu(o)) r.algo = model_choice(o, hardware, r.bytes);
         if (recorder) recorder->flush_soon();
         if (on_row) on_row(r);
       }

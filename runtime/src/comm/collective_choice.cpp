@@ -2,6 +2,7 @@
 #include "collective_choice.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "dpscope/base/error.hpp"
 
@@ -12,6 +13,33 @@ TimedSchedule timed(Schedule schedule, const NetworkModel& net, std::span<const 
                     const std::vector<int64_t>& starts, uint64_t elem) {
   ScheduleTiming timing = simulate_schedule(schedule, net, gpus, starts, elem);
   return {std::move(schedule), std::move(timing)};
+}
+
+// The bytes NCCL's cost model (and nccl-tests) count for the collective.
+uint64_t nccl_bytes(const CollectiveShape& c, int n) {
+  const uint64_t bytes = static_cast<uint64_t>(c.count) * c.elem_bytes;
+  return c.op == OpType::kAllGather || c.op == OpType::kReduceScatter ? bytes * static_cast<uint64_t>(n)
+                                                                      : bytes;
+}
+
+// Stretches (or shrinks) the schedule's timing after the last rank's arrival so that it lasts
+// `target_ns` from there: every op keeps its order and overlap, the collective takes the cost
+// model's time. Times before the last arrival (ops between early ranks) stay as they are.
+void retime(ScheduleTiming& t, const std::vector<int64_t>& starts, int64_t target_ns) {
+  const int64_t last = starts.empty() ? 0 : *std::max_element(starts.begin(), starts.end());
+  const int64_t simulated = max_end(t) - last;
+  if (simulated <= 0) return;  // nothing moved after the last arrival (empty collectives)
+  const double k = static_cast<double>(target_ns) / static_cast<double>(simulated);
+  auto map = [&](int64_t& v) {
+    if (v > last) v = last + std::llround(static_cast<double>(v - last) * k);
+  };
+  for (OpTime& op : t.ops) {
+    map(op.start_ns);
+    map(op.arrival_ns);
+    map(op.reduce_start_ns);
+    map(op.done_ns);
+  }
+  for (int64_t& end : t.rank_end_ns) map(end);
 }
 
 }  // namespace
@@ -63,21 +91,50 @@ Schedule build_schedule(const CollectiveShape& c, int n, const std::vector<int>&
   }
 }
 
+std::optional<NcclPrediction> nccl_time(const CollectiveShape& c, const NetworkModel& net, int n) {
+  const std::optional<NcclFabric> fabric = net.nccl_fabric(n);
+  if (!fabric || c.algorithm == Algorithm::kNaive || n < 2) return std::nullopt;
+  switch (c.op) {
+    case OpType::kAllReduce:
+    case OpType::kBroadcast:
+    case OpType::kReduce:
+    case OpType::kAllGather:
+    case OpType::kReduceScatter:
+    case OpType::kBarrier: break;
+    default: return std::nullopt;  // scatter, gather: no NCCL collective; the links' flow timing
+  }
+  NcclChoice choice{.proto = c.proto};
+  // A forced ring or tree all-reduce is NCCL_ALGO; the other ops' schedules (binomial trees for
+  // broadcast and reduce) move data as they do, and NCCL would run them as rings.
+  if (c.op == OpType::kAllReduce && c.algorithm == Algorithm::kRing) choice.algo = NcclAlgo::kRing;
+  if (c.op == OpType::kAllReduce && c.algorithm == Algorithm::kTree) choice.algo = NcclAlgo::kTree;
+  return predict_nccl(*fabric, c.op, nccl_bytes(c, n), choice);
+}
+
 TimedSchedule choose_schedule(const CollectiveShape& c, const NetworkModel& net, std::span<const int> gpus,
                               const std::vector<int>& ring, const std::vector<int64_t>& starts) {
   const int n = static_cast<int>(gpus.size());
+  const std::optional<NcclPrediction> model = nccl_time(c, net, n);
+  auto fit = [&](TimedSchedule t) {
+    if (model) {
+      retime(t.timing, starts, model->time_ns);
+      t.nccl = model;
+    }
+    return t;
+  };
   auto time = [&](Schedule s) { return timed(std::move(s), net, gpus, starts, c.elem_bytes); };
   if (c.op == OpType::kAllReduce && c.algorithm != Algorithm::kRing && c.algorithm != Algorithm::kTree &&
       c.algorithm != Algorithm::kNaive) {
-    // kAuto: ring or tree, whichever this network finishes first.
+    // kAuto: the ring or tree schedule, whichever the links' flow timing finishes first, moves the
+    // data (as before the cost model, so results stay bit-identical); its duration is NCCL's.
     CollectiveShape ring_shape = c, tree_shape = c;
     ring_shape.algorithm = Algorithm::kRing;
     tree_shape.algorithm = Algorithm::kTree;
     TimedSchedule r = time(build_schedule(ring_shape, n, ring)),
                   t = time(build_schedule(tree_shape, n, ring));
-    return max_end(t.timing) < max_end(r.timing) ? std::move(t) : std::move(r);
+    return fit(max_end(t.timing) < max_end(r.timing) ? std::move(t) : std::move(r));
   }
-  return time(build_schedule(c, n, ring));
+  return fit(time(build_schedule(c, n, ring)));
 }
 
 }  // namespace dpscope::detail

@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "dpscope/comm/nccl_cost_model.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/comm/schedule.hpp"
 #include "dpscope/comm/types.hpp"
@@ -27,11 +29,13 @@ struct CollectiveShape {
   int root = -1;
   int slices = 0;  // pipeline slices requested (0: pipeline_slices' choice)
   uint64_t elem_bytes = 4;
+  std::optional<NcclProto> proto;  // NCCL_PROTO (nullopt: NCCL's tuner chooses)
 };
 
 struct TimedSchedule {
   Schedule schedule;
   ScheduleTiming timing;
+  std::optional<NcclPrediction> nccl;  // the cost model's time the timing was fitted to, if any
 };
 
 // The schedule of `shape` for the group whose rank r sits on GPU gpus[r], ring order `ring`

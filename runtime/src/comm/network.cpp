@@ -24,7 +24,8 @@ NetworkModel::NetworkModel(const HardwarePreset& preset, int gpu_count)
       efficiency_(preset.network.protocol_efficiency),
       mem_bandwidth_bytes_per_s_(preset.mem_bandwidth_bytes_per_s),
       peer_kind_(preset.peer_link.kind),
-      peer_latency_ns_(round_ns(preset.peer_link.latency_ns)) {
+      peer_latency_ns_(round_ns(preset.peer_link.latency_ns)),
+      fabric_(dpscope::nccl_fabric(preset, gpu_count, 1)) {
   DPS_CHECK(gpu_count >= 1, ErrorKind::kInvalidArgument, "a network needs at least one GPU, got {}",
             gpu_count);
   const int max_gpus = preset.network.max_gpus;
@@ -109,6 +110,13 @@ NetworkModel::NetworkModel(const HardwarePreset& preset, int gpu_count)
         fmt::format("preset {}: unknown topology '{}' (expected nvswitch, pcie-host or hybrid-cube-mesh)",
                     preset.id, topology_));
   }
+}
+
+std::optional<NcclFabric> NetworkModel::nccl_fabric(int ranks) const {
+  if (!fabric_) return std::nullopt;
+  NcclFabric f = *fabric_;
+  f.ranks = ranks;
+  return f;
 }
 
 int NetworkModel::add_link(std::string name, double line_rate_bytes_per_s) {

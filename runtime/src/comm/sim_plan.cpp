@@ -29,7 +29,7 @@ void check_fingerprints(int64_t seq, const std::vector<std::optional<Arrival>>& 
 }
 
 // Builds and times the schedule of the collective (collective_choice.hpp).
-TimedSchedule choose(const Signature& sig, int slices, const NetworkModel& net, const GroupState& g,
+TimedSchedule choose(const Signature& sig, int slices, const SimWorld& world, const GroupState& g,
                      const std::vector<int64_t>& starts) {
   const int64_t count =
       sig.op == OpType::kBarrier || sig.op == OpType::kNewGroup ? 0 : shape_numel(sig.shape);
@@ -38,8 +38,9 @@ TimedSchedule choose(const Signature& sig, int slices, const NetworkModel& net, 
                           .count = count,
                           .root = sig.root,
                           .slices = slices,
-                          .elem_bytes = element_size(sig.dtype)},
-                         net, g.gpus, g.ring, starts);
+                          .elem_bytes = element_size(sig.dtype),
+                          .proto = world.proto()},
+                         world.network(), g.gpus, g.ring, starts);
 }
 
 // Which ranks divide their result by n for ReduceOp::kAvg, and how many bytes.
@@ -188,7 +189,7 @@ std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64
     return plan;
   }
 
-  TimedSchedule built = choose(sig, arrivals[0]->slices, world.network(), group, plan->start_ns);
+  TimedSchedule built = choose(sig, arrivals[0]->slices, world, group, plan->start_ns);
   plan->schedule = std::move(built.schedule);
   plan->timing = std::move(built.timing);
   plan->end_ns = plan->timing.rank_end_ns;

@@ -44,6 +44,7 @@ std::shared_ptr<SimWorld> SimWorld::create(int world_size, SimWorldOptions optio
   }
   world->network_ = std::make_unique<NetworkModel>(world->hardware_, gpus);
   world->timeout_ = options.timeout;
+  world->proto_ = options.proto;
   if (options.algorithm) {
     world->algorithm_ = *options.algorithm == Algorithm::kDefault ? Algorithm::kAuto : *options.algorithm;
   } else if (const char* env = std::getenv("DPSCOPE_ALGO"); env != nullptr && *env != '\0') {

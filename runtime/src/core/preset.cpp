@@ -120,6 +120,22 @@ ClusterSpec read_cluster(const toml::table& table, const fs::path& file) {
   return cluster;
 }
 
+// The optional [nccl] table: channels >= 1, an NVLS fraction in [0, 1].
+NcclSpec read_nccl(const toml::table& table, const fs::path& file) {
+  NcclSpec nccl;
+  if (!table.contains("nccl")) return nccl;
+  nccl.present = true;
+  const double channels = require_number(table, file, "nccl.channels");
+  DPS_CHECK(channels >= 1 && channels <= 64 && channels == static_cast<int>(channels), ErrorKind::kFormat,
+            "preset {}: nccl.channels must be a whole number in [1, 64], got {}", file.string(), channels);
+  nccl.channels = static_cast<int>(channels);
+  nccl.nvls_algbw_fraction = optional_number(table, file, "nccl.nvls_algbw_fraction", 0.0);
+  DPS_CHECK(nccl.nvls_algbw_fraction >= 0.0 && nccl.nvls_algbw_fraction <= 1.0, ErrorKind::kFormat,
+            "preset {}: nccl.nvls_algbw_fraction must be in [0, 1], got {}", file.string(),
+            nccl.nvls_algbw_fraction);
+  return nccl;
+}
+
 }  // namespace
 
 fs::path asset_dir() {
@@ -153,6 +169,7 @@ HardwarePreset load_preset_file(const fs::path& path) {
   p.topology = require_string(table, path, "topology");
   p.network = read_network(table, path);
   p.cluster = read_cluster(table, path);
+  p.nccl = read_nccl(table, path);
   read_calibration(table, path, p);
   if (const toml::array* sources = table["sources"].as_array()) {
     for (const toml::node& s : *sources)

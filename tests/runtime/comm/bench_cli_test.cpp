@@ -12,8 +12,10 @@
 #include <string>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/analytic_collectives.hpp"
 #include "dpscope/comm/bench.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
+#include "dpscope/comm/nccl_cost_model.hpp"
 #include "dpscope/core/preset.hpp"
 #include "support/temp_files.hpp"
 
@@ -65,8 +67,11 @@ TEST(BenchCli, PrintsOneCheckedRowPerSizeAndTheAverageBusBandwidth) {
   const auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 3u) << r.output;
   const char* sizes[] = {"1024", "4096", "16384"};
+  const NcclFabric h100x4 = *nccl_fabric(find_preset("h100-sxm"), 4, 1);
   for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_EQ(rows[i].size(), 10u);
+    ASSERT_EQ(rows[i].size(), 11u);
+    // The cost model's choice for the size, as NCCL_DEBUG=TUNING would name it.
+    EXPECT_EQ(rows[i][10], predict_nccl(h100x4, OpType::kAllReduce, std::stoull(rows[i][0])).label());
     EXPECT_EQ(rows[i][0], sizes[i]);
     EXPECT_EQ(std::stoll(rows[i][1]), std::stoll(rows[i][0]) / 4);
     EXPECT_EQ(rows[i][2], "float");
@@ -77,23 +82,52 @@ TEST(BenchCli, PrintsOneCheckedRowPerSizeAndTheAverageBusBandwidth) {
     EXPECT_NEAR(std::stod(rows[i][7]), std::stod(rows[i][6]) * 1.5, 0.011);
   }
   EXPECT_THAT(r.output, HasSubstr("# Wrong values         : 0 OK"));
+  EXPECT_THAT(r.output, HasSubstr("# Out of bounds values : 0 OK"));  // nccl-tests' footer
   EXPECT_THAT(r.output, HasSubstr("# Avg bus bandwidth    : "));
 }
 
-TEST(BenchCli, SimulatedTimeOfANonPipelinedRingMatchesTheClosedForm) {
+// The sim backend's schedule lasts exactly NCCL's cost model's time (comm/nccl_cost_model.hpp); a
+// forced ring picks its best protocol, forced LL moves half the payload per line and is slower.
+TEST(BenchCli, SimulatedTimeIsTheCostModelsTimeForTheForcedAlgorithmAndProtocol) {
+  const NcclFabric h100x4 = *nccl_fabric(find_preset("h100-sxm"), 4, 1);
   const Result r =
       run_bench("all_reduce --devices 4 --algo ring --slices 1 -b 4M -e 4M --timing-only -n 1 -w 0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 1u);
-  const HardwarePreset h100 = find_preset("h100-sxm");
-  const double chunk = 1 << 20;
-  const int64_t transfer =
-      936 +
-      std::llround(chunk / (h100.peer_link.bandwidth_bytes_per_s * h100.network.protocol_efficiency) * 1e9);
-  const int64_t reduce = std::llround(3 * chunk / h100.mem_bandwidth_bytes_per_s * 1e9);
-  EXPECT_EQ(rows[0][5], fmt::format("{:.2f}", (6 * transfer + 3 * reduce) / 1e3));
+  const NcclPrediction ring = predict_nccl(h100x4, OpType::kAllReduce, 4u << 20, {.algo = NcclAlgo::kRing});
+  EXPECT_EQ(rows[0][5], fmt::format("{:.2f}", ring.time_ns / 1e3));
   EXPECT_EQ(rows[0][9], "N/A");
+  EXPECT_EQ(rows[0][10], ring.label());
+  const Result ll =
+      run_bench("all_reduce --devices 4 --algo ring --proto ll -b 4M -e 4M --timing-only -n 1 -w 0");
+  ASSERT_EQ(ll.exit_code, 0) << ll.output;
+  const NcclPrediction forced =
+      predict_nccl(h100x4, OpType::kAllReduce, 4u << 20, {.algo = NcclAlgo::kRing, .proto = NcclProto::kLL});
+  EXPECT_EQ(rows_of(ll.output)[0][5], fmt::format("{:.2f}", forced.time_ns / 1e3));
+  EXPECT_EQ(rows_of(ll.output)[0][10], "ring/LL");
+  EXPECT_GT(forced.time_ns, ring.time_ns);
+}
+
+// --nodes: nodes of --devices GPUs over the preset's [cluster], timed by the same model as the
+// analytic timing-only backend.
+TEST(BenchCli, NodesRunTheClusterThroughTheCostModel) {
+  const Result r = run_bench("all_reduce --devices 8 --nodes 4 -b 1M -e 1G -f 32 --timing-only");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("# nodes: 4 x 8 GPUs, ib-ndr 50 GB/s per GPU (rail-optimized)"));
+  const auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 3u);
+  const AnalyticCollectives cluster(find_preset("h100-sxm"), 32);
+  const NcclFabric fabric = *nccl_fabric(find_preset("h100-sxm"), 32, 4);
+  for (const auto& row : rows) {
+    const uint64_t bytes = std::stoull(row[0]);
+    const CollectiveEstimate e =
+        cluster.estimate({.op = OpType::kAllReduce, .count = static_cast<int64_t>(bytes / 4)});
+    EXPECT_EQ(row[5], fmt::format("{:.2f}", e.duration_ns / 1e3)) << bytes;
+    EXPECT_EQ(row[10], predict_nccl(fabric, OpType::kAllReduce, bytes).label());
+    // busbw = algbw * 2(n-1)/n with n = 32
+    EXPECT_NEAR(std::stod(row[7]), std::stod(row[6]) * 62.0 / 32.0, 0.02);  // both printed to 0.01
+  }
 }
 
 TEST(BenchCli, EveryCollectiveAndReduceOpPassesTheExactCheck) {
@@ -106,7 +140,7 @@ TEST(BenchCli, EveryCollectiveAndReduceOpPassesTheExactCheck) {
     SCOPED_TRACE(args);
     const Result r = run_bench(std::string(args) + " -n 1");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (const auto& row : rows_of(r.output)) EXPECT_EQ(row.back(), "0") << r.output;
+    for (const auto& row : rows_of(r.output)) EXPECT_EQ(row[9], "0") << r.output;
   }
 }
 
@@ -138,18 +172,30 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
     const char* args;
     const char* message;
   };
-  for (const Case& c : {Case{"all_reduce -b 1X", "-b '1X': expected a byte count like 8, 1K, 16M or 1G"},
-                        Case{"all_reduce -b 1M -e 1K", "-b 1048576 is larger than -e 1024"},
-                        Case{"all_reduce --devices 0", "--devices must be at least 1, got 0"},
-                        Case{"all_reduce --algo hypercube", "--algo: unknown algorithm 'hypercube'"},
-                        Case{"all_reduce --backend gloo", "--backend gloo: expected sim, cuda, nccl or mpi"},
-                        Case{"alltoall", "unknown collective 'alltoall'"},
-                        Case{"broadcast -o max", "-o max given, but broadcast does not reduce"},
-                        Case{"all_reduce -f 1", "-f must be at least 2, got 1"},
-                        Case{"all_reduce -o median", "unknown reduce op 'median'"},
-                        Case{"all_reduce --devices 9 --preset v100-sxm2", "holds 8 GPUs; 9 requested"},
-                        Case{"all_reduce --devices 64 -e 1G", "add --timing-only"},
-                        Case{"reduce_scatter --algo tree", "--algo tree: reduce_scatter runs ring"}}) {
+  for (const Case& c :
+       {Case{"all_reduce -b 1X", "-b '1X': expected a byte count like 8, 1K, 16M or 1G"},
+        Case{"all_reduce -b 1M -e 1K", "-b 1048576 is larger than -e 1024"},
+        Case{"all_reduce --devices 0", "--devices must be at least 1, got 0"},
+        Case{"all_reduce --algo hypercube", "--algo: unknown algorithm 'hypercube'"},
+        Case{"all_reduce --backend gloo", "--backend gloo: expected sim, cuda, nccl or mpi"},
+        Case{"alltoall", "unknown collective 'alltoall'"},
+        Case{"broadcast -o max", "-o max given, but broadcast does not reduce"},
+        Case{"all_reduce -f 1", "-f must be at least 2, got 1"},
+        Case{"all_reduce -o median", "unknown reduce op 'median'"},
+        Case{"all_reduce --devices 9 --preset v100-sxm2", "holds 8 GPUs; 9 requested"},
+        Case{"all_reduce --devices 8 -e 2G", "add --timing-only"},
+        Case{"all_reduce --devices 16",
+             "--devices 16: a node of preset h100-sxm holds 8 GPUs; for 16 GPUs use --devices 8 "
+             "--nodes 2"},
+        Case{"all_reduce --devices 8 --nodes 2",
+             "--nodes 2: nodes are simulated without data; add --timing-only (--backend sim)"},
+        Case{"all_reduce --devices 8 --nodes 2 --timing-only --preset v100-sxm2",
+             "--nodes 2: preset v100-sxm2 describes one machine (it has no [cluster] table)"},
+        Case{"all_reduce --nodes 0", "--nodes must be from 1 to 65536, got 0"},
+        Case{"all_reduce --proto fast", "--proto 'fast': expected LL, LL128 or Simple"},
+        Case{"all_reduce --devices 4 --preset t4 --proto LL128 --timing-only",
+             "LL128 is not available for all_reduce on this fabric (4 GPUs, 1 node, PCIe)"},
+        Case{"reduce_scatter --algo tree", "--algo tree: reduce_scatter runs ring"}}) {
     SCOPED_TRACE(c.args);
     const Result r = run_bench(c.args);
     EXPECT_EQ(r.exit_code, 2) << r.output;

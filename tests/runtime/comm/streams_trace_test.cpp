@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "comm_test_util.hpp"
+#include "dpscope/comm/nccl_cost_model.hpp"
 
 namespace dpscope {
 namespace {
@@ -256,11 +257,14 @@ TEST(TimingOnly, AGibibyteAllReduceOver64GpusSimulatesInSeconds) {
       o);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 30.0);  // typically well under a second; generous for sanitizers and busy machines
-  // Bandwidth bound: 2 (n-1)/n S / B at 360 GB/s usable NVLink.
+  // NCCL's cost model's ring time, above the bandwidth bound 2 (n-1)/n S / B at 360 GB/s usable.
   const double bound_ns = 2.0 * 63 / 64 * (1ull << 30) / 360e9 * 1e9;
+  const int64_t model = predict_nccl(*nccl_fabric(find_preset("h100-sxm"), 64, 1), OpType::kAllReduce,
+                                     1ull << 30, {.algo = NcclAlgo::kRing})
+                            .time_ns;
   for (int64_t e : ends) {
     EXPECT_GE(static_cast<double>(e), bound_ns);
-    EXPECT_LT(static_cast<double>(e), bound_ns * 1.05);
+    EXPECT_EQ(e, model);
   }
 }
 

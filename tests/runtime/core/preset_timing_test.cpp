@@ -138,7 +138,7 @@ TEST(Preset, ClusterDescribesNodesJoinedByANicPerGpu) {
   EXPECT_EQ(h100.cluster.gpus_per_node, 8);
   EXPECT_EQ(h100.cluster.nic.kind, "ib-ndr");
   EXPECT_DOUBLE_EQ(h100.cluster.nic.bandwidth_bytes_per_s, 50e9);
-  EXPECT_DOUBLE_EQ(h100.cluster.nic.latency_ns, 2000);
+  EXPECT_DOUBLE_EQ(h100.cluster.nic.latency_ns, 0);  // beyond NCCL's own InfiniBand hop (docs/scaling.md)
   EXPECT_EQ(find_preset("t4").cluster.gpus_per_node, 0);  // one machine
   for (const auto& [table, message] : std::vector<std::pair<std::string, std::string>>{
            {"[cluster]\ngpus_per_node = 0\n",

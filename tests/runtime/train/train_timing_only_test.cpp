@@ -70,8 +70,12 @@ TEST(TimingOnly, OneNodeTakesTheRankThreadSimulationsTime) {
     if (s.step == 1) analytic_step = s.sim_step_ns;
   });
   ASSERT_GT(thread_step, 0);
-  // The data run also reads its batch and computes the loss's value: within a few percent.
-  EXPECT_NEAR(static_cast<double>(analytic_step), static_cast<double>(thread_step), 0.05 * thread_step);
+  // The data run also reads its batch and computes the loss's value, and its broadcast's root is
+  // done when its sends are (the analytic backend holds every rank to the last receiver: with NCCL's
+  // cost model a 24-byte broadcast lasts 8.4 us, so the host-issue backlog differs by that much more
+  // each step): within about a tenth. The collectives' own durations agree exactly
+  // (NcclCostModel.SimBackendAnalyticBackendAndModelAgree).
+  EXPECT_NEAR(static_cast<double>(analytic_step), static_cast<double>(thread_step), 0.12 * thread_step);
 }
 
 TEST(TimingOnly, TracesRankZeroWithTheWorldInEveryCollective) {
@@ -119,8 +123,9 @@ TEST(TimingOnly, RefusesWhatItCannotSimulateInOneLine) {
          "12 GPUs are not a whole number of 8-GPU nodes (preset h100-sxm); use a multiple of 8");
   expect(run + "--devices 16 --preset t4",
          "preset t4 describes one machine of at most 8 GPUs (it has no [cluster] table)");
-  expect(run + "--devices 16 --algo tree",
-         "all_reduce with the tree algorithm is not modelled across nodes (2 nodes of 8 GPUs)");
+  // Trees across nodes are NCCL's (the cost model's); the naive pattern has no NCCL equivalent.
+  expect(run + "--devices 16 --algo naive",
+         "with the naive algorithm is not modelled across nodes (2 nodes of 8 GPUs)");
   expect("train --mode ddp --devices 100 --dataset spirals:64 --model 2-8-3",
          "--devices 100 is more than the 64 GPUs supported (add --timing-only to simulate more)");
 }

@@ -24,10 +24,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "dpscope/comm/nccl_cost_model.hpp"
 #include "dpscope/comm/types.hpp"
 
 namespace dpscope {
@@ -35,7 +37,11 @@ namespace dpscope {
 struct BenchOptions {
   OpType collective = OpType::kAllReduce;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce
   std::string backend = "sim";             // sim, cuda (logical GPUs), nccl (one rank per GPU), mpi
-  int devices = 4;
+  int devices = 4;                         // GPUs per node (nccl-tests' -g)
+  // Nodes of `devices` GPUs joined by the preset's [cluster] network; > 1 is timed by the cost model
+  // alone (timing-only: NCCL's collectives across nodes, comm/nccl_cost_model.hpp).
+  int nodes = 1;
+  std::optional<NcclProto> proto;  // NCCL_PROTO (sim): nullopt = the cost model's tuner
   std::string preset = "h100-sxm";
   uint64_t min_bytes = 8;
   uint64_t max_bytes = 128ull << 20;
@@ -61,6 +67,7 @@ struct BenchRow {
   double busbw_gbps = 0.0;
   double wall_us = 0.0;  // measured, mean over iterations
   int64_t wrong = -1;    // -1: not checked (timing-only)
+  std::string algo;      // sim: the cost model's algorithm/protocol ("ring/LL"); empty otherwise
 };
 
 // Parses "all_reduce" (also "allreduce", "all-reduce"), "all_gather", "reduce_scatter",

@@ -20,10 +20,12 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "dpscope/comm/nccl_cost_model.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/trace_format/schema.hpp"
 
@@ -68,6 +70,10 @@ class NetworkModel {
   // One line: "nvswitch, 8 GPUs, nvlink4 360 GB/s usable per direction, 936 ns".
   std::string describe() const;
 
+  // NCCL's cost model for a group of `ranks` GPUs of this node (comm/nccl_cost_model.hpp), or
+  // nullopt where the preset has no [nccl] table: then the flow timing of the links is the model.
+  std::optional<NcclFabric> nccl_fabric(int ranks) const;
+
  private:
   int add_link(std::string name, double line_rate_bytes_per_s);
   void set_route(int src, int dst, std::initializer_list<int> links, int64_t latency_ns);
@@ -81,6 +87,7 @@ class NetworkModel {
   std::vector<NetworkLink> links_;
   std::vector<NetworkRoute> routes_;    // gpu_count x gpu_count
   std::vector<double> pair_bandwidth_;  // cube-mesh NVLink bandwidth per pair (0 = none)
+  std::optional<NcclFabric> fabric_;    // for gpu_count ranks in one node
 };
 
 // The trace header's links for GPUs on `preset`'s topology, so the visualizer draws the machine that

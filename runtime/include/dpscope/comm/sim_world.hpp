@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/nccl_cost_model.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/comm/types.hpp"
 #include "dpscope/core/device.hpp"
@@ -39,6 +40,8 @@ struct SimWorldOptions {
   // The algorithm used when a call leaves it at kDefault. Unset: $DPSCOPE_ALGO (read once, here),
   // else kAuto.
   std::optional<Algorithm> algorithm;
+  // NCCL_PROTO for every collective's timing (comm/nccl_cost_model.hpp); unset: the tuner's choice.
+  std::optional<NcclProto> proto;
 };
 
 // Who failed first and why (the root cause spawn() reports).
@@ -64,6 +67,7 @@ class SimWorld {
   const NetworkModel& network() const { return *network_; }
   Milliseconds timeout() const { return timeout_; }
   Algorithm default_algorithm() const { return algorithm_; }
+  std::optional<NcclProto> proto() const { return proto_; }
 
   // Rank `rank` failed with (kind, message): pending and later operations fail fast. The first
   // call wins; later ones are ignored.
@@ -82,6 +86,7 @@ class SimWorld {
   std::unique_ptr<NetworkModel> network_;
   Milliseconds timeout_{0};
   Algorithm algorithm_ = Algorithm::kAuto;
+  std::optional<NcclProto> proto_;
   std::unique_ptr<detail::WorldState> state_;
 };
 

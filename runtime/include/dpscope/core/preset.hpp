@@ -47,6 +47,15 @@ struct ClusterSpec {
   LinkSpec nic;  // per GPU: "ib-ndr", 50 GB/s per direction
 };
 
+// The optional [nccl] table: what NCCL's cost model of the collectives needs beyond the links
+// (comm/nccl_cost_model.hpp). Without it a preset keeps the plain alpha-beta flow timing of its
+// links (the idealised presets of the unit tests).
+struct NcclSpec {
+  bool present = false;
+  int channels = 0;                  // rings / trees NCCL builds on this topology
+  double nvls_algbw_fraction = 0.0;  // NVLink SHARP all-reduce algbw / peer line rate; 0 = no NVLS
+};
+
 struct HardwarePreset {
   std::string id;    // file stem: "h100-sxm"
   std::string name;  // display name: "NVIDIA H100 SXM5 80GB"
@@ -67,6 +76,7 @@ struct HardwarePreset {
   std::string topology;              // "nvswitch", "pcie-host", "hybrid-cube-mesh"
   NetworkSpec network;               // optional topology details ([network] table)
   ClusterSpec cluster;               // optional multi-node description ([cluster] table)
+  NcclSpec nccl;                     // optional NCCL cost-model parameters ([nccl] table)
   std::vector<std::string> sources;  // where the numbers come from
 };
 

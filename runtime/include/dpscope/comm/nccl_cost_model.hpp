@@ -1,0 +1,91 @@
+// NcclCostModel: how long NCCL takes for one collective — the one cost model behind every
+// simulated time of a preset with an [nccl] table: the sim backend's traced schedules (their ops
+// are re-timed to this duration, collective_choice.cpp), the analytic backend of --timing-only and
+// `dpscope bench`. docs/collectives.md explains it; docs/fidelity.md measures its error against
+// published nccl-tests results.
+//
+//   const NcclFabric f = *nccl_fabric(find_preset("h100-sxm"), 8, 1);
+//   NcclPrediction p = predict_nccl(f, OpType::kAllReduce, 1 << 20);
+//   p.algo, p.proto, p.time_ns;          // NcclAlgo::kRing, NcclProto::kLL, ...
+//
+// The model follows the structure of NCCL's own tuner (NVIDIA/nccl src/graph/tuning.cc; facts
+// taken from it are cited where used, the code is ours):
+//   time = latency(algo, proto) + bytes / algbw(algo, proto, channels in use)
+//   latency = base(algo, proto) + hops x per-hop latency(link kind: NVLink, PCIe, network)
+//     ring all-reduce: 2(n-1) hops, 2(N-1) of them over the network (N nodes);
+//     tree all-reduce: 2((g-1) intra hops + log2 N network hops) (g GPUs per node);
+//     NVLS (NVLink SHARP, one hop through the switch) and NVLS-tree across nodes.
+//   algbw: the ring's bus bandwidth B (peer line rate x the Simple protocol's achievable
+//     fraction; across nodes at most g NICs' worth) scaled per protocol (LL about half, LL128
+//     0.92 and capped per channel), converted with the algorithm's bus factor. Trees get NCCL's
+//     correction factors at medium sizes.
+//   channels: a small message cannot fill every channel — NCCL gives each channel at least
+//     threads x threshold bytes — so fewer channels (and their share of B) carry it: the smooth
+//     ramp of real busbw curves, with no jump at a slice boundary.
+// The (algo, proto) pair with the least predicted time wins, as in NCCL's tuner, unless forced
+// (like NCCL_ALGO / NCCL_PROTO).
+//
+// Thread semantics: pure functions of their arguments.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dpscope/comm/types.hpp"
+#include "dpscope/core/preset.hpp"
+
+namespace dpscope {
+
+enum class NcclAlgo : uint8_t { kRing, kTree, kNvls };
+enum class NcclProto : uint8_t { kLL, kLL128, kSimple };
+const char* to_string(NcclAlgo a);   // "ring", "tree", "nvls" (across nodes: "nvls_tree")
+const char* to_string(NcclProto p);  // "LL", "LL128", "Simple"
+// Parses "ll", "ll128", "simple" (case-insensitive); kUsage error naming `what` otherwise.
+NcclProto parse_nccl_proto(std::string_view text, std::string_view what = "--proto");
+
+enum class LinkClass : uint8_t { kNvlink, kPcie };
+enum class GpuArch : uint8_t { kVolta, kAmpere, kHopper };  // NCCL's tables' rows (Turing: Volta)
+
+// What the model needs of one communicator: ranks in nodes of g GPUs, the links between them.
+struct NcclFabric {
+  int ranks = 1;
+  int nodes = 1;
+  LinkClass intra = LinkClass::kNvlink;
+  GpuArch arch = GpuArch::kHopper;
+  int channels = 1;
+  double intra_bytes_per_s = 0.0;       // ring bus bandwidth inside a node at the Simple protocol
+  double nic_bytes_per_s = 0.0;         // one GPU's NIC (rail) at the Simple protocol
+  double net_extra_latency_us = 0.0;    // per network hop beyond NCCL's InfiniBand figure (NCCL's
+                                        // latencyInter: a slower transport such as EFA or TCPXO)
+  double nvls_algbw_bytes_per_s = 0.0;  // NVLink SHARP all-reduce algbw; 0 = no NVLS
+  int gpus_per_node() const { return ranks / nodes; }
+};
+
+// The fabric of `ranks` GPUs in `nodes` nodes of `preset`; nullopt where the preset has no [nccl]
+// table (its collectives keep the alpha-beta flow timing of its links).
+std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, int nodes);
+
+struct NcclChoice {
+  std::optional<NcclAlgo> algo;    // forced (NCCL_ALGO), or the tuner's choice
+  std::optional<NcclProto> proto;  // forced (NCCL_PROTO), or the tuner's choice
+};
+
+struct NcclPrediction {
+  NcclAlgo algo = NcclAlgo::kRing;
+  NcclProto proto = NcclProto::kSimple;
+  int channels = 1;       // channels the message fills
+  double latency_us = 0;  // the latency term
+  double algbw_gbps = 0;  // bytes / (time - latency), GB/s
+  int64_t time_ns = 0;
+  std::string label() const;  // "ring/LL128", "nvls_tree/Simple"
+};
+
+// `bytes` as nccl-tests counts them: the buffer of all_reduce / broadcast / reduce, the whole
+// output of all_gather, the whole input of reduce_scatter. Ops NCCL has no collective for (barrier
+// is an all-reduce of 4 bytes here, as PyTorch's barrier; scatter, gather: not modelled) throw.
+// A forced algorithm or protocol the op or fabric lacks is a kUsage error naming it.
+NcclPrediction predict_nccl(const NcclFabric& fabric, OpType op, uint64_t bytes, NcclChoice choice = {});
+
+}  // namespace dpscope

@@ -1,0 +1,72 @@
+// The fidelity check of the collectives' cost model: published nccl-tests tables of real systems
+// (tests/data/nccl-tests/*.csv) against what dpscope's timing-only backend predicts for the same
+// sizes. docs/fidelity.md is fidelity_markdown() of every table (bench/fidelity_report writes it,
+// tests/runtime/comm/fidelity_test.cpp checks the file is current and the errors within bounds).
+//
+// A table file: '#'-comment header lines "key: value" (system, source, command, preset,
+// gpus_per_node, nodes, nic_gbps, nic_latency_us, nic_latency_note, median_bound, collective), then the CSV
+// header size_bytes,time_us,algbw_gbps,busbw_gbps and one row per size (out-of-place columns).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "dpscope/comm/types.hpp"
+#include "dpscope/core/preset.hpp"
+
+namespace dpscope {
+
+struct MeasuredRow {
+  uint64_t bytes = 0;
+  double time_us = 0.0;
+};
+
+struct MeasuredSystem {
+  std::string id;  // file stem
+  std::string system, source, command, preset, nic_latency_note;
+  int gpus_per_node = 0;
+  int nodes = 1;
+  double nic_gbps = 0.0;       // per GPU; 0 = the preset's
+  double nic_latency_us = -1;  // beyond NCCL's network hop; < 0 = the preset's
+  // The median error the test holds this system to: the 10 %, or, where the model does not
+  // reach it yet, today's error rounded up (a regression guard; docs/fidelity.md says "not met").
+  double median_bound = 0.10;
+  OpType op = OpType::kAllReduce;
+  std::vector<MeasuredRow> rows;
+};
+
+// Reads one table; kFormat naming the file and line on a malformed one.
+MeasuredSystem load_measured_system(const std::filesystem::path& file);
+// Every *.csv of `dir`, sorted by file name.
+std::vector<MeasuredSystem> load_measured_systems(const std::filesystem::path& dir);
+
+// The preset the system runs on: the named preset with the table's NIC figures.
+HardwarePreset fidelity_preset(const MeasuredSystem& s);
+
+struct FidelityRow {
+  uint64_t bytes = 0;
+  double measured_us = 0.0;
+  double simulated_us = 0.0;
+  double measured_busbw = 0.0;  // GB/s, from size and time (nccl-tests rounds small ones to 0.00)
+  double simulated_busbw = 0.0;
+  double error = 0.0;  // |simulated busbw / measured busbw - 1|
+  std::string choice;  // the cost model's algorithm/protocol
+};
+
+struct FidelityResult {
+  MeasuredSystem system;
+  std::vector<FidelityRow> rows;
+  double median_error = 0.0;
+  double worst_error = 0.0;
+  uint64_t worst_bytes = 0;
+};
+
+// The timing-only backend's prediction for every row (AnalyticCollectives on the system's world).
+FidelityResult evaluate_fidelity(const MeasuredSystem& s);
+
+// docs/fidelity.md: the method, a summary line per system and the per-size tables.
+std::string fidelity_markdown(const std::vector<FidelityResult>& results);
+
+}  // namespace dpscope

@@ -1,0 +1,269 @@
+// predict_nccl(): NCCL's collectives' cost model (comm/nccl_cost_model.hpp).
+//
+// The constants below are facts of NCCL's public tuning model, NVIDIA/nccl src/graph/tuning.cc
+// (2.19-2.23): base latencies (`baseLat`), per-hop hardware latencies by link kind (`hwLat`), the
+// LL / LL128 / tree bandwidth refinements and per-channel caps (`llMaxBws`,
+// `perChMaxRingLL128Bws`, `perChMaxTreeLL128Bws`, `perChMaxTreeBws`), the tree correction factors
+// (`treeCorrectionFactor`), and the per-thread work thresholds that decide how many channels a
+// message fills (src/include/device.h: NCCL_*_THREAD_THRESHOLD, NCCL_*_MAX_NTHREADS). Latencies
+// are in microseconds, bandwidths in GB/s, as NCCL writes them.
+#include "dpscope/comm/nccl_cost_model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "dpscope/base/error.hpp"
+
+namespace dpscope {
+namespace {
+
+constexpr int kAlgos = 3;   // ring, tree, nvls (index = NcclAlgo)
+constexpr int kProtos = 3;  // LL, LL128, Simple (index = NcclProto)
+
+// baseLat[algo][proto], us. NVLS has no base latency, only its hop through the switch.
+constexpr double kBaseLatency[kAlgos][kProtos] = {{6.6, 14.0, 8.4}, {6.8, 14.0, 8.4}, {0.0, 0.0, 0.0}};
+
+// hwLat[link][algo][proto], us: NVLink, PCIe, network. NVLS's network entry is NVLS-tree's.
+enum HwKind { kHwNvlink = 0, kHwPcie = 1, kHwNet = 2 };
+constexpr double kHopLatency[3][kAlgos][kProtos] = {
+    {{0.6, 1.9, 3.4}, {0.6, 1.25, 4.0}, {0.0, 0.0, 25.0}},
+    {{1.0, 2.5, 5.7}, {1.0, 1.9, 4.0}, {0.0, 0.0, 0.0}},
+    {{2.7, 4.0, 14.0}, {5.0, 8.5, 14.0}, {0.0, 0.0, 14.0}},
+};
+
+// Indexed [arch][nodes: 1, 2, more].
+constexpr double kLlMaxBw[3][3] = {{39.0, 39.0, 20.4}, {87.7, 39.0, 20.4}, {141.0, 39.0, 20.4}};
+constexpr double kRingLl128PerChannel[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}};
+constexpr double kTreeLl128PerChannel[3][3] = {{20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}};
+constexpr double kTreePerChannel[3][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
+
+// Trees at medium sizes: a factor on their bandwidth per power of two from 64 B (index
+// log2(bytes / 64)) to 256 MiB.
+constexpr std::array<std::array<double, 23>, kProtos> kTreeCorrection = {{
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
+}};
+
+// Bytes each thread of a channel must have before NCCL adds a channel, and threads per channel.
+constexpr double kThreadThreshold[kProtos] = {8.0, 8.0, 64.0};
+constexpr double kThreads[kProtos] = {512.0, 640.0, 512.0};
+
+// Multi-node rings pay the host's network post overhead per step (1 us on x86, 3x for Simple).
+constexpr double kNetOverheadUs = 1.0;
+
+int log2_floor(uint64_t v) {
+  int r = -1;
+  while (v != 0) {
+    v >>= 1;
+    ++r;
+  }
+  return r;
+}
+
+struct Candidate {
+  double latency_us = 0.0;
+  double busbw_gbps = 0.0;  // all channels
+  double bus_to_alg = 1.0;  // algbw = busbw x bus_to_alg
+  double per_channel_bytes = 0.0;
+};
+
+// The latency and bandwidth of (algo, proto) for `op`, or busbw 0 where NCCL lacks the pair.
+Candidate candidate(const NcclFabric& f, OpType op, NcclAlgo algo, NcclProto proto) {
+  const int a = static_cast<int>(algo);
+  const int p = static_cast<int>(proto);
+  const int n = f.ranks;
+  const int N = f.nodes;
+  const int g = f.gpus_per_node();
+  const int arch = static_cast<int>(f.arch);
+  const int nodes_index = N == 1 ? 0 : N == 2 ? 1 : 2;
+  const int intra_hw = f.intra == LinkClass::kNvlink ? kHwNvlink : kHwPcie;
+  const double C = f.channels;
+  const bool all_reduce = op == OpType::kAllReduce;
+  Candidate c;
+  if (proto == NcclProto::kLL128 && f.intra != LinkClass::kNvlink) return c;  // NVLink only
+  // The ring's bus bandwidth: the peer links inside a node; across nodes, each ring leaves a node
+  // through one NIC, and the channels spread over the g rails.
+  const double intra_gbps = f.intra_bytes_per_s / 1e9;
+  const double ring_gbps = N == 1 ? intra_gbps : std::min(intra_gbps, g * f.nic_bytes_per_s / 1e9);
+  const double ll_max = kLlMaxBw[arch][nodes_index];
+  double intra_lat = kHopLatency[intra_hw][a][p];
+  // A network hop: NCCL's figure plus the fabric's extra latency, twice for Simple (its flush).
+  const double inter_lat =
+      kHopLatency[kHwNet][a][p] + f.net_extra_latency_us * (proto == NcclProto::kSimple ? 2.0 : 1.0);
+  c.per_channel_bytes = kThreadThreshold[p] * kThreads[p];
+
+  switch (algo) {
+    case NcclAlgo::kRing: {
+      double bus = ring_gbps;
+      if (proto == NcclProto::kLL) bus = std::min(ll_max, bus * 0.5);
+      if (proto == NcclProto::kLL128) bus = std::min(bus * 0.92, C * kRingLl128PerChannel[arch][nodes_index]);
+      const int steps = all_reduce                                                 ? 2 * (n - 1)
+                        : op == OpType::kAllGather || op == OpType::kReduceScatter ? n - 1
+                                                                                   : n;
+      c.busbw_gbps = bus;
+      c.bus_to_alg = static_cast<double>(n) / steps;
+      if (proto == NcclProto::kLL) c.per_channel_bytes *= n;  // NCCL scales LL rings' threshold by n
+      if (N > 1)
+        intra_lat = std::max(intra_lat, proto == NcclProto::kSimple ? 3 * kNetOverheadUs : kNetOverheadUs);
+      if (op == OpType::kBroadcast || op == OpType::kReduce) {
+        // A pipelined chain: n-1 hops, N-1 of them between nodes.
+        c.latency_us = kBaseLatency[a][p] + (n - N) * intra_lat + (N - 1) * inter_lat;
+      } else {
+        const int inter_steps = N == 1 ? 0 : all_reduce ? 2 * (N - 1) : N - 1;
+        c.latency_us = kBaseLatency[a][p] + (steps - inter_steps) * intra_lat + inter_steps * inter_lat;
+      }
+      return c;
+    }
+    case NcclAlgo::kTree: {
+      if (!all_reduce) return c;
+      const double tree_gbps = N <= 2 ? ring_gbps : std::min(intra_gbps, g * f.nic_bytes_per_s / 1e9);
+      double bus = std::min(tree_gbps * 0.92, C * kTreePerChannel[arch][nodes_index]);
+      if (proto == NcclProto::kLL) bus = std::min(bus / 3.8, ll_max);
+      if (proto == NcclProto::kLL128)
+        bus =
+            std::min(bus * (N == 1 ? 7.0 / 9.0 : 120.0 / 128.0), C * kTreeLl128PerChannel[arch][nodes_index]);
+      c.busbw_gbps = bus;
+      c.bus_to_alg = 0.5;
+      // With one GPU per node every hop is a network hop: NCCL uses the tree's network latency.
+      c.latency_us =
+          kBaseLatency[a][p] + 2 * ((g - 1) * intra_lat + log2_floor(static_cast<uint64_t>(N)) * inter_lat);
+      return c;
+    }
+    case NcclAlgo::kNvls: {
+      if (!all_reduce || proto != NcclProto::kSimple || f.nvls_algbw_bytes_per_s <= 0.0 || g < 2) return c;
+      // NVLink SHARP reduces inside the switch: one hop in the node; across nodes a tree over the
+      // NICs of every GPU (NVLS-tree), whose bandwidth halves past two nodes as NCCL models it.
+      double alg = f.nvls_algbw_bytes_per_s / 1e9;
+      if (N > 1) alg = std::min(alg, g * f.nic_bytes_per_s / 1e9 * (N <= 2 ? 1.0 : 0.5));
+      c.busbw_gbps = alg;
+      c.bus_to_alg = 1.0;
+      c.latency_us =
+          kHopLatency[kHwNvlink][a][p] + (N > 1 ? 2 * log2_floor(static_cast<uint64_t>(N)) * inter_lat : 0.0);
+      return c;
+    }
+  }
+  return c;
+}
+
+NcclPrediction evaluate(const NcclFabric& f, OpType op, uint64_t bytes, NcclAlgo algo, NcclProto proto,
+                        const Candidate& c) {
+  NcclPrediction r;
+  r.algo = algo;
+  r.proto = proto;
+  // Channels the message fills: each needs per_channel_bytes before the next one is used.
+  const double fill = std::floor(static_cast<double>(bytes) / c.per_channel_bytes);
+  r.channels = static_cast<int>(std::clamp(fill, 1.0, static_cast<double>(f.channels)));
+  double algbw = c.busbw_gbps * c.bus_to_alg * r.channels / f.channels;
+  if (algo == NcclAlgo::kTree) {
+    const int log_size = log2_floor(bytes >> 6);
+    if (log_size >= 0 && log_size < 23) algbw *= kTreeCorrection[static_cast<int>(proto)][log_size];
+  }
+  double latency = c.latency_us;
+  // NCCL's "plateau effect of ring" on multi-node all-reduce with the Simple protocol.
+  if (algo == NcclAlgo::kRing && proto == NcclProto::kSimple && f.nodes > 1 && op == OpType::kAllReduce &&
+      static_cast<double>(bytes) / (static_cast<double>(f.channels) * f.ranks) >= 64)
+    latency *= f.arch == GpuArch::kVolta ? 1.9 : 1.4;
+  r.latency_us = latency;
+  r.algbw_gbps = algbw;
+  const double time_us = latency + static_cast<double>(bytes) / (1e3 * algbw);
+  r.time_ns = std::llround(time_us * 1e3);
+  return r;
+}
+
+}  // namespace
+
+const char* to_string(NcclAlgo a) {
+  switch (a) {
+    case NcclAlgo::kRing: return "ring";
+    case NcclAlgo::kTree: return "tree";
+    case NcclAlgo::kNvls: return "nvls";
+  }
+  return "?";
+}
+
+const char* to_string(NcclProto p) {
+  switch (p) {
+    case NcclProto::kLL: return "LL";
+    case NcclProto::kLL128: return "LL128";
+    case NcclProto::kSimple: return "Simple";
+  }
+  return "?";
+}
+
+NcclProto parse_nccl_proto(std::string_view text, std::string_view what) {
+  std::string t;
+  for (char ch : text) t.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+  if (t == "ll") return NcclProto::kLL;
+  if (t == "ll128") return NcclProto::kLL128;
+  if (t == "simple") return NcclProto::kSimple;
+  throw Error(ErrorKind::kUsage, fmt::format("{} '{}': expected LL, LL128 or Simple", what, text));
+}
+
+std::string NcclPrediction::label() const { return fmt::format("{}/{}", to_string(algo), to_string(proto)); }
+
+std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, int nodes) {
+  if (!preset.nccl.present) return std::nullopt;
+  DPS_CHECK(ranks >= 1 && nodes >= 1 && ranks % nodes == 0, ErrorKind::kInvalidArgument,
+            "nccl_fabric: {} ranks in {} nodes", ranks, nodes);
+  NcclFabric f;
+  f.ranks = ranks;
+  f.nodes = nodes;
+  const std::string& kind = preset.peer_link.kind;
+  f.intra = kind.rfind("nvlink", 0) == 0 ? LinkClass::kNvlink : LinkClass::kPcie;
+  f.arch = kind == "nvlink4" ? GpuArch::kHopper : kind == "nvlink3" ? GpuArch::kAmpere : GpuArch::kVolta;
+  f.channels = preset.nccl.channels;
+  const double eff = preset.network.protocol_efficiency;
+  double peer = preset.peer_link.bandwidth_bytes_per_s;
+  // A ring through PCIe switches crosses each switch's uplink once per direction.
+  if (preset.topology == "pcie-host" && preset.network.gpus_per_switch > 0 &&
+      ranks / nodes > preset.network.gpus_per_switch)
+    peer = std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s);
+  f.intra_bytes_per_s = peer * eff;
+  f.nic_bytes_per_s = preset.cluster.nic.bandwidth_bytes_per_s * eff;
+  f.net_extra_latency_us = preset.cluster.nic.latency_ns / 1e3;
+  f.nvls_algbw_bytes_per_s = preset.nccl.nvls_algbw_fraction * preset.peer_link.bandwidth_bytes_per_s;
+  return f;
+}
+
+NcclPrediction predict_nccl(const NcclFabric& f, OpType op, uint64_t bytes, NcclChoice choice) {
+  if (op == OpType::kBarrier) {  // PyTorch's barrier: an all-reduce of one float
+    op = OpType::kAllReduce;
+    bytes = 4;
+  }
+  DPS_CHECK(op == OpType::kAllReduce || op == OpType::kBroadcast || op == OpType::kReduce ||
+                op == OpType::kAllGather || op == OpType::kReduceScatter,
+            ErrorKind::kUnsupported, "NCCL's cost model has no {} (it is not an NCCL collective)",
+            api_name(op));
+  if (f.ranks <= 1 || bytes == 0) {  // NCCL returns at once for an empty buffer
+    NcclPrediction alone;
+    alone.proto = choice.proto.value_or(NcclProto::kSimple);
+    return alone;  // NCCL copies (out of place) or does nothing: no communication
+  }
+  NcclPrediction best;
+  best.time_ns = std::numeric_limits<int64_t>::max();
+  bool any = false;
+  for (int a = 0; a < kAlgos; ++a) {
+    if (choice.algo && static_cast<int>(*choice.algo) != a) continue;
+    for (int p = 0; p < kProtos; ++p) {
+      if (choice.proto && static_cast<int>(*choice.proto) != p) continue;
+      const Candidate c = candidate(f, op, static_cast<NcclAlgo>(a), static_cast<NcclProto>(p));
+      if (c.busbw_gbps <= 0.0) continue;
+      const NcclPrediction r = evaluate(f, op, bytes, static_cast<NcclAlgo>(a), static_cast<NcclProto>(p), c);
+      if (!any || r.time_ns < best.time_ns) best = r;
+      any = true;
+    }
+  }
+  DPS_CHECK(any, ErrorKind::kUsage, "{}{}{} is not available for {} on this fabric ({} GPUs, {} node{}{})",
+            choice.algo ? to_string(*choice.algo) : "", choice.algo && choice.proto ? "/" : "",
+            choice.proto ? to_string(*choice.proto) : "", api_name(op), f.ranks, f.nodes,
+            f.nodes == 1 ? "" : "s", f.intra == LinkClass::kPcie ? ", PCIe" : "");
+  return best;
+}
+
+}  // namespace dpscope

@@ -1,0 +1,254 @@
+// Published nccl-tests tables against the timing-only backend (comm/nccl_fidelity.hpp).
+#include "dpscope/comm/nccl_fidelity.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/comm/analytic_collectives.hpp"
+#include "dpscope/comm/nccl_cost_model.hpp"
+
+namespace dpscope {
+namespace fs = std::filesystem;
+namespace {
+
+std::string trim(std::string s) {
+  const auto not_space = [](unsigned char c) { return !std::isspace(c); };
+  s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
+  s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
+  return s;
+}
+
+double number(const std::string& text, const fs::path& file, int line, std::string_view what) {
+  double v = 0.0;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(first, last, v);
+  DPS_CHECK(ec == std::errc() && ptr == last && std::isfinite(v), ErrorKind::kFormat,
+            "{}:{}: {} '{}' is not a number", file.string(), line, what, text);
+  return v;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+std::string size_text(uint64_t b) {
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0) return fmt::format("{} GiB", b >> 30);
+  if (b >= (1ull << 20) && b % (1ull << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= (1ull << 10) && b % (1ull << 10) == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+
+}  // namespace
+
+MeasuredSystem load_measured_system(const fs::path& file) {
+  std::ifstream in(file);
+  DPS_CHECK(in.good(), ErrorKind::kIo, "cannot read {}", file.string());
+  MeasuredSystem s;
+  s.id = file.stem().string();
+  std::map<std::string, std::string> header;
+  std::string line;
+  int n = 0;
+  bool columns = false;
+  while (std::getline(in, line)) {
+    ++n;
+    line = trim(line);
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      const size_t colon = line.find(':');
+      DPS_CHECK(colon != std::string::npos, ErrorKind::kFormat, "{}:{}: expected '# key: value'",
+                file.string(), n);
+      header[trim(line.substr(1, colon - 1))] = trim(line.substr(colon + 1));
+      continue;
+    }
+    if (!columns) {
+      DPS_CHECK(line == "size_bytes,time_us,algbw_gbps,busbw_gbps", ErrorKind::kFormat,
+                "{}:{}: expected the header size_bytes,time_us,algbw_gbps,busbw_gbps", file.string(), n);
+      columns = true;
+      continue;
+    }
+    std::vector<std::string> cells;
+    size_t begin = 0;
+    for (size_t comma; (comma = line.find(',', begin)) != std::string::npos; begin = comma + 1)
+      cells.push_back(line.substr(begin, comma - begin));
+    cells.push_back(line.substr(begin));
+    DPS_CHECK(cells.size() == 4, ErrorKind::kFormat, "{}:{}: expected 4 columns, got {}", file.string(), n,
+              cells.size());
+    const double bytes = number(cells[0], file, n, "size_bytes");
+    const double time = number(cells[1], file, n, "time_us");
+    DPS_CHECK(bytes >= 1 && time > 0, ErrorKind::kFormat, "{}:{}: size and time must be positive",
+              file.string(), n);
+    s.rows.push_back({static_cast<uint64_t>(bytes), time});
+  }
+  auto need = [&](const char* key) -> const std::string& {
+    const auto it = header.find(key);
+    DPS_CHECK(it != header.end() && !it->second.empty(), ErrorKind::kFormat, "{}: no '# {}:' line",
+              file.string(), key);
+    return it->second;
+  };
+  s.system = need("system");
+  s.source = need("source");
+  s.command = need("command");
+  s.preset = need("preset");
+  s.gpus_per_node = static_cast<int>(number(need("gpus_per_node"), file, 0, "gpus_per_node"));
+  s.nodes = static_cast<int>(number(need("nodes"), file, 0, "nodes"));
+  if (header.count("nic_gbps")) s.nic_gbps = number(header["nic_gbps"], file, 0, "nic_gbps");
+  if (header.count("nic_latency_us"))
+    s.nic_latency_us = number(header["nic_latency_us"], file, 0, "nic_latency_us");
+  if (header.count("nic_latency_note")) s.nic_latency_note = header["nic_latency_note"];
+  if (header.count("median_bound")) s.median_bound = number(header["median_bound"], file, 0, "median_bound");
+  const std::string& collective = need("collective");
+  DPS_CHECK(collective.rfind("all_reduce", 0) == 0, ErrorKind::kFormat,
+            "{}: collective '{}': only all_reduce "
+            "tables are compared so far",
+            file.string(), collective);
+  DPS_CHECK(s.gpus_per_node >= 1 && s.nodes >= 1 && !s.rows.empty(), ErrorKind::kFormat,
+            "{}: needs gpus_per_node >= 1, nodes >= 1 and at least one row", file.string());
+  return s;
+}
+
+std::vector<MeasuredSystem> load_measured_systems(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".csv") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<MeasuredSystem> systems;
+  for (const fs::path& f : files) systems.push_back(load_measured_system(f));
+  return systems;
+}
+
+HardwarePreset fidelity_preset(const MeasuredSystem& s) {
+  HardwarePreset p = find_preset(s.preset);
+  if (s.nodes > 1) {
+    p.cluster.gpus_per_node = s.gpus_per_node;
+    if (s.nic_gbps > 0) p.cluster.nic.bandwidth_bytes_per_s = s.nic_gbps * 1e9;
+    if (s.nic_latency_us >= 0) p.cluster.nic.latency_ns = s.nic_latency_us * 1e3;
+  }
+  return p;
+}
+
+FidelityResult evaluate_fidelity(const MeasuredSystem& s) {
+  const HardwarePreset preset = fidelity_preset(s);
+  const int n = s.gpus_per_node * s.nodes;
+  const AnalyticCollectives model(preset, n);
+  const std::optional<NcclFabric> fabric = nccl_fabric(preset, n, s.nodes);
+  DPS_CHECK(fabric.has_value(), ErrorKind::kInvalidArgument, "preset {} has no [nccl] table", s.preset);
+  FidelityResult r;
+  r.system = s;
+  std::vector<double> errors;
+  const double factor = bus_bandwidth_factor(s.op, n);
+  for (const MeasuredRow& m : s.rows) {
+    FidelityRow row;
+    row.bytes = m.bytes;
+    row.measured_us = m.time_us;
+    const CollectiveEstimate e =
+        model.estimate({.op = s.op, .count = static_cast<int64_t>(m.bytes / 4), .elem_bytes = 4});
+    row.simulated_us = static_cast<double>(e.duration_ns) / 1e3;
+    row.measured_busbw = static_cast<double>(m.bytes) / (m.time_us * 1e3) * factor;
+    row.simulated_busbw = static_cast<double>(m.bytes) / (row.simulated_us * 1e3) * factor;
+    row.error = std::abs(row.simulated_busbw / row.measured_busbw - 1.0);
+    row.choice = predict_nccl(*fabric, s.op, m.bytes).label();
+    errors.push_back(row.error);
+    if (row.error > r.worst_error) {
+      r.worst_error = row.error;
+      r.worst_bytes = m.bytes;
+    }
+    r.rows.push_back(row);
+  }
+  r.median_error = median(errors);
+  return r;
+}
+
+std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
+  std::string md;
+  md += "# Fidelity of the simulated collectives\n\n";
+  md +=
+      "<!-- Generated by `build/ci/bin/fidelity_report tests/data/nccl-tests docs/fidelity.md`; "
+      "tests/runtime/comm/fidelity_test.cpp fails when this file is stale. Do not edit by hand. -->\n\n";
+  md +=
+      "Every simulated collective time comes from one cost model of NCCL (docs/collectives.md, "
+      "`runtime/src/comm/nccl_cost_model.cpp`). Here it meets published `all_reduce_perf` results of real "
+      "systems: for each size, the measured time and the timing-only backend's time (`AnalyticCollectives`, "
+      "what `dpscope train --timing-only` and `dpscope bench --nodes` use) on the system's preset, and the "
+      "error of the simulated bus bandwidth, |simulated / measured - 1|. Bus bandwidths are recomputed from "
+      "size "
+      "and time (nccl-tests prints 0.00 for the small ones). The tables live in `tests/data/nccl-tests/` "
+      "with "
+      "their sources; nothing in the model is fitted to them except where a table's header says so.\n\n";
+  md +=
+      "Goal (issue 24): median error <= 10 % and worst size <= 25 % per system. ASTRA-sim reports 9.7-20.6 % "
+      "geometric-mean error against HGX-H100.\n\n";
+  md +=
+      "| system | GPUs | sizes | median error | worst error (size) | median goal | worst goal | test bound "
+      "|\n";
+  md += "|---|---|---|---|---|---|---|---|\n";
+  for (const FidelityResult& r : results) {
+    md += fmt::format("| {} | {} x {} | {} - {} | {:.1f} % | {:.1f} % ({}) | {} | {} | {:.0f} % |\n",
+                      r.system.id, r.system.nodes, r.system.gpus_per_node, size_text(r.rows.front().bytes),
+                      size_text(r.rows.back().bytes), 100 * r.median_error, 100 * r.worst_error,
+                      size_text(r.worst_bytes), r.median_error <= 0.10 ? "met" : "**not met**",
+                      r.worst_error <= 0.25 ? "met" : "**not met**", 100 * r.system.median_bound);
+  }
+  md +=
+      "\n`fidelity_test` fails when a system's median error passes its test bound: 10 % where the goal is "
+      "met, "
+      "today's error rounded up where it is not (a guard against regressions, not a claim).\n\n";
+  md +=
+      "## Where the goal is not reached, and why\n\n"
+      "- **No system meets both goals yet.** The published per-size tables found with a source are all "
+      "multi-node cloud systems (AWS EFA, Google TCPXO); no full 8 B - 8 GiB table of a single NVSwitch "
+      "node, "
+      "a V100 cube mesh or a PCIe machine with a citable source was found in the time of this work, so those "
+      "topologies are not validated size by size here (only the large-message ring bus bandwidth of 8 x "
+      "H100, "
+      "the preset's 0.8 x 450 GB/s, against the 365-370 GB/s published in NVIDIA/nccl#1455 and "
+      "nccl-tests#212).\n"
+      "- **Small messages** are within a few percent once the network's extra latency per hop is known: that "
+      "one number per system is fitted on the table's 8 B row (stated in each section); the cloud "
+      "transports' "
+      "latency is not published as a datasheet number.\n"
+      "- **Medium messages (16 KiB - 64 MiB) across nodes are predicted too fast** (the worst rows of each "
+      "table below). NCCL's tuner model, which this follows, has no term for the network pipeline: each "
+      "channel moves a network chunk per step with a proxy thread and a bounded number of chunks in flight, "
+      "so mid-size messages see per-chunk round trips that a latency + bytes / bandwidth form does not "
+      "capture. TCPXO additionally stages through host memory.\n"
+      "- **Large messages on A100 + EFA (p4de)** are predicted too slow: the model follows NCCL's tuner, "
+      "whose tree bandwidth is half the bus bandwidth, so the ring wins at large sizes with the bus "
+      "bandwidth "
+      "of the 8 GPUs' share of the NICs, while the measured busbw of the largest sizes is about twice that: "
+      "NCCL's two-node tree moves each byte once per NIC direction.\n";
+  for (const FidelityResult& r : results) {
+    const MeasuredSystem& s = r.system;
+    md += fmt::format("\n## {}\n\n{}\n\n- Source: {}\n- Command: `{}`\n- Preset: `{}`", s.id, s.system,
+                      s.source, s.command, s.preset);
+    if (s.nodes > 1) {
+      md += fmt::format(", {} nodes of {} GPUs, NIC {:g} GB/s per GPU", s.nodes, s.gpus_per_node,
+                        fidelity_preset(s).cluster.nic.bandwidth_bytes_per_s / 1e9);
+      if (s.nic_latency_us >= 0) md += fmt::format(", {:g} us extra per network hop", s.nic_latency_us);
+    }
+    md += "\n";
+    if (!s.nic_latency_note.empty()) md += fmt::format("- Fitted: {}\n", s.nic_latency_note);
+    md += fmt::format("- Median error {:.1f} %, worst {:.1f} % at {}\n\n", 100 * r.median_error,
+                      100 * r.worst_error, size_text(r.worst_bytes));
+    md +=
+        "| size | measured us | simulated us | measured busbw GB/s | simulated busbw GB/s | error | model's "
+        "choice |\n";
+    md += "|---:|---:|---:|---:|---:|---:|---|\n";
+    for (const FidelityRow& row : r.rows)
+      md += fmt::format("| {} | {:.1f} | {:.1f} | {:.3g} | {:.3g} | {:.1f} % | {} |\n", size_text(row.bytes),
+                        row.measured_us, row.simulated_us, row.measured_busbw, row.simulated_busbw,
+                        100 * row.error, row.choice);
+  }
+  return md;
+}
+
+}  // namespace dpscope

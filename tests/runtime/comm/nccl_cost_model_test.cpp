@@ -1,0 +1,142 @@
+// NCCL's cost model: closed forms from NCCL's tuning constants, the tuner's choices, smooth
+// curves, forced algorithms and protocols, and one time shared by the sim backend's traced
+// schedules, the analytic timing-only backend and the model itself.
+#include "dpscope/comm/nccl_cost_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+
+#include "comm_test_util.hpp"
+#include "dpscope/comm/analytic_collectives.hpp"
+#include "support/errors.hpp"
+
+namespace dpscope {
+namespace {
+
+NcclFabric fabric(const std::string& preset, int ranks, int nodes = 1) {
+  return *nccl_fabric(find_preset(preset), ranks, nodes);
+}
+
+TEST(NcclCostModel, PresetsWithoutAnNcclTableKeepTheirFlowTiming) {
+  EXPECT_FALSE(nccl_fabric(test::round_preset(), 4, 1).has_value());
+  EXPECT_TRUE(nccl_fabric(find_preset("h100-sxm"), 8, 1).has_value());
+}
+
+TEST(NcclCostModel, EightBytesOnEightH100sIsTheLowLatencyRing) {
+  // LL ring: base 6.6 us + 14 NVLink hops x 0.6 us = 15.0 us; the LL tree pays 6.8 + 2 x 7 x 0.6.
+  // 8 bytes fill one of 16 channels at LL's bandwidth, min(141, 0.5 x 360) GB/s x 8/14 / 16.
+  const NcclPrediction p = predict_nccl(fabric("h100-sxm", 8), OpType::kAllReduce, 8);
+  EXPECT_EQ(p.label(), "ring/LL");
+  EXPECT_EQ(p.channels, 1);
+  EXPECT_NEAR(p.latency_us, 15.0, 1e-9);
+  const double algbw = 141.0 * 8.0 / 14.0 / 16.0;
+  EXPECT_EQ(p.time_ns, std::llround((15.0 + 8.0 / (1e3 * algbw)) * 1e3));
+}
+
+TEST(NcclCostModel, LargeAllReducesOnH100UseNvlinkSharp) {
+  // NVLS: one 25 us hop through the switch; algbw 0.61 x 450 GB/s.
+  const uint64_t bytes = 8ull << 30;
+  const NcclPrediction p = predict_nccl(fabric("h100-sxm", 8), OpType::kAllReduce, bytes);
+  EXPECT_EQ(p.label(), "nvls/Simple");
+  EXPECT_EQ(p.time_ns, std::llround((25.0 + static_cast<double>(bytes) / (1e3 * 0.61 * 450.0)) * 1e3));
+  // A100's NVSwitch has no SHARP: the Simple ring, 2(n-1)/n of the data over 0.8 x 300 GB/s.
+  const NcclPrediction a = predict_nccl(fabric("a100-sxm", 8), OpType::kAllReduce, bytes);
+  EXPECT_EQ(a.label(), "ring/Simple");
+  const double ring_algbw = 0.8 * 300.0 * 8.0 / 14.0;
+  EXPECT_EQ(a.time_ns,
+            std::llround((8.4 + 14 * 3.4 + static_cast<double>(bytes) / (1e3 * ring_algbw)) * 1e3));
+}
+
+TEST(NcclCostModel, ForcedAlgorithmAndProtocolAreObeyed) {
+  const NcclFabric f = fabric("h100-sxm", 8);
+  const NcclPrediction ring = predict_nccl(f, OpType::kAllReduce, 1 << 30, {.algo = NcclAlgo::kRing});
+  EXPECT_EQ(ring.algo, NcclAlgo::kRing);
+  const NcclPrediction ll = predict_nccl(f, OpType::kAllReduce, 1 << 30, {.proto = NcclProto::kLL});
+  EXPECT_EQ(ll.proto, NcclProto::kLL);
+  EXPECT_GT(ll.time_ns, ring.time_ns);  // LL moves half the payload per line
+  const NcclPrediction tree = predict_nccl(f, OpType::kAllReduce, 4096, {.algo = NcclAlgo::kTree});
+  EXPECT_EQ(tree.algo, NcclAlgo::kTree);
+}
+
+TEST(NcclCostModel, UnavailablePairsAreOneClearError) {
+  const testing::Outcome pcie = testing::error_of(
+      [] { predict_nccl(fabric("t4", 4), OpType::kAllReduce, 1024, {.proto = NcclProto::kLL128}); });
+  EXPECT_EQ(pcie.kind, ErrorKind::kUsage);
+  EXPECT_EQ(pcie.message, "LL128 is not available for all_reduce on this fabric (4 GPUs, 1 node, PCIe)");
+  const testing::Outcome nvls = testing::error_of(
+      [] { predict_nccl(fabric("a100-sxm", 8), OpType::kAllGather, 1024, {.algo = NcclAlgo::kNvls}); });
+  EXPECT_EQ(nvls.message, "nvls is not available for all_gather on this fabric (8 GPUs, 1 node)");
+  const testing::Outcome scatter =
+      testing::error_of([] { predict_nccl(fabric("a100-sxm", 8), OpType::kScatter, 1024); });
+  EXPECT_EQ(scatter.kind, ErrorKind::kUnsupported);
+  EXPECT_EQ(scatter.message, "NCCL's cost model has no scatter (it is not an NCCL collective)");
+  EXPECT_EQ(parse_nccl_proto("ll128"), NcclProto::kLL128);
+  const testing::Outcome bad = testing::error_of([] { parse_nccl_proto("fast"); });
+  EXPECT_EQ(bad.message, "--proto 'fast': expected LL, LL128 or Simple");
+}
+
+// Real busbw curves rise smoothly with size; the model's must not jump back at a slice or channel
+// boundary (the old flow model's busbw fell at 8 -> 16 MiB).
+TEST(NcclCostModel, BusBandwidthNeverFallsFromOneSizeToTheNext) {
+  for (const std::string preset : {"h100-sxm", "h200", "a100-sxm", "v100-sxm2", "t4"}) {
+    const int n = preset == "t4" ? 4 : 8;
+    for (const int nodes : {1, 4}) {
+      if (nodes > 1 && (preset == "v100-sxm2" || preset == "t4")) continue;  // no [cluster]
+      const NcclFabric f = fabric(preset, n * nodes, nodes);
+      for (OpType op : {OpType::kAllReduce, OpType::kAllGather, OpType::kBroadcast}) {
+        double previous = 0.0;
+        for (uint64_t bytes = 64; bytes <= (8ull << 30); bytes *= 2) {
+          const double busbw = static_cast<double>(bytes) / predict_nccl(f, op, bytes).time_ns;
+          EXPECT_GE(busbw, previous * 0.97) << preset << " x" << nodes << " " << api_name(op) << " " << bytes;
+          previous = busbw;
+        }
+      }
+    }
+  }
+}
+
+TEST(NcclCostModel, AcrossNodesTheNetworkBoundsTheRing) {
+  // 4 nodes of 8 H100: a ring's bus bandwidth is at most the node's 8 NICs (8 x 0.8 x 50 GB/s);
+  // inside one node it is NVLink's 0.8 x 450.
+  const uint64_t bytes = 8ull << 30;
+  const NcclPrediction across = predict_nccl(fabric("h100-sxm", 32, 4), OpType::kAllGather, bytes);
+  EXPECT_EQ(across.algo, NcclAlgo::kRing);
+  EXPECT_NEAR(across.algbw_gbps * 31.0 / 32.0, std::min(8 * 0.8 * 50.0, 0.8 * 450.0), 1e-6);
+  const NcclPrediction inside = predict_nccl(fabric("h100-sxm", 8), OpType::kAllGather, bytes);
+  EXPECT_NEAR(inside.algbw_gbps * 7.0 / 8.0, 0.8 * 450.0, 1e-6);
+}
+
+// The sim backend's traced schedule lasts exactly the model's time (its ops re-timed), and the
+// analytic backend agrees with both, on one node and (analytic vs model) across nodes.
+TEST(NcclCostModel, SimBackendAnalyticBackendAndModelAgree) {
+  const HardwarePreset h100 = find_preset("h100-sxm");
+  for (const int64_t count : {int64_t{2}, int64_t{1} << 16, int64_t{1} << 22}) {
+    std::atomic<int64_t> latest{0};
+    SimWorldOptions options = test::round_options();
+    options.hardware = h100;
+    spawn(
+        8,
+        [&](ProcessGroup& pg) {
+          Tensor t = Tensor::meta({count}, pg.device());
+          std::shared_ptr<Work> w = pg.all_reduce(t, {});
+          w->wait();
+          int64_t seen = latest.load();
+          while (w->end_ns() > seen && !latest.compare_exchange_weak(seen, w->end_ns())) {
+          }
+        },
+        options);
+    const int64_t model = predict_nccl(fabric("h100-sxm", 8), OpType::kAllReduce, count * 4).time_ns;
+    EXPECT_EQ(latest.load(), model) << count;
+    const AnalyticCollectives analytic(h100, 8);
+    EXPECT_EQ(analytic.estimate({.op = OpType::kAllReduce, .count = count}).duration_ns, model) << count;
+  }
+  const AnalyticCollectives cluster(h100, 64);
+  const CollectiveEstimate e = cluster.estimate({.op = OpType::kAllReduce, .count = 1 << 24});
+  EXPECT_EQ(e.duration_ns, predict_nccl(fabric("h100-sxm", 64, 8), OpType::kAllReduce, 4u << 24).time_ns);
+  EXPECT_EQ(e.algorithm, "hierarchical");
+}
+
+}  // namespace
+}  // namespace dpscope
