@@ -253,7 +253,7 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   // The lesson's other scenarios ([[scenarios]]): the same sandbox, each with a scratch directory
   // of its own; no knob applies to them.
   for (const lesson::OtherScenario& other : lesson.scenarios) {
-    std::vector<std::string> args = other.args;
+    std::vector<std::string> args = lesson::other_scenario_args(lesson, other, knobs);
     const fs::path other_scratch = out_dir / fmt::format("{}.{}.scratch", lesson.id, other.name);
     if (std::string problem = lesson::scenario_sandbox_problem(args, other_scratch, /*on_disk=*/true);
         !problem.empty())

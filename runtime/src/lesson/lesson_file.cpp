@@ -144,13 +144,14 @@ class LessonReader {
     lesson.minutes = static_cast<int>(minutes);
     lesson.snippet = string(root, "snippet", "the lesson");
     read_scenario(table(root, "scenario", "the lesson"), lesson);
+    if (root.contains("knobs"))
+      for (const toml::table* t : tables(root, "knobs", "the lesson"))
+        lesson.knobs.push_back(read_knob(*t, lesson));
+    // After the knobs: a scenario may share some of them (its `knobs`).
     at_most(root, "scenarios", kMaxOtherScenarios);
     if (root.contains("scenarios"))
       for (const toml::table* t : tables(root, "scenarios", "the lesson"))
         lesson.scenarios.push_back(read_other_scenario(*t, lesson));
-    if (root.contains("knobs"))
-      for (const toml::table* t : tables(root, "knobs", "the lesson"))
-        lesson.knobs.push_back(read_knob(*t, lesson));
     for (const toml::table* t : tables(root, "chapters", "the lesson"))
       lesson.chapters.push_back(read_chapter(*t, lesson));
     if (lesson.chapters.empty()) fail(line_of(root, "chapters"), "a lesson needs at least one [[chapters]]");
@@ -290,7 +291,7 @@ class LessonReader {
   // knob applies to it.
   OtherScenario read_other_scenario(const toml::table& t, const Lesson& lesson) {
     const std::string context = fmt::format("[[scenarios]] {}", lesson.scenarios.size() + 1);
-    check_keys(t, {"name", "args"}, context);
+    check_keys(t, {"name", "args", "knobs"}, context);
     OtherScenario other;
     other.name = string(t, "name", context);
     if (other.name.empty() || other.name.size() > 64 ||
@@ -315,6 +316,14 @@ class LessonReader {
     if (const std::string problem = scenario_sandbox_problem(other.args, kPlaceholderScratch, false);
         !problem.empty())
       fail(line, fmt::format("{} args: {}", context, problem));
+    if (t.contains("knobs"))
+      for (const toml::node* item : array(t, "knobs", context)) {
+        const std::string flag = as_string(*item, "knobs");
+        const Knob* knob = lesson.find_knob(flag);
+        if (knob == nullptr)
+          fail(line_of(*item), fmt::format("{} knobs: '{}' is no knob of the lesson", context, flag));
+        other.knobs.push_back(knob->flag);
+      }
     return other;
   }
 
@@ -670,6 +679,12 @@ std::vector<Lesson> load_lessons(const std::filesystem::path& dir) {
   return lessons;
 }
 
+namespace {
+std::vector<std::string> with_knobs(const Lesson& lesson, std::vector<std::string> args,
+                                    const std::map<std::string, std::string>& overrides,
+                                    const std::vector<std::string>* only);
+}  // namespace
+
 std::vector<std::string> scenario_args(const Lesson& lesson,
                                        const std::map<std::string, std::string>& overrides) {
   std::map<const Knob*, std::string> turned;  // knob -> the flag that turned it, as given
@@ -685,8 +700,23 @@ std::vector<std::string> scenario_args(const Lesson& lesson,
     const std::string problem = knob->check(value);
     DPS_CHECK(problem.empty(), ErrorKind::kUsage, "lesson {}: {}", lesson.id, problem);
   }
-  std::vector<std::string> args = lesson.scenario;
+  return with_knobs(lesson, lesson.scenario, overrides, nullptr);
+}
+
+std::vector<std::string> other_scenario_args(const Lesson& lesson, const OtherScenario& other,
+                                             const std::map<std::string, std::string>& overrides) {
+  (void)scenario_args(lesson, overrides);  // the same checks of the overrides
+  return with_knobs(lesson, other.args, overrides, &other.knobs);
+}
+
+namespace {
+
+// `args` with each knob (of `only`, when given) appended at its value.
+std::vector<std::string> with_knobs(const Lesson& lesson, std::vector<std::string> args,
+                                    const std::map<std::string, std::string>& overrides,
+                                    const std::vector<std::string>* only) {
   for (const Knob& knob : lesson.knobs) {
+    if (only != nullptr && std::find(only->begin(), only->end(), knob.flag) == only->end()) continue;
     std::string value = knob.default_value;
     for (const auto& [flag, v] : overrides)
       if (lesson.find_knob(flag) == &knob) value = v;
@@ -699,5 +729,7 @@ std::vector<std::string> scenario_args(const Lesson& lesson,
   }
   return args;
 }
+
+}  // namespace
 
 }  // namespace dpscope::lesson

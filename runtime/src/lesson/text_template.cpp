@@ -211,7 +211,7 @@ std::string format_value(double value, std::string_view format) {
                                                              : grouped(n);
   }
   if (format == "x") return fmt::format("{:.2f}×", value);
-  if (format == "pct") return fmt::format("{:.0f} %", value * 100.0);
+  if (format == "pct") return fmt::format("{:.1f} %", value * 100.0);
   if (format == "f1") return fmt::format("{:.1f}", value);
   if (format == "f2") return fmt::format("{:.2f}", value);
   if (format == "f3") return fmt::format("{:.3f}", value);

@@ -470,3 +470,59 @@ TEST_F(LessonFile, LessonFilesAreSortedTomlFilesOnly) {
 
 }  // namespace
 }  // namespace dpscope::lesson
+
+namespace dpscope::lesson {
+namespace {
+
+// Issue 23's format: placeholders, expect, [[scenarios]] and [[exercises]] are checked when the
+// lesson loads, each mistake one line naming the lesson and the item.
+TEST_F(LessonFile, PlaceholdersExpectScenariosAndExercisesLoad) {
+  const Lesson l = load(good_with("narration = \"Look.\"",
+                                  "narration = \"{{ devices | words }} GPUs, {{! 25 MiB }}.\"\n"
+                                  "expect = [\"count(type=transfer, at=started) >= 1\"]") +
+                        "\n[[scenarios]]\nname = \"one-gpu\"\nargs = [\"train\", \"--steps\", \"1\"]\n"
+                        "knobs = [\"devices\"]\n"
+                        "\n[[exercises]]\nprompt = \"With {{ devices }}?\"\nknobs = { devices = 6 }\n"
+                        "answer = \"count(type=transfer)\"\nunit = \"\"\n");
+  ASSERT_EQ(l.chapters[0].expect.size(), 1u);
+  EXPECT_TRUE(l.chapters[0].expect[0].condition.needs_moment());
+  EXPECT_TRUE(l.chapters[0].narration_text.has_placeholders());
+  ASSERT_EQ(l.scenarios.size(), 1u);
+  EXPECT_EQ(l.scenarios[0].knobs, std::vector<std::string>{"--devices"});
+  EXPECT_EQ(other_scenario_args(l, l.scenarios[0], {{"devices", "6"}}),
+            (std::vector<std::string>{"train", "--steps", "1", "--devices", "6"}));
+  ASSERT_EQ(l.exercises.size(), 1u);
+  EXPECT_EQ(l.exercises[0].knobs, (std::map<std::string, std::string>{{"--devices", "6"}}));
+}
+
+TEST_F(LessonFile, BadPlaceholdersExpectsScenariosAndExercisesAreNamed) {
+  EXPECT_EQ(
+      error(good_with("narration = \"Look.\"", "narration = \"Look at {{ devices | furlongs }}.\"")),
+      "F:37: lesson 09-sample, chapter 1 'Start': narration: placeholder 1 '{{ devices | furlongs }}': "
+      "unknown format 'furlongs' (expected one of: us, ms, time, bytes, int, words, x, pct, f1, f2, f3, "
+      "ordinal)");
+  EXPECT_EQ(error(good_with("prompt = \"How many?\"", "prompt = \"How many on {{ @dp(devices) }}?\"")),
+            "F:41: lesson 09-sample, question 1: prompt: '@dp' names no [[scenarios]] of the lesson");
+  EXPECT_EQ(
+      error(good_with("narration = \"Look.\"", "narration = \"Look.\"\nexpect = [\"count(rnk=0) == 1\"]")),
+      "F:38: lesson 09-sample, chapter 1 'Start': expect 'count(rnk=0) == 1': column 7: unknown key 'rnk' "
+      "(expected one of: type, name, category, rank, step, phase, stream, algo, algo_step, chunk, coll, "
+      "param, bucket, when, nth, at)");
+  EXPECT_EQ(error(good_with("trigger = { type = \"transfer\", algo_step = 1, rank = 0 }",
+                            "trigger = { type = \"transfer\", at = \"started\" }")),
+            "F:35: [[chapters]] 1 trigger: at= reads a chapter's moment; a trigger makes one");
+  EXPECT_EQ(
+      error(kGood + "\n[[exercises]]\nprompt = \"?\"\nknobs = { devices = 9 }\nanswer = \"devices\"\n"
+                    "unit = \"\"\n"),
+      "F:49: lesson 09-sample, exercise 1: --devices must be a number from 2 to 8 in steps of 2, got '9'");
+  EXPECT_EQ(error(kGood + "\n[[exercises]]\nprompt = \"?\"\nknobs = { batch = 9 }\nanswer = \"devices\"\n"
+                          "unit = \"\"\n"),
+            "F:49: lesson 09-sample, exercise 1: 'batch' is no knob of the lesson");
+  EXPECT_EQ(error(kGood + "\n[[scenarios]]\nname = \"One GPU\"\nargs = [\"train\"]\n"),
+            "F:48: [[scenarios]] 1 name 'One GPU' must be lower-case letters, digits and '-'");
+  EXPECT_EQ(error(kGood + "\n[[scenarios]]\nname = \"x\"\nargs = [\"train\", \"--trace\", \"t.jsonl\"]\n"),
+            "F:49: [[scenarios]] 1 args must not give --trace: the lesson chooses where the trace goes");
+}
+
+}  // namespace
+}  // namespace dpscope::lesson

@@ -52,7 +52,7 @@ TEST(TextTemplate, FormatsSayTheirUnits) {
   EXPECT_EQ(format_value(8, "words"), "eight");
   EXPECT_EQ(format_value(21, "words"), "21");
   EXPECT_EQ(format_value(1.1875, "x"), "1.19×");
-  EXPECT_EQ(format_value(0.12, "pct"), "12 %");
+  EXPECT_EQ(format_value(0.259, "pct"), "25.9 %");
   EXPECT_EQ(format_value(2.0 / 3.0, "f3"), "0.667");
   EXPECT_EQ(format_value(1, "ordinal"), "1st");
   EXPECT_EQ(format_value(12, "ordinal"), "12th");

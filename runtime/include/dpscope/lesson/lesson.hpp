@@ -33,8 +33,7 @@ inline constexpr int64_t kMaxKnobValues = 1000;  // (max - min) / step + 1: a sl
 // How many of each a lesson may have (the shipped ones have at most 7 chapters, 7 questions, 3 knobs):
 // `lesson check` evaluates every question on the trace and parses every knob value.
 inline constexpr size_t kMaxGoals = 32, kMaxKnobs = 16, kMaxChapters = 64, kMaxQuestions = 128,
-                        kMaxScenarioArgs = 256, kMaxExpects = 32, kMaxExercises = 8,
-                        kMaxOtherScenarios = 8;
+                        kMaxScenarioArgs = 256, kMaxExpects = 32, kMaxExercises = 8, kMaxOtherScenarios = 8;
 
 // A value a student may change: numeric (min, max, step) or one of `choices`. The scenario runs
 // with every knob at its value (the default unless turned), as `FLAG VALUE` appended to its args;
@@ -101,6 +100,9 @@ struct Exercise {
 struct OtherScenario {
   std::string name;  // "one-gpu"
   std::vector<std::string> args;
+  // The lesson's knobs that apply to this run too (`knobs = ["--batch"]`): a student who turns
+  // the batch size compares like with like.
+  std::vector<std::string> knobs;
   int line = 0;
 };
 
@@ -152,5 +154,10 @@ std::vector<Lesson> load_lessons(const std::filesystem::path& dir);
 // lesson, a knob given twice ("devices" and "--devices") or a value out of its range, naming both.
 std::vector<std::string> scenario_args(const Lesson& lesson,
                                        const std::map<std::string, std::string>& overrides = {});
+
+// The command line of the lesson's other scenario `other`, with the knobs it shares (its `knobs`)
+// at their values; `overrides` as for scenario_args (checked there).
+std::vector<std::string> other_scenario_args(const Lesson& lesson, const OtherScenario& other,
+                                             const std::map<std::string, std::string>& overrides = {});
 
 }  // namespace dpscope::lesson

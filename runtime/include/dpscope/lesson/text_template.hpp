@@ -55,7 +55,7 @@ class TextTemplate {
 // Formats `value` as `format` (one of kTextFormats, or "" for format_number): "us" and "ms" read
 // nanoseconds ("322.8 µs", "6.900 ms"), "time" picks the unit, "bytes" reads bytes in binary
 // units ("2,048 bytes", "15.63 MiB"), "words" spells counts up to twenty ("four"), "x" a ratio
-// ("1.19×"), "pct" a fraction as a percentage ("12 %").
+// ("1.19×"), "pct" a fraction as a percentage ("25.9 %").
 std::string format_value(double value, std::string_view format);
 
 // The lint (docs/lessons.md): the literal numbers in `text` outside placeholders, facts and
