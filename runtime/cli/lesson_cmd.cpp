@@ -263,7 +263,7 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
       fs::remove_all(other_scratch, ec);
       fs::create_directories(other_scratch, ec);
     }
-    const fs::path other_trace = out_dir / fmt::format("{}.{}.trace.jsonl", lesson.id, other.name);
+    const fs::path other_trace = lesson::other_trace_path(run.trace, lesson, other);
     OutputGuard other_guard;
     other_guard.add_output("a scenario's trace", other_trace);
     other_guard.check();

@@ -145,6 +145,19 @@ LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data,
   return report;
 }
 
+std::filesystem::path other_trace_path(const std::filesystem::path& trace, const Lesson& lesson,
+                                       const OtherScenario& other) {
+  return trace.parent_path() / fmt::format("{}.{}.trace.jsonl", lesson.id, other.name);
+}
+
+std::map<std::string, trace::TraceData> read_other_traces(const std::filesystem::path& trace,
+                                                          const Lesson& lesson) {
+  std::map<std::string, trace::TraceData> traces;
+  for (const OtherScenario& other : lesson.scenarios)
+    traces[other.name] = trace::read_trace(other_trace_path(trace, lesson, other));
+  return traces;
+}
+
 ExerciseResult evaluate_exercise(const Lesson& lesson, size_t index, const trace::TraceData& data,
                                  const ScenarioTraces& others) {
   const Exercise& exercise = lesson.exercises.at(index);

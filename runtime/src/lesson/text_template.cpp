@@ -90,8 +90,9 @@ bool is_reference(std::string_view prose, size_t pos) {
   while (!before.empty() && before.back() == ' ') before.pop_back();
   std::transform(before.begin(), before.end(), before.begin(),
                  [](unsigned char c) { return std::tolower(c); });
-  for (const std::string_view word : {"lesson", "lessons", "chapter", "chapters", "question", "questions",
-                                      "gpu", "gpus", "rank", "ranks", "parameter", "bucket", "exercise", "pitfall"})
+  for (const std::string_view word :
+       {"lesson", "lessons", "chapter", "chapters", "question", "questions", "gpu", "gpus", "rank", "ranks",
+        "parameter", "bucket", "exercise", "pitfall"})
     if (before.ends_with(word) &&
         (before.size() == word.size() || !word_char(before[before.size() - word.size() - 1])))
       return true;

@@ -256,3 +256,24 @@ TEST(Knobs, ValuesOutsideTheRangeAreUsageErrors) {
 
 }  // namespace
 }  // namespace dpscope::lesson
+
+namespace dpscope::lesson {
+namespace {
+
+TEST(LessonReport, OtherScenariosTracesLieBesideTheLessonsTrace) {
+  Lesson l;
+  l.id = "04-ddp";
+  l.scenarios.push_back({.name = "one-gpu", .args = {"train"}});
+  EXPECT_EQ(other_trace_path("out/lessons/04-ddp/04-ddp.trace.jsonl", l, l.scenarios[0]),
+            std::filesystem::path("out/lessons/04-ddp/04-ddp.one-gpu.trace.jsonl"));
+  const std::filesystem::path dir = testing::scratch_dir();
+  testing::write_file(dir / "04-ddp.one-gpu.trace.jsonl", testing::hand_trace_text());
+  const std::map<std::string, trace::TraceData> others = read_other_traces(dir / "04-ddp.trace.jsonl", l);
+  ASSERT_EQ(others.size(), 1u);
+  EXPECT_EQ(others.at("one-gpu").header.devices.size(), 3u);
+  l.scenarios.push_back({.name = "dp", .args = {"train"}});
+  EXPECT_THROW((void)read_other_traces(dir / "04-ddp.trace.jsonl", l), Error);
+}
+
+}  // namespace
+}  // namespace dpscope::lesson

@@ -28,11 +28,11 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <vector>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "dpscope/trace_format/reader.hpp"
 

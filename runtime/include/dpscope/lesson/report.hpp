@@ -55,7 +55,19 @@ struct LessonReport {
 // problems.
 // `others` holds the traces of the lesson's [[scenarios]] by name (for `@name(expr)`).
 using ScenarioTraces = std::map<std::string, const trace::TraceData*>;
-LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data, const ScenarioTraces& others = {});
+
+// Where `lesson run` writes the trace of the lesson's other scenario `other`: beside the lesson's
+// own trace `trace` (DIR/ID.trace.jsonl), as DIR/ID.NAME.trace.jsonl.
+std::filesystem::path other_trace_path(const std::filesystem::path& trace, const Lesson& lesson,
+                                       const OtherScenario& other);
+
+// The traces of every [[scenarios]] of `lesson` beside `trace` (a viewer that shows a lesson's run
+// reads them, then passes pointers to evaluate_lesson). Throws as trace::read_trace for a missing
+// or malformed one.
+std::map<std::string, trace::TraceData> read_other_traces(const std::filesystem::path& trace,
+                                                          const Lesson& lesson);
+LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data,
+                             const ScenarioTraces& others = {});
 
 // An exercise evaluated on the trace of its own run (the scenario with its knobs turned).
 ExerciseResult evaluate_exercise(const Lesson& lesson, size_t index, const trace::TraceData& data,

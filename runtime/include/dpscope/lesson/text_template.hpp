@@ -37,8 +37,8 @@ class TextTemplate {
   // The text with each placeholder shown as written: for a reader without a run.
   const std::string& source() const { return source_; }
   bool has_placeholders() const;
-  bool needs_moment() const;  // some placeholder uses at=
-  std::vector<std::string> scenarios() const;  // the `@name`s its placeholders read
+  bool needs_moment() const;                               // some placeholder uses at=
+  std::vector<std::string> scenarios() const;              // the `@name`s its placeholders read
   std::vector<std::string> constant_placeholders() const;  // those of numbers alone, as written
 
  private:
