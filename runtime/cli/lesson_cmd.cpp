@@ -186,6 +186,7 @@ struct LessonRun {
   std::optional<std::string> failure;              // the run's error, when it stopped with one
   std::map<std::string, trace::TraceData> others;  // the [[scenarios]]' traces, by name
   std::vector<fs::path> other_traces;              // OUT/ID.NAME.trace.jsonl, in file order
+  double other_wall_seconds = 0.0;                 // the time their runs took, all together
 
   lesson::ScenarioTraces other_pointers() const {
     lesson::ScenarioTraces pointers;
@@ -267,8 +268,11 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
     OutputGuard other_guard;
     other_guard.add_output("a scenario's trace", other_trace);
     other_guard.check();
+    const auto other_start = std::chrono::steady_clock::now();
     try {
       run_scenario(args, other_trace, /*quiet=*/true);
+      run.other_wall_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - other_start).count();
     } catch (const Error& e) {
       throw Error(e.kind(), fmt::format("the scenario '{}' failed: {}", other.name, e.what()));
     }
@@ -478,6 +482,9 @@ void check_command(const LessonArgs& args) {
       python_skipped = python_skipped || skipped;
       summary = fmt::format("{} chapters, {} questions, trace made in {:.2f} s", lesson.chapters.size(),
                             lesson.questions.size(), run.wall_seconds);
+      if (!lesson.scenarios.empty())
+        summary += fmt::format(" (+ {:.2f} s for {} scenario(s) to compare)", run.other_wall_seconds,
+                               lesson.scenarios.size());
     } catch (const Error& e) {
       lesson_problems.push_back(fmt::format("{}: {}", file.stem().string(), e.what()));
     }
