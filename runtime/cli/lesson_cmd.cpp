@@ -168,6 +168,16 @@ std::vector<std::string> knob_problems(const lesson::Lesson& lesson) {
       } catch (const Error& e) {
         problems.push_back(fmt::format("{}: value '{}': {}", where, value, e.what()));
       }
+      // The comparison runs that share the knob take the value too.
+      for (const lesson::OtherScenario& other : lesson.scenarios) {
+        if (std::find(other.knobs.begin(), other.knobs.end(), knob.flag) == other.knobs.end()) continue;
+        try {
+          parse_scenario(lesson::other_scenario_args(lesson, other, {{knob.flag, value}}), /*dry_run=*/true);
+        } catch (const Error& e) {
+          problems.push_back(
+              fmt::format("{}: value '{}' in [[scenarios]] '{}': {}", where, value, other.name, e.what()));
+        }
+      }
     }
   }
   return problems;

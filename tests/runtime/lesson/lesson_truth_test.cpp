@@ -171,3 +171,18 @@ TEST(LessonTruth, ShippedLessonsCountStepsFromOne) {
 
 }  // namespace
 }  // namespace dpscope::lesson
+
+namespace dpscope::lesson {
+namespace {
+
+TEST(LessonTruth, EveryShippedChapterDeclaresItsPictureAndEveryLessonHasAnExercise) {
+  // `lesson check` (LessonCheck.EveryShippedLessonPasses) proves what these declare.
+  for (const Lesson& lesson : load_lessons(fs::path(DPSCOPE_SOURCE_DIR) / "lessons")) {
+    EXPECT_GE(lesson.exercises.size(), 1u) << lesson.id;
+    for (size_t c = 0; c < lesson.chapters.size(); ++c)
+      EXPECT_GE(lesson.chapters[c].expect.size(), 1u) << lesson.id << " chapter " << c + 1;
+  }
+}
+
+}  // namespace
+}  // namespace dpscope::lesson
