@@ -7,8 +7,9 @@
 //   dpscope lesson check [ID] [--out DIR]        runs every lesson (or one) headlessly: exit 1 with one
 //                                                line per problem (a trigger that never fires, an answer
 //                                                that cannot be computed, a snippet that is not Python)
-//   dpscope lesson handout ID OUT [--no-png]     writes OUT/ID.md (narration, questions, answers, code)
-//                                                and OUT/ID-chapter-N.png (dpscope-viz screenshots)
+//   dpscope lesson handout ID OUT [--no-png] [--knob FLAG=VALUE ...]
+//                                                writes OUT/ID.md (narration, questions, exercises, code,
+//                                                answer key) and OUT/ID-chapter-N.png (screenshots)
 // Every subcommand takes --lessons-dir DIR; by default lessons are found next to the assets (the
 // presets' lookup, core/preset.hpp asset_dir()). The scenario runs through the same `train` and
 // `bench` commands as on the command line (registered on a private CLI11 app), so a lesson's run
@@ -167,6 +168,16 @@ std::vector<std::string> knob_problems(const lesson::Lesson& lesson) {
       } catch (const Error& e) {
         problems.push_back(fmt::format("{}: value '{}': {}", where, value, e.what()));
       }
+      // The comparison runs that share the knob take the value too.
+      for (const lesson::OtherScenario& other : lesson.scenarios) {
+        if (std::find(other.knobs.begin(), other.knobs.end(), knob.flag) == other.knobs.end()) continue;
+        try {
+          parse_scenario(lesson::other_scenario_args(lesson, other, {{knob.flag, value}}), /*dry_run=*/true);
+        } catch (const Error& e) {
+          problems.push_back(
+              fmt::format("{}: value '{}' in [[scenarios]] '{}': {}", where, value, other.name, e.what()));
+        }
+      }
     }
   }
   return problems;
@@ -182,7 +193,16 @@ struct LessonRun {
   trace::TraceData data;
   lesson::LessonReport report;
   double wall_seconds = 0.0;
-  std::optional<std::string> failure;  // the run's error, when it stopped with one
+  std::optional<std::string> failure;              // the run's error, when it stopped with one
+  std::map<std::string, trace::TraceData> others;  // the [[scenarios]]' traces, by name
+  std::vector<fs::path> other_traces;              // OUT/ID.NAME.trace.jsonl, in file order
+  double other_wall_seconds = 0.0;                 // the time their runs took, all together
+
+  lesson::ScenarioTraces other_pointers() const {
+    lesson::ScenarioTraces pointers;
+    for (const auto& [name, other] : others) pointers[name] = &other;
+    return pointers;
+  }
 };
 
 // Writes `dir` for every `{scratch}` in `args`; false when there was none.
@@ -241,10 +261,119 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   DPS_CHECK(fs::is_regular_file(run.trace, ec), ErrorKind::kIo,
             "the scenario failed before it wrote a trace: {}", run.failure.value_or("no trace"));
   run.data = trace::read_trace(run.trace);
-  run.report = lesson::evaluate_lesson(lesson, run.data);
+  // The lesson's other scenarios ([[scenarios]]): the same sandbox, each with a scratch directory
+  // of its own; no knob applies to them.
+  for (const lesson::OtherScenario& other : lesson.scenarios) {
+    std::vector<std::string> args = lesson::other_scenario_args(lesson, other, knobs);
+    const fs::path other_scratch = out_dir / fmt::format("{}.{}.scratch", lesson.id, other.name);
+    if (std::string problem = lesson::scenario_sandbox_problem(args, other_scratch, /*on_disk=*/true);
+        !problem.empty())
+      throw Error(ErrorKind::kFormat,
+                  fmt::format("{}: [[scenarios]] '{}' args: {}", lesson.file.string(), other.name, problem));
+    if (replace_scratch(args, other_scratch.string())) {
+      fs::remove_all(other_scratch, ec);
+      fs::create_directories(other_scratch, ec);
+    }
+    const fs::path other_trace = lesson::other_trace_path(run.trace, lesson, other);
+    OutputGuard other_guard;
+    other_guard.add_output("a scenario's trace", other_trace);
+    other_guard.check();
+    const auto other_start = std::chrono::steady_clock::now();
+    try {
+      run_scenario(args, other_trace, /*quiet=*/true);
+      run.other_wall_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - other_start).count();
+    } catch (const Error& e) {
+      throw Error(e.kind(), fmt::format("the scenario '{}' failed: {}", other.name, e.what()));
+    }
+    run.others[other.name] = trace::read_trace(other_trace);
+    run.other_traces.push_back(other_trace);
+  }
+  run.report = lesson::evaluate_lesson(lesson, run.data, run.other_pointers());
   if (std::string problem = lesson::run_outcome_problem(lesson, run.failure); !problem.empty())
     run.report.problems.insert(run.report.problems.begin(), fmt::format("{}: {}", lesson.id, problem));
   return run;
+}
+
+// The knobs of exercise `x` as `--knob` shows them ("--knob devices=8").
+std::string exercise_knobs_text(const lesson::Exercise& x) {
+  std::vector<std::string> turned;
+  for (const auto& [flag, value] : x.knobs)
+    turned.push_back(fmt::format("--knob {}={}", flag.substr(2), value));
+  return fmt::format("{}", fmt::join(turned, " "));
+}
+
+// Runs every exercise of `lesson` (the scenario with its knobs turned, into OUT/ID.exercise-N) and
+// evaluates its solution. `problems`, when given, receives each exercise's problem (a solution or a
+// text that cannot be computed, a run that fails).
+std::vector<lesson::ExerciseResult> run_exercises(const lesson::Lesson& lesson, const fs::path& out,
+                                                  std::vector<std::string>* problems) {
+  std::vector<lesson::ExerciseResult> results;
+  for (size_t x = 0; x < lesson.exercises.size(); ++x) {
+    const std::string with = exercise_knobs_text(lesson.exercises[x]);
+    try {
+      const LessonRun run = run_lesson(lesson, out / fmt::format("{}.exercise-{}", lesson.id, x + 1),
+                                       lesson.exercises[x].knobs, /*quiet=*/true);
+      results.push_back(lesson::evaluate_exercise(lesson, x, run.data, run.other_pointers()));
+      // Only the exercise's own problems: a knob may change the story the chapters tell (lesson 13's
+      // find_unused_parameters ends the run another way), which the exercise is about.
+      if (problems != nullptr && !results.back().problem.empty())
+        problems->push_back(fmt::format("{} (with {})", results.back().problem, with));
+    } catch (const Error& e) {
+      results.push_back(
+          {.problem = fmt::format("{}: exercise {}: its run failed: {}", lesson.id, x + 1, e.what())});
+      if (problems != nullptr) problems->push_back(results.back().problem);
+    }
+  }
+  return results;
+}
+
+std::vector<std::string> exercise_problems(const lesson::Lesson& lesson, const fs::path& out) {
+  std::vector<std::string> problems;
+  (void)run_exercises(lesson, out, &problems);
+  return problems;
+}
+
+// Runs every command the lesson quotes for the student to type (`dpscope train ...` in its text):
+// a quoted command that fails is a problem. Each runs in-process with a trace in OUT/ID.quoted-N,
+// within the same sandbox as the scenario (a lesson is data someone else may have written).
+std::vector<std::string> quoted_command_problems(const lesson::Lesson& lesson,
+                                                 const lesson::LessonReport& report, const fs::path& out) {
+  std::vector<std::string> problems;
+  const std::vector<std::string> commands = lesson::quoted_commands(lesson, report);
+  for (size_t i = 0; i < commands.size(); ++i) {
+    std::vector<std::string> args;
+    std::istringstream words(commands[i].substr(std::string("dpscope ").size()));
+    for (std::string word; words >> word;) args.push_back(word);
+    const fs::path dir = out / fmt::format("{}.quoted-{}", lesson.id, i + 1);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    fs::create_directories(dir, ec);
+    const auto quoted = [&](const std::string& why) {
+      return fmt::format("{}: the command it quotes, `{}`, {}", lesson.id, commands[i], why);
+    };
+    if (std::string p = lesson::scenario_sandbox_problem(args, dir, /*on_disk=*/true); !p.empty()) {
+      problems.push_back(quoted(p));
+      continue;
+    }
+    if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return lesson::is_help_flag(a); })) {
+      problems.push_back(quoted("asks for help instead of running"));
+      continue;
+    }
+    try {
+      const bool traced = std::any_of(args.begin(), args.end(),
+                                      [](const std::string& a) { return a.starts_with("--trace"); });
+      if (traced) {
+        QuietStdout quiet(true);
+        parse_scenario(args, /*dry_run=*/false);
+      } else {
+        run_scenario(args, dir / "quoted.trace.jsonl", /*quiet=*/true);
+      }
+    } catch (const Error& e) {
+      problems.push_back(quoted(fmt::format("fails: {}", e.what())));
+    }
+  }
+  return problems;
 }
 
 // Checks that `lesson`'s snippet compiles as Python. Returns "" when it does (or python3 is
@@ -322,6 +451,8 @@ void run_command(const LessonArgs& args) {
   fmt::print("\n{}", lesson::format_report(lesson, run.report));
   for (const std::string& problem : run.report.problems) print_problem(problem);
   fmt::print("\ntrace: {}\n", run.trace.string());
+  for (size_t i = 0; i < run.other_traces.size(); ++i)
+    fmt::print("scenario {}: {}\n", lesson.scenarios[i].name, run.other_traces[i].string());
   if (!args.no_viz) open_viewer(lesson, lessons_dir(args), run.trace, args.knobs);
 }
 
@@ -351,12 +482,19 @@ void check_command(const LessonArgs& args) {
       const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
       lesson_problems = run.report.problems;
       for (std::string& p : knob_problems(lesson)) lesson_problems.push_back(std::move(p));
+      for (std::string& p : lesson::lint_lesson(lesson)) lesson_problems.push_back(std::move(p));
+      for (std::string& p : exercise_problems(lesson, out)) lesson_problems.push_back(std::move(p));
+      for (std::string& p : quoted_command_problems(lesson, run.report, out))
+        lesson_problems.push_back(std::move(p));
       bool skipped = false;
       if (std::string p = check_snippet(lesson, out, skipped); !p.empty())
         lesson_problems.push_back(std::move(p));
       python_skipped = python_skipped || skipped;
       summary = fmt::format("{} chapters, {} questions, trace made in {:.2f} s", lesson.chapters.size(),
                             lesson.questions.size(), run.wall_seconds);
+      if (!lesson.scenarios.empty())
+        summary += fmt::format(" (+ {:.2f} s for {} scenario(s) to compare)", run.other_wall_seconds,
+                               lesson.scenarios.size());
     } catch (const Error& e) {
       lesson_problems.push_back(fmt::format("{}: {}", file.stem().string(), e.what()));
     }
@@ -434,13 +572,17 @@ void handout_command(const LessonArgs& args) {
     guard.add_output("the handout", page);
     guard.check();
   }
-  const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
+  const LessonRun run = run_lesson(lesson, out, lesson::parse_knobs(args.knobs), /*quiet=*/true);
   for (const std::string& problem : run.report.problems) print_problem(problem);
+  std::vector<std::string> exercise_problems_found;
+  const std::vector<lesson::ExerciseResult> exercises = run_exercises(lesson, out, &exercise_problems_found);
+  for (const lesson::ExerciseResult& x : exercises)
+    if (!x.problem.empty()) print_problem(x.problem);
   const std::vector<std::string> images =
       args.no_png ? std::vector<std::string>() : render_chapters(lesson, run.report, run.trace, out);
   AtomicFileWriter file(page);  // a reader of the old page never sees half of the new one
-  file.write(
-      lesson::handout_markdown(lesson, run.shown_args, run.report, run.trace.filename().string(), images));
+  file.write(lesson::handout_markdown(lesson, run.shown_args, run.report, run.trace.filename().string(),
+                                      images, exercises));
   file.commit();
   fmt::print("handout: {} (trace {})\n", page.string(), run.trace.string());
 }
@@ -488,6 +630,9 @@ void register_lesson(CLI::App& app) {
   handout->add_option("id", args->id, "lesson id or number")->required();
   handout->add_option("out", args->out, "output directory (made when missing)")->required();
   handout->add_flag("--no-png", args->no_png, "the Markdown page only (no dpscope-viz screenshots)");
+  handout->add_option("--knob", args->knobs, "turn a knob for the class's variant: FLAG=VALUE (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   add_dir(handout);
   handout->callback([args] { handout_command(*args); });
 }

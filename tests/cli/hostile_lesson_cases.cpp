@@ -19,6 +19,8 @@ struct LessonParts {
   std::string knobs;      // [[knobs]] tables
   std::string trigger = R"({ type = "span" })";
   std::string answer = "count(type=span)";
+  std::string narration = "Look.";  // a TOML literal string: no escapes
+  std::string extra;                // appended tables ([[scenarios]], [[exercises]])
 };
 
 std::string lesson_text(const LessonParts& p) {
@@ -28,9 +30,10 @@ std::string lesson_text(const LessonParts& p) {
          "\"16\", "
          "\"--seed\", \"1\", \"--steps\", \"1\"" +
          p.args_tail + "]\n\n" + p.knobs + "\n\n[[chapters]]\ntitle = \"Start\"\ntrigger = " + p.trigger +
-         "\nsnippet_line = 1\nnarration = \"Look.\"\n\n[[questions]]\nchapter = 1\nprompt = \"How many?\"\n"
+         "\nsnippet_line = 1\nnarration = '''" + p.narration +
+         "'''\n\n[[questions]]\nchapter = 1\nprompt = \"How many?\"\n"
          "answer = \"" +
-         p.answer + "\"\nunit = \"bytes\"\n";
+         p.answer + "\"\nunit = \"bytes\"\n" + p.extra;
 }
 
 // A setup that writes the lesson {dir}/01-hostile.toml; `parts` may name the directory as {dir}.
@@ -38,6 +41,8 @@ std::function<void(const fs::path&, const Fixtures&)> writes(LessonParts parts) 
   return [parts](const fs::path& d, const Fixtures&) {
     LessonParts p = parts;
     p.args_tail = replace_all(p.args_tail, "{dir}", d.string());
+    p.narration = replace_all(p.narration, "{dir}", d.string());
+    p.extra = replace_all(p.extra, "{dir}", d.string());
     write_file(d / "01-hostile.toml", lesson_text(p));
   };
 }
@@ -45,6 +50,16 @@ std::function<void(const fs::path&, const Fixtures&)> writes(LessonParts parts) 
 LessonParts with_answer(const std::string& answer) {
   LessonParts p;
   p.answer = answer;
+  return p;
+}
+LessonParts with_narration(const std::string& narration) {
+  LessonParts p;
+  p.narration = narration;
+  return p;
+}
+LessonParts with_extra(const std::string& extra) {
+  LessonParts p;
+  p.extra = extra;
   return p;
 }
 LessonParts with_args(const std::string& tail) {
@@ -131,6 +146,17 @@ std::vector<Case> hostile_lesson_cases() {
        {},
        kViz},
 
+      // Placeholders in the text (issue 23) are expressions under the same bounds.
+      {"LessonPlaceholderNestedPastTheDepthLimit", "lesson check " + file, 2,
+       "narration: placeholder 1 '{{ ((((",
+       writes(with_narration("{{ " + std::string(1000, '(') + "1" + std::string(1000, ')') + " }}"))},
+      {"LessonPlaceholderOtherScenariosNestedTooDeep", "lesson check " + file, 2,
+       "the expression nests more than 256 levels deep",
+       writes(with_narration("{{ " + replace_all(std::string(1000, '@'), "@", "@a(") + "1" +
+                             std::string(1000, ')') + " }}"))},
+      {"LessonPlaceholderUnterminated", "lesson check " + file, 2, "narration: placeholder 1 ",
+       writes(with_narration("{{ count(type=span) " + std::string(5000, 'x')))},
+
       // ---- 2. a scenario writes only inside its scratch directory ----
       {"LessonScenarioSavesOverAnAbsolutePath",
        "lesson run " + file + " --no-viz --out {dir}/out",
@@ -182,6 +208,39 @@ std::vector<Case> hostile_lesson_cases() {
        [](const fs::path& d, const Fixtures& fx) {
          make_victim(d);
          writes(with_args(R"(, "--save\u0000x", "{dir}/victim.safetensors")"))(d, fx);
+       },
+       {},
+       {},
+       DPSCOPE_CLI,
+       seconds(30),
+       1,
+       victim_untouched},
+      // A command the narration quotes is run by `lesson check` (issue 23), in the same sandbox.
+      {"LessonQuotedCommandSavesOverAnAbsolutePath",
+       "lesson check " + file + " --out {dir}/out",
+       1,
+       "the command it quotes, `dpscope train --dataset spirals:64 --model 2-8-3 --steps 1 --save ",
+       [](const fs::path& d, const Fixtures& fx) {
+         make_victim(d);
+         writes(
+             with_narration("Type `dpscope train --dataset spirals:64 --model 2-8-3 --steps 1 --save "
+                            "{dir}/victim.safetensors`."))(d, fx);
+       },
+       {},
+       {},
+       DPSCOPE_CLI,
+       seconds(30),
+       1,
+       victim_untouched},
+      {"LessonOtherScenarioSavesOverAnAbsolutePath",
+       "lesson check " + file,
+       2,
+       "[[scenarios]] 1 args: --save '",
+       [](const fs::path& d, const Fixtures& fx) {
+         make_victim(d);
+         writes(
+             with_extra("\n[[scenarios]]\nname = \"x\"\nargs = [\"train\", \"--save\", "
+                        "\"{dir}/victim.safetensors\"]\n"))(d, fx);
        },
        {},
        {},

@@ -3,10 +3,11 @@
 // evaluator over a loaded trace.
 //
 // Grammar:
+//   top       := expr [('==' | '!=' | '<=' | '>=' | '<' | '>') expr]
 //   expr      := term (('+' | '-') term)*
 //   term      := unary (('*' | '/') unary)*
 //   unary     := '-' unary | primary
-//   primary   := number | '(' expr ')' | header | aggregate
+//   primary   := number | '(' expr ')' | header | aggregate | 'run' '(' key ')' | '@' name '(' expr ')'
 //   aggregate := ('count' | 'span') '(' filter ')' | fn '(' field [',' filter] ')'
 //   filter    := [key '=' value (',' key '=' value)*]
 //   value     := integer | '"' chars '"' | word (letters, digits and _ - . * :)
@@ -24,6 +25,8 @@
 #include <cmath>
 #include <variant>
 #include <vector>
+
+#include <simdjson.h>
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/lesson/filter.hpp"
@@ -49,8 +52,19 @@ struct Aggregate {
   std::string field;     // "" for count and span
   EventFilter filter;
 };
+struct RunValue {
+  std::string key;  // run(key): a key of the trace header's `run` object
+};
+struct Compare {
+  std::string op;  // "==", "!=", "<", "<=", ">", ">="
+  std::shared_ptr<const Node> lhs, rhs;
+};
+struct OtherRun {
+  std::string scenario;  // @name(expr): `expr` on the trace of the lesson's scenario `name`
+  std::shared_ptr<const Node> operand;
+};
 struct Node {
-  std::variant<Number, HeaderValue, Negate, Binary, Aggregate> value;
+  std::variant<Number, HeaderValue, Negate, Binary, Aggregate, RunValue, Compare, OtherRun> value;
   int height = 0;  // operator levels at and below this node: 0 for a leaf, at most kMaxExpressionDepth
 };
 
@@ -77,6 +91,15 @@ class Parser {
                                                   text_.size(), kMaxExpressionChars));
     NodePtr root = expr();
     skip_space();
+    const size_t at = pos_;
+    for (const std::string_view op : {"==", "!=", "<=", ">=", "<", ">"}) {
+      if (text_.substr(pos_, op.size()) != op) continue;
+      pos_ += op.size();
+      NodePtr rhs = expr();
+      root = make_operator(detail::Compare{std::string(op), root, rhs}, {root.get(), rhs.get()}, at);
+      skip_space();
+      break;
+    }
     if (pos_ < text_.size()) fail(fmt::format("unexpected '{}'", text_[pos_]));
     return root;
   }
@@ -178,9 +201,30 @@ class Parser {
       return inner;
     }
     if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') return make(detail::Number{number()});
+    if (accept('@')) {
+      const size_t at = pos_ - 1;
+      const size_t start = pos_;
+      while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
+                                     text_[pos_] == '_' || text_[pos_] == '-'))
+        ++pos_;
+      const std::string scenario(text_.substr(start, pos_ - start));
+      if (scenario.empty()) fail("'@' needs a scenario's name: @one-gpu(span(step=1))");
+      expect('(', fmt::format("'(' after '@{}'", scenario));
+      const Nesting nesting(*this);
+      NodePtr inner = expr();
+      expect(')', "')'");
+      return make_operator(detail::OtherRun{scenario, inner}, {inner.get()}, at);
+    }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       const size_t start = pos_;
       const std::string name = identifier();
+      if (name == "run" && accept('(')) {
+        skip_space();
+        const std::string key = identifier();
+        if (key.empty()) fail("run() needs a key of the run's configuration, e.g. run(devices)");
+        expect(')', "')'");
+        return make(detail::RunValue{key});
+      }
       if (accept('(')) return aggregate(name, start);
       if (contains(kHeaderValues, name)) return make(detail::HeaderValue{name});
       if (contains(kAggregates, name))
@@ -286,6 +330,15 @@ class Parser {
 
 // ---- evaluation ----
 
+bool compare(const std::string& op, double lhs, double rhs) {
+  if (op == "==") return lhs == rhs;
+  if (op == "!=") return lhs != rhs;
+  if (op == "<") return lhs < rhs;
+  if (op == "<=") return lhs <= rhs;
+  if (op == ">") return lhs > rhs;
+  return lhs >= rhs;
+}
+
 [[noreturn]] void cannot(const std::string& reason) {
   throw Error(ErrorKind::kInvalidArgument, fmt::format("cannot be computed: {}", reason));
 }
@@ -367,9 +420,21 @@ double header_value(const trace::TraceData& data, const std::string& name) {
   return static_cast<double>(last + 1);
 }
 
-double aggregate(const trace::TraceData& data, const detail::Aggregate& a) {
-  const std::vector<const trace::Event*> events = matching_events(data, a.filter);
+double aggregate(const trace::TraceData& data, const detail::Aggregate& a, const EvalContext& context) {
+  if (a.filter.at && !context.now_ns)
+    cannot(fmt::format("{}({}) uses at=, which needs a chapter's moment", a.function, a.filter.text));
+  const std::vector<const trace::Event*> events = matching_events(data, a.filter, context.now_ns);
   const std::string where = a.filter.text.empty() ? "the trace" : fmt::format("'{}'", a.filter.text);
+  if (events.empty() && a.filter.at) {
+    // At a moment, "none yet" is an answer for count: the filter without at= must still match
+    // something in the trace, so a typo is not read as zero.
+    EventFilter anytime = a.filter;
+    anytime.at.reset();
+    if (matching_events(data, anytime).empty())
+      cannot(fmt::format("{}({}) matches no event at any time", a.function, a.filter.text));
+    if (a.function == "count") return 0.0;
+    cannot(fmt::format("{}({}) matches no event at this moment", a.function, a.filter.text));
+  }
   if (events.empty()) cannot(fmt::format("{}({}) matches no event", a.function, a.filter.text));
   if (a.function == "count") return static_cast<double>(events.size());
   if (a.function == "span") {
@@ -386,6 +451,7 @@ double aggregate(const trace::TraceData& data, const detail::Aggregate& a) {
   if (values.empty())
     cannot(fmt::format("none of the {} events matching {} has a '{}'", events.size(), where, a.field));
   if (a.function == "first") return values.front();  // events are in time order
+  if (a.function == "last") return values.back();
   if (a.function == "max") return *std::max_element(values.begin(), values.end());
   if (a.function == "min") return *std::min_element(values.begin(), values.end());
   double sum = 0.0;
@@ -394,7 +460,7 @@ double aggregate(const trace::TraceData& data, const detail::Aggregate& a) {
   return sum / static_cast<double>(values.size());  // mean
 }
 
-double evaluate_node(const trace::TraceData& data, const Node& node) {
+double evaluate_node(const trace::TraceData& data, const Node& node, const EvalContext& context) {
   return std::visit(
       [&](const auto& n) -> double {
         using T = std::decay_t<decltype(n)>;
@@ -403,10 +469,10 @@ double evaluate_node(const trace::TraceData& data, const Node& node) {
         } else if constexpr (std::is_same_v<T, detail::HeaderValue>) {
           return header_value(data, n.name);
         } else if constexpr (std::is_same_v<T, detail::Negate>) {
-          return -evaluate_node(data, *n.operand);
+          return -evaluate_node(data, *n.operand, context);
         } else if constexpr (std::is_same_v<T, detail::Binary>) {
-          const double lhs = evaluate_node(data, *n.lhs);
-          const double rhs = evaluate_node(data, *n.rhs);
+          const double lhs = evaluate_node(data, *n.lhs, context);
+          const double rhs = evaluate_node(data, *n.rhs, context);
           double result = 0.0;
           switch (n.op) {
             case '+': result = lhs + rhs; break;
@@ -419,24 +485,63 @@ double evaluate_node(const trace::TraceData& data, const Node& node) {
           if (!std::isfinite(result))
             cannot(fmt::format("{} {} {} is {}, not a finite number", lhs, n.op, rhs, result));
           return result;
+        } else if constexpr (std::is_same_v<T, detail::RunValue>) {
+          const RunSetting setting = run_setting(data, n.key);
+          if (const auto* number = std::get_if<double>(&setting)) return *number;
+          if (const auto* text = std::get_if<std::string>(&setting))
+            cannot(fmt::format("run({}) is the text '{}', not a number", n.key, *text));
+          cannot(fmt::format("the run's configuration has no '{}'", n.key));
+        } else if constexpr (std::is_same_v<T, detail::OtherRun>) {
+          const trace::TraceData* other = nullptr;
+          if (context.scenarios != nullptr)
+            if (const auto found = context.scenarios->find(n.scenario); found != context.scenarios->end())
+              other = found->second;
+          if (other == nullptr) cannot(fmt::format("no trace of the scenario '{}' here", n.scenario));
+          EvalContext inner = context;
+          inner.now_ns.reset();  // a moment is a time of the lesson's own trace
+          return evaluate_node(*other, *n.operand, inner);
+        } else if constexpr (std::is_same_v<T, detail::Compare>) {
+          return compare(n.op, evaluate_node(data, *n.lhs, context), evaluate_node(data, *n.rhs, context))
+                     ? 1.0
+                     : 0.0;
         } else {
-          return aggregate(data, n);
+          return aggregate(data, n, context);
+        }
+      },
+      node.value);
+}
+
+// True when any aggregate under `node` filters with at=.
+bool reads_moment(const Node& node) {
+  return std::visit(
+      [](const auto& n) -> bool {
+        using T = std::decay_t<decltype(n)>;
+        if constexpr (std::is_same_v<T, detail::Negate>) {
+          return reads_moment(*n.operand);
+        } else if constexpr (std::is_same_v<T, detail::OtherRun>) {
+          return false;
+        } else if constexpr (std::is_same_v<T, detail::Binary> || std::is_same_v<T, detail::Compare>) {
+          return reads_moment(*n.lhs) || reads_moment(*n.rhs);
+        } else if constexpr (std::is_same_v<T, detail::Aggregate>) {
+          return n.filter.at.has_value();
+        } else {
+          return false;
         }
       },
       node.value);
 }
 
 // True when `node` reads nothing from a trace (numbers and operators only).
-bool is_constant(const Node& node) {
+bool constant_node(const Node& node) {
   return std::visit(
       [](const auto& n) -> bool {
         using T = std::decay_t<decltype(n)>;
         if constexpr (std::is_same_v<T, detail::Number>) {
           return true;
         } else if constexpr (std::is_same_v<T, detail::Negate>) {
-          return is_constant(*n.operand);
-        } else if constexpr (std::is_same_v<T, detail::Binary>) {
-          return is_constant(*n.lhs) && is_constant(*n.rhs);
+          return constant_node(*n.operand);
+        } else if constexpr (std::is_same_v<T, detail::Binary> || std::is_same_v<T, detail::Compare>) {
+          return constant_node(*n.lhs) && constant_node(*n.rhs);
         } else {
           return false;
         }
@@ -452,9 +557,9 @@ Expression Expression::parse(std::string_view text) {
   e.root_ = Parser(e.text_).parse();
   // An answer made of numbers alone is known now: one that cannot be computed (1/0, 1e308 * 10)
   // is a mistake in the lesson file, not in the run.
-  if (is_constant(*e.root_)) {
+  if (constant_node(*e.root_)) {
     try {
-      (void)evaluate_node(trace::TraceData{}, *e.root_);
+      (void)evaluate_node(trace::TraceData{}, *e.root_, EvalContext{});
     } catch (const Error& error) {
       throw Error(ErrorKind::kFormat, fmt::format("column 1: {}", error.what()));
     }
@@ -462,11 +567,81 @@ Expression Expression::parse(std::string_view text) {
   return e;
 }
 
-double Expression::evaluate(const trace::TraceData& data) const {
+double Expression::evaluate(const trace::TraceData& data, const EvalContext& context) const {
   DPS_ASSERT(root_ != nullptr, "evaluate() on a default-constructed Expression; use Expression::parse()");
-  const double value = evaluate_node(data, *root_);
+  const double value = evaluate_node(data, *root_, context);
   if (!std::isfinite(value)) cannot(fmt::format("the result is {}, not a finite number", value));
   return value;
+}
+
+std::string Expression::evaluate_text(const trace::TraceData& data, const EvalContext& context) const {
+  DPS_ASSERT(root_ != nullptr,
+             "evaluate_text() on a default-constructed Expression; use Expression::parse()");
+  if (const auto* c = std::get_if<detail::Compare>(&root_->value))
+    return fmt::format("{} {} {}", format_number(evaluate_node(data, *c->lhs, context)), c->op,
+                       format_number(evaluate_node(data, *c->rhs, context)));
+  return format_number(evaluate(data, context));
+}
+
+std::string Expression::run_key() const {
+  if (root_ == nullptr) return "";
+  const auto* run = std::get_if<detail::RunValue>(&root_->value);
+  return run != nullptr ? run->key : "";
+}
+
+bool Expression::needs_moment() const { return root_ != nullptr && reads_moment(*root_); }
+
+bool Expression::is_constant() const { return root_ != nullptr && constant_node(*root_); }
+
+namespace {
+void collect_scenarios(const Node& node, std::vector<std::string>& out) {
+  std::visit(
+      [&](const auto& n) {
+        using T = std::decay_t<decltype(n)>;
+        if constexpr (std::is_same_v<T, detail::Negate>) {
+          collect_scenarios(*n.operand, out);
+        } else if constexpr (std::is_same_v<T, detail::OtherRun>) {
+          out.push_back(n.scenario);
+          collect_scenarios(*n.operand, out);
+        } else if constexpr (std::is_same_v<T, detail::Binary> || std::is_same_v<T, detail::Compare>) {
+          collect_scenarios(*n.lhs, out);
+          collect_scenarios(*n.rhs, out);
+        }
+      },
+      node.value);
+}
+}  // namespace
+
+std::vector<std::string> Expression::scenarios() const {
+  std::vector<std::string> names;
+  if (root_ != nullptr) collect_scenarios(*root_, names);
+  return names;
+}
+
+RunSetting run_setting(const trace::TraceData& data, std::string_view key) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element run;
+  if (parser.parse(data.header.run_json).get(run) != simdjson::SUCCESS) return std::monostate{};
+  simdjson::dom::object object;
+  if (run.get_object().get(object) != simdjson::SUCCESS) return std::monostate{};
+  simdjson::dom::element value;
+  if (object.at_key(key).get(value) != simdjson::SUCCESS) return std::monostate{};
+  if (value.is_number()) {
+    double number = 0.0;
+    if (value.get_double().get(number) == simdjson::SUCCESS) return number;
+  }
+  if (value.is_bool()) return value.get_bool().value_unsafe() ? 1.0 : 0.0;
+  std::string_view text;
+  if (value.get_string().get(text) == simdjson::SUCCESS) return std::string(text);
+  return simdjson::minify(value);
+}
+
+std::string format_number(double value) {
+  if (!std::isfinite(value)) return fmt::format("{}", value);
+  if (std::abs(value) < 1e15 && value == std::round(value))
+    return fmt::format("{}", static_cast<int64_t>(value));
+  if (std::abs(value) >= 1000.0) return fmt::format("{:.1f}", value);
+  return fmt::format("{:.4g}", value);
 }
 
 }  // namespace dpscope::lesson

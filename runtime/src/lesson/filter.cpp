@@ -143,19 +143,50 @@ std::string set_filter_key(EventFilter& filter, std::string_view key, const Filt
     if (key == "param") filter.param = *number;
     if (key == "bucket") filter.bucket = *number;
     if (key == "nth") {
-      if (*number < 1) return fmt::format("nth counts matches from 1, got {}", *number);
+      if (*number == 0)
+        return "nth counts matches from 1 (the first), or from -1 (the last) backwards; got 0";
       filter.nth = *number;
     }
+  } else if (key == "at") {
+    if (!text) return need_text("started, done, running or pending");
+    if (*text == "started")
+      filter.at = Moment::kStarted;
+    else if (*text == "done")
+      filter.at = Moment::kDone;
+    else if (*text == "running")
+      filter.at = Moment::kRunning;
+    else if (*text == "pending")
+      filter.at = Moment::kPending;
+    else
+      return fmt::format("at must be one of: started, done, running, pending; got '{}'", *text);
   } else {
     return fmt::format("unknown key '{}' (expected one of: {})", key, joined_strings(kFilterKeys, 0));
   }
   return "";
 }
 
-std::vector<const trace::Event*> matching_events(const trace::TraceData& data, const EventFilter& filter) {
+namespace {
+
+bool at_moment(const trace::Event& e, Moment at, int64_t now_ns) {
+  switch (at) {
+    case Moment::kStarted: return e.ts_ns <= now_ns;
+    case Moment::kDone: return e.end_ns() <= now_ns;
+    case Moment::kRunning:
+      return (e.type == trace::EventType::kSpan || e.type == trace::EventType::kTransfer) &&
+             e.ts_ns <= now_ns && now_ns < e.end_ns();
+    case Moment::kPending: return e.ts_ns > now_ns;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<const trace::Event*> matching_events(const trace::TraceData& data, const EventFilter& filter,
+                                                 std::optional<int64_t> now_ns) {
   std::vector<const trace::Event*> found;
+  if (filter.at && !now_ns) return found;
   for (const trace::Event& e : data.events)
-    if (filter.matches(data, e)) found.push_back(&e);
+    if (filter.matches(data, e) && (!filter.at || at_moment(e, *filter.at, *now_ns))) found.push_back(&e);
   std::stable_sort(found.begin(), found.end(), [](const trace::Event* a, const trace::Event* b) {
     if (a->ts_ns != b->ts_ns) return a->ts_ns < b->ts_ns;
     if (a->rank != b->rank) return a->rank < b->rank;
@@ -164,6 +195,10 @@ std::vector<const trace::Event*> matching_events(const trace::TraceData& data, c
   if (filter.nth > 0) {
     if (static_cast<size_t>(filter.nth) > found.size()) return {};
     return {found[static_cast<size_t>(filter.nth - 1)]};
+  }
+  if (filter.nth < 0) {  // from the end: -1 is the last match (the same for any number of ranks)
+    if (static_cast<size_t>(-filter.nth) > found.size()) return {};
+    return {found[found.size() - static_cast<size_t>(-filter.nth)]};
   }
   return found;
 }

@@ -32,8 +32,9 @@ std::string read_lesson_text(const fs::path& file) {
   if (std::string problem = lesson_path_problem(file); !problem.empty()) throw Error(ErrorKind::kIo, problem);
   const InputFile in = InputFile::open(file, "lesson");
   if (in.size_bytes() > kMaxLessonFileBytes)
-    throw Error(ErrorKind::kFormat, fmt::format("{}: the file is {} bytes; a lesson file is at most {} bytes (1 MiB)",
-                                                file.string(), in.size_bytes(), kMaxLessonFileBytes));
+    throw Error(ErrorKind::kFormat,
+                fmt::format("{}: the file is {} bytes; a lesson file is at most {} bytes (1 MiB)",
+                            file.string(), in.size_bytes(), kMaxLessonFileBytes));
   return in.read_all("lesson");  // at most the size it had when opened: a file that grows stays bounded
 }
 
@@ -120,9 +121,11 @@ class LessonReader {
       fail(e.source().begin.line, std::string(e.description()));
     }
     Lesson lesson;
+    lesson_ = &lesson;
     lesson.file = file_;
     check_keys(root,
-               {"id", "title", "goals", "minutes", "scenario", "knobs", "snippet", "chapters", "questions"},
+               {"id", "title", "goals", "minutes", "scenario", "scenarios", "knobs", "snippet", "chapters",
+                "questions", "exercises"},
                "the lesson");
     lesson.id = string(root, "id", "the lesson");
     if (lesson.id != file_.stem().string())
@@ -144,6 +147,11 @@ class LessonReader {
     if (root.contains("knobs"))
       for (const toml::table* t : tables(root, "knobs", "the lesson"))
         lesson.knobs.push_back(read_knob(*t, lesson));
+    // After the knobs: a scenario may share some of them (its `knobs`).
+    at_most(root, "scenarios", kMaxOtherScenarios);
+    if (root.contains("scenarios"))
+      for (const toml::table* t : tables(root, "scenarios", "the lesson"))
+        lesson.scenarios.push_back(read_other_scenario(*t, lesson));
     for (const toml::table* t : tables(root, "chapters", "the lesson"))
       lesson.chapters.push_back(read_chapter(*t, lesson));
     if (lesson.chapters.empty()) fail(line_of(root, "chapters"), "a lesson needs at least one [[chapters]]");
@@ -151,6 +159,12 @@ class LessonReader {
       int n = 0;
       for (const toml::table* t : tables(root, "questions", "the lesson"))
         lesson.questions.push_back(read_question(*t, lesson, ++n));
+    }
+    at_most(root, "exercises", kMaxExercises);
+    if (root.contains("exercises")) {
+      int n = 0;
+      for (const toml::table* t : tables(root, "exercises", "the lesson"))
+        lesson.exercises.push_back(read_exercise(*t, lesson, ++n));
     }
     return lesson;
   }
@@ -273,6 +287,62 @@ class LessonReader {
       fail(line, fmt::format("[scenario] args: {}", problem));
   }
 
+  // [[scenarios]]: another run to compare with, by name; the same rules as [scenario] args, and no
+  // knob applies to it.
+  OtherScenario read_other_scenario(const toml::table& t, const Lesson& lesson) {
+    const std::string context = fmt::format("[[scenarios]] {}", lesson.scenarios.size() + 1);
+    check_keys(t, {"name", "args", "knobs"}, context);
+    OtherScenario other;
+    other.name = string(t, "name", context);
+    if (other.name.empty() || other.name.size() > 64 ||
+        other.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
+      fail(line_of(t, "name"),
+           fmt::format("{} name '{}' must be lower-case letters, digits and '-'", context, other.name));
+    for (const OtherScenario& s : lesson.scenarios)
+      if (s.name == other.name)
+        fail(line_of(t, "name"), fmt::format("two [[scenarios]] are named '{}'", other.name));
+    at_most(t, "args", kMaxScenarioArgs);
+    for (const toml::node* arg : array(t, "args", context)) other.args.push_back(as_string(*arg, "args"));
+    const int64_t line = line_of(t, "args");
+    other.line = static_cast<int>(line);
+    if (other.args.empty() || (other.args[0] != "train" && other.args[0] != "bench"))
+      fail(line, fmt::format("{} args must start with \"train\" or \"bench\"", context));
+    for (const std::string& arg : other.args) {
+      if (arg == "--trace" || arg.starts_with("--trace="))
+        fail(line,
+             fmt::format("{} args must not give --trace: the lesson chooses where the trace goes", context));
+      if (is_help_flag(arg)) fail(line, fmt::format("{} args must not give {}", context, arg));
+    }
+    if (const std::string problem = scenario_sandbox_problem(other.args, kPlaceholderScratch, false);
+        !problem.empty())
+      fail(line, fmt::format("{} args: {}", context, problem));
+    if (t.contains("knobs"))
+      for (const toml::node* item : array(t, "knobs", context)) {
+        const std::string flag = as_string(*item, "knobs");
+        const Knob* knob = lesson.find_knob(flag);
+        if (knob == nullptr)
+          fail(line_of(*item), fmt::format("{} knobs: '{}' is no knob of the lesson", context, flag));
+        other.knobs.push_back(knob->flag);
+      }
+    return other;
+  }
+
+  // Every `@name(...)` of `e` names one of the lesson's [[scenarios]].
+  void check_scenarios(const std::vector<std::string>& names, const Lesson& lesson, int64_t line,
+                       const std::string& where) {
+    for (const std::string& name : names) {
+      const bool known = std::any_of(lesson.scenarios.begin(), lesson.scenarios.end(),
+                                     [&](const OtherScenario& s) { return s.name == name; });
+      if (!known)
+        fail(line, fmt::format("{}: '@{}' names no [[scenarios]] of the lesson{}", where, name,
+                               lesson.scenarios.empty() ? "" : fmt::format(" (scenarios: {})", [&] {
+                                 std::vector<std::string> all;
+                                 for (const OtherScenario& s : lesson.scenarios) all.push_back(s.name);
+                                 return fmt::format("{}", fmt::join(all, ", "));
+                               }())));
+    }
+  }
+
   Knob read_knob(const toml::table& t, const Lesson& lesson) {
     check_keys(t, {"flag", "label", "min", "max", "step", "choices", "switch", "default"}, "[[knobs]]");
     Knob knob;
@@ -374,10 +444,26 @@ class LessonReader {
 
   Chapter read_chapter(const toml::table& t, const Lesson& lesson) {
     const std::string context = fmt::format("[[chapters]] {}", lesson.chapters.size() + 1);
-    check_keys(t, {"title", "trigger", "narration", "snippet_line"}, context);
+    check_keys(t, {"title", "trigger", "narration", "snippet_line", "expect"}, context);
     Chapter chapter;
     chapter.title = string(t, "title", context);
     chapter.narration = string(t, "narration", context);
+    const std::string where =
+        fmt::format("lesson {}, chapter {} '{}'", lesson.id, lesson.chapters.size() + 1, chapter.title);
+    chapter.narration_text = text_template(t, "narration", where, chapter.narration);
+    if (t.contains("expect")) {
+      at_most(t, "expect", kMaxExpects);
+      for (const toml::node* item : array(t, "expect", context)) {
+        const std::string text = as_string(*item, "expect");
+        try {
+          chapter.expect.push_back({Expression::parse(text), static_cast<int>(line_of(*item))});
+        } catch (const Error& e) {
+          fail(line_of(*item), fmt::format("{}: expect '{}': {}", where, text, e.what()));
+        }
+        check_scenarios(chapter.expect.back().condition.scenarios(), lesson, line_of(*item),
+                        fmt::format("{}: expect", where));
+      }
+    }
     const toml::table& trigger = table(t, "trigger", context);
     if (trigger.empty() || (trigger.size() == 1 && trigger.contains("nth")))
       fail(line_of(t, "trigger"),
@@ -396,6 +482,9 @@ class LessonReader {
       if (const std::string problem = set_filter_key(chapter.trigger, key.str(), value); !problem.empty())
         fail(line_of(node), fmt::format("{} trigger: {}", context, problem));
     }
+    if (chapter.trigger.at)
+      fail(line_of(t, "trigger"),
+           fmt::format("{} trigger: at= reads a chapter's moment; a trigger makes one", context));
     if (chapter.trigger.nth == 0) chapter.trigger.nth = 1;
     std::ostringstream text;
     text << trigger;
@@ -419,12 +508,15 @@ class LessonReader {
            fmt::format("{} chapter must be 1 to {}, got {}", context, lesson.chapters.size(), chapter));
     q.chapter = static_cast<int>(chapter);
     q.prompt = string(t, "prompt", context);
+    const std::string where = fmt::format("lesson {}, {}", lesson.id, context);
+    q.prompt_text = text_template(t, "prompt", where, q.prompt);
     const std::string answer = string(t, "answer", context);
     try {
       q.answer = Expression::parse(answer);
     } catch (const Error& e) {
       fail(line_of(t, "answer"), fmt::format("lesson {}, {}: answer {}", lesson.id, context, e.what()));
     }
+    check_scenarios(q.answer.scenarios(), lesson, line_of(t, "answer"), fmt::format("{}: answer", where));
     q.unit = string(t, "unit", context);
     if (t.contains("tolerance")) {
       q.tolerance = as_number(*t.get("tolerance"), "tolerance");
@@ -432,11 +524,77 @@ class LessonReader {
         fail(line_of(t, "tolerance"),
              fmt::format("{} tolerance is relative: 0 to below 1, got {}", context, q.tolerance));
     }
-    if (t.contains("explain")) q.explain = as_string(*t.get("explain"), "explain");
+    if (t.contains("explain")) {
+      q.explain = as_string(*t.get("explain"), "explain");
+      q.explain_text = text_template(t, "explain", where, q.explain);
+    }
     return q;
   }
 
+  // `key`'s text as a TextTemplate; a bad placeholder is one line naming the lesson and the item.
+  TextTemplate text_template(const toml::table& t, std::string_view key, const std::string& where,
+                             const std::string& text) {
+    TextTemplate parsed;
+    try {
+      parsed = TextTemplate::parse(text);
+    } catch (const Error& e) {
+      fail(line_of(t, key), fmt::format("{}: {}: {}", where, key, e.what()));
+    }
+    check_scenarios(parsed.scenarios(), *lesson_, line_of(t, key), fmt::format("{}: {}", where, key));
+    return parsed;
+  }
+
+  Exercise read_exercise(const toml::table& t, const Lesson& lesson, int number) {
+    const std::string context = fmt::format("exercise {}", number);
+    const std::string where = fmt::format("lesson {}, {}", lesson.id, context);
+    check_keys(t, {"prompt", "knobs", "answer", "unit", "tolerance", "explain"}, context);
+    Exercise x;
+    x.line = static_cast<int>(line_of(t));
+    x.prompt = string(t, "prompt", context);
+    x.prompt_text = text_template(t, "prompt", where, x.prompt);
+    for (const auto& [key, node] : table(t, "knobs", context)) {
+      std::string value;
+      if (const auto* i = node.as_integer()) {
+        value = std::to_string(i->get());
+      } else if (const auto* f = node.as_floating_point()) {
+        value = fmt::format("{}", f->get());
+      } else {
+        value = as_string(node, key.str());
+      }
+      const Knob* knob = lesson.find_knob(key.str());
+      if (knob == nullptr)
+        fail(line_of(node), fmt::format("{}: '{}' is no knob of the lesson", where, key.str()));
+      if (const std::string problem = knob->check(value); !problem.empty())
+        fail(line_of(node), fmt::format("{}: {}", where, problem));
+      x.knobs[knob->flag] = value;
+    }
+    if (x.knobs.empty())
+      fail(line_of(t, "knobs"), fmt::format("{}: knobs must turn at least one knob", where));
+    const std::string answer = string(t, "answer", context);
+    try {
+      x.answer = Expression::parse(answer);
+    } catch (const Error& e) {
+      fail(line_of(t, "answer"), fmt::format("{}: answer {}", where, e.what()));
+    }
+    if (x.answer.needs_moment())
+      fail(line_of(t, "answer"),
+           fmt::format("{}: answer uses at=, but an exercise has no chapter's moment", where));
+    x.unit = string(t, "unit", context);
+    if (t.contains("tolerance")) {
+      x.tolerance = as_number(*t.get("tolerance"), "tolerance");
+      if (!(x.tolerance >= 0.0 && x.tolerance < 1.0))
+        fail(line_of(t, "tolerance"),
+             fmt::format("{} tolerance is relative: 0 to below 1, got {}", context, x.tolerance));
+    }
+    if (t.contains("explain")) {
+      x.explain = as_string(*t.get("explain"), "explain");
+      x.explain_text = text_template(t, "explain", where, x.explain);
+    }
+    return x;
+  }
+
   fs::path file_;
+  const Lesson* lesson_ = nullptr;  // the lesson being read (its [[scenarios]] for `@name` checks)
 };
 
 }  // namespace
@@ -521,6 +679,12 @@ std::vector<Lesson> load_lessons(const std::filesystem::path& dir) {
   return lessons;
 }
 
+namespace {
+std::vector<std::string> with_knobs(const Lesson& lesson, std::vector<std::string> args,
+                                    const std::map<std::string, std::string>& overrides,
+                                    const std::vector<std::string>* only);
+}  // namespace
+
 std::vector<std::string> scenario_args(const Lesson& lesson,
                                        const std::map<std::string, std::string>& overrides) {
   std::map<const Knob*, std::string> turned;  // knob -> the flag that turned it, as given
@@ -536,8 +700,23 @@ std::vector<std::string> scenario_args(const Lesson& lesson,
     const std::string problem = knob->check(value);
     DPS_CHECK(problem.empty(), ErrorKind::kUsage, "lesson {}: {}", lesson.id, problem);
   }
-  std::vector<std::string> args = lesson.scenario;
+  return with_knobs(lesson, lesson.scenario, overrides, nullptr);
+}
+
+std::vector<std::string> other_scenario_args(const Lesson& lesson, const OtherScenario& other,
+                                             const std::map<std::string, std::string>& overrides) {
+  (void)scenario_args(lesson, overrides);  // the same checks of the overrides
+  return with_knobs(lesson, other.args, overrides, &other.knobs);
+}
+
+namespace {
+
+// `args` with each knob (of `only`, when given) appended at its value.
+std::vector<std::string> with_knobs(const Lesson& lesson, std::vector<std::string> args,
+                                    const std::map<std::string, std::string>& overrides,
+                                    const std::vector<std::string>* only) {
   for (const Knob& knob : lesson.knobs) {
+    if (only != nullptr && std::find(only->begin(), only->end(), knob.flag) == only->end()) continue;
     std::string value = knob.default_value;
     for (const auto& [flag, v] : overrides)
       if (lesson.find_knob(flag) == &knob) value = v;
@@ -550,5 +729,7 @@ std::vector<std::string> scenario_args(const Lesson& lesson,
   }
   return args;
 }
+
+}  // namespace
 
 }  // namespace dpscope::lesson

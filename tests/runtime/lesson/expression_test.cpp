@@ -105,8 +105,9 @@ TEST(Expression, ParseErrorsNameTheColumn) {
   EXPECT_EQ(parse_error("1 +"), "column 4: expected a number, a name or '(' at the end");
   EXPECT_EQ(parse_error("(1 + 2"), "column 7: expected ')' at the end");
   EXPECT_EQ(parse_error("count(rank=0"), "column 13: expected ',' or ')' at the end");
-  EXPECT_EQ(parse_error("avg(bytes)"),
-            "column 1: unknown function 'avg' (expected one of: count, sum, max, min, mean, first, span)");
+  EXPECT_EQ(
+      parse_error("avg(bytes)"),
+      "column 1: unknown function 'avg' (expected one of: count, sum, max, min, mean, first, last, span)");
   EXPECT_EQ(parse_error("sum(byts, rank=0)").substr(0, 36), "column 5: unknown field 'byts' (expe");
   EXPECT_EQ(parse_error("sum(bytes, rnak=0)").substr(0, 38), "column 12: unknown key 'rnak' (expecte");
   EXPECT_EQ(parse_error("count(type=transfr)"),
@@ -116,7 +117,8 @@ TEST(Expression, ParseErrorsNameTheColumn) {
       parse_error("count(phase=fwd)"),
       "column 13: phase must be one of: none, data, forward, backward, optimizer, checkpoint; got 'fwd'");
   EXPECT_EQ(parse_error("count(rank=zero)"), "column 12: rank must be an integer, got 'zero'");
-  EXPECT_EQ(parse_error("count(nth=0)"), "column 11: nth counts matches from 1, got 0");
+  EXPECT_EQ(parse_error("count(nth=0)"),
+            "column 11: nth counts matches from 1 (the first), or from -1 (the last) backwards; got 0");
   EXPECT_EQ(parse_error("count(rank 0)"), "column 12: expected '=' after 'rank', got '0'");
   EXPECT_EQ(parse_error("sum()"), "column 5: sum() needs a field first, e.g. sum(bytes, ...)");
   EXPECT_EQ(parse_error("count(name=\"copy H2D)"), "column 12: unterminated string");

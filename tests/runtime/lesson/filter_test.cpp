@@ -125,7 +125,7 @@ TEST(FilterKeys, EachBadKeyOrValueIsOneReason) {
   EventFilter f;
   EXPECT_EQ(set_filter_key(f, "rnk", int64_t{0}),
             "unknown key 'rnk' (expected one of: type, name, category, rank, step, phase, stream, algo, "
-            "algo_step, chunk, coll, param, bucket, when, nth)");
+            "algo_step, chunk, coll, param, bucket, when, nth, at)");
   EXPECT_EQ(set_filter_key(f, "rank", std::string("zero")), "rank must be an integer, got 'zero'");
   EXPECT_EQ(set_filter_key(f, "type", int64_t{3}), "type must be an event type, got the number 3");
   EXPECT_EQ(
@@ -136,7 +136,10 @@ TEST(FilterKeys, EachBadKeyOrValueIsOneReason) {
   EXPECT_EQ(set_filter_key(f, "when", std::string("later")),
             "when must be one of: local, before_reduce, after_reduce, after_step; got 'later'");
   EXPECT_EQ(set_filter_key(f, "name", std::string("")), "name must not be empty");
-  EXPECT_EQ(set_filter_key(f, "nth", int64_t{-1}), "nth counts matches from 1, got -1");
+  EXPECT_EQ(set_filter_key(f, "nth", int64_t{0}),
+            "nth counts matches from 1 (the first), or from -1 (the last) backwards; got 0");
+  EXPECT_EQ(set_filter_key(f, "nth", int64_t{-1}), "");  // the last match
+  EXPECT_EQ(f.nth, -1);
 }
 
 TEST(FilterKeys, FixedNamesResolveToTheirEnum) {

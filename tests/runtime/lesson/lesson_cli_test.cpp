@@ -115,7 +115,7 @@ args = ["train", "--mode", "ddp", "--devices", "2", "--model", "4-8-2", "--datas
 {}
 
 [[chapters]]
-title = "Step 0"
+title = "The first step"
 trigger = {{ name = "grad_ready", rank = 0, step = 0 }}
 snippet_line = 1
 narration = "Backward."
@@ -192,7 +192,7 @@ TEST(LessonCli, HandoutWritesTheMarkdownPage) {
   const std::string md = testing::read_file(dir / "01-one-gpu.md");
   EXPECT_EQ(md.find(".png"), std::string::npos) << "--no-png draws nothing";
   EXPECT_TRUE(md.starts_with("# Lesson 01-one-gpu: ")) << md.substr(0, 200);
-  EXPECT_NE(md.find("\n## Answers\n\n1. 524288 bytes"), std::string::npos) << md;
+  EXPECT_NE(md.find("\n## Answer key\n\n### Questions\n\n1. 524288 bytes"), std::string::npos) << md;
   EXPECT_NE(md.find("```python\nimport torch\n"), std::string::npos);
   EXPECT_EQ(r.output, fmt::format("handout: {} (trace {})\n", (dir / "01-one-gpu.md").string(),
                                   (dir / "01-one-gpu.trace.jsonl").string()));

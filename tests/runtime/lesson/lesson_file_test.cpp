@@ -127,13 +127,12 @@ TEST_F(LessonFile, LoadsEveryField) {
 }
 
 TEST_F(LessonFile, UnknownKeysAreNamedWithTheirLine) {
-  EXPECT_EQ(
-      error(good_with("minutes = 5", "minutes = 5\ntitel = \"x\"")),
-      "F:4: unknown key 'titel' in the lesson (expected one of: id, title, goals, minutes, scenario, knobs, "
-      "snippet, chapters, questions)");
+  EXPECT_EQ(error(good_with("minutes = 5", "minutes = 5\ntitel = \"x\"")),
+            "F:4: unknown key 'titel' in the lesson (expected one of: id, title, goals, minutes, scenario, "
+            "scenarios, knobs, snippet, chapters, questions, exercises)");
   EXPECT_EQ(error(good_with("narration = \"Look.\"", "narration = \"Look.\"\nnarative = 1")),
             "F:38: unknown key 'narative' in [[chapters]] 1 (expected one of: title, trigger, narration, "
-            "snippet_line)");
+            "snippet_line, expect)");
   EXPECT_EQ(
       error(good_with("unit = \"transfers\"", "unit = \"transfers\"\nunits = \"x\"")),
       "F:44: unknown key 'units' in question 1 (expected one of: chapter, prompt, answer, unit, tolerance, "
@@ -239,8 +238,11 @@ TEST_F(LessonFile, SizeAndNestingAreBoundedBeforeTomlParses) {
   // Dots and brackets inside strings and comments are text, not keys.
   const std::string dots = "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ {{{{";
   EXPECT_EQ(load(good_with("title = \"A sample\"", "title = \"" + dots + "\" # " + dots)).title, dots);
-  EXPECT_EQ(load(good_with("narration = \"Look.\"", "narration = '''" + dots + "'''")).chapters[0].narration,
-            dots);
+  // (In a narration "{{" opens a placeholder: the brackets alone there.)
+  const std::string brackets = dots.substr(0, dots.find(" {{"));
+  EXPECT_EQ(
+      load(good_with("narration = \"Look.\"", "narration = '''" + brackets + "'''")).chapters[0].narration,
+      brackets);
   EXPECT_EQ(
       error(good_with("answer = \"count(type=transfer)\"",
                       "answer = \"" + std::string(2000, '(') + "1" + std::string(2000, ')') + "\"")),
@@ -464,6 +466,62 @@ TEST_F(LessonFile, LessonFilesAreSortedTomlFilesOnly) {
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files[0].filename(), "a.toml");
   EXPECT_EQ(files[1].filename(), "b.toml");
+}
+
+}  // namespace
+}  // namespace dpscope::lesson
+
+namespace dpscope::lesson {
+namespace {
+
+// Issue 23's format: placeholders, expect, [[scenarios]] and [[exercises]] are checked when the
+// lesson loads, each mistake one line naming the lesson and the item.
+TEST_F(LessonFile, PlaceholdersExpectScenariosAndExercisesLoad) {
+  const Lesson l = load(good_with("narration = \"Look.\"",
+                                  "narration = \"{{ devices | words }} GPUs, {{! 25 MiB }}.\"\n"
+                                  "expect = [\"count(type=transfer, at=started) >= 1\"]") +
+                        "\n[[scenarios]]\nname = \"one-gpu\"\nargs = [\"train\", \"--steps\", \"1\"]\n"
+                        "knobs = [\"devices\"]\n"
+                        "\n[[exercises]]\nprompt = \"With {{ devices }}?\"\nknobs = { devices = 6 }\n"
+                        "answer = \"count(type=transfer)\"\nunit = \"\"\n");
+  ASSERT_EQ(l.chapters[0].expect.size(), 1u);
+  EXPECT_TRUE(l.chapters[0].expect[0].condition.needs_moment());
+  EXPECT_TRUE(l.chapters[0].narration_text.has_placeholders());
+  ASSERT_EQ(l.scenarios.size(), 1u);
+  EXPECT_EQ(l.scenarios[0].knobs, std::vector<std::string>{"--devices"});
+  EXPECT_EQ(other_scenario_args(l, l.scenarios[0], {{"devices", "6"}}),
+            (std::vector<std::string>{"train", "--steps", "1", "--devices", "6"}));
+  ASSERT_EQ(l.exercises.size(), 1u);
+  EXPECT_EQ(l.exercises[0].knobs, (std::map<std::string, std::string>{{"--devices", "6"}}));
+}
+
+TEST_F(LessonFile, BadPlaceholdersExpectsScenariosAndExercisesAreNamed) {
+  EXPECT_EQ(
+      error(good_with("narration = \"Look.\"", "narration = \"Look at {{ devices | furlongs }}.\"")),
+      "F:37: lesson 09-sample, chapter 1 'Start': narration: placeholder 1 '{{ devices | furlongs }}': "
+      "unknown format 'furlongs' (expected one of: us, ms, time, bytes, int, words, x, pct, f1, f2, f3, "
+      "ordinal)");
+  EXPECT_EQ(error(good_with("prompt = \"How many?\"", "prompt = \"How many on {{ @dp(devices) }}?\"")),
+            "F:41: lesson 09-sample, question 1: prompt: '@dp' names no [[scenarios]] of the lesson");
+  EXPECT_EQ(
+      error(good_with("narration = \"Look.\"", "narration = \"Look.\"\nexpect = [\"count(rnk=0) == 1\"]")),
+      "F:38: lesson 09-sample, chapter 1 'Start': expect 'count(rnk=0) == 1': column 7: unknown key 'rnk' "
+      "(expected one of: type, name, category, rank, step, phase, stream, algo, algo_step, chunk, coll, "
+      "param, bucket, when, nth, at)");
+  EXPECT_EQ(error(good_with("trigger = { type = \"transfer\", algo_step = 1, rank = 0 }",
+                            "trigger = { type = \"transfer\", at = \"started\" }")),
+            "F:35: [[chapters]] 1 trigger: at= reads a chapter's moment; a trigger makes one");
+  EXPECT_EQ(
+      error(kGood + "\n[[exercises]]\nprompt = \"?\"\nknobs = { devices = 9 }\nanswer = \"devices\"\n"
+                    "unit = \"\"\n"),
+      "F:49: lesson 09-sample, exercise 1: --devices must be a number from 2 to 8 in steps of 2, got '9'");
+  EXPECT_EQ(error(kGood + "\n[[exercises]]\nprompt = \"?\"\nknobs = { batch = 9 }\nanswer = \"devices\"\n"
+                          "unit = \"\"\n"),
+            "F:49: lesson 09-sample, exercise 1: 'batch' is no knob of the lesson");
+  EXPECT_EQ(error(kGood + "\n[[scenarios]]\nname = \"One GPU\"\nargs = [\"train\"]\n"),
+            "F:48: [[scenarios]] 1 name 'One GPU' must be lower-case letters, digits and '-'");
+  EXPECT_EQ(error(kGood + "\n[[scenarios]]\nname = \"x\"\nargs = [\"train\", \"--trace\", \"t.jsonl\"]\n"),
+            "F:49: [[scenarios]] 1 args must not give --trace: the lesson chooses where the trace goes");
 }
 
 }  // namespace

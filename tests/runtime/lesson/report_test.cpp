@@ -80,7 +80,10 @@ TEST(LessonReport, AChapterThatStartsBeforeThePreviousOneIsAProblem) {
   l.questions.clear();
   EXPECT_EQ(evaluate_lesson(l, testing::hand_trace()).problems,
             (std::vector<std::string>{
-                "09-sample: chapter 2 'Reduce-scatter': fires at 100 ns, before chapter 1 (200 ns)"}));
+                "09-sample: chapter 2 'Reduce-scatter': fires at 100 ns, before chapter 1 (200 ns)",
+                // issue 23: L5 and L8 had two chapters at one moment, the same picture twice
+                "09-sample: chapter 3 'Same time': at the same moment as chapter 2 (100 ns): the same "
+                "picture twice"}));
 }
 
 // A trace that ends with `error` instants (a failed run): the earliest one is the run's error.
@@ -162,11 +165,14 @@ TEST(LessonReport, RunListingShowsChaptersWithTheirQuestions) {
   EXPECT_EQ(format_report(l, evaluate_lesson(l, testing::hand_trace())),
             "== lesson 09-sample: A sample (5 min) ==\n"
             "\nchapter 1 at 100 ns: Reduce-scatter\n"
+            "  Reduce-scatter narration.\n"
             "  Q1. Q about sum(bytes, type=transfer, rank=0)?\n      answer: 2000 bytes\n"
             "\nchapter 2 at 200 ns: All-gather\n"
+            "  All-gather narration.\n"
             "  Q2. Q about count(rank=9)?\n      answer: cannot be computed: count(rank=9) matches no event\n"
             "  Q3. Q about span(category=collective) / 1000?\n      answer: 0.2 us\n"
-            "\nchapter 3 at never: Never\n");
+            "\nchapter 3 at never: Never\n"
+            "  Never narration.\n");
 }
 
 TEST(LessonReport, HandoutHasNarrationQuestionsSnippetAndAnswersApart) {
@@ -184,10 +190,11 @@ TEST(LessonReport, HandoutHasNarrationQuestionsSnippetAndAnswersApart) {
             std::string::npos);
   EXPECT_NE(md.find("## The PyTorch code\n\n```python\nimport torch\n```\n"), std::string::npos);
   // Answers come after every chapter, in a section of their own.
-  const size_t answers = md.find("\n## Answers\n\n1. 2000 bytes\n2. cannot be computed");
+  const std::string key = "\n## Answer key\n\n### Questions\n\n1. ";
+  const size_t answers = md.find(key + "2000 bytes\n2. cannot be computed");
   ASSERT_NE(answers, std::string::npos);
   EXPECT_GT(answers, md.find("## 3. Never"));
-  EXPECT_EQ(md.find("2000 bytes"), answers + std::string("\n## Answers\n\n1. ").size());
+  EXPECT_EQ(md.find("2000 bytes"), answers + key.size());
 }
 
 Lesson knob_lesson() {
@@ -245,6 +252,27 @@ TEST(Knobs, ValuesOutsideTheRangeAreUsageErrors) {
             "lesson 09-knobs: --pitfall must be one of: none, no-average; got 'no-set-epoch'");
   EXPECT_EQ(message({{"batch", "8"}}),
             "lesson 09-knobs has no knob batch (its knobs: --devices, --pitfall, --zero)");
+}
+
+}  // namespace
+}  // namespace dpscope::lesson
+
+namespace dpscope::lesson {
+namespace {
+
+TEST(LessonReport, OtherScenariosTracesLieBesideTheLessonsTrace) {
+  Lesson l;
+  l.id = "04-ddp";
+  l.scenarios.push_back({.name = "one-gpu", .args = {"train"}});
+  EXPECT_EQ(other_trace_path("out/lessons/04-ddp/04-ddp.trace.jsonl", l, l.scenarios[0]),
+            std::filesystem::path("out/lessons/04-ddp/04-ddp.one-gpu.trace.jsonl"));
+  const std::filesystem::path dir = testing::scratch_dir();
+  testing::write_file(dir / "04-ddp.one-gpu.trace.jsonl", testing::hand_trace_text());
+  const std::map<std::string, trace::TraceData> others = read_other_traces(dir / "04-ddp.trace.jsonl", l);
+  ASSERT_EQ(others.size(), 1u);
+  EXPECT_EQ(others.at("one-gpu").header.devices.size(), 3u);
+  l.scenarios.push_back({.name = "dp", .args = {"train"}});
+  EXPECT_THROW((void)read_other_traces(dir / "04-ddp.trace.jsonl", l), Error);
 }
 
 }  // namespace

@@ -7,6 +7,13 @@
 //   sum(field, filter)     max(...), min(...), mean(...)
 //   first(field, filter)   the field of the earliest match
 //   span(filter)           last end - first start of the matches, in ns
+//   last(field, filter)    the field of the latest match (a counter's value at a moment)
+//   run(key)               a value of the run's configuration (the trace header's `run` object:
+//                          run(devices), run(batch), run(bucket_mb)), so text follows the knobs
+//   @name(expr)            `expr` on the trace of the lesson's other scenario `name` ([[scenarios]])
+// and one comparison at the top (== != < <= > >=, 1 when it holds, else 0) for a chapter's
+// `expect`. A filter's `at=started|done|running|pending` keeps the events that have started, ended,
+// are running or have not started at the evaluation's moment (a chapter's, EvalContext::now_ns).
 // e.g.  sum(bytes, type=transfer, coll=2, rank=0) / 1024
 //       span(category=collective, rank=0, step=1) - sum(dur_ns, category=compute, rank=0, step=1)
 // Fields: bytes, dur_ns, dur_us, ts_ns, ts_us, end_ns, rank, step, algo_step, chunk, coll,
@@ -19,9 +26,13 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
+#include <vector>
 
 #include "dpscope/trace_format/reader.hpp"
 
@@ -32,7 +43,8 @@ struct Node;  // the syntax tree (runtime/src/lesson/expression.cpp)
 }
 
 // The names the language knows, for messages and docs/lessons.md.
-inline constexpr std::string_view kAggregates[] = {"count", "sum", "max", "min", "mean", "first", "span"};
+inline constexpr std::string_view kAggregates[] = {"count", "sum",   "max",  "min",
+                                                   "mean",  "first", "last", "span"};
 inline constexpr std::string_view kHeaderValues[] = {"devices", "params", "param_bytes", "buckets", "steps"};
 inline constexpr std::string_view kFields[] = {
     "bytes",     "dur_ns",     "dur_us",    "ts_ns",           "ts_us",       "end_ns",  "rank",    "step",
@@ -45,6 +57,23 @@ inline constexpr std::string_view kFields[] = {
 inline constexpr size_t kMaxExpressionChars = 4096;
 inline constexpr int kMaxExpressionDepth = 256;
 
+// Where an expression is evaluated: at a chapter's moment (`at=` filters need one), or on the
+// whole trace.
+struct EvalContext {
+  std::optional<int64_t> now_ns;  // an absolute trace time (Event::ts_ns), nullopt: no moment
+  // The traces of the lesson's other scenarios, by name, for `@name(expr)`; null: none.
+  const std::map<std::string, const trace::TraceData*>* scenarios = nullptr;
+};
+
+// A value of the run's configuration (the trace header's `run` object; its keys are the command's
+// flags with '_' for '-': devices, batch, bucket_mb, algo, ...): a number (true/false as 1/0), a
+// text, or nothing when the key is absent.
+using RunSetting = std::variant<std::monostate, double, std::string>;
+RunSetting run_setting(const trace::TraceData& data, std::string_view key);
+
+// A number as answers show it: integers as integers, else about four significant digits.
+std::string format_number(double value);
+
 class Expression {
  public:
   // Throws Error(kFormat) "column C: reason" (1-based column in `text`) on a syntax error, an
@@ -55,7 +84,20 @@ class Expression {
   // The value on `data`. Throws Error(kInvalidArgument) "cannot be computed: reason" when a filter
   // matches no event, a field is absent from every match, a division by zero occurs, or a step or
   // the result is not a finite number (an overflow to infinity, a NaN in the trace).
-  double evaluate(const trace::TraceData& data) const;
+  double evaluate(const trace::TraceData& data, const EvalContext& context = {}) const;
+
+  // For messages: a comparison's two sides with their values ("0 == 4"), else the value.
+  std::string evaluate_text(const trace::TraceData& data, const EvalContext& context = {}) const;
+
+  // The key when the whole expression is `run(key)` (a template prints a text value as it is,
+  // `run(algo)` -> "ring"); "" otherwise.
+  std::string run_key() const;
+  // True when the expression reads a moment (`at=` in a filter): only chapters have one.
+  bool needs_moment() const;
+  // True when it reads nothing from a run (numbers and operators only): a literal in disguise.
+  bool is_constant() const;
+  // The scenarios `@name(...)` refers to, as written (the lesson loader checks they exist).
+  std::vector<std::string> scenarios() const;
 
   const std::string& text() const { return text_; }
 

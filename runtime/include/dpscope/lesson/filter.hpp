@@ -20,9 +20,18 @@
 namespace dpscope::lesson {
 
 // The keys a filter understands, in the order docs/lessons.md lists them.
-inline constexpr std::string_view kFilterKeys[] = {"type",  "name",   "category", "rank",      "step",
-                                                   "phase", "stream", "algo",     "algo_step", "chunk",
-                                                   "coll",  "param",  "bucket",   "when",      "nth"};
+inline constexpr std::string_view kFilterKeys[] = {"type",   "name", "category",  "rank",  "step", "phase",
+                                                   "stream", "algo", "algo_step", "chunk", "coll", "param",
+                                                   "bucket", "when", "nth",       "at"};
+
+// `at=`: where an event stands at a moment (an expression's EvalContext::now_ns), as the viewer's
+// replay model draws it: an event has happened once its start is at or before the moment.
+enum class Moment : uint8_t {
+  kStarted,  // ts <= now
+  kDone,     // ended: ts + dur <= now (an instant or counter: ts <= now)
+  kRunning,  // ts <= now < ts + dur (spans and transfers only)
+  kPending,  // ts > now
+};
 
 struct EventFilter {
   std::optional<trace::EventType> type;
@@ -42,9 +51,11 @@ struct EventFilter {
   std::optional<int64_t> param;           // grad_ready instants and values events (their `param`)
   std::optional<int64_t> bucket;          // bucket_launched / bucket_done instants
   std::optional<trace::ValuesWhen> when;  // values events: "before_reduce", ...
-  // Keep only the n-th match (1-based, in time order); 0 keeps every match. Triggers default to 1.
+  // Keep only the n-th match (1-based, in time order; -1 is the last, -2 the one before); 0 keeps
+  // every match. Triggers default to 1.
   int64_t nth = 0;
-  std::string text;  // the filter as written, for messages
+  std::optional<Moment> at;  // only in expressions evaluated at a chapter's moment
+  std::string text;          // the filter as written, for messages
 
   bool matches(const trace::TraceData& data, const trace::Event& event) const;
 };
@@ -59,6 +70,9 @@ std::string set_filter_key(EventFilter& filter, std::string_view key, const Filt
 
 // The events of `data` that `filter` matches, in time order (start time, then rank, then file
 // line), restricted to the n-th one when filter.nth > 0.
-std::vector<const trace::Event*> matching_events(const trace::TraceData& data, const EventFilter& filter);
+// With `at` set, `now_ns` (an absolute trace time) keeps the events in that relation to it; a
+// filter with `at` and no `now_ns` matches nothing.
+std::vector<const trace::Event*> matching_events(const trace::TraceData& data, const EventFilter& filter,
+                                                 std::optional<int64_t> now_ns = std::nullopt);
 
 }  // namespace dpscope::lesson

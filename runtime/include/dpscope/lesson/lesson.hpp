@@ -20,6 +20,7 @@
 #include "dpscope/lesson/expression.hpp"
 #include "dpscope/lesson/filter.hpp"
 #include "dpscope/lesson/sandbox.hpp"
+#include "dpscope/lesson/text_template.hpp"
 
 namespace dpscope::lesson {
 
@@ -32,7 +33,7 @@ inline constexpr int64_t kMaxKnobValues = 1000;  // (max - min) / step + 1: a sl
 // How many of each a lesson may have (the shipped ones have at most 7 chapters, 7 questions, 3 knobs):
 // `lesson check` evaluates every question on the trace and parses every knob value.
 inline constexpr size_t kMaxGoals = 32, kMaxKnobs = 16, kMaxChapters = 64, kMaxQuestions = 128,
-                        kMaxScenarioArgs = 256;
+                        kMaxScenarioArgs = 256, kMaxExpects = 32, kMaxExercises = 8, kMaxOtherScenarios = 8;
 
 // A value a student may change: numeric (min, max, step) or one of `choices`. The scenario runs
 // with every knob at its value (the default unless turned), as `FLAG VALUE` appended to its args;
@@ -53,20 +54,56 @@ struct Knob {
   std::string check(const std::string& value) const;
 };
 
+// What a chapter's picture must show: an expression over the trace at the chapter's moment
+// (`at=` filters; docs/lessons.md, "Pictures at their moment"), true when non-zero.
+struct Expectation {
+  Expression condition;  // "count(name=grad_ready, rank=0, step=0, at=started) == params"
+  int line = 0;
+};
+
 struct Chapter {
   std::string title;
-  EventFilter trigger;  // nth defaults to 1
-  std::string narration;
+  EventFilter trigger;          // nth defaults to 1
+  std::string narration;        // as written, placeholders included
+  TextTemplate narration_text;  // rendered by evaluate_lesson at the chapter's moment
+  std::vector<Expectation> expect;
   int snippet_line = 0;  // 1-based line of the snippet to highlight
 };
 
 struct Question {
-  int chapter = 1;  // 1-based: the chapter during which it is asked
-  std::string prompt;
+  int chapter = 1;     // 1-based: the chapter during which it is asked
+  std::string prompt;  // as written
+  TextTemplate prompt_text;
   Expression answer;
   std::string unit;         // "bytes", "us", "" for a count
   double tolerance = 0.01;  // relative: an answer within 1 % is right by default
-  std::string explain;      // shown after the reveal (optional)
+  std::string explain;      // shown after the reveal (optional), as written
+  TextTemplate explain_text;
+};
+
+// For teachers: turn knobs, predict, check. The solution is computed from a run of the scenario
+// with `knobs` turned (`lesson check` runs it; `lesson handout` prints it in the answer key).
+struct Exercise {
+  std::string prompt;                        // as written
+  TextTemplate prompt_text;                  // rendered on the exercise's run
+  std::map<std::string, std::string> knobs;  // flag -> value, as --knob takes them
+  Expression answer;
+  std::string unit;
+  double tolerance = 0.01;
+  std::string explain;
+  TextTemplate explain_text;
+  int line = 0;
+};
+
+// [[scenarios]]: another run the lesson compares with (one GPU beside DDP, tree beside ring). Its
+// trace is OUT/ID.NAME.trace.jsonl; texts read it as `@name(expr)`. No knob applies to it.
+struct OtherScenario {
+  std::string name;  // "one-gpu"
+  std::vector<std::string> args;
+  // The lesson's knobs that apply to this run too (`knobs = ["--batch"]`): a student who turns
+  // the batch size compares like with like.
+  std::vector<std::string> knobs;
+  int line = 0;
 };
 
 struct Lesson {
@@ -79,10 +116,12 @@ struct Lesson {
   // [scenario] expect_error: the scenario is declared to fail, with a message containing this
   // (a pitfall lesson watches a run that stops with an error); "" = it must run to the end.
   std::string expect_error;
+  std::vector<OtherScenario> scenarios;  // [[scenarios]], in file order
   std::vector<Knob> knobs;
   std::string snippet;  // PyTorch code
   std::vector<Chapter> chapters;
   std::vector<Question> questions;
+  std::vector<Exercise> exercises;
 
   const Knob* find_knob(std::string_view flag) const;  // "--devices" or "devices"; nullptr if none
   int snippet_lines() const;
@@ -115,5 +154,10 @@ std::vector<Lesson> load_lessons(const std::filesystem::path& dir);
 // lesson, a knob given twice ("devices" and "--devices") or a value out of its range, naming both.
 std::vector<std::string> scenario_args(const Lesson& lesson,
                                        const std::map<std::string, std::string>& overrides = {});
+
+// The command line of the lesson's other scenario `other`, with the knobs it shares (its `knobs`)
+// at their values; `overrides` as for scenario_args (checked there).
+std::vector<std::string> other_scenario_args(const Lesson& lesson, const OtherScenario& other,
+                                             const std::map<std::string, std::string>& overrides = {});
 
 }  // namespace dpscope::lesson

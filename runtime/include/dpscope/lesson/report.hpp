@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,11 +19,19 @@ struct ChapterResult {
   // When the trigger fires: the matching event's start, from the trace's first event (ns);
   // nullopt when it never fires.
   std::optional<int64_t> time_ns;
+  std::string narration;  // rendered at the chapter's moment (the source when it cannot be)
 };
 
 struct QuestionResult {
   std::optional<double> value;  // nullopt when it cannot be computed
   std::string problem;          // why not ("cannot be computed: count(...) matches no event")
+  std::string prompt, explain;  // rendered at the chapter's moment
+};
+
+struct ExerciseResult {
+  std::optional<double> value;  // the solution on the exercise's run; nullopt when it cannot be computed
+  std::string problem;
+  std::string prompt, explain;  // rendered on the exercise's run
 };
 
 struct LessonReport {
@@ -40,7 +49,37 @@ struct LessonReport {
 // Chapter times and answers on `data`; with [scenario] expect_error, also a problem when the trace
 // has no `error` event containing it ("the scenario is declared to fail ... its trace has no error
 // event"), and without it, a problem when the trace has one.
-LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data);
+// Texts are rendered and answers computed at each chapter's moment (an absolute time
+// min_ts_ns + time_ns, for `at=`); a chapter's `expect` that does not hold there, a placeholder that
+// cannot be computed, and a chapter at the same moment as the one before it (the same picture) are
+// problems.
+// `others` holds the traces of the lesson's [[scenarios]] by name (for `@name(expr)`).
+using ScenarioTraces = std::map<std::string, const trace::TraceData*>;
+
+// Where `lesson run` writes the trace of the lesson's other scenario `other`: beside the lesson's
+// own trace `trace` (DIR/ID.trace.jsonl), as DIR/ID.NAME.trace.jsonl.
+std::filesystem::path other_trace_path(const std::filesystem::path& trace, const Lesson& lesson,
+                                       const OtherScenario& other);
+
+// The traces of every [[scenarios]] of `lesson` beside `trace` (a viewer that shows a lesson's run
+// reads them, then passes pointers to evaluate_lesson). Throws as trace::read_trace for a missing
+// or malformed one.
+std::map<std::string, trace::TraceData> read_other_traces(const std::filesystem::path& trace,
+                                                          const Lesson& lesson);
+LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data,
+                             const ScenarioTraces& others = {});
+
+// An exercise evaluated on the trace of its own run (the scenario with its knobs turned).
+ExerciseResult evaluate_exercise(const Lesson& lesson, size_t index, const trace::TraceData& data,
+                                 const ScenarioTraces& others = {});
+
+// The lint (docs/lessons.md, "The lint"): literal numbers in goals, narration, prompts and
+// explanations, one line each naming the lesson and the item.
+std::vector<std::string> lint_lesson(const Lesson& lesson);
+
+// The commands a lesson quotes for the student to type: the `code` spans of its rendered texts that
+// start with "dpscope train " or "dpscope bench " (`lesson check` runs each one).
+std::vector<std::string> quoted_commands(const Lesson& lesson, const LessonReport& report);
 
 // How the scenario's run ended, against what the lesson declares: `failure` is the run's error
 // message (nullopt: it ran to the end). Returns "" when they agree, else the problem (callers
@@ -61,8 +100,11 @@ std::string format_report(const Lesson& lesson, const LessonReport& report);
 // narration, its questions), the PyTorch snippet, and the answers in a section of their own.
 // `trace_name` is the trace file the page refers to (for dpscope-viz). `images[c]`, when given and
 // not empty, is chapter c's picture (a PNG beside the page), shown under the chapter's title.
+// `exercises[i]` (when given) is exercise i's result; the page then has an "Exercises" section and
+// an "Answer key" at the end (answers and the exercises' solutions).
 std::string handout_markdown(const Lesson& lesson, const std::vector<std::string>& args,
                              const LessonReport& report, std::string_view trace_name,
-                             const std::vector<std::string>& images = {});
+                             const std::vector<std::string>& images = {},
+                             const std::vector<ExerciseResult>& exercises = {});
 
 }  // namespace dpscope::lesson
