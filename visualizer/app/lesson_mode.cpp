@@ -103,7 +103,19 @@ LessonRun LessonMode::run(const std::map<std::string, std::string>& knobs) {
 LessonScript LessonMode::script(const fs::path& trace,
                                 const std::map<std::string, std::string>& knobs) const {
   const trace::TraceData data = trace::read_trace(trace);
-  const lesson::LessonReport report = lesson::evaluate_lesson(lesson_, data);
+  // The lesson's comparison runs, written beside its trace by `lesson run`: what its `@name(...)`
+  // placeholders read. The text shown is the report's, computed from these runs.
+  // A trace opened without them (a recorded run) still shows the lesson: what needs them is then
+  // shown as written.
+  std::map<std::string, trace::TraceData> others;
+  try {
+    others = lesson::read_other_traces(trace, lesson_);
+  } catch (const std::exception&) {
+    others.clear();
+  }
+  lesson::ScenarioTraces other_traces;
+  for (const auto& [name, other] : others) other_traces[name] = &other;
+  const lesson::LessonReport report = lesson::evaluate_lesson(lesson_, data, other_traces);
   LessonScript s;
   s.id = lesson_.id;
   s.title = lesson_.title;
@@ -114,7 +126,7 @@ LessonScript LessonMode::script(const fs::path& trace,
     const lesson::Chapter& chapter = lesson_.chapters[c];
     const std::optional<int64_t>& t = report.chapters[c].time_ns;
     s.chapters.push_back({.title = chapter.title,
-                          .narration = chapter.narration,
+                          .narration = report.chapters[c].narration,
                           .at_ns = t ? std::optional<int64_t>(data.min_ts_ns + *t) : std::nullopt,
                           .snippet_line = chapter.snippet_line});
   }
@@ -123,9 +135,9 @@ LessonScript LessonMode::script(const fs::path& trace,
     const lesson::QuestionResult& result = report.questions[q];
     s.questions.push_back(
         {.chapter = question.chapter,
-         .prompt = question.prompt,
+         .prompt = result.prompt,
          .unit = question.unit,
-         .explain = question.explain,
+         .explain = result.explain,
          .answer = result.value,
          .answer_text = result.value ? lesson::format_answer(*result.value) : result.problem,
          .tolerance = question.tolerance});
