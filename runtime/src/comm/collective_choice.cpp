@@ -134,6 +134,18 @@ TimedSchedule choose_schedule(const CollectiveShape& c, const NetworkModel& net,
                   t = time(build_schedule(tree_shape, n, ring));
     return fit(max_end(t.timing) < max_end(r.timing) ? std::move(t) : std::move(r));
   }
+  if (c.algorithm == Algorithm::kNaive && n >= 2) {
+    // NCCL has no naive algorithm: its bytes move as the links' flows say, and each round of its
+    // sends (all to one root, then back, for an all-reduce) pays a launch and an LL hop as NCCL's
+    // point-to-point would, so the comparison with ring and tree is fair at small sizes.
+    TimedSchedule t = time(build_schedule(c, n, ring));
+    if (const std::optional<NcclFabric> fabric = net.nccl_fabric(n)) {
+      const int64_t last = starts.empty() ? 0 : *std::max_element(starts.begin(), starts.end());
+      const int rounds = c.op == OpType::kAllReduce ? 2 : 1;
+      retime(t.timing, starts, max_end(t.timing) - last + rounds * nccl_round_latency_ns(*fabric));
+    }
+    return t;
+  }
   return fit(time(build_schedule(c, n, ring)));
 }
 

@@ -231,6 +231,14 @@ std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, i
   return f;
 }
 
+int64_t nccl_round_latency_ns(const NcclFabric& f) {
+  const int ring = static_cast<int>(NcclAlgo::kRing);
+  const int ll = static_cast<int>(NcclProto::kLL);
+  const double hop = f.nodes > 1 ? kHopLatency[kHwNet][ring][ll] + f.net_extra_latency_us
+                                 : kHopLatency[f.intra == LinkClass::kNvlink ? kHwNvlink : kHwPcie][ring][ll];
+  return std::llround((kBaseLatency[ring][ll] + hop) * 1e3);
+}
+
 NcclPrediction predict_nccl(const NcclFabric& f, OpType op, uint64_t bytes, NcclChoice choice) {
   if (op == OpType::kBarrier) {  // PyTorch's barrier: an all-reduce of one float
     op = OpType::kAllReduce;

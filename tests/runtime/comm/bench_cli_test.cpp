@@ -109,6 +109,26 @@ TEST(BenchCli, SimulatedTimeIsTheCostModelsTimeForTheForcedAlgorithmAndProtocol)
   EXPECT_GT(forced.time_ns, ring.time_ns);
 }
 
+// NCCL has no naive algorithm; the review of lesson 6 found naive priced at 2.1 us for 4 KiB on
+// eight H100s, 7x below the ring, because the links' flow timing knew no launch or protocol
+// latency. Each of its rounds (to the root, back from it) now pays one, as NCCL's point-to-point
+// would: at small sizes the three algorithms are within a few microseconds of each other.
+TEST(BenchCli, NaivePaysALaunchAndAHopPerRoundLikeNcclPointToPoint) {
+  const NcclFabric h100x8 = *nccl_fabric(find_preset("h100-sxm"), 8, 1);
+  auto time_us = [](const std::string& algo) {
+    const Result r =
+        run_bench("all_reduce --devices 8 --algo " + algo + " -b 4096 -e 4096 --timing-only -n 1 -w 0");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const auto rows = rows_of(r.output);
+    return rows.size() == 1 ? std::stod(rows[0][5]) : -1.0;
+  };
+  const double naive = time_us("naive");
+  const double ring = time_us("ring");
+  EXPECT_GE(naive, 2 * nccl_round_latency_ns(h100x8) / 1e3) << "two rounds, each a launch and a hop";
+  EXPECT_LT(std::fabs(naive - ring), 0.25 * ring) << "naive " << naive << " us, ring " << ring << " us";
+  EXPECT_NEAR(nccl_round_latency_ns(h100x8) / 1e3, 6.6 + 0.6, 1e-9) << "NCCL's ring LL base + one NVLink hop";
+}
+
 // --nodes: nodes of --devices GPUs over the preset's [cluster], timed by the same model as the
 // analytic timing-only backend.
 TEST(BenchCli, NodesRunTheClusterThroughTheCostModel) {

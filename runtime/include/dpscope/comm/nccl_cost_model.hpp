@@ -67,6 +67,12 @@ struct NcclFabric {
 // table (its collectives keep the alpha-beta flow timing of its links).
 std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, int nodes);
 
+// The fixed cost of one round of point-to-point sends on `f` (a kernel launch and an LL hop:
+// NCCL's ring LL base latency plus one hop's, a network hop when the fabric spans nodes), in ns.
+// What a collective NCCL has no algorithm for (dpscope's naive schedules) pays per round on top of
+// its bytes' time, so that it is not priced below the collectives NCCL runs.
+int64_t nccl_round_latency_ns(const NcclFabric& f);
+
 struct NcclChoice {
   std::optional<NcclAlgo> algo;    // forced (NCCL_ALGO), or the tuner's choice
   std::optional<NcclProto> proto;  // forced (NCCL_PROTO), or the tuner's choice
