@@ -2,10 +2,14 @@
 #pragma once
 
 #include <sys/wait.h>
+
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "support/temp_files.hpp"
 
@@ -30,6 +34,21 @@ inline CommandResult run_command(const std::string& command) {
 
 inline CommandResult run_dpscope(const std::string& args) {
   return run_command(std::string(DPSCOPE_CLI) + " " + args);
+}
+
+// `dpscope ARGS` killed after `seconds` (exit 124): a hang fails the test instead of the suite.
+inline CommandResult run_dpscope_within(int seconds, const std::string& args) {
+  return run_command("timeout " + std::to_string(seconds) + " " + std::string(DPSCOPE_CLI) + " " + args);
+}
+
+// A usage error as the command line promises it: exit 2 and exactly one line,
+// "dpscope: error: <...needle...>".
+inline void expect_usage_error_line(const CommandResult& r, const std::string& args,
+                                    const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+  EXPECT_EQ(r.output.rfind("dpscope: error: ", 0), 0u) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
 }
 
 // The python3 the parity tests run: $DPSCOPE_PYTHON, else the first python3 on PATH (Debian's

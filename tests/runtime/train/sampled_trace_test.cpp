@@ -14,12 +14,9 @@
 namespace dpscope {
 namespace {
 
-using testing::run_command;
 using testing::TempDir;
 
-testing::CommandResult run_limited(const std::string& args) {
-  return run_command("timeout 120 " + std::string(DPSCOPE_CLI) + " " + args);
-}
+testing::CommandResult run_limited(const std::string& args) { return testing::run_dpscope_within(120, args); }
 
 // What one training step of one device left in a trace.
 struct StepEvents {
@@ -151,11 +148,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Mode>& param) { return param.param.name; });
 
 void expect_usage_error(const std::string& args, const std::string& needle) {
-  const auto r = run_limited(args);
-  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-  EXPECT_EQ(r.output.rfind("dpscope: error: ", 0), 0u) << r.output;
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
+  testing::expect_usage_error_line(run_limited(args), args, needle);
 }
 
 TEST(SampledTraceFlags, ZeroNegativeAndWithoutATraceAreRefused) {

@@ -20,11 +20,7 @@ using testing::TempDir;
 
 // Expects exit code 2 and exactly one output line, "dpscope: error: <...needle...>".
 void expect_usage_error(const std::string& args, const std::string& needle) {
-  const auto r = run_dpscope(args);
-  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-  EXPECT_EQ(r.output.rfind("dpscope: error: ", 0), 0u) << r.output;
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
+  testing::expect_usage_error_line(run_dpscope(args), args, needle);
 }
 
 const std::string kOk = "train --dataset spirals:64 --model 2-8-3 --batch 16 --steps 2 ";

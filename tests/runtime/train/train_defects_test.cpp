@@ -17,20 +17,13 @@
 namespace dpscope {
 namespace {
 
-using testing::run_command;
 using testing::TempDir;
 
 // Runs `dpscope ARGS` killed after 60 s (exit 124): a hang fails the test instead of the suite.
-testing::CommandResult run_limited(const std::string& args) {
-  return run_command("timeout 60 " + std::string(DPSCOPE_CLI) + " " + args);
-}
+testing::CommandResult run_limited(const std::string& args) { return testing::run_dpscope_within(60, args); }
 
 void expect_one_error_line(const std::string& args, const std::string& needle) {
-  const auto r = run_limited(args);
-  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-  EXPECT_EQ(r.output.rfind("dpscope: error: ", 0), 0u) << r.output;
-  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
+  testing::expect_usage_error_line(run_limited(args), args, needle);
 }
 
 const std::string kSmall = "train --dataset spirals:64 --model 2-8-3 ";
