@@ -99,12 +99,20 @@ def main():
     keys = ["ms_per_step", "ms_per_step_traced", "ms_per_step_timer_only", "ms_per_step_traced_events",
             "ms_per_step_sampled_10", "ms_per_step_sampled_50", "ms_per_step_phases_only"]
     graph_keys = ["ms_per_step_graph", "ms_per_step_graph_cupti"]
+    # Where sampled tracing's cost goes (diagnostics, printed as measured).
+    split_keys = ["ms_per_step_phases_no_flush", "ms_per_step_phases_null_sink", "ms_host_sampled_step",
+                  "ms_host_step_after_sampled", "ms_host_other_step", "us_cuda_event_record",
+                  "us_device_record", "us_cuda_event_query", "us_cuda_event_elapsed", "us_flush_soon"]
+    split = {k: [] for k in split_keys}
     ours, theirs, profiled, gpu, timer, untimed = {k: [] for k in keys + graph_keys}, [], [], "", "", 0
     graph_notes = set()
     for _ in range(args.rounds):  # alternating, so both see the same clocks and temperature
         r = dpscope_ms_per_step(args.dpscope_bin, args.model, args.batch, args.steps)
         for k in keys:
             ours[k].append(r[k])
+        for k in split_keys:
+            if k in r:
+                split[k].append(r[k])
         if r.get("graph_error"):
             graph_notes.add(f"could not be captured: {r['graph_error']}")
         elif r.get("ms_per_step_graph", -1) > 0:
@@ -150,6 +158,16 @@ def main():
               f"\t{ms:.3f}\tuntraced {o:.3f}\t{ms / o:.2f}\t<= 1.05")
     print(f"bench-row\t  of which the phase spans, batch {args.batch} (phases only / untraced)\t{sp:.3f}"
           f"\tuntraced {o:.3f}\t{sp / o:.2f}\t-")
+    if all(split[k] for k in split_keys):
+        m = {k: statistics.median(v) for k, v in split.items()}
+        print(f"phase spans only: {sp / o:.3f}x; without the per-step hand-off to the writer "
+              f"{m['ms_per_step_phases_no_flush'] / o:.3f}x; into no recorder "
+              f"{m['ms_per_step_phases_null_sink'] / o:.3f}x")
+        print(f"kernels 1 step in 10, host ms per step: the sampled step {m['ms_host_sampled_step']:.3f}, "
+              f"the next {m['ms_host_step_after_sampled']:.3f}, the others {m['ms_host_other_step']:.3f}")
+        print(f"us per call: cudaEventRecord {m['us_cuda_event_record']:.2f}, device record (pool + record) "
+              f"{m['us_device_record']:.2f}, cudaEventQuery {m['us_cuda_event_query']:.2f}, "
+              f"cudaEventElapsedTime {m['us_cuda_event_elapsed']:.2f}, flush_soon {m['us_flush_soon']:.2f}")
     sampled_cost = s10 / o - 1
     sampled_versus = f"{sampled_cost / torch_cost:.2f}" if torch_cost > 0 else "-"
     print(f"bench-row\tsampled tracing (1 in 10) vs torch.profiler's, batch {args.batch} (added share)"

@@ -38,6 +38,14 @@ struct Config {
   TraceSink* sink = nullptr;
   cuda::KernelTimer timer = cuda::KernelTimer::kCupti;
   int64_t kernels_every = 1;
+  bool flush_soon = true;  // hands the step's lines to the writer after every step, as training does
+};
+
+// Where a sampled configuration's time goes, from the host's clock around each step (at a small
+// batch the host issues the step and the GPU keeps up, so host time is step time): the sampled
+// step, the step after it (which lets the timer go), and the median of the rest.
+struct StepSplit {
+  std::vector<double> sampled, after, other;
 };
 
 // Kernels never traced: every step of a block timed per phase (the floor of sampled tracing).
@@ -48,7 +56,8 @@ constexpr int64_t kPhasesOnly = std::numeric_limits<int64_t>::max();
 // 10 steps, or `kernels_every` steps when sampling: it holds one sampled step (its first), so the
 // block's mean carries the sampled step's share. One median per configuration, in order.
 std::vector<double> time_steps(gpu_bench::MlpStep& step, const Device& device,
-                               std::span<const Config> configs, int trace_id, int steps) {
+                               std::span<const Config> configs, int trace_id, int steps, size_t split_config,
+                               StepSplit& split) {
   for (int i = 0; i < 10; ++i) step.run();  // warm-up: cuBLAS handles, the caching allocator's blocks
   constexpr int64_t kBlock = 10;
   std::vector<std::vector<double>> seconds(configs.size());
@@ -66,10 +75,18 @@ std::vector<double> time_steps(gpu_bench::MlpStep& step, const Device& device,
     step.run();  // the timer is chosen, and CUPTI started, at the first traced kernel
     device.synchronize();
     const auto t0 = std::chrono::steady_clock::now();
+    auto last = t0;
     for (int64_t i = 0; i < block; ++i) {
       device.set_step(phases_only ? i + 1 : i);  // as the training loop numbers its steps
       step.run();
-      if (config.sink != nullptr) config.sink->flush_soon();  // as the training loop does after every step
+      if (config.sink != nullptr && config.flush_soon)
+        config.sink->flush_soon();  // as the training loop does
+      if (which == split_config) {
+        const auto now = std::chrono::steady_clock::now();
+        const double s = std::chrono::duration<double>(now - last).count();
+        (i == 0 ? split.sampled : i == 1 ? split.after : split.other).push_back(s);
+        last = now;
+      }
     }
     device.set_step(-1);
     device.synchronize();
@@ -229,6 +246,43 @@ GraphResult time_graph_steps(const std::string& spec, int64_t batch, const Devic
   return result;
 }
 
+// Microseconds per call of what an unsampled step pays per phase boundary, on an idle GPU: a raw
+// cudaEventRecord, the device's record (an event from its pool, then cudaEventRecord), a query and
+// an elapsed-time read of a completed event, and the trace's per-step hand-off to its writer.
+struct CallCosts {
+  double event_record = 0, device_record = 0, event_query = 0, event_elapsed = 0, flush_soon = 0;
+};
+
+CallCosts time_calls(const Device& device, TraceSink& sink) {
+  constexpr int kCalls = 20000;
+  const auto us_per_call = [](auto&& body) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) body();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kCalls;
+  };
+  const auto stream = static_cast<cudaStream_t>(cuda::stream_handle(device.impl(), StreamKind::kCompute));
+  const int gpu = cuda::physical_index(device.impl());
+  cudaEvent_t a = nullptr;
+  cudaEvent_t b = nullptr;
+  gpu_bench::check_cuda(cudaEventCreate(&a), "cudaEventCreate", gpu);
+  gpu_bench::check_cuda(cudaEventCreate(&b), "cudaEventCreate", gpu);
+  CallCosts costs;
+  device.synchronize();
+  costs.event_record = us_per_call([&] { (void)cudaEventRecord(a, stream); });
+  device.synchronize();
+  costs.device_record = us_per_call([&] { (void)device.impl().record(StreamKind::kCompute); });
+  device.synchronize();
+  gpu_bench::check_cuda(cudaEventRecord(b, stream), "cudaEventRecord", gpu);
+  gpu_bench::check_cuda(cudaEventSynchronize(b), "cudaEventSynchronize", gpu);
+  costs.event_query = us_per_call([&] { (void)cudaEventQuery(b); });
+  float ms = 0;
+  costs.event_elapsed = us_per_call([&] { (void)cudaEventElapsedTime(&ms, a, b); });
+  costs.flush_soon = us_per_call([&] { sink.flush_soon(); });
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return costs;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -248,21 +302,29 @@ int main(int argc, char** argv) {
     header.clock = "measured";
     add_trace_device(header, device);
     std::vector<double> times;
+    StepSplit split;
+    CallCosts calls;
     uint64_t untimed = 0;
     {
       auto tracer = TraceRecorder::open(trace_path, header, devices);
       const int trace_id = device.trace_id();  // the header's id, before the first detach
       NullTraceSink timer_only;                // the timer's cost without the recorder's
       using cuda::KernelTimer;
-      const std::array<Config, 7> configs{
-          Config{},
-          Config{.sink = tracer.get(), .timer = KernelTimer::kCupti},
+      const std::array<Config, 9> configs{
+          Config{}, Config{.sink = tracer.get(), .timer = KernelTimer::kCupti},
           Config{.sink = &timer_only, .timer = KernelTimer::kCupti},
           Config{.sink = tracer.get(), .timer = KernelTimer::kEvents},
           Config{.sink = tracer.get(), .timer = KernelTimer::kCupti, .kernels_every = 10},
           Config{.sink = tracer.get(), .timer = KernelTimer::kCupti, .kernels_every = 50},
-          Config{.sink = tracer.get(), .timer = KernelTimer::kCupti, .kernels_every = kPhasesOnly}};
-      times = time_steps(step, device, configs, trace_id, steps);
+          Config{.sink = tracer.get(), .timer = KernelTimer::kCupti, .kernels_every = kPhasesOnly},
+          // Where the phases' cost goes: without the per-step hand-off, and without the recorder.
+          Config{.sink = tracer.get(),
+                 .timer = KernelTimer::kCupti,
+                 .kernels_every = kPhasesOnly,
+                 .flush_soon = false},
+          Config{.sink = &timer_only, .timer = KernelTimer::kCupti, .kernels_every = kPhasesOnly}};
+      times = time_steps(step, device, configs, trace_id, steps, /*split_config=*/4, split);
+      calls = time_calls(device, *tracer);
       untimed = cuda::untimed_kernel_spans(device.impl());
       tracer->close();
     }
@@ -280,12 +342,19 @@ int main(int argc, char** argv) {
         "\"ms_per_step_timer_only\":%.4f,\"ms_per_step_traced_events\":%.4f,\"untimed_spans\":%llu,"
         "\"ms_per_step_sampled_10\":%.4f,\"ms_per_step_sampled_50\":%.4f,\"ms_per_step_phases_only\":%.4f,"
         "\"ms_per_step_graph\":%.4f,\"ms_per_step_graph_cupti\":%.4f,\"graph_nodes\":%zu,"
-        "\"graph_max_abs_diff\":%.3g,\"graph_error\":\"%s\"}\n",
+        "\"graph_max_abs_diff\":%.3g,\"graph_error\":\"%s\","
+        "\"ms_per_step_phases_no_flush\":%.4f,\"ms_per_step_phases_null_sink\":%.4f,"
+        "\"ms_host_sampled_step\":%.4f,\"ms_host_step_after_sampled\":%.4f,\"ms_host_other_step\":%.4f,"
+        "\"us_cuda_event_record\":%.3f,\"us_device_record\":%.3f,\"us_cuda_event_query\":%.3f,"
+        "\"us_cuda_event_elapsed\":%.3f,\"us_flush_soon\":%.3f}\n",
         spec.c_str(), static_cast<long long>(batch), device.name().c_str(),
         cuda::physical_name(device.impl()).c_str(), cuda::kernel_timer_description().c_str(), times[0] * 1e3,
         times[1] * 1e3, times[2] * 1e3, times[3] * 1e3, static_cast<unsigned long long>(untimed),
         times[4] * 1e3, times[5] * 1e3, times[6] * 1e3, graph.untraced_s * 1e3, graph.cupti_s * 1e3,
-        graph.nodes, graph.max_abs_diff, json_safe(graph.error).c_str());
+        graph.nodes, graph.max_abs_diff, json_safe(graph.error).c_str(), times[7] * 1e3, times[8] * 1e3,
+        gpu_bench::median(split.sampled) * 1e3, gpu_bench::median(split.after) * 1e3,
+        gpu_bench::median(split.other) * 1e3, calls.event_record, calls.device_record, calls.event_query,
+        calls.event_elapsed, calls.flush_soon);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_mlp_step_bench: %s\n", e.what());
     return 1;

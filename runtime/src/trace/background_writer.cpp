@@ -32,13 +32,17 @@ uint64_t BackgroundWriter::hand_off(std::string& lines, bool flush) {
   lines.clear();
   flush_queued_ = flush_queued_ || flush;
   const uint64_t ticket = ++handed_;
+  // A lingering thread takes these lines within kLinger by itself: no wake-up call (a futex system
+  // call per training step, on the launching thread).
+  const bool wake = !lingering_;
   lock.unlock();
-  work_.notify_one();
+  if (wake) work_.notify_one();
   return ticket;
 }
 
 void BackgroundWriter::wait_written(uint64_t ticket) {
   std::unique_lock lock(mutex_);
+  if (written_up_to_ < ticket && lingering_) work_.notify_one();  // a waiter does not wait out the linger
   written_.wait(lock, [&] { return written_up_to_ >= ticket || failure_ != nullptr; });
   if (failure_ != nullptr) std::rethrow_exception(failure_);
 }
@@ -51,8 +55,16 @@ void BackgroundWriter::rethrow_failure() {
 void BackgroundWriter::run() {
   std::string writing;
   std::unique_lock lock(mutex_);
+  const auto has_work = [&] { return handed_ != written_up_to_ || stop_; };
   for (;;) {
-    work_.wait(lock, [&] { return handed_ != written_up_to_ || stop_; });
+    if (!has_work()) {
+      // A training loop hands lines over every step: wait for the next ones a while without asking
+      // for a wake-up call, then sleep until woken.
+      lingering_ = true;
+      work_.wait_for(lock, kLinger, has_work);
+      lingering_ = false;
+      work_.wait(lock, has_work);
+    }
     if (handed_ == written_up_to_) return;  // stopped, and everything is written
     const uint64_t up_to = handed_;
     const bool flush = std::exchange(flush_queued_, false);

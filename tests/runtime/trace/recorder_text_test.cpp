@@ -158,16 +158,22 @@ TEST(TraceRecorderWriting, FlushShowsTheLinesAtOnceFlushSoonMomentsLater) {
     r.recorder->instant(r.gpu, 10, GradReady{.param = 1});
     r.recorder->flush();
     EXPECT_EQ(follower.poll(), 1u) << name << ": flush() returns once the line is in the file";
-    r.recorder->instant(r.gpu, 20, GradReady{.param = 2});
-    r.recorder->flush_soon();
-    uint64_t seen = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while ((seen += follower.poll()) < 1 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    EXPECT_EQ(seen, 1u) << name << ": flush_soon()'s line reaches the file without another call";
+    // Handed over while the writing thread lingers after its last write (no wake-up call), then
+    // after it has gone to sleep (woken).
+    for (const int param : {2, 3}) {
+      if (param == 3) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // > its 2 ms linger
+      r.recorder->instant(r.gpu, 10 * param, GradReady{.param = param});
+      r.recorder->flush_soon();
+      uint64_t seen = 0;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while ((seen += follower.poll()) < 1 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      EXPECT_EQ(seen, 1u) << name << ": flush_soon()'s line " << param
+                          << " reaches the file without another call";
+    }
     r.recorder->close();
     EXPECT_EQ(follower.poll(), 0u);
-    EXPECT_EQ(follower.data().events.size(), 2u);
+    EXPECT_EQ(follower.data().events.size(), 3u);
   }
 }
 
