@@ -13,6 +13,18 @@ fail() {
   echo "FAIL: $*"
   exit 1
 }
+# A machine where every package is installed, whatever this one has (the GPU machine is not Debian
+# and has none of them): dpkg-query says so, and apt-get or sudo, if called, leave a mark.
+mkdir -p "$tmp/bin"
+cat >"$tmp/bin/dpkg-query" <<'STUB'
+#!/usr/bin/env bash
+printf 'install ok installed'
+STUB
+for tool in apt-get sudo; do
+  printf '#!/usr/bin/env bash\necho "$0 $*" >>"%s/called"\nexit 1\n' "$tmp" >"$tmp/bin/$tool"
+done
+chmod +x "$tmp/bin/"*
+export PATH="$tmp/bin:$PATH"
 
 case "$case_name" in
   lesson_profile_is_a_part)
@@ -34,14 +46,13 @@ case "$case_name" in
     [[ $out == "dpscope: error: unknown option '--frobnicate'"* && $(wc -l <<<"$out") == 1 ]] || fail "'$out'"
     ;;
   everything_installed_is_one_line)
-    # The test command installed everything before the suite runs.
     out=$("$src/scripts/install-deps.sh" --lesson 2>&1) || fail "$out"
     [[ $out == "dpscope: all "*" packages already installed" && $(wc -l <<<"$out") == 1 ]] || fail "'$out'"
     ;;
   failing_stage_prints_its_log)
     # A cmake that fails after many lines: run.sh says FAILED for the build, prints the tail and
     # names the log, which keeps every line. (Run from a copy, so that nothing is built here.)
-    mkdir -p "$tmp/repo/scripts" "$tmp/bin"
+    mkdir -p "$tmp/repo/scripts"
     cp "$src/scripts/run.sh" "$src/scripts/install-deps.sh" "$src/scripts/build.sh" "$tmp/repo/scripts/"
     cat >"$tmp/bin/cmake" <<'CMAKE'
 #!/usr/bin/env bash
@@ -50,7 +61,7 @@ echo "fatal: the compiler broke" >&2
 exit 1
 CMAKE
     chmod +x "$tmp/bin/cmake"
-    out=$(cd "$tmp/repo" && PATH="$tmp/bin:$PATH" DPSCOPE_OUT="$tmp/out" scripts/run.sh 2>&1)
+    out=$(cd "$tmp/repo" && DPSCOPE_OUT="$tmp/out" scripts/run.sh 2>&1)
     code=$?
     [[ $code == 1 ]] || fail "exit $code: $out"
     grep -q "^== build dpscope and dpscope-viz .*FAILED$" <<<"$out" || fail "no FAILED line: $out"
@@ -62,4 +73,5 @@ CMAKE
     ;;
   *) fail "unknown case $case_name" ;;
 esac
+[[ -e $tmp/called ]] && fail "apt-get or sudo was called: $(cat "$tmp/called")"
 echo "PASS ($case_name)"
