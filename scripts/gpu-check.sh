@@ -388,9 +388,12 @@ run_stage() {
     note[$name]=$(grep -m1 '^SKIP: ' "$logs/$name.log" | sed 's/^SKIP: /skipped: /')
   else
     result[$name]="FAILED"
-    # The first line that says what went wrong, else the last line.
+    # ctest's count of failures; else the first line that says what went wrong (not a test's
+    # start or result line: test names say "Error" too), else the last line.
     local why
-    why=$(grep -m1 -iE 'error|fail|was stopped|not built|not found' "$logs/$name.log" ||
+    why=$(grep -m1 -E 'tests? failed out of' "$logs/$name.log" ||
+      grep -vE '^\s*(Start +[0-9]+:|[0-9]+/[0-9]+ Test +#)' "$logs/$name.log" |
+      grep -m1 -iE 'error|fail|was stopped|not built|not found' ||
       grep -v '^\s*$' "$logs/$name.log" | tail -n 1)
     note[$name]="exit $rc: $(cut -c1-160 <<<"$why")"
   fi

@@ -187,6 +187,7 @@ case_tests_summary() {
   fake_smi
   mkdir -p "$tmp/build"
   cat >"$tmp/build/CTestTestfile.cmake" <<'CTEST'
+add_test(AnUnwritableFileIsAnIoError "true")
 add_test(passes "true")
 add_test(fails "false")
 add_test(skips "sh" "-c" "echo '[  SKIPPED ] no CUDA GPU on this machine'")
@@ -195,7 +196,10 @@ CTEST
   run --build-dir "$tmp/build" --stages tests "$tmp/out"
   expect_rc 1
   local report="$tmp/out/report.md"
-  grep -qF '**1 passed, 1 failed, 1 skipped** out of 3' "$report" || fail "wrong summary: $(cat "$report")"
+  grep -qF '**2 passed, 1 failed, 1 skipped** out of 4' "$report" || fail "wrong summary: $(cat "$report")"
+  # The stage's note is ctest's count, not a passing test whose name says "Error".
+  grep -qE '^\| tests \| FAILED \| [0-9]+ \| exit [0-9]+: .*1 tests failed out of 4' "$report" ||
+    fail "the stage's note: $(grep '^| tests' "$report")"
   grep -qxF -- '- fails (Failed)' "$report" || fail "failed test not named: $(cat "$report")"
   grep -qxF -- '- skips (Skipped)' "$report" || fail "skipped test not named: $(cat "$report")"
   grep -qF '| tests | FAILED |' "$report" || fail "tests stage not FAILED: $(cat "$report")"
