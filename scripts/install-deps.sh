@@ -4,7 +4,6 @@
 #   scripts/install-deps.sh --lesson   only what the quick start builds and runs: the dpscope
 #                                      command and dpscope-viz, drawn under Xvfb (scripts/run.sh)
 #   --list                             print the packages instead of installing them
-# Optional: DPSCOPE_WITH_TORCH=1 also installs python3-torch (the PyTorch 1.13 reference for parity tests).
 # apt's output goes to a log file (DPSCOPE_LOG_DIR, default out/logs), printed only when it fails,
 # so a fresh machine shows one line instead of hundreds of unpacking lines.
 set -euo pipefail
@@ -29,10 +28,11 @@ packages=(
   xvfb xauth
 )
 # The rest: tests and benchmarks (GoogleTest, Google Benchmark), MPI ranks, numpy for the parity
-# tests' fixtures, git for the scripts that compare builds.
+# tests' fixtures, git for the scripts that compare builds, and PyTorch 1.13 (CPU, gloo): the
+# reference of the parity tests and the real DDP runs dpscope_torch records (tests/python).
 if [[ $profile == all ]]; then
-  packages+=(git libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin python3 python3-numpy)
-  if [[ "${DPSCOPE_WITH_TORCH:-0}" == 1 ]]; then packages+=(python3-torch); fi
+  packages+=(git libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin python3 python3-numpy
+    python3-torch)
 fi
 
 if ((list)); then

@@ -31,8 +31,9 @@ if [[ "${DPSCOPE_SANITIZERS:-1}" == 0 ]]; then
 fi
 
 # Tests of binaries a sanitizer build does not make show up as <binary>_NOT_BUILT; the examples and
-# the layering checks gain nothing from a sanitizer. Both are left out of those runs.
-not_built='(_NOT_BUILT$|^example_|^layering_check)'
+# the layering checks and the Python package's runs of PyTorch gain nothing from a sanitizer. They
+# are left out of those runs.
+not_built='(_NOT_BUILT$|^example_|^layering_check|^python_)'
 
 stage "asan: runtime suites + hostile-input matrix + fuzz corpus replays"
 asan_targets=(dpscope_cli cli_tests fuzz_replay_trace_reader fuzz_replay_io_npy fuzz_replay_io_safetensors

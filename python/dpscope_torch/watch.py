@@ -1,0 +1,745 @@
+"""watch(): records a real PyTorch DistributedDataParallel run into one dpscope trace per rank.
+
+    with dpscope_torch.watch(ddp_model, "traces/run1", sampler=sampler, optimizer=optimizer):
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss_fn(ddp_model(x), y).backward()
+                optimizer.step()
+
+What is recorded, and from where (docs/pytorch.md says the same for users):
+- steps and phases: a step starts at the first training forward of the DDP model after the previous
+  step ended and ends when the optimizer's step() returns; `data` is the time before the forward,
+  `forward` runs to the call of backward() (the loss included), `backward` to its return (DDP waits
+  there for the last bucket), `optimizer` is step(). Each phase is a span of category `phase`; the
+  forward, the backward's computation (to the last gradient) and step() are also work spans;
+- gradient-ready instants, one per parameter and backward, from a hook on the parameter's
+  AccumulateGrad node (register_post_accumulate_grad_hook where PyTorch has it, >= 2.1);
+- buckets as DDP first builds them (header) and every assignment after (`buckets` events, from the
+  GradBucket each all-reduce gets), bucket launched / done instants and the all-reduce span, through a
+  communication hook that wraps the user's own hook or does what DDP does without one;
+- the sample indices each rank's sampler yields for each forward, with the sampler's epoch;
+- the loss, memory by category, and 32 gradient values per parameter before and after the average
+  on one step in `values_every`;
+- each rank's clock offset to rank 0 (clock.py), and an `error` instant if the run raises.
+"""
+import math
+import os
+import socket
+import sys
+import threading
+import traceback
+
+from . import schema
+from .clock import measure_offsets, now_ns
+from .clocks import CudaClock, HostClock
+from .writer import TraceError, TraceWriter, check_trace_dir
+
+VALUE_SAMPLES = 32  # gradient elements per parameter in a `values` event (the runtime's count)
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def ddp_parameters(ddp):
+    """(name, parameter) in DDP's order: the reducer's parameter indices are positions in this list.
+
+    DDP takes the parameters that require grad, module by module (named_modules order), without those
+    in parameters_to_ignore, each shared parameter once (DistributedDataParallel._build_params_for_reducer).
+    """
+    ignore = set(getattr(ddp, "parameters_to_ignore", ()) or ())
+    seen = set()
+    out = []
+    for module_name, module in ddp.module.named_modules():
+        for param_name, param in module.named_parameters(recurse=False):
+            if not param.requires_grad or f"{module_name}.{param_name}" in ignore or id(param) in seen:
+                continue
+            seen.add(id(param))
+            out.append((f"{module_name}.{param_name}" if module_name else param_name, param))
+    return out
+
+
+def initial_buckets(ddp, params, logging_sizes):
+    """DDP's first bucket assignment, [(param indices in packing order, bytes)] with bucket 0 first,
+    or None when it cannot be known.
+
+    DDP builds it with dist._compute_bucket_assignment_by_size over its parameters, under size limits
+    that depend on the PyTorch version and on find_unused_parameters / static_graph (1.13: one bucket
+    of everything unless find_unused_parameters, which uses [first bucket cap, bucket_cap_mb]); the
+    buckets are reduced in reverse. Both limit sets are tried; the one whose sizes DDP's own logging
+    data reports (`bucket_sizes`) is kept.
+    """
+    torch = _torch()
+    dist = torch.distributed
+    compute = getattr(dist, "_compute_bucket_assignment_by_size", None)
+    if compute is None or not logging_sizes:
+        return None
+    tensors = [p for _, p in params]
+    sparse = [False] * len(tensors)
+    first = getattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES", 1024 * 1024)
+    for limits in ([sys.maxsize], [first, ddp.bucket_bytes_cap]):
+        try:
+            indices, _ = compute(tensors, limits, sparse)
+        except (TypeError, RuntimeError):
+            return None
+        buckets = [(list(group), sum(tensors[i].numel() * tensors[i].element_size() for i in group))
+                   for group in reversed(indices)]
+        if [b for _, b in buckets] == logging_sizes:
+            return buckets
+    return None
+
+
+def _sizes(text):
+    """DDP's logging data lists sizes as "1071144, 1607680"."""
+    try:
+        return [int(s) for s in str(text).split(",") if s.strip()]
+    except ValueError:
+        return []
+
+
+def _stride(shape):
+    """Elements 0, stride, 2*stride, ... of the flattened tensor: VALUE_SAMPLES spread over all of it;
+    for a matrix, lowered until prime to the row length so that they fall in different columns."""
+    numel = math.prod(shape)
+    stride = max(1, numel // VALUE_SAMPLES)
+    if len(shape) >= 2:
+        row = shape[-1]
+        while stride > 1 and math.gcd(stride, row) != 1:
+            stride -= 1
+    return stride
+
+
+class _SampleQueue:
+    """The indices a watched sampler yields, taken batch by batch as forwards consume them."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.indices = []
+        self.epoch = None
+
+    def start(self, epoch):
+        with self.lock:
+            self.indices = []  # what the last epoch left (drop_last) is not this epoch's
+            self.epoch = epoch
+
+    def put(self, index):
+        with self.lock:
+            self.indices.append(index)
+
+    def take(self, count):
+        with self.lock:
+            batch, self.indices = self.indices[:count], self.indices[count:]
+            return batch, self.epoch
+
+
+def watch_sampler(sampler, queue):
+    """Makes `sampler` report the indices it yields to `queue` (its class is swapped for a subclass
+    whose __iter__ does, since iter() looks the method up on the type)."""
+    cls = type(sampler)
+    if getattr(cls, "_dpscope_watched", False):
+        sampler._dpscope_queue = queue
+        return
+
+    def __iter__(self):
+        q = getattr(self, "_dpscope_queue", None)
+        if q is not None:
+            q.start(getattr(self, "epoch", None))
+        for index in cls.__iter__(self):
+            if q is not None:
+                q.put(int(index))
+            yield index
+
+    sampler.__class__ = type(cls.__name__, (cls,), {"__iter__": __iter__, "_dpscope_watched": True,
+                                                     "__module__": cls.__module__})
+    sampler._dpscope_queue = queue
+
+
+def _first_batch_size(value, depth=0):
+    """The leading dimension of the first tensor in a forward's inputs (tuples, lists, dicts)."""
+    torch = _torch()
+    if isinstance(value, torch.Tensor):
+        return int(value.shape[0]) if value.dim() > 0 else None
+    if depth < 3 and isinstance(value, (list, tuple)):
+        for v in value:
+            n = _first_batch_size(v, depth + 1)
+            if n is not None:
+                return n
+    if depth < 3 and isinstance(value, dict):
+        for v in value.values():
+            n = _first_batch_size(v, depth + 1)
+            if n is not None:
+                return n
+    return None
+
+
+def _one_line(exc):
+    text = f"{type(exc).__name__}: {exc}".strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return first[:2000]
+
+
+class Watcher:
+    """Records one DDP model's run (watch() makes one; close() or leaving the `with` ends it)."""
+
+    def __init__(self, ddp_model, trace_dir, sampler=None, optimizer=None, values_every=10, run=None):
+        torch = _torch()
+        dist = torch.distributed
+        if not isinstance(ddp_model, torch.nn.parallel.DistributedDataParallel):
+            raise TypeError(f"dpscope_torch.watch: expected a DistributedDataParallel model, got {type(ddp_model).__name__}")
+        if not dist.is_initialized():
+            raise RuntimeError("dpscope_torch.watch: the default process group is not initialized (call "
+                               "torch.distributed.init_process_group first)")
+        if int(values_every) < 0:
+            raise ValueError(f"dpscope_torch.watch: values_every must be >= 0, got {values_every}")
+        self._torch = torch
+        self._ddp = ddp_model
+        self._values_every = int(values_every)
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.backend = str(dist.get_backend())
+        self._lock = threading.RLock()
+        self._closed = False
+
+        # Device and clock: where the model's parameters are.
+        self._params = ddp_parameters(ddp_model)
+        first = self._params[0][1] if self._params else None
+        self.device = first.device if first is not None else torch.device("cpu")
+        self._clock = CudaClock(torch, self.device) if self.device.type == "cuda" else HostClock()
+
+        # Everything that can fail on bad input is checked before any hook is set.
+        self.path = check_trace_dir(trace_dir, self.rank, self.world_size)
+        offset, uncertainty = self._measure_clock()
+
+        self._index_of = {p.data_ptr(): i for i, (_, p) in enumerate(self._params)}
+        self._param_bytes = sum(p.numel() * p.element_size() for _, p in self._params)
+        self._buffer_bytes = sum(b.numel() * b.element_size() for b in ddp_model.module.buffers())
+        self._state_bytes = 0
+        logging = self._logging_data()
+        self._buckets = initial_buckets(ddp_model, self._params, _sizes(logging.get("bucket_sizes", "")))
+        header = self._header(run or {}, offset, uncertainty)
+        self._writer = TraceWriter(self.path, header)
+
+        # Step state (the main thread's, except where noted).
+        self.step = -1
+        self._in_step = False
+        self._phase = "none"
+        self._phase_start = None
+        self._step_end = self._clock.stamp()  # step 0's data phase starts here
+        self._backward_start = None
+        self._last_grad = None  # stamp of this backward's latest gradient (autograd's thread)
+        self._loss = None
+        self._ready = set()  # parameters whose gradient-ready was recorded this backward
+        self._launch_of_param = {}  # parameter -> stamp of its bucket's launch, if that came first
+        self._observed = {}  # bucket index -> (param indices, bytes) this backward
+        self._collectives = 0
+        self._pending = []  # (stamps, emit) waiting for the GPU (CudaClock)
+        self._samples = _SampleQueue()
+        self._optimizers = []
+
+        if self._buckets is not None:
+            self._writer.buckets(self._step_end_ns(), self.rank, 0, -1, "none", "initial",
+                                 self._bucket_list(self._buckets))
+        self._hooks = []
+        self._install_hooks()
+        if sampler is not None:
+            self.watch_sampler(sampler)
+        if optimizer is not None:
+            self.watch_optimizer(optimizer)
+        self._writer.flush()
+
+    # -- set-up --------------------------------------------------------------------------------------
+
+    def _measure_clock(self):
+        torch = self._torch
+        dist = torch.distributed
+        if self.world_size == 1:
+            return 0, 0
+        group = None
+        if self.backend != "gloo":
+            group = dist.new_group(backend="gloo")  # every rank calls watch(), so every rank makes it
+        return measure_offsets(dist, group)
+
+    def _logging_data(self):
+        try:
+            return dict(self._ddp._get_ddp_logging_data())
+        except Exception:  # a private API: its absence costs the initial buckets only
+            return {}
+
+    def _step_end_ns(self):
+        return self._clock.ns(self._step_end) if self._clock.ready(self._step_end) else now_ns()
+
+    def _device_entry(self):
+        torch = self._torch
+        if self.device.type == "cuda":
+            props = torch.cuda.get_device_properties(self.device)
+            return {"id": 0, "name": f"cuda:{self.device.index or 0}", "kind": "cuda", "hardware": props.name,
+                    "memory_bytes": int(props.total_memory), "peak_flops": 0, "mem_bandwidth": 0}
+        return {"id": 0, "name": "cpu", "kind": "cpu", "hardware": _cpu_model(), "memory_bytes": 0,
+                "peak_flops": 0, "mem_bandwidth": 0}
+
+    def _header(self, extra_run, offset, uncertainty):
+        torch = self._torch
+        ddp = self._ddp
+        run = {
+            "mode": "ddp",
+            "source": "dpscope_torch",
+            "torch": torch.__version__,
+            "device": self.device.type,
+            "backend": self.backend,
+            "devices": self.world_size,
+            "model": type(ddp.module).__name__,
+            "host": socket.gethostname(),
+            "bucket_cap_mb": round(ddp.bucket_bytes_cap / (1 << 20), 6),
+            "first_bucket_mb": getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES", 1 << 20) / (1 << 20),
+            "find_unused_parameters": bool(ddp.find_unused_parameters),
+            "gradient_as_bucket_view": bool(getattr(ddp, "gradient_as_bucket_view", False)),
+            "static_graph": bool(getattr(ddp, "static_graph", False)),
+            "values_every": self._values_every,
+        }
+        run.update(extra_run)
+        run["process"] = {"rank": self.rank, "world_size": self.world_size, "clock_offset_ns": int(offset),
+                          "clock_uncertainty_ns": int(uncertainty)}
+        params = [{"index": i, "name": name, "shape": list(p.shape), "bytes": p.numel() * p.element_size()}
+                  for i, (name, p) in enumerate(self._params)]
+        return {"type": "header", "format": schema.FORMAT, "version": schema.VERSION, "clock": "measured",
+                "run": run, "devices": [self._device_entry()], "links": [], "params": params,
+                "buckets": self._bucket_list(self._buckets or [])}
+
+    @staticmethod
+    def _bucket_list(buckets):
+        return [{"id": i, "params": list(indices), "bytes": int(size)} for i, (indices, size) in enumerate(buckets)]
+
+    def _install_hooks(self):
+        torch = self._torch
+        ddp = self._ddp
+        self._hooks.append(ddp.register_forward_pre_hook(self._on_forward))
+        self._grad_nodes = []
+        for index, (_, param) in enumerate(self._params):
+            hook = self._grad_hook(index)
+            if hasattr(param, "register_post_accumulate_grad_hook"):
+                self._hooks.append(param.register_post_accumulate_grad_hook(lambda p, h=hook: h()))
+            else:
+                node = param.expand_as(param).grad_fn.next_functions[0][0]  # the AccumulateGrad node
+                self._grad_nodes.append(node)  # kept alive: the hook lives on this node
+                self._hooks.append(node.register_hook(lambda *_, h=hook: h()))
+        # The communication hook: ours wraps the user's (registered now or later) or does DDP's work.
+        self._inner_hook = None
+        self._inner_state = None
+        if self._logging_data().get("comm_hook"):
+            print(f"dpscope_torch: rank {self.rank}: a communication hook was registered before watch(); "
+                  "buckets are not recorded (call watch() before register_comm_hook)", file=sys.stderr)
+        else:
+            ddp.register_comm_hook(None, self._comm_hook)
+            ddp.register_comm_hook = self._register_user_hook  # the instance's: the user's hook goes inside
+        # backward(): where the forward phase ends and the loss is.
+        self._original_backward = torch.Tensor.backward
+        watcher = self
+
+        def backward(tensor, *args, **kwargs):
+            watcher._on_backward_begin(tensor)
+            try:
+                return watcher._original_backward(tensor, *args, **kwargs)
+            finally:
+                watcher._on_backward_end()
+
+        torch.Tensor.backward = backward
+
+    def _register_user_hook(self, state, hook):
+        if self._inner_hook is not None:
+            raise RuntimeError("register_comm_hook can only be called once (dpscope_torch wraps the first)")
+        self._inner_state, self._inner_hook = state, hook
+
+    def watch_sampler(self, sampler):
+        """Records the indices `sampler` yields (the forward that consumes them gets them)."""
+        watch_sampler(sampler, self._samples)
+
+    def watch_optimizer(self, optimizer):
+        """Ends each step at `optimizer`.step() and records it as the optimizer phase."""
+        if any(o is optimizer for o in self._optimizers):
+            return
+        self._optimizers.append(optimizer)
+        original = optimizer.step
+        watcher = self
+
+        def step(*args, **kwargs):
+            watcher._on_optimizer_begin()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                watcher._on_optimizer_end(optimizer)
+
+        optimizer.step = step
+
+    # -- events, in the clock's time ----------------------------------------------------------------
+
+    def _emit(self, stamps, emit):
+        """Calls emit(*times_ns) once every stamp is resolved: at once on the CPU, later on a GPU."""
+        if not self._clock.gpu:
+            emit(*stamps)
+            return
+        with self._lock:
+            self._pending.append((stamps, emit))
+
+    def _drain(self, wait):
+        if not self._clock.gpu:
+            return
+        with self._lock:
+            pending, self._pending = self._pending, []
+        done = 0
+        for stamps, emit in pending:
+            if not wait and not all(self._clock.ready(s) for s in stamps if s is not None):
+                break
+            if wait:
+                for s in stamps:
+                    if s is not None:
+                        s[1].synchronize()
+            emit(*[self._clock.ns(s) if s is not None else None for s in stamps])
+            done += 1
+        if done < len(pending):
+            with self._lock:
+                self._pending = pending[done:] + self._pending
+
+    def _phase_span(self, name, start, end, step):
+        rank = self.rank
+
+        def emit(t0, t1):
+            self._writer.span(t0, rank, 0, step, name, name, "phase", "compute", t1 - t0)
+
+        self._emit((start, end), emit)
+
+    def _work_span(self, name, cat, phase, start, end, step, stream="compute", args=None):
+        rank = self.rank
+
+        def emit(t0, t1):
+            self._writer.span(t0, rank, 0, step, phase, name, cat, stream, t1 - t0, args)
+
+        self._emit((start, end), emit)
+
+    def _memory(self, stamp, phase, step):
+        values = self._memory_values()
+        rank = self.rank
+
+        def emit(t):
+            self._writer.counter(t, rank, 0, step, phase, "memory", values)
+
+        self._emit((stamp,), emit)
+
+    def _optimizer_state_bytes(self):
+        torch = self._torch
+        state = 0
+        for optimizer in self._optimizers:
+            for per_param in optimizer.state.values():
+                for v in per_param.values():
+                    if isinstance(v, torch.Tensor):
+                        state += v.numel() * v.element_size()
+        return state
+
+    def _memory_values(self):
+        """Bytes by category: tensors counted (the optimizer's state as of the last step); on a GPU
+        the allocator's count, less those, is the activations (and the allocator's other blocks)."""
+        torch = self._torch
+        grads = sum(p.grad.numel() * p.grad.element_size() for _, p in self._params if p.grad is not None)
+        state = self._state_bytes
+        buffers = self._buffer_bytes
+        values = {"parameters": self._param_bytes, "gradients": grads, "optimizer_state": state,
+                  "activations": 0, "buffers": buffers, "capacity": 0}
+        if self.device.type == "cuda":
+            allocated = torch.cuda.memory_allocated(self.device)
+            values["activations"] = max(0, allocated - self._param_bytes - grads - state - buffers)
+            values["capacity"] = int(torch.cuda.get_device_properties(self.device).total_memory)
+        return values
+
+    # -- the step's moments -------------------------------------------------------------------------
+
+    def _on_forward(self, module, inputs):
+        if self._closed or not module.training or not self._torch.is_grad_enabled():
+            return None
+        t = self._clock.stamp()
+        with self._lock:
+            if not self._in_step:
+                self.step += 1
+                self._in_step = True
+                self._ready.clear()
+                self._clock.reanchor()
+                self._phase_span("data", self._step_end, t, self.step)
+            elif self._phase != "none":
+                self._end_phase(t)
+            self._phase, self._phase_start = "forward", t
+            step = self.step
+        count = _first_batch_size(inputs)
+        if count is not None:
+            indices, epoch = self._samples.take(count)
+            if indices:
+                rank = self.rank
+                self._emit((t,), lambda ts: self._writer.samples(ts, rank, 0, step, indices, epoch))
+        return None
+
+    def _end_phase(self, t):
+        """Ends the current phase at stamp t (its phase span and its work span)."""
+        phase, start, step = self._phase, self._phase_start, self.step
+        if phase == "none" or start is None:
+            return
+        self._phase_span(phase, start, t, step)
+        if phase == "forward":
+            self._work_span("forward", "compute", "forward", start, t, step)
+        self._memory(t, phase, step)
+        self._phase, self._phase_start = "none", None
+
+    def _on_backward_begin(self, tensor):
+        if self._closed or not self._in_step or self._phase != "forward":
+            return
+        t = self._clock.stamp()
+        with self._lock:
+            self._end_phase(t)
+            self._phase, self._phase_start = "backward", t
+            self._backward_start = t
+            self._last_grad = None
+            self._ready.clear()
+            self._launch_of_param.clear()
+            self._observed.clear()
+            if tensor.numel() == 1:
+                self._loss = (tensor.detach(), t, self.step)
+
+    def _on_backward_end(self):
+        if self._closed or self._phase != "backward":
+            return
+        t = self._clock.stamp()
+        with self._lock:
+            step = self.step
+            if self._last_grad is not None:
+                self._work_span("backward", "compute", "backward", self._backward_start, self._last_grad, step)
+            self._end_phase(t)
+            self._note_buckets(t, step)
+        if not self._optimizers:
+            self._end_step(t)
+
+    def _note_buckets(self, t, step):
+        """A `buckets` event when this backward's assignment is new (the first seen, or a rebuild)."""
+        if not self._observed or len(self._observed) != max(self._observed) + 1:
+            return
+        seen = [self._observed[i] for i in range(len(self._observed))]
+        if self._buckets is not None and seen == [(list(p), b) for p, b in self._buckets]:
+            return
+        reason = "initial" if self._buckets is None else "rebuilt"
+        self._buckets = seen
+        buckets = self._bucket_list(seen)
+        rank = self.rank
+        self._emit((t,), lambda ts: self._writer.buckets(ts, rank, 0, step, "backward", reason, buckets))
+
+    def _on_optimizer_begin(self):
+        if self._closed or not self._in_step:
+            return
+        t = self._clock.stamp()
+        with self._lock:
+            self._end_phase(t)
+            self._phase, self._phase_start = "optimizer", t
+
+    def _on_optimizer_end(self, optimizer):
+        if self._closed or self._phase != "optimizer":
+            return
+        t = self._clock.stamp()
+        with self._lock:
+            start, step = self._phase_start, self.step
+            self._work_span(f"optimizer.step {type(optimizer).__name__}", "optimizer", "optimizer", start, t, step)
+            self._state_bytes = self._optimizer_state_bytes()
+            self._end_phase(t)
+        self._end_step(t)
+
+    def _end_step(self, t):
+        with self._lock:
+            self._in_step = False
+            self._step_end = t
+            loss, self._loss = self._loss, None
+        if loss is not None:
+            value, stamp, step = loss
+            rank = self.rank
+            self._emit((stamp,), lambda ts: self._writer.counter(ts, rank, 0, step, "backward", "loss",
+                                                                  {"loss": float(value.item())}))
+        self._drain(wait=False)
+        self._writer.flush()
+
+    # -- gradients and buckets (autograd's and the communication library's threads) -----------------
+
+    def _grad_hook(self, index):
+        def hook():
+            if self._closed or not self._in_step:
+                return
+            t = self._clock.stamp()
+            with self._lock:
+                if index in self._ready:
+                    return
+                self._ready.add(index)
+                # DDP's own hook on this node ran first and may have launched the bucket already:
+                # then the gradient was ready when the bucket launched.
+                t = self._launch_of_param.pop(index, t)
+                self._last_grad = t
+                step, rank = self.step, self.rank
+            self._emit((t,), lambda ts: self._writer.grad_ready(ts, rank, 0, step, index))
+
+        return hook
+
+    def _values_step(self, step):
+        return self._values_every > 0 and step % self._values_every == 0
+
+    @staticmethod
+    def _sample(tensor, stride):
+        """Copies of the sampled elements and the norm, as tensors: read when written (on a GPU, once
+        the work is done, so that sampling never waits for it)."""
+        flat = tensor.detach().reshape(-1)
+        return flat[::stride][:VALUE_SAMPLES].clone(), flat.norm()
+
+    def _comm_hook(self, state, bucket):
+        torch = self._torch
+        t = self._clock.stamp()
+        buffer = bucket.buffer()
+        size = buffer.numel() * buffer.element_size()
+        params = [self._index_of.get(p.data_ptr(), -1) for p in bucket.parameters()]
+        index = bucket.index()
+        with self._lock:
+            step, rank = self.step, self.rank
+            self._observed[index] = (params, size)
+            for p in params:
+                if p not in self._ready:
+                    self._launch_of_param[p] = t
+            coll = self._collectives
+            self._collectives += 1
+        self._emit((t,), lambda ts: self._writer.instant(ts, rank, 0, step, "backward", "bucket_launched",
+                                                         {"bucket": index, "bytes": size, "params": len(params)}))
+        values = self._values_step(step) and step >= 0
+        if values:
+            before = []
+            for p, grad in zip(params, bucket.gradients()):
+                stride = _stride(tuple(grad.shape))
+                before.append((p, stride, *self._sample(grad, stride)))
+            self._emit((t,), lambda ts: self._write_values(ts, step, "before_reduce", before))
+        if self._inner_hook is not None:
+            future = self._inner_hook(self._inner_state, bucket)
+        else:
+            future = self._allreduce(bucket)
+        offsets = []
+        if values:
+            at = 0
+            for p, grad in zip(params, bucket.gradients()):
+                offsets.append((p, at, grad.numel(), tuple(grad.shape)))
+                at += grad.numel()
+        world = self.world_size
+        dtype = str(buffer.dtype).replace("torch.", "")
+
+        def done(fut):
+            try:
+                result = fut.value()
+            except Exception as e:
+                self.record_error(e)
+                raise
+            end = self._clock.stamp()
+            args = {"coll": coll, "op": "all_reduce", "bucket": index, "bytes": size, "count": buffer.numel(),
+                    "dtype": dtype, "redop": "sum", "ranks": world}
+            name = f"all_reduce bucket {index} {_bytes_text(size)}"
+            self._work_span(name, "collective", "backward", t, end, step, stream="comm", args=args)
+            self._emit((end,), lambda ts: self._writer.instant(ts, rank, 0, step, "backward", "bucket_done",
+                                                               {"bucket": index, "bytes": size,
+                                                                "params": len(params)}))
+            if values:
+                tensor = result[0] if isinstance(result, (list, tuple)) else result
+                flat = tensor.detach().reshape(-1)
+                after = []
+                for p, at, numel, shape in offsets:
+                    stride = _stride(shape)
+                    after.append((p, stride, *self._sample(flat[at:at + numel], stride)))
+                self._emit((end,), lambda ts: self._write_values(ts, step, "after_reduce", after))
+            return result
+
+        return future.then(done)
+
+    def _allreduce(self, bucket):
+        """What DDP does without a hook: the gradients times 1/world_size (the reducer multiplies as it
+        copies them into the bucket), summed over the ranks; the same bits as an unwatched run."""
+        dist = self._torch.distributed
+        buffer = bucket.buffer()
+        buffer.mul_(1.0 / self.world_size)
+        work = dist.all_reduce(buffer, group=self._ddp.process_group, async_op=True)
+        return work.get_future().then(lambda fut: fut.value()[0])
+
+    def _write_values(self, ts, step, when, samples):
+        for p, stride, values, norm in samples:
+            self._writer.values(ts, self.rank, 0, step, "backward", p, when, values.tolist(), float(norm), stride)
+
+    # -- the end --------------------------------------------------------------------------------------
+
+    def record_error(self, exc):
+        """An `error` instant: the run stopped with `exc` (the trace stays readable)."""
+        if self._closed:
+            return
+        with self._lock:
+            if getattr(self, "_error_recorded", False):
+                return
+            self._error_recorded = True
+            step, phase = self.step, self._phase
+        self._drain(wait=False)
+        try:
+            self._writer.instant(now_ns(), self.rank, 0, step, phase, "error", {"message": _one_line(exc)})
+            self._writer.flush()
+        except TraceError:
+            pass
+
+    def close(self):
+        """Removes every hook, writes what is left and closes the trace. Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+        if self._torch.Tensor.backward is not self._original_backward:
+            self._torch.Tensor.backward = self._original_backward
+        try:
+            self._drain(wait=True)
+        except Exception:  # a GPU that failed: what could be resolved is written
+            traceback.print_exc(file=sys.stderr)
+        self._writer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is not None and not isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+            self.record_error(exc)
+        elif isinstance(exc, KeyboardInterrupt):
+            self.record_error(RuntimeError("interrupted (KeyboardInterrupt)"))
+        self.close()
+        return False
+
+
+def _bytes_text(n):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return os.uname().machine
+
+
+def watch(ddp_model, trace_dir, sampler=None, optimizer=None, values_every=10, run=None):
+    """Starts recording `ddp_model`'s run into TRACE_DIR/rank-K.jsonl; use as a context manager.
+
+    sampler: the DistributedSampler (or any sampler) whose indices each step's forward consumes.
+    optimizer: the optimizer whose step() ends a training step (without one, a step ends with backward).
+    values_every: gradient values before and after the average on one step in this many (0: never).
+    run: extra entries for the header's `run` object (e.g. the script's arguments).
+    Every rank must call it (it measures the clocks through the process group).
+    """
+    return Watcher(ddp_model, trace_dir, sampler=sampler, optimizer=optimizer, values_every=values_every, run=run)

@@ -1,0 +1,166 @@
+"""TraceWriter: one rank's dpscope trace file (docs/trace-format.md), written line by line.
+
+Lines are built on the thread that records them and handed to the file at flush(), once per
+training step, so that `dpscope-viz --follow DIR` sees each step moments after it ends. The
+all-reduce callbacks of gloo and NCCL run on threads of their own: every method takes the lock.
+The hot events (gradient-ready instants, spans) are formatted by hand, the rest with json.dumps;
+both give the compact form the C++ recorder writes (no spaces).
+"""
+import json
+import math
+import os
+import stat
+import threading
+
+from . import schema
+
+
+class TraceError(Exception):
+    """A trace that cannot be written: the message names the file and the reason."""
+
+
+def _dumps(obj):
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+
+
+def _name(text):
+    """A JSON string of `text` (names are short; json.dumps escapes what must be)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _number(x):
+    """A JSON number: JSON has no NaN or infinity, so those become null (readers skip the value)."""
+    if isinstance(x, bool):
+        return "1" if x else "0"
+    if isinstance(x, int):
+        return str(x)
+    if math.isfinite(x):
+        return repr(float(x))
+    return "null"
+
+
+def check_trace_dir(trace_dir, rank, world_size):
+    """Checks, before any work, that rank `rank` may write DIR/rank-K.jsonl; returns its path.
+
+    The directory is made if missing. A rank file from an earlier run is replaced (a follower starts
+    over); anything there that is not a regular file, a compressed rank file beside it (the readers
+    refuse a rank with both) or a rank beyond this run's world size is refused.
+    """
+    if os.path.exists(trace_dir) and not os.path.isdir(trace_dir):
+        raise TraceError(f"trace directory '{trace_dir}' is not a directory")
+    try:
+        os.makedirs(trace_dir, exist_ok=True)
+    except OSError as e:
+        raise TraceError(f"cannot make trace directory '{trace_dir}': {e.strerror}") from None
+    path = os.path.join(trace_dir, f"rank-{rank}.jsonl")
+    try:
+        mode = os.lstat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise TraceError(f"'{path}' exists and is not a regular file: not written over")
+    except FileNotFoundError:
+        pass
+    if os.path.lexists(path + ".zst"):
+        raise TraceError(f"'{path}.zst' is another run's trace of rank {rank}: remove it or choose another directory")
+    if rank == 0:
+        for name in sorted(os.listdir(trace_dir)):
+            stem = name[:-4] if name.endswith(".zst") else name
+            if stem.startswith("rank-") and stem.endswith(".jsonl") and stem[5:-6].isdigit():
+                if int(stem[5:-6]) >= world_size:
+                    raise TraceError(f"'{os.path.join(trace_dir, name)}' is a rank of another run (this one has "
+                                     f"{world_size} ranks): remove it or choose another directory")
+    return path
+
+
+class TraceWriter:
+    """Writes the header at once, then events; flush() hands the lines recorded so far to the file."""
+
+    def __init__(self, path, header):
+        self.path = path
+        self._lock = threading.Lock()
+        self._lines = []
+        try:
+            self._file = open(path, "w", encoding="utf-8")
+        except OSError as e:
+            raise TraceError(f"cannot write trace '{path}': {e.strerror}") from None
+        self._write(_dumps(header) + "\n")
+        self._file.flush()
+
+    def _write(self, text):
+        try:
+            self._file.write(text)
+        except OSError as e:
+            raise TraceError(f"cannot write trace '{self.path}': {e.strerror}") from None
+
+    # -- events ------------------------------------------------------------------------------------
+    # Each takes the common fields: ts (int ns), rank, dev, step, phase.
+
+    @staticmethod
+    def _common(kind, ts, rank, dev, step, phase):
+        return f'{{"type":"{kind}","ts":{int(ts)},"rank":{rank},"dev":{dev},"step":{step},"phase":"{phase}"'
+
+    def span(self, ts, rank, dev, step, phase, name, cat, stream, dur, args=None):
+        line = (f'{self._common("span", ts, rank, dev, step, phase)},"name":{_name(name)},"cat":"{cat}",'
+                f'"stream":"{stream}","dur":{max(0, int(dur))}')
+        if args:
+            line += f',"args":{_dumps(args)}'
+        self._add(line + "}\n")
+
+    def instant(self, ts, rank, dev, step, phase, name, args):
+        self._add(f'{self._common("instant", ts, rank, dev, step, phase)},"name":"{name}","args":{_dumps(args)}}}\n')
+
+    def grad_ready(self, ts, rank, dev, step, param):
+        self._add(f'{self._common("instant", ts, rank, dev, step, "backward")},"name":"grad_ready",'
+                  f'"args":{{"param":{param}}}}}\n')
+
+    def counter(self, ts, rank, dev, step, phase, name, values):
+        body = ",".join(f'"{k}":{_number(v)}' for k, v in values.items())
+        self._add(f'{self._common("counter", ts, rank, dev, step, phase)},"name":"{name}","values":{{{body}}}}}\n')
+
+    def values(self, ts, rank, dev, step, phase, param, when, values, norm, stride):
+        body = ",".join(_number(v) for v in values)
+        line = (f'{self._common("values", ts, rank, dev, step, phase)},"name":"grad","param":{param},'
+                f'"when":"{when}","values":[{body}],"norm":{_number(norm)}')
+        if stride != 1:
+            line += f',"stride":{stride}'
+        self._add(line + "}\n")
+
+    def samples(self, ts, rank, dev, step, indices, epoch=None):
+        line = f'{self._common("samples", ts, rank, dev, step, "data")},"indices":[{",".join(map(str, indices))}]'
+        if epoch is not None:
+            line += f',"epoch":{int(epoch)}'
+        self._add(line + "}\n")
+
+    def buckets(self, ts, rank, dev, step, phase, reason, buckets):
+        self._add(f'{self._common("buckets", ts, rank, dev, step, phase)},"reason":"{reason}",'
+                  f'"buckets":{_dumps(buckets)}}}\n')
+
+    def _add(self, line):
+        with self._lock:
+            if self._lines is not None:
+                self._lines.append(line)
+
+    # -- file ---------------------------------------------------------------------------------------
+
+    def flush(self):
+        """Writes every line recorded so far and flushes the file (a live reader sees them)."""
+        with self._lock:
+            if self._lines is None or not self._lines:
+                return
+            text = "".join(self._lines)
+            self._lines.clear()
+            self._write(text)
+            try:
+                self._file.flush()
+            except OSError as e:
+                raise TraceError(f"cannot write trace '{self.path}': {e.strerror}") from None
+
+    def close(self):
+        self.flush()
+        with self._lock:
+            if self._lines is None:
+                return
+            self._lines = None
+            try:
+                self._file.close()
+            except OSError as e:
+                raise TraceError(f"cannot write trace '{self.path}': {e.strerror}") from None

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Real PyTorch DDP runs (gloo, CPU processes under `dpscope launch`) recorded by dpscope_torch, checked
+against what PyTorch itself reports: one ctest test per case.
+
+Usage: /usr/bin/python3 ddp_trace_test.py SOURCE_DIR DPSCOPE_BIN CASE
+Exit 77 (ctest: skipped) when this Python has no PyTorch.
+"""
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+    from torch.utils.data.distributed import DistributedSampler
+except ImportError:
+    print("SKIP: this Python has no PyTorch (scripts/install-deps.sh installs python3-torch)")
+    sys.exit(77)
+
+SRC, DPSCOPE, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+TUTORIAL = os.path.join(SRC, "examples", "pytorch", "ddp_tutorial.py")
+TIMEOUT_S = 180
+failures = []
+
+
+def fail(message):
+    failures.append(message)
+    print(f"FAIL: {message}")
+
+
+def check(condition, message):
+    if not condition:
+        fail(message)
+    return condition
+
+
+def launch(nproc, args, zero_change_dir=None, expect_rc=0):
+    """Runs the tutorial on `nproc` ranks; zero_change_dir: under `python3 -m dpscope_torch.run`."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
+    program = [sys.executable]
+    if zero_change_dir is not None:
+        program += ["-m", "dpscope_torch.run", "--trace-dir", zero_change_dir]
+    cmd = [DPSCOPE, "launch", "--nproc", str(nproc), "--", *program, TUTORIAL, *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    if out.returncode != expect_rc:
+        fail(f"exit {out.returncode} (expected {expect_rc}): {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
+    return out
+
+
+def read_rank(trace_dir, rank):
+    with open(os.path.join(trace_dir, f"rank-{rank}.jsonl"), encoding="utf-8") as f:
+        lines = [json.loads(line) for line in f]
+    return lines[0], lines[1:]
+
+
+def dump_of(dump, rank):
+    with open(f"{dump}.rank{rank}", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def strict_stats(trace_dir):
+    out = subprocess.run([DPSCOPE, "trace", "stats", trace_dir, "--per-step"], capture_output=True, text=True,
+                         timeout=TIMEOUT_S)
+    check(out.returncode == 0, f"dpscope trace stats {trace_dir} refused the trace: {out.stderr}")
+    return out.stdout
+
+
+def sampler_batches(dataset, world, rank, epoch, batch, set_epoch):
+    sampler = DistributedSampler(range(dataset), num_replicas=world, rank=rank, shuffle=True, seed=0)
+    if set_epoch:
+        sampler.set_epoch(epoch)
+    indices = list(sampler)
+    return [indices[i:i + batch] for i in range(0, len(indices), batch)]
+
+
+def check_run(trace_dir, dump, world, used_params=None):
+    """Everything a recorded run must agree with: PyTorch's logging data, the sampler, the losses."""
+    strict_stats(trace_dir)
+    headers = {}
+    for rank in range(world):
+        header, events = read_rank(trace_dir, rank)
+        headers[rank] = header
+        ref = dump_of(dump, rank)
+        log = ref["logging"]
+        run = header["run"]
+        check(run["process"]["rank"] == rank and run["process"]["world_size"] == world, f"rank {rank}: process entry {run['process']}")
+        # Clocks of one machine: the offset is within its uncertainty (plus the clock's own jitter).
+        process = run["process"]
+        check(abs(process["clock_offset_ns"]) <= process["clock_uncertainty_ns"] + 2_000_000,
+              f"rank {rank}: clock offset {process['clock_offset_ns']} ns beyond +/- {process['clock_uncertainty_ns']} ns")
+        names = [p["name"] for p in header["params"]]
+        check(names == ref["params"], f"rank {rank}: parameters {names} != PyTorch's {ref['params']}")
+        # Buckets: the header's are DDP's first assignment, the `rebuilt` event its rebuild.
+        sizes = [int(s) for s in log["bucket_sizes"].split(",")]
+        check([b["bytes"] for b in header["buckets"]] == sizes,
+              f"rank {rank}: header buckets {header['buckets']} != PyTorch's bucket_sizes {sizes}")
+        rebuilt = [e for e in events if e["type"] == "buckets" and e["reason"] == "rebuilt"]
+        if int(log.get("has_rebuilt_buckets", 0)):
+            want_params = [[int(i) for i in group.split()] for group in log["rebuilt_per_bucket_param_indices"].split(",")]
+            want_bytes = [int(s) for s in log["rebuilt_bucket_sizes"].split(",")]
+            if check(len(rebuilt) == 1, f"rank {rank}: {len(rebuilt)} rebuilt bucket events, PyTorch rebuilt once"):
+                got = rebuilt[0]["buckets"]
+                check([b["params"] for b in got] == want_params and [b["bytes"] for b in got] == want_bytes,
+                      f"rank {rank}: rebuilt buckets {got} != PyTorch's {want_params} {want_bytes}")
+                check(rebuilt[0]["step"] == 1, f"rank {rank}: buckets rebuilt at step {rebuilt[0]['step']}, DDP rebuilds in the 2nd")
+        steps = len(ref["losses"])
+        # One gradient-ready per used parameter per step; the last step's order is PyTorch's.
+        params = len(names) if used_params is None else used_params
+        ready = {}
+        for e in events:
+            if e["type"] == "instant" and e["name"] == "grad_ready":
+                ready.setdefault(e["step"], []).append((e["ts"], e["args"]["param"]))
+        check(sorted(ready) == list(range(steps)), f"rank {rank}: gradient-ready steps {sorted(ready)} != 0..{steps - 1}")
+        for step, got in ready.items():
+            check(len(got) == params and len({p for _, p in got}) == params,
+                  f"rank {rank} step {step}: {len(got)} gradient-ready instants for {params} parameters")
+        order = [int(i) for i in log.get("prev_iteration_grad_ready_order_indices", "").split(",") if i.strip()]
+        if order and steps - 1 in ready:
+            last = [p for _, p in sorted(ready[steps - 1], key=lambda x: x[0])]
+            check(last == order[:len(last)] or last == order,
+                  f"rank {rank}: last step's gradient-ready order {last} != PyTorch's {order}")
+        # Every bucket launched is done, once per step, with its all-reduce span.
+        launched = [e for e in events if e["type"] == "instant" and e["name"] == "bucket_launched"]
+        done = [e for e in events if e["type"] == "instant" and e["name"] == "bucket_done"]
+        spans = [e for e in events if e["type"] == "span" and e["cat"] == "collective"]
+        check(len(launched) == len(done) == len(spans) and len(launched) >= steps,
+              f"rank {rank}: {len(launched)} launched, {len(done)} done, {len(spans)} all-reduce spans for {steps} steps")
+        # Samples: each step's indices are DistributedSampler's, epoch by epoch.
+        samples = [e for e in events if e["type"] == "samples"]
+        want = []
+        for epoch in range(ref["epochs"]):
+            for batch in sampler_batches(ref["dataset"], world, rank, epoch, ref["batch"], ref["set_epoch"]):
+                want.append((epoch, batch))
+        check([(s.get("epoch") if ref["set_epoch"] else 0, s["indices"]) for s in samples] ==
+              [((e if ref["set_epoch"] else 0), b) for e, b in want],
+              f"rank {rank}: samples differ from DistributedSampler's ({len(samples)} events, {len(want)} batches)")
+        check([s["step"] for s in samples] == list(range(steps)), f"rank {rank}: samples steps")
+        # The loss of every step, as the script saw it.
+        losses = [e["values"]["loss"] for e in sorted((e for e in events if e["type"] == "counter" and e["name"] == "loss"),
+                                                      key=lambda e: e["step"])]
+        check(losses == ref["losses"], f"rank {rank}: losses {losses[:3]}... != the script's {ref['losses'][:3]}...")
+        # Phases tile each step in order.
+        for step in range(steps):
+            phases = [e["name"] for e in sorted((e for e in events if e["type"] == "span" and e["cat"] == "phase"
+                                                 and e["step"] == step), key=lambda e: e["ts"])]
+            check(phases == ["data", "forward", "backward", "optimizer"], f"rank {rank} step {step}: phases {phases}")
+    # Averaged gradients: identical on every rank, the mean of the ranks' own (values events).
+    values = {}
+    for rank in range(world):
+        _, events = read_rank(trace_dir, rank)
+        for e in events:
+            if e["type"] == "values":
+                values[(rank, e["step"], e["param"], e["when"])] = e["values"]
+    keys = {(s, p) for (_, s, p, w) in values if w == "after_reduce"}
+    check(len(keys) > 0, "no gradient values were recorded")
+    for step, param in sorted(keys):
+        after = [values.get((r, step, param, "after_reduce")) for r in range(world)]
+        before = [values.get((r, step, param, "before_reduce")) for r in range(world)]
+        if not check(all(a == after[0] for a in after) and None not in before,
+                     f"step {step} param {param}: averaged gradients differ across ranks"):
+            continue
+        mean = [sum(col) / world for col in zip(*before)]
+        check(all(math.isclose(a, m, rel_tol=1e-5, abs_tol=1e-7) for a, m in zip(after[0], mean)),
+              f"step {step} param {param}: the average {after[0][:3]} is not the ranks' mean {mean[:3]}")
+    return headers
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="dpscope-torch-")
+    try:
+        trace_dir, dump = os.path.join(tmp, "trace"), os.path.join(tmp, "dump.json")
+        if CASE == "mlp_zero_change":
+            launch(2, ["--dump", dump], zero_change_dir=trace_dir)
+            check_run(trace_dir, dump, 2)
+        elif CASE == "mlp_watch_api":
+            # A model past the first bucket's 1 MiB, cut at 0.5 MB: several buckets after the rebuild.
+            launch(2, ["--dump", dump, "--trace-dir", trace_dir, "--bucket-cap-mb", "0.5", "--sizes", "256-512-512-512-10"])
+            _, events = read_rank(trace_dir, 0)
+            rebuilt = [e for e in events if e["type"] == "buckets" and e["reason"] == "rebuilt"]
+            check(rebuilt and len(rebuilt[0]["buckets"]) >= 3, f"expected several buckets after the rebuild: {rebuilt}")
+            check_run(trace_dir, dump, 2)
+        elif CASE == "conv_unused_parameter":
+            launch(2, ["--model", "conv", "--dump", dump, "--epochs", "1"], zero_change_dir=trace_dir)
+            header, _ = read_rank(trace_dir, 0)
+            unused = [p["index"] for p in header["params"] if p["name"].startswith("unused.")]
+            check(len(unused) == 2, f"the unused layer's parameters: {unused}")
+            check_run(trace_dir, dump, 2, used_params=len(header["params"]) - len(unused))
+        elif CASE == "no_set_epoch":
+            launch(2, ["--dump", dump, "--no-set-epoch"], zero_change_dir=trace_dir)
+            check_run(trace_dir, dump, 2)
+            _, events = read_rank(trace_dir, 0)
+            by_epoch = {}
+            for e in events:
+                if e["type"] == "samples":
+                    by_epoch.setdefault(e["epoch"], []).append(e["indices"])
+            check(len(by_epoch) == 1 or by_epoch.get(0) == by_epoch.get(1),
+                  "without set_epoch the second epoch must repeat the first's order")
+        elif CASE == "same_weights_as_unwatched":
+            # Three ranks: averaging multiplies by 1/3, not exact in binary; the watched run must still
+            # compute the same bits as the unwatched one.
+            plain = os.path.join(tmp, "plain.json")
+            launch(3, ["--dump", plain, "--epochs", "1"])
+            launch(3, ["--dump", dump, "--epochs", "1"], zero_change_dir=trace_dir)
+            a, b = dump_of(plain, 0), dump_of(dump, 0)
+            check(a["weights_sha256"] == b["weights_sha256"] and a["losses"] == b["losses"],
+                  "a watched run's weights or losses differ from the unwatched run's")
+        elif CASE == "error_instant":
+            out = launch(2, ["--fail-at-step", "3"], zero_change_dir=trace_dir, expect_rc=1)
+            check("failing on purpose" in out.stderr, f"the launcher does not name the error: {out.stderr}")
+            strict_stats(trace_dir)
+            for rank in range(2):
+                _, events = read_rank(trace_dir, rank)
+                errors = [e for e in events if e["type"] == "instant" and e["name"] == "error"]
+                if check(len(errors) == 1, f"rank {rank}: {len(errors)} error instants"):
+                    check("failing on purpose at step 3" in errors[0]["args"]["message"] and errors[0]["step"] == 2,
+                          f"rank {rank}: error instant {errors[0]}")
+        elif CASE == "usage_errors":
+            env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
+            run = [sys.executable, "-m", "dpscope_torch.run"]
+            for args, code, text in [
+                ([TUTORIAL], 2, "dpscope: error: dpscope_torch.run: the following arguments are required: --trace-dir"),
+                (["--trace-dir", trace_dir, os.path.join(tmp, "missing.py")], 2,
+                 f"dpscope: error: dpscope_torch.run: script '{os.path.join(tmp, 'missing.py')}' is not a file"),
+                (["--trace-dir", trace_dir, "--values-every", "-1", TUTORIAL], 2,
+                 "dpscope: error: dpscope_torch.run: --values-every must be >= 0, got -1"),
+            ]:
+                out = subprocess.run(run + args, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+                lines = out.stderr.strip().splitlines()
+                check(out.returncode == code and len(lines) == 1 and lines[0].startswith(text),
+                      f"{args}: exit {out.returncode}, stderr {out.stderr!r}")
+            # A trace directory that is a file: the rank stops before training, one line, exit 1.
+            with open(trace_dir, "w", encoding="utf-8") as f:
+                f.write("not a directory\n")
+            out = launch(1, [], zero_change_dir=trace_dir, expect_rc=1)
+            check(f"dpscope: error: trace directory '{trace_dir}' is not a directory" in out.stderr, f"{out.stderr!r}")
+            with open(trace_dir, encoding="utf-8") as f:
+                check(f.read() == "not a directory\n", "the file given as trace directory was changed")
+        else:
+            fail(f"unknown case {CASE}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        sys.exit(1)
+    print(f"PASS ({CASE})")
+
+
+if __name__ == "__main__":
+    main()
