@@ -80,6 +80,8 @@ class ConvNet(nn.Module):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="mlp", choices=["mlp", "conv"])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: one GPU per rank (LOCAL_RANK) and NCCL instead of gloo")
     ap.add_argument("--sizes", default="64-128-128-10", help="the MLP's layer widths")
     ap.add_argument("--samples", type=int, default=512, help="data set size")
     ap.add_argument("--batch", type=int, default=32, help="batch per rank")
@@ -93,8 +95,13 @@ def main():
     ap.add_argument("--fail-at-step", type=int, default=-1, help="raise an error at this step (0-based)")
     args = ap.parse_args()
 
-    dist.init_process_group("gloo")  # env://, from the launcher
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")  # env://, from the launcher
     rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    on_gpu = {"device_ids": [device.index]} if device.type == "cuda" else {}
     torch.manual_seed(0)  # the same initial model everywhere (DDP broadcasts rank 0's anyway)
     torch.set_num_threads(1)
     delay_s = 0.0
@@ -106,12 +113,12 @@ def main():
     sizes = [int(s) for s in args.sizes.split("-")]
     if args.model == "mlp":
         features, classes = sizes[0], sizes[-1]
-        model = Mlp(sizes, delay_s)
-        ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb)
+        model = Mlp(sizes, delay_s).to(device)
+        ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb, **on_gpu)
     else:
         classes = 10
-        model = ConvNet(classes, delay_s)
-        ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb, find_unused_parameters=True)
+        model = ConvNet(classes, delay_s).to(device)
+        ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb, find_unused_parameters=True, **on_gpu)
 
     data = torch.Generator().manual_seed(1)
     x = torch.randn(args.samples, features, generator=data)
@@ -134,6 +141,7 @@ def main():
             if not args.no_set_epoch:
                 sampler.set_epoch(epoch)  # a different shuffle each epoch, the same on every rank
             for inputs, targets in loader:
+                inputs, targets = inputs.to(device), targets.to(device)
                 if len(losses) == args.fail_at_step:
                     raise RuntimeError(f"failing on purpose at step {len(losses)} (--fail-at-step)")
                 optimizer.zero_grad()
@@ -151,7 +159,7 @@ def main():
             json.dump({"rank": rank, "world_size": world, "losses": losses, "logging": logging,
                        "params": [n for n, p in ddp.module.named_parameters() if p.requires_grad],
                        "weights_sha256": hashlib.sha256(b"".join(
-                           p.detach().numpy().tobytes() for p in ddp.module.parameters())).hexdigest(),
+                           p.detach().cpu().numpy().tobytes() for p in ddp.module.parameters())).hexdigest(),
                        "dataset": len(dataset), "batch": args.batch, "epochs": args.epochs,
                        "set_epoch": not args.no_set_epoch}, f)
     dist.destroy_process_group()

@@ -218,6 +218,23 @@ def main():
                 if check(len(errors) == 1, f"rank {rank}: {len(errors)} error instants"):
                     check("failing on purpose at step 3" in errors[0]["args"]["message"] and errors[0]["step"] == 2,
                           f"rank {rank}: error instant {errors[0]}")
+        elif CASE == "cuda_nccl":
+            # On GPUs: NCCL, one GPU per rank (at most 2), times from CUDA events.
+            gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if gpus == 0:
+                print("SKIP: no CUDA GPU on this machine")
+                sys.exit(77)
+            world = min(gpus, 2)
+            launch(world, ["--device", "cuda", "--dump", dump], zero_change_dir=trace_dir)
+            check_run(trace_dir, dump, world)
+            header, events = read_rank(trace_dir, 0)
+            check(header["run"]["backend"] == "nccl" and header["devices"][0]["kind"] == "cuda",
+                  f"header run/devices: {header['run']} {header['devices']}")
+            memory = [e for e in events if e["type"] == "counter" and e["name"] == "memory"]
+            check(memory and all(m["values"]["capacity"] > 0 for m in memory), "GPU memory counters carry the capacity")
+            keep = os.environ.get("DPSCOPE_KEEP_TRACE")
+            if keep:
+                shutil.copytree(trace_dir, keep, dirs_exist_ok=True)
         elif CASE == "usage_errors":
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
             run = [sys.executable, "-m", "dpscope_torch.run"]
