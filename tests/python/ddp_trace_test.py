@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 try:
     import torch
@@ -235,6 +236,40 @@ def main():
             keep = os.environ.get("DPSCOPE_KEEP_TRACE")
             if keep:
                 shutil.copytree(trace_dir, keep, dirs_exist_ok=True)
+        elif CASE == "live_follow":
+            # dpscope-viz --follow draws a run while it is still running: both ranks' cards, a
+            # screenshot taken before the launcher has exited.
+            viz = os.path.join(os.path.dirname(DPSCOPE), "dpscope-viz")
+            if shutil.which("xvfb-run") is None or not os.path.exists(viz):
+                print("SKIP: no xvfb-run or dpscope-viz to draw with")
+                sys.exit(77)
+            env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
+            job = subprocess.Popen([DPSCOPE, "launch", "--nproc", "2", "--", sys.executable, "-m", "dpscope_torch.run",
+                                    "--trace-dir", trace_dir, TUTORIAL, "--epochs", "200", "--straggler", "1:5"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            try:
+                # Until both ranks have written a few steps.
+                for _ in range(600):
+                    ready = all(os.path.exists(os.path.join(trace_dir, f"rank-{r}.jsonl")) for r in range(2))
+                    if ready and min(os.path.getsize(os.path.join(trace_dir, f"rank-{r}.jsonl")) for r in range(2)) > 50000:
+                        break
+                    if job.poll() is not None:
+                        break
+                    time.sleep(0.1)
+                png, boxes = os.path.join(tmp, "live.png"), os.path.join(tmp, "boxes.jsonl")
+                out = subprocess.run(["xvfb-run", "-a", viz, "--follow", trace_dir, "--screenshot", png,
+                                      "--stage-boxes", boxes, "--size", "1280x720"],
+                                     capture_output=True, text=True, timeout=TIMEOUT_S)
+                check(out.returncode == 0, f"dpscope-viz --follow: exit {out.returncode}: {out.stderr}")
+                check(job.poll() is None, "the run ended before the screenshot: it was not taken live")
+                with open(png, "rb") as f:
+                    check(f.read(8) == b"\x89PNG\r\n\x1a\n", "the screenshot is not a PNG")
+                with open(boxes, encoding="utf-8") as f:
+                    drawn = sorted(json.loads(line)["device"] for line in f)
+                check(drawn == ["cpu:0", "cpu:1"], f"the live stage drew {drawn}, not both ranks")
+            finally:
+                job.terminate()
+                job.wait(timeout=60)
         elif CASE == "usage_errors":
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
             run = [sys.executable, "-m", "dpscope_torch.run"]
