@@ -215,7 +215,8 @@ class Watcher:
         offset, uncertainty = self._measure_clock()
 
         self._index_of = {p.data_ptr(): i for i, (_, p) in enumerate(self._params)}
-        self._param_bytes = sum(p.numel() * p.element_size() for _, p in self._params)
+        self._param_sizes = [(p, p.numel() * p.element_size()) for _, p in self._params]
+        self._param_bytes = sum(size for _, size in self._param_sizes)
         self._buffer_bytes = sum(b.numel() * b.element_size() for b in ddp_model.module.buffers())
         self._state_bytes = 0
         logging = self._logging_data()
@@ -235,6 +236,7 @@ class Watcher:
         self._ready = set()  # parameters whose gradient-ready was recorded this backward
         self._launch_of_param = {}  # parameter -> stamp of its bucket's launch, if that came first
         self._observed = {}  # bucket index -> (param indices, bytes) this backward
+        self._bucket_cache = {}  # bucket index -> (param indices, bytes) as last read from a bucket
         self._collectives = 0
         self._pending = []  # (stamps, emit) waiting for the GPU (CudaClock)
         self._samples = _SampleQueue()
@@ -442,7 +444,7 @@ class Watcher:
         """Bytes by category: tensors counted (the optimizer's state as of the last step); on a GPU
         the allocator's count, less those, is the activations (and the allocator's other blocks)."""
         torch = self._torch
-        grads = sum(p.grad.numel() * p.grad.element_size() for _, p in self._params if p.grad is not None)
+        grads = sum(size for p, size in self._param_sizes if p.grad is not None)
         state = self._state_bytes
         buffers = self._buffer_bytes
         values = {"parameters": self._param_bytes, "gradients": grads, "optimizer_state": state,
@@ -582,6 +584,17 @@ class Watcher:
 
         return hook
 
+    def _bucket_params(self, bucket, index, size):
+        """The bucket's parameter indices in packing order. DDP rebuilds its buckets once, in the second
+        step (the order may change while the sizes stay: one bucket [0..5] becomes [5..0]), so they are
+        read from the bucket until step 3, then kept while the bucket's size stays the same."""
+        cached = self._bucket_cache.get(index)
+        if cached is not None and cached[1] == size and self.step >= 3:
+            return cached[0]
+        params = [self._index_of.get(p.data_ptr(), -1) for p in bucket.parameters()]
+        self._bucket_cache[index] = (params, size)
+        return params
+
     def _values_step(self, step):
         return self._values_every > 0 and step % self._values_every == 0
 
@@ -597,8 +610,8 @@ class Watcher:
         t = self._clock.stamp()
         buffer = bucket.buffer()
         size = buffer.numel() * buffer.element_size()
-        params = [self._index_of.get(p.data_ptr(), -1) for p in bucket.parameters()]
         index = bucket.index()
+        params = self._bucket_params(bucket, index, size)
         with self._lock:
             step, rank = self.step, self.rank
             self._observed[index] = (params, size)
@@ -607,8 +620,8 @@ class Watcher:
                     self._launch_of_param[p] = t
             coll = self._collectives
             self._collectives += 1
-        self._emit((t,), lambda ts: self._writer.instant(ts, rank, 0, step, "backward", "bucket_launched",
-                                                         {"bucket": index, "bytes": size, "params": len(params)}))
+        self._emit((t,), lambda ts: self._writer.bucket_instant(ts, rank, 0, step, "bucket_launched", index, size,
+                                                                len(params)))
         values = self._values_step(step) and step >= 0
         if values:
             before = []
@@ -640,9 +653,8 @@ class Watcher:
                     "dtype": dtype, "redop": "sum", "ranks": world}
             name = f"all_reduce bucket {index} {_bytes_text(size)}"
             self._work_span(name, "collective", "backward", t, end, step, stream="comm", args=args)
-            self._emit((end,), lambda ts: self._writer.instant(ts, rank, 0, step, "backward", "bucket_done",
-                                                               {"bucket": index, "bytes": size,
-                                                                "params": len(params)}))
+            self._emit((end,), lambda ts: self._writer.bucket_instant(ts, rank, 0, step, "bucket_done", index, size,
+                                                                      len(params)))
             if values:
                 tensor = result[0] if isinstance(result, (list, tuple)) else result
                 flat = tensor.detach().reshape(-1)

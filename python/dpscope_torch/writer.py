@@ -23,9 +23,26 @@ def _dumps(obj):
     return json.dumps(obj, separators=(",", ":"), allow_nan=False)
 
 
+_names = {}
+
+
 def _name(text):
-    """A JSON string of `text` (names are short; json.dumps escapes what must be)."""
-    return json.dumps(text, ensure_ascii=False)
+    """A JSON string of `text`, escaped once per distinct name (a run has a few dozen)."""
+    quoted = _names.get(text)
+    if quoted is None:
+        quoted = json.dumps(text, ensure_ascii=False)
+        if len(_names) < 4096:
+            _names[text] = quoted
+    return quoted
+
+
+def _numbers(values):
+    """A JSON array body of floats: json's C encoder, or, when one is NaN or infinite (which JSON
+    cannot hold), one by one with those as null."""
+    try:
+        return json.dumps(values, allow_nan=False)[1:-1].replace(" ", "")
+    except ValueError:
+        return ",".join(_number(v) for v in values)
 
 
 def _number(x):
@@ -108,6 +125,11 @@ class TraceWriter:
     def instant(self, ts, rank, dev, step, phase, name, args):
         self._add(f'{self._common("instant", ts, rank, dev, step, phase)},"name":"{name}","args":{_dumps(args)}}}\n')
 
+    def bucket_instant(self, ts, rank, dev, step, name, bucket, size, params):
+        """bucket_launched / bucket_done (formatted by hand: two a bucket, every step)."""
+        self._add(f'{self._common("instant", ts, rank, dev, step, "backward")},"name":"{name}",'
+                  f'"args":{{"bucket":{bucket},"bytes":{size},"params":{params}}}}}\n')
+
     def grad_ready(self, ts, rank, dev, step, param):
         self._add(f'{self._common("instant", ts, rank, dev, step, "backward")},"name":"grad_ready",'
                   f'"args":{{"param":{param}}}}}\n')
@@ -117,7 +139,7 @@ class TraceWriter:
         self._add(f'{self._common("counter", ts, rank, dev, step, phase)},"name":"{name}","values":{{{body}}}}}\n')
 
     def values(self, ts, rank, dev, step, phase, param, when, values, norm, stride):
-        body = ",".join(_number(v) for v in values)
+        body = _numbers(values)
         line = (f'{self._common("values", ts, rank, dev, step, phase)},"name":"grad","param":{param},'
                 f'"when":"{when}","values":[{body}],"norm":{_number(norm)}')
         if stride != 1:
