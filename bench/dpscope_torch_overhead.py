@@ -15,6 +15,7 @@ Per rank (what the driver launches): dpscope_torch_overhead.py --rank-run [--tra
 import argparse
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -79,7 +80,11 @@ def rank_run(args):
 
 
 def run_once(args, watched, tmp):
-    cmd = [args.dpscope, "launch", "--nproc", "2", "--", sys.executable, os.path.abspath(__file__), "--rank-run",
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a free port: never another run's
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [args.dpscope, "launch", "--nproc", "2", "--master-addr", "127.0.0.1", "--master-port", str(port), "--",
+           sys.executable, os.path.abspath(__file__), "--rank-run",
            "--steps", str(args.steps), "--batch", str(args.batch), "--model", args.model,
            "--values-every", str(args.values_every)]
     trace_dir = os.path.join(tmp, "trace")

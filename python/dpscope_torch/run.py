@@ -122,6 +122,7 @@ def main(argv=None):
         raise
     if session.watcher is not None:
         session.watcher.close()
+        session.watcher = None
     return code
 
 

@@ -714,6 +714,13 @@ class Watcher:
         except Exception:  # a GPU that failed: what could be resolved is written
             traceback.print_exc(file=sys.stderr)
         self._writer.close()
+        # Let the model go: DDP's reducer keeps the communication hook (this watcher) alive, and a
+        # watcher that kept the model would keep its process group until the interpreter's exit,
+        # where destroying it kills the process ("terminate called without an active exception").
+        self._ddp = None
+        self._params, self._param_sizes, self._grad_nodes = [], [], []
+        self._index_of, self._bucket_cache, self._optimizers = {}, {}, []
+        self._loss = None
 
     def __enter__(self):
         return self

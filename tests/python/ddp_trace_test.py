@@ -10,6 +10,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,13 +40,26 @@ def check(condition, message):
     return condition
 
 
+def free_port():
+    """A TCP port nobody listens on now: tests run side by side (ctest -j), and torchrun's default
+    29500 would be shared (or still in TIME_WAIT from the last run)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_cmd(nproc):
+    return [DPSCOPE, "launch", "--nproc", str(nproc), "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+            "--"]
+
+
 def launch(nproc, args, zero_change_dir=None, expect_rc=0):
     """Runs the tutorial on `nproc` ranks; zero_change_dir: under `python3 -m dpscope_torch.run`."""
     env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
     program = [sys.executable]
     if zero_change_dir is not None:
         program += ["-m", "dpscope_torch.run", "--trace-dir", zero_change_dir]
-    cmd = [DPSCOPE, "launch", "--nproc", str(nproc), "--", *program, TUTORIAL, *args]
+    cmd = [*launch_cmd(nproc), *program, TUTORIAL, *args]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
     if out.returncode != expect_rc:
         fail(f"exit {out.returncode} (expected {expect_rc}): {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
@@ -244,7 +258,7 @@ def main():
                 print("SKIP: no xvfb-run or dpscope-viz to draw with")
                 sys.exit(77)
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
-            job = subprocess.Popen([DPSCOPE, "launch", "--nproc", "2", "--", sys.executable, "-m", "dpscope_torch.run",
+            job = subprocess.Popen([*launch_cmd(2), sys.executable, "-m", "dpscope_torch.run",
                                     "--trace-dir", trace_dir, TUTORIAL, "--epochs", "200", "--straggler", "1:5"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             try:
