@@ -29,7 +29,9 @@ import os
 import socket
 import sys
 import threading
+import time
 import traceback
+import weakref
 
 from . import schema
 from .clock import measure_offsets, now_ns
@@ -37,6 +39,7 @@ from .clocks import CudaClock, HostClock
 from .writer import TraceError, TraceWriter, check_trace_dir
 
 VALUE_SAMPLES = 32  # gradient elements per parameter in a `values` event (the runtime's count)
+CALLBACK_RELEASE_TIMEOUT_NS = 10_000_000_000  # close() waits this long for the library to free them
 
 
 def _torch():
@@ -238,6 +241,7 @@ class Watcher:
         self._observed = {}  # bucket index -> (param indices, bytes) this backward
         self._bucket_cache = {}  # bucket index -> (param indices, bytes) as last read from a bucket
         self._collectives = 0
+        self._callbacks = weakref.WeakSet()  # our future callbacks the library still holds
         self._pending = []  # (stamps, emit) waiting for the GPU (CudaClock)
         self._samples = _SampleQueue()
         self._optimizers = []
@@ -665,6 +669,7 @@ class Watcher:
                 self._emit((end,), lambda ts: self._write_values(ts, step, "after_reduce", after))
             return result
 
+        self._callbacks.add(done)
         return future.then(done)
 
     def _allreduce(self, bucket):
@@ -674,7 +679,9 @@ class Watcher:
         buffer = bucket.buffer()
         buffer.mul_(1.0 / self.world_size)
         work = dist.all_reduce(buffer, group=self._ddp.process_group, async_op=True)
-        return work.get_future().then(lambda fut: fut.value()[0])
+        first = lambda fut: fut.value()[0]  # noqa: E731
+        self._callbacks.add(first)
+        return work.get_future().then(first)
 
     def _write_values(self, ts, step, when, samples):
         for p, stride, values, norm in samples:
@@ -714,9 +721,15 @@ class Watcher:
         except Exception:  # a GPU that failed: what could be resolved is written
             traceback.print_exc(file=sys.stderr)
         self._writer.close()
-        # Let the model go: DDP's reducer keeps the communication hook (this watcher) alive, and a
-        # watcher that kept the model would keep its process group until the interpreter's exit,
-        # where destroying it kills the process ("terminate called without an active exception").
+        # Let the model go, once the communication library's threads have let go of our callbacks.
+        # A collective's future holds its callbacks until its work is released, on the library's
+        # thread, which needs the GIL to free them; destroying a process group (DDP's, once the
+        # model goes) waits for those threads with the GIL held: a deadlock if one is still there.
+        # And a watcher that kept the model would keep its group until the interpreter's exit,
+        # where destroying it aborts the process ("terminate called without an active exception").
+        deadline = now_ns() + CALLBACK_RELEASE_TIMEOUT_NS
+        while len(self._callbacks) > 0 and now_ns() < deadline:
+            time.sleep(0.001)  # the GIL is free meanwhile
         self._ddp = None
         self._params, self._param_sizes, self._grad_nodes = [], [], []
         self._index_of, self._bucket_cache, self._optimizers = {}, {}, []
