@@ -83,8 +83,9 @@ def check_trace_dir(trace_dir, rank, world_size):
             stem = name[:-4] if name.endswith(".zst") else name
             if stem.startswith("rank-") and stem.endswith(".jsonl") and stem[5:-6].isdigit():
                 if int(stem[5:-6]) >= world_size:
+                    ranks = f"{world_size} rank" + ("s" if world_size != 1 else "")
                     raise TraceError(f"'{os.path.join(trace_dir, name)}' is a rank of another run (this one has "
-                                     f"{world_size} ranks): remove it or choose another directory")
+                                     f"{ranks}): remove it or choose another directory")
     return path
 
 

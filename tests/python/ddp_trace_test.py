@@ -305,6 +305,23 @@ def main():
             check(f"dpscope: error: trace directory '{trace_dir}' is not a directory" in out.stderr, f"{out.stderr!r}")
             with open(trace_dir, encoding="utf-8") as f:
                 check(f.read() == "not a directory\n", "the file given as trace directory was changed")
+            # What the directory may hold: never written over, each refused in one line, exit 1.
+            os.remove(trace_dir)
+            for setup, text in [
+                (lambda d: os.mkdir(os.path.join(d, "rank-0.jsonl")), "rank-0.jsonl' exists and is not a regular file"),
+                (lambda d: os.mkfifo(os.path.join(d, "rank-0.jsonl")), "rank-0.jsonl' exists and is not a regular file"),
+                (lambda d: open(os.path.join(d, "rank-0.jsonl.zst"), "w").close(),
+                 "rank-0.jsonl.zst' is another run's trace of rank 0"),
+                (lambda d: open(os.path.join(d, "rank-3.jsonl"), "w").close(),
+                 "rank-3.jsonl' is a rank of another run (this one has 1 rank)"),
+            ]:
+                shutil.rmtree(trace_dir, ignore_errors=True)
+                os.mkdir(trace_dir)
+                setup(trace_dir)
+                before = sorted(os.listdir(trace_dir))
+                out = launch(1, [], zero_change_dir=trace_dir, expect_rc=1)
+                check(text in out.stderr and "dpscope: error:" in out.stderr, f"{text}: {out.stderr!r}")
+                check(sorted(os.listdir(trace_dir)) == before, f"{text}: the directory changed: {os.listdir(trace_dir)}")
         else:
             fail(f"unknown case {CASE}")
     finally:
