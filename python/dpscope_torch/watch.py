@@ -117,17 +117,19 @@ def _stride(shape):
 
 
 class _SampleQueue:
-    """The indices a watched sampler yields, taken batch by batch as forwards consume them."""
+    """The indices a watched sampler yields, taken batch by batch as forwards consume them, with the
+    epoch they belong to: the pass over the sampler, counted from 0 (the trace's `epoch`; not the
+    value given to set_epoch, which stays 0 when a script forgets it: the pitfall to be seen)."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.indices = []
         self.epoch = None
 
-    def start(self, epoch):
+    def start(self):
         with self.lock:
             self.indices = []  # what the last epoch left (drop_last) is not this epoch's
-            self.epoch = epoch
+            self.epoch = 0 if self.epoch is None else self.epoch + 1
 
     def put(self, index):
         with self.lock:
@@ -150,7 +152,7 @@ def watch_sampler(sampler, queue):
     def __iter__(self):
         q = getattr(self, "_dpscope_queue", None)
         if q is not None:
-            q.start(getattr(self, "epoch", None))
+            q.start()
         for index in cls.__iter__(self):
             if q is not None:
                 q.put(int(index))
