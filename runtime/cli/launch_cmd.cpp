@@ -17,7 +17,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +33,7 @@
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/process.hpp"
 
 extern char** environ;
 
@@ -208,23 +210,55 @@ Rank start_rank(const LaunchArgs& a, int local) {
   std::vector<char*> c_argv;
   for (std::string& s : argv) c_argv.push_back(s.data());
   c_argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
-  // Nothing else of ours leaks into the rank (another rank's pipes, whatever started us).
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  // Each rank leads a process group of its own, so that stopping it stops what it started too.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  const int rc = posix_spawnp(&r.pid, c_argv[0], &actions, &attr, c_argv.data(), c_env.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
+  // The program's path, found on PATH now: between fork and exec the child may only make system
+  // calls (the launcher has threads of its own by then), and execvp's search allocates.
+  std::string program = a.command.front();
+  if (program.find('/') == std::string::npos) {
+    const std::string found = find_on_path(program);
+    if (!found.empty()) program = found;
+  }
+  // exec's failure comes back on a pipe that exec closes: nothing read means the program started.
+  int exec_error[2];
+  DPS_CHECK(::pipe2(exec_error, O_CLOEXEC) == 0, ErrorKind::kIo, "launch: cannot make a pipe: {}",
+            std::strerror(errno));
+  const pid_t launcher = ::getpid();
+  r.pid = ::fork();
+  if (r.pid == 0) {
+    // A rank never outlives its launcher: killed outright (SIGKILL, which it cannot pass on), the
+    // launcher would leave its ranks waiting in a collective for their peers forever.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher) ::_exit(127);  // it died before prctl took effect
+    // Each rank leads a process group of its own, so that stopping it stops what it started too.
+    ::setpgid(0, 0);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(err[1], STDERR_FILENO);
+    // Nothing else of ours leaks into the rank (another rank's pipes, whatever started us), but the
+    // pipe that reports a failed exec (close-on-exec: gone once the program runs).
+    for (int fd = 3; fd < exec_error[1]; ++fd) ::close(fd);
+    if (::syscall(SYS_close_range, exec_error[1] + 1, ~0U, 0) != 0)
+      for (int fd = exec_error[1] + 1; fd < 65536; ++fd) ::close(fd);  // a kernel before 5.9
+    ::execve(program.c_str(), c_argv.data(), c_env.data());
+    const int why = errno;
+    [[maybe_unused]] const ssize_t written = ::write(exec_error[1], &why, sizeof why);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::close(exec_error[1]);
   ::close(out[1]);
   ::close(err[1]);
+  int rc = r.pid < 0 ? fork_errno : 0;
+  if (r.pid > 0) {
+    int why = 0;
+    ssize_t n = 0;
+    do {
+      n = ::read(exec_error[0], &why, sizeof why);
+    } while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(sizeof why)) {
+      rc = why;
+      ::waitpid(r.pid, nullptr, 0);
+    }
+  }
+  ::close(exec_error[0]);
   if (rc != 0) {
     ::close(out[0]);
     ::close(err[0]);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <regex>
 #include <sstream>
 
@@ -97,6 +98,29 @@ TEST(Launch, SigtermIsPassedOnToEveryRank) {
   EXPECT_NE(r.out.find("launcher=1"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("launch: Terminated received: passed it on to all 2 ranks"), std::string::npos)
       << r.err;
+}
+
+TEST(Launch, RanksNeverOutliveALauncherKilledOutright) {
+  // SIGKILL cannot be passed on: each rank learns of its launcher's death from the kernel
+  // (PR_SET_PDEATHSIG) instead of waiting in a collective for peers that will never come. Each rank
+  // writes its pid; after the kill, none of them may be left.
+  const std::string script =
+      std::string(DPSCOPE_CLI) +
+      " launch --nproc 2 -- sh -c 'echo $$ > \"$TMPDIR_RANKS/rank-$RANK\"; exec sleep 60' & p=$!; "
+      "for i in $(seq 1 100); do [ -s \"$TMPDIR_RANKS/rank-0\" ] && [ -s \"$TMPDIR_RANKS/rank-1\" ] && "
+      "break; "
+      "sleep 0.05; done; kill -KILL $p; wait $p 2>/dev/null; "
+      "for i in $(seq 1 100); do alive=0; for f in \"$TMPDIR_RANKS\"/rank-*; do "
+      "kill -0 $(cat $f) 2>/dev/null && alive=1; done; [ $alive = 0 ] && break; sleep 0.05; done; "
+      "echo ranks=$(ls \"$TMPDIR_RANKS\" | wc -l) alive=$alive";
+  const std::string dir = ::testing::TempDir() + "launch-pdeathsig";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const LimitedRun r =
+      run_limited({"/bin/sh", "-c", "TMPDIR_RANKS=" + dir + "; export TMPDIR_RANKS; " + script}, {}, 20s);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_NE(r.out.find("ranks=2 alive=0"), std::string::npos) << r.out << r.err;
+  std::filesystem::remove_all(dir);
 }
 
 // A rank that writes one long line without a newline: the launcher scans every byte once (it took
