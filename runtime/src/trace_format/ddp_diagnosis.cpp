@@ -65,6 +65,7 @@ Lateness latest_of(const std::map<int, int64_t>& times, int64_t noise_ns) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
   out.latest_rank = order[0].second;
+  out.next_rank = order[1].second;
   out.lead_ns = order[0].first - order[1].first;
   out.above_noise = out.lead_ns > noise_ns;
   return out;
@@ -183,6 +184,8 @@ StragglerFinding find_straggler(const TraceData& data, const Tables& t) {
     std::sort(uncertainties.rbegin(), uncertainties.rend());
     s.noise_ns = share + uncertainties[0] + uncertainties[1];
     s.backward = latest_of(backward_end, s.noise_ns);
+    s.start_lead_ns = t.steps.at({step, s.backward.latest_rank}).begin_ns -
+                      t.steps.at({step, s.backward.next_rank}).begin_ns;
     if (const auto* buckets = assignment_at(data, t, ranks.front(), step)) {
       for (const TraceBucketInfo& b : *buckets) {
         std::map<int, int64_t> last_in_bucket;
@@ -220,11 +223,15 @@ StragglerFinding find_straggler(const TraceData& data, const Tables& t) {
   if (best >= 0 && 2 * static_cast<size_t>(best_count) >= total) {
     f.rank = best;
     f.steps_late = best_count;
-    std::vector<int64_t> leads;
+    std::vector<int64_t> leads, start_leads, work_leads;
     std::map<int, int> first_bucket_votes;
+    int64_t noise = 0;  // the largest threshold of those steps
     for (const StepLateness& s : f.steps) {
       if (!s.backward.above_noise || s.backward.latest_rank != best) continue;
       leads.push_back(s.backward.lead_ns);
+      start_leads.push_back(s.start_lead_ns);
+      work_leads.push_back(s.backward.lead_ns - s.start_lead_ns);
+      noise = std::max(noise, s.noise_ns);
       for (const BucketLateness& b : s.buckets) {
         if (b.lateness.above_noise && b.lateness.latest_rank == best) {
           ++first_bucket_votes[b.bucket];
@@ -233,6 +240,8 @@ StragglerFinding find_straggler(const TraceData& data, const Tables& t) {
       }
     }
     f.median_lead_ns = median(leads);
+    f.median_start_lead_ns = median(start_leads);
+    f.median_work_lead_ns = median(work_leads);
     int votes = 0;
     for (const auto& [bucket, n] : first_bucket_votes)
       if (n > votes) {
@@ -247,6 +256,23 @@ StragglerFinding find_straggler(const TraceData& data, const Tables& t) {
         "rank {} is the straggler in {} of {} steps: its last gradient is ready {} after {} (median; the "
         "all-reduce makes every rank's backward equally long, so per-rank step times cannot show this)",
         best, best_count, total, format_duration(f.median_lead_ns), others);
+    // Where the lead arose: before the step (a later start) or in its forward and backward.
+    const bool late_start = f.median_start_lead_ns > noise;
+    const bool slow_work = f.median_work_lead_ns > noise;
+    if (late_start && slow_work) {
+      f.sentence += fmt::format(
+          ". It starts its steps {} later (data loading, or its previous step ending later) "
+          "and its forward and backward take {} longer",
+          format_duration(f.median_start_lead_ns), format_duration(f.median_work_lead_ns));
+    } else if (late_start) {
+      f.sentence += fmt::format(
+          ". It starts its steps {} later: the delay arises before forward (data loading, or its previous "
+          "step "
+          "ending later), not in its forward and backward",
+          format_duration(f.median_start_lead_ns));
+    } else if (slow_work) {
+      f.sentence += ". It starts its steps on time: the delay arises in its forward and backward";
+    }
     if (f.first_late_bucket >= 0)
       f.sentence +=
           fmt::format(". Bucket {} is the first whose all-reduce waits for it", f.first_late_bucket);
@@ -408,6 +434,14 @@ BucketFinding explain_buckets(const TraceData& data, const Tables& t) {
       x.sentence = fmt::format("{}: {} ({}) took it {} {}, which closed it", head,
                                param_names(data, {closer}), format_bytes(param_bytes(data, closer)),
                                b.bytes > x.limit_bytes ? "past" : "to", label);
+    } else if (last->size() == 1) {
+      x.sentence = fmt::format(
+          "{}: every parameter fits under {}, so the one all-reduce cannot start before the last gradient "
+          "and "
+          "none of it overlaps backward (a lower first-bucket limit splits it: "
+          "dist._DEFAULT_FIRST_BUCKET_BYTES "
+          "in PyTorch, --first-bucket-mb in dpscope)",
+          head, label);
     } else if (i + 1 == last->size()) {
       x.sentence = fmt::format("{}: the parameters left over, under {}", head, label);
     } else {

@@ -29,6 +29,8 @@ struct Scenario {
   int late_rank = 1;
   int64_t delay_ns = 0;             // added to late_rank's gradients of layer 0 (params 1 and 0)
   std::vector<int64_t> late_steps;  // the steps with the delay (empty: every step)
+  int64_t start_delay_ns = 0;       // late_rank begins every step this much later
+  bool small_model = false;         // limits of 1 MiB and 25 MiB: one bucket, never rebuilt
   int steps_per_epoch = 2;
   bool epochs_written = true;  // samples carry "epoch"
   bool set_epoch = true;       // false: every epoch repeats epoch 0's order
@@ -39,9 +41,12 @@ struct Scenario {
 // limits 0.01 MiB (first bucket) and 0.02 MiB (cap). Step 0 uses one bucket of all four; a rebuild
 // in step 1 gives bucket 0 = [3, 2] (20520 B) and bucket 1 = [1, 0] (6144 B), as DDP rebuilds in
 // gradient-ready order.
-std::string header() {
-  return R"({"type":"header","format":"dpscope-trace","version":"1.0","clock":"simulated",)"
-         R"("run":{"mode":"ddp","devices":2,"bucket_mb":0.02,"first_bucket_mb":0.01},"devices":[)"
+std::string header(bool small_model = false) {
+  return R"({"type":"header","format":"dpscope-trace","version":"1.0","clock":"simulated",)" +
+         std::string(
+             small_model
+                 ? R"("run":{"mode":"ddp","devices":2},"devices":[)"
+                 : R"("run":{"mode":"ddp","devices":2,"bucket_mb":0.02,"first_bucket_mb":0.01},"devices":[)") +
          R"({"id":0,"name":"sim:0","kind":"sim","hardware":"","memory_bytes":0,"peak_flops":0,"mem_bandwidth":0},)"
          R"({"id":1,"name":"sim:1","kind":"sim","hardware":"","memory_bytes":0,"peak_flops":0,"mem_bandwidth":0}],)"
          R"("links":[],"params":[{"index":0,"name":"0.weight","shape":[512,2],"bytes":4096},)"
@@ -71,7 +76,7 @@ std::vector<int64_t> indices(const Scenario& s, int rank, int64_t step) {
 }
 
 std::string ddp_trace(const Scenario& s) {
-  std::string text = header();
+  std::string text = header(s.small_model);
   const std::string one_bucket =
       R"("reason":"initial","buckets":[{"id":0,"params":[0,1,2,3],"bytes":26664}])";
   const std::string rebuilt =
@@ -83,14 +88,15 @@ std::string ddp_trace(const Scenario& s) {
     const bool late_step = s.late_steps.empty() ||
                            std::find(s.late_steps.begin(), s.late_steps.end(), step) != s.late_steps.end();
     const int64_t step_delay = late_step ? s.delay_ns : 0;
-    const int64_t late_end = base + 700 * kUs + step_delay;
+    const int64_t late_end = base + 700 * kUs + step_delay + s.start_delay_ns;
     for (int rank = 0; rank < 2; ++rank) {
       const int64_t delay = rank == s.late_rank ? step_delay : 0;
-      if (step == 1) text += event("buckets", base, rank, 1, "forward", rebuilt);
+      const int64_t rank_base = base + (rank == s.late_rank ? s.start_delay_ns : 0);
+      if (step == 1 && !s.small_model) text += event("buckets", base, rank, 1, "forward", rebuilt);
       std::string samples = fmt::format(R"("indices":[{}])", fmt::join(indices(s, rank, step), ","));
       if (s.epochs_written) samples += fmt::format(R"(,"epoch":{})", step / s.steps_per_epoch);
-      text += event("samples", base, rank, step, "data", samples);
-      text += event("span", base, rank, step, "forward",
+      text += event("samples", rank_base, rank, step, "data", samples);
+      text += event("span", rank_base, rank, step, "forward",
                     R"("name":"forward","cat":"compute","stream":"compute","dur":200000)");
       auto ready = [&](int param, int64_t ts) {
         text += event("instant", ts, rank, step, "backward",
@@ -102,15 +108,15 @@ std::string ddp_trace(const Scenario& s) {
                                   R"("args":{{"op":"all_reduce","bytes":6144}})",
                                   dur));
       };
-      ready(3, base + 300 * kUs);
-      ready(2, base + 400 * kUs);
-      if (step > 0) all_reduce(base + 410 * kUs, kAllReduceNs);  // bucket 0, hidden behind layer 0
-      ready(1, base + 600 * kUs + delay);
-      ready(0, base + 700 * kUs + delay);
+      ready(3, rank_base + 300 * kUs);
+      ready(2, rank_base + 400 * kUs);
+      if (step > 0) all_reduce(rank_base + 410 * kUs, kAllReduceNs);  // bucket 0, hidden behind layer 0
+      ready(1, rank_base + 600 * kUs + delay);
+      ready(0, rank_base + 700 * kUs + delay);
       // The last all-reduce starts at this rank's launch and ends once the later rank's data came.
-      const int64_t launch = base + 710 * kUs + delay;
+      const int64_t launch = rank_base + 710 * kUs + delay;
       all_reduce(launch, late_end + 10 * kUs + kAllReduceNs - launch);
-      text += event("span", base + 900 * kUs, rank, step, "optimizer",
+      text += event("span", rank_base + 900 * kUs, rank, step, "optimizer",
                     R"("name":"optimizer.step SGD","cat":"optimizer","stream":"compute","dur":100000)");
     }
   }
@@ -137,8 +143,25 @@ TEST(DdpDiagnosis, ARankDelayedOnPurposeIsNamedWithItsLead) {
       d.straggler.sentence,
       fmt::format("rank 1 is the straggler in 4 of 4 steps: its last gradient is ready {} after rank 0's "
                   "(median; the all-reduce makes every rank's backward equally long, so per-rank step "
-                  "times cannot show this). Bucket 1 is the first whose all-reduce waits for it",
+                  "times cannot show this). It starts its steps on time: the delay arises in its forward and "
+                  "backward. "
+                  "Bucket 1 is the first whose all-reduce waits for it",
                   format_duration(300 * kUs)));
+}
+
+TEST(DdpDiagnosis, ARankThatStartsItsStepsLateIsTheStragglerAndTheSentenceSaysWhere) {
+  const DdpDiagnosis d = diagnose({.start_delay_ns = 200 * kUs});
+  EXPECT_EQ(d.straggler.rank, 1);
+  EXPECT_EQ(d.straggler.median_lead_ns, 200 * kUs);
+  EXPECT_EQ(d.straggler.median_start_lead_ns, 200 * kUs);
+  EXPECT_EQ(d.straggler.median_work_lead_ns, 0);
+  EXPECT_NE(
+      d.straggler.sentence.find(fmt::format(
+          ". It starts its steps {} later: the delay arises before forward (data loading, or its previous "
+          "step ending later), not in its forward and backward",
+          format_duration(200 * kUs))),
+      std::string::npos)
+      << d.straggler.sentence;
 }
 
 TEST(DdpDiagnosis, IdenticalRanksNameNoStraggler) {
@@ -242,6 +265,21 @@ TEST(DdpDiagnosis, TheFirstIterationsSingleBucketWithoutARebuild) {
   EXPECT_NE(d.buckets.sentences[0].find("one bucket of every parameter and no rebuild recorded"),
             std::string::npos);
   EXPECT_NE(d.buckets.sentences[1].find("every parameter, with no size limit"), std::string::npos);
+}
+
+TEST(DdpDiagnosis, AModelUnderTheFirstBucketsLimitHasOneBucketThatCannotOverlap) {
+  const DdpDiagnosis d = diagnose({.small_model = true});
+  ASSERT_EQ(d.buckets.buckets.size(), 1u);
+  EXPECT_DOUBLE_EQ(d.buckets.cap_mb, 25.0);
+  EXPECT_DOUBLE_EQ(d.buckets.first_mb, 1.0);
+  ASSERT_EQ(d.buckets.sentences.size(), 2u);
+  EXPECT_EQ(
+      d.buckets.sentences[1],
+      fmt::format("bucket 0: {} in 4 parameters (0.weight ... 2.bias): every parameter fits under the first "
+                  "bucket's own {} limit (first_bucket_mb), so the one all-reduce cannot start before the "
+                  "last gradient and none of it overlaps backward (a lower first-bucket limit splits it: "
+                  "dist._DEFAULT_FIRST_BUCKET_BYTES in PyTorch, --first-bucket-mb in dpscope)",
+                  format_bytes(26664), format_bytes(1024 * 1024)));
 }
 
 TEST(DdpDiagnosis, EpochsRepeatingTheFirstOrderNameSetEpoch) {

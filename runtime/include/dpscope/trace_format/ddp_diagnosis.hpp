@@ -38,6 +38,7 @@ inline constexpr double kStragglerStepShare = 0.05;
 // Which rank's last gradient (of a bucket, or of the whole backward) came last in one step.
 struct Lateness {
   int latest_rank = -1;
+  int next_rank = -1;   // the next latest rank
   int64_t lead_ns = 0;  // over the next latest rank
   bool above_noise = false;
 };
@@ -49,18 +50,23 @@ struct BucketLateness {
 
 struct StepLateness {
   int64_t step = 0;
-  int64_t noise_ns = 0;                 // the threshold a lead must pass in this step
-  Lateness backward;                    // the last gradient of all
+  int64_t noise_ns = 0;  // the threshold a lead must pass in this step
+  Lateness backward;     // the last gradient of all
+  // How much later the latest rank began the step (its first event) than the next latest rank: the
+  // part of the lead that arose before the step's work (data loading, the previous step's end).
+  int64_t start_lead_ns = 0;
   std::vector<BucketLateness> buckets;  // by bucket id; empty when the assignment is unknown
 };
 
 struct StragglerFinding {
-  std::vector<StepLateness> steps;  // steps where at least two ranks had gradients ready
-  int rank = -1;                    // the straggler named, -1 for none
-  int steps_late = 0;               // steps in which `rank` was last by more than the noise
-  int64_t median_lead_ns = 0;       // its median lead over those steps
-  int first_late_bucket = -1;       // the lowest bucket in which it is late in most of those steps
-  std::string sentence;             // "" when the trace has no two ranks' gradients
+  std::vector<StepLateness> steps;   // steps where at least two ranks had gradients ready
+  int rank = -1;                     // the straggler named, -1 for none
+  int steps_late = 0;                // steps in which `rank` was last by more than the noise
+  int64_t median_lead_ns = 0;        // its median lead over those steps
+  int64_t median_start_lead_ns = 0;  // the median of their start leads
+  int64_t median_work_lead_ns = 0;   // the median of lead - start lead: what arose within the step
+  int first_late_bucket = -1;        // the lowest bucket in which it is late in most of those steps
+  std::string sentence;              // "" when the trace has no two ranks' gradients
 };
 
 struct StepExposure {
