@@ -423,5 +423,28 @@ TEST(DdpDiagnosisCli, ARankDelayedOnPurposeIsNamedWithPerStepRows) {
   EXPECT_NE(out.find("\nstep   bucket  latest rank         lead        noise\n"), std::string::npos) << out;
 }
 
+TEST(DdpDiagnosisCli, TheDocsExampleIsWhatTheCommandPrints) {
+  const std::string docs =
+      testing::read_file(std::filesystem::path(DPSCOPE_SOURCE_DIR) / "docs/trace-format.md");
+  const size_t section = docs.find("### The DDP diagnosis");
+  ASSERT_NE(section, std::string::npos);
+  const std::string train = "$ dpscope train ";
+  const size_t command = docs.find(train, section);
+  ASSERT_NE(command, std::string::npos);
+  const size_t command_end = docs.find(" --trace ddp.jsonl\n", command);
+  ASSERT_NE(command_end, std::string::npos);
+  const std::string args = docs.substr(command + train.size(), command_end - command - train.size());
+  const size_t block = docs.find("DDP diagnosis:\n", command_end);
+  const size_t block_end = docs.find("```", block);
+  ASSERT_NE(block_end, std::string::npos);
+  const std::string documented = docs.substr(block, block_end - block);
+
+  const auto trace = train_trace(testing::scratch_dir(), args);
+  const std::string out = stats_output(trace);
+  const size_t printed = out.find("DDP diagnosis:\n");
+  ASSERT_NE(printed, std::string::npos) << out;
+  EXPECT_EQ(out.substr(printed), documented);
+}
+
 }  // namespace
 }  // namespace dpscope::trace
