@@ -117,6 +117,8 @@ struct Tables {
 
 Tables collect(const TraceData& data) {
   Tables t;
+  StepRank current_key{-1, -1};
+  StepRankData* current = nullptr;  // t.steps[current_key] (std::map entries stay where they are)
   for (const Event& e : data.events) {
     if (e.type == EventType::kBuckets && e.payload >= 0) {
       const BucketAssignment& b = data.buckets[static_cast<size_t>(e.payload)];
@@ -129,7 +131,12 @@ Tables collect(const TraceData& data) {
       continue;
     }
     if (e.step < 0) continue;
-    StepRankData& d = t.steps[{e.step, e.rank}];
+    // Events of one step and rank come in runs: look the entry up only when the key changes.
+    if (current == nullptr || current_key != StepRank{e.step, e.rank}) {
+      current_key = {e.step, e.rank};
+      current = &t.steps[current_key];
+    }
+    StepRankData& d = *current;
     d.begin_ns = std::min(d.begin_ns, e.ts_ns);
     d.end_ns = std::max(d.end_ns, e.end_ns());
     if (e.known == EventName::kGradReady) {
