@@ -273,9 +273,8 @@ StragglerFinding find_straggler(const TraceData& data, const Tables& t) {
           format_duration(f.median_start_lead_ns), format_duration(f.median_work_lead_ns));
     } else if (late_start) {
       f.sentence += fmt::format(
-          ". It starts its steps {} later: the delay arises before forward (data loading, or its previous "
-          "step "
-          "ending later), not in its forward and backward",
+          ". It starts its steps {} later: the delay arises before forward (data loading, or its "
+          "previous step ending later), not in its forward and backward",
           format_duration(f.median_start_lead_ns));
     } else if (slow_work) {
       f.sentence += ". It starts its steps on time: the delay arises in its forward and backward";
@@ -323,7 +322,7 @@ ExposedCommFinding find_exposed(const TraceData& data, const Tables& t, const St
       const int64_t end = e->end_ns();
       if (end > begin) {
         x.all_reduce_ns += end - begin;
-        x.exposed_ns += end - std::max(begin, compute_end) > 0 ? end - std::max(begin, compute_end) : 0;
+        x.exposed_ns += std::max<int64_t>(0, end - std::max(begin, compute_end));
       }
       covered_until = std::max(covered_until, end);
     }
