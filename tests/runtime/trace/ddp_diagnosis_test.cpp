@@ -333,6 +333,53 @@ TEST(DdpDiagnosis, ATraceWithoutDdpSaysNothing) {
   EXPECT_EQ(format_diagnosis(diagnose_ddp(parse_trace(text))), "");
 }
 
+// Two process ranks' files, rank 1's on a clock 5 ms behind rank 0's (offset +5 ms), each step's
+// last gradient `late_ns` later on rank 1 than on rank 0 (on rank 0's clock).
+std::filesystem::path rank_directory(int64_t late_ns) {
+  const auto dir = testing::scratch_dir();
+  constexpr int64_t kOffsetNs = 5'000'000;
+  for (int rank = 0; rank < 2; ++rank) {
+    const int64_t offset = rank == 1 ? kOffsetNs : 0;
+    std::string text = testing::rank_header(rank, 2, offset);  // uncertainty 7 ns, device 0 = cpu
+    for (int64_t step = 0; step < 3; ++step) {
+      const int64_t base = step * kStepNs - offset;  // on the rank's own clock
+      const int64_t late = rank == 1 ? late_ns : 0;
+      text +=
+          fmt::format(R"({{"type":"span","ts":{},"rank":{},"dev":0,"step":{},"phase":"forward","name":"f",)"
+                      R"("cat":"compute","stream":"compute","dur":200000}})"
+                      "\n",
+                      base, rank, step);
+      for (int param = 1; param >= 0; --param)
+        text += fmt::format(R"({{"type":"instant","ts":{},"rank":{},"dev":0,"step":{},"phase":"backward",)"
+                            R"("name":"grad_ready","args":{{"param":{}}}}})"
+                            "\n",
+                            base + (400 - 100 * param) * kUs + late, rank, step, param);
+      text += fmt::format(
+          R"({{"type":"span","ts":{},"rank":{},"dev":0,"step":{},"phase":"backward",)"
+          R"("name":"all_reduce ring","cat":"collective","stream":"comm","dur":{},"args":{{"op":"all_reduce"}}}})"
+          "\n",
+          base + 410 * kUs + late, rank, step, 90 * kUs + late_ns - late);
+    }
+    testing::write_file(dir / fmt::format("rank-{}.jsonl", rank), text);
+  }
+  return dir;
+}
+
+TEST(DdpDiagnosis, ProcessRanksAreComparedOnRankZerosClockWithTheirUncertainty) {
+  // Rank 1's own clock reads 5 ms less: compared as written, it would be 5 ms early in every step.
+  const DdpDiagnosis clean = diagnose_ddp(read_trace(rank_directory(0)));
+  ASSERT_EQ(clean.straggler.steps.size(), 3u);
+  EXPECT_EQ(clean.straggler.steps[0].backward.lead_ns, 0);
+  EXPECT_EQ(clean.straggler.steps[0].noise_ns,
+            500 * kUs / 20 + 7 + 7);  // 5 % of the step + both uncertainties
+  EXPECT_EQ(clean.straggler.rank, -1);
+
+  const DdpDiagnosis late = diagnose_ddp(read_trace(rank_directory(300 * kUs)));
+  EXPECT_EQ(late.straggler.rank, 1);
+  EXPECT_EQ(late.straggler.median_lead_ns, 300 * kUs);
+  EXPECT_EQ(late.straggler.steps_late, 3);
+}
+
 // ---- `dpscope trace stats` on real runs of dpscope's own DDP ----
 
 using dpscope::testing::run_dpscope;
