@@ -109,6 +109,9 @@ std::string plural(size_t n, std::string_view one, std::string_view many) {
 // ---- the tables ----
 
 struct Tables {
+  // DDP's own events were seen (bucket assignments, bucket launches): DataParallel's replicas also
+  // have gradient-ready events, but no buckets and no all-reduce, and get no diagnosis.
+  bool ddp = false;
   std::map<StepRank, StepRankData> steps;
   std::map<int, std::vector<RankAssignment>> assignments;  // rank -> in trace order
   // rank -> epoch -> (step, indices) in trace order
@@ -117,12 +120,14 @@ struct Tables {
 
 Tables collect(const TraceData& data) {
   Tables t;
+  t.ddp = !data.header.buckets.empty();
   StepRank current_key{-1, -1};
   StepRankData* current = nullptr;  // t.steps[current_key] (std::map entries stay where they are)
   for (const Event& e : data.events) {
     if (e.type == EventType::kBuckets && e.payload >= 0) {
       const BucketAssignment& b = data.buckets[static_cast<size_t>(e.payload)];
       t.assignments[e.rank].push_back({e.step, &b.buckets, b.reason_kind});
+      t.ddp = true;
       continue;
     }
     if (e.type == EventType::kSamples && e.payload >= 0) {
@@ -139,6 +144,7 @@ Tables collect(const TraceData& data) {
     StepRankData& d = *current;
     d.begin_ns = std::min(d.begin_ns, e.ts_ns);
     d.end_ns = std::max(d.end_ns, e.end_ns());
+    if (e.known == EventName::kBucketLaunched) t.ddp = true;
     if (e.known == EventName::kGradReady) {
       if (const auto g = data.grad_ready(e)) {
         auto [it, fresh] = d.grad_ready.emplace(g->param, e.ts_ns);
@@ -536,6 +542,7 @@ EpochFinding find_epoch_repeats(const Tables& t) {
 DdpDiagnosis diagnose_ddp(const TraceData& data) {
   const Tables tables = collect(data);
   DdpDiagnosis d;
+  if (!tables.ddp) return d;
   d.straggler = find_straggler(data, tables);
   d.exposed = find_exposed(data, tables, d.straggler);
   d.buckets = explain_buckets(data, tables);

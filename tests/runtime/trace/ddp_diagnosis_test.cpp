@@ -354,6 +354,10 @@ std::filesystem::path rank_directory(int64_t late_ns) {
                             R"("name":"grad_ready","args":{{"param":{}}}}})"
                             "\n",
                             base + (400 - 100 * param) * kUs + late, rank, step, param);
+      text += fmt::format(R"({{"type":"instant","ts":{},"rank":{},"dev":0,"step":{},"phase":"backward",)"
+                          R"("name":"bucket_launched","args":{{"bucket":0,"bytes":64,"params":2}}}})"
+                          "\n",
+                          base + 405 * kUs + late, rank, step);
       text += fmt::format(
           R"({{"type":"span","ts":{},"rank":{},"dev":0,"step":{},"phase":"backward",)"
           R"("name":"all_reduce ring","cat":"collective","stream":"comm","dur":{},"args":{{"op":"all_reduce"}}}})"
@@ -439,6 +443,17 @@ TEST(DdpDiagnosisCli, ASimulatedRunOfIdenticalRanksNamesNoStragglerAndExplainsIt
                " of " + format_duration(d.exposed.median_all_reduce_ns)),
       std::string::npos)
       << out;
+}
+
+TEST(DdpDiagnosisCli, DataParallelAndSingleDeviceRunsGetNoDiagnosis) {
+  // DataParallel's replicas have gradient-ready events too, but no buckets and no all-reduce.
+  for (const std::string mode : {"dp --devices 2", "single"}) {
+    const auto trace = train_trace(
+        testing::scratch_dir(), "--mode " + mode + " --model 2-16-3 --dataset blobs:64 --batch 16 --steps 2");
+    const std::string out = stats_output(trace);
+    EXPECT_EQ(out.find("DDP diagnosis"), std::string::npos) << mode << "\n" << out;
+    EXPECT_NE(out.find("\nsim:0 "), std::string::npos) << out;  // the table is still there
+  }
 }
 
 TEST(DdpDiagnosisCli, TheNoSetEpochPitfallIsNamedAndACorrectRunIsNot) {

@@ -1,7 +1,8 @@
 // A diagnosis of a DDP trace: what `dpscope trace stats` says after its time table, each finding a
 // sentence a user can act on, every number in it computed from the trace (docs/trace-format.md,
-// "The DDP diagnosis"). Works on any trace with DDP's events: dpscope's own runs (threads or
-// process ranks) and real PyTorch runs recorded by dpscope_torch.
+// "The DDP diagnosis"). Works on any trace with DDP's events (bucket assignments or launches; a
+// trace without them, DataParallel's included, gets none): dpscope's own runs (threads or process
+// ranks) and real PyTorch runs recorded by dpscope_torch.
 //
 //  * Straggler: per step and per bucket, the rank whose last gradient was ready last (on rank 0's
 //    clock: a directory's ranks are already merged with their offsets) and its lead over the next
