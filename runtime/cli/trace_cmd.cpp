@@ -1,6 +1,7 @@
 // `dpscope trace`: tools for dpscope traces (docs/trace-format.md).
 //   dpscope trace export --chrome IN OUT.json   Chrome Trace Event JSON for ui.perfetto.dev
-//   dpscope trace stats IN [--per-step]         compute / comm / exposed comm / idle per device
+//   dpscope trace stats IN [--per-step]         compute / comm / exposed comm / idle per device, and
+//                                               for DDP the straggler, exposed all-reduce, buckets, set_epoch
 //   dpscope trace merge DIR OUT.jsonl           process ranks' rank-K.jsonl on rank 0's clock
 // IN is a trace file or a directory of process ranks' rank-K.jsonl files, merged as it is read
 // (trace_format/rank_traces.hpp). export and stats read strictly (the first malformed line is an
@@ -18,6 +19,7 @@
 #include "dpscope/base/file_guard.hpp"
 #include "dpscope/trace/merge.hpp"
 #include "dpscope/trace_format/chrome_export.hpp"
+#include "dpscope/trace_format/ddp_diagnosis.hpp"
 #include "dpscope/trace_format/rank_traces.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "dpscope/trace_format/stats.hpp"
@@ -142,6 +144,8 @@ void register_trace(CLI::App& app) {
       print_rank_clocks(data.ranks);
     }
     fmt::print("{}", trace::format_stats(stats, data, stats_options->per_step));
+    // DDP traces: the straggler, exposed communication, buckets and sampler findings (nothing else).
+    fmt::print("{}", trace::format_diagnosis(trace::diagnose_ddp(data), stats_options->per_step));
   });
 }
 

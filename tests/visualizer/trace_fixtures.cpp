@@ -131,8 +131,8 @@ HandTrace write_hand_trace(const std::filesystem::path& path) {
   }
   const int64_t rows0[] = {0, 1};
   const int64_t rows1[] = {2, 3};
-  rec->samples(g0, 0, rows0);
-  rec->samples(g1, 0, rows1);
+  rec->samples(g0, 0, rows0, std::nullopt);
+  rec->samples(g1, 0, rows1, std::nullopt);
   MemoryStats m;
   m.bytes[static_cast<int>(MemoryCategory::kParameters)] = 100;
   m.capacity_bytes = 1000;

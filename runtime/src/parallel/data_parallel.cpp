@@ -104,7 +104,8 @@ Tensor DataParallel::forward(const Tensor& input, std::span<const int64_t> sampl
     const Device& dev = device_ids_[i];
     if (TraceSink* tracer = dev.tracer(); tracer && !sample_indices.empty())
       tracer->samples(dev, dev.clock_ns(StreamKind::kCompute),
-                      sample_indices.subspan(static_cast<size_t>(begin), static_cast<size_t>(chunks_[i])));
+                      sample_indices.subspan(static_cast<size_t>(begin), static_cast<size_t>(chunks_[i])),
+                      std::nullopt);
     inputs[i] = input.rows(begin, chunks_[i]).to(dev, MemoryCategory::kActivations);
     begin += chunks_[i];
   }

@@ -350,10 +350,13 @@ void TraceRecorder::values(const Device& device, int64_t ts_ns, const ValuesEven
   commit(out);
 }
 
-void TraceRecorder::samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices) {
+void TraceRecorder::samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices,
+                            std::optional<int64_t> epoch) {
   fmt::memory_buffer out;
   begin_event(out, EventType::kSamples, device, ts_ns);
-  fmt::format_to(fmt::appender(out), R"(,"indices":[{}]}})", fmt::join(indices, ","));
+  fmt::format_to(fmt::appender(out), R"(,"indices":[{}])", fmt::join(indices, ","));
+  if (epoch) fmt::format_to(fmt::appender(out), R"(,"epoch":{})", *epoch);
+  out.push_back('}');
   out.push_back('\n');
   commit(out);
 }

@@ -331,7 +331,9 @@ void write_event(JsonWriter& w, const TraceData& data, const Event& e, const Sli
       begin_event(w, "samples", "i", chrome_pid(e.dev), instant_tid, e.ts_ns);
       w.raw(R"(,"s":"t","cat":"samples")");
       begin_args(w, e);
-      fmt::format_to(out, R"(,"count":{},"indices":[{}]}}}})", s.indices.size(), fmt::join(s.indices, ","));
+      fmt::format_to(out, R"(,"count":{},"indices":[{}])", s.indices.size(), fmt::join(s.indices, ","));
+      if (s.epoch) fmt::format_to(out, R"(,"epoch":{})", *s.epoch);
+      w.raw("}}");
       break;
     }
     case EventType::kBuckets: {

@@ -240,13 +240,14 @@ enum Key : uint8_t {
   kStride,
   kSrcRank,
   kDstRank,
+  kEpoch,
   kKeyCount,
   kUnknownKey
 };
 constexpr std::string_view kKeyNames[kKeyCount] = {
     "type",  "ts",     "rank", "dev",     "step",   "phase",   "name",   "cat",      "stream",    "dur",
     "args",  "values", "src",  "dst",     "bytes",  "flow",    "coll",   "algo",     "algo_step", "chunk",
-    "param", "when",   "norm", "indices", "reason", "buckets", "stride", "src_rank", "dst_rank"};
+    "param", "when",   "norm", "indices", "reason", "buckets", "stride", "src_rank", "dst_rank",  "epoch"};
 
 // Dispatches on length and first letters, then confirms the whole key: this runs for every field
 // of every line, so it avoids a loop of string compares.
@@ -279,6 +280,7 @@ Key key_of(std::string_view k) {
         case 'p': return k[1] == 'h' ? is("phase", kPhase) : is("param", kParam);
         case 'b': return is("bytes", kBytes);
         case 'c': return is("chunk", kChunk);
+        case 'e': return is("epoch", kEpoch);
       }
       break;
     case 6:
@@ -627,6 +629,7 @@ void TraceParser::read_samples(TraceData& data, const Fields& f, Event& e) {
   for (dom::element v : array(f[kIndices], "indices")) {
     samples.indices.push_back(array_index(v, "indices"));
   }
+  if (f.has(kEpoch)) samples.epoch = non_negative(f[kEpoch], "epoch");
   e.payload = static_cast<int32_t>(data.samples.size());
   data.samples.push_back(std::move(samples));
 }

@@ -144,7 +144,7 @@ double run_step(SingleRun& run, TraceRecorder* tracer, int64_t batch_index, bool
     } else {
       // The samples event says which rows the GPU holds: none when the inputs stay on the host.
       if (tracer && !inputs_stay_on_host)
-        tracer->samples(device, device.clock_ns(StreamKind::kCompute), indices);
+        tracer->samples(device, device.clock_ns(StreamKind::kCompute), indices, std::nullopt);
       x = inputs_stay_on_host ? batch.inputs : batch.inputs.to(device, MemoryCategory::kActivations);
     }
   }

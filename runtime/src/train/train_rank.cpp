@@ -85,7 +85,10 @@ double run_step(RankSetup& rank, int64_t batch_index, bool sync) {
   {
     PhaseScope phase(dev, Phase::kData);
     const Batch batch = rank.loader.batch(batch_index);
-    if (TraceSink* t = dev.tracer()) t->samples(dev, dev.clock_ns(StreamKind::kCompute), batch.indices);
+    // The loop's epoch (its pass over the sampler), not the one given to set_epoch: the trace shows
+    // a missing set_epoch as epochs that repeat an order (trace_format/ddp_diagnosis.hpp).
+    if (TraceSink* t = dev.tracer())
+      t->samples(dev, dev.clock_ns(StreamKind::kCompute), batch.indices, rank.loader.epoch());
     x = batch.inputs.to(dev, MemoryCategory::kActivations);
     y = batch.targets.to(dev, MemoryCategory::kActivations);
     if (rank.mse_flat_targets) y = y.reshape({y.numel(), 1});

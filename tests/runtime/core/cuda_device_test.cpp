@@ -60,7 +60,7 @@ class RecordingSink final : public TraceSink {
     copies.push_back({src.name(), dst.name(), ts_ns, dur_ns, bytes});
   }
   void values(const Device&, int64_t, const ValuesEvent&) override {}
-  void samples(const Device&, int64_t, std::span<const int64_t>) override {}
+  void samples(const Device&, int64_t, std::span<const int64_t>, std::optional<int64_t>) override {}
   void buckets(const Device&, int64_t, std::span<const TraceBucketInfo>, BucketReason) override {}
   void flush() override {}
 

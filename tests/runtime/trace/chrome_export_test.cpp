@@ -147,7 +147,7 @@ TEST(ChromeExport, CountersInstantsValuesSamplesAndBucketsAreVisible) {
       event("instant", 200, 2, R"("name":"grad_ready","args":{"param":5})") +
       event("values", 300, 0,
             R"("name":"grad","param":4,"when":"after_reduce","values":[0.5,-1],"norm":1.25)") +
-      event("samples", 400, 2, R"("indices":[4,5,6])") +
+      event("samples", 400, 2, R"("indices":[4,5,6],"epoch":1)") +
       event("buckets", 500, 0, R"("reason":"rebuilt","buckets":[{"id":0,"params":[1,0],"bytes":64}])");
   const json doc = export_json(parse_trace(text));
   const std::vector<json> counters = with_ph(doc, "C");
@@ -168,6 +168,7 @@ TEST(ChromeExport, CountersInstantsValuesSamplesAndBucketsAreVisible) {
   EXPECT_EQ(instants[1]["args"]["norm"], 1.25);
   EXPECT_EQ(instants[2]["name"], "samples");
   EXPECT_EQ(instants[2]["args"]["indices"], json::parse("[4,5,6]"));
+  EXPECT_EQ(instants[2]["args"]["epoch"], 1);
   EXPECT_EQ(instants[3]["name"], "buckets (rebuilt)");
   EXPECT_EQ(instants[3]["args"]["buckets"], json::parse(R"([{"id":0,"params":[1,0],"bytes":64}])"));
 }

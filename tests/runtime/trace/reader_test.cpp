@@ -80,7 +80,7 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
                     .norm = 1.27,
                     .stride = 6272});
   const int64_t indices[] = {32, 33, 34, 35};
-  recorder->samples(gpu, 0, indices);
+  recorder->samples(gpu, 0, indices, 3);
   recorder->buckets(gpu, 0, header.buckets, BucketReason::kRebuilt);
   recorder->loss_counter(gpu, 50000, std::nan(""));
   recorder->close();
@@ -217,6 +217,7 @@ TEST(TraceReader, EveryFieldTheRecorderWritesReadsBack) {
   const Event& samples = data.events[8];
   EXPECT_EQ(samples.type, EventType::kSamples);
   EXPECT_EQ(data.samples[samples.payload].indices, (std::vector<int64_t>{32, 33, 34, 35}));
+  EXPECT_EQ(data.samples[samples.payload].epoch, std::optional<int64_t>(3));
 
   const Event& buckets = data.events[9];
   EXPECT_EQ(buckets.type, EventType::kBuckets);
@@ -554,6 +555,8 @@ std::vector<BadLine> bad_lines() {
       {R"({"type":"samples",)" + common + R"(,"indices":3})", "field 'indices' must be an array"},
       {R"({"type":"samples",)" + common + R"(,"indices":[1,-2]})",
        "field 'indices' must be an array of non-negative integers"},
+      {R"({"type":"samples",)" + common + R"(,"indices":[1],"epoch":-1})",
+       "field 'epoch' must be a non-negative integer"},
       {R"({"type":"buckets",)" + common + R"(,"reason":"rebuilt","buckets":[{"id":0,"params":5,"bytes":4}]})",
        "field 'buckets[0].params' must be an array"},
       {R"({"type":"buckets",)" + common +

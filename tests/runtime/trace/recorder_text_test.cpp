@@ -136,6 +136,28 @@ TEST(TraceRecorderText, EventLinesAreWrittenByteForByte) {
             R"("coll":4,"algo":"ring","algo_step":1,"chunk":2,"src_rank":1,"dst_rank":3})");
 }
 
+TEST(TraceRecorderText, SamplesCarryTheirEpochOnlyWhenKnown) {
+  const auto dir = trace::testing::scratch_dir();
+  const Device gpu = Device::sim(0, dpscope::testing::roofline_preset("h100-sxm"));
+  TraceHeader header;
+  add_trace_device(header, gpu);
+  const Device devices[] = {gpu};
+  auto recorder = TraceRecorder::open(dir / "t.jsonl", header, devices);
+  gpu.set_rank(1);
+  gpu.set_step(0);
+  gpu.set_phase(Phase::kData);
+  const int64_t indices[] = {32, 33, 34, 35};
+  recorder->samples(gpu, 0, indices, 2);
+  recorder->samples(gpu, 5, indices, std::nullopt);
+  recorder->close();
+  const std::vector<std::string> lines = lines_of(dir / "t.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1], R"({"type":"samples","ts":0,"rank":1,"dev":0,"step":0,"phase":"data",)"
+                      R"("indices":[32,33,34,35],"epoch":2})");
+  EXPECT_EQ(lines[2], R"({"type":"samples","ts":5,"rank":1,"dev":0,"step":0,"phase":"data",)"
+                      R"("indices":[32,33,34,35]})");
+}
+
 // A recorder on one simulated GPU writing to `path`.
 struct OneGpuRecorder {
   explicit OneGpuRecorder(const std::filesystem::path& path)

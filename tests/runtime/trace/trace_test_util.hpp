@@ -69,7 +69,7 @@ inline std::filesystem::path record_sample_trace(const std::filesystem::path& pa
     {
       PhaseScope phase(gpu, Phase::kData);
       const int64_t indices[] = {4 * step, 4 * step + 1, 4 * step + 2, 4 * step + 3};
-      recorder->samples(gpu, gpu.clock_ns(StreamKind::kCopy), indices);
+      recorder->samples(gpu, gpu.clock_ns(StreamKind::kCopy), indices, std::nullopt);
       const int64_t ts = gpu.advance(StreamKind::kCopy, 2638);
       recorder->transfer(gpu, {.src = host,
                                .dst = 0,

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -63,8 +64,10 @@ class TraceSink {
                              uint64_t bytes) = 0;
   // A few values of a tensor (e.g. a gradient before and after all-reduce) and its L2 norm.
   virtual void values(const Device& device, int64_t ts_ns, const ValuesEvent& values) = 0;
-  // The dataset indices `device` holds in the current step.
-  virtual void samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices) = 0;
+  // The dataset indices `device` holds in the current step, and the training loop's epoch they
+  // belong to (its pass over the sampler, 0-based) when the loop knows it.
+  virtual void samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices,
+                       std::optional<int64_t> epoch) = 0;
   // A (new) bucket assignment.
   virtual void buckets(const Device& device, int64_t ts_ns, std::span<const TraceBucketInfo> buckets,
                        BucketReason reason) = 0;
@@ -87,7 +90,7 @@ class NullTraceSink final : public TraceSink {
   uint64_t transfer(const Device&, const TraceTransfer&) override { return 0; }
   void copy_transfer(const Device&, const Device&, int64_t, int64_t, uint64_t) override {}
   void values(const Device&, int64_t, const ValuesEvent&) override {}
-  void samples(const Device&, int64_t, std::span<const int64_t>) override {}
+  void samples(const Device&, int64_t, std::span<const int64_t>, std::optional<int64_t>) override {}
   void buckets(const Device&, int64_t, std::span<const TraceBucketInfo>, BucketReason) override {}
   void flush() override {}
 };

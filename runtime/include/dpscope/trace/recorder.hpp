@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -75,7 +76,9 @@ class TraceRecorder final : public TraceSink {
   void copy_transfer(const Device& src, const Device& dst, int64_t ts_ns, int64_t dur_ns,
                      uint64_t bytes) override;
   void values(const Device& device, int64_t ts_ns, const ValuesEvent& values) override;
-  void samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices) override;
+  // "epoch" is written only when known.
+  void samples(const Device& device, int64_t ts_ns, std::span<const int64_t> indices,
+               std::optional<int64_t> epoch) override;
   void buckets(const Device& device, int64_t ts_ns, std::span<const TraceBucketInfo> buckets,
                BucketReason reason) override;
 

@@ -168,6 +168,8 @@ struct ValueSample {
 };
 struct SampleIndices {
   std::vector<int64_t> indices;
+  // The training loop's epoch (its pass over the sampler, 0-based), when the writer knew it.
+  std::optional<int64_t> epoch;
 };
 struct BucketAssignment {
   uint32_t reason = kNoString;                      // "initial", "rebuilt"
