@@ -250,6 +250,21 @@ TEST_F(KinetoImport, OneTraceBecomesOneFile) {
   EXPECT_EQ(data.min_ts_ns, 0);
 }
 
+// docs/pytorch-import.md quotes this import: the fixtures' step numbers and a collective's name.
+TEST_F(KinetoImport, TheDocsQuoteWhatTheImportOfTheFixturesGives) {
+  const std::string doc =
+      testing::read_file(std::filesystem::path(DPSCOPE_SOURCE_DIR) / "docs" / "pytorch-import.md");
+  const std::string first = fixtures_[0].steps[0]["name"].get<std::string>().substr(13);
+  const std::string second = fixtures_[0].steps[1]["name"].get<std::string>().substr(13);
+  EXPECT_NE(
+      doc.find(fmt::format("the fixtures record `ProfilerStep#{}` and `#{}`: steps 0 and 1", first, second)),
+      std::string::npos);
+  std::string collective;
+  for (const json& e : load_lines(out_ / "rank-0.jsonl"))
+    if (e.value("cat", "") == "collective" && collective.empty()) collective = e["name"];
+  EXPECT_NE(doc.find("name `" + collective + "`"), std::string::npos) << collective;
+}
+
 // ---- synthetic traces: rules the CPU fixtures cannot show, and every error ----
 
 // A minimal Kineto trace: one ProfilerStep#5 of 100 us at 1000 us, plus `events` (JSON objects).
