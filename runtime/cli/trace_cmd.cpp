@@ -3,6 +3,7 @@
 //   dpscope trace stats IN [--per-step]         compute / comm / exposed comm / idle per device, and
 //                                               for DDP the straggler, exposed all-reduce, buckets, set_epoch
 //   dpscope trace merge DIR OUT.jsonl           process ranks' rank-K.jsonl on rank 0's clock
+//   dpscope trace import IN OUT                 torch.profiler (Kineto) traces as a dpscope trace
 // IN is a trace file or a directory of process ranks' rank-K.jsonl files, merged as it is read
 // (trace_format/rank_traces.hpp). export and stats read strictly (the first malformed line is an
 // error, exit code 2) unless --lenient is given, which skips malformed lines and lists them on stderr.
@@ -20,6 +21,7 @@
 #include "dpscope/trace/merge.hpp"
 #include "dpscope/trace_format/chrome_export.hpp"
 #include "dpscope/trace_format/ddp_diagnosis.hpp"
+#include "dpscope/trace_format/kineto_import.hpp"
 #include "dpscope/trace_format/rank_traces.hpp"
 #include "dpscope/trace_format/reader.hpp"
 #include "dpscope/trace_format/stats.hpp"
@@ -77,6 +79,52 @@ trace::TraceData load(const std::string& path, bool lenient) {
   return data;
 }
 
+// `dpscope trace import IN OUT` (docs/pytorch-import.md): one torch.profiler trace -> the trace file
+// OUT; a directory of them (one per rank) -> OUT/rank-K.jsonl. OUT is checked before anything is read:
+// no input is overwritten, and a directory output is never a file nor a file output a directory.
+void register_trace_import(CLI::App* trace_cmd) {
+  auto in = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  CLI::App* import_cmd = trace_cmd->add_subcommand(
+      "import", "convert torch.profiler (Kineto) Chrome traces of a PyTorch run into a dpscope trace");
+  import_cmd
+      ->add_option("IN", *in,
+                   "a torch.profiler trace (*.pt.trace.json), or a directory of them, one per rank")
+      ->required();
+  import_cmd
+      ->add_option("OUT", *out, "the dpscope trace (.jsonl); for several ranks a directory of rank-K.jsonl")
+      ->required();
+  import_cmd->callback([in, out] {
+    const std::vector<std::filesystem::path> files = trace::list_kineto_files(*in);
+    OutputGuard guard;
+    for (const std::filesystem::path& f : files) guard.add_input("IN", f);
+    if (files.size() > 1) {
+      DPS_CHECK(
+          path_status(*out).kind == FileKind::kMissing || path_status(*out).kind == FileKind::kDirectory,
+          ErrorKind::kUsage,
+          "OUT '{}' is not a directory: the {} traces of IN are written as OUT/rank-K.jsonl, one per rank",
+          *out, files.size());
+      guard.add_output_dir("OUT", *out,
+                           [](std::string_view name) { return trace::rank_of_file_name(name).has_value(); });
+    } else {
+      guard.add_output("OUT", *out);
+    }
+    guard.check();
+    const trace::KinetoImportResult r = trace::import_kineto(*in, *out);
+    uint64_t events = 0;
+    for (const trace::KinetoRankSummary& k : r.ranks) events += k.events;
+    fmt::print("wrote {} ({} {}, {} events)\n", *out, r.ranks.size(), r.ranks.size() == 1 ? "rank" : "ranks",
+               events);
+    for (const trace::KinetoRankSummary& k : r.ranks) {
+      fmt::print(
+          "  rank {}: {} -> {}: {} steps (ProfilerStep#{} is step 0), {} collectives, {} bucket "
+          "assignments, {} grad_ready\n",
+          k.rank, k.source.string(), k.written.string(), k.steps, k.first_profiler_step, k.collectives,
+          k.bucket_assignments, k.grad_ready);
+    }
+  });
+}
+
 }  // namespace
 
 void register_trace(CLI::App& app) {
@@ -121,6 +169,8 @@ void register_trace(CLI::App& app) {
     fmt::print("wrote {} ({} ranks, {} events on rank 0's clock)\n", *merge_out, r.ranks, r.events);
     print_rank_clocks(r.clocks);
   });
+
+  register_trace_import(cmd);
 
   struct StatsOptions {
     bool per_step = false;

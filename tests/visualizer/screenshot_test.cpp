@@ -1,6 +1,7 @@
 // Headless screenshots (run under `xvfb-run`, see CMakeLists.txt): DP and DDP traces written by
 // `dpscope train` (trace_fixtures.hpp) at several positions give non-blank frames, different frames at
-// different positions, and identical frames for the same input; lesson mode draws its panel; the
+// different positions, and identical frames for the same input; lesson mode draws its panel; a
+// torch.profiler run imported by `dpscope trace import` is drawn as one run; the
 // ring's chunk colours on a card follow the schedule, counted in pixels. The PNGs stay in the build
 // tree (test-output/visualizer/...) to look at.
 #include <gtest/gtest.h>
@@ -222,6 +223,31 @@ TEST_F(Screenshots, ADirectoryOfRankFilesIsDrawnAsOneRun) {
   std::vector<std::string> devices;
   for (std::string line; std::getline(lines, line);) devices.push_back(nlohmann::json::parse(line)["device"]);
   EXPECT_EQ(devices, (std::vector<std::string>{"cpu:0", "cpu:1", "cpu:2", "cpu:3"}));
+}
+
+// `dpscope trace import` of the committed torch.profiler traces (tests/data/torch-profiler, a real
+// two-rank gloo DDP run) is drawn as one run: a card per process, and a rich frame at each step.
+TEST_F(Screenshots, AnImportedTorchProfilerRunIsDrawnAsOneRun) {
+  const auto run = dir_ / "torch-profiler";
+  const std::filesystem::path fixtures =
+      std::filesystem::path(DPSCOPE_TEST_DATA_DIR) / "torch-profiler" / "ddp-gloo";
+  const auto imported = run_command(std::string(DPSCOPE_CLI) + " trace import " + quoted(fixtures.string()) +
+                                    " " + quoted(run.string()));
+  ASSERT_EQ(imported.exit_code, 0) << imported.output;
+  const auto png = dir_ / "torch-profiler-step1.png";
+  const auto boxes = dir_ / "torch-profiler.boxes.jsonl";
+  const auto r = run_command(kViz + " " + quoted(run.string()) + " --screenshot " + quoted(png.string()) +
+                             " --seek step:1 --size 1600x900 --stage-boxes " + quoted(boxes.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Image step1 = load_png(png);
+  expect_rich(step1, 1600, 900, "torch-profiler step 1");
+  std::istringstream lines(testing::read_text(boxes));
+  std::vector<std::string> devices;
+  for (std::string line; std::getline(lines, line);) devices.push_back(nlohmann::json::parse(line)["device"]);
+  EXPECT_EQ(devices, (std::vector<std::string>{"cpu:0", "cpu:1"}));
+  const Image step2 = shoot(run, "torch-profiler-step2", "--seek step:2 --size 1600x900");
+  expect_rich(step2, 1600, 900, "torch-profiler step 2");
+  EXPECT_GT(differing_pixels(step1, step2), 2000u) << "the playhead and the cards move between steps";
 }
 
 // The palette's colour of `rank` (ui/palette.cpp kRankColors), so the test can find a rank's
