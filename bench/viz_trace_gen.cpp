@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,7 +87,7 @@ uint64_t write_trace(const GenOptions& o, int64_t steps, const std::filesystem::
       {
         PhaseScope phase(dev, Phase::kData);
         const std::vector<int64_t> batch(rows.begin() + step * o.batch, rows.begin() + (step + 1) * o.batch);
-        dev.tracer()->samples(dev, dev.clock_ns(StreamKind::kCompute), batch);
+        dev.tracer()->samples(dev, dev.clock_ns(StreamKind::kCompute), batch, std::nullopt);
         x = Tensor::meta({o.batch, o.width}, Device::cpu()).to(dev, MemoryCategory::kActivations);
         y = Tensor::meta({o.batch}, dev, MemoryCategory::kActivations, DType::kI64);
       }

@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -232,6 +233,22 @@ def main():
                 if check(len(errors) == 1, f"rank {rank}: {len(errors)} error instants"):
                     check("failing on purpose at step 3" in errors[0]["args"]["message"] and errors[0]["step"] == 2,
                           f"rank {rank}: error instant {errors[0]}")
+        elif CASE in ("straggler_mlp", "straggler_conv"):
+            # A delay in rank 1's backward (mid-backward, where per-rank step times cannot show it:
+            # the all-reduce makes every rank's backward as long): `trace stats` names rank 1; the
+            # same job without the delay names nobody.
+            # 32 steps: by chance alone one rank of a clean job is last in 3 of 4 of them with a
+            # probability near 0.3 % (a binomial tail), on a machine however busy.
+            model = ["--model", "conv"] if CASE == "straggler_conv" else []
+            clean_dir = os.path.join(tmp, "clean")
+            launch(2, model + ["--straggler", "1:25", "--epochs", "1"], zero_change_dir=trace_dir)
+            launch(2, model + ["--epochs", "4"], zero_change_dir=clean_dir)
+            named = strict_stats(trace_dir)
+            check(re.search(r"straggler: rank 1 is the straggler in \d+ of \d+ steps", named) is not None,
+                  f"a 25 ms delay in rank 1's backward is not named:\n{named}")
+            clean = strict_stats(clean_dir)
+            check(re.search(r"rank \d+ is the straggler", clean) is None and "straggler:" in clean,
+                  f"a run without a delay names a straggler:\n{clean}")
         elif CASE == "cuda_nccl":
             # On GPUs: NCCL, one GPU per rank (at most 2), times from CUDA events.
             gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0

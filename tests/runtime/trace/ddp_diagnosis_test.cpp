@@ -198,11 +198,19 @@ TEST(DdpDiagnosis, ARankLateInFewerThanHalfTheStepsIsNoConsistentStraggler) {
             "from step to step (rank 1 in 1 of 4 steps)");
 }
 
-TEST(DdpDiagnosis, ARankLateInHalfTheStepsIsNamed) {
+TEST(DdpDiagnosis, ARankLateInHalfTheStepsIsNotNamedAsChanceMakesThatCommon) {
   const DdpDiagnosis d = diagnose({.delay_ns = 300 * kUs, .late_steps = {1, 3}});
+  EXPECT_EQ(d.straggler.rank, -1);
+  EXPECT_EQ(d.straggler.sentence,
+            "no consistent straggler: the rank whose last gradient comes last by more than the noise changes "
+            "from step to step (rank 1 in 2 of 4 steps)");
+}
+
+TEST(DdpDiagnosis, ARankLateInThreeStepsOfFourIsNamed) {
+  const DdpDiagnosis d = diagnose({.delay_ns = 300 * kUs, .late_steps = {1, 2, 3}});
   EXPECT_EQ(d.straggler.rank, 1);
-  EXPECT_EQ(d.straggler.steps_late, 2);
-  EXPECT_EQ(d.straggler.sentence.rfind("rank 1 is the straggler in 2 of 4 steps: ", 0), 0u)
+  EXPECT_EQ(d.straggler.steps_late, 3);
+  EXPECT_EQ(d.straggler.sentence.rfind("rank 1 is the straggler in 3 of 4 steps: ", 0), 0u)
       << d.straggler.sentence;
 }
 
