@@ -13,6 +13,7 @@ import argparse
 import os
 import runpy
 import sys
+import traceback
 
 from .watch import Watcher
 from .writer import TraceError
@@ -117,14 +118,20 @@ def main(argv=None):
     except BaseException as e:
         if session.watcher is not None:
             session.watcher.record_error(e)
-        if session.watcher is not None:
-            session.watcher.close()
-        raise
+            session.watcher.close(keep_model=True)
+        traceback.print_exc()  # as the interpreter would have, then the same exit status
+        return 1
     if session.watcher is not None:
-        session.watcher.close()
-        session.watcher = None
+        session.watcher.close(keep_model=True)
     return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # The process ends here, without the interpreter's teardown: destroying a gloo process group
+    # joins its threads with the GIL held, and one of them may still need the GIL to free a Python
+    # callback of the communication hook (PyTorch 1.13): a rank would hang at exit. The model (and
+    # its group) stay alive in the session until then; the trace is closed and stdio flushed first.
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status if isinstance(status, int) else 1)

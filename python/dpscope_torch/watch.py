@@ -29,9 +29,7 @@ import os
 import socket
 import sys
 import threading
-import time
 import traceback
-import weakref
 
 from . import schema
 from .clock import measure_offsets, now_ns
@@ -39,7 +37,6 @@ from .clocks import CudaClock, HostClock
 from .writer import TraceError, TraceWriter, check_trace_dir
 
 VALUE_SAMPLES = 32  # gradient elements per parameter in a `values` event (the runtime's count)
-CALLBACK_RELEASE_TIMEOUT_NS = 10_000_000_000  # close() waits this long for the library to free them
 
 
 def _torch():
@@ -243,7 +240,7 @@ class Watcher:
         self._observed = {}  # bucket index -> (param indices, bytes) this backward
         self._bucket_cache = {}  # bucket index -> (param indices, bytes) as last read from a bucket
         self._collectives = 0
-        self._callbacks = weakref.WeakSet()  # our future callbacks the library still holds
+        self._held = []  # futures our callbacks hang on, freed on this thread (_hold)
         self._pending = []  # (stamps, emit) waiting for the GPU (CudaClock)
         self._samples = _SampleQueue()
         self._optimizers = []
@@ -568,6 +565,7 @@ class Watcher:
             self._emit((stamp,), lambda ts: self._writer.counter(ts, rank, 0, step, "backward", "loss",
                                                                   {"loss": float(value.item())}))
         self._drain(wait=False)
+        self._release_done_futures()
         self._writer.flush()
 
     # -- gradients and buckets (autograd's and the communication library's threads) -----------------
@@ -671,8 +669,29 @@ class Watcher:
                 self._emit((end,), lambda ts: self._write_values(ts, step, "after_reduce", after))
             return result
 
-        self._callbacks.add(done)
+        self._hold(future)
         return future.then(done)
+
+    def _hold(self, future):
+        """Keeps `future` (and the Python callbacks attached to it) alive until this thread lets it go.
+
+        The communication library's thread drops its reference once the collective is done; were it
+        the last, that thread would free our callbacks and need the GIL for it, while destroying a
+        process group (DDP's, when the model goes) waits for that thread with the GIL held: a
+        deadlock (seen with gloo: a rank stuck in ~ProcessGroupGloo). Held here, they are freed on
+        the training thread: completed ones at each step's end, the rest at close().
+        """
+        with self._lock:
+            self._held.append(future)
+
+    def _release_done_futures(self):
+        with self._lock:
+            held, self._held = self._held, []
+        keep = [f for f in held if not f.done()]
+        del held  # the completed ones go here, on this thread
+        if keep:
+            with self._lock:
+                self._held = keep + self._held
 
     def _allreduce(self, bucket):
         """What DDP does without a hook: the gradients times 1/world_size (the reducer multiplies as it
@@ -681,9 +700,9 @@ class Watcher:
         buffer = bucket.buffer()
         buffer.mul_(1.0 / self.world_size)
         work = dist.all_reduce(buffer, group=self._ddp.process_group, async_op=True)
-        first = lambda fut: fut.value()[0]  # noqa: E731
-        self._callbacks.add(first)
-        return work.get_future().then(first)
+        future = work.get_future()
+        self._hold(future)
+        return future.then(lambda fut: fut.value()[0])
 
     def _write_values(self, ts, step, when, samples):
         for p, stride, values, norm in samples:
@@ -707,8 +726,11 @@ class Watcher:
         except TraceError:
             pass
 
-    def close(self):
-        """Removes every hook, writes what is left and closes the trace. Safe to call twice."""
+    def close(self, keep_model=False):
+        """Removes every hook, writes what is left and closes the trace. Safe to call twice.
+
+        keep_model: hold on to the model (and so its process group) after closing, as
+        `dpscope_torch.run` does until the process ends without tearing it down."""
         with self._lock:
             if self._closed:
                 return
@@ -723,15 +745,12 @@ class Watcher:
         except Exception:  # a GPU that failed: what could be resolved is written
             traceback.print_exc(file=sys.stderr)
         self._writer.close()
-        # Let the model go, once the communication library's threads have let go of our callbacks.
-        # A collective's future holds its callbacks until its work is released, on the library's
-        # thread, which needs the GIL to free them; destroying a process group (DDP's, once the
-        # model goes) waits for those threads with the GIL held: a deadlock if one is still there.
-        # And a watcher that kept the model would keep its group until the interpreter's exit,
-        # where destroying it aborts the process ("terminate called without an active exception").
-        deadline = now_ns() + CALLBACK_RELEASE_TIMEOUT_NS
-        while len(self._callbacks) > 0 and now_ns() < deadline:
-            time.sleep(0.001)  # the GIL is free meanwhile
+        # Our futures and their callbacks go here, on this thread (_hold). Then the model: a watcher
+        # that kept it would keep its process group until the interpreter's exit, where destroying
+        # it aborts the process ("terminate called without an active exception").
+        self._held = []  # (one never completed, after a failure, is the library's to free)
+        if keep_model:
+            return
         self._ddp = None
         self._params, self._param_sizes, self._grad_nodes = [], [], []
         self._index_of, self._bucket_cache, self._optimizers = {}, {}, []
