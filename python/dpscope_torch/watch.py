@@ -610,7 +610,6 @@ class Watcher:
         return flat[::stride][:VALUE_SAMPLES].clone(), flat.norm()
 
     def _comm_hook(self, state, bucket):
-        torch = self._torch
         t = self._clock.stamp()
         buffer = bucket.buffer()
         size = buffer.numel() * buffer.element_size()

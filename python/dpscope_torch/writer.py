@@ -12,7 +12,6 @@ import os
 import stat
 import threading
 
-from . import schema
 
 
 class TraceError(Exception):

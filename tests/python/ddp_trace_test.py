@@ -5,7 +5,6 @@ against what PyTorch itself reports: one ctest test per case.
 Usage: /usr/bin/python3 ddp_trace_test.py SOURCE_DIR DPSCOPE_BIN CASE
 Exit 77 (ctest: skipped) when this Python has no PyTorch.
 """
-import hashlib
 import json
 import math
 import os
