@@ -11,13 +11,17 @@ It trains a small classifier on a synthetic data set with a DistributedSampler (
 epoch), cross-entropy and SGD. Options make it a test subject: --model conv (convolution, batch
 norm and an unused parameter, with find_unused_parameters=True), --straggler RANK:MS (that rank's
 backward sleeps MS milliseconds, mid-backward), --no-set-epoch (the pitfall), --dump FILE (what
-PyTorch itself reports, as JSON: DDP's logging data and each step's loss, for tests to compare).
+PyTorch itself reports, as JSON: DDP's logging data and each step's loss, for tests to compare),
+--export DIR (the MLP's initial weights as DIR/init.safetensors and the data set as DIR/x.npy and
+DIR/y.npy, so that `dpscope train --init ... --data ...` runs the same model on the same data:
+lesson 14 sets the two runs side by side).
 """
 import argparse
 import contextlib
 import hashlib
 import json
 import os
+import struct
 import time
 
 import torch
@@ -77,6 +81,32 @@ class ConvNet(nn.Module):
         return self.head(nn.functional.max_pool2d(x, 2).flatten(1))
 
 
+def save_safetensors(path, tensors):
+    """`tensors` (name -> float32 tensor) as a safetensors file: an 8-byte little-endian header length,
+    the JSON header (dtype, shape, byte range of each tensor), the tensors' bytes."""
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        blob = t.detach().cpu().contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def export(directory, mlp, x, y):
+    """What `dpscope train` needs to run this model on this data: the weights under the names of
+    dpscope's MLP (the Sequential's own: 0.weight, 0.bias, 2.weight, ...), the data as .npy files."""
+    import numpy as np
+
+    os.makedirs(directory, exist_ok=True)
+    save_safetensors(os.path.join(directory, "init.safetensors"), mlp.net.state_dict())
+    np.save(os.path.join(directory, "x.npy"), x.numpy().astype(np.float32))
+    np.save(os.path.join(directory, "y.npy"), y.numpy().astype(np.int64))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="mlp", choices=["mlp", "conv"])
@@ -93,7 +123,11 @@ def main():
     ap.add_argument("--dump", default="", help="write PyTorch's own account of the run here (JSON)")
     ap.add_argument("--trace-dir", default="", help="record the run with dpscope_torch.watch() into this directory")
     ap.add_argument("--fail-at-step", type=int, default=-1, help="raise an error at this step (0-based)")
+    ap.add_argument("--export", default="", help="write the MLP's initial weights and the data set here "
+                    "(init.safetensors, x.npy, y.npy) for `dpscope train --init --data`")
     args = ap.parse_args()
+    if args.export and args.model != "mlp":
+        ap.error("--export needs --model mlp: dpscope's runtime trains MLPs")
 
     dist.init_process_group("nccl" if args.device == "cuda" else "gloo")  # env://, from the launcher
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -124,6 +158,8 @@ def main():
     x = torch.randn(args.samples, features, generator=data)
     y = torch.randint(0, classes, (args.samples,), generator=data)
     dataset = TensorDataset(x, y)
+    if args.export and rank == 0:
+        export(args.export, model, x, y)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)

@@ -48,7 +48,9 @@
 #include "dpscope/lesson/lesson.hpp"
 #include "dpscope/lesson/report.hpp"
 #include "dpscope/lesson/run_dir.hpp"
+#include "dpscope/lesson/torch_scenario.hpp"
 #include "dpscope/trace_format/reader.hpp"
+#include "lesson_torch.hpp"
 
 namespace dpscope::cli {
 namespace {
@@ -164,7 +166,12 @@ std::vector<std::string> knob_problems(const lesson::Lesson& lesson) {
         }
       }
       try {
-        parse_scenario(lesson::scenario_args(lesson, {{knob.flag, value}}), /*dry_run=*/true);
+        const std::vector<std::string> args = lesson::scenario_args(lesson, {{knob.flag, value}});
+        if (lesson::is_torch_scenario(args)) {
+          lesson::parse_torch_scenario(args);  // the script's own parser sees the value when it runs
+        } else {
+          parse_scenario(args, /*dry_run=*/true);
+        }
       } catch (const Error& e) {
         problems.push_back(fmt::format("{}: value '{}': {}", where, value, e.what()));
       }
@@ -230,6 +237,8 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   OutputGuard guard;
   guard.add_input("the lesson file", lesson.file);
   guard.add_output("the lesson's trace", run.trace);
+  const fs::path torch_log = out_dir / (lesson.id + ".torch.log");
+  if (lesson::is_torch_scenario(run.args)) guard.add_output("the PyTorch run's log", torch_log);
   guard.check();
   // `{scratch}` in the scenario (e.g. --checkpoint-dir {scratch}/ckpt) names a directory of the
   // lesson's own, emptied before every run so that a rerun starts like the first one.
@@ -241,7 +250,21 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
     throw Error(ErrorKind::kFormat, fmt::format("{}: [scenario] args: {}", lesson.file.string(), problem));
   run.shown_args = run.args;
   replace_scratch(run.shown_args, lesson.id + ".scratch");
-  if (replace_scratch(run.args, scratch.string())) {
+  // A PyTorch scenario's script runs in the scratch directory, which it has whether it names it or not.
+  const bool torch = lesson::is_torch_scenario(run.args);
+  const std::vector<std::string> written_args = run.args;  // a PyTorch scenario is checked as written
+  std::string python;  // a PyTorch scenario's, or the first comparison run's that is one
+  const auto torch_python = [&python] {
+    if (python.empty()) {
+      const TorchPython found = find_torch_python();
+      // Not the scenario's failure (expect_error does not apply): this machine lacks PyTorch.
+      if (found.path.empty()) throw Error(ErrorKind::kProcess, no_torch_reason(found));
+      python = found.path;
+    }
+    return python;
+  };
+  if (torch) torch_python();
+  if (replace_scratch(run.args, scratch.string()) || torch) {
     fs::remove_all(scratch, ec);
     fs::create_directories(scratch, ec);
     DPS_CHECK(fs::is_directory(scratch, ec), ErrorKind::kIo,
@@ -249,7 +272,11 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   }
   const auto start = std::chrono::steady_clock::now();
   try {
-    run_scenario(run.args, run.trace, quiet);
+    if (torch) {
+      run_torch_scenario(python, written_args, scratch, run.trace, quiet, torch_log);
+    } else {
+      run_scenario(run.args, run.trace, quiet);
+    }
   } catch (const Error& e) {
     // A lesson may watch a run that fails (a pitfall): [scenario] expect_error declares it, and the
     // trace the run left behind (ending in `error` events) is still the lesson's. Any other failure
@@ -265,22 +292,32 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   // of its own; no knob applies to them.
   for (const lesson::OtherScenario& other : lesson.scenarios) {
     std::vector<std::string> args = lesson::other_scenario_args(lesson, other, knobs);
+    for (std::string& arg : args) arg = lesson::replace_lesson_scratch(arg, scratch.string());
     const fs::path other_scratch = out_dir / fmt::format("{}.{}.scratch", lesson.id, other.name);
     if (std::string problem = lesson::scenario_sandbox_problem(args, other_scratch, /*on_disk=*/true);
         !problem.empty())
       throw Error(ErrorKind::kFormat,
                   fmt::format("{}: [[scenarios]] '{}' args: {}", lesson.file.string(), other.name, problem));
-    if (replace_scratch(args, other_scratch.string())) {
+    const bool other_torch = lesson::is_torch_scenario(args);
+    const std::vector<std::string> other_written = args;
+    if (replace_scratch(args, other_scratch.string()) || other_torch) {
       fs::remove_all(other_scratch, ec);
       fs::create_directories(other_scratch, ec);
     }
     const fs::path other_trace = lesson::other_trace_path(run.trace, lesson, other);
+    const fs::path other_log = out_dir / fmt::format("{}.{}.torch.log", lesson.id, other.name);
     OutputGuard other_guard;
     other_guard.add_output("a scenario's trace", other_trace);
+    if (other_torch) other_guard.add_output("a PyTorch run's log", other_log);
     other_guard.check();
     const auto other_start = std::chrono::steady_clock::now();
     try {
-      run_scenario(args, other_trace, /*quiet=*/true);
+      if (other_torch) {
+        run_torch_scenario(torch_python(), other_written, other_scratch, other_trace, /*quiet=*/true,
+                           other_log);
+      } else {
+        run_scenario(args, other_trace, /*quiet=*/true);
+      }
       run.other_wall_seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - other_start).count();
     } catch (const Error& e) {
@@ -473,28 +510,47 @@ void check_command(const LessonArgs& args) {
   const fs::path out = keep ? fs::path(args.out) : temp->path();
   std::vector<std::string> problems;
   size_t failed_lessons = 0;
+  size_t skipped_lessons = 0;
   bool python_skipped = false;
   for (const fs::path& file : files) {
     std::vector<std::string> lesson_problems;
     std::string summary;
     try {
       const lesson::Lesson lesson = lesson::load_lesson(file);
-      const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
-      lesson_problems = run.report.problems;
-      for (std::string& p : knob_problems(lesson)) lesson_problems.push_back(std::move(p));
-      for (std::string& p : lesson::lint_lesson(lesson)) lesson_problems.push_back(std::move(p));
-      for (std::string& p : exercise_problems(lesson, out)) lesson_problems.push_back(std::move(p));
-      for (std::string& p : quoted_command_problems(lesson, run.report, out))
-        lesson_problems.push_back(std::move(p));
-      bool skipped = false;
-      if (std::string p = check_snippet(lesson, out, skipped); !p.empty())
-        lesson_problems.push_back(std::move(p));
-      python_skipped = python_skipped || skipped;
-      summary = fmt::format("{} chapters, {} questions, trace made in {:.2f} s", lesson.chapters.size(),
-                            lesson.questions.size(), run.wall_seconds);
-      if (!lesson.scenarios.empty())
-        summary += fmt::format(" (+ {:.2f} s for {} scenario(s) to compare)", run.other_wall_seconds,
-                               lesson.scenarios.size());
+      bool skipped_lesson = false;  // its problems are known without running it
+      if (lesson::is_torch_scenario(lesson.scenario)) {
+        // A real PyTorch run needs PyTorch: without it the lesson is skipped, visibly, and only its
+        // text is checked.
+        if (const TorchPython python = find_torch_python(); python.path.empty()) {
+          lesson_problems = lesson::lint_lesson(lesson);
+          for (std::string& p : knob_problems(lesson)) lesson_problems.push_back(std::move(p));
+          if (lesson_problems.empty()) {
+            fmt::print("{:<4} {:<28} skipped: {}\n", "skip", file.stem().string(), no_torch_reason(python));
+            std::fflush(stdout);
+            ++skipped_lessons;
+            continue;
+          }
+          skipped_lesson = true;
+        }
+      }
+      if (!skipped_lesson) {
+        const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
+        lesson_problems = run.report.problems;
+        for (std::string& p : knob_problems(lesson)) lesson_problems.push_back(std::move(p));
+        for (std::string& p : lesson::lint_lesson(lesson)) lesson_problems.push_back(std::move(p));
+        for (std::string& p : exercise_problems(lesson, out)) lesson_problems.push_back(std::move(p));
+        for (std::string& p : quoted_command_problems(lesson, run.report, out))
+          lesson_problems.push_back(std::move(p));
+        bool skipped = false;
+        if (std::string p = check_snippet(lesson, out, skipped); !p.empty())
+          lesson_problems.push_back(std::move(p));
+        python_skipped = python_skipped || skipped;
+        summary = fmt::format("{} chapters, {} questions, trace made in {:.2f} s", lesson.chapters.size(),
+                              lesson.questions.size(), run.wall_seconds);
+        if (!lesson.scenarios.empty())
+          summary += fmt::format(" (+ {:.2f} s for {} scenario(s) to compare)", run.other_wall_seconds,
+                                 lesson.scenarios.size());
+      }
     } catch (const Error& e) {
       lesson_problems.push_back(fmt::format("{}: {}", file.stem().string(), e.what()));
     }
@@ -510,14 +566,17 @@ void check_command(const LessonArgs& args) {
             "lesson check: {} problem(s) in {} of {} lesson(s); the first: {}", problems.size(),
             failed_lessons, files.size(),
             problems.empty() ? "" : problems.front().substr(0, problems.front().find('\n')));
-  fmt::print("{} lesson(s) checked, all triggers fire and every answer is computed\n", files.size());
+  fmt::print(
+      "{} lesson(s) checked, all triggers fire and every answer is computed{}\n",
+      files.size() - skipped_lessons,
+      skipped_lessons == 0 ? "" : fmt::format("; {} skipped (PyTorch is not installed)", skipped_lessons));
 }
 
 // Draws every chapter of `lesson` as the viewer shows it at the chapter's moment: OUT/ID-chapter-N.png
 // by dpscope-viz --screenshot (on the display, else under xvfb-run). Returns the file names, ""
 // for a chapter without a picture; says in one line why there are none when they cannot be drawn.
 std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const lesson::LessonReport& report,
-                                         const fs::path& trace, const fs::path& out) {
+                                         const fs::path& trace, int64_t trace_begin_ns, const fs::path& out) {
   std::vector<std::string> images(lesson.chapters.size());
   const std::string viz = (executable_dir() / "dpscope-viz").string();
   if (access(viz.c_str(), X_OK) != 0) {
@@ -540,7 +599,10 @@ std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const les
     std::vector<std::string> argv = prefix;
     for (const std::string& a :
          {viz, trace.string(), std::string("--screenshot"), (out / name).string(), std::string("--seek"),
-          fmt::format("t:{}ns", *report.chapters[c].time_ns), std::string("--size"), std::string("1600x900")})
+          // The viewer seeks on the trace's own clock; a chapter's time counts from the trace's first
+          // event (0 for dpscope's simulated clock, not for a measured one: a real PyTorch run).
+          fmt::format("t:{}ns", trace_begin_ns + *report.chapters[c].time_ns), std::string("--size"),
+          std::string("1600x900")})
       argv.push_back(a);
     const fs::path log = out / fmt::format("{}-chapter-{}.log", lesson.id, c + 1);
     const pid_t pid = spawn_process(argv, log);
@@ -579,7 +641,8 @@ void handout_command(const LessonArgs& args) {
   for (const lesson::ExerciseResult& x : exercises)
     if (!x.problem.empty()) print_problem(x.problem);
   const std::vector<std::string> images =
-      args.no_png ? std::vector<std::string>() : render_chapters(lesson, run.report, run.trace, out);
+      args.no_png ? std::vector<std::string>()
+                  : render_chapters(lesson, run.report, run.trace, run.data.min_ts_ns, out);
   AtomicFileWriter file(page);  // a reader of the old page never sees half of the new one
   file.write(lesson::handout_markdown(lesson, run.shown_args, run.report, run.trace.filename().string(),
                                       images, exercises));

@@ -16,6 +16,8 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
 #include "dpscope/lesson/lesson.hpp"
+#include "dpscope/lesson/sandbox.hpp"
+#include "dpscope/lesson/torch_scenario.hpp"
 
 namespace dpscope::lesson {
 namespace {
@@ -25,6 +27,8 @@ namespace fs = std::filesystem;
 // load_lesson() checks a scenario's outputs against this stand-in for the scratch directory, which
 // exists only once the lesson runs: lexically, "{scratch}/ckpt" is inside and "{scratch}/../x" is not.
 const fs::path kPlaceholderScratch = "/{scratch}";
+// The same for `{lesson-scratch}` in [[scenarios]]: apart from theirs.
+const fs::path kPlaceholderLessonScratch = "/{lesson-scratch}";
 
 // The bytes of lesson file `file`, at most kMaxLessonFileBytes. Never blocks: InputFile checks the
 // type before opening and after (the name may have been swapped in between), and opens non-blocking.
@@ -272,9 +276,20 @@ class LessonReader {
     for (const toml::node* arg : array(t, "args", "[scenario]"))
       lesson.scenario.push_back(as_string(*arg, "args"));
     const int64_t line = line_of(t, "args");
+    if (is_torch_scenario(lesson.scenario)) {
+      if (std::string problem = torch_scenario_problem(lesson.scenario); !problem.empty())
+        fail(line, fmt::format("[scenario] args: {}", problem));
+      return;
+    }
     if (lesson.scenario.empty() || (lesson.scenario[0] != "train" && lesson.scenario[0] != "bench"))
-      fail(line, "[scenario] args must start with \"train\" or \"bench\" (a dpscope command line)");
+      fail(line,
+           "[scenario] args must start with \"train\" or \"bench\" (a dpscope command line) or \"launch\" (a "
+           "PyTorch script)");
     for (const std::string& arg : lesson.scenario) {
+      if (arg.find(kLessonScratch) != std::string::npos)
+        fail(line, fmt::format("[scenario] args: {} is for [[scenarios]]: the lesson's own scenario writes "
+                               "and reads {{scratch}}",
+                               kLessonScratch));
       if (arg == "--trace" || arg.starts_with("--trace="))
         fail(line, "[scenario] args must not give --trace: the lesson chooses where the trace goes");
       if (is_help_flag(arg))
@@ -313,7 +328,11 @@ class LessonReader {
              fmt::format("{} args must not give --trace: the lesson chooses where the trace goes", context));
       if (is_help_flag(arg)) fail(line, fmt::format("{} args must not give {}", context, arg));
     }
-    if (const std::string problem = scenario_sandbox_problem(other.args, kPlaceholderScratch, false);
+    // `{lesson-scratch}` (the lesson's own scenario's files, e.g. the data a PyTorch script wrote)
+    // stands apart from this run's `{scratch}`: reading it is fine, writing there is not.
+    std::vector<std::string> placed = other.args;
+    for (std::string& arg : placed) arg = replace_lesson_scratch(arg, kPlaceholderLessonScratch.string());
+    if (const std::string problem = scenario_sandbox_problem(placed, kPlaceholderScratch, false);
         !problem.empty())
       fail(line, fmt::format("{} args: {}", context, problem));
     if (t.contains("knobs"))

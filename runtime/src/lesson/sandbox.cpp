@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 namespace dpscope::lesson {
 
@@ -53,11 +54,23 @@ bool names_a_file(std::string_view flag) {
              std::end(kScenarioInputFlags);
 }
 
-std::string replace_scratch(std::string text, const std::string& scratch) {
-  for (size_t at = text.find("{scratch}"); at != std::string::npos;
-       at = text.find("{scratch}", at + scratch.size()))
-    text.replace(at, 9, scratch);
+namespace {
+
+std::string replace_all(std::string text, std::string_view placeholder, const std::string& value) {
+  for (size_t at = text.find(placeholder); at != std::string::npos;
+       at = text.find(placeholder, at + value.size()))
+    text.replace(at, placeholder.size(), value);
   return text;
+}
+
+}  // namespace
+
+std::string replace_scratch(std::string text, const std::string& scratch) {
+  return replace_all(std::move(text), "{scratch}", scratch);
+}
+
+std::string replace_lesson_scratch(std::string text, const std::string& dir) {
+  return replace_all(std::move(text), kLessonScratch, dir);
 }
 
 std::string scenario_sandbox_problem(const std::vector<std::string>& args, const fs::path& scratch,

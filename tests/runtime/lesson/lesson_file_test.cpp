@@ -185,7 +185,8 @@ TEST_F(LessonFile, BadValuesAreNamed) {
 
 TEST_F(LessonFile, ScenarioRules) {
   EXPECT_EQ(error(good_with("args = [\"train\",", "args = [\"frobnicate\",")),
-            "F:11: [scenario] args must start with \"train\" or \"bench\" (a dpscope command line)");
+            "F:11: [scenario] args must start with \"train\" or \"bench\" (a dpscope command line) or "
+            "\"launch\" (a PyTorch script)");
   EXPECT_EQ(error(good_with("\"--steps\", \"2\"]", "\"--steps\", \"2\", \"--trace\", \"x\"]")),
             "F:11: [scenario] args must not give --trace: the lesson chooses where the trace goes");
   EXPECT_EQ(error(good_with("\"--steps\", \"2\"]", "\"--steps\", \"2\", \"--devices\", \"4\"]")),
@@ -286,6 +287,39 @@ TEST_F(LessonFile, ScenarioWritesOnlyInsideItsScratchDirectory) {
             "F:22: knob flag --save cannot be a knob: it names a file, which a student must not choose");
   EXPECT_EQ(error(good_with("[\"ring\", \"tree\"]", "[\"ring\", \"--save=/x\"]")),
             "F:24: knob --algo: choice '--save=/x' starts with '-': it would be read as a flag");
+}
+
+// A PyTorch scenario (lesson 14; lesson/torch_scenario.hpp) loads with its own rules, and
+// `{lesson-scratch}` lets a comparison run read what the lesson's own run wrote, never write there.
+TEST_F(LessonFile, APyTorchScenarioAndWhatItsComparisonsMayRead) {
+  const std::string torch = R"(args = ["launch", "--nproc", "2", "--", "python3", "-m", "dpscope_torch.run",
+        "examples/pytorch/ddp_tutorial.py", "--export", "{scratch}/same"])";
+  const Lesson lesson = load(good_with("args = [\"train\", \"--steps\", \"2\"]", torch));
+  EXPECT_EQ(lesson.scenario.size(), 10u);
+  EXPECT_EQ(lesson.scenario[0], "launch");
+  EXPECT_EQ(error(good_with("args = [\"train\", \"--steps\", \"2\"]",
+                            R"(args = ["launch", "--nproc", "2", "--", "python3", "-m", "dpscope_torch.run",
+        "/tmp/mine.py"])")),
+            "F:11: [scenario] args: the script '/tmp/mine.py' must be one of dpscope's examples, "
+            "examples/pytorch/NAME.py (NAME: lower-case letters, digits, '_')");
+  EXPECT_EQ(error(good_with("args = [\"train\", \"--steps\", \"2\"]", "args = [\"frobnicate\"]")),
+            "F:11: [scenario] args must start with \"train\" or \"bench\" (a dpscope command line) or "
+            "\"launch\" (a PyTorch script)");
+  const std::string other = "\n[[scenarios]]\nname = \"sim\"\nargs = [\"train\", \"--steps\", \"1\", ";
+  const auto with_other = [&](const std::string& tail) {
+    return good_with("[[knobs]]\nflag = \"--devices\"",
+                     other + tail + "]\n\n[[knobs]]\nflag = \"--devices\"");
+  };
+  const Lesson reads = load(with_other(R"("--init", "{lesson-scratch}/same/init.safetensors")"));
+  EXPECT_EQ(reads.scenarios.at(0).args.back(), "{lesson-scratch}/same/init.safetensors");
+  EXPECT_NE(
+      error(with_other(R"("--save", "{lesson-scratch}/w.safetensors")"))
+          .find("--save '/{lesson-scratch}/w.safetensors' writes outside the lesson's scratch directory"),
+      std::string::npos);
+  EXPECT_EQ(
+      error(good_with("\"--steps\", \"2\"]", "\"--steps\", \"2\", \"--init\", \"{lesson-scratch}/w\"]")),
+      "F:11: [scenario] args: {lesson-scratch} is for [[scenarios]]: the lesson's own scenario writes and "
+      "reads {scratch}");
 }
 
 // Every `train` and `bench` option whose help says it writes is an output the sandbox checks: a new

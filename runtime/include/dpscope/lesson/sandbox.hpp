@@ -37,4 +37,12 @@ bool names_a_file(std::string_view flag);
 // `text` with every `{scratch}` replaced by `scratch`.
 std::string replace_scratch(std::string text, const std::string& scratch);
 
+// In a [[scenarios]] run, the lesson's own scenario's scratch directory (`OUT/ID.scratch`), to read
+// what that run wrote: lesson 14's simulated run reads the initial weights and the data set its
+// PyTorch run exported. Only inputs may name it: the sandbox checks it as a directory apart.
+inline constexpr std::string_view kLessonScratch = "{lesson-scratch}";
+
+// `text` with every `{lesson-scratch}` replaced by `dir`.
+std::string replace_lesson_scratch(std::string text, const std::string& dir);
+
 }  // namespace dpscope::lesson
