@@ -199,6 +199,11 @@ void run_torch_scenario(const std::string& python, const std::vector<std::string
     if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0')
       pythonpath += std::string(":") + old;
   }
+  if (!quiet)
+    fmt::print(
+        "recording the PyTorch run into {0}; watch it live from another terminal:\n  dpscope-viz --follow "
+        "{0}\n",
+        rank_dir.string());
   std::fflush(stdout);
   const pid_t pid = start_in(argv, scratch, pythonpath, quiet ? log : fs::path());
   DPS_CHECK(pid > 0, ErrorKind::kProcess, "cannot start {}", dpscope.string());

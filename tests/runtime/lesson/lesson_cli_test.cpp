@@ -10,6 +10,7 @@
 
 #include "dpscope/lesson/expression.hpp"
 #include "dpscope/lesson/lesson.hpp"
+#include "dpscope/trace_format/reader.hpp"
 #include "lesson_test_util.hpp"
 
 namespace dpscope::lesson {
@@ -242,6 +243,33 @@ TEST(LessonCli, APyTorchRunThatRaisesIsNamedByItsErrorAndWatchedWhenDeclared) {
   const testing::CliResult declared = check("expect_error = \"failing on purpose\"");
   EXPECT_EQ(declared.exit_code, 0) << declared.output;
   EXPECT_NE(declared.output.find("ok   01-raises"), std::string::npos) << declared.output;
+}
+
+// `lesson run 14` records the real PyTorch job (where PyTorch is installed): it says where the ranks'
+// traces grow and how to watch them live, prints the answers computed from PyTorch's trace, and
+// leaves the merged trace and the simulation's trace beside each other.
+TEST(LessonCli, RunOfThePyTorchLessonRecordsTheRealJobBesideTheSimulation) {
+  const fs::path dir = testing::scratch_dir();
+  const testing::CliResult r = run_cli("lesson run 14 --no-viz --out " + quoted(dir));
+  if (r.output.find("PyTorch is not installed") != std::string::npos)
+    GTEST_SKIP() << "no Python here imports torch: " << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path ranks = dir / "14-your-pytorch-script.scratch" / "trace";
+  EXPECT_NE(r.output.find("watch it live from another terminal:\n  dpscope-viz --follow " + ranks.string()),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(fs::is_regular_file(ranks / "rank-0.jsonl"));
+  EXPECT_TRUE(fs::is_regular_file(ranks / "rank-1.jsonl"));
+  EXPECT_NE(
+      r.output.find("Q2. How many buckets does DDP all-reduce in the first step?\n      answer: 1 buckets"),
+      std::string::npos)
+      << r.output;
+  const trace::TraceData real = trace::read_trace(dir / "14-your-pytorch-script.trace.jsonl");
+  const trace::TraceData sim = trace::read_trace(dir / "14-your-pytorch-script.sim.trace.jsonl");
+  EXPECT_EQ(real.header.clock, "measured");
+  EXPECT_NE(real.header.run_json.find("\"source\":\"dpscope_torch\""), std::string::npos)
+      << real.header.run_json;
+  EXPECT_EQ(real.header.params.size(), sim.header.params.size());
 }
 
 TEST(LessonCli, ListShowsIdMinutesAndTitle) {
