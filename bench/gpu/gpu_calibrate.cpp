@@ -1,4 +1,4 @@
-// Measures what the simulator's timing model needs of a real GPU (issue 10, item 11) and compares
+// Measures what the simulator's timing model needs of a real GPU (docs/gpu.md, "Calibrating the simulator") and compares
 // the simulated MLP step with the measured one. scripts/gpu-check.sh runs it and puts its output in
 // the report's calibration section; docs/gpu.md says how the numbers go into a preset.
 //

@@ -1,5 +1,5 @@
 // DataParallel's scatter and gather between logical GPUs, measured against a plain device-to-device
-// cudaMemcpy of the same bytes on the same GPU, side by side in one run (issue 10: goal >= 70 %).
+// cudaMemcpy of the same bytes on the same GPU, side by side in one run (goal >= 70 %: docs/gpu.md).
 // scripts/gpu-check.sh runs it and reads its "bench-row" lines and "bench-value d2d_copy_gbps",
 // the copy rate the all-reduce stage compares with.
 //

@@ -1,6 +1,6 @@
 // The comm worker and AsyncBackend: a thread per rank that runs the rank's collectives, so that the
-// rank's own thread goes on issuing backward while a bucket's all-reduce runs (issue 10: "buckets
-// all-reduced on the comm stream while backward continues on the compute stream").
+// rank's own thread goes on issuing backward while a bucket's all-reduce runs: buckets are
+// all-reduced on the comm stream while backward continues on the compute stream, as in PyTorch.
 //
 // The schedules (SimBackend with the cuda DataPath) fence and meet their peers on the host after
 // every step; run on the rank's thread, that kept DDP's backward waiting for each bucket. AsyncBackend

@@ -4,7 +4,7 @@
 //
 // On a GPU the numbers are snapshotted in stream order (kernels::snapshot_values) and the events
 // written later, at emit(): reading them at once would make the host wait for the GPU in the
-// middle of every traced step (issue 10: a measured trace must not change the step it measures).
+// middle of every traced step (a measured trace must not change the step it measures: docs/gpu.md).
 #pragma once
 
 #include <algorithm>

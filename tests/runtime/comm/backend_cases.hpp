@@ -38,9 +38,9 @@ inline std::vector<BackendCase> backend_cases() {
       {"sim", Algorithm::kTree},   //
       {"sim", Algorithm::kNaive},  //
       {"sim", Algorithm::kAuto},   //
-      {"cuda", Algorithm::kRing},  // our own schedules on device buffers (issue 10)
-      {"nccl", Algorithm::kAuto},  // issue 10
-      {"mpi", Algorithm::kAuto},   // processes through MPI (issue 12)
+      {"cuda", Algorithm::kRing},  // our own schedules on device buffers
+      {"nccl", Algorithm::kAuto},  // NCCL's own algorithms
+      {"mpi", Algorithm::kAuto},   // processes through MPI
   };
 }
 

@@ -5,8 +5,9 @@
 // Backend, so a backend only implements data movement, rendezvous and timing. Backends: `sim`
 // (SimBackend, src/comm: one thread per rank, explicit step-by-step algorithms); `cuda` (the same
 // SimBackend with its data on cuda devices) and `nccl` (src/comm/cuda, comm/gpu_backends.hpp) in a
-// build with CUDA; `mpi` arrives with its milestone and registers a factory
-// (comm/backend_registry.hpp). An op a backend lacks throws kUnsupported naming it.
+// build with CUDA; `mpi` (src/comm/mpi: ranks that are processes under mpirun or `dpscope launch`)
+// in a build with MPI. Each registers a factory (comm/backend_registry.hpp). An op a backend lacks
+// throws kUnsupported naming it.
 //
 // Thread semantics: a Backend object is the view of one rank; every call comes from that rank's
 // thread. Calls are blocking on the host until the peers joined (see work.hpp for what is left

@@ -7,7 +7,7 @@
 // streams aligned before each one, and reports the simulated time of one collective (cuda, nccl:
 // the measured device time, mean over the timed iterations, from the earliest rank's start to the
 // latest rank's end), algbw and
-// busbw (nccl-tests' definitions, REFERENCE.md), the measured wall time per collective (host,
+// busbw (nccl-tests' definitions, its doc/PERFORMANCE.md), the measured wall time per collective (host,
 // from the first rank's call until every rank has returned), and #wrong from an exact check of
 // the last iteration. Timing-only runs use meta tensors: same times, no data, nothing to check.
 //

@@ -1,5 +1,5 @@
 // What the ranks of a multi-process job do before and around their work, so that no rank waits for a
-// peer that runs something else or has already given up (issue 22, "nothing hangs"):
+// peer that runs something else or has already given up (docs/reliability.md, "nothing hangs"):
 //
 //   * agree_on_settings(): every rank checks that it runs rank 0's settings (the flags that decide
 //     which collectives run: a rank with --trace meets its peers for clock ping-pongs, one with

@@ -119,7 +119,7 @@ struct NewGroupOptions {
   Milliseconds timeout{0};  // the new group's timeout; 0 = the parent group's
 };
 
-// nccl-tests' bus-bandwidth factor for `op` over `ranks` ranks (REFERENCE.md): all-reduce
+// nccl-tests' bus-bandwidth factor for `op` over `ranks` ranks (nccl-tests' doc/PERFORMANCE.md): all-reduce
 // 2(n-1)/n; all-gather, reduce-scatter (n-1)/n; broadcast, reduce 1; others 1.
 double bus_bandwidth_factor(OpType op, int ranks);
 

@@ -1,7 +1,8 @@
 // Element-wise kernel bodies: plain functions over an element range [begin, end), shared by every
-// device kind. The CPU kernels (src/kernels/) call them over the whole range; a CUDA kernel will
-// include this header and call them over its thread's slice, so the arithmetic (operation order,
-// float vs double, rounding) is written once and the CPU tests already exercise it.
+// device kind. The CPU kernels (src/kernels/cpu_elementwise.cpp) call them over the whole range;
+// the CUDA kernels (src/kernels/cuda/elementwise.cu, optim.cu) call them over each thread's slice, so
+// the arithmetic (operation order, float vs double, rounding) is written once and the CPU tests
+// already exercise it.
 //
 // Rules for this header: no allocation, no exceptions, no std:: containers, only <cmath> functions
 // CUDA also provides in device code; every function is DPS_HOST_DEVICE.

@@ -1,5 +1,5 @@
 // DataParallel: single-process, multi-GPU data parallelism with PyTorch 1.13's semantics
-// (torch/nn/parallel/data_parallel.py and friends; REFERENCE.md "DataParallel").
+// (torch/nn/parallel/data_parallel.py, replicate.py, scatter_gather.py, comm.py; docs/parallel.md).
 //
 // forward(input):
 //   1. scatter  — the batch is split along dim 0 with torch.chunk semantics: chunks of

@@ -1,6 +1,6 @@
 // DistributedDataParallel: one process (here: one rank thread) per GPU, gradients averaged by
 // bucketed all-reduces that overlap the rest of backward — PyTorch 1.13's DDP and c10d Reducer
-// (REFERENCE.md "DistributedDataParallel").
+// (torch/nn/parallel/distributed.py, torch/csrc/distributed/c10d/reducer.cpp; docs/parallel.md).
 //
 // Construction: every rank checks that all ranks have the same parameter count and shapes (the
 // error names the rank), then the parameters are broadcast from rank 0 (coalesced). The initial

@@ -1,6 +1,6 @@
 // ZeroRedundancyOptimizer: ZeRO stage 1 — each rank keeps optimizer state only for its shard of the
 // parameters — as torch.distributed.optim.ZeroRedundancyOptimizer (PyTorch 1.13) does it
-// (REFERENCE.md "ZeroRedundancyOptimizer"). Used with DistributedDataParallel, which has already
+// (torch/distributed/optim/zero_redundancy_optimizer.py; docs/parallel.md). Used with DistributedDataParallel, which has already
 // averaged the gradients when step() runs; the examples' DDP + checkpoint program and `dpscope train
 // --zero` use it, and per-device memory bars show the saving.
 //

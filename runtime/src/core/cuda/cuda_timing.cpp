@@ -31,8 +31,8 @@ namespace {
 // tracing adds a wait (a wait on a kernel that the GPU has long finished, in practice).
 constexpr size_t kMaxPendingSpans = 4096;
 // Spans queued before the completed ones are emitted: asking the driver about every span as it is
-// queued would cost more host time than the kernels it times take to launch (issue 10 allows
-// tracing 5 % of a step), so completed spans go out in batches and at every synchronize().
+// queued would cost more host time than the kernels it times take to launch (tracing may cost
+// 5 % of a step: docs/gpu.md), so completed spans go out in batches and at every synchronize().
 constexpr size_t kEmitBatch = 256;
 // Phase spans of unsampled steps (sampled tracing) queued before the completed ones are emitted.
 constexpr size_t kPhaseSpansHeld = 10;
