@@ -190,8 +190,9 @@ def main():
     try:
         trace, dump = os.path.join(tmp, "dp.jsonl"), os.path.join(tmp, "dump.json")
         if CASE == "standin_watch_api":
-            train(["--standin", "4", "--watch", trace, "--dump", dump])
-            check_run(trace, dump, 4)
+            for devices in ("4", "2"):
+                train(["--standin", devices, "--watch", trace, "--dump", dump])
+                check_run(trace, dump, int(devices))
         elif CASE == "standin_uneven":
             # 42 rows in batches of 10 on 4 devices: 3,3,3,1 four times, then 1,1 (two replicas only);
             # batches of 5: 2,2,1 (three replicas).
