@@ -248,6 +248,20 @@ def main():
                 check(sorted(devices) == [0, 1, 2] and all(len(d) == 1 for d in devices.values()) and
                       len(set.union(*devices.values())) == 3, f"{name}: each replica's events on a device of its own: "
                       f"{devices}")
+        elif CASE == "standin_viewer":
+            # dpscope-viz draws the one trace as dpscope's own DataParallel: a card per device, the host.
+            viz = os.path.join(os.path.dirname(DPSCOPE), "dpscope-viz")
+            if shutil.which("xvfb-run") is None or not os.path.exists(viz):
+                print("SKIP: no xvfb-run or dpscope-viz to draw with")
+                sys.exit(77)
+            train(["--standin", "3", "--watch", trace, "--epochs", "1"])
+            png, boxes = os.path.join(tmp, "dp.png"), os.path.join(tmp, "boxes.jsonl")
+            out = subprocess.run(["xvfb-run", "-a", viz, trace, "--screenshot", png, "--stage-boxes", boxes, "--size",
+                                  "1280x720", "--seek", "0.5"], capture_output=True, text=True, timeout=TIMEOUT_S)
+            check(out.returncode == 0, f"dpscope-viz: exit {out.returncode}: {out.stderr}")
+            with open(boxes, encoding="utf-8") as f:
+                drawn = sorted(json.loads(line)["device"] for line in f)
+            check(drawn == ["cpu:0", "cpu:1", "cpu:2", "host"], f"the stage drew {drawn}")
         elif CASE == "error_instant":
             out = train(["--standin", "2", "--watch", trace, "--fail-at-step", "2"], expect_rc=1)
             check("failing on purpose at step 2" in out.stderr, f"the error is not reported: {out.stderr}")
