@@ -121,8 +121,7 @@ class DataParallelWatcher:
         self._kind = dp_model.src_device_obj.type  # "cuda" (a CPU stand-in in the tests: "cpu")
         self._gpu = self._kind == "cuda"
         self._host = len(self._device_ids)  # the host's id in the header, after the replicas' devices
-        out = getattr(dp_model, "output_device", self._device_ids[0])
-        out = -1 if out is None else int(getattr(out, "index", out) if not isinstance(out, int) else out)
+        out = int(dp_model.output_device)  # a device index (DataParallel's _get_device_index); -1: the CPU
         self._output = self._device_ids.index(out) if out in self._device_ids else self._host
         if self._gpu:
             self._clocks = {}
