@@ -40,7 +40,7 @@ import traceback
 from . import schema
 from .clock import now_ns
 from .clocks import CudaClock, HostClock
-from .watch import VALUE_SAMPLES, _cpu_model, _first_batch_size, _one_line, _SampleQueue, _stride
+from .watch import VALUE_SAMPLES, _cpu_model, _one_line, _SampleQueue, _stride
 from .watch import watch_sampler as _watch_sampler
 from .writer import TraceError, TraceWriter, _name, check_trace_dir
 
@@ -82,6 +82,14 @@ def _tensors(value, depth=0):
     return out
 
 
+def _rows(value, dim):
+    """The batch's rows in a forward's inputs: the first tensor's size along `dim` (DataParallel's split)."""
+    tensors = _tensors(value)
+    if not tensors or not -tensors[0].dim() <= dim < tensors[0].dim():
+        return None
+    return int(tensors[0].shape[dim])
+
+
 def _nbytes(tensors):
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -120,6 +128,7 @@ class DataParallelWatcher:
         self._device_ids = [int(d) for d in dp_model.device_ids]
         self._kind = dp_model.src_device_obj.type  # "cuda" (a CPU stand-in in the tests: "cpu")
         self._gpu = self._kind == "cuda"
+        self._dim = int(getattr(dp_model, "dim", 0))
         self._host = len(self._device_ids)  # the host's id in the header, after the replicas' devices
         out = int(dp_model.output_device)  # a device index (DataParallel's _get_device_index); -1: the CPU
         self._output = self._device_ids.index(out) if out in self._device_ids else self._host
@@ -203,7 +212,7 @@ class DataParallelWatcher:
             "devices": len(self._device_ids),
             "device_ids": list(self._device_ids),
             "output_device": self._output if self._output != self._host else -1,
-            "dim": int(getattr(dp, "dim", 0)),
+            "dim": self._dim,
             "model": type(dp.module).__name__,
             "host": socket.gethostname(),
             "values_every": self._values_every,
@@ -407,7 +416,7 @@ class DataParallelWatcher:
             self._phase, self._phase_start = "forward", t
             self._replication = None
             self._chunks = []
-        count = _first_batch_size(inputs)
+        count = _rows(inputs, self._dim)
         self._batch_indices = self._samples.take(count) if count is not None else None
         return None
 
@@ -424,7 +433,7 @@ class DataParallelWatcher:
             chunks = []
             for i, (args, kw) in enumerate(zip(*result)):
                 pieces = _tensors(args) + _tensors(kw)
-                rows = _first_batch_size((args, kw))
+                rows = _rows((args, kw), self._dim)
                 chunks.append(rows or 0)
                 if i < len(self._device_ids) and src != i and pieces:
                     # The copies run on copy streams; each device's current stream waits for its own
@@ -553,7 +562,7 @@ class DataParallelWatcher:
             start = self._forward_of.pop(j, None)
             step = self.step
         if start is not None:
-            rows = _first_batch_size(inputs)
+            rows = _rows(inputs, self._dim)
             self._span(j, "forward", f"forward replica {j}", "compute", "compute", start, t, step,
                        {"rows": rows} if rows is not None else None)
         return None

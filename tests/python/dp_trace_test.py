@@ -204,6 +204,11 @@ def main():
             train(["--standin", "4", "--samples", "10", "--batch", "5", "--epochs", "1", "--watch", trace,
                    "--dump", dump])
             check_run(trace, dump, 4)
+            # DataParallel(dim=1): the batch split along its columns.
+            train(["--standin", "3", "--samples", "20", "--batch", "8", "--epochs", "1", "--dim", "1", "--watch", trace,
+                   "--dump", dump])
+            header, _ = check_run(trace, dump, 3)
+            check(header["run"]["dim"] == 1, f"header run dim {header['run']['dim']}")
         elif CASE == "standin_same_weights":
             # Watching changes nothing: the gradients (summed by the reduce-add) and the weights after
             # every step are bit-identical to an unwatched run's.

@@ -19,6 +19,17 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 
+class Columns(nn.Module):
+    """The network on a batch given as columns ([features, batch] in, [classes, batch] out): for dim=1."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x.t()).t()
+
+
 def main():
     parser = argparse.ArgumentParser()
     group = parser.add_mutually_exclusive_group(required=True)
@@ -32,6 +43,7 @@ def main():
     parser.add_argument("--sizes", default="6-16-16-3")
     parser.add_argument("--values-every", type=int, default=1)
     parser.add_argument("--fail-at-step", type=int, default=-1)
+    parser.add_argument("--dim", type=int, default=0, help="DataParallel's dim: 1 feeds the batch as columns")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -42,6 +54,8 @@ def main():
         if i < len(sizes) - 2:
             layers.append(nn.ReLU())
     net = nn.Sequential(*layers)
+    if args.dim == 1:
+        net = Columns(net)
     x = torch.randn(args.samples, sizes[0])
     y = torch.randint(0, sizes[-1], (args.samples,))
     dataset = TensorDataset(x, y, torch.arange(args.samples))
@@ -51,12 +65,12 @@ def main():
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from dp_standin import CpuDataParallel
 
-        model = CpuDataParallel(net, args.standin)
+        model = CpuDataParallel(net, args.standin, dim=args.dim)
         target_device = torch.device("cpu")
     else:
         ids = [int(d) for d in args.device_ids.split(",")]
         net = net.cuda(ids[0])
-        model = nn.DataParallel(net, device_ids=ids)
+        model = nn.DataParallel(net, device_ids=ids, dim=args.dim)
         target_device = torch.device("cuda", ids[0])
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = nn.CrossEntropyLoss()
@@ -74,7 +88,8 @@ def main():
                 if step == args.fail_at_step:
                     raise RuntimeError(f"failing on purpose at step {step}")
                 optimizer.zero_grad()
-                loss = loss_fn(model(xb), yb.to(target_device))
+                out = model(xb.t() if args.dim == 1 else xb)
+                loss = loss_fn(out.t() if args.dim == 1 else out, yb.to(target_device))
                 loss.backward()
                 grads = [p.grad.detach().cpu().reshape(-1).tolist() for p in net.parameters()]
                 optimizer.step()
