@@ -100,6 +100,37 @@ def _install(session):
             session.watcher.watch_sampler(self)
 
     DistributedSampler.__init__ = sampler_init_watched
+    _install_data_parallel(session)
+
+
+def _install_data_parallel(session):
+    """nn.DataParallel (one process, several GPUs): the first one built is watched from its construction,
+    into TRACE_DIR/rank-0.jsonl, with every optimizer's step() ending a step (docs/pytorch.md)."""
+    from torch.nn import DataParallel
+
+    from .data_parallel import DataParallelWatcher
+
+    dp_init = DataParallel.__init__
+
+    def init(self, *args, **kwargs):
+        dp_init(self, *args, **kwargs)
+        if session.watcher is not None:
+            print("dpscope_torch: a second model (DataParallel) is not recorded", file=sys.stderr)
+            return
+        if not self.device_ids:
+            print("dpscope_torch: nn.DataParallel found no GPU and calls its module unsplit: not recorded",
+                  file=sys.stderr)
+            return
+        run = {"script": os.path.basename(session.options.script), "argv": list(session.options.args)}
+        try:
+            session.watcher = DataParallelWatcher(self, session.options.trace_dir,
+                                                  values_every=session.options.values_every, run=run)
+        except TraceError as e:
+            _fail(str(e), 1)
+        for optimizer in session.optimizers:
+            session.watcher.watch_optimizer(optimizer)
+
+    DataParallel.__init__ = init
 
 
 def main(argv=None):
