@@ -66,6 +66,31 @@ def launch(nproc, args, zero_change_dir=None, expect_rc=0):
     return out
 
 
+def end_session(job):
+    """Ends a launcher started with start_new_session and every rank it started: SIGTERM (the
+    launcher passes it on), then SIGKILL to whatever of that session is left (each rank has a
+    process group of its own, but the launcher's session)."""
+    job.terminate()
+    try:
+        job.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == job.pid:  # the session id
+            try:
+                os.kill(int(entry), 9)
+            except OSError:
+                pass
+    job.communicate()
+
+
 def read_rank(trace_dir, rank):
     with open(os.path.join(trace_dir, f"rank-{rank}.jsonl"), encoding="utf-8") as f:
         lines = [json.loads(line) for line in f]
@@ -299,6 +324,28 @@ def main():
             finally:
                 job.terminate()
                 job.wait(timeout=60)
+        elif CASE == "api_teardown":
+            # watch() in the script itself, the model and its gloo group destroyed as the script ends:
+            # PyTorch 1.13's ~ProcessGroupGloo joins gloo's threads with the GIL held, and a rank hung
+            # there whenever one of them still needed the GIL for a Python callback of the
+            # communication hook (before the waiter thread: 3 of the first 5 runs). RUNS runs, each
+            # must end within HANG_S.
+            runs, hang_s = 4, 90
+            env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
+            for run in range(runs):
+                shutil.rmtree(trace_dir, ignore_errors=True)
+                cmd = [*launch_cmd(2), sys.executable, TUTORIAL, "--epochs", "1", "--trace-dir", trace_dir]
+                job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                       start_new_session=True)
+                try:
+                    out, err = job.communicate(timeout=hang_s)
+                except subprocess.TimeoutExpired:
+                    end_session(job)
+                    fail(f"run {run + 1} of {runs} hung: still running after {hang_s} s: {' '.join(cmd)}")
+                    break
+                if not check(job.returncode == 0, f"run {run + 1}: exit {job.returncode}: {err}"):
+                    break
+                strict_stats(trace_dir)
         elif CASE == "usage_errors":
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
             run = [sys.executable, "-m", "dpscope_torch.run"]
