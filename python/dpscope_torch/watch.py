@@ -707,23 +707,22 @@ class Watcher:
     def _values_step(self, step):
         return self._values_every > 0 and step >= 0 and step % self._values_every == 0
 
-    def _flat(self, index, grads):
-        """The bucket's buffer as a tensor of our own over the same memory, made once per buffer.
+    def _flat(self, index, buffer):
+        """A tensor of our own over the bucket's buffer (the same memory), made once per buffer.
 
-        Not bucket.buffer(): a tensor Python has seen is, once Python lets it go while C++ still
+        Not the buffer itself: a tensor Python has seen is, once Python lets it go while C++ still
         holds it, freed by whichever thread drops the last C++ reference, which must take the GIL
         for it (PyTorch 1.13 keeps its Python object alive until then). Gloo's worker drops its
         reference to an all-reduce's tensors a moment after completing it; were that the last one,
         as when DDP's reducer goes at once, it would wait for the GIL while ~ProcessGroupGloo,
         called with the GIL held, waits for it: a hang at exit. So gloo only ever gets these,
-        which stay referenced from _HANDED until RETIRE_S after close()."""
-        first = grads[0]
-        storage = first.storage()
-        key = (storage.data_ptr(), storage.size(), first.dtype)
+        which stay referenced from _HANDED until RETIRE_S after close(); the buffer's last
+        reference is the reducer's."""
+        key = (buffer.data_ptr(), buffer.numel(), buffer.dtype)
         cached = self._flats.get(index)
         if cached is not None and cached[0] == key:
             return cached[1]
-        flat = first.new_empty(0).set_(storage, 0, (storage.size(),))
+        flat = buffer.new_empty(0).set_(buffer.storage(), buffer.storage_offset(), (buffer.numel(),))
         self._flats[index] = (key, flat)
         _HANDED[id(flat)] = flat
         self._handed.append(id(flat))
@@ -734,7 +733,9 @@ class Watcher:
             return self._closed_hook(bucket)
         t = self._clock.stamp()
         index = bucket.index()
-        buffer = self._flat(index, bucket.gradients()) if self._inner_hook is None else bucket.buffer()
+        buffer = bucket.buffer()
+        if self._inner_hook is None:
+            buffer = self._flat(index, buffer)
         count = buffer.numel()
         size = count * buffer.element_size()
         layout = self._bucket_layout(bucket, index, size)
@@ -766,7 +767,7 @@ class Watcher:
         the all-reduce, waited for here (no waiter thread any more), nothing recorded."""
         if self._inner_hook is not None:
             return self._inner_hook(self._inner_state, bucket)
-        flat = self._flat(bucket.index(), bucket.gradients())
+        flat = self._flat(bucket.index(), bucket.buffer())
         flat.mul_(1.0 / self.world_size)
         result = self._ddp_group.allreduce([flat]).get_future().wait()[0]
         outer = self._torch.futures.Future()

@@ -327,25 +327,27 @@ def main():
         elif CASE == "api_teardown":
             # watch() in the script itself, the model and its gloo group destroyed as the script ends:
             # PyTorch 1.13's ~ProcessGroupGloo joins gloo's threads with the GIL held, and a rank hung
-            # there whenever one of them still needed the GIL for a Python callback of the
-            # communication hook (before the waiter thread: 3 of the first 5 runs). RUNS runs, each
-            # must end within HANG_S.
-            runs, hang_s = 4, 90
+            # there whenever one of them still needed the GIL: for a Python callback of the
+            # communication hook or dropped a tensor Python had seen (docs/pytorch.md, "Limits").
+            # `runs` runs (DPSCOPE_TEARDOWN_RUNS, default 4), each must end within hang_s.
+            runs, hang_s = int(os.environ.get("DPSCOPE_TEARDOWN_RUNS", "4")), 90
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
+            hung = 0
             for run in range(runs):
                 shutil.rmtree(trace_dir, ignore_errors=True)
                 cmd = [*launch_cmd(2), sys.executable, TUTORIAL, "--epochs", "1", "--trace-dir", trace_dir]
                 job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                        start_new_session=True)
                 try:
-                    out, err = job.communicate(timeout=hang_s)
+                    _, err = job.communicate(timeout=hang_s)
                 except subprocess.TimeoutExpired:
                     end_session(job)
+                    hung += 1
                     fail(f"run {run + 1} of {runs} hung: still running after {hang_s} s: {' '.join(cmd)}")
-                    break
-                if not check(job.returncode == 0, f"run {run + 1}: exit {job.returncode}: {err}"):
-                    break
-                strict_stats(trace_dir)
+                    continue
+                if check(job.returncode == 0, f"run {run + 1}: exit {job.returncode}: {err}"):
+                    strict_stats(trace_dir)
+            print(f"api_teardown: {hung} of {runs} runs hung")
         elif CASE == "usage_errors":
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
             run = [sys.executable, "-m", "dpscope_torch.run"]
