@@ -24,8 +24,10 @@ What is recorded, and from where (docs/pytorch.md says the same for users):
   on one step in `values_every`;
 - each rank's clock offset to rank 0 (clock.py), and an `error` instant if the run raises.
 """
+import collections
 import math
 import os
+import queue
 import socket
 import sys
 import threading
@@ -37,6 +39,22 @@ from .clocks import CudaClock, HostClock
 from .writer import TraceError, TraceWriter, check_trace_dir
 
 VALUE_SAMPLES = 32  # gradient elements per parameter in a `values` event (the runtime's count)
+WAITER_GRACE_S = 30.0  # close() waits this long for an all-reduce still running
+RETIRE_S = 10.0  # the tensors handed to gloo are kept this long after close() (Watcher._flat)
+_HANDED = {}  # id -> tensor given to the process group, kept until retired
+
+
+def _retire(ids):
+    """Lets the tensors with these ids go RETIRE_S from now, on a daemon timer thread (at the
+    interpreter's exit, with the rest of the module)."""
+
+    def release():
+        for i in ids:
+            _HANDED.pop(i, None)
+
+    timer = threading.Timer(RETIRE_S, release)
+    timer.daemon = True
+    timer.start()
 
 
 def _torch():
@@ -119,23 +137,17 @@ class _SampleQueue:
     value given to set_epoch, which stays 0 when a script forgets it: the pitfall to be seen)."""
 
     def __init__(self):
-        self.lock = threading.Lock()
-        self.indices = []
+        self.indices = collections.deque()  # appended by the sampler (atomic), taken by forwards
         self.epoch = None
 
     def start(self):
-        with self.lock:
-            self.indices = []  # what the last epoch left (drop_last) is not this epoch's
-            self.epoch = 0 if self.epoch is None else self.epoch + 1
-
-    def put(self, index):
-        with self.lock:
-            self.indices.append(index)
+        self.indices.clear()  # what the last epoch left (drop_last) is not this epoch's
+        self.epoch = 0 if self.epoch is None else self.epoch + 1
 
     def take(self, count):
-        with self.lock:
-            batch, self.indices = self.indices[:count], self.indices[count:]
-            return batch, self.epoch
+        indices = self.indices
+        take = indices.popleft
+        return [take() for _ in range(min(count, len(indices)))], self.epoch
 
 
 def watch_sampler(sampler, queue):
@@ -148,11 +160,13 @@ def watch_sampler(sampler, queue):
 
     def __iter__(self):
         q = getattr(self, "_dpscope_queue", None)
-        if q is not None:
-            q.start()
+        if q is None:
+            yield from cls.__iter__(self)
+            return
+        q.start()
+        put = q.indices.append
         for index in cls.__iter__(self):
-            if q is not None:
-                q.put(int(index))
+            put(int(index))
             yield index
 
     sampler.__class__ = type(cls.__name__, (cls,), {"__iter__": __iter__, "_dpscope_watched": True,
@@ -184,6 +198,51 @@ def _one_line(exc):
     return first[:2000]
 
 
+class _Layout:
+    """One bucket's parameters (indices, shapes) in packing order, and where its sampled gradient
+    values lie in the flat bucket: one gather and one norm per parameter per side."""
+
+    __slots__ = ("params", "shapes", "size", "counts", "strides", "_plan")
+
+    def __init__(self, params, shapes, size):
+        self.params, self.shapes, self.size = params, shapes, size
+        self.counts = self.strides = self._plan = None
+
+    def sample(self, tensor):
+        """(the sampled elements, each parameter's norm) as tensors, read when written (on a GPU, once
+        the work is done, so that sampling never waits for it)."""
+        torch = _torch()
+        flat = tensor.detach().reshape(-1)
+        if self._plan is None or self._plan[0].device != flat.device:
+            positions, segments, counts, strides, at = [], [], [], [], 0
+            for shape in self.shapes:
+                numel = math.prod(shape)
+                stride = _stride(shape)
+                picked = range(at, at + numel, stride)[:VALUE_SAMPLES]
+                positions.extend(picked)
+                counts.append(len(picked))
+                strides.append(stride)
+                segments.append((at, at + numel))
+                at += numel
+            self.counts, self.strides = counts, strides
+            self._plan = (torch.tensor(positions, dtype=torch.long, device=flat.device), segments)
+        positions, segments = self._plan
+        return flat.index_select(0, positions), torch.stack([flat[a:b].norm() for a, b in segments])
+
+
+class _Collective:
+    """One bucket's all-reduce in one backward: its launch, its end and the values sampled."""
+
+    __slots__ = ("coll", "index", "size", "count", "dtype", "layout", "step", "launch", "end", "before", "after",
+                 "unwrap")
+
+    def __init__(self, coll, index, size, count, dtype, layout, step, launch):
+        self.coll, self.index, self.size, self.count, self.dtype = coll, index, size, count, dtype
+        self.layout, self.step, self.launch = layout, step, launch
+        self.end = self.before = self.after = None
+        self.unwrap = False  # the future's value is [tensor] (our own all-reduce's)
+
+
 class Watcher:
     """Records one DDP model's run (watch() makes one; close() or leaving the `with` ends it)."""
 
@@ -199,6 +258,7 @@ class Watcher:
             raise ValueError(f"dpscope_torch.watch: values_every must be >= 0, got {values_every}")
         self._torch = torch
         self._ddp = ddp_model
+        self._ddp_group = ddp_model.process_group
         self._values_every = int(values_every)
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
@@ -233,14 +293,20 @@ class Watcher:
         self._phase_start = None
         self._step_end = self._clock.stamp()  # step 0's data phase starts here
         self._backward_start = None
-        self._last_grad = None  # stamp of this backward's latest gradient (autograd's thread)
+        self._last_grad = None  # stamp of this backward's latest gradient
         self._loss = None
+        self._log = []  # (param index, stamp) per gradient hook, (bucket's param indices, stamp) per launch
         self._ready = set()  # parameters whose gradient-ready was recorded this backward
         self._launch_of_param = {}  # parameter -> stamp of its bucket's launch, if that came first
         self._observed = {}  # bucket index -> (param indices, bytes) this backward
-        self._bucket_cache = {}  # bucket index -> (param indices, bytes) as last read from a bucket
+        self._bucket_cache = {}  # bucket index -> _Layout as last read from a bucket
         self._collectives = 0
-        self._held = []  # futures our callbacks hang on, freed on this thread (_hold)
+        self._done = collections.deque()  # _Collectives done, written at the step's end
+        self._held = []  # GPU runs: futures our callbacks hang on, freed on this thread (_hold)
+        self._queue = queue.SimpleQueue()  # CPU runs: (collective, its future, DDP's future) to wait for
+        self._flats = {}  # bucket index -> ((storage pointer, size, dtype), our tensor over it): _flat
+        self._handed = []  # ids in _HANDED of the tensors this watcher gave the process group
+        self._waiter = None
         self._pending = []  # (stamps, emit) waiting for the GPU (CudaClock)
         self._samples = _SampleQueue()
         self._optimizers = []
@@ -250,6 +316,9 @@ class Watcher:
                                  self._bucket_list(self._buckets))
         self._hooks = []
         self._install_hooks()
+        if not self._clock.gpu:
+            self._waiter = threading.Thread(target=self._wait_loop, name="dpscope_torch waiter", daemon=True)
+            self._waiter.start()
         if sampler is not None:
             self.watch_sampler(sampler)
         if optimizer is not None:
@@ -326,11 +395,11 @@ class Watcher:
         for index, (_, param) in enumerate(self._params):
             hook = self._grad_hook(index)
             if hasattr(param, "register_post_accumulate_grad_hook"):
-                self._hooks.append(param.register_post_accumulate_grad_hook(lambda p, h=hook: h()))
+                self._hooks.append(param.register_post_accumulate_grad_hook(hook))
             else:
                 node = param.expand_as(param).grad_fn.next_functions[0][0]  # the AccumulateGrad node
                 self._grad_nodes.append(node)  # kept alive: the hook lives on this node
-                self._hooks.append(node.register_hook(lambda *_, h=hook: h()))
+                self._hooks.append(node.register_hook(hook))
         # The communication hook: ours wraps the user's (registered now or later) or does DDP's work.
         self._inner_hook = None
         self._inner_state = None
@@ -464,6 +533,7 @@ class Watcher:
         if self._closed or not module.training or not self._torch.is_grad_enabled():
             return None
         t = self._clock.stamp()
+        self._take_log()  # a backward without Tensor.backward() (torch.autograd.backward) ends here
         with self._lock:
             if not self._in_step:
                 self.step += 1
@@ -513,6 +583,7 @@ class Watcher:
         if self._closed or self._phase != "backward":
             return
         t = self._clock.stamp()
+        self._take_log()
         with self._lock:
             step = self.step
             if self._last_grad is not None:
@@ -555,6 +626,7 @@ class Watcher:
         self._end_step(t)
 
     def _end_step(self, t):
+        self._take_log()
         with self._lock:
             self._in_step = False
             self._step_end = t
@@ -564,122 +636,227 @@ class Watcher:
             rank = self.rank
             self._emit((stamp,), lambda ts: self._writer.counter(ts, rank, 0, step, "backward", "loss",
                                                                   {"loss": float(value.item())}))
+        self._write_collectives()
         self._drain(wait=False)
-        self._release_done_futures()
+        if self._held:
+            self._release_done_futures()
         self._writer.flush()
 
-    # -- gradients and buckets (autograd's and the communication library's threads) -----------------
+    # -- gradients and buckets (autograd's thread, and the waiter's) ---------------------------------
 
     def _grad_hook(self, index):
-        def hook():
-            if self._closed or not self._in_step:
-                return
-            t = self._clock.stamp()
-            with self._lock:
-                if index in self._ready:
-                    return
-                self._ready.add(index)
-                # DDP's own hook on this node ran first and may have launched the bucket already:
-                # then the gradient was ready when the bucket launched.
-                t = self._launch_of_param.pop(index, t)
-                self._last_grad = t
-                step, rank = self.step, self.rank
-            self._emit((t,), lambda ts: self._writer.grad_ready(ts, rank, 0, step, index))
+        """The hook on one parameter's AccumulateGrad: as cheap as can be, since it runs once per
+        parameter and backward: a (parameter, stamp) pair appended to the backward's log (a list
+        append is atomic), turned into gradient-ready instants when the backward ends."""
+        log = self._log
+        stamp = self._clock.stamp
+        watcher = self
+
+        def hook(*_):
+            if watcher._in_step:
+                log.append((index, stamp()))
 
         return hook
 
-    def _bucket_params(self, bucket, index, size):
-        """The bucket's parameter indices in packing order. DDP rebuilds its buckets once, in the second
-        step (the order may change while the sizes stay: one bucket [0..5] becomes [5..0]), so they are
-        read from the bucket until step 3, then kept while the bucket's size stays the same."""
+    def _take_log(self):
+        """Writes the gradient-ready instants logged since the last call, one per parameter (its first
+        hook of this backward). The log also holds each bucket's launch, in the order they happened:
+        a parameter whose bucket launched before its own hook ran (DDP's hook on the node runs first)
+        was ready when the bucket launched."""
+        log = self._log
+        if not log:
+            return
+        entries = log[:]
+        del log[:len(entries)]
+        ready, launch = self._ready, self._launch_of_param
+        params, stamps = [], []
+        with self._lock:
+            for key, t in entries:
+                if key.__class__ is int:
+                    if key in ready:
+                        continue
+                    ready.add(key)
+                    params.append(key)
+                    stamps.append(launch.pop(key, t))
+                else:  # a bucket's launch: its parameters
+                    for p in key:
+                        if p not in ready:
+                            launch[p] = t
+            if not params:
+                return
+            self._last_grad = stamps[-1]
+            step, rank, writer = self.step, self.rank, self._writer
+        if not self._clock.gpu:
+            writer.grad_ready_all(rank, 0, step, params, stamps)
+            return
+        self._emit(tuple(stamps), lambda *ts: writer.grad_ready_all(rank, 0, step, params, ts))
+
+    def _bucket_layout(self, bucket, index, size):
+        """The bucket's parameters in packing order (a _Layout). DDP rebuilds its buckets once, in the
+        second step (the order may change while the sizes stay: one bucket [0..5] becomes [5..0]), so
+        they are read from the bucket until step 3, then kept while the bucket's size stays the same."""
         cached = self._bucket_cache.get(index)
-        if cached is not None and cached[1] == size and self.step >= 3:
-            return cached[0]
-        params = [self._index_of.get(p.data_ptr(), -1) for p in bucket.parameters()]
-        self._bucket_cache[index] = (params, size)
-        return params
+        if cached is not None and cached.size == size and self.step >= 3:
+            return cached
+        index_of = self._index_of
+        tensors = bucket.parameters()
+        layout = _Layout([index_of.get(p.data_ptr(), -1) for p in tensors], [tuple(p.shape) for p in tensors], size)
+        self._bucket_cache[index] = layout
+        return layout
 
     def _values_step(self, step):
-        return self._values_every > 0 and step % self._values_every == 0
+        return self._values_every > 0 and step >= 0 and step % self._values_every == 0
 
-    @staticmethod
-    def _sample(tensor, stride):
-        """Copies of the sampled elements and the norm, as tensors: read when written (on a GPU, once
-        the work is done, so that sampling never waits for it)."""
-        flat = tensor.detach().reshape(-1)
-        return flat[::stride][:VALUE_SAMPLES].clone(), flat.norm()
+    def _flat(self, index, buffer):
+        """A tensor of our own over the bucket's buffer (the same memory), made once per buffer.
+
+        Not the buffer itself: a tensor Python has seen is, once Python lets it go while C++ still
+        holds it, freed by whichever thread drops the last C++ reference, which must take the GIL
+        for it (PyTorch 1.13 keeps its Python object alive until then). Gloo's worker drops its
+        reference to an all-reduce's tensors a moment after completing it; were that the last one,
+        as when DDP's reducer goes at once, it would wait for the GIL while ~ProcessGroupGloo,
+        called with the GIL held, waits for it: a hang at exit. So gloo only ever gets these,
+        which stay referenced from _HANDED until RETIRE_S after close(); the buffer's last
+        reference is the reducer's."""
+        key = (buffer.data_ptr(), buffer.numel(), buffer.dtype)
+        cached = self._flats.get(index)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        flat = buffer.new_empty(0).set_(buffer.storage(), buffer.storage_offset(), (buffer.numel(),))
+        self._flats[index] = (key, flat)
+        _HANDED[id(flat)] = flat
+        self._handed.append(id(flat))
+        return flat
 
     def _comm_hook(self, state, bucket):
+        if self._closed:
+            return self._closed_hook(bucket)
         t = self._clock.stamp()
-        buffer = bucket.buffer()
-        size = buffer.numel() * buffer.element_size()
         index = bucket.index()
-        params = self._bucket_params(bucket, index, size)
-        with self._lock:
-            step, rank = self.step, self.rank
-            self._observed[index] = (params, size)
-            for p in params:
-                if p not in self._ready:
-                    self._launch_of_param[p] = t
-            coll = self._collectives
-            self._collectives += 1
-        self._emit((t,), lambda ts: self._writer.bucket_instant(ts, rank, 0, step, "bucket_launched", index, size,
-                                                                len(params)))
-        values = self._values_step(step) and step >= 0
-        if values:
-            before = []
-            for p, grad in zip(params, bucket.gradients()):
-                stride = _stride(tuple(grad.shape))
-                before.append((p, stride, *self._sample(grad, stride)))
-            self._emit((t,), lambda ts: self._write_values(ts, step, "before_reduce", before))
+        buffer = bucket.buffer()
+        if self._inner_hook is None:
+            buffer = self._flat(index, buffer)
+        count = buffer.numel()
+        size = count * buffer.element_size()
+        layout = self._bucket_layout(bucket, index, size)
+        step = self.step
+        self._log.append((layout.params, t))  # (autograd's thread, as the gradient hooks)
+        self._observed[index] = (layout.params, size)
+        coll = _Collective(self._collectives, index, size, count, buffer.dtype, layout, step, t)
+        self._collectives += 1
+        if self._values_step(step):
+            coll.before = layout.sample(buffer)  # before the all-reduce writes over the buffer
         if self._inner_hook is not None:
             future = self._inner_hook(self._inner_state, bucket)
         else:
-            future = self._allreduce(bucket)
-        offsets = []
-        if values:
-            at = 0
-            for p, grad in zip(params, bucket.gradients()):
-                offsets.append((p, at, grad.numel(), tuple(grad.shape)))
-                at += grad.numel()
-        world = self.world_size
-        dtype = str(buffer.dtype).replace("torch.", "")
+            # What DDP does without a hook: the gradients times 1/world_size (the reducer multiplies as
+            # it copies them into the bucket), summed over the ranks; the same bits as an unwatched run.
+            buffer.mul_(1.0 / self.world_size)
+            future = self._ddp_group.allreduce([buffer]).get_future()  # a sum, as dist.all_reduce
+            coll.unwrap = True
+        if self._clock.gpu:
+            return self._then(coll, future)
+        # On the CPU no Python runs on the communication library's threads (see _wait_loop): DDP
+        # waits on a future of ours, which the waiter completes; after close(), this thread does.
+        outer = self._torch.futures.Future()
+        self._queue.put((coll, future, outer))
+        return outer
 
-        def done(fut):
+    def _closed_hook(self, bucket):
+        """The communication hook once closed (PyTorch 1.13 cannot remove it): the user's hook, or
+        the all-reduce, waited for here (no waiter thread any more), nothing recorded."""
+        if self._inner_hook is not None:
+            return self._inner_hook(self._inner_state, bucket)
+        flat = self._flat(bucket.index(), bucket.buffer())
+        flat.mul_(1.0 / self.world_size)
+        result = self._ddp_group.allreduce([flat]).get_future().wait()[0]
+        outer = self._torch.futures.Future()
+        outer.set_result(result)
+        return outer
+
+    def _wait_loop(self):
+        """The waiter thread (CPU runs): waits for each all-reduce, stamps its end, samples the
+        averaged values if asked, and hands the result to DDP through the future the hook returned.
+
+        Python callbacks on a future of gloo's (future.then) run, and are freed, on gloo's worker
+        threads, which then need the GIL; PyTorch 1.13's ~ProcessGroupGloo joins those threads with
+        the GIL held (when DDP's reducer goes): a rank hung at exit, in about one run in two. Here
+        gloo's threads never touch a Python object: its futures are waited on (the GIL released) on
+        this thread of ours, which close() ends."""
+        items, stamp, done = self._queue, self._clock.stamp, self._done
+        while True:
+            item = items.get()
+            if item is None:
+                return
+            coll, future, outer = item
+            try:
+                result = future.wait()
+            except Exception as e:  # a failed collective: DDP raises it on the training thread
+                self.record_error(e)
+                outer.set_exception(e)
+                continue
+            coll.end = stamp()
+            if coll.unwrap:
+                result = result[0]
+            if coll.before is not None:
+                coll.after = coll.layout.sample(result[0] if isinstance(result, (list, tuple)) else result)
+            done.append(coll)
+            outer.set_result(result)
+            del item, coll, future, outer, result
+
+    def _then(self, coll, future):
+        """On a GPU: the end of the all-reduce from a callback on its future (a CUDA future: the
+        callback's stamp is recorded on the stream after the collective)."""
+        self._hold(future)
+
+        def finished(fut):
             try:
                 result = fut.value()
             except Exception as e:
                 self.record_error(e)
                 raise
-            end = self._clock.stamp()
-            args = {"coll": coll, "op": "all_reduce", "bucket": index, "bytes": size, "count": buffer.numel(),
-                    "dtype": dtype, "redop": "sum", "ranks": world}
-            name = f"all_reduce bucket {index} {_bytes_text(size)}"
-            self._work_span(name, "collective", "backward", t, end, step, stream="comm", args=args)
-            self._emit((end,), lambda ts: self._writer.bucket_instant(ts, rank, 0, step, "bucket_done", index, size,
-                                                                      len(params)))
-            if values:
-                tensor = result[0] if isinstance(result, (list, tuple)) else result
-                flat = tensor.detach().reshape(-1)
-                after = []
-                for p, at, numel, shape in offsets:
-                    stride = _stride(shape)
-                    after.append((p, stride, *self._sample(flat[at:at + numel], stride)))
-                self._emit((end,), lambda ts: self._write_values(ts, step, "after_reduce", after))
+            coll.end = self._clock.stamp()
+            if coll.unwrap:
+                result = result[0]
+            if coll.before is not None:
+                coll.after = coll.layout.sample(result[0] if isinstance(result, (list, tuple)) else result)
+            self._done.append(coll)
             return result
 
-        self._hold(future)
-        return future.then(done)
+        outer = future.then(finished)
+        self._hold(outer)
+        return outer
+
+    def _write_collectives(self):
+        """Writes the all-reduces done so far (the training thread's, at a step's end)."""
+        done = self._done
+        while done:
+            coll = done.popleft()
+            if coll.end is None:
+                continue
+            if self._clock.gpu:
+                self._emit((coll.launch, coll.end), lambda t0, t1, c=coll: self._write_collective(c, t0, t1))
+            else:
+                self._write_collective(coll, coll.launch, coll.end)
+
+    def _write_collective(self, coll, t0, t1):
+        writer, rank, step, index, size = self._writer, self.rank, coll.step, coll.index, coll.size
+        params = len(coll.layout.params)
+        writer.bucket_instant(t0, rank, 0, step, "bucket_launched", index, size, params)
+        args = {"coll": coll.coll, "op": "all_reduce", "bucket": index, "bytes": size, "count": coll.count,
+                "dtype": str(coll.dtype)[6:], "redop": "sum", "ranks": self.world_size}
+        writer.span(t0, rank, 0, step, "backward", f"all_reduce bucket {index} {_bytes_text(size)}", "collective",
+                    "comm", t1 - t0, args)
+        writer.bucket_instant(t1, rank, 0, step, "bucket_done", index, size, params)
+        if coll.before is not None:
+            self._write_values(t0, step, "before_reduce", coll.layout, coll.before)
+        if coll.after is not None:
+            self._write_values(t1, step, "after_reduce", coll.layout, coll.after)
 
     def _hold(self, future):
-        """Keeps `future` (and the Python callbacks attached to it) alive until this thread lets it go.
-
-        The communication library's thread drops its reference once the collective is done; were it
-        the last, that thread would free our callbacks and need the GIL for it, while destroying a
-        process group (DDP's, when the model goes) waits for that thread with the GIL held: a
-        deadlock (seen with gloo: a rank stuck in ~ProcessGroupGloo). Held here, they are freed on
-        the training thread: completed ones at each step's end, the rest at close().
-        """
+        """Keeps `future` (and the Python callbacks attached to it) alive until this thread lets it go
+        (GPU runs: the callbacks run on the communication library's thread; freed here, at each
+        step's end, the rest at close())."""
         with self._lock:
             self._held.append(future)
 
@@ -692,20 +869,13 @@ class Watcher:
             with self._lock:
                 self._held = keep + self._held
 
-    def _allreduce(self, bucket):
-        """What DDP does without a hook: the gradients times 1/world_size (the reducer multiplies as it
-        copies them into the bucket), summed over the ranks; the same bits as an unwatched run."""
-        dist = self._torch.distributed
-        buffer = bucket.buffer()
-        buffer.mul_(1.0 / self.world_size)
-        work = dist.all_reduce(buffer, group=self._ddp.process_group, async_op=True)
-        future = work.get_future()
-        self._hold(future)
-        return future.then(lambda fut: fut.value()[0])
-
-    def _write_values(self, ts, step, when, samples):
-        for p, stride, values, norm in samples:
-            self._writer.values(ts, self.rank, 0, step, "backward", p, when, values.tolist(), float(norm), stride)
+    def _write_values(self, ts, step, when, layout, sampled):
+        values, norms = sampled
+        values, norms = values.tolist(), norms.tolist()
+        writer, rank, at = self._writer, self.rank, 0
+        for p, count, stride, norm in zip(layout.params, layout.counts, layout.strides, norms):
+            writer.values(ts, rank, 0, step, "backward", p, when, values[at:at + count], norm, stride)
+            at += count
 
     # -- the end --------------------------------------------------------------------------------------
 
@@ -739,6 +909,13 @@ class Watcher:
         self._hooks = []
         if self._torch.Tensor.backward is not self._original_backward:
             self._torch.Tensor.backward = self._original_backward
+        self._stop_waiter()
+        self._handed, handed = [], self._handed
+        self._flats = {}  # any made after close() is kept until the process ends
+        if handed:
+            _retire(handed)
+        self._take_log()
+        self._write_collectives()
         try:
             self._drain(wait=True)
         except Exception:  # a GPU that failed: what could be resolved is written
@@ -754,6 +931,19 @@ class Watcher:
         self._params, self._param_sizes, self._grad_nodes = [], [], []
         self._index_of, self._bucket_cache, self._optimizers = {}, {}, []
         self._loss = None
+
+    def _stop_waiter(self):
+        """Ends the waiter thread once every all-reduce handed to it is done: gloo's threads are then
+        free of anything of ours before the user's model and process group go. One that never ends
+        (a peer that failed) is waited for WAITER_GRACE_S, then left to the daemon thread."""
+        waiter, self._waiter = self._waiter, None
+        if waiter is None:
+            return
+        self._queue.put(None)
+        waiter.join(WAITER_GRACE_S)
+        if waiter.is_alive():
+            print(f"dpscope_torch: rank {self.rank}: an all-reduce did not end within {WAITER_GRACE_S:g} s of "
+                  "close(); its bucket_done is not recorded", file=sys.stderr)
 
     def __enter__(self):
         return self

@@ -134,6 +134,15 @@ class TraceWriter:
         self._add(f'{self._common("instant", ts, rank, dev, step, "backward")},"name":"grad_ready",'
                   f'"args":{{"param":{param}}}}}\n')
 
+    def grad_ready_all(self, rank, dev, step, params, stamps):
+        """One backward's gradient-ready instants (params[i] ready at stamps[i]), one line each: the
+        part after ts is the same for all but the parameter."""
+        middle = f',"rank":{rank},"dev":{dev},"step":{step},"phase":"backward","name":"grad_ready","args":{{"param":'
+        lines = [f'{{"type":"instant","ts":{int(ts)}{middle}{param}}}}}\n' for param, ts in zip(params, stamps)]
+        with self._lock:
+            if self._lines is not None:
+                self._lines.extend(lines)
+
     def counter(self, ts, rank, dev, step, phase, name, values):
         body = ",".join(f'"{k}":{_number(v)}' for k, v in values.items())
         self._add(f'{self._common("counter", ts, rank, dev, step, phase)},"name":"{name}","values":{{{body}}}}}\n')

@@ -66,6 +66,60 @@ def launch(nproc, args, zero_change_dir=None, expect_rc=0):
     return out
 
 
+def end_session(job):
+    """Ends a launcher started with start_new_session and every rank it started: SIGTERM (the
+    launcher passes it on), then SIGKILL to whatever of that session is left (each rank has a
+    process group of its own, but the launcher's session)."""
+    job.terminate()
+    try:
+        job.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == job.pid:  # the session id
+            try:
+                os.kill(int(entry), 9)
+            except OSError:
+                pass
+    job.communicate()
+
+
+AFTER_CLOSE_SCRIPT = """
+import sys, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+import dpscope_torch
+dist.init_process_group("gloo")
+def run(trace_dir):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    ddp = DDP(model)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    data = torch.Generator().manual_seed(dist.get_rank())
+    def steps(n):
+        for _ in range(n):
+            optimizer.zero_grad()
+            ddp(torch.randn(4, 8, generator=data)).sum().backward()
+            optimizer.step()
+    if trace_dir:
+        with dpscope_torch.watch(ddp, trace_dir, optimizer=optimizer):
+            steps(3)
+    else:
+        steps(3)
+    steps(3)
+    return [p.detach().clone() for p in model.parameters()]
+plain, watched = run(None), run(sys.argv[1])
+same = all(torch.equal(a, b) for a, b in zip(plain, watched))
+print(f"rank {dist.get_rank()}: same weights as unwatched: {same}", flush=True)
+"""
+
+
 def read_rank(trace_dir, rank):
     with open(os.path.join(trace_dir, f"rank-{rank}.jsonl"), encoding="utf-8") as f:
         lines = [json.loads(line) for line in f]
@@ -299,6 +353,46 @@ def main():
             finally:
                 job.terminate()
                 job.wait(timeout=60)
+        elif CASE == "api_teardown":
+            # watch() in the script itself, the model and its gloo group destroyed as the script ends:
+            # PyTorch 1.13's ~ProcessGroupGloo joins gloo's threads with the GIL held, and a rank hung
+            # there whenever one of them still needed the GIL: for a Python callback of the
+            # communication hook or dropped a tensor Python had seen (docs/pytorch.md, "Limits").
+            # `runs` runs (DPSCOPE_TEARDOWN_RUNS, default 4), each must end within hang_s.
+            runs, hang_s = int(os.environ.get("DPSCOPE_TEARDOWN_RUNS", "4")), 90
+            env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
+            hung = 0
+            for run in range(runs):
+                shutil.rmtree(trace_dir, ignore_errors=True)
+                cmd = [*launch_cmd(2), sys.executable, TUTORIAL, "--epochs", "1", "--trace-dir", trace_dir]
+                job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                       start_new_session=True)
+                try:
+                    _, err = job.communicate(timeout=hang_s)
+                except subprocess.TimeoutExpired:
+                    end_session(job)
+                    hung += 1
+                    fail(f"run {run + 1} of {runs} hung: still running after {hang_s} s: {' '.join(cmd)}")
+                    continue
+                if check(job.returncode == 0, f"run {run + 1}: exit {job.returncode}: {err}"):
+                    strict_stats(trace_dir)
+            print(f"api_teardown: {hung} of {runs} runs hung")
+        elif CASE == "train_after_close":
+            # PyTorch 1.13 cannot remove a communication hook: after close() the model keeps ours, which
+            # must still average the gradients (no waiter thread any more) and record nothing. Three
+            # steps watched, three after: the weights equal an unwatched run's, bit for bit.
+            script = os.path.join(tmp, "after_close.py")
+            with open(script, "w", encoding="utf-8") as f:
+                f.write(AFTER_CLOSE_SCRIPT)
+            env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
+            cmd = [*launch_cmd(2), sys.executable, script, trace_dir]
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+            check(out.returncode == 0, f"exit {out.returncode}: {out.stderr}")
+            for rank in range(2):
+                check(f"rank {rank}: same weights as unwatched: True" in out.stdout, f"rank {rank}: {out.stdout!r}")
+            _, events = read_rank(trace_dir, 0)
+            steps = {e["step"] for e in events if "step" in e}
+            check(max(steps) == 2, f"steps recorded {sorted(steps)}: only the three watched ones")
         elif CASE == "usage_errors":
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
             run = [sys.executable, "-m", "dpscope_torch.run"]
