@@ -293,6 +293,7 @@ class Watcher:
         self._phase_start = None
         self._step_end = self._clock.stamp()  # step 0's data phase starts here
         self._backward_start = None
+        self._forward_start = None
         self._last_grad = None  # stamp of this backward's latest gradient
         self._loss = None
         self._log = []  # (param index, stamp) per gradient hook, (bucket's param indices, stamp) per launch
@@ -544,6 +545,7 @@ class Watcher:
             elif self._phase != "none":
                 self._end_phase(t)
             self._phase, self._phase_start = "forward", t
+            self._forward_start = t
             step = self.step
         count = _first_batch_size(inputs)
         if count is not None:
@@ -604,7 +606,11 @@ class Watcher:
         self._buckets = seen
         buckets = self._bucket_list(seen)
         rank = self.rank
-        self._emit((t,), lambda ts: self._writer.buckets(ts, rank, 0, step, "backward", reason, buckets))
+        # PyTorch rebuilds the buckets as this step's forward begins (DDP's pre-forward calls
+        # Reducer._rebuild_buckets), before any of them is launched; the comm hook only shows them
+        # bucket by bucket, so they are known here and written at the moment they came to be.
+        at, phase = (self._forward_start, "forward") if reason == "rebuilt" and self._forward_start else (t, "backward")
+        self._emit((at,), lambda ts: self._writer.buckets(ts, rank, 0, step, phase, reason, buckets))
 
     def _on_optimizer_begin(self):
         if self._closed or not self._in_step:
@@ -887,7 +893,9 @@ class Watcher:
             if getattr(self, "_error_recorded", False):
                 return
             self._error_recorded = True
-            step, phase = self.step, self._phase
+            # Between steps (the DataLoader, zero_grad) is the next step's data phase, as the data span
+            # the next forward would have written says.
+            step, phase = (self.step, self._phase) if self._in_step else (self.step + 1, "data")
         self._drain(wait=False)
         try:
             self._writer.instant(now_ns(), self.rank, 0, step, phase, "error", {"message": _one_line(exc)})

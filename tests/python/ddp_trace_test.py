@@ -176,6 +176,13 @@ def check_run(trace_dir, dump, world, used_params=None):
                 check([b["params"] for b in got] == want_params and [b["bytes"] for b in got] == want_bytes,
                       f"rank {rank}: rebuilt buckets {got} != PyTorch's {want_params} {want_bytes}")
                 check(rebuilt[0]["step"] == 1, f"rank {rank}: buckets rebuilt at step {rebuilt[0]['step']}, DDP rebuilds in the 2nd")
+                # DDP rebuilds as the 2nd step's forward begins: before any bucket of that step is
+                # launched (the viewer shows the new buckets from their first launch on).
+                launches = [e["ts"] for e in events if e["type"] == "instant" and e["name"] == "bucket_launched"
+                            and e["step"] == 1]
+                check(rebuilt[0]["phase"] == "forward" and launches and rebuilt[0]["ts"] < min(launches),
+                      f"rank {rank}: rebuilt buckets stamped {rebuilt[0]['ts']} ({rebuilt[0]['phase']}), "
+                      f"after the step's first launch {min(launches) if launches else None}")
         steps = len(ref["losses"])
         # One gradient-ready per used parameter per step; the last step's order is PyTorch's.
         params = len(names) if used_params is None else used_params
@@ -284,8 +291,10 @@ def main():
                 _, events = read_rank(trace_dir, rank)
                 errors = [e for e in events if e["type"] == "instant" and e["name"] == "error"]
                 if check(len(errors) == 1, f"rank {rank}: {len(errors)} error instants"):
-                    check("failing on purpose at step 3" in errors[0]["args"]["message"] and errors[0]["step"] == 2,
-                          f"rank {rank}: error instant {errors[0]}")
+                    # Raised before the 4th step's forward (0-based step 3), after its batch was read:
+                    # that step's data phase.
+                    check("failing on purpose at step 3" in errors[0]["args"]["message"] and errors[0]["step"] == 3
+                          and errors[0]["phase"] == "data", f"rank {rank}: error instant {errors[0]}")
         elif CASE in ("straggler_mlp", "straggler_conv"):
             # A delay in rank 1's backward (mid-backward, where per-rank step times cannot show it:
             # the all-reduce makes every rank's backward as long): `trace stats` names rank 1; the
