@@ -8,6 +8,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/analytic_collectives.hpp"
@@ -101,6 +102,8 @@ MeasuredSystem load_measured_system(const fs::path& file) {
   s.preset = need("preset");
   s.gpus_per_node = static_cast<int>(number(need("gpus_per_node"), file, 0, "gpus_per_node"));
   s.nodes = static_cast<int>(number(need("nodes"), file, 0, "nodes"));
+  if (header.count("gpus_per_thread"))
+    s.gpus_per_thread = static_cast<int>(number(header["gpus_per_thread"], file, 0, "gpus_per_thread"));
   if (header.count("nic_gbps")) s.nic_gbps = number(header["nic_gbps"], file, 0, "nic_gbps");
   if (header.count("nic_latency_us"))
     s.nic_latency_us = number(header["nic_latency_us"], file, 0, "nic_latency_us");
@@ -113,6 +116,9 @@ MeasuredSystem load_measured_system(const fs::path& file) {
             file.string(), collective);
   DPS_CHECK(s.gpus_per_node >= 1 && s.nodes >= 1 && !s.rows.empty(), ErrorKind::kFormat,
             "{}: needs gpus_per_node >= 1, nodes >= 1 and at least one row", file.string());
+  DPS_CHECK(s.gpus_per_thread >= 1 && s.gpus_per_thread <= s.gpus_per_node, ErrorKind::kFormat,
+            "{}: gpus_per_thread {} must be between 1 and gpus_per_node ({})", file.string(),
+            s.gpus_per_thread, s.gpus_per_node);
   return s;
 }
 
@@ -146,13 +152,14 @@ FidelityResult evaluate_fidelity(const MeasuredSystem& s) {
   r.system = s;
   std::vector<double> errors;
   const double factor = bus_bandwidth_factor(s.op, n);
+  const double launch_us = (s.gpus_per_thread - 1) * preset.launch_latency_ns / 1e3;
   for (const MeasuredRow& m : s.rows) {
     FidelityRow row;
     row.bytes = m.bytes;
     row.measured_us = m.time_us;
     const CollectiveEstimate e =
         model.estimate({.op = s.op, .count = static_cast<int64_t>(m.bytes / 4), .elem_bytes = 4});
-    row.simulated_us = static_cast<double>(e.duration_ns) / 1e3;
+    row.simulated_us = static_cast<double>(e.duration_ns) / 1e3 + launch_us;
     row.measured_busbw = static_cast<double>(m.bytes) / (m.time_us * 1e3) * factor;
     row.simulated_busbw = static_cast<double>(m.bytes) / (row.simulated_us * 1e3) * factor;
     row.error = std::abs(row.simulated_busbw / row.measured_busbw - 1.0);
@@ -202,30 +209,67 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "\n`fidelity_test` fails when a system's median error passes its test bound: 10 % where the goal is "
       "met, "
       "today's error rounded up where it is not (a guard against regressions, not a claim).\n\n";
+  int single_node = 0, median_met = 0, worst_met = 0;
+  for (const FidelityResult& r : results) {
+    single_node += r.system.nodes == 1 ? 1 : 0;
+    median_met += r.median_error <= 0.10 ? 1 : 0;
+    worst_met += r.worst_error <= 0.25 ? 1 : 0;
+  }
+  md += "## Where the goal is not reached, and why\n\n";
+  md += fmt::format(
+      "- **The median goal is met by {} of the {} systems, the worst-size goal by {}; {} of "
+      "them {} a single node.**\n",
+      median_met, results.size(), worst_met, single_node, single_node == 1 ? "is" : "are");
+  // The single-node topologies issue 24 asks for, by the presets that model them.
+  const std::pair<const char*, std::vector<std::string>> kinds[] = {
+      {"an H100 or H200 NVSwitch node", {"h100-sxm", "h200"}},
+      {"an A100 NVSwitch node", {"a100-sxm"}},
+      {"a PCIe machine", {"t4"}},
+      {"a V100 cube mesh", {"v100-sxm2"}},
+  };
+  std::vector<std::string> covered, missing;
+  for (const auto& [kind, presets] : kinds) {
+    const bool has = std::any_of(results.begin(), results.end(), [&](const FidelityResult& r) {
+      return r.system.nodes == 1 &&
+             std::find(presets.begin(), presets.end(), r.system.preset) != presets.end();
+    });
+    (has ? covered : missing).push_back(kind);
+  }
+  if (!missing.empty())
+    md += fmt::format(
+        "- **Single nodes validated size by size: {}; not yet: {}.** No per-size table with a citable "
+        "source was found for those: the single-node tables found in public files during this work either "
+        "named no repository that could be cited or were run on machines no preset describes. Of those, only "
+        "8 x H100's large-message ring bus bandwidth is checked against published figures (the preset's "
+        "0.8 x 450 GB/s against the 365-370 GB/s of NVIDIA/nccl#1455 and nccl-tests#212).\n",
+        covered.empty() ? std::string("none") : fmt::format("{}", fmt::join(covered, ", ")),
+        fmt::format("{}", fmt::join(missing, ", ")));
   md +=
-      "## Where the goal is not reached, and why\n\n"
-      "- **No system meets both goals yet.** The published per-size tables found with a source are all "
-      "multi-node cloud systems (AWS EFA, Google TCPXO); no full 8 B - 8 GiB table of a single NVSwitch "
-      "node, "
-      "a V100 cube mesh or a PCIe machine with a citable source was found in the time of this work, so those "
-      "topologies are not validated size by size here (only the large-message ring bus bandwidth of 8 x "
-      "H100, "
-      "the preset's 0.8 x 450 GB/s, against the 365-370 GB/s published in NVIDIA/nccl#1455 and "
-      "nccl-tests#212).\n"
-      "- **Small messages** are within a few percent once the network's extra latency per hop is known: that "
+      "- **Small messages across nodes** come close once the network's extra latency per hop is known: that "
       "one number per system is fitted on the table's 8 B row (stated in each section); the cloud "
-      "transports' "
-      "latency is not published as a datasheet number.\n"
-      "- **Medium messages (16 KiB - 64 MiB) across nodes are predicted too fast** (the worst rows of each "
-      "table below). NCCL's tuner model, which this follows, has no term for the network pipeline: each "
-      "channel moves a network chunk per step with a proxy thread and a bounded number of chunks in flight, "
-      "so mid-size messages see per-chunk round trips that a latency + bytes / bandwidth form does not "
-      "capture. TCPXO additionally stages through host memory.\n"
-      "- **Large messages on A100 + EFA (p4de)** are predicted too slow: the model follows NCCL's tuner, "
-      "whose tree bandwidth is half the bus bandwidth, so the ring wins at large sizes with the bus "
-      "bandwidth "
-      "of the 8 GPUs' share of the NICs, while the measured busbw of the largest sizes is about twice that: "
-      "NCCL's two-node tree moves each byte once per NIC direction.\n";
+      "transports' latency is not published as a datasheet number.\n"
+      "- **Small messages on one node** depend on how the benchmark launches: a table run with one thread "
+      "driving several GPUs (nccl-tests `-g`) pays their kernel launches one after another, which the "
+      "comparison adds from the preset's kernel launch latency (itself an approximation, not a "
+      "measurement; stated in the section). Where a table does not print NCCL's version, it may predate "
+      "the NCCL releases (2.19-2.23) whose latencies the model takes.\n"
+      "- **Medium messages (about 8 KiB - 64 MiB) across nodes are predicted too fast** (the worst rows of "
+      "the H100 tables below, and the 8-64 KiB rows of the A100 ones). NCCL's tuner model, which this "
+      "follows, has no term for the network pipeline: each channel moves a network chunk per step with a "
+      "proxy thread and a bounded number of chunks in flight, so mid-size messages see per-chunk round "
+      "trips that a latency + bytes / bandwidth form does not capture. TCPXO additionally stages through "
+      "host memory.\n"
+      "- **Large messages on two A100 nodes (AWS p4de, Oracle BM.GPU4.8) are predicted too slow**: the "
+      "model follows NCCL's tuner, whose tree bandwidth is half the bus bandwidth, so the ring wins at "
+      "large sizes with the bus bandwidth of the node's NICs, while the measured busbw of the largest sizes "
+      "is well above it (on Oracle's a step up from 512 MiB to 1 GiB, where NCCL evidently changes "
+      "algorithm): NCCL's two-node tree moves each byte once per NIC direction, so its algorithm bandwidth "
+      "can approach the node's NIC bandwidth. Tried in this work and left out: a two-node tree bandwidth of "
+      "min(NVLink, 2 x the node's NICs) brings the largest sizes of both A100 tables close, but the model "
+      "then picks that tree from about 1 MiB on, and those medium sizes (and the H100 tables' medium sizes, "
+      "already too fast) come out much faster than measured: NCCL evidently keeps the ring there (on "
+      "Oracle's the step comes only at 1 GiB). Matching both needs NCCL's own choice of algorithm kept "
+      "apart from the time the chosen one takes, which the model does not separate yet.\n";
   for (const FidelityResult& r : results) {
     const MeasuredSystem& s = r.system;
     md += fmt::format("\n## {}\n\n{}\n\n- Source: {}\n- Command: `{}`\n- Preset: `{}`", s.id, s.system,
@@ -236,6 +280,14 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       if (s.nic_latency_us >= 0) md += fmt::format(", {:g} us extra per network hop", s.nic_latency_us);
     }
     md += "\n";
+    if (s.gpus_per_thread > 1) {
+      const double launch_ns = fidelity_preset(s).launch_latency_ns;
+      md += fmt::format(
+          "- Launch: one thread drives {} GPUs (nccl-tests `-g {}`), so {:g} us, {} x the preset's kernel "
+          "launch latency of {:g} us, are added to every simulated time\n",
+          s.gpus_per_thread, s.gpus_per_thread, (s.gpus_per_thread - 1) * launch_ns / 1e3,
+          s.gpus_per_thread - 1, launch_ns / 1e3);
+    }
     if (!s.nic_latency_note.empty()) md += fmt::format("- Fitted: {}\n", s.nic_latency_note);
     md += fmt::format("- Median error {:.1f} %, worst {:.1f} % at {}\n\n", 100 * r.median_error,
                       100 * r.worst_error, size_text(r.worst_bytes));

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "dpscope/comm/analytic_collectives.hpp"
 #include "support/errors.hpp"
 
 namespace dpscope {
@@ -31,11 +32,11 @@ TEST(Fidelity, DocsFidelityIsRegeneratedFromTheTables) {
 
 TEST(Fidelity, EverySystemHasASourceAndAFullSizeRange) {
   const std::vector<MeasuredSystem> systems = load_measured_systems(kTables);
-  ASSERT_GE(systems.size(), 3u);
+  ASSERT_GE(systems.size(), 5u);
   for (const MeasuredSystem& s : systems) {
     EXPECT_EQ(s.source.rfind("https://", 0), 0u) << s.id;
     EXPECT_LE(s.rows.front().bytes, 8u) << s.id;
-    EXPECT_GE(s.rows.back().bytes, 1ull << 30) << s.id;
+    EXPECT_GE(s.rows.back().bytes, 128ull << 20) << s.id;  // nccl-tests' README runs to 128M
   }
 }
 
@@ -46,6 +47,63 @@ TEST(Fidelity, MedianErrorOfEverySystemStaysWithinItsBound) {
     EXPECT_LE(r.system.median_bound, 0.25) << r.system.id << ": a bound that loose guards nothing";
     EXPECT_LE(r.median_error, r.system.median_bound) << r.system.id << ": median " << r.median_error;
   }
+}
+
+// The summary of what is reached is counted from the results, so it follows the tables and the model.
+TEST(Fidelity, SummaryCountsTheSystemsThatMeetEachGoal) {
+  const std::vector<FidelityResult> all = evaluate_all();
+  ASSERT_FALSE(all.empty());
+  std::vector<FidelityResult> two = {all.front(), all.front()};
+  two[0].median_error = 0.05;  // both goals met
+  two[0].worst_error = 0.20;
+  two[1].median_error = 0.10;  // the median goal just met, the worst-size goal not
+  two[1].worst_error = 0.26;
+  const std::string md = fidelity_markdown(two);
+  EXPECT_NE(md.find("The median goal is met by 2 of the 2 systems, the worst-size goal by 1; 0 of them are a "
+                    "single node."),
+            std::string::npos)
+      << md.substr(0, 2000);
+  EXPECT_NE(md.find("Single nodes validated size by size: none; not yet: an H100 or H200 NVSwitch node, an "
+                    "A100 NVSwitch node, a PCIe machine, a V100 cube mesh."),
+            std::string::npos);
+  two[1].system.nodes = 1;  // a single-node table moves its topology to the validated ones
+  two[1].system.preset = "v100-sxm2";
+  const std::string one_node = fidelity_markdown(two);
+  EXPECT_NE(one_node.find("; 1 of them is a single node."), std::string::npos);
+  EXPECT_NE(one_node.find("Single nodes validated size by size: a V100 cube mesh; not yet: an H100 or H200 "
+                          "NVSwitch node, an A100 NVSwitch node, a PCIe machine."),
+            std::string::npos)
+      << one_node.substr(0, 2000);
+}
+
+// nccl-tests -g N: one thread launches the kernels of N GPUs one after another; the comparison adds the
+// N - 1 launches after the first, from the preset's kernel launch latency, to every size.
+TEST(Fidelity, OneThreadDrivingSeveralGpusAddsTheirSerialLaunches) {
+  MeasuredSystem s;
+  for (const MeasuredSystem& m : load_measured_systems(kTables))
+    if (m.gpus_per_thread > 1) s = m;
+  ASSERT_GT(s.gpus_per_thread, 1) << "a table run with nccl-tests -g > 1";
+  MeasuredSystem one_per_thread = s;
+  one_per_thread.gpus_per_thread = 1;
+  const FidelityResult serial = evaluate_fidelity(s);
+  const FidelityResult parallel = evaluate_fidelity(one_per_thread);
+  const double launches_us = (s.gpus_per_thread - 1) * fidelity_preset(s).launch_latency_ns / 1e3;
+  ASSERT_GT(launches_us, 0.0);
+  ASSERT_EQ(serial.rows.size(), parallel.rows.size());
+  // One GPU per thread is the timing-only backend's time as it is; -g N adds the N - 1 later launches.
+  const AnalyticCollectives model(fidelity_preset(s), s.gpus_per_node * s.nodes);
+  for (size_t i = 0; i < serial.rows.size(); ++i) {
+    const CollectiveEstimate e =
+        model.estimate({.op = s.op, .count = static_cast<int64_t>(s.rows[i].bytes / 4), .elem_bytes = 4});
+    EXPECT_NEAR(parallel.rows[i].simulated_us, static_cast<double>(e.duration_ns) / 1e3, 1e-9)
+        << s.rows[i].bytes;
+    EXPECT_NEAR(serial.rows[i].simulated_us - parallel.rows[i].simulated_us, launches_us, 1e-9)
+        << serial.rows[i].bytes;
+  }
+  EXPECT_NE(
+      fidelity_markdown({serial}).find("- Launch: one thread drives " + std::to_string(s.gpus_per_thread) +
+                                       " GPUs (nccl-tests `-g " + std::to_string(s.gpus_per_thread) + "`)"),
+      std::string::npos);
 }
 
 TEST(Fidelity, MalformedTablesAreRefusedWithFileAndLine) {
@@ -59,6 +117,11 @@ TEST(Fidelity, MalformedTablesAreRefusedWithFileAndLine) {
   std::ofstream(bad) << "# system: x\nsize,time\n";
   EXPECT_EQ(testing::error_of([&] { load_measured_system(bad); }).message,
             bad.string() + ":2: expected the header size_bytes,time_us,algbw_gbps,busbw_gbps");
+  std::ofstream(bad) << "# system: x\n# source: y\n# command: z\n# preset: v100-sxm2\n# gpus_per_node: 8\n"
+                        "# nodes: 1\n# gpus_per_thread: 9\n# collective: all_reduce\n"
+                        "size_bytes,time_us,algbw_gbps,busbw_gbps\n8,1,0,0\n";
+  EXPECT_EQ(testing::error_of([&] { load_measured_system(bad); }).message,
+            bad.string() + ": gpus_per_thread 9 must be between 1 and gpus_per_node (8)");
   std::ofstream(bad) << "size_bytes,time_us,algbw_gbps,busbw_gbps\n8,1,0,0\n";
   EXPECT_EQ(testing::error_of([&] { load_measured_system(bad); }).message,
             bad.string() + ": no '# system:' line");

@@ -4,8 +4,9 @@
 // tests/runtime/comm/fidelity_test.cpp checks the file is current and the errors within bounds).
 //
 // A table file: '#'-comment header lines "key: value" (system, source, command, preset,
-// gpus_per_node, nodes, nic_gbps, nic_latency_us, nic_latency_note, median_bound, collective), then the CSV
-// header size_bytes,time_us,algbw_gbps,busbw_gbps and one row per size (out-of-place columns).
+// gpus_per_node, nodes, gpus_per_thread, nic_gbps, nic_latency_us, nic_latency_note, median_bound,
+// collective), then the CSV header size_bytes,time_us,algbw_gbps,busbw_gbps and one row per size
+// (out-of-place columns).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,10 @@ struct MeasuredSystem {
   std::string system, source, command, preset, nic_latency_note;
   int gpus_per_node = 0;
   int nodes = 1;
+  // nccl-tests' -g: GPUs one thread drives. That thread launches the collective's kernel on each of
+  // its GPUs in turn, so the last one starts (gpus_per_thread - 1) kernel launches after the first:
+  // a term of the benchmark's launch mode, added to the model's time (one process per GPU adds none).
+  int gpus_per_thread = 1;
   double nic_gbps = 0.0;       // per GPU; 0 = the preset's
   double nic_latency_us = -1;  // beyond NCCL's network hop; < 0 = the preset's
   // The median error the test holds this system to: the 10 %, or, where the model does not
