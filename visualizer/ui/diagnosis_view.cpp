@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -110,8 +111,14 @@ void DiagnosisView::draw_steps(ViewContext& ctx) {
   const Palette& pal = *ctx.palette;
   ImFont* font = ImGui::GetFont();
   const float fs = font_px(font);
-  int64_t scale_ns = 1;
-  for (const trace::StepLateness& s : steps) scale_ns = std::max({scale_ns, s.backward.lead_ns, s.noise_ns});
+  // The bars' full width: a little over the 90th percentile of the leads and noises, so one outlier
+  // (a first step that waited for the data loader) does not squash every other bar to a sliver;
+  // a longer lead fills the bar and ends in an arrow head.
+  std::vector<int64_t> lengths;
+  for (const trace::StepLateness& s : steps) lengths.push_back(std::max(s.backward.lead_ns, s.noise_ns));
+  std::sort(lengths.begin(), lengths.end());
+  const int64_t p90 = lengths[(lengths.size() - 1) * 9 / 10];
+  const int64_t scale_ns = std::max<int64_t>(1, p90 + p90 / 10);
   const float row_h = std::round(fs * 1.45f);
   const float list_h = row_h * static_cast<float>(std::min(steps.size(), kVisibleStepRows)) + 2.0f;
   const int64_t current_step = ctx.state != nullptr ? ctx.state->step : -1;
@@ -121,7 +128,7 @@ void DiagnosisView::draw_steps(ViewContext& ctx) {
     const std::string widest_step = fmt::format("step {}", shown_count(steps.back().step));
     const float label_w = text_size(font, fs, widest_step).x + fs * 0.7f;
     const float rank_w = text_size(font, fs, "rank 00").x + fs * 1.6f;
-    const float value_w = text_size(font, fs, "+000.0 ms").x + fs * 0.5f;
+    const float value_w = text_size(font, fs, "+000.0 ms").x + fs * 0.8f;
     const float bar_w = std::max(width - label_w - rank_w - value_w, fs * 2.0f);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     // Keep the playhead's step in view when it changes (not every frame: the list stays scrollable).
@@ -166,17 +173,23 @@ void DiagnosisView::draw_steps(ViewContext& ctx) {
         const float bar_h = row_h * 0.5f;
         const float bar_y = p0.y + (row_h - bar_h) * 0.5f;
         auto x_of = [&](int64_t ns) {
-          return x + bar_w * static_cast<float>(static_cast<double>(ns) / static_cast<double>(scale_ns));
+          return x + bar_w * std::min(1.0f, static_cast<float>(static_cast<double>(ns) /
+                                                               static_cast<double>(scale_ns)));
         };
         dl->AddRectFilled(ImVec2(x, bar_y), ImVec2(x + bar_w, bar_y + bar_h), pal.background, 2.0f);
+        const ImU32 bar = l.above_noise ? pal.rank_color(l.latest_rank) : with_alpha(pal.text_dim, 0.45f);
         if (l.lead_ns > 0)
-          dl->AddRectFilled(ImVec2(x, bar_y), ImVec2(std::max(x_of(l.lead_ns), x + 1.0f), bar_y + bar_h),
-                            l.above_noise ? pal.rank_color(l.latest_rank) : with_alpha(pal.text_dim, 0.45f),
+          dl->AddRectFilled(ImVec2(x, bar_y), ImVec2(std::max(x_of(l.lead_ns), x + 1.0f), bar_y + bar_h), bar,
                             2.0f);
+        if (l.lead_ns > scale_ns) {
+          const float tip_x = x + bar_w + fs * 0.35f;
+          dl->AddTriangleFilled(ImVec2(x + bar_w, bar_y - bar_h * 0.3f), ImVec2(tip_x, bar_y + bar_h * 0.5f),
+                                ImVec2(x + bar_w, bar_y + bar_h * 1.3f), bar);
+        }
         const float tick = x_of(s.noise_ns);
         dl->AddLine(ImVec2(tick, bar_y - bar_h * 0.35f), ImVec2(tick, bar_y + bar_h * 1.35f), pal.text,
                     1.5f * pal.line_scale);
-        draw_text(dl, font, fs, ImVec2(x + bar_w + fs * 0.4f, text_y),
+        draw_text(dl, font, fs, ImVec2(x + bar_w + fs * 0.5f, text_y),
                   l.above_noise ? pal.text : pal.text_dim,
                   l.latest_rank >= 0 ? format_duration(l.lead_ns) : "-");
         rows_.push_back({s.step, p0, p1, current});
