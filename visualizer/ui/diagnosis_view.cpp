@@ -39,6 +39,9 @@ std::string lateness_line(const trace::Lateness& l, int64_t noise_ns) {
 
 void DiagnosisView::before_draw(const ViewContext& ctx) {
   caption_.clear();
+  // Room in the right column goes to a diagnosis that names something to act on.
+  const trace::DdpDiagnosis* d = ctx.doc != nullptr ? &ctx.doc->diagnosis().diagnosis() : nullptr;
+  weight_ = d != nullptr && (d->straggler.rank >= 0 || !d->epochs.repeated.empty()) ? 1.5f : 0.8f;
   // Presentation mode draws no panels: a named straggler joins the step-and-phase caption.
   if (!ctx.present || !visible || ctx.doc == nullptr || ctx.model == nullptr || ctx.state == nullptr) return;
   const trace::StragglerFinding& s = ctx.doc->diagnosis().diagnosis().straggler;
@@ -161,7 +164,10 @@ void DiagnosisView::draw_steps(ViewContext& ctx) {
         draw_text(dl, font, fs, ImVec2(p0.x + fs * 0.3f, text_y), current ? pal.text : pal.text_dim,
                   fmt::format("step {}", shown_count(s.step)));
         float x = p0.x + label_w;
-        if (l.latest_rank >= 0) {
+        if (l.latest_rank >= 0 && l.lead_ns == 0) {
+          // Every rank's last gradient at the same time (simulated ranks): no rank came last.
+          draw_text(dl, font, fs, ImVec2(x, text_y), pal.text_dim, "even");
+        } else if (l.latest_rank >= 0) {
           const float chip = fs * 0.8f;
           const float chip_y = p0.y + (row_h - chip) * 0.5f;
           dl->AddRectFilled(ImVec2(x, chip_y), ImVec2(x + chip, chip_y + chip), pal.rank_color(l.latest_rank),

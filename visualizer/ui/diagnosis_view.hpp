@@ -24,7 +24,9 @@ class DiagnosisView final : public View {
   bool applies_to(const Document& doc) const override {
     return !doc.diagnosis().computed() || doc.diagnosis().has_findings();
   }
-  float layout_weight() const override { return 1.5f; }
+  // More of the right column when the diagnosis names a straggler or the set_epoch pitfall; less
+  // when it only explains (a simulated run: no straggler, the buckets).
+  float layout_weight() const override { return weight_; }
   void before_draw(const ViewContext& ctx) override;
   std::string caption() const override { return caption_; }
   void draw(ViewContext& ctx) override;
@@ -46,6 +48,7 @@ class DiagnosisView final : public View {
   void draw_steps(ViewContext& ctx);
 
   std::string caption_;
+  float weight_ = 0.8f;
   int64_t followed_step_ = -2;  // the playhead's step the list last scrolled to
   std::vector<std::string> texts_;
   std::vector<StepRow> rows_;
