@@ -177,5 +177,26 @@ TEST_F(DiagnosisViewTest, PresentationModeCaptionsANamedStragglerWithoutCuttingI
   EXPECT_EQ(v->diagnosis().caption(), "");
 }
 
+// A named straggler gets 1.5 shares of the right column; a simulated DDP run (identical ranks: its
+// rows read "even") 0.8, so the Inspector and Plots keep their room.
+TEST_F(DiagnosisViewTest, ANamedStragglerGetsMoreRoomThanASimulatedRun) {
+  auto straggler = make(false);
+  straggler->open(straggler_run(), {});
+  frame(*straggler);
+  const float named_h = ImGui::FindWindowByName("Diagnosis")->Size.y;
+  for (const DiagnosisView::StepRow& r : straggler->diagnosis().rows()) EXPECT_EQ(r.latest_rank, 1);
+  testing::write_ddp_trace(dir_ / "ddp.jsonl", 2, 3);
+  auto sim = make(false);
+  sim->open(dir_ / "ddp.jsonl", {});
+  frame(*sim);
+  ASSERT_TRUE(drawn("Diagnosis"));
+  const float sim_h = ImGui::FindWindowByName("Diagnosis")->Size.y;
+  EXPECT_FLOAT_EQ(straggler->diagnosis().layout_weight(), 1.5f);
+  EXPECT_FLOAT_EQ(sim->diagnosis().layout_weight(), 0.8f);
+  EXPECT_GT(named_h, sim_h * 1.4f) << named_h << " vs " << sim_h;
+  ASSERT_FALSE(sim->diagnosis().rows().empty());
+  for (const DiagnosisView::StepRow& r : sim->diagnosis().rows()) EXPECT_EQ(r.latest_rank, -1) << r.step;
+}
+
 }  // namespace
 }  // namespace dpscope::viz

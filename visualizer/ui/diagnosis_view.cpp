@@ -198,7 +198,7 @@ void DiagnosisView::draw_steps(ViewContext& ctx) {
         draw_text(dl, font, fs, ImVec2(x + bar_w + fs * 0.5f, text_y),
                   l.above_noise ? pal.text : pal.text_dim,
                   l.latest_rank >= 0 ? format_duration(l.lead_ns) : "-");
-        rows_.push_back({s.step, p0, p1, current});
+        rows_.push_back({s.step, p0, p1, current, l.lead_ns == 0 ? -1 : l.latest_rank});
         if (hovered) {
           std::string tip = fmt::format("step {}: {}", shown_count(s.step), lateness_line(l, s.noise_ns));
           if (s.start_lead_ns != 0)

@@ -37,6 +37,7 @@ class DiagnosisView final : public View {
     ImVec2 min;        // the row's rectangle on screen
     ImVec2 max;
     bool current = false;  // the step under the playhead (highlighted)
+    int latest_rank = -1;  // the rank drawn as last; -1 for "even" (no rank came last)
   };
   const std::vector<std::string>& texts() const { return texts_; }
   const std::vector<StepRow>& rows() const { return rows_; }
