@@ -376,5 +376,35 @@ TEST_F(Screenshots, PresentationTextGrowsWithTheWindowAndKeepsTheComparison) {
   EXPECT_GT(differing_pixels(compare, stage), 50000u) << "the comparison replaces the stage in --present";
 }
 
+// Pixels of exactly `rgb` in the rectangle [x0, x1) x [y0, y1) of the image.
+size_t pixels_in(const Image& img, int x0, int y0, int x1, int y1, std::array<unsigned char, 3> rgb) {
+  size_t n = 0;
+  for (int y = std::max(y0, 0); y < std::min(y1, img.height); ++y)
+    for (int x = std::max(x0, 0); x < std::min(x1, img.width); ++x) {
+      const size_t i = (static_cast<size_t>(y) * static_cast<size_t>(img.width) + static_cast<size_t>(x)) * 3;
+      n += img.rgb[i] == rgb[0] && img.rgb[i + 1] == rgb[1] && img.rgb[i + 2] == rgb[2];
+    }
+  return n;
+}
+
+// A real PyTorch run recorded by dpscope_torch (tests/data/dpscope-torch/straggler: rank 1 sleeps
+// 30 ms in every backward) gets the Diagnosis panel in the right column: its per-step bars are
+// drawn in rank 1's colour, which nothing else there uses; a DataParallel trace has no panel and
+// none of those pixels.
+TEST_F(Screenshots, ARealStragglerRunShowsItsDiagnosis) {
+  const auto run = std::filesystem::path(DPSCOPE_TEST_DATA_DIR) / "dpscope-torch" / "straggler";
+  const Image img = shoot(run, "torch-straggler", "--seek step:3 --size 1280x720");
+  expect_rich(img, 1280, 720, "torch straggler");
+  const int right_x = 1280 - 1280 * 34 / 100 + 4;
+  const size_t late = pixels_in(img, right_x, 0, 1280, 720 * 6 / 10, rank_rgb(1));
+  EXPECT_GT(late, 1500u) << "rank 1's bars in the Diagnosis panel";
+  expect_rich(shoot(run, "torch-straggler-present", "--seek step:3 --size 1920x1080 --present"), 1920, 1080,
+              "torch straggler, presentation mode");
+  const auto dp = dir_ / "dp.jsonl";
+  testing::write_dp_trace(dp, 2, 2);
+  const Image dp_img = shoot(dp, "dp-no-diagnosis", "--seek step:2 --size 1280x720");
+  EXPECT_LT(pixels_in(dp_img, right_x, 0, 1280, 720 * 6 / 10, rank_rgb(1)), 50u);
+}
+
 }  // namespace
 }  // namespace dpscope::viz

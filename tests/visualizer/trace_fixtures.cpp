@@ -268,4 +268,69 @@ void write_rank_directory(const std::filesystem::path& dir, int ranks, int steps
   }
 }
 
+void write_straggler_directory(const std::filesystem::path& dir, int steps, int late_rank, int64_t delay_ns) {
+  constexpr int64_t kUs = 1000;
+  std::filesystem::create_directories(dir);
+  for (int rank = 0; rank < 2; ++rank) {
+    TraceHeader h;
+    h.clock = "measured";
+    h.run_json = fmt::format(
+        R"({{"mode":"ddp","device":"cpu","backend":"gloo","devices":2,"bucket_cap_mb":0.01,)"
+        R"("first_bucket_mb":0.0009765625,"process":{{"rank":{},"world_size":2,"clock_offset_ns":0,)"
+        R"("clock_uncertainty_ns":40}}}})",
+        rank);
+    h.devices.push_back({.id = 0, .name = "cpu", .kind = "cpu"});
+    h.params = {{0, "0.weight", {64, 16}, 4096},
+                {1, "0.bias", {64}, 256},
+                {2, "2.weight", {4, 64}, 1024},
+                {3, "2.bias", {4}, 16}};
+    h.buckets = {{0, {3, 2}, 1040}, {1, {1, 0}, 4352}};
+    fmt::memory_buffer out;
+    append_trace_header(out, h);
+    auto line = [&](const std::string& type, int64_t ts, int step, const char* phase,
+                    const std::string& rest) {
+      fmt::format_to(std::back_inserter(out),
+                     R"({{"type":"{}","ts":{},"rank":{},"dev":0,"step":{},"phase":"{}",{}}})"
+                     "\n",
+                     type, ts, rank, step, phase, rest);
+    };
+    auto all_reduce = [&](int64_t ts, int64_t dur, int step, int bucket, uint64_t bytes) {
+      line("span", ts, step, "backward",
+           fmt::format(R"("name":"all_reduce bucket {}","cat":"collective","stream":"comm","dur":{},)"
+                       R"("args":{{"op":"all_reduce","bucket":{},"bytes":{}}})",
+                       bucket, dur, bucket, bytes));
+    };
+    const int64_t delay = rank == late_rank ? delay_ns : 0;
+    for (int step = 0; step < steps; ++step) {
+      const int64_t t = kStragglerStepNs * step;
+      line("samples", t, step, "data",
+           fmt::format(R"("indices":[{},{}])", 4 * step + 2 * rank, 4 * step + 2 * rank + 1));
+      line("span", t + 10 * kUs, step, "forward",
+           R"("name":"forward","cat":"compute","stream":"compute","dur":200000)");
+      line(
+          "span", t + 210 * kUs, step, "backward",
+          fmt::format(R"("name":"backward","cat":"compute","stream":"compute","dur":{})", 490 * kUs + delay));
+      auto ready = [&](int param, int64_t ts) {
+        line("instant", ts, step, "backward",
+             fmt::format(R"("name":"grad_ready","args":{{"param":{}}})", param));
+      };
+      ready(3, t + 300 * kUs);
+      ready(2, t + 400 * kUs);
+      line("instant", t + 410 * kUs, step, "backward", R"("name":"bucket_launched","args":{"bucket":0})");
+      all_reduce(t + 410 * kUs, 100 * kUs, step, 0, 1040);
+      ready(1, t + 600 * kUs + delay);
+      ready(0, t + 700 * kUs + delay);
+      const int64_t launch = t + 710 * kUs + delay;
+      line("instant", launch, step, "backward", R"("name":"bucket_launched","args":{"bucket":1})");
+      const int64_t done = t + 810 * kUs + delay_ns;  // the later rank's launch + 100 us
+      all_reduce(launch, done - launch, step, 1, 4352);
+      line("span", done + 10 * kUs, step, "optimizer",
+           R"("name":"optimizer.step SGD","cat":"optimizer","stream":"compute","dur":100000)");
+      line("counter", done + 120 * kUs, step, "optimizer",
+           fmt::format(R"("name":"loss","values":{{"loss":{}}})", 2.0 - 0.1 * step));
+    }
+    write_text(dir / fmt::format("rank-{}.jsonl", rank), fmt::to_string(out));
+  }
+}
+
 }  // namespace dpscope::viz::testing

@@ -80,6 +80,18 @@ void write_t4_bench_trace(const std::filesystem::path& path, int iterations = 2)
 // the same times.
 void write_rank_directory(const std::filesystem::path& dir, int ranks, int steps);
 
+// A two-process DDP run as dpscope_torch records it (DIR/rank-{0,1}.jsonl, one clock, clock
+// uncertainty 40 ns) whose rank `late_rank` is a straggler: its layer-0 gradients come `delay_ns`
+// late in every step. Parameters 0.weight [64,16] 4096 B, 0.bias 256 B, 2.weight [4,64] 1024 B,
+// 2.bias 16 B; buckets (header) 0 = [3, 2] 1040 B and 1 = [1, 0] 4352 B, limits
+// first_bucket_mb 1 KiB and bucket_cap_mb 0.01 MiB. Step k starts at k * kStragglerStepNs on
+// both ranks: samples, forward [10, 210) us, grad_ready 3 at 300 us and 2 at 400 us, bucket 0's
+// all-reduce [410, 510) us, grad_ready 1 at 600 us and 0 at 700 us (+ delay on the late rank),
+// bucket 1's all-reduce from its launch 10 us later until 110 us after the later rank's, the
+// optimizer step and the loss.
+inline constexpr int64_t kStragglerStepNs = 2'000'000;
+void write_straggler_directory(const std::filesystem::path& dir, int steps, int late_rank, int64_t delay_ns);
+
 struct HandTrace {
   int gpu0 = 0;
   int gpu1 = 2;

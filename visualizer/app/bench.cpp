@@ -92,11 +92,21 @@ int run_frame_bench(const BenchOptions& options) {
     viewer.timeline().fit();
     viewer.seek(model.at_fraction(static_cast<double>(i % 100) / 100.0));
   });
+  // The Diagnosis panel's computation (trace::diagnose_ddp) runs once, in the first warm-up frame:
+  // the timed frames only draw it (a live trace recomputes it as steps complete, never per frame).
+  const DiagnosisCache& diagnosis = viewer.active_document()->diagnosis();
+  const std::string diagnosis_line =
+      diagnosis.computed()
+          ? fmt::format("DDP diagnosis {:.1f} ms ({} computation{}, {} step rows)", diagnosis.last_ms(),
+                        diagnosis.computations(), diagnosis.computations() == 1 ? "" : "s",
+                        diagnosis.diagnosis().straggler.steps.size())
+          : std::string("DDP diagnosis not computed");
   ImGui::DestroyContext();
 
   fmt::print("dpscope-viz frame benchmark: {}\n", options.trace.string());
   fmt::print("events {} · lanes {} · display {}x{} · load {:.1f} ms (read {:.1f} ms + index {:.1f} ms)\n",
              events, lanes, options.size.width, options.size.height, load_ms, read_ms, index_ms);
+  fmt::print("{}\n", diagnosis_line);
   fmt::print("{:<36} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8}\n", "view", "frames", "mean ms", "p50 ms", "p95 ms",
              "max ms", "boxes");
   for (Row& r : rows) {

@@ -110,6 +110,7 @@ bool Document::poll(std::chrono::steady_clock::time_point now, std::chrono::mill
   restarts_seen_ = follower_->restarts();
   if (restarted) {
     model_.reset();
+    diagnosis_.reset();
     ++generation_;
   }
   if (!follower_->has_header()) return restarted;
@@ -126,6 +127,14 @@ void Document::add_problem_warnings(size_t first) {
     const trace::Problem& p = d->problems[i];
     warnings_.push_back(fmt::format("{}:{}: {}", p.file.empty() ? path_.string() : p.file, p.line, p.reason));
   }
+}
+
+const DiagnosisCache* Document::refresh_diagnosis(std::chrono::steady_clock::time_point now,
+                                                  DiagnosisThrottle throttle) {
+  const trace::TraceData* d = data();
+  if (model_ == nullptr || d == nullptr) return nullptr;
+  diagnosis_.update(*d, generation_, model_->last_step(), now, throttle);
+  return &diagnosis_;
 }
 
 std::string Document::display_name() const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dpscope/trace_format/reader.hpp"
+#include "replay/diagnosis.hpp"
 #include "replay/replay_model.hpp"
 
 namespace dpscope::viz {
@@ -53,6 +54,13 @@ class Document {
   // "live: 12345 events from 4 ranks".
   std::string live_status() const;
 
+  // The DDP diagnosis of what has been read (trace::diagnose_ddp): computed on the first call,
+  // then again for a live file as it grows, throttled as replay/diagnosis.hpp says. Null until
+  // the trace has a model. Called by the Viewer while the Diagnosis panel is on.
+  const DiagnosisCache* refresh_diagnosis(std::chrono::steady_clock::time_point now,
+                                          DiagnosisThrottle throttle = {});
+  const DiagnosisCache& diagnosis() const { return diagnosis_; }
+
  private:
   Document(std::filesystem::path path, OpenOptions options) : path_(std::move(path)), options_(options) {}
   void load_whole_file();
@@ -67,6 +75,7 @@ class Document {
   std::unique_ptr<trace::TraceData> data_;          // finished file
   std::unique_ptr<trace::TraceFollower> follower_;  // live file
   std::unique_ptr<ReplayModel> model_;
+  DiagnosisCache diagnosis_;
   uint64_t generation_ = 0;
   size_t restarts_seen_ = 0;   // follower restarts (file replaced) already handled
   size_t pending_events_ = 0;  // read by the follower, not yet in the model

@@ -56,6 +56,9 @@ class View {
   virtual const char* title() const = 0;
   // Developer panels are hidden in presentation mode.
   virtual bool developer_panel() const { return false; }
+  // Whether it has anything to show for `doc`: a view that has not takes no room and is greyed
+  // out in the View menu (the Diagnosis of a trace without DDP's events).
+  virtual bool applies_to(const Document& /*doc*/) const { return true; }
   // Its share of the right column's height, relative to the other panels there.
   virtual float layout_weight() const { return 1.0f; }
   // Called every frame before any view draws, shown or not (the lesson panel stops the player at

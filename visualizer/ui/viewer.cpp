@@ -34,14 +34,15 @@ Viewer::Viewer(ViewerOptions options)
       timeline_(std::make_unique<TimelineView>()),
       inspector_(std::make_unique<InspectorView>()),
       plots_(std::make_unique<PlotsView>()),
+      diagnosis_(std::make_unique<DiagnosisView>()),
       player_(std::make_unique<PlayerView>()),
       trace_info_(std::make_unique<TraceInfoView>()) {
   trace_info_->visible = false;
   compare_->visible = options.compare;
-  slots_ = {{stage_.get(), Slot::Area::kStage},        {compare_.get(), Slot::Area::kStage},
-            {timeline_.get(), Slot::Area::kTimeline},  {inspector_.get(), Slot::Area::kRight},
-            {plots_.get(), Slot::Area::kRight},        {player_.get(), Slot::Area::kPlayer},
-            {trace_info_.get(), Slot::Area::kFloating}};
+  slots_ = {{stage_.get(), Slot::Area::kStage},       {compare_.get(), Slot::Area::kStage},
+            {timeline_.get(), Slot::Area::kTimeline}, {inspector_.get(), Slot::Area::kRight},
+            {plots_.get(), Slot::Area::kRight},       {diagnosis_.get(), Slot::Area::kRight},
+            {player_.get(), Slot::Area::kPlayer},     {trace_info_.get(), Slot::Area::kFloating}};
 }
 
 // ---- documents ----
@@ -87,6 +88,9 @@ void Viewer::add_view(std::unique_ptr<View> view) {
       std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.area == Slot::Area::kRight; });
   slots_.insert(first_right, {view.get(), Slot::Area::kRight});
   extra_views_.push_back(std::move(view));
+  // Beside a lesson's narration a fourth panel would leave each too little room: the Diagnosis
+  // starts hidden there (the View menu brings it back).
+  diagnosis_->visible = false;
 }
 
 // ---- frame ----
@@ -217,6 +221,11 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
     size.y -= banner_h;
   }
 
+  // The diagnosis costs a pass over the trace: only for the trace on screen, only while its panel
+  // is on, and for a live trace only when the throttle says so (replay/diagnosis.hpp). Here, not
+  // in update(), so a trace shown for the first time (a tab switch) is diagnosed before the layout
+  // decides whether the panel takes room.
+  if (diagnosis_->visible) doc->refresh_diagnosis(now_);
   const Fonts& fonts = present_ ? fonts_present_ : fonts_normal_;
   ViewContext ctx;
   ctx.doc = doc;
@@ -249,7 +258,9 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
     return;
   }
 
-  auto shown = [&](const View* v) { return v->visible && !(present_ && v->developer_panel()); };
+  auto shown = [&](const View* v) {
+    return v->visible && !(present_ && v->developer_panel()) && v->applies_to(*doc);
+  };
   const ImGuiStyle& style = ImGui::GetStyle();
   const float player_h = shown(player_.get())
                              ? ImGui::GetFrameHeight() + ImGui::GetFrameHeightWithSpacing() + fs * 1.3f +
@@ -324,7 +335,7 @@ void Viewer::draw_present(ViewContext& ctx, const ReplayState* state, View* top,
       if (caption.empty()) caption = s.view->caption();
     if (caption.empty() && state != nullptr) {
       caption = fmt::format("{} · t = {}", step_phase_label(state->step, state->phase),
-                            format_time(state->cursor.t_ns));
+                            format_time(state->cursor.t_ns - ctx.model->begin_ns()));
     }
   }
   const std::string keys =
@@ -412,8 +423,11 @@ void Viewer::draw_menu() {
     ImGui::EndMenu();
   }
   if (ImGui::BeginMenu("View")) {
+    const Document* doc = active_document();
     for (const Slot& s : slots_)
-      ImGui::MenuItem(s.view->title(), nullptr, &s.view->visible, !(present_ && s.view->developer_panel()));
+      ImGui::MenuItem(
+          s.view->title(), nullptr, &s.view->visible,
+          !(present_ && s.view->developer_panel()) && (doc == nullptr || s.view->applies_to(*doc)));
     ImGui::Separator();
     if (ImGui::MenuItem("Presentation mode", "P", present_)) set_present(!present_);
     if (ImGui::MenuItem("Full screen", "F11")) fullscreen_toggle_ = true;

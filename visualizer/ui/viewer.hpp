@@ -16,6 +16,7 @@
 #include "replay/document.hpp"
 #include "replay/playback.hpp"
 #include "ui/compare_view.hpp"
+#include "ui/diagnosis_view.hpp"
 #include "ui/inspector_view.hpp"
 #include "ui/player_view.hpp"
 #include "ui/plots_view.hpp"
@@ -84,6 +85,7 @@ class Viewer {
   TimelineView& timeline() { return *timeline_; }
   StageView& stage() { return *stage_; }
   CompareView& compare() { return *compare_; }
+  DiagnosisView& diagnosis() { return *diagnosis_; }
   // A panel from another module (the lesson panel), shown at the top of the right column.
   void add_view(std::unique_ptr<View> view);
 
@@ -125,6 +127,7 @@ class Viewer {
   std::unique_ptr<TimelineView> timeline_;
   std::unique_ptr<InspectorView> inspector_;
   std::unique_ptr<PlotsView> plots_;
+  std::unique_ptr<DiagnosisView> diagnosis_;
   std::unique_ptr<PlayerView> player_;
   std::unique_ptr<TraceInfoView> trace_info_;
   std::vector<std::unique_ptr<View>> extra_views_;
