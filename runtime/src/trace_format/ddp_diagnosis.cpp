@@ -199,6 +199,13 @@ StragglerFinding find_straggler(const TraceData& data, const Tables& t) {
     s.backward = latest_of(backward_end, s.noise_ns);
     s.start_lead_ns = t.steps.at({step, s.backward.latest_rank}).begin_ns -
                       t.steps.at({step, s.backward.next_rank}).begin_ns;
+    // A rank that began the step a little later carries that into its last gradient without being
+    // slow: the ranks leave a collective one after another (with gloo's two ranks, rank 1 sees the
+    // previous all-reduce complete after rank 0, in most steps of an even job). A late start within
+    // noise is that order, not lateness: only the rest of the lead is compared with the noise. A late
+    // start beyond noise (slow data loading, a slow optimizer step) still counts whole.
+    if (s.backward.latest_rank >= 0 && s.start_lead_ns > 0 && s.start_lead_ns <= s.noise_ns)
+      s.backward.above_noise = s.backward.lead_ns - s.start_lead_ns > s.noise_ns;
     if (const auto* buckets = assignment_at(data, t, ranks.front(), step)) {
       for (const TraceBucketInfo& b : *buckets) {
         std::map<int, int64_t> last_in_bucket;

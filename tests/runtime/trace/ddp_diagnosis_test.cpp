@@ -182,6 +182,27 @@ TEST(DdpDiagnosis, ALeadWithinFivePercentOfTheStepIsNoise) {
   EXPECT_NE(d.straggler.sentence.find("no straggler"), std::string::npos);
 }
 
+// Ranks leave a collective one after another: a rank that begins each step a little later (within
+// noise) and whose last gradient is later by that much and a little more is not late. Only the lead
+// that arose within the step is compared with the noise; the same late start with a delay of its own
+// above noise is named.
+TEST(DdpDiagnosis, ALateStartWithinNoiseIsTheCollectivesOrderNotLateness) {
+  // Steps of about 1 ms: noise 5 % of it. Rank 1 starts 40 us late, its gradients a further 30 us.
+  const DdpDiagnosis order = diagnose({.delay_ns = 30 * kUs, .start_delay_ns = 40 * kUs});
+  ASSERT_FALSE(order.straggler.steps.empty());
+  const StepLateness& step = order.straggler.steps[0];
+  EXPECT_EQ(step.backward.latest_rank, 1);
+  EXPECT_EQ(step.start_lead_ns, 40 * kUs);
+  EXPECT_GT(step.backward.lead_ns, step.noise_ns);                       // 70 us in all: above noise,
+  EXPECT_LT(step.backward.lead_ns - step.start_lead_ns, step.noise_ns);  // but 30 us arose in the step
+  EXPECT_FALSE(step.backward.above_noise);
+  EXPECT_EQ(order.straggler.rank, -1) << order.straggler.sentence;
+  // The same late start, and a delay of its own above noise: named.
+  const DdpDiagnosis late = diagnose({.delay_ns = 200 * kUs, .start_delay_ns = 40 * kUs});
+  EXPECT_EQ(late.straggler.rank, 1) << late.straggler.sentence;
+  EXPECT_TRUE(late.straggler.steps[0].backward.above_noise);
+}
+
 TEST(DdpDiagnosis, ClockUncertaintyRaisesTheNoise) {
   TraceData data = parse_trace(ddp_trace({.delay_ns = 300 * kUs}));
   data.ranks = {{.rank = 0}, {.rank = 1, .clock_uncertainty_ns = 400 * kUs}};

@@ -10,7 +10,8 @@
 //    ends at the same time and per-rank step times cannot show who was slow; the gradient-ready
 //    times can. A lead counts only when it is above noise: kStragglerStepShare of the step's length
 //    (the median over ranks of first to last event of the step) plus the two ranks' clock
-//    uncertainties (0 for threads, which share one clock).
+//    uncertainties (0 for threads, which share one clock); a later start of the step within that
+//    noise is the previous collective's completion order and is taken from the lead first.
 //  * Exposed communication: per step, the all-reduce time (union of the backward's all-reduce spans
 //    on the comm stream) that falls after the rank's last gradient was ready, when backward has no
 //    compute left to hide it behind; measured on the rank whose gradients came last, because an
