@@ -1,6 +1,6 @@
-// Measures what the simulator's timing model needs of a real GPU (docs/gpu.md, "Calibrating the simulator") and compares
-// the simulated MLP step with the measured one. scripts/gpu-check.sh runs it and puts its output in
-// the report's calibration section; docs/gpu.md says how the numbers go into a preset.
+// Measures what the simulator's timing model needs of a real GPU (docs/gpu.md, "Calibrating the simulator")
+// and compares the simulated MLP step with the measured one. scripts/gpu-check.sh runs it and puts its output
+// in the report's calibration section; docs/gpu.md says how the numbers go into a preset.
 //
 // The simulator costs a kernel launch_latency + max(flops / peak_flops, bytes / mem_bandwidth)
 // (core/timing.hpp) from datasheet numbers. Measured here, each as a fraction of the preset's number:

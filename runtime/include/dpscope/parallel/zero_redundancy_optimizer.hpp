@@ -1,8 +1,9 @@
 // ZeroRedundancyOptimizer: ZeRO stage 1 — each rank keeps optimizer state only for its shard of the
 // parameters — as torch.distributed.optim.ZeroRedundancyOptimizer (PyTorch 1.13) does it
-// (torch/distributed/optim/zero_redundancy_optimizer.py; docs/parallel.md). Used with DistributedDataParallel, which has already
-// averaged the gradients when step() runs; the examples' DDP + checkpoint program and `dpscope train
-// --zero` use it, and per-device memory bars show the saving.
+// (torch/distributed/optim/zero_redundancy_optimizer.py; docs/parallel.md). Used with
+// DistributedDataParallel, which has already averaged the gradients when step() runs; the examples'
+// DDP + checkpoint program and `dpscope train --zero` use it, and per-device memory bars show the
+// saving.
 //
 //   ZeroRedundancyOptimizer zero(model->parameters(), group,
 //                                [](std::vector<Parameter*> shard) {

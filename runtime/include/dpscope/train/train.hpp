@@ -2,10 +2,10 @@
 //
 // The CLI, the examples and the lessons all run training through run_training(), so what a
 // student sees in a lesson is exactly what the command does. The configuration mirrors the CLI
-// flags (README's "Train on simulated GPUs", `dpscope train --help`); validate() turns every inconsistent value into one clear
-// ErrorKind::kUsage line before anything runs, and check_output_paths() does the same for every
-// file the run will write, so no run is thrown away at its end. `--mode ddp` runs one
-// train_rank() (train/train_rank.hpp) per rank.
+// flags (README's "Train on simulated GPUs", `dpscope train --help`); validate() turns every inconsistent
+// value into one clear ErrorKind::kUsage line before anything runs, and check_output_paths() does the same
+// for every file the run will write, so no run is thrown away at its end. `--mode ddp` runs one train_rank()
+// (train/train_rank.hpp) per rank.
 #pragma once
 
 #include <chrono>
