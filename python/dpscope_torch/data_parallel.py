@@ -40,8 +40,8 @@ import traceback
 from . import schema
 from .clock import now_ns
 from .clocks import CudaClock, HostClock
-from .watch import VALUE_SAMPLES, _cpu_model, _one_line, _SampleQueue, _stride
-from .watch import watch_sampler as _watch_sampler
+from .step_watcher import StepWatcher, _SampleQueue
+from .watch import VALUE_SAMPLES, _cpu_model, _one_line, _stride
 from .writer import TraceError, TraceWriter, _name, check_trace_dir
 
 
@@ -105,7 +105,7 @@ class _Replication:
         self.replicas = []
 
 
-class DataParallelWatcher:
+class DataParallelWatcher(StepWatcher):
     """Records one nn.DataParallel model's run (watch() makes one; close() or the `with` ends it)."""
 
     def __init__(self, dp_model, trace, sampler=None, optimizer=None, values_every=10, run=None):
@@ -225,7 +225,6 @@ class DataParallelWatcher:
                 "run": run, "devices": self._device_entries(), "links": [], "params": params, "buckets": []}
 
     def _install_hooks(self):
-        torch = self._torch
         dp = self._dp
         self._hooks.append(dp.register_forward_pre_hook(self._on_forward))
         # The module's forward hooks are shared with its replicas (replicate copies the module's
@@ -249,38 +248,7 @@ class DataParallelWatcher:
                 node = param.expand_as(param).grad_fn.next_functions[0][0]  # the AccumulateGrad node
                 self._grad_nodes.append(node)
                 self._hooks.append(node.register_hook(lambda *_, h=hook: h()))
-        self._original_backward = torch.Tensor.backward
-        watcher = self
-
-        def backward(tensor, *args, **kwargs):
-            watcher._on_backward_begin(tensor)
-            try:
-                return watcher._original_backward(tensor, *args, **kwargs)
-            finally:
-                watcher._on_backward_end()
-
-        torch.Tensor.backward = backward
-
-    def watch_sampler(self, sampler):
-        """Records the indices `sampler` yields (each forward takes a batch of them, split at scatter)."""
-        _watch_sampler(sampler, self._samples)
-
-    def watch_optimizer(self, optimizer):
-        """Ends each step at `optimizer`.step() and records it as the optimizer phase."""
-        if any(o is optimizer for o in self._optimizers):
-            return
-        self._optimizers.append(optimizer)
-        original = optimizer.step
-        watcher = self
-
-        def step(*args, **kwargs):
-            watcher._on_optimizer_begin()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                watcher._on_optimizer_end(optimizer)
-
-        optimizer.step = step
+        self._wrap_backward()  # where the forward phase ends and the loss is
 
     # -- clocks ---------------------------------------------------------------------------------------
 
@@ -744,11 +712,6 @@ class DataParallelWatcher:
             self._end_phase(t)
         self._end_step(t)
 
-    def _optimizer_state_bytes(self):
-        torch = self._torch
-        return sum(v.numel() * v.element_size() for o in self._optimizers for s in o.state.values()
-                   for v in s.values() if isinstance(v, torch.Tensor))
-
     def _end_step(self, t):
         with self._lock:
             self._in_step = False
@@ -806,17 +769,6 @@ class DataParallelWatcher:
         self._replication = None
         self._grad_nodes = []
         self._loss = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc is not None and not isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
-            self.record_error(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            self.record_error(RuntimeError("interrupted (KeyboardInterrupt)"))
-        self.close()
-        return False
 
 
 __all__ = ["DataParallelWatcher", "trace_path"]

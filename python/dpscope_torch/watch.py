@@ -36,6 +36,7 @@ import traceback
 from . import schema
 from .clock import measure_offsets, now_ns
 from .clocks import CudaClock, HostClock
+from .step_watcher import StepWatcher, _SampleQueue
 from .writer import TraceError, TraceWriter, check_trace_dir
 
 VALUE_SAMPLES = 32  # gradient elements per parameter in a `values` event (the runtime's count)
@@ -131,49 +132,6 @@ def _stride(shape):
     return stride
 
 
-class _SampleQueue:
-    """The indices a watched sampler yields, taken batch by batch as forwards consume them, with the
-    epoch they belong to: the pass over the sampler, counted from 0 (the trace's `epoch`; not the
-    value given to set_epoch, which stays 0 when a script forgets it: the pitfall to be seen)."""
-
-    def __init__(self):
-        self.indices = collections.deque()  # appended by the sampler (atomic), taken by forwards
-        self.epoch = None
-
-    def start(self):
-        self.indices.clear()  # what the last epoch left (drop_last) is not this epoch's
-        self.epoch = 0 if self.epoch is None else self.epoch + 1
-
-    def take(self, count):
-        indices = self.indices
-        take = indices.popleft
-        return [take() for _ in range(min(count, len(indices)))], self.epoch
-
-
-def watch_sampler(sampler, queue):
-    """Makes `sampler` report the indices it yields to `queue` (its class is swapped for a subclass
-    whose __iter__ does, since iter() looks the method up on the type)."""
-    cls = type(sampler)
-    if getattr(cls, "_dpscope_watched", False):
-        sampler._dpscope_queue = queue
-        return
-
-    def __iter__(self):
-        q = getattr(self, "_dpscope_queue", None)
-        if q is None:
-            yield from cls.__iter__(self)
-            return
-        q.start()
-        put = q.indices.append
-        for index in cls.__iter__(self):
-            put(int(index))
-            yield index
-
-    sampler.__class__ = type(cls.__name__, (cls,), {"__iter__": __iter__, "_dpscope_watched": True,
-                                                     "__module__": cls.__module__})
-    sampler._dpscope_queue = queue
-
-
 def _first_batch_size(value, depth=0):
     """The leading dimension of the first tensor in a forward's inputs (tuples, lists, dicts)."""
     torch = _torch()
@@ -243,7 +201,7 @@ class _Collective:
         self.unwrap = False  # the future's value is [tensor] (our own all-reduce's)
 
 
-class Watcher:
+class Watcher(StepWatcher):
     """Records one DDP model's run (watch() makes one; close() or leaving the `with` ends it)."""
 
     def __init__(self, ddp_model, trace_dir, sampler=None, optimizer=None, values_every=10, run=None):
@@ -389,7 +347,6 @@ class Watcher:
         return [{"id": i, "params": list(indices), "bytes": int(size)} for i, (indices, size) in enumerate(buckets)]
 
     def _install_hooks(self):
-        torch = self._torch
         ddp = self._ddp
         self._hooks.append(ddp.register_forward_pre_hook(self._on_forward))
         self._grad_nodes = []
@@ -410,44 +367,12 @@ class Watcher:
         else:
             ddp.register_comm_hook(None, self._comm_hook)
             ddp.register_comm_hook = self._register_user_hook  # the instance's: the user's hook goes inside
-        # backward(): where the forward phase ends and the loss is.
-        self._original_backward = torch.Tensor.backward
-        watcher = self
-
-        def backward(tensor, *args, **kwargs):
-            watcher._on_backward_begin(tensor)
-            try:
-                return watcher._original_backward(tensor, *args, **kwargs)
-            finally:
-                watcher._on_backward_end()
-
-        torch.Tensor.backward = backward
+        self._wrap_backward()  # where the forward phase ends and the loss is
 
     def _register_user_hook(self, state, hook):
         if self._inner_hook is not None:
             raise RuntimeError("register_comm_hook can only be called once (dpscope_torch wraps the first)")
         self._inner_state, self._inner_hook = state, hook
-
-    def watch_sampler(self, sampler):
-        """Records the indices `sampler` yields (the forward that consumes them gets them)."""
-        watch_sampler(sampler, self._samples)
-
-    def watch_optimizer(self, optimizer):
-        """Ends each step at `optimizer`.step() and records it as the optimizer phase."""
-        if any(o is optimizer for o in self._optimizers):
-            return
-        self._optimizers.append(optimizer)
-        original = optimizer.step
-        watcher = self
-
-        def step(*args, **kwargs):
-            watcher._on_optimizer_begin()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                watcher._on_optimizer_end(optimizer)
-
-        optimizer.step = step
 
     # -- events, in the clock's time ----------------------------------------------------------------
 
@@ -502,16 +427,6 @@ class Watcher:
             self._writer.counter(t, rank, 0, step, phase, "memory", values)
 
         self._emit((stamp,), emit)
-
-    def _optimizer_state_bytes(self):
-        torch = self._torch
-        state = 0
-        for optimizer in self._optimizers:
-            for per_param in optimizer.state.values():
-                for v in per_param.values():
-                    if isinstance(v, torch.Tensor):
-                        state += v.numel() * v.element_size()
-        return state
 
     def _memory_values(self):
         """Bytes by category: tensors counted (the optimizer's state as of the last step); on a GPU
@@ -952,17 +867,6 @@ class Watcher:
         if waiter.is_alive():
             print(f"dpscope_torch: rank {self.rank}: an all-reduce did not end within {WAITER_GRACE_S:g} s of "
                   "close(); its bucket_done is not recorded", file=sys.stderr)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc is not None and not isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
-            self.record_error(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            self.record_error(RuntimeError("interrupted (KeyboardInterrupt)"))
-        self.close()
-        return False
 
 
 def _bytes_text(n):

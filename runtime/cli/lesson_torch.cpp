@@ -12,7 +12,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -52,14 +51,6 @@ int free_port() {
     port = ntohs(addr.sin_port);
   close(fd);
   return port;
-}
-
-std::string last_line(const fs::path& log) {
-  std::ifstream in(log);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t") != std::string::npos) last = line;
-  return last;
 }
 
 // Starts `argv` in `dir` with `pythonpath` in front of $PYTHONPATH; its output to `log` unless that
@@ -208,7 +199,7 @@ void run_torch_scenario(const std::string& python, const std::vector<std::string
   const pid_t pid = start_in(argv, scratch, pythonpath, quiet ? log : fs::path());
   DPS_CHECK(pid > 0, ErrorKind::kProcess, "cannot start {}", dpscope.string());
   const int status = wait_with_timeout(pid, kTorchScenarioTimeoutS);
-  std::string why = quiet ? last_line(log) : std::string("its output above says why");
+  std::string why = quiet ? last_log_line(log) : std::string("its output above says why");
   if (status == 127 && why.empty())
     why = fmt::format("{} could not be started in {}", dpscope.string(), scratch.string());
   if (status == -1)

@@ -5,7 +5,6 @@
 
 #include <charconv>
 #include <chrono>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -24,15 +23,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view kRunDirPrefix = "dpscope-viz-lesson";
-
-// The last non-empty line of a run's log: what failed.
-std::string last_line(const fs::path& log) {
-  std::ifstream in(log);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t") != std::string::npos) last = line;
-  return last;
-}
 
 }  // namespace
 
@@ -91,7 +81,7 @@ LessonRun LessonMode::run(const std::map<std::string, std::string>& knobs) {
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.trace = dir / (lesson_.id + ".trace.jsonl");
   if (status != 0 || !fs::is_regular_file(out.trace, ec)) {
-    const std::string why = last_line(log);
+    const std::string why = last_log_line(log);
     out.error = fmt::format("the run failed{}: {}", status > 0 ? fmt::format(" (exit {})", status) : "",
                             why.empty() ? log.string() : why);
     return out;

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 extern char** environ;
@@ -58,6 +59,14 @@ int run_process(const std::vector<std::string>& argv, const fs::path& log) {
   int status = 0;
   if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
   return WEXITSTATUS(status);
+}
+
+std::string last_log_line(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t") != std::string::npos) last = line;
+  return last;
 }
 
 }  // namespace dpscope

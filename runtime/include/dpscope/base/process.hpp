@@ -28,4 +28,7 @@ bool process_exists(pid_t pid);
 // spawn_process() and waits: the exit status, or -1 when it could not start or did not exit.
 int run_process(const std::vector<std::string>& argv, const std::filesystem::path& log);
 
+// The last line of `log` that is not blank: what a child that failed said last ("" when none).
+std::string last_log_line(const std::filesystem::path& log);
+
 }  // namespace dpscope
