@@ -128,7 +128,9 @@ std::string first_error(const trace::TraceData& data) {
 
 }  // namespace
 
-TorchPython find_torch_python() {
+namespace {
+
+TorchPython probe_torch_python() {
   TorchPython found;
   if (const char* env = std::getenv("DPSCOPE_PYTHON"); env != nullptr && *env != '\0') {
     found.searched = fmt::format("$DPSCOPE_PYTHON ({})", env);
@@ -143,6 +145,15 @@ TorchPython find_torch_python() {
   }
   found.searched += ", /usr/bin/python3";
   if (on_path != "/usr/bin/python3" && imports_torch("/usr/bin/python3")) found.path = "/usr/bin/python3";
+  return found;
+}
+
+}  // namespace
+
+TorchPython find_torch_python() {
+  // Each probe starts Python and imports torch (a second or two): `lesson check` asks before it
+  // decides to skip and again to run, and neither the environment nor the Pythons change meanwhile.
+  static const TorchPython found = probe_torch_python();
   return found;
 }
 

@@ -22,7 +22,7 @@ struct TorchPython {
 
 // The first of $DPSCOPE_PYTHON (when set: only it), `python3` on PATH, /usr/bin/python3 that
 // imports torch. Debian's python3-torch is /usr/bin/python3's; a virtual environment's python3
-// comes first on PATH.
+// comes first on PATH. Probed once per process.
 TorchPython find_torch_python();
 
 // The sentence for "no PyTorch here" (lesson run fails with it, lesson check skips with it).
