@@ -6,6 +6,8 @@ event recorded on the current stream, resolved once the GPU has passed it, to th
 through a chain of anchors (an anchor's host time is the previous anchor's plus the GPU time between
 them, so cudaEventElapsedTime's float milliseconds never span more than a step or two).
 """
+import time
+
 from .clock import now_ns
 
 
@@ -13,9 +15,7 @@ class HostClock:
     """Stamps are host times (int ns): the work ran on the thread that stamps it."""
 
     gpu = False
-
-    def stamp(self):
-        return now_ns()
+    stamp = staticmethod(time.monotonic_ns)  # now_ns's clock, called directly: stamped several times a step
 
     def ready(self, stamp):
         return True

@@ -7,26 +7,40 @@ A subclass provides `_torch`, `_samples` (a _SampleQueue), `_optimizers` (a list
 moments `_on_backward_begin(tensor)`, `_on_backward_end()`, `_on_optimizer_begin()`,
 `_on_optimizer_end(optimizer)`, `record_error(exc)` and `close()`."""
 
-import collections
+_LIST_ITERATOR = type(iter([]))
+_RANGE_ITERATOR = type(iter(range(0)))
 
 
 class _SampleQueue:
     """The indices a watched sampler yields, taken batch by batch as forwards consume them, with the
     epoch they belong to: the pass over the sampler, counted from 0 (the trace's `epoch`; not the
-    value given to set_epoch, which stays 0 when a script forgets it: the pitfall to be seen)."""
+    value given to set_epoch, which stays 0 when a script forgets it: the pitfall to be seen).
+
+    A pass whose indices are known when it starts (DistributedSampler's __iter__ returns an iterator
+    over a list it has built) is queued whole, at once; any other is queued index by index as the
+    sampler yields them. Either way forwards take them in the order the sampler gives them."""
 
     def __init__(self):
-        self.indices = collections.deque()  # appended by the sampler (atomic), taken by forwards
+        self._indices = []  # this pass's indices so far (the sampler's thread appends)
+        self._at = 0  # the first not yet taken by a forward
         self.epoch = None
 
-    def start(self):
-        self.indices.clear()  # what the last epoch left (drop_last) is not this epoch's
+    def start(self, indices=()):
+        """A new pass over the sampler (what the last one left, as with drop_last, is not this one's)."""
+        self._indices = indices if isinstance(indices, list) else list(indices)
+        self._at = 0
         self.epoch = 0 if self.epoch is None else self.epoch + 1
 
+    def put(self, index):
+        self._indices.append(index)
+
     def take(self, count):
-        indices = self.indices
-        take = indices.popleft
-        return [take() for _ in range(min(count, len(indices)))], self.epoch
+        at = self._at
+        taken = self._indices[at:at + count]
+        self._at = at + len(taken)
+        if taken and taken[0].__class__ is not int:
+            taken = [int(i) for i in taken]
+        return taken, self.epoch
 
 
 def watch_sampler(sampler, queue):
@@ -39,18 +53,26 @@ def watch_sampler(sampler, queue):
 
     def __iter__(self):
         q = getattr(self, "_dpscope_queue", None)
+        it = cls.__iter__(self)
         if q is None:
-            yield from cls.__iter__(self)
-            return
+            return it
+        if it.__class__ is _LIST_ITERATOR or it.__class__ is _RANGE_ITERATOR:
+            indices = list(it)  # a finite pass, known now: queued whole, handed on unchanged
+            q.start(indices)
+            return iter(indices)
         q.start()
-        put = q.indices.append
-        for index in cls.__iter__(self):
-            put(int(index))
-            yield index
+        return _reporting(it, q.put)
 
     sampler.__class__ = type(cls.__name__, (cls,), {"__iter__": __iter__, "_dpscope_watched": True,
                                                      "__module__": cls.__module__})
     sampler._dpscope_queue = queue
+
+
+def _reporting(indices, put):
+    """Yields `indices`, each put in the queue first (a sampler that makes them as it goes)."""
+    for index in indices:
+        put(index)
+        yield index
 
 
 class StepWatcher:

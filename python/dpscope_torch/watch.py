@@ -135,6 +135,9 @@ def _stride(shape):
 def _first_batch_size(value, depth=0):
     """The leading dimension of the first tensor in a forward's inputs (tuples, lists, dicts)."""
     torch = _torch()
+    if depth == 0 and value.__class__ is tuple and value and value[0].__class__ is torch.Tensor:
+        shape = value[0].shape  # model(x, ...): the common case, without the search
+        return int(shape[0]) if shape else None
     if isinstance(value, torch.Tensor):
         return int(value.shape[0]) if value.dim() > 0 else None
     if depth < 3 and isinstance(value, (list, tuple)):
@@ -229,6 +232,7 @@ class Watcher(StepWatcher):
         first = self._params[0][1] if self._params else None
         self.device = first.device if first is not None else torch.device("cpu")
         self._clock = CudaClock(torch, self.device) if self.device.type == "cuda" else HostClock()
+        self._gpu = self._clock.gpu  # on the CPU every stamp is a time at once: events are written directly
 
         # Everything that can fail on bad input is checked before any hook is set.
         self.path = check_trace_dir(trace_dir, self.rank, self.world_size)
@@ -404,29 +408,22 @@ class Watcher(StepWatcher):
                 self._pending = pending[done:] + self._pending
 
     def _phase_span(self, name, start, end, step):
-        rank = self.rank
+        self._span(start, end, step, name, name, "phase")
 
-        def emit(t0, t1):
-            self._writer.span(t0, rank, 0, step, name, name, "phase", "compute", t1 - t0)
-
-        self._emit((start, end), emit)
-
-    def _work_span(self, name, cat, phase, start, end, step, stream="compute", args=None):
-        rank = self.rank
-
-        def emit(t0, t1):
-            self._writer.span(t0, rank, 0, step, phase, name, cat, stream, t1 - t0, args)
-
-        self._emit((start, end), emit)
+    def _span(self, start, end, step, phase, name, cat):
+        writer, rank = self._writer, self.rank
+        if not self._gpu:
+            writer.span(start, rank, 0, step, phase, name, cat, "compute", end - start)
+            return
+        self._emit((start, end), lambda t0, t1: writer.span(t0, rank, 0, step, phase, name, cat, "compute", t1 - t0))
 
     def _memory(self, stamp, phase, step):
         values = self._memory_values()
-        rank = self.rank
-
-        def emit(t):
-            self._writer.counter(t, rank, 0, step, phase, "memory", values)
-
-        self._emit((stamp,), emit)
+        writer, rank = self._writer, self.rank
+        if not self._gpu:
+            writer.counter(stamp, rank, 0, step, phase, "memory", values)
+            return
+        self._emit((stamp,), lambda t: writer.counter(t, rank, 0, step, phase, "memory", values))
 
     def _memory_values(self):
         """Bytes by category: tensors counted (the optimizer's state as of the last step); on a GPU
@@ -466,8 +463,11 @@ class Watcher(StepWatcher):
         if count is not None:
             indices, epoch = self._samples.take(count)
             if indices:
-                rank = self.rank
-                self._emit((t,), lambda ts: self._writer.samples(ts, rank, 0, step, indices, epoch))
+                writer, rank = self._writer, self.rank
+                if not self._gpu:
+                    writer.samples(t, rank, 0, step, indices, epoch)
+                else:
+                    self._emit((t,), lambda ts: writer.samples(ts, rank, 0, step, indices, epoch))
         return None
 
     def _end_phase(self, t):
@@ -477,7 +477,7 @@ class Watcher(StepWatcher):
             return
         self._phase_span(phase, start, t, step)
         if phase == "forward":
-            self._work_span("forward", "compute", "forward", start, t, step)
+            self._span(start, t, step, "forward", "forward", "compute")
         self._memory(t, phase, step)
         self._phase, self._phase_start = "none", None
 
@@ -504,7 +504,7 @@ class Watcher(StepWatcher):
         with self._lock:
             step = self.step
             if self._last_grad is not None:
-                self._work_span("backward", "compute", "backward", self._backward_start, self._last_grad, step)
+                self._span(self._backward_start, self._last_grad, step, "backward", "backward", "compute")
             self._end_phase(t)
             self._note_buckets(t, step)
         if not self._optimizers:
@@ -541,7 +541,7 @@ class Watcher(StepWatcher):
         t = self._clock.stamp()
         with self._lock:
             start, step = self._phase_start, self.step
-            self._work_span(f"optimizer.step {type(optimizer).__name__}", "optimizer", "optimizer", start, t, step)
+            self._span(start, t, step, "optimizer", f"optimizer.step {type(optimizer).__name__}", "optimizer")
             self._state_bytes = self._optimizer_state_bytes()
             self._end_phase(t)
         self._end_step(t)
@@ -554,11 +554,15 @@ class Watcher(StepWatcher):
             loss, self._loss = self._loss, None
         if loss is not None:
             value, stamp, step = loss
-            rank = self.rank
-            self._emit((stamp,), lambda ts: self._writer.counter(ts, rank, 0, step, "backward", "loss",
-                                                                  {"loss": float(value.item())}))
-        self._write_collectives()
-        self._drain(wait=False)
+            writer, rank = self._writer, self.rank
+            if not self._gpu:
+                writer.loss(stamp, rank, 0, step, value.item())
+            else:
+                self._emit((stamp,), lambda ts: writer.loss(ts, rank, 0, step, value.item()))
+        if self._done:
+            self._write_collectives()
+        if self._gpu:
+            self._drain(wait=False)
         if self._held:
             self._release_done_futures()
         self._writer.flush()
@@ -762,13 +766,9 @@ class Watcher(StepWatcher):
 
     def _write_collective(self, coll, t0, t1):
         writer, rank, step, index, size = self._writer, self.rank, coll.step, coll.index, coll.size
-        params = len(coll.layout.params)
-        writer.bucket_instant(t0, rank, 0, step, "bucket_launched", index, size, params)
-        args = {"coll": coll.coll, "op": "all_reduce", "bucket": index, "bytes": size, "count": coll.count,
-                "dtype": str(coll.dtype)[6:], "redop": "sum", "ranks": self.world_size}
-        writer.span(t0, rank, 0, step, "backward", f"all_reduce bucket {index} {_bytes_text(size)}", "collective",
-                    "comm", t1 - t0, args)
-        writer.bucket_instant(t1, rank, 0, step, "bucket_done", index, size, params)
+        writer.all_reduce(t0, t1, rank, 0, step, coll.coll, index, size, coll.count, str(coll.dtype)[6:],
+                          len(coll.layout.params), self.world_size,
+                          f"all_reduce bucket {index} {_bytes_text(size)}")
         if coll.before is not None:
             self._write_values(t0, step, "before_reduce", coll.layout, coll.before)
         if coll.after is not None:

@@ -116,19 +116,26 @@ class TraceWriter:
         return f'{{"type":"{kind}","ts":{int(ts)},"rank":{rank},"dev":{dev},"step":{step},"phase":"{phase}"'
 
     def span(self, ts, rank, dev, step, phase, name, cat, stream, dur, args=None):
-        line = (f'{self._common("span", ts, rank, dev, step, phase)},"name":{_name(name)},"cat":"{cat}",'
-                f'"stream":"{stream}","dur":{max(0, int(dur))}')
+        line = (f'{{"type":"span","ts":{int(ts)},"rank":{rank},"dev":{dev},"step":{step},"phase":"{phase}",'
+                f'"name":{_names.get(name) or _name(name)},"cat":"{cat}","stream":"{stream}","dur":{max(0, int(dur))}')
         if args:
             line += f',"args":{_dumps(args)}'
         self._add(line + "}\n")
 
+    def all_reduce(self, t0, t1, rank, dev, step, coll, bucket, size, count, dtype, params, ranks, name):
+        """One bucket's all-reduce in a backward: bucket_launched at t0, its span on the comm stream, and
+        bucket_done at t1 (three lines, formatted here by hand: every bucket, every step)."""
+        common = f'"rank":{rank},"dev":{dev},"step":{step},"phase":"backward"'
+        bucket_args = f'{{"bucket":{bucket},"bytes":{size},"params":{params}}}'
+        lines = (f'{{"type":"instant","ts":{int(t0)},{common},"name":"bucket_launched","args":{bucket_args}}}\n'
+                 f'{{"type":"span","ts":{int(t0)},{common},"name":{_name(name)},"cat":"collective","stream":"comm",'
+                 f'"dur":{max(0, int(t1 - t0))},"args":{{"coll":{coll},"op":"all_reduce","bucket":{bucket},'
+                 f'"bytes":{size},"count":{count},"dtype":{_name(dtype)},"redop":"sum","ranks":{ranks}}}}}\n'
+                 f'{{"type":"instant","ts":{int(t1)},{common},"name":"bucket_done","args":{bucket_args}}}\n')
+        self._add(lines)
+
     def instant(self, ts, rank, dev, step, phase, name, args):
         self._add(f'{self._common("instant", ts, rank, dev, step, phase)},"name":"{name}","args":{_dumps(args)}}}\n')
-
-    def bucket_instant(self, ts, rank, dev, step, name, bucket, size, params):
-        """bucket_launched / bucket_done (formatted by hand: two a bucket, every step)."""
-        self._add(f'{self._common("instant", ts, rank, dev, step, "backward")},"name":"{name}",'
-                  f'"args":{{"bucket":{bucket},"bytes":{size},"params":{params}}}}}\n')
 
     def grad_ready(self, ts, rank, dev, step, param):
         self._add(f'{self._common("instant", ts, rank, dev, step, "backward")},"name":"grad_ready",'
@@ -144,8 +151,13 @@ class TraceWriter:
                 self._lines.extend(lines)
 
     def counter(self, ts, rank, dev, step, phase, name, values):
-        body = ",".join(f'"{k}":{_number(v)}' for k, v in values.items())
+        body = ",".join([f'"{k}":{v}' if v.__class__ is int else f'"{k}":{_number(v)}' for k, v in values.items()])
         self._add(f'{self._common("counter", ts, rank, dev, step, phase)},"name":"{name}","values":{{{body}}}}}\n')
+
+    def loss(self, ts, rank, dev, step, value):
+        """The step's loss: a counter `loss` in the backward phase."""
+        self._add(f'{self._common("counter", ts, rank, dev, step, "backward")},"name":"loss",'
+                  f'"values":{{"loss":{_number(float(value))}}}}}\n')
 
     def values(self, ts, rank, dev, step, phase, param, when, values, norm, stride):
         body = _numbers(values)
