@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""How a watched sampler's indices reach the forwards (python/dpscope_torch/step_watcher.py): a pass
+known when it starts (an iterator over a list or a range, as DistributedSampler's) is queued whole,
+any other index by index as the sampler yields it; forwards take them in order, batch by batch, and a
+pass never hands its leftovers (drop_last) to the next. Needs no PyTorch.
+Usage: sampler_queue_test.py SOURCE_DIR
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(sys.argv[1], "python"))
+from dpscope_torch.step_watcher import _SampleQueue, watch_sampler  # noqa: E402  (no torch imported)
+
+failures = []
+
+
+def check(what, got, expected):
+    if got != expected:
+        failures.append(f"{what}: got {got!r}, expected {expected!r}")
+
+
+class ListSampler:  # returns an iterator over a list it builds, as DistributedSampler does
+    def __init__(self, n):
+        self.n, self.epoch = n, 0
+
+    def __iter__(self):
+        return iter([(i * 7 + self.epoch) % self.n for i in range(self.n)])
+
+
+class GeneratorSampler:  # makes its indices as it goes (it could be endless)
+    def __init__(self):
+        self.made = 0
+
+    def __iter__(self):
+        i = 0
+        while True:
+            self.made += 1
+            yield i * 3
+            i += 1
+
+
+class Index:  # an index that is not an int (a numpy or 0-d tensor index, say)
+    def __init__(self, v):
+        self.v = v
+
+    def __int__(self):
+        return self.v
+
+
+class OddSampler:
+    def __iter__(self):
+        return iter([Index(5), Index(2)])
+
+
+# A pass known at its start: queued whole; the iterator the loader gets yields the same indices.
+q = _SampleQueue()
+s = ListSampler(10)
+watch_sampler(s, q)
+check("the sampler's class name", type(s).__name__, "ListSampler")
+check("isinstance of its class", isinstance(s, ListSampler), True)
+seen = list(iter(s))
+check("indices handed on", seen, [(i * 7) % 10 for i in range(10)])
+check("epoch of the first pass", q.epoch, 0)
+check("first batch", q.take(4), ([0, 7, 4, 1], 0))
+check("second batch", q.take(4), ([8, 5, 2, 9], 0))
+check("a short last batch", q.take(4), ([6, 3], 0))
+check("nothing left", q.take(4), ([], 0))
+# The next pass: its own indices, its own epoch; the last pass's leftovers are gone.
+s.epoch = 1
+it = iter(s)
+check("second pass, first batch", q.take(3), ([1, 8, 5], 1))
+check("second pass handed on", next(it), 1)
+s.epoch = 2
+_ = iter(s)  # a pass started before the last was used up (drop_last, or a loop left early)
+check("third pass starts clean", q.take(2), ([2, 9], 2))
+
+# A range pass (SequentialSampler-like) is known too.
+class RangeSampler:
+    def __iter__(self):
+        return iter(range(3, 6))
+
+
+q = _SampleQueue()
+r = RangeSampler()
+watch_sampler(r, q)
+check("range handed on", list(iter(r)), [3, 4, 5])
+check("range queued", q.take(5), ([3, 4, 5], 0))
+
+# A generator sampler: only what it has yielded is queued, and it is never run ahead.
+q = _SampleQueue()
+g = GeneratorSampler()
+watch_sampler(g, q)
+it = iter(g)
+check("nothing made before the loader asks", g.made, 0)
+check("first two", [next(it), next(it)], [0, 3])
+check("queued as yielded", q.take(5), ([0, 3], 0))
+check("made as asked", g.made, 2)
+next(it)
+check("the next one", q.take(1), ([6], 0))
+
+# Indices that are not ints are written as ints.
+q = _SampleQueue()
+o = OddSampler()
+watch_sampler(o, q)
+list(iter(o))
+check("non-int indices", q.take(2), ([5, 2], 0))
+
+# A second watcher takes the sampler over; an unwatched instance of a watched class is left alone.
+q2 = _SampleQueue()
+watch_sampler(s, q2)
+list(iter(s))
+check("the new queue gets the pass", len(q2.take(100)[0]), 10)
+plain = type(s)(4)  # the watched subclass, without a queue of its own
+check("an unwatched instance", list(iter(plain)), [0, 3, 2, 1])
+
+if failures:
+    print("\n".join(failures))
+    print("FAIL (sampler_queue)")
+    sys.exit(1)
+print("PASS (sampler_queue)")
