@@ -9,7 +9,7 @@
 // measured with the comm stream's events (SimBackend::run).
 #include <cuda_runtime_api.h>
 
-#include "../async_backend.hpp"
+#include "../async/async_backend.hpp"
 #include "cuda_check.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/kernels/kernels.hpp"
@@ -110,7 +110,7 @@ BackendFactory cuda_backend_factory() {
   };
 }
 
-void add_gpu_backends(const std::function<void(const std::string&, BackendFactory)>& add) {
+void add_cuda_backends(const AddBackend& add) {
   add("cuda", cuda_backend_factory());
   add("nccl", nccl_backend_factory());
 }
