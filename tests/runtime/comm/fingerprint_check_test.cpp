@@ -2,10 +2,12 @@
 // collective as a wrapper around any backend, run around every backend of backend_cases.hpp that
 // this machine can run as rank threads: matching calls reach the backend and give its results,
 // differing calls fail on every rank with one line naming rank 0's call and the first differing
-// rank's, a rank that never calls fails its peers at the timeout naming it, and the store's keys
-// are removed once read.
+// rank's, a rank that never calls fails its peers at the timeout naming it, a failed or finished
+// peer releases them at once, and the store keeps no fingerprint once every rank read it.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -30,6 +32,7 @@ class FingerprintCheckSuite : public test::BackendSuite {
     InitOptions options = test::init_options(GetParam(), n, test::round_options());
     options.store = store_;
     const BackendFactory factory = find_backend(GetParam().backend);
+    const std::string prefix = fmt::format("test/run{}/", runs_++);  // one per run, as nccl's init round
     std::vector<Outcome> out(static_cast<size_t>(n));
     std::vector<std::thread> ranks;
     for (int r = 0; r < n; ++r) {
@@ -37,7 +40,7 @@ class FingerprintCheckSuite : public test::BackendSuite {
         InitOptions mine = options;
         mine.rank = r;
         out[r] = error_of([&] {
-          ProcessGroup group(detail::with_fingerprint_check(factory(mine), store_, "test/fingerprints/"));
+          ProcessGroup group(detail::with_fingerprint_check(factory(mine), store_, prefix));
           fn(group);
           group.backend().rank_finished();
         });
@@ -48,6 +51,7 @@ class FingerprintCheckSuite : public test::BackendSuite {
   }
 
   std::shared_ptr<Store> store_ = std::make_shared<InMemoryStore>();
+  int runs_ = 0;
 };
 
 TEST_P(FingerprintCheckSuite, MatchingCallsReachTheBackendWithItsResults) {
@@ -109,8 +113,16 @@ TEST_P(FingerprintCheckSuite, DifferentOpsRootsAndAlgorithmsAreTold) {
 
 TEST_P(FingerprintCheckSuite, ARankThatNeverCallsFailsItsPeersAtTheTimeoutNamingIt) {
   if (!fits(2)) GTEST_SKIP() << "2 ranks do not fit here";
-  const std::vector<Outcome> out = run(2, [](ProcessGroup& pg) {
-    if (pg.rank() == 1) return;
+  std::atomic<bool> released{false};  // rank 1 stays alive, without calling, until rank 0 is done
+  const std::vector<Outcome> out = run(2, [&](ProcessGroup& pg) {
+    if (pg.rank() == 1) {
+      while (!released) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
+    struct Release {
+      std::atomic<bool>& flag;
+      ~Release() { flag = true; }
+    } release{released};
     Tensor t = Tensor::zeros({2}, pg.device());
     pg.all_reduce(t, {.timeout = Milliseconds(200)})->wait();
   });
@@ -122,14 +134,46 @@ TEST_P(FingerprintCheckSuite, ARankThatNeverCallsFailsItsPeersAtTheTimeoutNaming
   EXPECT_EQ(out[1].message, "no error");
 }
 
-TEST_P(FingerprintCheckSuite, TheStoreKeepsNoKeysOfCheckedCollectives) {
+TEST_P(FingerprintCheckSuite, AFailedPeerReleasesTheOthersAtOnceNamingItsError) {
+  if (!fits(2)) GTEST_SKIP() << "2 ranks do not fit here";
+  const std::vector<Outcome> out = run(2, [](ProcessGroup& pg) {
+    if (pg.rank() == 1) {
+      pg.backend().abort(ErrorKind::kInvalidArgument, "rank 1's data file is missing");
+      throw Error(ErrorKind::kInvalidArgument, "rank 1's data file is missing");
+    }
+    Tensor t = Tensor::zeros({2}, pg.device());
+    pg.all_reduce(t, {.timeout = Milliseconds(60000)})->wait();  // ends long before this
+  });
+  EXPECT_EQ(out[0].kind, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(
+      out[0].message,
+      "[Rank 0] ALLREDUCE (SequenceNumber=0) aborted because rank 1 failed: rank 1's data file is missing");
+}
+
+TEST_P(FingerprintCheckSuite, APeerThatReturnedWithoutCallingReleasesTheOthersAtOnce) {
+  if (!fits(2)) GTEST_SKIP() << "2 ranks do not fit here";
+  const std::vector<Outcome> out = run(2, [](ProcessGroup& pg) {
+    if (pg.rank() == 1) return;
+    pg.barrier({.timeout = Milliseconds(60000)})->wait();  // ends long before this
+  });
+  EXPECT_EQ(out[0].kind, ErrorKind::kMismatch);
+  EXPECT_EQ(
+      out[0].message,
+      "[Rank 0] BARRIER (SequenceNumber=0) can never complete: rank 1 returned from its function without "
+      "joining it (missing ranks: [1])");
+  EXPECT_EQ(out[1].message, "no error");
+}
+
+TEST_P(FingerprintCheckSuite, TheStoreKeepsNoFingerprintOnceEveryRankReadIt) {
   if (!fits(2)) GTEST_SKIP() << "2 ranks do not fit here";
   const int64_t before = store_->num_keys();
+  run(2, [](ProcessGroup&) {});  // each rank leaves its "finished" key
+  const int64_t idle = store_->num_keys() - before;
   const std::vector<Outcome> out = run(2, [](ProcessGroup& pg) {
     for (int i = 0; i < 5; ++i) pg.barrier()->wait();
   });
   for (const Outcome& o : out) EXPECT_EQ(o.message, "no error");
-  EXPECT_EQ(store_->num_keys(), before);
+  EXPECT_EQ(store_->num_keys() - before, 2 * idle);
 }
 
 TEST(FingerprintCheck, WithoutAStoreTheBackendIsLeftAsItIs) {

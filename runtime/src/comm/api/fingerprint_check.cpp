@@ -4,6 +4,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "fingerprint.hpp"
@@ -11,10 +15,28 @@
 namespace dpscope::detail {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// How often a rank waiting for its peers' fingerprints looks for a failed or finished peer.
+constexpr Milliseconds kPollInterval{100};
+constexpr char kFieldEnd = '\x1f';
+
+// "[Rank 0] ALLREDUCE (SequenceNumber=3)", as the sim backend names a call.
+std::string call_name(OpType op, int rank, int64_t seq) {
+  return fmt::format("[Rank {}] {} (SequenceNumber={})", rank, to_string(op), seq);
+}
+
 class FingerprintCheck final : public Backend {
  public:
-  FingerprintCheck(std::unique_ptr<Backend> inner, std::shared_ptr<Store> store, std::string prefix)
-      : inner_(std::move(inner)), store_(std::move(store)), prefix_(std::move(prefix)) {}
+  // `members`: the default group's rank of each rank of this group; `root`: the default group's
+  // prefix, under which failed and finished ranks are told.
+  FingerprintCheck(std::unique_ptr<Backend> inner, std::shared_ptr<Store> store, std::string prefix,
+                   std::vector<int> members, std::string root)
+      : inner_(std::move(inner)),
+        store_(std::move(store)),
+        prefix_(std::move(prefix)),
+        members_(std::move(members)),
+        root_(std::move(root)) {}
 
   const char* name() const override { return inner_->name(); }
   int rank() const override { return inner_->rank(); }
@@ -84,11 +106,29 @@ class FingerprintCheck final : public Backend {
     const std::string prefix = fmt::format("{}group{}/", prefix_, next_group_++);
     std::unique_ptr<Backend> sub = inner_->new_group(ranks, options);
     if (!sub) return nullptr;
-    return std::make_unique<FingerprintCheck>(std::move(sub), store_, prefix);
+    std::vector<int> members;
+    for (int r : ranks) members.push_back(members_[static_cast<size_t>(r)]);
+    return std::make_unique<FingerprintCheck>(std::move(sub), store_, prefix, std::move(members), root_);
   }
 
-  void abort(ErrorKind kind, const std::string& message) override { inner_->abort(kind, message); }
-  void rank_finished() override { inner_->rank_finished(); }
+  // Also told through the store, so peers waiting for this rank's fingerprint fail at once (the
+  // first failure is kept). Never throws: the store may be gone with the failure.
+  void abort(ErrorKind kind, const std::string& message) override {
+    inner_->abort(kind, message);
+    try {
+      if (!store_->check({root_ + "failed"}))
+        store_->set(root_ + "failed", fmt::format("{}{}{}{}{}", static_cast<int>(kind), kFieldEnd,
+                                                  members_[static_cast<size_t>(rank())], kFieldEnd, message));
+    } catch (const Error&) {
+    }
+  }
+  void rank_finished() override {
+    inner_->rank_finished();
+    try {
+      store_->set(finished_key(members_[static_cast<size_t>(rank())]), "1");
+    } catch (const Error&) {
+    }
+  }
 
  private:
   static Signature of(OpType op, const Tensor& sizing, Algorithm algorithm) {
@@ -96,6 +136,8 @@ class FingerprintCheck final : public Backend {
     if (algorithm != Algorithm::kDefault) s.algorithm = algorithm;
     return s;
   }
+
+  std::string finished_key(int root_rank) const { return fmt::format("{}finished/rank{}", root_, root_rank); }
 
   // Every rank's fingerprint of collective number next_seq_, compared with rank 0's.
   void agree(const Signature& signature, Milliseconds timeout) {
@@ -108,17 +150,7 @@ class FingerprintCheck final : public Backend {
     store_->set(key_of(rank()), mine);
     std::vector<std::string> keys;
     for (int r = 0; r < n; ++r) keys.push_back(key_of(r));
-    try {
-      store_->wait(keys, limit);
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kTimeout) throw;
-      std::vector<int> missing;
-      for (int r = 0; r < n; ++r)
-        if (!store_->check({key_of(r)})) missing.push_back(r);
-      throw Error(ErrorKind::kTimeout,
-                  fmt::format("{}: rank {} waited {} ms at {} for ranks that never called it: [{}]", name(),
-                              rank(), limit.count(), mine, fmt::join(missing, ", ")));
-    }
+    wait_for_peers(keys, signature.op, seq, mine, limit);
     std::vector<std::string> prints(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) prints[r] = r == rank() ? mine : store_->get_string(key_of(r), limit);
     // The last rank to read removes the keys, so a long run does not grow the store.
@@ -134,9 +166,51 @@ class FingerprintCheck final : public Backend {
                 mismatch_with_rank0(prints[0], differing.front(), prints[differing.front()], differing));
   }
 
+  // Waits until every key of `keys` (rank r's fingerprint at r) exists. Fails at once when a peer
+  // failed (its kind, "aborted because rank R failed: ...") or returned without calling (kMismatch,
+  // "can never complete"), as the sim backend's ranks do, else after `limit` (kTimeout).
+  void wait_for_peers(const std::vector<std::string>& keys, OpType op, int64_t seq, const std::string& mine,
+                      Milliseconds limit) {
+    const Clock::time_point deadline = Clock::now() + limit;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now());
+      try {
+        store_->wait(keys, std::clamp(left, Milliseconds(1), kPollInterval));
+        return;
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kTimeout) throw;
+      }
+      std::vector<int> missing;
+      for (int r = 0; r < size(); ++r)
+        if (!store_->check({keys[static_cast<size_t>(r)]})) missing.push_back(r);
+      if (store_->check({root_ + "failed"})) {
+        const std::string failure = store_->get_string(root_ + "failed", limit);
+        const size_t first = failure.find(kFieldEnd);
+        const size_t second = failure.find(kFieldEnd, first + 1);
+        throw Error(static_cast<ErrorKind>(std::stoi(failure.substr(0, first))),
+                    fmt::format("{} aborted because rank {} failed: {}", call_name(op, rank(), seq),
+                                failure.substr(first + 1, second - first - 1), failure.substr(second + 1)));
+      }
+      for (int r : missing) {
+        if (!store_->check({finished_key(members_[static_cast<size_t>(r)])})) continue;
+        throw Error(
+            ErrorKind::kMismatch,
+            fmt::format("{} can never complete: rank {} returned from its function without joining it "
+                        "(missing ranks: [{}])",
+                        call_name(op, rank(), seq), r, fmt::join(missing, ", ")));
+      }
+      if (Clock::now() >= deadline)
+        throw Error(ErrorKind::kTimeout,
+                    fmt::format("{}: rank {} waited {} ms at {} for ranks that never called it: [{}]", name(),
+                                rank(), limit.count(), mine, fmt::join(missing, ", ")));
+    }
+  }
+
   std::unique_ptr<Backend> inner_;
   std::shared_ptr<Store> store_;
   std::string prefix_;
+  std::vector<int> members_;
+  std::string root_;
   int64_t next_seq_ = 0;
   int next_group_ = 0;
 };
@@ -146,7 +220,11 @@ class FingerprintCheck final : public Backend {
 std::unique_ptr<Backend> with_fingerprint_check(std::unique_ptr<Backend> inner, std::shared_ptr<Store> store,
                                                 std::string prefix) {
   if (!inner || !store) return inner;
-  return std::make_unique<FingerprintCheck>(std::move(inner), std::move(store), std::move(prefix));
+  std::vector<int> members(static_cast<size_t>(inner->size()));
+  for (int r = 0; r < inner->size(); ++r) members[static_cast<size_t>(r)] = r;
+  std::string root = prefix;
+  return std::make_unique<FingerprintCheck>(std::move(inner), std::move(store), std::move(prefix),
+                                            std::move(members), std::move(root));
 }
 
 }  // namespace dpscope::detail

@@ -11,8 +11,11 @@
 // neighbours alongside the data; both word a mismatch with the same functions.
 //
 // Cost: one set, one wait and size()-1 gets on the store per collective, on the calling thread,
-// which therefore waits until every rank has called the same collective (bounded by the group's
-// timeout: kTimeout naming the ranks that never came). Keys are deleted once every rank read them.
+// which therefore waits until every rank has called the same collective. That wait ends at once
+// when a peer failed (abort(), told through the store: "aborted because rank 1 failed: ...") or
+// returned without calling (rank_finished(): kMismatch "can never complete"), as on the sim
+// backend, else after the group's timeout (kTimeout naming the ranks that never came); a waiting
+// rank looks for those every 100 ms. Fingerprint keys are deleted once every rank read them.
 //
 // Thread semantics: as any Backend (one rank's thread); the store is shared and thread-safe.
 #pragma once
