@@ -1,4 +1,4 @@
-// AsyncBackend (runtime/src/comm/async_backend.hpp): the cuda backend's comm worker, tested here on
+// AsyncBackend (runtime/src/comm/async/async_backend.hpp): the cuda backend's comm worker, tested here on
 // simulated devices so that every build, the sanitizer ones too, runs it. A rank's collectives run
 // on its worker thread: all_reduce returns before its peers have even arrived, results and order
 // are those of the wrapped backend, and a failure reaches wait() instead of hanging.
@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "async_backend.hpp"
+#include "async/async_backend.hpp"
 #include "comm_test_util.hpp"
-#include "sim_backend.hpp"
+#include "sim/sim_backend.hpp"
 
 namespace dpscope::detail {
 namespace {

@@ -58,7 +58,7 @@ class Backend {
   // validated `ranks`; returns nullptr on ranks that are not members.
   virtual std::unique_ptr<Backend> new_group(const std::vector<int>& ranks, const NewGroupOptions& options);
 
-  // Failure handling, called by whoever runs the rank (spawn(), later a launcher's process):
+  // Failure handling, called by whoever runs the rank (spawn(), or run_as_rank() in a process):
   // this rank failed with (kind, message), so peers blocked in, or later calling, any collective
   // with this rank fail fast naming it instead of waiting for the timeout (c10d's abort()).
   virtual void abort(ErrorKind kind, const std::string& message) = 0;

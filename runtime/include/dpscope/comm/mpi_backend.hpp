@@ -64,11 +64,3 @@ Launch require_mpirun_launch(int devices, const char* command);
 Launch initialize();
 
 }  // namespace dpscope::mpi
-
-namespace dpscope::detail {
-
-// The registry's hook (backend_registry.cpp): calls add("mpi", factory) in a build with MPI,
-// nothing otherwise.
-void add_mpi_backend(const std::function<void(const std::string&, BackendFactory)>& add);
-
-}  // namespace dpscope::detail

@@ -35,7 +35,7 @@ struct MeasuredSystem {
   int gpus_per_thread = 1;
   double nic_gbps = 0.0;       // per GPU; 0 = the preset's
   double nic_latency_us = -1;  // beyond NCCL's network hop; < 0 = the preset's
-  // The median error the test holds this system to: the 10 %, or, where the model does not
+  // The median error the test holds this system to: the goal's 10 %, or, where the model does not
   // reach it yet, today's error rounded up (a regression guard; docs/fidelity.md says "not met").
   double median_bound = 0.10;
   OpType op = OpType::kAllReduce;

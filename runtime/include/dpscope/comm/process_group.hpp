@@ -124,10 +124,10 @@ struct InitOptions {
 
 // torch.distributed.init_process_group: this thread becomes rank options.rank of
 // options.world_size in a group of backend options.backend. Checks sizes and ranks
-// (kInvalidArgument), finds the backend (kUnsupported for one this build lacks: cuda and nccl without
-// CUDA, mpi without MPI; kInvalidArgument for an unknown name, listing the registered ones), meets the other
-// ranks in options.store (kTimeout naming the ranks that never arrived; kMismatch if ranks disagree on the
-// backend or the world size), then creates the backend.
+// (kInvalidArgument), finds the backend (kUnsupported for one this build lacks: cuda and nccl
+// without CUDA, mpi without MPI; kInvalidArgument for an unknown name, listing the registered
+// ones), meets the other ranks in options.store (kTimeout naming the ranks that never arrived;
+// kMismatch if ranks disagree on the backend or the world size), then creates the backend.
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options);
 
 // The short form: `backend`, `rank` and `world_size` replace those fields of `options`.

@@ -5,11 +5,11 @@
 // peers read only finished chunks and every element sees the schedule's order of operations:
 // results are bit-identical to `sim` for the same schedule. One rank thread per cuda device,
 // logical or physical, and one comm worker thread per rank that runs its collectives
-// (comm/async_backend.hpp), so a DDP rank's backward overlaps its buckets' all-reduces. Times are
+// (comm/async/async_backend.hpp), so a DDP rank's backward overlaps its buckets' all-reduces. Times are
 // measured with the comm stream's events (SimBackend::run).
 #include <cuda_runtime_api.h>
 
-#include "../async_backend.hpp"
+#include "../async/async_backend.hpp"
 #include "cuda_check.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/kernels/kernels.hpp"
@@ -102,7 +102,7 @@ BackendFactory cuda_backend_factory() {
               options.rank, world.device(options.rank).name());
     world.device(options.rank).set_rank(options.rank);
     // The schedules meet their peers on the host after every step: on the rank's comm worker,
-    // so that the rank's thread goes on with backward meanwhile (comm/async_backend.hpp).
+    // so that the rank's thread goes on with backward meanwhile (comm/async/async_backend.hpp).
     return std::make_unique<AsyncBackend>(
         std::make_unique<SimBackend>(options.world, world.state().default_group, options.rank,
                                      options.timeout, "cuda", path),
@@ -110,7 +110,7 @@ BackendFactory cuda_backend_factory() {
   };
 }
 
-void add_gpu_backends(const std::function<void(const std::string&, BackendFactory)>& add) {
+void add_cuda_backends(const AddBackend& add) {
   add("cuda", cuda_backend_factory());
   add("nccl", nccl_backend_factory());
 }

@@ -1,8 +1,9 @@
 // The registry factories of the GPU backends (comm/cuda/): `cuda` in cuda_backend.cpp, `nccl` in
-// nccl_backend.cpp; add_gpu_backends (cuda_backend.cpp) registers both.
+// nccl_backend.cpp; add_cuda_backends (cuda_backend.cpp, api/builtin_backends.hpp) registers both.
 #pragma once
 
-#include "../sim_backend.hpp"
+#include "../api/builtin_backends.hpp"
+#include "../sim/sim_backend.hpp"
 
 namespace dpscope::detail {
 

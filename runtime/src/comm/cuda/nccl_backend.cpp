@@ -6,6 +6,8 @@
 // waited for the compute stream, then the rank polls cudaStreamQuery and ncclCommGetAsyncError until the work
 // is done: on the timeout, an async error or a failed peer it calls ncclCommAbort and fails the Work naming
 // the rank and the collective, so nothing ever hangs. Times are measured with CUDA events around the call.
+// NCCL matches collectives by call order only, so the factory wraps the backend in FingerprintCheck
+// (api/fingerprint_check.hpp): ranks that call different collectives fail with one kMismatch line.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -16,6 +18,7 @@
 #include <map>
 #include <thread>
 
+#include "../api/fingerprint_check.hpp"
 #include "cuda_check.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/comm/store.hpp"
@@ -505,7 +508,10 @@ BackendFactory nccl_backend_factory() {
       std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
     }
     device.set_rank(options.rank);
-    return std::make_unique<NcclBackend>(options.world, options.rank, options.timeout, id);
+    // NCCL matches calls by order only: the ranks compare each collective first, through the store.
+    return with_fingerprint_check(
+        std::make_unique<NcclBackend>(options.world, options.rank, options.timeout, id), options.store,
+        fmt::format("dpscope/nccl/fingerprint/round{}/", round));
   };
 }
 

@@ -11,11 +11,11 @@
 #include <cstring>
 #include <numeric>
 
-#include "../collective_choice.hpp"
+#include "../algorithms/collective_choice.hpp"
 
-#include "../sim_backend.hpp"
+#include "../sim/sim_backend.hpp"
+#include "dpscope/core/trace_sink.hpp"
 #include "dpscope/kernels/kernels.hpp"
-#include "dpscope/trace/recorder.hpp"
 
 namespace dpscope::detail {
 namespace {
@@ -138,24 +138,6 @@ Tensor copy_of(const Tensor& t) {
   return copy;
 }
 
-// Whether the sim backend has a schedule of `algo` for `op` (sim_backend.cpp's rule).
-bool offers(OpType op, Algorithm algo) {
-  switch (op) {
-    case OpType::kAllReduce:
-    case OpType::kBroadcast:
-    case OpType::kReduce: return true;
-    case OpType::kAllGather:
-    case OpType::kReduceScatter: return algo == Algorithm::kRing;
-    case OpType::kScatter:
-    case OpType::kGather: return algo == Algorithm::kNaive;
-    default: return false;
-  }
-}
-
-bool explicit_algorithm(Algorithm algo) {
-  return algo == Algorithm::kRing || algo == Algorithm::kTree || algo == Algorithm::kNaive;
-}
-
 constexpr size_t kFingerprintBytes = 384;
 using FingerprintBuffer = std::array<char, kFingerprintBytes>;
 
@@ -186,25 +168,17 @@ MpiBackend::MpiBackend(std::unique_ptr<MpiChannel> channel, Device device, Milli
 
 // ---- the algorithm ----
 
-std::optional<Algorithm> MpiBackend::resolve_algorithm(OpType op, Algorithm requested) const {
-  if (requested == Algorithm::kAuto) return std::nullopt;
-  if (requested != Algorithm::kDefault) {
-    DPS_CHECK(offers(op, requested), ErrorKind::kInvalidArgument,
-              "{}: algorithm '{}' is not available on backend 'mpi' (available: {})", api_name(op),
-              to_string(requested), offers(op, Algorithm::kTree) ? "ring, tree, naive, auto" : "ring, auto");
-    return requested;
-  }
-  if (!explicit_algorithm(default_algorithm_)) return std::nullopt;
-  if (op == OpType::kScatter || op == OpType::kGather) return Algorithm::kNaive;  // their one schedule
-  if (offers(op, default_algorithm_)) return default_algorithm_;
-  return std::nullopt;  // as on sim, where the op's own (auto) algorithm runs
+std::optional<Algorithm> MpiBackend::algorithm_for(OpType op, Algorithm requested) const {
+  const Algorithm algorithm = resolve_algorithm(op, requested, default_algorithm_, " on backend 'mpi'");
+  if (algorithm == Algorithm::kAuto) return std::nullopt;
+  return algorithm;
 }
 
 // ---- run(), run_schedule() and tracing ----
 
 Signature MpiBackend::signature_for(OpType op, const Tensor& sizing, Algorithm algorithm) const {
   Signature sig{.op = op};
-  sig.algorithm = resolve_algorithm(op, algorithm);
+  sig.algorithm = algorithm_for(op, algorithm);
   if (op != OpType::kBarrier && op != OpType::kNewGroup) {
     DPS_CHECK(
         sizing.has_data(), ErrorKind::kUnsupported,
@@ -232,10 +206,8 @@ std::vector<MPI_Request> MpiBackend::exchange_fingerprints(Fingerprints& f, cons
 void MpiBackend::check_fingerprints(const Fingerprints& f) {
   const int n = size();
   if (n == 1 || f.mine == f.theirs) return;
-  const std::string message = fmt::format(
-      "Detected mismatch between collectives on ranks. Rank {} is running collective: {}, but "
-      "Rank {} is running collective: {}",
-      (rank() + n - 1) % n, f.theirs.data(), rank(), f.mine.data());
+  const std::string message =
+      mismatch_with_neighbour((rank() + n - 1) % n, f.theirs.data(), rank(), f.mine.data());
   channel_->fail_and_notify({ErrorKind::kMismatch, message});
   throw Error(ErrorKind::kMismatch, message);
 }

@@ -15,13 +15,14 @@
 // schedule's fingerprints travel with its first step (it applies no received data before its check
 // passed, and its tags differ per fingerprint).
 //
-// Which algorithm runs (resolve_algorithm): the call's, when it names ring, tree or naive (refused,
-// kInvalidArgument, where the sim backend has no such schedule: all_gather and reduce_scatter are
-// rings only); else the group's default, $DPSCOPE_ALGO read at init (as SimWorld reads it), where
-// the op offers it — scatter and gather then run the naive schedule, their only one; else (kAuto,
-// no default) MPI's own collective. barrier and new_group always use MPI's.
+// Which algorithm runs (algorithm_for: collective_choice.hpp's resolve_algorithm, the sim
+// backend's rule): the call's, when it names ring, tree or naive (refused, kInvalidArgument, where
+// the sim backend has no such schedule: all_gather and reduce_scatter are rings only); else the
+// group's default, $DPSCOPE_ALGO read at init (as SimWorld reads it), where the op offers it —
+// scatter and gather then run the naive schedule, their only one; else (kAuto, no default) MPI's
+// own collective. barrier and new_group always use MPI's.
 //
-// The factory (mpi_factory.cpp) wraps each MpiBackend in an AsyncBackend (async_backend.hpp):
+// The factory (mpi_factory.cpp) wraps each MpiBackend in an AsyncBackend (async/async_backend.hpp):
 // all_reduce, broadcast and reduce return at once and run on the rank's comm worker, which is how
 // DDP's bucket all-reduces overlap backward; every other call also runs there, in call order. So
 // every method here runs on the comm worker, except abort() (any thread) and the wait() of a
@@ -45,7 +46,7 @@
 #include <optional>
 #include <vector>
 
-#include "../sim_state.hpp"
+#include "../sim/sim_state.hpp"
 #include "dpscope/comm/backend.hpp"
 #include "mpi_channel.hpp"
 #include "mpi_schedule.hpp"
@@ -104,11 +105,12 @@ class MpiBackend final : public Backend {
   // Throws kMismatch, telling every peer, when the left-hand neighbour runs another collective.
   void check_fingerprints(const Fingerprints& f);
   // The fingerprint fields of `op` on `sizing`, with the algorithm that runs it
-  // (resolve_algorithm; nullopt: MPI's own); refuses meta tensors.
+  // (algorithm_for; nullopt: MPI's own); refuses meta tensors.
   Signature signature_for(OpType op, const Tensor& sizing, Algorithm algorithm) const;
   // The schedule `op` runs for a call asking for `requested` (class comment), or nullopt for MPI's
-  // own collective; throws kInvalidArgument for an algorithm the op does not offer.
-  std::optional<Algorithm> resolve_algorithm(OpType op, Algorithm requested) const;
+  // own collective (resolve_algorithm's kAuto); throws kInvalidArgument for an algorithm the op
+  // does not offer.
+  std::optional<Algorithm> algorithm_for(OpType op, Algorithm requested) const;
   Milliseconds limit(Milliseconds timeout) const { return timeout.count() > 0 ? timeout : timeout_; }
   // The collective span, when the device is traced (algorithm `algo`, `slices` and `steps`).
   void trace_collective(const Signature& signature, int64_t seq, const char* algo, int slices, int steps,

@@ -8,7 +8,8 @@
 #include <cstdlib>
 #include <thread>
 
-#include "../async_backend.hpp"
+#include "../api/builtin_backends.hpp"
+#include "../async/async_backend.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/process_group.hpp"
 #include "dpscope/kernels/cpu_threads.hpp"
@@ -173,8 +174,6 @@ BackendFactory mpi_backend_factory() {
 
 }  // namespace
 
-void add_mpi_backend(const std::function<void(const std::string&, BackendFactory)>& add) {
-  add("mpi", mpi_backend_factory());
-}
+void add_mpi_backends(const AddBackend& add) { add("mpi", mpi_backend_factory()); }
 
 }  // namespace dpscope::detail

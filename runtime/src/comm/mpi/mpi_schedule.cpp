@@ -6,7 +6,7 @@
 #include <cstring>
 #include <memory>
 
-#include "../sim_backend.hpp"
+#include "../sim/sim_backend.hpp"
 #include "dpscope/kernels/kernels.hpp"
 
 namespace dpscope::detail {

@@ -33,7 +33,7 @@
 #include <functional>
 #include <vector>
 
-#include "../sim_state.hpp"
+#include "../sim/sim_state.hpp"
 #include "dpscope/comm/schedule.hpp"
 #include "dpscope/core/device.hpp"
 #include "mpi_channel.hpp"

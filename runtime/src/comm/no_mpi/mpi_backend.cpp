@@ -1,6 +1,7 @@
 // A build without MPI has no `mpi` backend: the registry knows the name only and refuses it as
 // "not built in this version" (backend_registry.cpp); initialize() says the same.
 #include "dpscope/comm/mpi_backend.hpp"
+#include "../api/builtin_backends.hpp"
 #include "../mpi/launch_env.hpp"
 #include "dpscope/base/error.hpp"
 
@@ -20,6 +21,6 @@ Launch initialize() {
 
 namespace dpscope::detail {
 
-void add_mpi_backend(const std::function<void(const std::string&, BackendFactory)>&) {}
+void add_mpi_backends(const AddBackend&) {}
 
 }  // namespace dpscope::detail

@@ -110,7 +110,8 @@ class SimBackend final : public Backend {
   // (copy-out, kAvg division: their simulated cost is already in the plan).
   CallResult run(Call& call, const std::function<void(const Plan&)>& finish = {});
   Signature signature_for(OpType op, const Tensor& sizing, std::optional<Algorithm> algorithm) const;
-  std::optional<Algorithm> resolve_algorithm(OpType op, Algorithm requested) const;
+  // resolve_algorithm (collective_choice.hpp) with the world's default algorithm.
+  Algorithm algorithm_for(OpType op, Algorithm requested) const;
   Milliseconds timeout_or_default(Milliseconds timeout) const;
 
   std::shared_ptr<SimWorld> world_;
@@ -124,13 +125,6 @@ class SimBackend final : public Backend {
   std::map<int, int64_t> p2p_sent_;      // peer -> next send sequence number
   std::map<int, int64_t> p2p_received_;  // peer -> next recv sequence number
 };
-
-// The registry's factory of `sim` (comm/backend_registry.hpp): needs InitOptions::world.
-BackendFactory sim_backend_factory();
-
-// The registry's factories of the GPU backends this build has (comm/cuda/, comm/no_cuda/):
-// calls add(name, factory) for `cuda` and `nccl` in a build with CUDA, nothing otherwise.
-void add_gpu_backends(const std::function<void(const std::string&, BackendFactory)>& add);
 
 // The first byte of a tensor's data (nullptr for meta tensors and empty ones).
 std::byte* raw_data(const Tensor& tensor);

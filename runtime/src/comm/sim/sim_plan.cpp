@@ -6,8 +6,8 @@
 // after the fact, with the times its comm stream measured (write_measured_trace).
 #include <algorithm>
 
-#include "collective_choice.hpp"
-#include "dpscope/trace/recorder.hpp"
+#include "../algorithms/collective_choice.hpp"
+#include "dpscope/core/trace_sink.hpp"
 #include "sim_backend.hpp"
 
 namespace dpscope::detail {
@@ -20,12 +20,8 @@ void check_fingerprints(int64_t seq, const std::vector<std::optional<Arrival>>& 
     if (!(arrivals[r]->signature == first)) differing.push_back(r);
   if (differing.empty()) return;
   const int r = differing.front();
-  throw Error(
-      ErrorKind::kMismatch,
-      fmt::format("Detected mismatch between collectives on ranks. Rank 0 is running collective: {}, but "
-                  "Rank {} is running collective: {} (ranks that differ from rank 0: [{}])",
-                  fingerprint(first, seq), r, fingerprint(arrivals[r]->signature, seq),
-                  fmt::join(differing, ", ")));
+  throw Error(ErrorKind::kMismatch, mismatch_with_rank0(fingerprint(first, seq), r,
+                                                        fingerprint(arrivals[r]->signature, seq), differing));
 }
 
 // Builds and times the schedule of the collective (collective_choice.hpp).

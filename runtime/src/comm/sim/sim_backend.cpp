@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../algorithms/collective_choice.hpp"
+#include "../api/builtin_backends.hpp"
+#include "dpscope/core/trace_sink.hpp"
 #include "dpscope/kernels/kernels.hpp"
-#include "dpscope/trace/recorder.hpp"
 
 namespace dpscope::detail {
 
@@ -20,17 +22,6 @@ std::byte* raw_data(const Tensor& tensor) {
 }
 
 namespace {
-
-bool supports(OpType op, Algorithm algo) {
-  switch (op) {
-    case OpType::kAllReduce:
-    case OpType::kBroadcast:
-    case OpType::kReduce: return true;
-    case OpType::kAllGather:
-    case OpType::kReduceScatter: return algo == Algorithm::kAuto || algo == Algorithm::kRing;
-    default: return false;
-  }
-}
 
 RankBuffer single_block(const Tensor& t) { return {{raw_data(t)}, t.numel()}; }
 
@@ -50,15 +41,8 @@ Milliseconds SimBackend::timeout_or_default(Milliseconds timeout) const {
   return timeout.count() > 0 ? timeout : timeout_;
 }
 
-std::optional<Algorithm> SimBackend::resolve_algorithm(OpType op, Algorithm requested) const {
-  if (requested != Algorithm::kDefault) {
-    DPS_CHECK(supports(op, requested), ErrorKind::kInvalidArgument,
-              "{}: algorithm '{}' is not available (available: {})", api_name(op), to_string(requested),
-              supports(op, Algorithm::kTree) ? "ring, tree, naive, auto" : "ring, auto");
-    return requested;
-  }
-  const Algorithm fallback = world_->default_algorithm();
-  return supports(op, fallback) ? fallback : Algorithm::kAuto;
+Algorithm SimBackend::algorithm_for(OpType op, Algorithm requested) const {
+  return resolve_algorithm(op, requested, world_->default_algorithm());
 }
 
 Signature SimBackend::signature_for(OpType op, const Tensor& sizing,
@@ -131,8 +115,8 @@ CallResult SimBackend::run(Call& call, const std::function<void(const Plan&)>& f
 
 std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOptions& options) {
   path_->prepare(device_);
-  Call call{OpType::kAllReduce, signature_for(OpType::kAllReduce, tensor,
-                                              resolve_algorithm(OpType::kAllReduce, options.algorithm))};
+  Call call{OpType::kAllReduce,
+            signature_for(OpType::kAllReduce, tensor, algorithm_for(OpType::kAllReduce, options.algorithm))};
   call.signature.reduce_op = options.op;
   call.buffer = single_block(tensor);
   call.slices = options.slices;
@@ -166,8 +150,8 @@ std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOpti
 
 std::shared_ptr<Work> SimBackend::broadcast(Tensor& tensor, const BroadcastOptions& options) {
   path_->prepare(device_);
-  Call call{OpType::kBroadcast, signature_for(OpType::kBroadcast, tensor,
-                                              resolve_algorithm(OpType::kBroadcast, options.algorithm))};
+  Call call{OpType::kBroadcast,
+            signature_for(OpType::kBroadcast, tensor, algorithm_for(OpType::kBroadcast, options.algorithm))};
   call.signature.root = options.root;
   call.buffer = single_block(tensor);
   call.slices = options.slices;
@@ -178,7 +162,7 @@ std::shared_ptr<Work> SimBackend::broadcast(Tensor& tensor, const BroadcastOptio
 std::shared_ptr<Work> SimBackend::reduce(Tensor& tensor, const ReduceOptions& options) {
   path_->prepare(device_);
   Call call{OpType::kReduce,
-            signature_for(OpType::kReduce, tensor, resolve_algorithm(OpType::kReduce, options.algorithm))};
+            signature_for(OpType::kReduce, tensor, algorithm_for(OpType::kReduce, options.algorithm))};
   call.signature.root = options.root;
   call.signature.reduce_op = options.op;
   call.slices = options.slices;
@@ -202,8 +186,8 @@ std::shared_ptr<Work> SimBackend::reduce(Tensor& tensor, const ReduceOptions& op
 std::shared_ptr<Work> SimBackend::all_gather(std::vector<Tensor>& outputs, const Tensor& input,
                                              bool flat_output, const AllgatherOptions& options) {
   path_->prepare(device_);
-  Call call{OpType::kAllGather, signature_for(OpType::kAllGather, input,
-                                              resolve_algorithm(OpType::kAllGather, options.algorithm))};
+  Call call{OpType::kAllGather,
+            signature_for(OpType::kAllGather, input, algorithm_for(OpType::kAllGather, options.algorithm))};
   call.slices = options.slices;
   call.timeout = options.timeout;
   const int n = size();
@@ -226,9 +210,8 @@ std::shared_ptr<Work> SimBackend::all_gather(std::vector<Tensor>& outputs, const
 std::shared_ptr<Work> SimBackend::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                                  bool flat_input, const ReduceScatterOptions& options) {
   path_->prepare(device_);
-  Call call{OpType::kReduceScatter,
-            signature_for(OpType::kReduceScatter, output,
-                          resolve_algorithm(OpType::kReduceScatter, options.algorithm))};
+  Call call{OpType::kReduceScatter, signature_for(OpType::kReduceScatter, output,
+                                                  algorithm_for(OpType::kReduceScatter, options.algorithm))};
   call.signature.reduce_op = options.op;
   call.slices = options.slices;
   call.timeout = options.timeout;
@@ -322,6 +305,9 @@ void SimBackend::abort(ErrorKind kind, const std::string& message) {
 
 void SimBackend::rank_finished() { world_->rank_finished(group_->global_ranks.at(rank_)); }
 
+namespace {
+
+// `sim` needs InitOptions::world.
 BackendFactory sim_backend_factory() {
   return [](const InitOptions& options) -> std::unique_ptr<Backend> {
     DPS_CHECK(options.world != nullptr, ErrorKind::kInvalidArgument,
@@ -337,5 +323,9 @@ BackendFactory sim_backend_factory() {
                                         options.timeout);
   };
 }
+
+}  // namespace
+
+void add_sim_backends(const AddBackend& add) { add("sim", sim_backend_factory()); }
 
 }  // namespace dpscope::detail

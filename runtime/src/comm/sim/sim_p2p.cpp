@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "dpscope/trace/recorder.hpp"
+#include "dpscope/core/trace_sink.hpp"
 #include "sim_backend.hpp"
 
 namespace dpscope::detail {

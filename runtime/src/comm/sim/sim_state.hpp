@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../api/fingerprint.hpp"
 #include "dpscope/comm/schedule.hpp"
 #include "dpscope/comm/sim_world.hpp"
 #include "dpscope/comm/types.hpp"
@@ -42,22 +43,6 @@ struct Failure {
   ErrorKind kind = ErrorKind::kInternal;
   std::string message;
 };
-
-// What a rank claims to be running: compared across ranks at every collective.
-struct Signature {
-  OpType op = OpType::kAllReduce;
-  DType dtype = DType::kF32;
-  Shape shape;  // the tensor that sizes the collective (ProcessGroup docs)
-  int root = -1;
-  std::optional<ReduceOp> reduce_op;
-  std::optional<Algorithm> algorithm;
-  bool meta = false;       // timing-only (no data)
-  std::vector<int> ranks;  // new_group
-  bool operator==(const Signature&) const = default;
-};
-
-// "CollectiveFingerPrint(SequenceNumber=3, OpType=ALLREDUCE, TensorShape=[4], ...)".
-std::string fingerprint(const Signature& signature, int64_t seq);
 
 // Bytes a collective of `n` ranks is named by in traces and benchmarks (nccl-tests' "size": the
 // full buffer of all ranks for all_gather, reduce_scatter, scatter and gather; 0 for barrier and

@@ -183,7 +183,8 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "tests/runtime/comm/fidelity_test.cpp fails when this file is stale. Do not edit by hand. -->\n\n";
   md +=
       "Every simulated collective time comes from one cost model of NCCL (docs/collectives.md, "
-      "`runtime/src/comm/nccl_cost_model.cpp`). Here it meets published `all_reduce_perf` results of real "
+      "`runtime/src/comm/algorithms/nccl_cost_model.cpp`). Here it meets published `all_reduce_perf` results "
+      "of real "
       "systems: for each size, the measured time and the timing-only backend's time (`AnalyticCollectives`, "
       "what `dpscope train --timing-only` and `dpscope bench --nodes` use) on the system's preset, and the "
       "error of the simulated bus bandwidth, |simulated / measured - 1|. Bus bandwidths are recomputed from "
@@ -192,7 +193,7 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "with "
       "their sources; nothing in the model is fitted to them except where a table's header says so.\n\n";
   md +=
-      "Goal (issue 24): median error <= 10 % and worst size <= 25 % per system. ASTRA-sim reports 9.7-20.6 % "
+      "Goal: median error <= 10 % and worst size <= 25 % per system. ASTRA-sim reports 9.7-20.6 % "
       "geometric-mean error against HGX-H100.\n\n";
   md +=
       "| system | GPUs | sizes | median error | worst error (size) | median goal | worst goal | test bound "
@@ -220,7 +221,7 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "- **The median goal is met by {} of the {} systems, the worst-size goal by {}; {} of "
       "them {} a single node.**\n",
       median_met, results.size(), worst_met, single_node, single_node == 1 ? "is" : "are");
-  // The single-node topologies issue 24 asks for, by the presets that model them.
+  // The single-node topologies the goal covers, by the presets that model them.
   const std::pair<const char*, std::vector<std::string>> kinds[] = {
       {"an H100 or H200 NVSwitch node", {"h100-sxm", "h200"}},
       {"an A100 NVSwitch node", {"a100-sxm"}},

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "dpscope/comm/nccl_cost_model.hpp"
@@ -51,5 +52,19 @@ Schedule build_schedule(const CollectiveShape& shape, int ranks, const std::vect
 
 // The latest end over the ranks.
 int64_t max_end(const ScheduleTiming& timing);
+
+// Whether there is a schedule of the explicit algorithm `algo` (ring, tree, naive) for `op`:
+// all-reduce, broadcast and reduce have all three, all-gather and reduce-scatter rings only,
+// scatter and gather the naive pattern only.
+bool offers_algorithm(OpType op, Algorithm algo);
+
+// Which algorithm a call of `op` runs, the one rule of every backend that runs these schedules
+// (sim, cuda, mpi, analytic): `requested` when the call names one (kInvalidArgument "<op>:
+// algorithm 'tree' is not available<on_backend> (available: ring, auto)" where `op` has no such
+// schedule; `on_backend` is "" or " on backend 'mpi'"); for kDefault the group's default
+// (SimWorld's or $DPSCOPE_ALGO) where `op` offers it (scatter and gather then take naive, their one
+// schedule); else kAuto, the op's own choice (choose_schedule's; MPI's own on mpi).
+Algorithm resolve_algorithm(OpType op, Algorithm requested, Algorithm group_default,
+                            std::string_view on_backend = "");
 
 }  // namespace dpscope::detail

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 
+#include "../algorithms/collective_choice.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/analytic_collectives.hpp"
 #include "dpscope/core/trace_sink.hpp"
@@ -52,12 +53,13 @@ class AnalyticBackend final : public Backend {
       for (float& x : v) x = reduce_equal(x, options.op);
       tensor.copy_from(Tensor::from_floats(v, tensor.shape(), device_, MemoryCategory::kBuffers));
     }
-    return run(OpType::kAllReduce, tensor, resolved(options.algorithm), tensor.numel(), options.op, 0);
+    return run(OpType::kAllReduce, tensor, algorithm_for(OpType::kAllReduce, options.algorithm),
+               tensor.numel(), options.op, 0);
   }
   std::shared_ptr<Work> broadcast(Tensor& tensor, const BroadcastOptions& options) override {
     if (tensor.has_data()) floats_of(tensor, OpType::kBroadcast);  // the root's values are everyone's
-    return run(OpType::kBroadcast, tensor, resolved(options.algorithm), tensor.numel(), std::nullopt,
-               options.root);
+    return run(OpType::kBroadcast, tensor, algorithm_for(OpType::kBroadcast, options.algorithm),
+               tensor.numel(), std::nullopt, options.root);
   }
   std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool flat_output,
                                    const AllgatherOptions&) override {
@@ -93,7 +95,10 @@ class AnalyticBackend final : public Backend {
   void rank_finished() override {}
 
  private:
-  static Algorithm resolved(Algorithm a) { return a == Algorithm::kDefault ? Algorithm::kAuto : a; }
+  // The shared rule (collective_choice.hpp); this world has no default algorithm of its own.
+  static Algorithm algorithm_for(OpType op, Algorithm requested) {
+    return detail::resolve_algorithm(op, requested, Algorithm::kAuto);
+  }
 
   // The values of a small float32 tensor with data (DDP's model check, its bucket order), which
   // the symmetric world's collectives compute on the host.

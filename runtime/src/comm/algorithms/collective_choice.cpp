@@ -149,4 +149,34 @@ TimedSchedule choose_schedule(const CollectiveShape& c, const NetworkModel& net,
   return fit(time(build_schedule(c, n, ring)));
 }
 
+bool offers_algorithm(OpType op, Algorithm algo) {
+  switch (op) {
+    case OpType::kAllReduce:
+    case OpType::kBroadcast:
+    case OpType::kReduce:
+      return algo == Algorithm::kRing || algo == Algorithm::kTree || algo == Algorithm::kNaive;
+    case OpType::kAllGather:
+    case OpType::kReduceScatter: return algo == Algorithm::kRing;
+    case OpType::kScatter:
+    case OpType::kGather: return algo == Algorithm::kNaive;
+    default: return false;
+  }
+}
+
+Algorithm resolve_algorithm(OpType op, Algorithm requested, Algorithm group_default,
+                            std::string_view on_backend) {
+  if (requested == Algorithm::kAuto) return Algorithm::kAuto;
+  if (requested != Algorithm::kDefault) {
+    DPS_CHECK(offers_algorithm(op, requested), ErrorKind::kInvalidArgument,
+              "{}: algorithm '{}' is not available{} (available: {})", api_name(op), to_string(requested),
+              on_backend, offers_algorithm(op, Algorithm::kTree) ? "ring, tree, naive, auto" : "ring, auto");
+    return requested;
+  }
+  const bool explicit_default = group_default == Algorithm::kRing || group_default == Algorithm::kTree ||
+                                group_default == Algorithm::kNaive;
+  if (!explicit_default) return Algorithm::kAuto;
+  if (op == OpType::kScatter || op == OpType::kGather) return Algorithm::kNaive;  // their one schedule
+  return offers_algorithm(op, group_default) ? group_default : Algorithm::kAuto;
+}
+
 }  // namespace dpscope::detail

@@ -1,5 +1,5 @@
 // SimWorld (creation, failure handling) and the small pieces of the sim backend's shared state:
-// fingerprints, buffers, the step barrier and SimWork.
+// buffers, the step barrier and SimWork.
 #include "dpscope/comm/sim_world.hpp"
 
 #include <cstdlib>
@@ -98,20 +98,6 @@ void SimWorld::rank_finished(int rank) {
 }
 
 namespace detail {
-
-std::string fingerprint(const Signature& s, int64_t seq) {
-  std::string out = fmt::format("CollectiveFingerPrint(SequenceNumber={}, OpType={}", seq, to_string(s.op));
-  if (s.op == OpType::kNewGroup) {
-    out += fmt::format(", Ranks=[{}]", fmt::join(s.ranks, ", "));
-  } else if (s.op != OpType::kBarrier) {
-    out += fmt::format(", TensorShape={}, TensorDtypes={}", shape_to_string(s.shape), to_string(s.dtype));
-  }
-  if (s.reduce_op) out += fmt::format(", ReduceOp={}", to_string(*s.reduce_op));
-  if (s.root >= 0) out += fmt::format(", Root={}", s.root);
-  if (s.algorithm) out += fmt::format(", Algorithm={}", to_string(*s.algorithm));
-  if (s.meta && s.op != OpType::kBarrier && s.op != OpType::kNewGroup) out += ", TimingOnly=true";
-  return out + ")";
-}
 
 std::byte* RankBuffer::at(int64_t offset_elems, size_t elem_size) const {
   const int64_t block = block_elems > 0 ? offset_elems / block_elems : 0;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "collective_choice.hpp"
+#include "../algorithms/collective_choice.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/nccl_cost_model.hpp"
 #include "dpscope/trace_format/events.hpp"

@@ -1,14 +1,14 @@
 // The backend registry: a name -> factory table behind a mutex, filled with the built-in backends
-// on first use (a function-local static, so no static-initialisation order is involved).
+// on first use (a function-local static, so no static-initialisation order is involved), each
+// through its folder's hook (builtin_backends.hpp).
 #include "dpscope/comm/backend_registry.hpp"
 
 #include <algorithm>
 #include <map>
 #include <mutex>
 
+#include "builtin_backends.hpp"
 #include "dpscope/base/error.hpp"
-#include "dpscope/comm/mpi_backend.hpp"
-#include "sim_backend.hpp"
 
 namespace dpscope {
 namespace {
@@ -34,11 +34,10 @@ void add_locked(Registry& registry, const std::string& name, BackendFactory fact
 Registry& registry() {
   static Registry* const instance = [] {
     auto* r = new Registry();  // never destroyed: rank threads may outlive static destruction
-    add_locked(*r, "sim", detail::sim_backend_factory());
-    detail::add_gpu_backends(
-        [r](const std::string& name, BackendFactory factory) { add_locked(*r, name, std::move(factory)); });
-    detail::add_mpi_backend(
-        [r](const std::string& name, BackendFactory factory) { add_locked(*r, name, std::move(factory)); });
+    const detail::AddBackend add = [r](const std::string& name, BackendFactory factory) {
+      add_locked(*r, name, std::move(factory));
+    };
+    for (const auto hook : detail::kBuiltinBackends) hook(add);
     return r;
   }();
   return *instance;
