@@ -6,8 +6,9 @@
 // waited for the compute stream, then the rank polls cudaStreamQuery and ncclCommGetAsyncError until the work
 // is done: on the timeout, an async error or a failed peer it calls ncclCommAbort and fails the Work naming
 // the rank and the collective, so nothing ever hangs. Times are measured with CUDA events around the call.
-// NCCL matches collectives by call order only, so the factory wraps the backend in FingerprintCheck
-// (api/fingerprint_check.hpp): ranks that call different collectives fail with one kMismatch line.
+// NCCL matches collectives by call order only; with DPSCOPE_DISTRIBUTED_DEBUG=DETAIL the factory wraps
+// the backend in FingerprintCheck (api/fingerprint_check.hpp): ranks that call different collectives
+// then fail with one kMismatch line instead of hanging.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -508,10 +509,15 @@ BackendFactory nccl_backend_factory() {
       std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
     }
     device.set_rank(options.rank);
-    // NCCL matches calls by order only: the ranks compare each collective first, through the store.
-    return with_fingerprint_check(
-        std::make_unique<NcclBackend>(options.world, options.rank, options.timeout, id), options.store,
-        fmt::format("dpscope/nccl/fingerprint/round{}/", round));
+    auto backend = std::make_unique<NcclBackend>(options.world, options.rank, options.timeout, id);
+    // NCCL matches calls by order only. Comparing each collective first, through the store, makes
+    // every call wait for all ranks on the host (NCCL's own calls do not), so it is asked for, as
+    // PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL asks for its wrapper.
+    if (const char* debug = std::getenv("DPSCOPE_DISTRIBUTED_DEBUG"); debug != nullptr && std::string_view(debug) == "DETAIL") {
+      return with_fingerprint_check(std::move(backend), options.store,
+                                    fmt::format("dpscope/nccl/fingerprint/round{}/", round));
+    }
+    return backend;
   };
 }
 
