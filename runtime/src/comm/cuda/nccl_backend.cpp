@@ -14,9 +14,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <string_view>
 #include <thread>
 
 #include "../api/fingerprint_check.hpp"
@@ -513,7 +515,8 @@ BackendFactory nccl_backend_factory() {
     // NCCL matches calls by order only. Comparing each collective first, through the store, makes
     // every call wait for all ranks on the host (NCCL's own calls do not), so it is asked for, as
     // PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL asks for its wrapper.
-    if (const char* debug = std::getenv("DPSCOPE_DISTRIBUTED_DEBUG"); debug != nullptr && std::string_view(debug) == "DETAIL") {
+    if (const char* debug = std::getenv("DPSCOPE_DISTRIBUTED_DEBUG");
+        debug != nullptr && std::string_view(debug) == "DETAIL") {
       return with_fingerprint_check(std::move(backend), options.store,
                                     fmt::format("dpscope/nccl/fingerprint/round{}/", round));
     }
