@@ -220,7 +220,7 @@ void register_train(CLI::App& app, Registration registration) {
   cmd->add_option("--checkpoint-every", config.checkpoint_every,
                   "steps between checkpoints (default: once per epoch)");
   cmd->add_flag("--resume", config.resume, "continue from the newest checkpoint in --checkpoint-dir");
-  cmd->add_option("--bucket-mb", config.bucket_mb, "ddp: bucket_cap_mb (MiB)")->capture_default_str();
+  cmd->add_option("--bucket-mb", config.bucket_cap_mb, "ddp: bucket_cap_mb (MiB)")->capture_default_str();
   cmd->add_option("--first-bucket-mb", config.first_bucket_mb, "ddp: first bucket limit (MiB)")
       ->capture_default_str();
   cmd->add_option("--no-sync-every", config.no_sync_every,
@@ -252,6 +252,7 @@ void register_train(CLI::App& app, Registration registration) {
     const std::string note = adopt_old_backend_spelling(run_config, *flags_ptr);
     resolve_flags(run_config, *flags_ptr);
     run_config.validate();
+    check_machine(run_config);
     check_output_paths(run_config);
     if (run_config.one_process_per_rank()) {
       // One rank of a job: when its launcher stops it because another rank failed, it says so.

@@ -11,7 +11,6 @@
 #include <optional>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/core/cuda.hpp"
 #include "dpscope/data/dataloader.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/parallel/data_parallel.hpp"
@@ -60,35 +59,11 @@ void trace_memory_all(const std::vector<Device>& devices) {
   for (const Device& device : devices) device.trace_memory();
 }
 
-// --device cpu: the host; --device cuda: logical GPUs cuda:0 .. cuda:N-1; --device sim: sim:0 ..
-// sim:N-1 of the preset, which must hold N GPUs (the same limit DDP's network model enforces).
-std::vector<Device> make_devices(const TrainConfig& config) {
-  if (config.device == "cpu") return {Device::new_cpu()};  // the run's own: it carries the trace context
-  if (config.device == "cuda") {
-    std::vector<Device> devices =
-        cuda::make_devices({.count = config.devices,
-                            .memory_cap_bytes = static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0)});
-    for (size_t i = 0; i < devices.size(); ++i) devices[i].set_rank(static_cast<int>(i));
-    return devices;
-  }
-  const HardwarePreset preset = find_preset(config.preset);
-  const int max_gpus = preset.network.max_gpus;
-  DPS_CHECK(max_gpus == 0 || config.devices <= max_gpus, ErrorKind::kUsage,
-            "--devices {}: preset {} ({} topology) holds {} GPUs", config.devices, preset.id, preset.topology,
-            max_gpus);
-  std::vector<Device> devices;
-  for (int i = 0; i < config.devices; ++i) {
-    devices.push_back(Device::sim(i, preset));
-    devices.back().set_rank(i);
-  }
-  return devices;
-}
-
 // Everything the single-device or DataParallel loop holds. `device` is the model's: the device
 // itself (single) or device_ids[0], where DataParallel keeps the master weights (dp).
 struct SingleRun {
   explicit SingleRun(const TrainConfig& run_config)
-      : config(run_config), data(load_data(run_config)), devices(make_devices(run_config)) {
+      : config(run_config), data(load_data(run_config)), devices(make_world(run_config).devices) {
     const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
     check_data_fits(config, *data, sizes.front(), sizes.back());
     std::unique_ptr<Module> owned_model = make_model(config, device());
@@ -249,6 +224,7 @@ TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_s
 
 TrainResult run_training(const TrainConfig& config, const StepObserver& on_step) {
   config.validate();
+  check_machine(config);
   check_output_paths(config);
   if (!config.resume && !config.checkpoint_dir.empty()) check_fresh_checkpoint_dir(config.checkpoint_dir);
   find_preset(config.preset);  // an unknown --preset is refused with --device cpu too

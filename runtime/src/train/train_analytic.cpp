@@ -28,11 +28,12 @@ namespace {
 // open, so DDP's broadcast of the weights is traced) its process group, DDP, optimizer and loss.
 class AnalyticRank {
  public:
-  AnalyticRank(const TrainConfig& config, const HardwarePreset& preset, int world_size)
+  // `device`: rank 0's GPU, from make_world().
+  AnalyticRank(const TrainConfig& config, const HardwarePreset& preset, Device device, int world_size)
       : config_(config),
         sizes_(Sequential::parse_mlp_spec(config.model)),
-        device_(Device::sim(0, preset)),
-        model_((device_.set_rank(0), Sequential::mlp_timing_only(config.model, device_))),
+        device_(std::move(device)),
+        model_(Sequential::mlp_timing_only(config.model, device_)),
         collectives_(std::make_shared<const AnalyticCollectives>(preset, world_size)) {}
 
   void join() {
@@ -104,7 +105,7 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
   const HardwarePreset preset = find_preset(config.preset);
   // No data and no host memory: only the simulated GPU's capacity bounds the model.
   check_training_memory(config, /*rows=*/0);
-  AnalyticRank rank(config, preset, config.devices);
+  AnalyticRank rank(config, preset, make_world(config).devices.front(), config.devices);
   std::unique_ptr<TraceRecorder> tracer = open_trace(config, {rank.device()}, rank.model());
   rank.join();
 
@@ -126,7 +127,7 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
 
   // The weak-scaling baseline: the same step on one GPU, after a first step that builds DDP's
   // buckets (DDP rebuilds them after its first iteration, as the world's run did).
-  AnalyticRank alone(config, preset, 1);
+  AnalyticRank alone(config, preset, make_world(config).devices.front(), 1);
   alone.join();
   alone.step(0);
   const int64_t one_gpu_ns = alone.step(1);

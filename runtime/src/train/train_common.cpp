@@ -185,7 +185,7 @@ std::string describe_devices(const std::vector<Device>& devices) {
 
 DdpOptions ddp_options(const TrainConfig& config) {
   DdpOptions options;
-  options.bucket_cap_mb = config.bucket_mb;
+  options.bucket_cap_mb = config.bucket_cap_mb;
   options.first_bucket_mb = config.first_bucket_mb;
   options.find_unused_parameters = config.find_unused_parameters;
   options.comm_hook = config.comm_hook == "fp16" ? CommHook::kFp16Compress : CommHook::kAllreduce;

@@ -1,6 +1,6 @@
-// Pieces every training mode shares (data, model, optimizer, loss, trace header, run length,
-// checkpoint schedule and writing); private to runtime/src/train. run_training() (single, dp:
-// train.cpp) and train_rank() (ddp: train_rank.cpp) use them.
+// Pieces every training mode shares (the world, data, model, optimizer, loss, trace header, run
+// length, checkpoint schedule and writing); private to runtime/src/train. run_training() (single,
+// dp: train.cpp) and train_rank() (ddp: train_rank.cpp) use them.
 #pragma once
 
 #include <chrono>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dpscope/comm/env_rendezvous.hpp"
+#include "dpscope/comm/sim_world.hpp"
 #include "dpscope/data/dataset.hpp"
 #include "dpscope/nn/loss.hpp"
 #include "dpscope/optim/optimizer.hpp"
@@ -18,6 +19,20 @@
 #include "dpscope/train/train.hpp"
 
 namespace dpscope::detail {
+
+// The machine a run trains on (train/world.cpp), made in one place for every mode.
+struct World {
+  // single/dp: the devices the model runs on; ddp: one GPU per rank of this process (all of them
+  // on rank threads, its own as a process of nccl); --timing-only: rank 0's GPU. Empty for mpi
+  // ranks, whose backend runs each on its CPU.
+  std::vector<Device> devices;
+  // ddp: the world the ranks' process groups run on (spawn() for rank threads, init_process_group
+  // for a process of nccl); null otherwise.
+  std::shared_ptr<SimWorld> ranks;
+};
+// Makes the world of a validated `config` on a machine check_machine() accepted. Throws kUsage when
+// the preset holds fewer GPUs than --devices (single/dp on sim), kDevice when a GPU cannot be used.
+World make_world(const TrainConfig& config);
 
 std::shared_ptr<TensorDataset> load_data(const TrainConfig& config);
 // Checks that the data fits the model and the loss, and that the run fits the devices' and this

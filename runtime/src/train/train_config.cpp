@@ -1,5 +1,6 @@
-// TrainConfig validation (values only; train/output_paths.cpp checks the files), its JSON form
-// (the trace header's "run" object and a checkpoint's configuration), and the resume check.
+// TrainConfig validation (values only; train/world.cpp checks the machine, train/output_paths.cpp
+// the files), its JSON form (the trace header's "run" object and a checkpoint's configuration), and
+// the resume check.
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
@@ -10,10 +11,6 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/backend_registry.hpp"
-#include "dpscope/comm/env_rendezvous.hpp"
-#include "dpscope/comm/gpu_backends.hpp"
-#include "dpscope/comm/mpi_backend.hpp"
-#include "dpscope/core/cuda.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope {
@@ -46,10 +43,6 @@ void check_float_flag(const char* flag, double value, double min, double max, bo
 }
 
 }  // namespace
-
-bool TrainConfig::one_process_per_rank() const {
-  return backend == "mpi" || (mode == "ddp" && backend == "nccl" && read_env_rendezvous().has_value());
-}
 
 void TrainConfig::validate() const {
   using std::string;
@@ -105,43 +98,6 @@ void TrainConfig::validate() const {
   check_float_flag("--gpu-mem", gpu_mem_mb, 0.0, kMaxMib, false, " MiB");
   DPS_CHECK(gpu_mem_mb == 0.0 || device == "cuda", ErrorKind::kUsage,
             "--gpu-mem caps the memory of cuda devices: it needs --device cuda");
-  if (device == "cuda") {
-    // Cheap and decisive: a machine without a GPU (or a build without CUDA) stops here, one line.
-    const std::string reason = cuda::unavailable_reason();
-    DPS_CHECK(reason.empty(), ErrorKind::kUsage, "--device cuda: {}", reason);
-  }
-  if (mode == "ddp" && backend == "nccl") {
-    // NCCL runs one rank per physical GPU ("Duplicate GPU detected" otherwise): say so at once.
-    if (const std::optional<EnvRendezvous> env = read_env_rendezvous()) {
-      // One process per rank: this machine runs LOCAL_WORLD_SIZE of them.
-      DPS_CHECK(env->world_size == devices, ErrorKind::kUsage,
-                "--devices {} but the launcher started {} processes (WORLD_SIZE={}): give the same number",
-                devices, env->world_size, env->world_size);
-      const int gpus = cuda::physical_device_count();
-      DPS_CHECK(env->local_world_size <= gpus, ErrorKind::kUsage,
-                "--backend nccl: {} processes on this machine (LOCAL_WORLD_SIZE={}) need {} GPUs, it has {} "
-                "(NCCL refuses two ranks on one GPU); start one process per GPU, or one process with "
-                "--backend cuda --devices {} for logical GPUs on one",
-                env->local_world_size, env->local_world_size, env->local_world_size, gpus,
-                env->local_world_size);
-    } else {
-      const std::string problem = nccl_world_size_problem(devices, cuda::physical_device_count());
-      DPS_CHECK(problem.empty(), ErrorKind::kUsage, "--backend {}", problem);
-    }
-  } else if (const std::optional<EnvRendezvous> env = read_env_rendezvous();
-             backend == "mpi" && env && !mpi::launch_from_environment()) {
-    DPS_CHECK(env->world_size == devices, ErrorKind::kUsage,
-              "--devices {} but the launcher started {} processes (WORLD_SIZE={}): give the same number",
-              devices, env->world_size, env->world_size);
-  } else if (env && env->world_size > 1) {
-    // A launcher started several copies of this command: only nccl ranks are processes (mpi
-    // ranks are mpirun's, checked by the mpi launch).
-    DPS_CHECK(backend == "mpi", ErrorKind::kUsage,
-              "this process is rank {} of {} (RANK and WORLD_SIZE are set, as dpscope launch and torchrun "
-              "do), but --mode {}{} runs the whole run in one process: use --mode ddp --device cuda "
-              "--backend nccl for one process per GPU, or start one process",
-              env->rank, env->world_size, mode, mode == "ddp" ? " --backend " + backend : "");
-  }
   DPS_CHECK(one_of<string>(loss, {"ce", "mse"}), ErrorKind::kUsage, "--loss '{}' is not one of ce, mse",
             loss);
   DPS_CHECK(one_of<string>(optim, {"sgd", "adam", "adamw"}), ErrorKind::kUsage,
@@ -187,13 +143,14 @@ void TrainConfig::validate() const {
     DPS_CHECK(p == "no-set-epoch" || p == "input-on-cpu" || mode == "ddp", ErrorKind::kUsage,
               "--pitfall {} applies to --mode ddp only", p);
   }
-  const bool ddp_defaults = bucket_mb == 25.0 && first_bucket_mb == 1.0 && no_sync_every == 1 &&
+  const bool ddp_defaults = bucket_cap_mb == kDefaultBucketCapMb &&
+                            first_bucket_mb == kDefaultFirstBucketMb && no_sync_every == 1 &&
                             !find_unused_parameters && !zero && comm_hook == "allreduce" && algo == "auto";
   DPS_CHECK(
       mode == "ddp" || ddp_defaults, ErrorKind::kUsage,
       "--bucket-mb, --first-bucket-mb, --no-sync-every, --find-unused-parameters, --zero, --comm-hook and "
       "--algo apply to --mode ddp only");
-  check_float_flag("--bucket-mb", bucket_mb, 0.0, kMaxMib, /*above_min=*/true);
+  check_float_flag("--bucket-mb", bucket_cap_mb, 0.0, kMaxMib, /*above_min=*/true);
   check_float_flag("--first-bucket-mb", first_bucket_mb, 0.0, kMaxMib, /*above_min=*/true);
   DPS_CHECK(no_sync_every >= 1, ErrorKind::kUsage, "--no-sync-every must be at least 1, got {}",
             no_sync_every);
@@ -262,7 +219,7 @@ std::string TrainConfig::to_json() const {
   if (epochs >= 0) j["epochs"] = epochs;
   if (!init.empty()) j["init"] = init;
   if (mode == "ddp") {
-    j["bucket_mb"] = bucket_mb;
+    j["bucket_mb"] = bucket_cap_mb;  // the flag's name: traces and checkpoints keep it
     j["first_bucket_mb"] = first_bucket_mb;
     j["no_sync_every"] = no_sync_every;
     j["find_unused_parameters"] = find_unused_parameters;

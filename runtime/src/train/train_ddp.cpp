@@ -16,7 +16,6 @@
 #include <mutex>
 #include <optional>
 
-#include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/comm/sim_world.hpp"
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/nn/sequential.hpp"
@@ -86,14 +85,8 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   shared.run_id = run_id_for(shared.resume_from.get());
 
   // The ranks' machine: simulated GPUs (sim backend), or logical cuda GPUs (cuda and nccl backends).
-  // --timeout bounds every collective's wait (0: the world's default, gloo's 30 min).
-  SimWorldOptions world_options{.preset = config.preset};
-  if (config.timeout().count() > 0) world_options.timeout = config.timeout();
-  const std::shared_ptr<SimWorld> world =
-      config.device == "cuda" ? make_cuda_world(config.devices, world_options,
-                                                static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0))
-                              : SimWorld::create(config.devices, world_options);
-  const std::vector<Device>& devices = world->devices();
+  const World world = make_world(config);
+  const std::vector<Device>& devices = world.devices;
   std::unique_ptr<TraceRecorder> tracer;
   {
     // The header lists the parameters of the model every rank builds.
@@ -103,7 +96,7 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
 
   std::vector<RankResult> ranks(static_cast<size_t>(config.devices));
   spawn(
-      world,
+      world.ranks,
       [&](ProcessGroup& group) {
         try {
           ranks[static_cast<size_t>(group.rank())] = train_rank(group, config, shared);  // one slot per rank

@@ -206,16 +206,13 @@ TrainResult run_env_training(const TrainConfig& config, const EnvRendezvous& env
                                       env.world_size, env.rank, env.world_size);
     return train_as_process(config, process, wall_start, on_step);
   }
-  const uint64_t cap = static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0);
-  SimWorldOptions world_options{.preset = config.preset};
-  if (config.timeout().count() > 0) world_options.timeout = config.timeout();
-  std::shared_ptr<SimWorld> world = make_cuda_world(1, world_options, cap, env.local_rank);
+  // This process's own GPU, cuda:LOCAL_RANK (make_world reads the same environment as `env`).
   process.group = init_process_group({.backend = "nccl",
                                       .store = store,
                                       .rank = env.rank,
                                       .world_size = env.world_size,
                                       .timeout = config.timeout(),
-                                      .world = world});
+                                      .world = make_world(config).ranks});
   const Device& device = process.group->device();
   process.device_name = fmt::format("{} ({}), rank {} of {} processes (nccl)", device.name(),
                                     cuda::physical_name(device.impl()), env.rank, env.world_size);

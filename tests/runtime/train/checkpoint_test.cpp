@@ -1,6 +1,6 @@
 // Checkpoints: bit-identical resume, refusal of damaged files, the newest two kept, config checks;
 // and the library API underneath: run ownership, a checksum over metadata too, fallback to the newest
-// valid checkpoint, stale temporary files swept, resume positions checked (issue 9, defects 2, 5, 8).
+// valid checkpoint, stale temporary files swept, resume positions checked.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>

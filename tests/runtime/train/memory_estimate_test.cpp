@@ -1,4 +1,4 @@
-// The training run's memory estimate (issue 22): what it counts, in closed form for a small MLP, and
+// The training run's memory estimate: what it counts, in closed form for a small MLP, and
 // the refusals it makes before anything is allocated, naming the device, both sizes and the parts.
 #include <gtest/gtest.h>
 

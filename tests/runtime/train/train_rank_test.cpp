@@ -1,5 +1,5 @@
 // train_rank(): the per-rank loop of --mode ddp called directly from rank threads, as a process
-// will call it — the same numbers as run_training, every rank ending with an error naming rank 0
+// calls it — the same numbers as run_training, every rank ending with an error naming rank 0
 // when rank 0's checkpoint write fails, and checkpoints only at synchronized boundaries.
 #include "dpscope/train/train_rank.hpp"
 

@@ -1,4 +1,4 @@
-// Values a training run is given (issue 22): float flags that are not finite numbers in range, NaN
+// Values a training run is given: float flags that are not finite numbers in range, NaN
 // or inf in --data and --init, and inputs that are not regular files. Each used to run on until
 // "loss became nan ... (try a smaller --lr)" (or to block, for a FIFO); each is now one line naming
 // the flag, or the file and the first bad value, with exit code 2, before training starts.
@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
+#include "dpscope/core/cuda.hpp"
 #include "dpscope/io/finite_values.hpp"
 #include "dpscope/io/npy.hpp"
 #include "dpscope/io/safetensors.hpp"
@@ -60,7 +62,7 @@ TEST(TrainValues, FloatFlagsMustBeFiniteNumbersInRange) {
   EXPECT_EQ(refusal([&](TrainConfig& c) {
               c.mode = "ddp";
               c.devices = 2;
-              c.bucket_mb = inf;
+              c.bucket_cap_mb = inf;
             }),
             "--bucket-mb must be a finite number, got inf");
   EXPECT_EQ(refusal([&](TrainConfig& c) {
@@ -72,6 +74,35 @@ TEST(TrainValues, FloatFlagsMustBeFiniteNumbersInRange) {
 }
 
 // Issue 22: `--lr 1e309` parses as inf and ran into "loss became nan (try a smaller --lr)".
+// validate() checks values alone; what the machine and its launcher provide is check_machine()'s
+// to refuse: a launcher's RANK/WORLD_SIZE around a mode that runs in one process, and --device cuda
+// where no GPU can be used. (validate() used to probe both, so a configuration's values could not
+// be checked apart from the machine they would run on.)
+TEST(TrainValues, ValidateReadsNoEnvironmentAndProbesNoGpu) {
+  const TrainConfig single = valid();
+  ::setenv("RANK", "1", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
+  const testing::Outcome values = error_of([&] { single.validate(); });
+  const testing::Outcome machine = error_of([&] { check_machine(single); });
+  ::unsetenv("RANK");
+  ::unsetenv("WORLD_SIZE");
+  EXPECT_EQ(values.message, "no error");
+  EXPECT_EQ(machine.kind, ErrorKind::kUsage);
+  EXPECT_EQ(
+      machine.message,
+      "this process is rank 1 of 2 (RANK and WORLD_SIZE are set, as dpscope launch and torchrun do), but "
+      "--mode single runs the whole run in one process: use --mode ddp --device cuda --backend nccl for "
+      "one process per GPU, or start one process");
+  EXPECT_EQ(error_of([&] { check_machine(single); }).message, "no error");  // no launcher: nothing to refuse
+
+  TrainConfig on_gpu = valid();
+  on_gpu.device = "cuda";
+  EXPECT_EQ(error_of([&] { on_gpu.validate(); }).message, "no error");
+  const std::string reason = cuda::unavailable_reason();
+  if (reason.empty()) GTEST_SKIP() << "this machine has a usable GPU: --device cuda is not refused here";
+  EXPECT_EQ(error_of([&] { check_machine(on_gpu); }).message, "--device cuda: " + reason);
+}
+
 TEST(TrainValues, TheCommandNamesTheFlag) {
   const std::string run = "train --dataset spirals:64 --model 2-8-3 --batch 16 --steps 2 ";
   for (const auto& [flag, message] :

@@ -38,6 +38,7 @@
 
 #include "dpscope/comm/process_group.hpp"
 #include "dpscope/nn/module.hpp"
+#include "dpscope/parallel/bucket_assignment.hpp"
 #include "dpscope/trace_format/events.hpp"
 
 namespace dpscope {
@@ -45,8 +46,8 @@ namespace dpscope {
 enum class CommHook : uint8_t { kAllreduce, kFp16Compress };
 
 struct DdpOptions {
-  double bucket_cap_mb = 25.0;   // MiB, PyTorch's default
-  double first_bucket_mb = 1.0;  // MiB, dist._DEFAULT_FIRST_BUCKET_BYTES
+  double bucket_cap_mb = kDefaultBucketCapMb;      // MiB, PyTorch's default
+  double first_bucket_mb = kDefaultFirstBucketMb;  // MiB, dist._DEFAULT_FIRST_BUCKET_BYTES
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;  // our modules have no buffers: accepted, nothing to do
   bool gradient_as_bucket_view = false;

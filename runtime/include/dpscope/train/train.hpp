@@ -2,10 +2,11 @@
 //
 // The CLI, the examples and the lessons all run training through run_training(), so what a
 // student sees in a lesson is exactly what the command does. The configuration mirrors the CLI
-// flags (README's "Train on simulated GPUs", `dpscope train --help`); validate() turns every inconsistent
-// value into one clear ErrorKind::kUsage line before anything runs, and check_output_paths() does the same
-// for every file the run will write, so no run is thrown away at its end. `--mode ddp` runs one train_rank()
-// (train/train_rank.hpp) per rank.
+// flags (README's "Train on simulated GPUs", `dpscope train --help`). Before anything runs, three
+// checks turn every problem into one clear ErrorKind::kUsage line: validate() the values alone,
+// check_machine() what this machine and its launcher must provide (GPUs, RANK/WORLD_SIZE), and
+// check_output_paths() every file the run will write, so no run is thrown away at its end.
+// `--mode ddp` runs one train_rank() (train/train_rank.hpp) per rank.
 #pragma once
 
 #include <chrono>
@@ -14,6 +15,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "dpscope/parallel/bucket_assignment.hpp"
 
 namespace dpscope {
 
@@ -62,9 +65,9 @@ struct TrainConfig {
   bool resume = false;           // continue from the newest checkpoint in checkpoint_dir
 
   // DistributedDataParallel (--mode ddp)
-  double bucket_mb = 25.0;       // bucket_cap_mb
-  double first_bucket_mb = 1.0;  // the first (rebuilt) bucket's limit
-  int64_t no_sync_every = 1;     // synchronize (and step) every K-th backward; K-1 run under no_sync()
+  double bucket_cap_mb = kDefaultBucketCapMb;      // --bucket-mb: DDP's bucket_cap_mb
+  double first_bucket_mb = kDefaultFirstBucketMb;  // the first (rebuilt) bucket's limit
+  int64_t no_sync_every = 1;  // synchronize (and step) every K-th backward; K-1 run under no_sync()
   bool find_unused_parameters = false;
   bool zero = false;                    // ZeroRedundancyOptimizer around the optimizer
   std::string comm_hook = "allreduce";  // allreduce | fp16
@@ -97,14 +100,22 @@ struct TrainConfig {
   // Whether each rank is a process of its own: --backend mpi (under mpirun), or --mode ddp
   // --backend nccl in a process a launcher started with RANK and WORLD_SIZE set (dpscope launch,
   // torchrun; comm/env_rendezvous.hpp). --trace then names a directory of rank-K.jsonl files.
-  // Throws kUsage on malformed launcher variables.
+  // Reads the environment; throws kUsage on malformed launcher variables.
   bool one_process_per_rank() const;
 
-  // Throws Error(kUsage) naming the flag and the reason. Checks values only (no file access).
+  // Throws Error(kUsage) naming the flag and the reason. Checks values only: no file access, no
+  // GPU probe, no environment (check_machine() does those).
   void validate() const;
   // The configuration as a JSON object (the trace header's "run").
   std::string to_json() const;
 };
+
+// Throws Error(kUsage) when this machine cannot make the world a validated `config` asks for:
+// --device cuda without a usable GPU (or in a build without CUDA), --backend nccl with more ranks
+// on this machine than physical GPUs, or a launcher's RANK/WORLD_SIZE that disagree with --devices
+// or with a mode that runs in one process. Probes the GPUs and reads the environment
+// (train/world.cpp, where the run's devices are made).
+void check_machine(const TrainConfig& config);
 
 // Throws Error(kUsage) unless every output of `config` can be written and overwrites no input:
 // --save and --trace name files in existing, writable directories and are not directories;

@@ -3,8 +3,8 @@
 // every epoch, the optimizer (plain or ZeroRedundancyOptimizer, through one Optimizer interface),
 // rank-0 checkpoints.
 //
-// Rank threads call it today (run_training spawns one per simulated GPU); a rank that is a process
-// will call it the same way with its own ProcessGroup. It needs nothing but the group and the
+// Rank threads call it (run_training spawns one per GPU), and so does a rank that is a process
+// (train_processes.cpp), with its own ProcessGroup. It needs nothing but the group and the
 // configuration: with default RankOptions the rank loads the data and the --resume checkpoint
 // itself. Threads of one process share what they can through RankOptions instead.
 //
