@@ -1,4 +1,4 @@
-// The training run's memory estimate (issue 22): what it counts, in closed form for a small MLP, and
+// The training run's memory estimate: what it counts, in closed form for a small MLP, and
 // the refusals it makes before anything is allocated, naming the device, both sizes and the parts.
 #include <gtest/gtest.h>
 
@@ -75,7 +75,7 @@ TEST(MemoryEstimate, CpuAndSimulatedGpusAreHostMemoryTimingOnlyIsNot) {
   EXPECT_EQ(estimate_training_memory(ddp, 0).host_bytes, 0u);
 }
 
-// Issue 22: --model 2-2147483648-3 grew to 16.7 GB and ran on silently.
+// Regression test: --model 2-2147483648-3 grew to 16.7 GB and ran on silently.
 TEST(MemoryEstimate, RefusesAModelTheSimulatedGpuCannotHold) {
   TrainConfig huge = small();
   huge.model = "2-2147483648-3";

@@ -1,6 +1,6 @@
 // `dpscope train` on real GPUs against the same run on the cpu: single-device, DataParallel (2
 // logical GPUs) and DDP (2 and 4 logical ranks on the `cuda` backend, 1 rank on `nccl`) end within
-// 1e-4 of the cpu / simulated run after 20 steps (issue "Real GPUs"). Every case skips, saying why,
+// 1e-4 of the cpu / simulated run after 20 steps. Every case skips, saying why,
 // on a machine without a GPU or a build without CUDA; scripts/gpu-check.sh runs them on one.
 #include <gtest/gtest.h>
 

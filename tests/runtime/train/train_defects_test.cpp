@@ -1,6 +1,6 @@
-// `dpscope train` against the defects an adversarial pass found (issue 9): a batch size that hung
+// `dpscope train` against the defects an adversarial pass found: a batch size that hung
 // every mode, outputs checked only after training or overwriting inputs, no_sync resumes that left
-// the straight path, negative counts accepted, and the flags --device/--backend (issue 8) with the
+// the straight path, negative counts accepted, and the flags --device/--backend with the
 // old spelling still working. Every case ends within a time limit with one clear line.
 #include <gtest/gtest.h>
 

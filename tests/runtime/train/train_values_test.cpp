@@ -1,4 +1,4 @@
-// Values a training run is given (issue 22): float flags that are not finite numbers in range, NaN
+// Values a training run is given: float flags that are not finite numbers in range, NaN
 // or inf in --data and --init, and inputs that are not regular files. Each used to run on until
 // "loss became nan ... (try a smaller --lr)" (or to block, for a FIFO); each is now one line naming
 // the flag, or the file and the first bad value, with exit code 2, before training starts.
@@ -71,7 +71,7 @@ TEST(TrainValues, FloatFlagsMustBeFiniteNumbersInRange) {
             "--first-bucket-mb must be <= 1073741824, got 1e+300");
 }
 
-// Issue 22: `--lr 1e309` parses as inf and ran into "loss became nan (try a smaller --lr)".
+// Regression test: `--lr 1e309` parses as inf and ran into "loss became nan (try a smaller --lr)".
 TEST(TrainValues, TheCommandNamesTheFlag) {
   const std::string run = "train --dataset spirals:64 --model 2-8-3 --batch 16 --steps 2 ";
   for (const auto& [flag, message] :
@@ -115,7 +115,7 @@ std::string write_data(const TempDir& dir, float bad, bool in_inputs, bool mse =
   return (dir / "x.npy") + "," + (dir / "y.npy");
 }
 
-// Issue 22: NaN in --data said "loss became nan ... (try a smaller --lr)".
+// Regression test: NaN in --data said "loss became nan ... (try a smaller --lr)".
 TEST(TrainValues, NonFiniteDataIsNamedWithItsFileAndPosition) {
   TempDir dir("values_data");
   const std::string nan_inputs = write_data(dir, kNan, true);
@@ -131,7 +131,7 @@ TEST(TrainValues, NonFiniteDataIsNamedWithItsFileAndPosition) {
                           ": value [3, 2] is -inf; targets must be finite numbers\n");
 }
 
-// Issue 22: NaN in --init weights said "loss became nan ... (try a smaller --lr)".
+// Regression test: NaN in --init weights said "loss became nan ... (try a smaller --lr)".
 TEST(TrainValues, NonFiniteInitialWeightsAreNamedWithTheTensorAndPosition) {
   TempDir dir("values_init");
   const std::string good = "train --dataset spirals:64 --model 2-8-3 --batch 16 --steps 1 ";
