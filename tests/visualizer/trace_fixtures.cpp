@@ -8,11 +8,11 @@
 #include <sstream>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/comm/bench.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/trace_format/reader.hpp"
+#include "dpscope_bench/collective_bench.hpp"
 
 namespace dpscope::viz::testing {
 

@@ -9,7 +9,7 @@
 
 #include "comm_test_util.hpp"
 #include "dpscope/base/error.hpp"
-#include "dpscope/comm/bench.hpp"
+#include "dpscope_bench/collective_bench.hpp"
 
 namespace dpscope {
 namespace {
