@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """16 MiB all-reduce over 4 ranks on this machine: dpscope's sim backend vs torch.distributed gloo
-vs the machine's memcpy bound, side by side in one run (issue 3's speed goal; docs/benchmarks.md).
+vs the machine's memcpy bound, side by side in one run (the collectives' speed goal; docs/benchmarks.md).
 
   (a) dpscope: `dpscope bench all_reduce --devices 4 -b 16M -e 16M` (4 rank threads, real data,
       ring algorithm, exact check); its `wall` column: mean host time per all-reduce, from the first

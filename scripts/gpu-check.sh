@@ -12,7 +12,8 @@
 #       On the GPU machine (CMake, nvcc, NCCL and python3 with PyTorch, but no -dev packages and no
 #       network): unpacks the carried packages into a private prefix, builds with CUDA for sm_90
 #       and warnings as errors, runs the whole test suite, the GPU benchmarks and a measured DDP run
-#       with a trace, and writes OUT_DIR/report.md. Every stage runs even when an earlier one failed;
+#       with a trace, and writes OUT_DIR/report.md (drawn by scripts/gpu_report.py from the stages'
+#       logs and ctest's JUnit file). Every stage runs even when an earlier one failed;
 #       the report says which failed. Exit 0: all passed; 1: a stage failed; 2: no GPU here (one
 #       line, nothing written); 64: bad usage.
 #
@@ -239,8 +240,9 @@ stage_build() {
 
 stage_tests() {
   [[ -f $build/CTestTestfile.cmake ]] || { echo "no test list in $build: configure failed"; return 1; }
-  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 600 ${tests_regex:+-R "$tests_regex"} 2>&1 |
-    tee "$logs/tests.ctest.txt"
+  # The report counts from the JUnit file; the text stays in the log for a reader.
+  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure --timeout 600 ${tests_regex:+-R "$tests_regex"} \
+    --output-junit "$logs/tests.junit.xml" 2>&1 | tee "$logs/tests.ctest.txt"
   return "${PIPESTATUS[0]}"
 }
 
@@ -274,24 +276,8 @@ stage_bench_allreduce() {
     tee "$logs/bench-allreduce.out.txt"
   local rc=${PIPESTATUS[0]}
   ((rc == 0)) || return "$rc"
-  # The last data row is the largest size; the header line names the columns (nccl-tests layout).
-  local busbw wrong copy
-  read -r busbw wrong < <(awk '
-    /^#/ && / busbw / && /#wrong/ { sub(/^#/, ""); for (i = 1; i <= NF; ++i) col[$i] = i; next }
-    /^ *[0-9]+ / && ("busbw" in col) { last = $col["busbw"] " " $col["#wrong"] }
-    END { print last }' "$logs/bench-allreduce.out.txt")
-  copy=$(awk '$1 == "bench-value" && $2 == "d2d_copy_gbps" {print $3}' "$logs/bench-copy.out.txt" 2>/dev/null)
-  [[ -n $busbw ]] || { echo "no result row in the bench output"; return 1; }
-  if [[ -n $copy ]]; then
-    printf 'bench-row\tring all-reduce 256 MiB, 4 logical GPUs: busbw (GB/s)\t%s\td2d copy %s\t%s\t-\n' \
-      "$busbw" "$copy" "$(awk -v a="$busbw" -v b="$copy" 'BEGIN {printf "%.2f", a / b}')"
-    printf 'bench-row\tsame, 4 ranks x busbw: GPU copy rate used (GB/s)\t%s\td2d copy %s\t%s\t-\n' \
-      "$(awk -v a="$busbw" 'BEGIN {printf "%.1f", 4 * a}')" "$copy" \
-      "$(awk -v a="$busbw" -v b="$copy" 'BEGIN {printf "%.2f", 4 * a / b}')"
-  else
-    printf 'bench-row\tring all-reduce 256 MiB, 4 logical GPUs: busbw (GB/s)\t%s\tn/a (copy bench failed)\t-\t-\n' "$busbw"
-  fi
-  [[ $wrong == 0 ]] || { echo "#wrong is '$wrong' at the largest size"; return 1; }
+  # Its largest size against the copy rate (scripts/gpu_report.py); #wrong other than 0 fails.
+  python3 "$repo/scripts/gpu_report.py" allreduce-rows "$logs/bench-allreduce.out.txt" "$logs/bench-copy.out.txt"
 }
 
 stage_bench_mlp() {
@@ -401,15 +387,8 @@ run_stage() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# The report: one markdown file a reader takes in at a glance, failures first.
-
-# "name (reason)" lines of one section of ctest's summary ("The following tests FAILED:", ...).
-ctest_section() {
-  awk -v header="$1" '
-    index($0, header) == 1 { inside = 1; next }
-    inside && /^[ \t]+[0-9]+ - / { sub(/^[ \t]+[0-9]+ - /, ""); print; next }
-    inside { inside = 0 }' "$logs/tests.ctest.txt"
-}
+# The report: scripts/gpu_report.py draws it from the stages' logs, ctest's JUnit file and the
+# facts of the run, which this writes to $logs/run.tsv (tab-separated: meta KEY VALUE, stage ...).
 
 # The commit, and whether the files differ from it (a copied working tree may carry an older .git).
 source_description() {
@@ -426,147 +405,24 @@ source_description() {
   fi
 }
 
-report_tests() {
-  echo "## Tests"
-  if [[ ${result[tests]} == "not run" || ! -f $logs/tests.ctest.txt ]]; then
-    echo "Not run (${note[tests]:-no ctest output})."
-    return
-  fi
-  local summary total failed skipped
-  # "100% tests passed, 0 tests failed out of 817", or without the failed count when none failed
-  # (newer CMake: "100% tests passed out of 817").
-  summary=$(grep -E 'tests passed(, [0-9]+ tests? failed)? out of [0-9]+' "$logs/tests.ctest.txt" | tail -n 1)
-  if [[ -z $summary ]]; then
-    echo "ctest printed no summary: see gpu-check.log (tests)."
-    return
-  fi
-  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$summary")
-  failed=0
-  [[ $summary == *" failed out of "* ]] && failed=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$summary")
-  mapfile -t skipped_list < <(ctest_section "The following tests did not run:")
-  skipped=${#skipped_list[@]}
-  echo "**$((total - failed - skipped)) passed, $failed failed, $skipped skipped** out of $total (ctest, $(nproc) jobs)."
-  if ((failed > 0)); then
-    echo
-    echo "Failed:"
-    ctest_section "The following tests FAILED:" | sed 's/^/- /'
-  fi
-  if ((skipped > 0)); then
-    echo
-    echo "Skipped (on a GPU machine a GPU test should not skip; the reasons are in gpu-check.log):"
-    printf -- '- %s\n' "${skipped_list[@]:0:40}" | sed 's/  # GetParam() = [^ ]*//'
-    ((skipped > 40)) && echo "- ... and $((skipped - 40)) more"
-  fi
-}
-
-report_benchmarks() {
-  echo "## Benchmarks"
-  echo "Each row was measured side by side in one run (bench/gpu/, bench/torch_mlp_step.py)."
-  echo
-  echo "| benchmark | dpscope | reference | ratio | goal |"
-  echo "|---|---|---|---|---|"
-  local rows="" s
-  for s in bench-copy bench-allreduce bench-mlp bench-calibrate; do
-    [[ ${result[$s]} == "not run" || ! -f $logs/$s.log ]] && continue
-    rows+=$(grep -a $'^bench-row\t' "$logs/$s.log")$'\n'
-  done
-  rows=$(grep -v '^$' <<<"$rows")
-  if [[ -z $rows ]]; then
-    echo "| (no benchmark produced a result: see the stages above) | | | | |"
-    return
-  fi
-  awk -F'\t' '{printf "| %s | %s | %s | %s | %s |\n", $2, $3, $4, $5, $6}' <<<"$rows"
-}
-
-report_calibration() {
-  echo "## Calibration of the simulator (issue 10, item 11)"
-  if [[ ${result[bench-calibrate]} == "not run" || ! -f $logs/bench-calibrate.out.txt ]]; then
-    echo "Not measured (bench-calibrate: ${result[bench-calibrate]})."
-    return
-  fi
-  echo '```'
-  grep -a -v $'^bench-' "$logs/bench-calibrate.out.txt"
-  echo '```'
-}
-
-report_ddp() {
-  echo "## Measured DDP run (4 logical GPUs, cuda backend)"
-  echo "Command: \`dpscope train ${ddp_args[*]} --device cuda --backend cuda --trace ddp-cuda.jsonl\`"
-  echo
-  if [[ ${result[ddp]} == "not run" ]]; then
-    echo "Not run (not in --stages)."
-    return
-  fi
-  if [[ -f $out/ddp-cuda.jsonl ]]; then
-    echo "Trace: \`$out/ddp-cuda.jsonl\` ($(wc -l <"$out/ddp-cuda.jsonl") lines; open it with dpscope-viz or"
-    echo "\`dpscope trace export --chrome\` for Perfetto)."
-    [[ -f $out/ddp-cuda.png ]] && echo "Screenshot: \`$out/ddp-cuda.png\`."
-  else
-    echo "No trace was written (ddp: ${result[ddp]})."
-  fi
-  local f title
-  for f in ddp.stats ddp.sim-stats; do
-    [[ -f $logs/$f.txt ]] || continue
-    title="\`dpscope trace stats\`, measured on the GPU:"
-    [[ $f == ddp.sim-stats ]] && title="The same run on simulated GPUs (${DPSCOPE_SIM_PRESET:-h100-sxm}):"
-    echo
-    echo "$title"
-    echo '```'
-    cat "$logs/$f.txt"
-    echo '```'
-  done
-}
-
-report_nccl_processes() {
-  echo
-  echo "## NCCL across processes ($(nccl_ranks) process(es), one per GPU)"
-  echo "Command: \`dpscope launch --nproc $(nccl_ranks) -- dpscope train ... --devices $(nccl_ranks) --device cuda --backend nccl --trace ddp-nccl\`"
-  echo
-  if [[ ${result[nccl-processes]} == "not run" ]]; then
-    echo "Not run (not in --stages)."
-    return
-  fi
-  echo "Result: ${result[nccl-processes]}; rank traces in \`$out/ddp-nccl/\`."
-  if [[ -f $logs/nccl-processes.stats.txt ]]; then
-    echo
-    echo "\`dpscope trace stats\` of rank 0:"
-    echo '```'
-    cat "$logs/nccl-processes.stats.txt"
-    echo '```'
-  fi
-}
-
-write_report() {
+write_run_facts() {
   local s
-  echo "# dpscope gpu-check report"
-  echo
-  echo "- started $started, finished $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -n)"
-  echo "- GPU: $(${DPSCOPE_NVIDIA_SMI:-nvidia-smi} --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 3 | paste -sd ';')"
-  echo "- source: $(source_description)"
-  echo "- build: $build (CUDA arch ${DPSCOPE_CUDA_ARCH:-90}, warnings as errors); full log: $log"
-  echo
-  echo "## Stages"
-  echo "| stage | result | seconds | note |"
-  echo "|---|---|---|---|"
+  one_line() { tr '\t\n' '  ' <<<"$1" | sed 's/ *$//'; }
+  meta() { printf 'meta\t%s\t%s\n' "$1" "$(one_line "$2")"; }
+  meta started "$started"
+  meta finished "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  meta host "$(uname -n)"
+  meta gpu "$(${DPSCOPE_NVIDIA_SMI:-nvidia-smi} --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -n 3 | paste -sd ';')"
+  meta source "$(source_description)"
+  meta build "$build"
+  meta cuda_arch "${DPSCOPE_CUDA_ARCH:-90}"
+  meta log "$log"
+  meta jobs "$(nproc)"
+  meta ddp_command "dpscope train ${ddp_args[*]} --device cuda --backend cuda --trace ddp-cuda.jsonl"
+  meta nccl_ranks "$(nccl_ranks)"
+  meta sim_preset "${DPSCOPE_SIM_PRESET:-h100-sxm}"
   for s in $all_stages; do
-    echo "| $s | ${result[$s]} | ${seconds[$s]:--} | ${note[$s]//|/\\|} |"
-  done
-  echo
-  report_tests
-  echo
-  report_benchmarks
-  echo
-  report_calibration
-  echo
-  report_ddp
-  report_nccl_processes
-  for s in $all_stages; do
-    [[ ${result[$s]} == FAILED ]] || continue
-    echo
-    echo "## $s failed: the last 40 lines of its log"
-    echo '```'
-    tail -n 40 "$logs/$s.log"
-    echo '```'
+    printf 'stage\t%s\t%s\t%s\t%s\n' "$s" "${result[$s]}" "${seconds[$s]:--}" "$(one_line "${note[$s]}")"
   done
 }
 
@@ -642,7 +498,11 @@ run_stage ddp stage_ddp
 run_stage nccl-processes stage_nccl_processes
 run_stage viz stage_viz
 
-write_report >"$out/report.md"
+write_run_facts >"$logs/run.tsv"
+if ! python3 "$repo/scripts/gpu_report.py" report --run "$logs/run.tsv" --logs "$logs" --out "$out" >"$out/report.md"; then
+  echo "gpu-check: scripts/gpu_report.py could not write the report (above); the logs are in $logs"
+  exit 1
+fi
 failed=()
 for s in $all_stages; do [[ ${result[$s]} == FAILED ]] && failed+=("$s"); done
 if ((${#failed[@]})); then

@@ -5,7 +5,8 @@
 //
 // One row per size: size count type redop root | simulated time, algbw, busbw, measured wall time
 // per collective, #wrong (exact check; "N/A" with --timing-only); then "# Avg bus bandwidth".
-// The harness is run_collective_bench() (comm/bench.hpp). Bad flags exit with code 2.
+// The harness is run_collective_bench() (dpscope_bench/collective_bench.hpp, runtime/bench/). Bad flags exit
+// with code 2.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -18,10 +19,10 @@
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
-#include "dpscope/comm/bench.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/core/preset.hpp"
+#include "dpscope_bench/collective_bench.hpp"
 
 namespace dpscope::cli {
 namespace {

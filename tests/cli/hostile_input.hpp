@@ -1,6 +1,7 @@
 // The hostile-input matrix's shared parts: a row (Case), the fixtures every row may use, and small
-// file helpers. Rows live in one file per area (hostile_input_test.cpp: flags, readers and outputs
-// of issue 9; hostile_*_cases.cpp: the areas of issue 22) and are run by hostile_input_test.cpp.
+// file helpers. Rows live in one file per area (hostile_input_test.cpp: flags, readers and outputs;
+// hostile_*_cases.cpp: lessons, inputs and outputs, processes, training runs) and are run by
+// hostile_input_test.cpp.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -94,7 +95,7 @@ inline void corrupt_copy_of_checkpoints(const fs::path& dir, const Fixtures& fx,
 }
 
 // The rows of each area (one file each).
-std::vector<Case> hostile_cases();           // hostile_input_test.cpp: issue 9's matrix
+std::vector<Case> hostile_cases();           // hostile_input_test.cpp: flags, readers, outputs
 std::vector<Case> hostile_io_cases();        // hostile_io_cases.cpp: input and output guards
 std::vector<Case> hostile_lesson_cases();    // hostile_lesson_cases.cpp: lesson files and their scenarios
 std::vector<Case> hostile_process_cases();   // hostile_process_cases.cpp: launch, mpirun, timeouts

@@ -1,4 +1,4 @@
-// The hostile-input matrix (issue 9): one table row per bad input a user can give the release
+// The hostile-input matrix: one table row per bad input a user can give the release
 // binaries — bad flags, missing, malformed and corrupted files, truncated traces, overflowing sizes,
 // outputs that are inputs. Every row must end within its time limit (a hang is killed and fails)
 // with its exit code (2 for usage errors, 1 for runtime failures), nothing on stderr but "dpscope: "

@@ -1,4 +1,4 @@
-// Hostile-input rows (issue 22), input and output guards: FIFOs and device nodes as files, outputs
+// Hostile-input rows, input and output guards: FIFOs and device nodes as files, outputs
 // that are inputs or other outputs, values that are empty, lines a reader must name truly.
 #include <sys/stat.h>
 

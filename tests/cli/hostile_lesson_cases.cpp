@@ -1,7 +1,7 @@
-// Hostile-input rows (issue 22), lesson files and their scenarios: expressions, sandboxed outputs, lesson
+// Hostile-input rows, lesson files and their scenarios: expressions, sandboxed outputs, lesson
 // check. Each row writes a small lesson into its scratch directory (lesson_text() below: a one-step run
 // on one simulated GPU) with one hostile part, and names the file by its path. docs/reliability.md,
-// "Lessons (issue 22)", lists the promises these rows prove.
+// "Lessons", lists the promises these rows prove.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -146,7 +146,7 @@ std::vector<Case> hostile_lesson_cases() {
        {},
        kViz},
 
-      // Placeholders in the text (issue 23) are expressions under the same bounds.
+      // Placeholders in the text are expressions under the same bounds.
       {"LessonPlaceholderNestedPastTheDepthLimit", "lesson check " + file, 2,
        "narration: placeholder 1 '{{ ((((",
        writes(with_narration("{{ " + std::string(1000, '(') + "1" + std::string(1000, ')') + " }}"))},
@@ -215,7 +215,7 @@ std::vector<Case> hostile_lesson_cases() {
        seconds(30),
        1,
        victim_untouched},
-      // A command the narration quotes is run by `lesson check` (issue 23), in the same sandbox.
+      // A command the narration quotes is run by `lesson check`, in the same sandbox.
       {"LessonQuotedCommandSavesOverAnAbsolutePath",
        "lesson check " + file + " --out {dir}/out",
        1,

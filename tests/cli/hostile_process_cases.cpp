@@ -1,4 +1,4 @@
-// Hostile-input rows (issue 22), processes: dpscope launch, mpirun, configuration checks across ranks,
+// Hostile-input rows, processes: dpscope launch, mpirun, configuration checks across ranks,
 // timeouts. A launcher's row expects one "dpscope: error:" line per process that can still speak: each
 // rank that fails or is stopped, and dpscope launch itself (its line quotes the first failing rank's).
 // mpirun runs with -q, which keeps OpenMPI's own boxes ("Primary job terminated normally, but ...")
@@ -12,7 +12,7 @@ namespace dpscope::testing {
 namespace {
 
 const std::string kCli = DPSCOPE_CLI;
-// C of issue 22: two mpi ranks on the CPU.
+// Two mpi ranks on the CPU.
 const std::string kC =
     " train --mode ddp --device cpu --backend mpi --devices 2 --model 2-8-3 --dataset spirals:256 --batch 16";
 
@@ -59,8 +59,8 @@ Case launch_case(std::string name, const std::string& script, int exit_code, std
 
 std::vector<Case> hostile_process_cases() {
   return {
-      // ---- issue 22.1: a rank that fails alone tells its peers; none finalizes alone or hangs ----
-      // The issue's command: --resume from A on rank 0, from the empty B on rank 1 (it hung in
+      // ---- a rank that fails alone tells its peers; none finalizes alone or hangs ----
+      // The command that hung: --resume from A on rank 0, from the empty B on rank 1 (it hung in
       // MPI_Finalize and the model check): the directories are part of the configuration.
       mpirun_case("MpirunResumeFromAnotherDirectoryOnOneRank",
                   "-np 1 " + kCli + kC + " --steps 4 --resume --checkpoint-dir {dir}/A : -np 1 " + kCli + kC +
@@ -88,7 +88,7 @@ std::vector<Case> hostile_process_cases() {
                   "-np 1 " + kCli + " bench all_reduce --backend mpi --devices 2 -e 1K : -np 1 " + kCli +
                       " bench all_reduce --backend mpi --devices 2 -e 2K",
                   2, "another configuration than rank 0", 2),
-      // ---- issue 22.2: every flag that changes which collectives run is compared ----
+      // ---- every flag that changes which collectives run is compared ----
       launch_case("LaunchTraceOnRankZeroOnly",
                   "if [ $RANK = 0 ]; then exec " + kCli + kC + " --steps 2 --trace {dir}/tr; else exec " +
                       kCli + kC + " --steps 2; fi\n",
@@ -101,7 +101,7 @@ std::vector<Case> hostile_process_cases() {
           "MpirunAnotherTimeoutOnOneRank",
           "-np 1 " + kCli + kC + " --steps 2 --timeout 5 : -np 1 " + kCli + kC + " --steps 2 --timeout 6", 2,
           "another configuration than rank 0", 2),
-      // ---- issue 22.4: one line per process, the right words ----
+      // ---- one line per process, the right words ----
       launch_case("LaunchOmpiServerThatCannotStart", "exec " + kCli + kC + " --steps 2 --timeout 10\n", 1,
                   "ompi-server (/bin/false) could not start: it exited with status 1", 3,
                   {{"DPSCOPE_OMPI_SERVER", "/bin/false"}}),
@@ -126,7 +126,7 @@ std::vector<Case> hostile_process_cases() {
                   "if [ $RANK = 1 ]; then (sleep 1; kill -9 $$) & fi; exec " + kCli + kC +
                       " --steps 1000000 --timeout 10\n",
                   1, "", 2),
-      // ---- issue 22.5: --timeout bounds every wait ----
+      // ---- --timeout bounds every wait ----
       // A rank stopped with SIGSTOP: the other fails after --timeout (it waited gloo's 30 minutes).
       launch_case("LaunchRankStoppedFailsThePeerAfterTheTimeout",
                   "if [ $RANK = 1 ]; then (sleep 1; kill -STOP $$) & fi; exec " + kCli + kC +

@@ -1,10 +1,11 @@
-// Hostile-input rows (issue 22), training runs: memory estimates, values in files and flags, checkpoint
+// Hostile-input rows, training runs: memory estimates, values in files and flags, checkpoint
 // names.
 //
-// Each row is a defect of issue 22 (or a neighbour of one) seen from the command line; the unit tests
-// beside the behaviour (tests/runtime/train/{memory_estimate,train_values,checkpoint}_test.cpp)
-// pin the exact messages. Write failures run `dpscope` under `ulimit -f` (a file-size limit makes a
-// write fail with EFBIG as a full disk does with ENOSPC), from a two-line shell script.
+// Each row is a defect found in a hostile-input review (or a neighbour of one) seen from the command line;
+// the unit tests beside the behaviour
+// (tests/runtime/train/{memory_estimate,train_values,checkpoint}_test.cpp) pin the exact messages. Write
+// failures run `dpscope` under `ulimit -f` (a file-size limit makes a write fail with EFBIG as a full disk
+// does with ENOSPC), from a two-line shell script.
 #include <sys/stat.h>
 
 #include <cmath>

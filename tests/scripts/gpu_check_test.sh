@@ -3,7 +3,8 @@
 # as its own ctest test): without a GPU it says so in one line and exits 2, writing nothing; --help
 # documents both modes; usage errors exit 64; its package table covers every CMake package the build
 # requires; with a stand-in nvidia-smi, the report names each stage's result and a failing stage
-# makes the run exit 1 while the stages after it still run.
+# makes the run exit 1 while the stages after it still run; the tests section is counted from the
+# JUnit file ctest writes (the report itself: scripts/gpu_report.py, tests/scripts/gpu_report_test.py).
 # Usage: gpu_check_test.sh SOURCE_DIR CASE
 set -uo pipefail
 src=$1
@@ -182,7 +183,7 @@ BENCH
 }
 
 # The tests section from a real ctest run over a stand-in test list: one test passes, one fails,
-# one skips the way a GPU test does without a GPU.
+# one skips the way a GPU test does without a GPU (its reason, GoogleTest's line, in the list).
 case_tests_summary() {
   fake_smi
   mkdir -p "$tmp/build"
@@ -201,7 +202,8 @@ CTEST
   grep -qE '^\| tests \| FAILED \| [0-9]+ \| exit [0-9]+: .*1 tests failed out of 4' "$report" ||
     fail "the stage's note: $(grep '^| tests' "$report")"
   grep -qxF -- '- fails (Failed)' "$report" || fail "failed test not named: $(cat "$report")"
-  grep -qxF -- '- skips (Skipped)' "$report" || fail "skipped test not named: $(cat "$report")"
+  grep -qxF -- '- skips (no CUDA GPU on this machine)' "$report" || fail "skipped test not named: $(cat "$report")"
+  [[ -f $tmp/build/gpu-check-logs/tests.junit.xml ]] || fail "ctest wrote no JUnit file"
   grep -qF '| tests | FAILED |' "$report" || fail "tests stage not FAILED: $(cat "$report")"
   # --tests REGEX runs only the matching tests.
   run --build-dir "$tmp/build" --stages tests --tests '^pass' "$tmp/out"
@@ -209,18 +211,22 @@ CTEST
   grep -qF '**1 passed, 0 failed, 0 skipped** out of 1' "$report" || fail "--tests ran others: $(cat "$report")"
 }
 
-# Newer CMake prints "100% tests passed out of N" when nothing failed (no failed count): the report
-# still counts them. A stand-in ctest prints that summary.
-case_tests_summary_without_failures() {
+# The counts come from the JUnit file given to ctest's --output-junit, not from its text: a stand-in
+# ctest copies the committed fixture there and prints a summary that disagrees.
+case_tests_counted_from_junit() {
   fake_smi
   mkdir -p "$tmp/build" "$tmp/path"
   echo 'add_test(passes "true")' >"$tmp/build/CTestTestfile.cmake"
-  printf '#!/bin/sh\necho "1/2 Test #1: a .... Passed"\necho\necho "100%% tests passed out of 2"\n' >"$tmp/path/ctest"
+  cat >"$tmp/path/ctest" <<CTEST
+#!/bin/sh
+while [ \$# -gt 0 ]; do [ "\$1" = --output-junit ] && cp "$src/tests/scripts/fixtures/gpu_report/logs/tests.junit.xml" "\$2"; shift; done
+echo "100% tests passed out of 2"
+CTEST
   chmod +x "$tmp/path/ctest"
   PATH="$tmp/path:$PATH" run --build-dir "$tmp/build" --stages tests "$tmp/out"
   expect_rc 0
   local report="$tmp/out/report.md"
-  grep -qF '**2 passed, 0 failed, 0 skipped** out of 2' "$report" || fail "wrong summary: $(cat "$report")"
+  grep -qF '**5 passed, 1 failed, 2 skipped** out of 8' "$report" || fail "not counted from JUnit: $(cat "$report")"
 }
 
 # A benchmark that hangs is stopped after DPSCOPE_RUN_TIMEOUT seconds: its stage fails with the

@@ -8,8 +8,8 @@
 #include <bit>
 #include <set>
 
-#include "dpscope/comm/bench.hpp"
 #include "dpscope/trace_format/reader.hpp"
+#include "dpscope_bench/collective_bench.hpp"
 #include "replay/replay_model.hpp"
 #include "trace_fixtures.hpp"
 

@@ -71,7 +71,7 @@ TEST(Document, AMalformedLineIsAnErrorWhenStrictAndAWarningOtherwise) {
 }
 
 TEST(Document, ATruncatedLastLineIsLeftOutWithAWarningInEveryMode) {
-  // docs/trace-format.md: every reader tolerates a partial last line (issue 9, defect 9).
+  // docs/trace-format.md: every reader tolerates a partial last line.
   const auto path = scratch_dir() / "cut.jsonl";
   write_text(path, lines({kHeader, kSpan}) + R"({"type":"span","ts":5,"ra)");
   EXPECT_EQ(trace::read_trace(path).partial_line, 3u);

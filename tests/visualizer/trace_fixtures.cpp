@@ -8,11 +8,11 @@
 #include <sstream>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/comm/bench.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/trace/recorder.hpp"
 #include "dpscope/trace_format/reader.hpp"
+#include "dpscope_bench/collective_bench.hpp"
 
 namespace dpscope::viz::testing {
 
@@ -82,7 +82,7 @@ RuntimeTrace run_traced(TrainConfig config, const std::filesystem::path& path) {
 RuntimeTrace write_ddp_trace(const std::filesystem::path& path, int devices, int steps, int64_t batch) {
   TrainConfig config = fixture_config("ddp", devices, steps, batch, devices * batch * steps);
   config.algo = "ring";
-  config.bucket_mb = 0.25;          // 256 KiB
+  config.bucket_cap_mb = 0.25;      // 256 KiB
   config.first_bucket_mb = 0.0625;  // 64 KiB
   return run_traced(std::move(config), path);
 }

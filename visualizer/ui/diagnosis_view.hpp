@@ -1,4 +1,4 @@
-// Diagnosis (issue 25): the DDP diagnosis of `dpscope trace stats` in the viewer, for recorded and
+// Diagnosis: the DDP diagnosis of `dpscope trace stats` in the viewer, for recorded and
 // live traces (dpscope's own runs and real PyTorch runs recorded by dpscope_torch). Every number
 // comes from trace::diagnose_ddp (trace_format/ddp_diagnosis.hpp), computed by the Document
 // (replay/diagnosis.hpp); this view only draws it: each finding's sentence — straggler, exposed

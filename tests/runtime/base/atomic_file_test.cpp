@@ -66,7 +66,7 @@ TEST(AtomicFileWriter, CommitTwiceIsAProgrammerError) {
 }
 
 // A writer killed before commit() leaves "<name>.tmp.<pid>.<n>"; the next sweep removes it unless
-// its process still runs (then it may be a write in progress). Issue 9: such files were never cleaned.
+// its process still runs (then it may be a write in progress). Such files used to be never cleaned.
 // `trace merge DIR /dev/full` as root once replaced the machine's /dev/full with a regular file:
 // a FIFO, a directory or a device is never renamed over.
 TEST(AtomicFileWriter, NeverReplacesAFifo) {

@@ -44,7 +44,7 @@ TEST(CheckedMul, ExactUpToTheLimitAndRefusedPastIt) {
 }
 
 TEST(CheckedCeilDiv, NoOverflowAtTheMaximum) {
-  // (m + b - 1) / b overflows here: the hang of issue 9, defect 1.
+  // (m + b - 1) / b overflows here: the batch count that once made training hang.
   EXPECT_EQ(checked_ceil_div<int64_t>(100, kMax, "batches"), 1);
   EXPECT_EQ(checked_ceil_div<int64_t>(kMax, kMax, "batches"), 1);
   EXPECT_EQ(checked_ceil_div<int64_t>(kMax, 2, "batches"), 4611686018427387904);

@@ -13,10 +13,10 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/analytic_collectives.hpp"
-#include "dpscope/comm/bench.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/nccl_cost_model.hpp"
 #include "dpscope/core/preset.hpp"
+#include "dpscope_bench/collective_bench.hpp"
 #include "support/temp_files.hpp"
 
 namespace dpscope {

@@ -9,7 +9,7 @@
 
 #include "comm_test_util.hpp"
 #include "dpscope/base/error.hpp"
-#include "dpscope/comm/bench.hpp"
+#include "dpscope_bench/collective_bench.hpp"
 
 namespace dpscope {
 namespace {
@@ -250,6 +250,17 @@ TEST(BenchOptionsErrors, IterationsRootAndSlices) {
   o.slices = -1;
   EXPECT_EQ(message(o), "--slices must be >= 0, got -1");
   EXPECT_EQ(catch_error([] { parse_bench_collective("gossip"); }).kind, ErrorKind::kUsage);
+}
+
+// The harness runs a collective only through its descriptor: one the benchmark has none for is a
+// usage error naming it, before anything runs.
+TEST(BenchOptionsErrors, ACollectiveWithoutADescriptorIsRefused) {
+  BenchOptions o;
+  o.collective = OpType::kBarrier;
+  const Caught e = catch_error([&] { validate_bench_options(o); });
+  EXPECT_EQ(e.kind, ErrorKind::kUsage);
+  EXPECT_EQ(e.message, "dpscope bench does not run barrier");
+  EXPECT_EQ(catch_error([&] { run_collective_bench(o); }).message, "dpscope bench does not run barrier");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // docs/fidelity.md is what the published nccl-tests tables and the cost model give today, and the
-// systems the goal is claimed for stay within it.
+// systems the fidelity goal is claimed for stay within it.
 #include "dpscope/comm/nccl_fidelity.hpp"
 
 #include <gtest/gtest.h>
@@ -40,7 +40,7 @@ TEST(Fidelity, EverySystemHasASourceAndAFullSizeRange) {
   }
 }
 
-// The median error of every system stays within its bound: the 10 % where the goal is met,
+// The median error of every system stays within its bound: the goal's 10 % where the goal is met,
 // today's error where it is not (docs/fidelity.md says which, and why).
 TEST(Fidelity, MedianErrorOfEverySystemStaysWithinItsBound) {
   for (const FidelityResult& r : evaluate_all()) {

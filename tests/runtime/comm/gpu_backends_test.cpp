@@ -15,11 +15,11 @@
 
 #include "comm_test_util.hpp"
 #include "dpscope/comm/backend_registry.hpp"
-#include "dpscope/comm/bench.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/trace/recorder.hpp"
+#include "dpscope_bench/collective_bench.hpp"
 #include "support/errors.hpp"
 
 namespace dpscope {

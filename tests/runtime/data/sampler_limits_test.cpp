@@ -1,4 +1,4 @@
-// DistributedSampler and randperm at the limits of int64 and of host memory (issue 9): sizes near
+// DistributedSampler and randperm at the limits of int64 and of host memory: sizes near
 // INT64_MAX give exact counts instead of wrapped ones, and an order too large for this machine is
 // refused with one line before anything is allocated (it used to end in std::bad_alloc).
 #include <gtest/gtest.h>

@@ -223,7 +223,7 @@ TEST_F(LessonFile, MissingFileIsAnIoError) {
   }
 }
 
-// ---- issue 22: hostile lesson files ----
+// ---- hostile lesson files ----
 
 TEST_F(LessonFile, SizeAndNestingAreBoundedBeforeTomlParses) {
   EXPECT_EQ(error(kGood + "# " + std::string(kMaxLessonFileBytes, 'x') + "\n").substr(0, 30),
@@ -508,8 +508,8 @@ TEST_F(LessonFile, LessonFilesAreSortedTomlFilesOnly) {
 namespace dpscope::lesson {
 namespace {
 
-// Issue 23's format: placeholders, expect, [[scenarios]] and [[exercises]] are checked when the
-// lesson loads, each mistake one line naming the lesson and the item.
+// The lesson format's checked items: placeholders, expect, [[scenarios]] and [[exercises]] are checked when
+// the lesson loads, each mistake one line naming the lesson and the item.
 TEST_F(LessonFile, PlaceholdersExpectScenariosAndExercisesLoad) {
   const Lesson l = load(good_with("narration = \"Look.\"",
                                   "narration = \"{{ devices | words }} GPUs, {{! 25 MiB }}.\"\n"

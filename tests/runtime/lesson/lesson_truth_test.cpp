@@ -1,4 +1,4 @@
-// Issue 23, "Lessons that tell the truth", on the built `dpscope` and the shipped lessons: the
+// Lessons that tell the truth, on the built `dpscope` and the shipped lessons: the
 // narration follows the knobs, the handout has exercises and an answer key, and `lesson check`
 // catches each defect the review found (a quoted command that fails, a picture at the wrong moment,
 // two chapters at one moment, a literal number, a placeholder that does not parse).
@@ -38,7 +38,7 @@ fs::path edited_lesson(const std::string& id, const std::string& from, const std
 }
 
 TEST(LessonTruth, NarrationFollowsTheDevicesKnob) {
-  // Issue 23: `lesson run 4 --knob devices=8` said "four at once".
+  // Regression test: `lesson run 4 --knob devices=8` said "four at once".
   const fs::path dir = testing::scratch_dir();
   const testing::CliResult r = run_cli("lesson run 4 --no-viz --knob devices=8 --out " + quoted(dir));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -51,7 +51,7 @@ TEST(LessonTruth, NarrationFollowsTheDevicesKnob) {
 }
 
 TEST(LessonTruth, RingNarrationCountsChunksAndStepsOfTheRun) {
-  // Issue 23: L5 at --knob devices=8 said "4 chunks ... N-1 = 3" while its answers said 14 steps.
+  // Regression test: L5 at --knob devices=8 said "4 chunks ... N-1 = 3" while its answers said 14 steps.
   const fs::path dir = testing::scratch_dir();
   const testing::CliResult r = run_cli("lesson run 5 --no-viz --knob devices=8 --out " + quoted(dir));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -59,12 +59,12 @@ TEST(LessonTruth, RingNarrationCountsChunksAndStepsOfTheRun) {
   EXPECT_NE(r.output.find("After `N-1` = seven steps"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("After `2(N-1)` = 14 steps"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("answer: 14 steps"), std::string::npos) << r.output;
-  // Issue 23: "1.5x ... no matter how many GPUs" next to "close to 2x": the factor is the run's.
+  // Regression test: "1.5x ... no matter how many GPUs" next to "close to 2x": the factor is the run's.
   EXPECT_NE(r.output.find("`2(N-1)/N` = 1.75\n  times the buffer"), std::string::npos) << r.output;
 }
 
 TEST(LessonTruth, StepTimesAreTheRunsAndCompareLikeForLike) {
-  // Issue 23: L3/L4 said "about 238 us" and "about 150 us" while the runs measured others.
+  // Regression test: L3/L4 said "about 238 us" and "about 150 us" while the runs measured others.
   const fs::path dir = testing::scratch_dir();
   const testing::CliResult r = run_cli("lesson run 4 --no-viz --out " + quoted(dir));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -95,7 +95,7 @@ TEST(LessonTruth, HandoutForAVariantHasExercisesAndAnAnswerKey) {
 }
 
 TEST(LessonTruth, EveryQuotedCommandMustRun) {
-  // Issue 23: L4 quoted `dpscope train --mode single --batch 2048 --model 512-512-512-10`, which
+  // Regression test: L4 quoted `dpscope train --mode single --batch 2048 --model 512-512-512-10`, which
   // fails with "no data".
   const fs::path dir = edited_lesson(
       "04-ddp", "--dataset blobs:8192:512:10 --batch 2048 --shuffle --steps 2 --optim sgd --lr 0.01`",
@@ -109,7 +109,7 @@ TEST(LessonTruth, EveryQuotedCommandMustRun) {
 }
 
 TEST(LessonTruth, APictureAtTheWrongMomentFailsItsExpectation) {
-  // Issue 23: L1 chapter 5, "after backward", was drawn mid-backward (20 KiB of gradients against
+  // Regression test: L1 chapter 5, "after backward", was drawn mid-backward (20 KiB of gradients against
   // 2 MiB of parameters): its old trigger, the first memory counter of backward.
   const fs::path dir = edited_lesson("01-one-gpu", "trigger = { name = \"grad_ready\", step = 0, param = 0 }",
                                      "trigger = { name = \"memory\", phase = \"backward\", step = 0 }");
@@ -123,7 +123,7 @@ TEST(LessonTruth, APictureAtTheWrongMomentFailsItsExpectation) {
 }
 
 TEST(LessonTruth, TwoChaptersAtOneMomentAreTheSamePicture) {
-  // Issue 23: L8 chapter 2 (rank 1's first batch) showed the moment of chapter 1.
+  // Regression test: L8 chapter 2 (rank 1's first batch) showed the moment of chapter 1.
   const fs::path dir =
       edited_lesson("08-distributed-sampler", "trigger = { phase = \"forward\", rank = 1, step = 0 }",
                     "trigger = { type = \"samples\", rank = 1, step = 0 }");
@@ -160,7 +160,7 @@ TEST(LessonTruth, ABadPlaceholderNamesLessonChapterAndReason) {
 }
 
 TEST(LessonTruth, ShippedLessonsCountStepsFromOne) {
-  // Issue 23: L1 chapter 7 said "step 1" where its answer said "2 (counting from 1)".
+  // Regression test: L1 chapter 7 said "step 1" where its answer said "2 (counting from 1)".
   const fs::path dir = testing::scratch_dir();
   const testing::CliResult r = run_cli("lesson run 1 --no-viz --out " + quoted(dir));
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -81,7 +81,7 @@ TEST(LessonReport, AChapterThatStartsBeforeThePreviousOneIsAProblem) {
   EXPECT_EQ(evaluate_lesson(l, testing::hand_trace()).problems,
             (std::vector<std::string>{
                 "09-sample: chapter 2 'Reduce-scatter': fires at 100 ns, before chapter 1 (200 ns)",
-                // issue 23: L5 and L8 had two chapters at one moment, the same picture twice
+                // Regression test: L5 and L8 had two chapters at one moment, the same picture twice
                 "09-sample: chapter 3 'Same time': at the same moment as chapter 2 (100 ns): the same "
                 "picture twice"}));
 }

@@ -57,7 +57,7 @@ TEST(TempRunDir, IsFreshPrivateAndRemovedByItsDestructor) {
 TEST(TempRunDir, SweepsTheDirectoriesOfProcessesThatNoLongerRun) {
   const fs::path parent = testing::scratch_dir();
   const pid_t dead = dead_pid();
-  const std::string old_style = fmt::format("dpscope-test-{}", dead);  // before issue 22: no suffix
+  const std::string old_style = fmt::format("dpscope-test-{}", dead);  // the older naming: no suffix
   const std::string new_style = fmt::format("dpscope-test-{}-a1b2c3", dead);
   const std::string live = fmt::format("dpscope-test-{}-d4e5f6", ::getppid());
   const std::string other_prefix = fmt::format("dpscope-other-{}-a1b2c3", dead);

@@ -1,7 +1,7 @@
 // Lesson text computed from the run (lesson/text_template.hpp) and the expression features it
 // brought (run(key), last(), at=, comparisons, @scenario): on the hand-written trace of
 // lesson_test_util.hpp, whose values are known by hand; and the lint that keeps literal numbers
-// out of the prose (issue 23: "about 238 us" while the run measured 322.8).
+// out of the prose (a lesson once said "about 238 us" while the run measured 322.8).
 #include "dpscope/lesson/text_template.hpp"
 
 #include <gtest/gtest.h>

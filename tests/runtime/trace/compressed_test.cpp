@@ -457,7 +457,7 @@ TEST(CompressedTrace, WriterErrorsNameTheFile) {
   EXPECT_EQ(error_of([&] { TraceFileWriter writer(missing, true); }),
             fmt::format("cannot write trace '{}': No such file or directory", missing.string()));
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full to fail a write";
-  // Issue 22: a full disk said "error while writing trace" without the reason, and only at close.
+  // Regression test: a full disk said "error while writing trace" without the reason, and only at close.
   for (const bool compress : {true, false}) {
     TraceFileWriter full("/dev/full", compress);
     full.write(header_line());

@@ -101,7 +101,7 @@ TEST(MergeRankTraces, ResolvesTheEndsOfTransfersBetweenProcessesThroughTheirRank
   EXPECT_EQ(rank1.transfer(rank1.events[0]).dst, 1);
 }
 
-// Issue 22: `trace merge` on a full disk left a 0-byte OUT.tmp behind. RLIMIT_FSIZE fails the write
+// Regression test: `trace merge` on a full disk left a 0-byte OUT.tmp behind. RLIMIT_FSIZE fails the write
 // (EFBIG) as a full disk does (ENOSPC): a write failure (exit code 1), and nothing is left.
 TEST(MergeRankTraces, AFailedWriteLeavesNothingBehind) {
   const auto dir = scratch_dir();

@@ -150,7 +150,7 @@ TEST(ReadRankDirectory, ARankFileWithoutItsProcessEntryIsRefused) {
                   (dir / "rank-1.jsonl").string()));
 }
 
-// Issue 22: a rank directory whose headers name different models or devices merged without complaint.
+// Regression test: a rank directory whose headers name different models or devices merged without complaint.
 TEST(ReadRankDirectory, RankFilesOfDifferentModelsDevicesOrClocksAreRefused) {
   const auto dir = scratch_dir();
   const auto with_params = [](std::string header, const std::string& params) {

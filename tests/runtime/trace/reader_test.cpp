@@ -568,7 +568,7 @@ std::vector<BadLine> bad_lines() {
       {R"({"type":"buckets",)" + common + R"(,"buckets":[]})", "missing field 'reason'"},
       {R"({"type":"header","format":"dpscope-trace","version":"1.0"})",
        "a second header (the header must be the first line)"},
-      // Issue 9, defect 9: ts + dur overflowed int64 and such spans vanished from stats.
+      // Regression test: ts + dur overflowed int64 and such spans vanished from stats.
       {R"({"type":"span","ts":9223372036854775807,"rank":0,"dev":0,"step":0,"phase":"forward",)"
        R"("name":"a","cat":"compute","stream":"compute","dur":10})",
        "field 'ts' is 9223372036854775807, outside the supported range [-4611686018427387904, "

@@ -243,7 +243,7 @@ TEST(TraceRecorderWriting, EveryLineOfManyThreadsIsWrittenInEachThreadsOrder) {
   }
 }
 
-// Issue 22: a full disk during --trace exited with code 2 (a usage error) and said "error while
+// Regression test: a full disk during --trace exited with code 2 (a usage error) and said "error while
 // writing trace" without the reason, at close. It is a runtime failure (kWriteFailed: exit code 1)
 // naming strerror, reported at the first flush that reaches the file: here open()'s, which writes the
 // header; in a run whose disk fills later, the next flush_soon() (the run stops at its next step).

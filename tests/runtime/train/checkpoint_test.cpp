@@ -343,7 +343,7 @@ TEST(CheckpointApi, SaveRemovesTemporaryFilesOfDeadWriters) {
   EXPECT_TRUE(fs::exists(unrelated));
 }
 
-// Issue 22: checkpoint-00000006 renamed to checkpoint-00000099 was resumed from as the newest, by
+// Regression test: checkpoint-00000006 renamed to checkpoint-00000099 was resumed from as the newest, by
 // `--steps 8` and `--steps 10` alike, and kept by the rotation while it deleted the real
 // checkpoint-00000008. A name must agree with the step inside, or the file is ignored: one warning,
 // never resumed from, never counted in rotation, never deleted.
@@ -374,7 +374,7 @@ TEST(CheckpointApi, ARenamedCheckpointIsIgnoredNeverResumedFromNorRotated) {
   EXPECT_EQ(load_newest_valid_checkpoint(dir.path()).state.steps_done, 10);
 }
 
-// Issue 22: a directory, a symlink to /dev/zero and a symlink loop all said "no such file".
+// Regression test: a directory, a symlink to /dev/zero and a symlink loop all said "no such file".
 TEST(CheckpointApi, AFileThatIsNotARegularFileIsNamedForWhatItIs) {
   TempDir dir("ckpt_api_kinds");
   const fs::path directory = dir.path() / "checkpoint-00000001.safetensors";
@@ -408,7 +408,7 @@ TEST(CheckpointApi, AFileThatIsNotARegularFileIsNamedForWhatItIs) {
     EXPECT_TRUE(fs::exists(fs::symlink_status(f))) << f;
 }
 
-// Issue 22: a FIFO named checkpoint-00000010.safetensors blocked --resume forever (opening a FIFO
+// Regression test: a FIFO named checkpoint-00000010.safetensors blocked --resume forever (opening a FIFO
 // waits for a writer). Its type is checked first: it is passed over with a warning, never opened.
 TEST(CheckpointApi, AFifoInTheDirectoryIsNeverOpened) {
   TempDir dir("ckpt_api_fifo");
@@ -433,9 +433,9 @@ TEST(CheckpointApi, AFifoInTheDirectoryIsNeverOpened) {
             std::string::npos);
 }
 
-// Issue 22 (neighbours): a checkpoint whose checksum verifies but whose values a run cannot continue
-// from — NaN or inf in the weights or the optimizer state, a negative second moment, a fractional
-// step count — is refused like a damaged one, naming the tensor and the index.
+// Regression test, a neighbour of those defects: a checkpoint whose checksum verifies but whose values a run
+// cannot continue from — NaN or inf in the weights or the optimizer state, a negative second moment, a
+// fractional step count — is refused like a damaged one, naming the tensor and the index.
 TEST(CheckpointApi, ValuesARunCannotContinueFromAreRefused) {
   TempDir dir("ckpt_api_values");
   CheckpointState s = state_of("r", 4);
@@ -465,7 +465,7 @@ TEST(CheckpointApi, ValuesARunCannotContinueFromAreRefused) {
             std::string::npos);
 }
 
-// Issue 22: a full disk while writing a checkpoint exited with code 2, as if the user had erred. It
+// Regression test: a full disk while writing a checkpoint exited with code 2, as if the user had erred. It
 // is a runtime failure (kWriteFailed, exit code 1) with the system's reason. RLIMIT_FSIZE makes the
 // write fail (EFBIG) without a full disk.
 TEST(CheckpointApi, AFailedWriteIsAWriteFailureWithTheSystemsReason) {

@@ -75,7 +75,7 @@ TEST(MemoryEstimate, CpuAndSimulatedGpusAreHostMemoryTimingOnlyIsNot) {
   EXPECT_EQ(estimate_training_memory(ddp, 0).host_bytes, 0u);
 }
 
-// Issue 22: --model 2-2147483648-3 grew to 16.7 GB and ran on silently.
+// Regression test: --model 2-2147483648-3 grew to 16.7 GB and ran on silently.
 TEST(MemoryEstimate, RefusesAModelTheSimulatedGpuCannotHold) {
   TrainConfig huge = small();
   huge.model = "2-2147483648-3";

@@ -73,7 +73,7 @@ TEST(TrainValues, FloatFlagsMustBeFiniteNumbersInRange) {
             "--first-bucket-mb must be <= 1073741824, got 1e+300");
 }
 
-// Issue 22: `--lr 1e309` parses as inf and ran into "loss became nan (try a smaller --lr)".
+// Regression test: `--lr 1e309` parses as inf and ran into "loss became nan (try a smaller --lr)".
 // validate() checks values alone; what the machine and its launcher provide is check_machine()'s
 // to refuse: a launcher's RANK/WORLD_SIZE around a mode that runs in one process, and --device cuda
 // where no GPU can be used. (validate() used to probe both, so a configuration's values could not
@@ -146,7 +146,7 @@ std::string write_data(const TempDir& dir, float bad, bool in_inputs, bool mse =
   return (dir / "x.npy") + "," + (dir / "y.npy");
 }
 
-// Issue 22: NaN in --data said "loss became nan ... (try a smaller --lr)".
+// Regression test: NaN in --data said "loss became nan ... (try a smaller --lr)".
 TEST(TrainValues, NonFiniteDataIsNamedWithItsFileAndPosition) {
   TempDir dir("values_data");
   const std::string nan_inputs = write_data(dir, kNan, true);
@@ -162,7 +162,7 @@ TEST(TrainValues, NonFiniteDataIsNamedWithItsFileAndPosition) {
                           ": value [3, 2] is -inf; targets must be finite numbers\n");
 }
 
-// Issue 22: NaN in --init weights said "loss became nan ... (try a smaller --lr)".
+// Regression test: NaN in --init weights said "loss became nan ... (try a smaller --lr)".
 TEST(TrainValues, NonFiniteInitialWeightsAreNamedWithTheTensorAndPosition) {
   TempDir dir("values_init");
   const std::string good = "train --dataset spirals:64 --model 2-8-3 --batch 16 --steps 1 ";

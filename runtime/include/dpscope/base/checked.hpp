@@ -49,7 +49,8 @@ T checked_mul(T a, T b, std::string_view what, ErrorKind kind = ErrorKind::kInva
 }
 
 // ceil(a / b) for a >= 0 and b > 0 without computing a + b - 1 (which overflows near the maximum:
-// the batch-count hang of issue 9). Throws Error(kind) naming `what` for a < 0 or b <= 0.
+// a batch count computed that way once made training hang). Throws Error(kind) naming `what` for a < 0 or b
+// <= 0.
 template <std::integral T>
 T checked_ceil_div(T a, T b, std::string_view what, ErrorKind kind = ErrorKind::kInvalidArgument) {
   DPS_CHECK(a >= 0, kind, "{}: cannot divide a negative count {}", what, a);

@@ -1,6 +1,6 @@
 // dpscope::Error — the one exception type the runtime throws.
 //
-// Errors come in three tiers (see STYLE.md):
+// Errors come in three tiers:
 //  * expected failures (bad file, bad flag, OOM, timeout, unsupported op) throw dpscope::Error with a
 //    kind the caller can branch on and a one-line message that names the thing and the reason;
 //  * programmer mistakes are caught by DPS_ASSERT, which also throws (never aborts a teaching

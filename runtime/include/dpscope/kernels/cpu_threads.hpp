@@ -4,7 +4,7 @@
 // OpenBLAS runs one product at a time on its pool: rank threads (spawn: one per simulated GPU) or
 // DataParallel's replica threads multiplying at once queue for the pool and spin (sched_yield)
 // while they wait. An 8-rank DDP run on a 2-core machine took 3.4x as long as with one BLAS thread
-// per rank (docs/benchmarks.md, "CPU threads"). PyTorch meets the same problem the same way: torchrun
+// per rank (docs/benchmarks-history.md, "CPU threads"). PyTorch meets the same problem the same way: torchrun
 // gives each of its processes OMP_NUM_THREADS=1. Here, while ConcurrentCompute scopes are alive,
 // every product uses max(1, budget / workers) threads: `budget` is set_num_threads()'s, else
 // OpenBLAS's own (OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else the cores it may run on), and

@@ -1,5 +1,9 @@
-// run_collective_bench(): the nccl-tests-style harness of `dpscope bench` (comm/bench.hpp).
-#include "dpscope/comm/bench.hpp"
+// run_collective_bench(): the one harness of `dpscope bench` (dpscope_bench/collective_bench.hpp),
+// as in nccl-tests: options checked once, then sizes, warm-up and timed iterations, the exact check
+// and the rates, the same for every collective. What differs between collectives (buffers, inputs,
+// expected values, the call) is in each one's descriptor (collectives.hpp). Three drivers run it:
+// rank threads (sim, cuda, nccl), one process per rank (mpi), and the cost model alone (--nodes > 1).
+#include "dpscope_bench/collective_bench.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -7,7 +11,6 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <memory>
 
@@ -22,129 +25,58 @@
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/trace/recorder.hpp"
 
+#include "collectives.hpp"
+
 namespace dpscope {
 namespace {
+
+using bench::Buffers;
+using bench::CollectiveDescriptor;
+using bench::Counts;
+using bench::counts_for;
+using bench::descriptor;
+using bench::input_value;
+using bench::make_buffers;
 
 constexpr uint64_t kMaxDataBytes = 16ull << 30;  // host memory a data-mode run may use
 constexpr int kMaxBenchSlices = 4096;            // pipeline slices per chunk
 constexpr int kMaxBenchIterations = 1'000'000;   // warm-up + timed iterations per size
 
-float input_value(ReduceOp op, int rank, int64_t i) {
-  if (op == ReduceOp::kProduct) return static_cast<float>(1 + (rank + i) % 2);
-  return static_cast<float>(rank + 1 + i % 7);
-}
-
-// The exact reduction over `n` ranks of input_value(op, r, i).
-float reduced_value(ReduceOp op, int n, int64_t i) {
-  switch (op) {
-    case ReduceOp::kSum: return static_cast<float>(n * (n + 1) / 2 + n * (i % 7));
-    case ReduceOp::kAvg: return static_cast<float>(n * (n + 1) / 2 + n * (i % 7)) / static_cast<float>(n);
-    case ReduceOp::kMin: return static_cast<float>(1 + i % 7);
-    case ReduceOp::kMax: return static_cast<float>(n + i % 7);
-    case ReduceOp::kProduct: {
-      int twos = 0;
-      for (int r = 0; r < n; ++r) twos += (r + i) % 2;
-      return std::ldexp(1.0f, twos);
-    }
-  }
-  return 0.0f;
-}
-
-struct Buffers {
-  Tensor tensor;  // all_reduce, broadcast, reduce: in place; all_gather: input; reduce_scatter: output
-  Tensor flat;    // all_gather: output; reduce_scatter: input
-};
-
-// Per-rank element counts: the collective's own tensor and the flat all-rank tensor.
-struct Counts {
-  int64_t per_rank = 0;
-  int64_t total = 0;
-};
-
-Counts counts_for(OpType op, uint64_t bytes, int n) {
-  const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
-  if (op == OpType::kAllGather || op == OpType::kReduceScatter) return {elems / n, elems / n * n};
-  return {elems, elems};
-}
-
-Buffers make_buffers(OpType op, Counts c, const Device& device, bool meta) {
-  auto make = [&](int64_t numel) {
-    return meta ? Tensor::meta({numel}, device, MemoryCategory::kBuffers)
-                : Tensor::zeros({numel}, device, MemoryCategory::kBuffers);
-  };
-  Buffers b;
-  b.tensor = make(c.per_rank);
-  if (op == OpType::kAllGather || op == OpType::kReduceScatter) b.flat = make(c.total);
-  return b;
-}
-
 bool on_gpu(const BenchOptions& o) { return o.backend == "cuda" || o.backend == "nccl"; }
 
-void fill_inputs(const BenchOptions& o, Buffers& b, int rank) {
+void fill_inputs(const BenchOptions& o, const CollectiveDescriptor& d, Buffers& b, int rank) {
+  Tensor& t = d.input(b);
   if (on_gpu(o)) {
     // Device memory is filled from the host (a fresh tensor: the collective's buffer is replaced).
-    Tensor& t = o.collective == OpType::kReduceScatter ? b.flat : b.tensor;
     std::vector<float> values(static_cast<size_t>(t.numel()));
     for (int64_t i = 0; i < t.numel(); ++i) values[static_cast<size_t>(i)] = input_value(o.op, rank, i);
     t = Tensor::from_floats(values, t.shape(), t.device(), MemoryCategory::kBuffers);
     return;
   }
-  if (o.collective == OpType::kReduceScatter) {
-    float* p = b.flat.f32();
-    for (int64_t i = 0; i < b.flat.numel(); ++i) p[i] = input_value(o.op, rank, i);
-    return;
-  }
-  float* p = b.tensor.f32();
-  for (int64_t i = 0; i < b.tensor.numel(); ++i) p[i] = input_value(o.op, rank, i);
+  float* p = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = input_value(o.op, rank, i);
 }
 
-int64_t count_wrong(const BenchOptions& o, const Buffers& b, int rank, int n) {
+int64_t count_wrong(const BenchOptions& o, const CollectiveDescriptor& d, const Buffers& b, int rank, int n) {
+  const Tensor& t = d.checked(b);
+  std::vector<float> copied;  // device memory is checked through a copy back to the host
+  if (on_gpu(o)) copied = t.to_vector();
+  const float* p = on_gpu(o) ? copied.data() : t.f32();
   int64_t wrong = 0;
-  auto check = [&](const Tensor& t, auto expected) {
-    std::vector<float> copied;  // device memory is checked through a copy back to the host
-    if (on_gpu(o)) copied = t.to_vector();
-    const float* p = on_gpu(o) ? copied.data() : t.f32();
-    for (int64_t i = 0; i < t.numel(); ++i) wrong += p[i] != expected(i) ? 1 : 0;
-  };
-  switch (o.collective) {
-    case OpType::kAllReduce: check(b.tensor, [&](int64_t i) { return reduced_value(o.op, n, i); }); break;
-    case OpType::kBroadcast: check(b.tensor, [&](int64_t i) { return input_value(o.op, o.root, i); }); break;
-    case OpType::kReduce:
-      check(b.tensor, [&](int64_t i) {
-        return rank == o.root ? reduced_value(o.op, n, i) : input_value(o.op, rank, i);
-      });
-      break;
-    case OpType::kAllGather: {
-      const int64_t block = b.tensor.numel();
-      check(b.flat, [&](int64_t i) { return input_value(o.op, static_cast<int>(i / block), i % block); });
-      break;
-    }
-    case OpType::kReduceScatter: {
-      const int64_t offset = rank * b.tensor.numel();
-      check(b.tensor, [&](int64_t i) { return reduced_value(o.op, n, offset + i); });
-      break;
-    }
-    default: break;
-  }
+  for (int64_t i = 0; i < t.numel(); ++i) wrong += p[i] != d.expected(o, b, rank, n, i) ? 1 : 0;
   return wrong;
 }
 
-std::shared_ptr<Work> run_once(const BenchOptions& o, ProcessGroup& pg, Buffers& b) {
-  switch (o.collective) {
-    case OpType::kAllReduce:
-      return pg.all_reduce(b.tensor, {.op = o.op, .algorithm = o.algorithm, .slices = o.slices});
-    case OpType::kBroadcast:
-      return pg.broadcast(b.tensor, {.root = o.root, .algorithm = o.algorithm, .slices = o.slices});
-    case OpType::kReduce:
-      return pg.reduce(b.tensor, {.root = o.root, .op = o.op, .algorithm = o.algorithm, .slices = o.slices});
-    case OpType::kAllGather:
-      return pg.all_gather_into_tensor(b.flat, b.tensor, {.algorithm = o.algorithm, .slices = o.slices});
-    case OpType::kReduceScatter:
-      return pg.reduce_scatter_tensor(b.tensor, b.flat,
-                                      {.op = o.op, .algorithm = o.algorithm, .slices = o.slices});
-    default:
-      throw Error(ErrorKind::kUsage, fmt::format("dpscope bench does not run {}", api_name(o.collective)));
-  }
+// A row's size columns and rates for one collective of `time_ns` over `n` ranks (nccl-tests'
+// algbw and busbw, its doc/PERFORMANCE.md).
+BenchRow make_row(const CollectiveDescriptor& d, Counts c, double time_ns, int n) {
+  BenchRow r;
+  r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
+  r.count = c.total;
+  r.sim_us = time_ns / 1e3;
+  r.algbw_gbps = time_ns > 0 ? static_cast<double>(r.bytes) / time_ns : 0.0;
+  r.busbw_gbps = r.algbw_gbps * bus_bandwidth_factor(d.op, n);
+  return r;
 }
 
 }  // namespace
@@ -161,8 +93,8 @@ void validate_bench_options(const BenchOptions& o) {
   }
   // All-gather and reduce-scatter are rings (every backend's schedules; refused here, in one line,
   // rather than by each rank once it runs).
-  const bool ring_only = o.collective == OpType::kAllGather || o.collective == OpType::kReduceScatter;
-  DPS_CHECK(!ring_only || o.algorithm == Algorithm::kDefault || o.algorithm == Algorithm::kAuto ||
+  const CollectiveDescriptor& d = descriptor(o.collective);
+  DPS_CHECK(!d.ring_only || o.algorithm == Algorithm::kDefault || o.algorithm == Algorithm::kAuto ||
                 o.algorithm == Algorithm::kRing,
             ErrorKind::kUsage, "--algo {}: {} runs ring or auto only", to_string(o.algorithm),
             api_name(o.collective));
@@ -212,9 +144,7 @@ void validate_bench_options(const BenchOptions& o) {
   const int total_iterations = checked_add(o.warmup, o.iterations, "-w + -n", ErrorKind::kUsage);
   DPS_CHECK(total_iterations <= kMaxBenchIterations, ErrorKind::kUsage,
             "-w {} + -n {}: at most {} iterations per size", o.warmup, o.iterations, kMaxBenchIterations);
-  const bool reduces = o.collective == OpType::kAllReduce || o.collective == OpType::kReduce ||
-                       o.collective == OpType::kReduceScatter;
-  DPS_CHECK(reduces || o.op == ReduceOp::kSum, ErrorKind::kUsage, "-o {} given, but {} does not reduce",
+  DPS_CHECK(d.reduces || o.op == ReduceOp::kSum, ErrorKind::kUsage, "-o {} given, but {} does not reduce",
             to_string(o.op), api_name(o.collective));
   const uint64_t data_bytes = checked_mul<uint64_t>(o.max_bytes, static_cast<uint64_t>(o.devices) * 2,
                                                     "-e * --devices", ErrorKind::kUsage);
@@ -325,30 +255,25 @@ std::vector<BenchRow> run_mpi_sizes(const BenchOptions& o, ProcessGroup& pg,
     pg.all_reduce(t, {.op = op})->wait();
     return static_cast<double>(t.item());
   };
+  const CollectiveDescriptor& d = descriptor(o.collective);
   std::vector<BenchRow> rows;
   for (uint64_t size = o.min_bytes; size <= o.max_bytes; size *= o.factor) {
-    const Counts c = counts_for(o.collective, size, n);
-    Buffers b = make_buffers(o.collective, c, device, false);
+    const Counts c = counts_for(d, size, n);
+    Buffers b = make_buffers(d, c, device, false);
     double seconds = 0.0;
     for (int it = 0; it < o.warmup + o.iterations; ++it) {
-      fill_inputs(o, b, pg.rank());
+      fill_inputs(o, d, b, pg.rank());
       pg.barrier()->wait();
       const auto started = std::chrono::steady_clock::now();
-      run_once(o, pg, b)->wait();
+      d.run(o, pg, b)->wait();
       const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       const double slowest = across_ranks(mine * 1e6, ReduceOp::kMax) / 1e6;
       if (it >= o.warmup) seconds += slowest;
     }
-    BenchRow r;
-    r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
-    r.count = c.total;
-    const double time_ns = seconds / o.iterations * 1e9;
-    r.sim_us = time_ns / 1e3;
-    r.algbw_gbps = time_ns > 0 ? static_cast<double>(r.bytes) / time_ns : 0.0;
-    r.busbw_gbps = r.algbw_gbps * bus_bandwidth_factor(o.collective, n);
+    BenchRow r = make_row(d, c, seconds / o.iterations * 1e9, n);
     r.wall_us = r.sim_us;
     r.wrong = static_cast<int64_t>(
-        across_ranks(static_cast<double>(count_wrong(o, b, pg.rank(), n)), ReduceOp::kSum));
+        across_ranks(static_cast<double>(count_wrong(o, d, b, pg.rank(), n)), ReduceOp::kSum));
     rows.push_back(r);
     if (on_row && pg.rank() == 0) on_row(r);
     if (size == 0 || size > o.max_bytes / o.factor) break;
@@ -383,16 +308,13 @@ std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePres
   if (o.collective == OpType::kAllReduce && o.algorithm == Algorithm::kTree) choice.algo = NcclAlgo::kTree;
   DPS_CHECK(o.algorithm != Algorithm::kNaive, ErrorKind::kUsage,
             "--algo naive is not modelled across nodes: use ring, tree or auto");
+  const CollectiveDescriptor& d = descriptor(o.collective);
   std::vector<BenchRow> rows;
   for (uint64_t size = o.min_bytes; size <= o.max_bytes; size *= o.factor) {
-    const Counts c = counts_for(o.collective, size, n);
-    BenchRow r;
-    r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
-    r.count = c.total;
-    const NcclPrediction p = predict_nccl(fabric, o.collective, r.bytes, choice);
-    r.sim_us = static_cast<double>(p.time_ns) / 1e3;
-    r.algbw_gbps = p.time_ns > 0 ? static_cast<double>(r.bytes) / static_cast<double>(p.time_ns) : 0.0;
-    r.busbw_gbps = r.algbw_gbps * bus_bandwidth_factor(o.collective, n);
+    const Counts c = counts_for(d, size, n);
+    const NcclPrediction p =
+        predict_nccl(fabric, o.collective, static_cast<uint64_t>(c.total) * sizeof(float), choice);
+    BenchRow r = make_row(d, c, static_cast<double>(p.time_ns), n);
     r.algo = p.label();
     rows.push_back(r);
     if (on_row) on_row(r);
@@ -409,6 +331,7 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
   if (o.backend == "mpi") return run_mpi_bench(o, on_row);
   if (o.nodes > 1) return run_across_nodes(o, find_preset(o.preset), on_row);
   const int n = o.devices;
+  const CollectiveDescriptor& d = descriptor(o.collective);
   SimWorldOptions world_options{.preset = o.preset,
                                 .timeout = o.timeout.count() > 0 ? o.timeout : Milliseconds(10 * 60 * 1000)};
   if (o.algorithm != Algorithm::kDefault) world_options.algorithm = o.algorithm;
@@ -428,7 +351,7 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     if (!on_gpu(o))
       for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
     std::vector<int> trace_ids;
-    for (const Device& d : world_options.devices) trace_ids.push_back(add_trace_device(header, d));
+    for (const Device& device : world_options.devices) trace_ids.push_back(add_trace_device(header, device));
     add_network_links(header, hardware, trace_ids);  // the simulated machine's links, not a full mesh
     recorder = TraceRecorder::open(o.trace, header, world_options.devices);  // attaches every device
   }
@@ -450,13 +373,13 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     const Device& device = pg.device();
     for (size_t row = 0; row < sizes.size(); ++row) {
       device.set_step(static_cast<int64_t>(row));
-      const Counts c = counts_for(o.collective, sizes[row], n);
-      Buffers b = make_buffers(o.collective, c, device, o.timing_only);
+      const Counts c = counts_for(d, sizes[row], n);
+      Buffers b = make_buffers(d, c, device, o.timing_only);
       double wall_s = 0.0;
       int64_t sim_ns = 0;
       int64_t measured_ns = 0;  // cuda, nccl: summed over the timed iterations
       for (int it = 0; it < o.warmup + o.iterations; ++it) {
-        if (!o.timing_only) fill_inputs(o, b, rank);
+        if (!o.timing_only) fill_inputs(o, d, b, rank);
         sync.arrive_and_wait();  // every rank has published its clock and filled its inputs
         const int64_t t0 = clock_ns.load();
         if (!on_gpu(o)) {  // measured clocks cannot be moved
@@ -465,7 +388,7 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
         }
         sync.arrive_and_wait();  // no rank reads clock_ns after this until the next round
         if (rank == 0) started = std::chrono::steady_clock::now();
-        std::shared_ptr<Work> work = run_once(o, pg, b);
+        std::shared_ptr<Work> work = d.run(o, pg, b);
         work->wait();
         start_ns[rank] = work->start_ns();
         end_ns[rank] = work->end_ns();
@@ -480,16 +403,12 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
           clock_ns.store(latest);
         }
       }
-      if (!o.timing_only) wrong.fetch_add(count_wrong(o, b, rank, n));
+      if (!o.timing_only) wrong.fetch_add(count_wrong(o, d, b, rank, n));
       sync.arrive_and_wait();
       if (rank == 0) {
-        BenchRow& r = rows[row];
-        r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
-        r.count = c.total;
         const int64_t time_ns = on_gpu(o) ? measured_ns / o.iterations : sim_ns;
-        r.sim_us = static_cast<double>(time_ns) / 1e3;
-        r.algbw_gbps = time_ns > 0 ? static_cast<double>(r.bytes) / static_cast<double>(time_ns) : 0.0;
-        r.busbw_gbps = r.algbw_gbps * bus_bandwidth_factor(o.collective, n);
+        BenchRow& r = rows[row];
+        r = make_row(d, c, static_cast<double>(time_ns), n);
         r.wall_us = wall_s / o.iterations * 1e6;
         r.wrong = o.timing_only ? -1 : wrong.exchange(0);
         if (!on_gpu(o)) r.algo = model_choice(o, hardware, r.bytes);

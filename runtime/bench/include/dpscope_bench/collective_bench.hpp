@@ -19,6 +19,10 @@
 //
 // Thread semantics: run_collective_bench() blocks; `on_row` is called from one rank thread,
 // rows in order.
+//
+// Not part of libdpscope: the target dpscope_bench (runtime/bench/) sits above the library, linked
+// by the `dpscope bench` command and by the tests. Each collective is a descriptor
+// (runtime/bench/collectives.hpp) run by one harness (runtime/bench/collective_bench.cpp).
 #pragma once
 
 #include <cstdint>
