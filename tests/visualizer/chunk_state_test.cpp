@@ -9,7 +9,7 @@
 #include <set>
 
 #include "dpscope/comm/bench.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/replay_model.hpp"
 #include "trace_fixtures.hpp"
 
