@@ -2,10 +2,8 @@
 #include "dpscope/core/preset.hpp"
 
 #include <toml++/toml.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/error.hpp"
