@@ -21,9 +21,9 @@
 #include "dpscope/core/preset.hpp"
 #include "dpscope/core/timing.hpp"
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/trace_format/chrome_export.hpp"
-#include "dpscope/trace_format/reader.hpp"
-#include "dpscope/trace_format/stats.hpp"
+#include "dpscope/trace_tools/chrome_export.hpp"
+#include "dpscope/trace_tools/reader.hpp"
+#include "dpscope/trace_tools/stats.hpp"
 
 namespace {
 

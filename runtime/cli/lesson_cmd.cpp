@@ -11,7 +11,7 @@
 //                                                writes OUT/ID.md (narration, questions, exercises, code,
 //                                                answer key) and OUT/ID-chapter-N.png (screenshots)
 // Every subcommand takes --lessons-dir DIR; by default lessons are found next to the assets (the
-// presets' lookup, core/preset.hpp asset_dir()). The scenario runs through the same `train` and
+// presets' lookup, base/asset_dir.hpp asset_dir()). The scenario runs through the same `train` and
 // `bench` commands as on the command line (registered on a private CLI11 app), so a lesson's run
 // is exactly the command it shows. A scenario writes only inside its scratch directory: load_lesson
 // checks that on the text, run_lesson again on the resolved paths just before the run.
@@ -39,6 +39,7 @@
 #include <fmt/ranges.h>
 
 #include "commands.hpp"
+#include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
@@ -49,7 +50,7 @@
 #include "dpscope/lesson/report.hpp"
 #include "dpscope/lesson/run_dir.hpp"
 #include "dpscope/lesson/torch_scenario.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "lesson_torch.hpp"
 
 namespace dpscope::cli {

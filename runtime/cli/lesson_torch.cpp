@@ -17,13 +17,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/process.hpp"
-#include "dpscope/core/preset.hpp"
 #include "dpscope/lesson/sandbox.hpp"
 #include "dpscope/lesson/torch_scenario.hpp"
 #include "dpscope/trace/merge.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 
 namespace dpscope::cli {
 namespace {

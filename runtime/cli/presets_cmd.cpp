@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/core/preset.hpp"
 

@@ -5,7 +5,7 @@
 //   dpscope trace merge DIR OUT.jsonl           process ranks' rank-K.jsonl on rank 0's clock
 //   dpscope trace import IN OUT                 torch.profiler (Kineto) traces as a dpscope trace
 // IN is a trace file or a directory of process ranks' rank-K.jsonl files, merged as it is read
-// (trace_format/rank_traces.hpp). export and stats read strictly (the first malformed line is an
+// (trace_tools/rank_traces.hpp). export and stats read strictly (the first malformed line is an
 // error, exit code 2) unless --lenient is given, which skips malformed lines and lists them on stderr.
 #include <fmt/format.h>
 
@@ -19,12 +19,12 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
 #include "dpscope/trace/merge.hpp"
-#include "dpscope/trace_format/chrome_export.hpp"
-#include "dpscope/trace_format/ddp_diagnosis.hpp"
-#include "dpscope/trace_format/kineto_import.hpp"
-#include "dpscope/trace_format/rank_traces.hpp"
-#include "dpscope/trace_format/reader.hpp"
-#include "dpscope/trace_format/stats.hpp"
+#include "dpscope/trace_tools/chrome_export.hpp"
+#include "dpscope/trace_tools/ddp_diagnosis.hpp"
+#include "dpscope/trace_tools/kineto_import.hpp"
+#include "dpscope/trace_tools/rank_traces.hpp"
+#include "dpscope/trace_tools/reader.hpp"
+#include "dpscope/trace_tools/stats.hpp"
 
 namespace dpscope::cli {
 

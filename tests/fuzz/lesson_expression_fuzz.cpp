@@ -14,7 +14,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/lesson/expression.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 
 namespace {
 

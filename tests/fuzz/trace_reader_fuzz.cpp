@@ -9,9 +9,9 @@
 #include <string_view>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/trace_format/chrome_export.hpp"
-#include "dpscope/trace_format/reader.hpp"
-#include "dpscope/trace_format/stats.hpp"
+#include "dpscope/trace_tools/chrome_export.hpp"
+#include "dpscope/trace_tools/reader.hpp"
+#include "dpscope/trace_tools/stats.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(bytes), size);

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "dpscope/trace_format/stats.hpp"
+#include "dpscope/trace_tools/stats.hpp"
 #include "replay/breakdown.hpp"
 #include "replay/replay_model.hpp"
 #include "trace_fixtures.hpp"

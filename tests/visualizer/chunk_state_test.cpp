@@ -8,7 +8,7 @@
 #include <bit>
 #include <set>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "dpscope_bench/collective_bench.hpp"
 #include "replay/replay_model.hpp"
 #include "trace_fixtures.hpp"

@@ -9,7 +9,7 @@
 #include <regex>
 
 #include "dpscope/data/distributed_sampler.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 
 #include "replay/replay_model.hpp"
 #include "run_command.hpp"

@@ -3,7 +3,7 @@
 // the run with the fewest GPUs, and the view taking the stage's place.
 #include <gtest/gtest.h>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/compare.hpp"
 #include "trace_fixtures.hpp"
 

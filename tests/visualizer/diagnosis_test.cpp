@@ -6,8 +6,8 @@
 
 #include <chrono>
 
-#include "dpscope/trace_format/ddp_diagnosis.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/ddp_diagnosis.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/diagnosis.hpp"
 #include "replay/document.hpp"
 #include "trace_fixtures.hpp"

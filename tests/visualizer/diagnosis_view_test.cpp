@@ -11,8 +11,8 @@
 #include <imgui.h>
 #include <imgui_internal.h>
 
-#include "dpscope/trace_format/ddp_diagnosis.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/ddp_diagnosis.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "imgui_test_context.hpp"
 #include "trace_fixtures.hpp"
 #include "ui/viewer.hpp"

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <random>
 
-#include "dpscope/trace_format/compressed.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/compressed.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/document.hpp"
 #include "trace_fixtures.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/lanes.hpp"
 #include "replay/replay_model.hpp"
 #include "trace_fixtures.hpp"

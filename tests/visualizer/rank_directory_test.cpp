@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/trace_format/rank_traces.hpp"
+#include "dpscope/trace_tools/rank_traces.hpp"
 #include "replay/document.hpp"
 #include "replay/playback.hpp"
 #include "trace_fixtures.hpp"

@@ -3,7 +3,7 @@
 // no-average pitfall a sum where a mean belongs; before the reduction, no verdict.
 #include <gtest/gtest.h>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/reduction_check.hpp"
 #include "trace_fixtures.hpp"
 

@@ -6,7 +6,7 @@
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/core/tensor.hpp"
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/replay_model.hpp"
 #include "trace_fixtures.hpp"
 

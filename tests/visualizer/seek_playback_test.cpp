@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/playback.hpp"
 #include "replay/replay_state.hpp"
 #include "replay/run_info.hpp"

@@ -11,7 +11,7 @@
 #include "dpscope/core/preset.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "dpscope_bench/collective_bench.hpp"
 
 namespace dpscope::viz::testing {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "dpscope/train/train.hpp"
 #include "replay/replay_model.hpp"
 

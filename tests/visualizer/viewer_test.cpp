@@ -11,7 +11,7 @@
 #include <imgui_internal.h>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "dpscope/train/train.hpp"
 #include "imgui_test_context.hpp"
 #include "support/cli.hpp"

@@ -9,7 +9,7 @@
 
 #include <imgui.h>
 
-#include "dpscope/core/preset.hpp"
+#include "dpscope/base/asset_dir.hpp"
 
 namespace dpscope::viz {
 

@@ -9,12 +9,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/process.hpp"
-#include "dpscope/core/preset.hpp"
 #include "dpscope/lesson/catalog.hpp"
 #include "dpscope/lesson/report.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 
 namespace dpscope::viz {
 

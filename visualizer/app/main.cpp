@@ -28,7 +28,7 @@
 #include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
-#include "dpscope/trace_format/rank_traces.hpp"
+#include "dpscope/trace_tools/rank_traces.hpp"
 #include "replay/seek.hpp"
 #include "ui/viewer.hpp"
 

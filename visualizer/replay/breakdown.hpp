@@ -47,7 +47,7 @@ class BusyIntervals {
 struct TimeBreakdown {
   int64_t window_ns = 0;
   int64_t compute_ns = 0;       // compute stream busy
-  int64_t comm_ns = 0;          // comm or copy stream busy (trace_format/stats.hpp's definition)
+  int64_t comm_ns = 0;          // comm or copy stream busy (trace_tools/stats.hpp's definition)
   int64_t overlap_ns = 0;       // both at once
   int64_t exposed_comm_ns = 0;  // comm_ns - overlap_ns: communication the device waited for
   int64_t idle_ns = 0;          // neither: window - compute - exposed comm

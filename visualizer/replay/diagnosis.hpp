@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "dpscope/trace_format/ddp_diagnosis.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/ddp_diagnosis.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 
 namespace dpscope::viz {
 

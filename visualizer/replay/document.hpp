@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/diagnosis.hpp"
 #include "replay/replay_model.hpp"
 

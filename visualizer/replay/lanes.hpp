@@ -17,7 +17,7 @@
 #include <span>
 #include <vector>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/sampled_keys.hpp"
 
 namespace dpscope::viz {

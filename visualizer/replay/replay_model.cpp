@@ -3,7 +3,7 @@
 #include "replay/replay_model.hpp"
 #include "replay/run_info.hpp"
 
-#include "dpscope/trace_format/stats.hpp"
+#include "dpscope/trace_tools/stats.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -206,7 +206,7 @@ void ReplayModel::build_lanes() {
 }
 
 void ReplayModel::build_busy() {
-  // Busy time is classified as `dpscope trace stats` classifies it (trace_format/stats.hpp): compute
+  // Busy time is classified as `dpscope trace stats` classifies it (trace_tools/stats.hpp): compute
   // is spans on the compute lane, comm is spans and transfers on the comm and copy lanes, phase
   // spans are neither. Those are the lanes' items, so the unions are built from the lanes' sorted
   // levels in order of start, with no copy of the intervals.

@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/breakdown.hpp"
 #include "replay/lanes.hpp"
 #include "replay/replay_state.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/replay_state.hpp"
 #include "replay/time_order.hpp"
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 
 namespace dpscope::viz {
 

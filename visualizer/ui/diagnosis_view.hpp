@@ -1,6 +1,6 @@
 // Diagnosis: the DDP diagnosis of `dpscope trace stats` in the viewer, for recorded and
 // live traces (dpscope's own runs and real PyTorch runs recorded by dpscope_torch). Every number
-// comes from trace::diagnose_ddp (trace_format/ddp_diagnosis.hpp), computed by the Document
+// comes from trace::diagnose_ddp (trace_tools/ddp_diagnosis.hpp), computed by the Document
 // (replay/diagnosis.hpp); this view only draws it: each finding's sentence — straggler, exposed
 // communication, buckets, the sampler's set_epoch — wrapped to the panel, and per training step a
 // row showing whose last gradient came last and its lead as a bar against the step's noise, the

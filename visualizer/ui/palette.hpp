@@ -8,8 +8,8 @@
 
 #include <imgui.h>
 
-#include "dpscope/trace_format/reader.hpp"
 #include "dpscope/trace_format/schema.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "replay/replay_state.hpp"
 
 namespace dpscope::viz {

@@ -2,28 +2,17 @@
 #include "dpscope/core/preset.hpp"
 
 #include <toml++/toml.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 
+#include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
-
-#ifndef DPSCOPE_SOURCE_ASSET_DIR
-#define DPSCOPE_SOURCE_ASSET_DIR ""
-#endif
 
 namespace dpscope {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path executable_dir() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path() : exe.parent_path();
-}
 
 double require_number(const toml::table& table, const fs::path& file, std::string_view key) {
   const toml::node_view<const toml::node> node = table.at_path(key);
@@ -137,14 +126,6 @@ NcclSpec read_nccl(const toml::table& table, const fs::path& file) {
 }
 
 }  // namespace
-
-fs::path asset_dir() {
-  if (const char* env = std::getenv("DPSCOPE_ASSETS"); env && *env) return fs::path(env);
-  std::error_code ec;
-  if (fs::path src = DPSCOPE_SOURCE_ASSET_DIR; !src.empty() && fs::is_directory(src / "presets", ec))
-    return src;
-  return executable_dir() / ".." / "share" / "dpscope";
-}
 
 HardwarePreset load_preset_file(const fs::path& path) {
   // Through the input guard: a FIFO named x.toml in a presets folder is refused, never waited on.

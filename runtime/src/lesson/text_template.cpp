@@ -11,7 +11,7 @@
 #include <cmath>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/trace_format/stats.hpp"
+#include "dpscope/trace_tools/stats.hpp"
 
 namespace dpscope::lesson {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "dpscope/trace/recorder.hpp"
+#include "dpscope/core/trace_sink.hpp"
 
 namespace dpscope {
 

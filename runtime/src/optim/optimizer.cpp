@@ -5,8 +5,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "dpscope/core/trace_sink.hpp"
 #include "dpscope/kernels/kernels.hpp"
-#include "dpscope/trace/recorder.hpp"
 
 namespace dpscope {
 

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "dpscope/core/timing.hpp"
+#include "dpscope/core/trace_sink.hpp"
 #include "dpscope/kernels/kernels.hpp"
-#include "dpscope/trace/recorder.hpp"
 #include "grad_values.hpp"
 #include "run_parallel.hpp"
 

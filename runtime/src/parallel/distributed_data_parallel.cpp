@@ -6,9 +6,9 @@
 #include <limits>
 
 #include "dpscope/core/timing.hpp"
+#include "dpscope/core/trace_sink.hpp"
 #include "dpscope/kernels/kernels.hpp"
 #include "dpscope/parallel/bucket_assignment.hpp"
-#include "dpscope/trace/recorder.hpp"
 #include "grad_values.hpp"
 
 namespace dpscope {

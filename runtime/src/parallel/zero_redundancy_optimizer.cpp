@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "dpscope/trace/recorder.hpp"
+#include "dpscope/core/trace_sink.hpp"
 
 namespace dpscope {
 namespace {

@@ -21,7 +21,7 @@
 #include <string>
 #include <thread>
 
-#include "dpscope/trace_format/compressed.hpp"
+#include "dpscope/trace_tools/compressed.hpp"
 
 namespace dpscope::trace {
 

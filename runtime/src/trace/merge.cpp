@@ -1,4 +1,4 @@
-// merge_rank_traces() (trace/merge.hpp): RankMerge's rules (trace_format/rank_traces.hpp) applied
+// merge_rank_traces() (trace/merge.hpp): RankMerge's rules (trace_tools/rank_traces.hpp) applied
 // line by line, so every field of every event is kept as its rank wrote it.
 #include "dpscope/trace/merge.hpp"
 
@@ -12,8 +12,8 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/trace_format/compressed.hpp"
-#include "dpscope/trace_format/rank_traces.hpp"
+#include "dpscope/trace_tools/compressed.hpp"
+#include "dpscope/trace_tools/rank_traces.hpp"
 
 namespace dpscope::trace {
 

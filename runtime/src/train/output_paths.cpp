@@ -9,8 +9,8 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
-#include "dpscope/trace_format/compressed.hpp"
-#include "dpscope/trace_format/rank_traces.hpp"
+#include "dpscope/trace_tools/compressed.hpp"
+#include "dpscope/trace_tools/rank_traces.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope {

@@ -36,7 +36,7 @@
 #include "dpscope/comm/rank_agreement.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/nn/sequential.hpp"
-#include "dpscope/trace_format/rank_traces.hpp"
+#include "dpscope/trace_tools/rank_traces.hpp"
 #include "dpscope/train/train_rank.hpp"
 #include "train_common.hpp"
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "dpscope/io/safetensors.hpp"
-#include "dpscope/trace_format/compressed.hpp"
+#include "dpscope/trace_tools/compressed.hpp"
 #include "support/cli.hpp"
 #include "support/ports.hpp"
 

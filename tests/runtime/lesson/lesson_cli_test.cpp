@@ -10,7 +10,7 @@
 
 #include "dpscope/lesson/expression.hpp"
 #include "dpscope/lesson/lesson.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "lesson_test_util.hpp"
 
 namespace dpscope::lesson {

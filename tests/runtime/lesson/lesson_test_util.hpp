@@ -14,7 +14,7 @@
 #include <sstream>
 #include <string>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "dpscope/train/train.hpp"
 #include "support/cli.hpp"
 

@@ -13,7 +13,7 @@
 #include "dpscope/optim/sgd.hpp"
 #include "dpscope/parallel/data_parallel.hpp"
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "run_parallel.hpp"
 #include "support/errors.hpp"
 #include "support/temp_files.hpp"

@@ -1,6 +1,6 @@
 // Chrome Trace Event export: valid JSON with one process per device, one thread per stream,
 // X slices, s/f flows for transfers, C counters, i instants, and lanes that always nest.
-#include "dpscope/trace_format/chrome_export.hpp"
+#include "dpscope/trace_tools/chrome_export.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// zstd-compressed traces (trace_format/compressed.hpp): written by the recorder and `trace merge`
+// zstd-compressed traces (trace_tools/compressed.hpp): written by the recorder and `trace merge`
 // when the name ends in .zst, read by content by read_trace, followers and rank directories, a
 // followed file decoded block by block as it grows, and a frame cut off reported (strict) or its
 // decoded lines kept (lenient).
@@ -9,9 +9,9 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/trace/merge.hpp"
-#include "dpscope/trace_format/compressed.hpp"
-#include "dpscope/trace_format/rank_traces.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/compressed.hpp"
+#include "dpscope/trace_tools/rank_traces.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/cli.hpp"
 #include "trace_test_util.hpp"
 

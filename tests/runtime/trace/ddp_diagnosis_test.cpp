@@ -1,7 +1,7 @@
-// The DDP diagnosis (trace_format/ddp_diagnosis.hpp) on traces written here line by line: two
+// The DDP diagnosis (trace_tools/ddp_diagnosis.hpp) on traces written here line by line: two
 // ranks of a 2-512-10 MLP's DDP, whose gradient-ready times, all-reduces, buckets and samples each
 // test sets, so every expected number follows from the construction.
-#include "dpscope/trace_format/ddp_diagnosis.hpp"
+#include "dpscope/trace_tools/ddp_diagnosis.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "dpscope/base/format_bytes.hpp"
-#include "dpscope/trace_format/reader.hpp"
-#include "dpscope/trace_format/stats.hpp"
+#include "dpscope/trace_tools/reader.hpp"
+#include "dpscope/trace_tools/stats.hpp"
 #include "support/cli.hpp"
 #include "trace_test_util.hpp"
 

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/trace_format/rank_traces.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/rank_traces.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/errors.hpp"
 #include "trace_test_util.hpp"
 

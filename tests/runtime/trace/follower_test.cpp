@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "trace_test_util.hpp"
 
 namespace dpscope::trace {

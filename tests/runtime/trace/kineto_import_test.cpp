@@ -1,4 +1,4 @@
-// `dpscope trace import IN OUT` (trace_format/kineto_import.hpp, docs/pytorch-import.md), run as the
+// `dpscope trace import IN OUT` (trace_tools/kineto_import.hpp, docs/pytorch-import.md), run as the
 // built binary: the committed torch.profiler traces of a two-rank gloo DDP run
 // (tests/data/torch-profiler, made by make_fixtures.py) become a run of two rank files whose steps,
 // phases, collectives, buckets and gradient-ready instants are those the fixtures hold (computed from
@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/cli.hpp"
 #include "trace_test_util.hpp"
 

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/errors.hpp"
 #include "support/file_size_limit.hpp"
 #include "trace_test_util.hpp"

@@ -1,14 +1,14 @@
-// A directory of process ranks' rank-K.jsonl files read as one trace (trace_format/rank_traces.hpp):
+// A directory of process ranks' rank-K.jsonl files read as one trace (trace_tools/rank_traces.hpp):
 // device names in the merge, the "process" entries, and every directory that cannot be merged
 // refused in one line naming the file or directory and the reason.
-#include "dpscope/trace_format/rank_traces.hpp"
+#include "dpscope/trace_tools/rank_traces.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "dpscope/trace/merge.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/errors.hpp"
 #include "trace_test_util.hpp"
 

@@ -1,11 +1,11 @@
-// White-box tests of the trace reader's small parts (runtime/src/trace_format): the reused text
+// White-box tests of the trace reader's small parts (runtime/src/trace_tools): the reused text
 // buffer, the cache of recent strings in front of the parser's interning, and the copy of shared
 // runs of args' values.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "event_copy.hpp"
 #include "recent_strings.hpp"
 #include "text_buffer.hpp"

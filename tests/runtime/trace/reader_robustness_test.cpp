@@ -11,9 +11,9 @@
 #include <typeinfo>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/trace_format/chrome_export.hpp"
-#include "dpscope/trace_format/reader.hpp"
-#include "dpscope/trace_format/stats.hpp"
+#include "dpscope/trace_tools/chrome_export.hpp"
+#include "dpscope/trace_tools/reader.hpp"
+#include "dpscope/trace_tools/stats.hpp"
 #include "trace_test_util.hpp"
 
 namespace dpscope::trace {

@@ -1,6 +1,6 @@
 // The trace reader: every field written by TraceRecorder reads back; the header is validated;
 // partial last lines are tolerated; and every malformed-line reason is reported with its line.
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

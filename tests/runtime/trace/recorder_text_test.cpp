@@ -16,8 +16,8 @@
 
 #include "dpscope/core/device.hpp"
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/trace_format/json_text.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/json_text.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/file_size_limit.hpp"
 #include "support/presets.hpp"
 #include "trace_test_util.hpp"

@@ -1,6 +1,6 @@
 // Trace statistics: compute, comm, exposed comm, idle and overlap per device and per step, from
 // interval unions, checked on hand-made timelines whose answers are worked out in the comments.
-#include "dpscope/trace_format/stats.hpp"
+#include "dpscope/trace_tools/stats.hpp"
 
 #include <gtest/gtest.h>
 

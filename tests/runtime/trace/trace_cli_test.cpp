@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/cli.hpp"
 #include "trace_test_util.hpp"
 

@@ -16,7 +16,7 @@
 #include "dpscope/core/preset.hpp"
 #include "dpscope/core/timing.hpp"
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/cli.hpp"
 
 namespace dpscope::trace::testing {
@@ -124,7 +124,7 @@ inline std::filesystem::path record_sample_trace(const std::filesystem::path& pa
   return path;
 }
 
-// ---- process ranks' files (DIR/rank-K.jsonl, trace_format/rank_traces.hpp) ----
+// ---- process ranks' files (DIR/rank-K.jsonl, trace_tools/rank_traces.hpp) ----
 
 // A rank file's header line ('\n' included): measured clock, the "process" entry, and `devices`
 // (name, kind) with ids 0, 1, ...

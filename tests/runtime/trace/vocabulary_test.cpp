@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 
 namespace dpscope {
 namespace {

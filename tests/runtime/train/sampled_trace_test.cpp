@@ -8,7 +8,7 @@
 #include <set>
 
 #include "dpscope/core/cuda.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/cli.hpp"
 
 namespace dpscope {

@@ -9,7 +9,7 @@
 #include "dpscope/comm/backend_registry.hpp"
 #include "dpscope/io/npy.hpp"
 #include "dpscope/io/safetensors.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/cli.hpp"
 
 namespace dpscope {

@@ -11,7 +11,7 @@
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/io/npy.hpp"
 #include "dpscope/io/safetensors.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "support/cli.hpp"
 
 namespace dpscope {

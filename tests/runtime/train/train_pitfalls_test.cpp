@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "dpscope/train/train.hpp"
 #include "support/errors.hpp"
 #include "support/temp_files.hpp"

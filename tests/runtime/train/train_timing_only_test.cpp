@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 #include "dpscope/train/train.hpp"
 #include "support/cli.hpp"
 

@@ -90,7 +90,4 @@ HardwarePreset find_preset(const std::string& id);
 // The ids of every preset found, sorted.
 std::vector<std::string> list_presets();
 
-// The asset directory in use (for messages and lessons).
-std::filesystem::path asset_dir();
-
 }  // namespace dpscope

@@ -34,7 +34,7 @@
 #include <variant>
 #include <vector>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 
 namespace dpscope::lesson {
 

@@ -22,7 +22,7 @@ namespace dpscope::lesson {
 // The fixed part of a PyTorch scenario, after `launch --nproc N --`.
 inline constexpr std::string_view kTorchScenarioPython = "python3";
 inline constexpr std::string_view kTorchScenarioModule = "dpscope_torch.run";
-// Where its script must be, relative to dpscope's assets (core/preset.hpp asset_dir()).
+// Where its script must be, relative to dpscope's assets (base/asset_dir.hpp asset_dir()).
 inline constexpr std::string_view kTorchScenarioScriptDir = "examples/pytorch";
 inline constexpr int kMaxTorchScenarioRanks = 8;
 

@@ -4,19 +4,19 @@
 //
 //   dpscope trace merge DIR DIR/merged.jsonl
 //
-// The rules are those every reader of such a directory follows (trace_format/rank_traces.hpp,
+// The rules are those every reader of such a directory follows (trace_tools/rank_traces.hpp,
 // RankMerge): times moved by each rank's clock offset, devices renumbered rank after rank ("cpu"
 // -> "cpu:K", "cuda:1" kept unless a lower rank has it), transfers' src_rank/dst_rank ends
 // resolved, flow ids kept apart, events in time order. Each line keeps its other fields as written.
 // The output is written to a temporary file and renamed; an OUT ending in ".zst" is written
-// zstd-compressed (trace_format/compressed.hpp). Rank files may be compressed (rank-K.jsonl.zst).
+// zstd-compressed (trace_tools/compressed.hpp). Rank files may be compressed (rank-K.jsonl.zst).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <vector>
 
-#include "dpscope/trace_format/reader.hpp"
+#include "dpscope/trace_tools/reader.hpp"
 
 namespace dpscope::trace {
 

@@ -6,7 +6,7 @@
 // recorder's own (trace/background_writer.hpp), whole lines only, so a live reader never sees half
 // an event except while the OS is writing it: flush_soon() (training loops, once per step) hands
 // the lines over and returns; flush() also waits until they are in the file. A path ending in
-// ".zst" is written zstd-compressed (trace_format/compressed.hpp): each flush ends a zstd block, so
+// ".zst" is written zstd-compressed (trace_tools/compressed.hpp): each flush ends a zstd block, so
 // a live reader can decode all that was flushed, and close() ends the frame. With no recorder
 // attached, devices skip tracing at the cost of one pointer test.
 #pragma once
@@ -29,10 +29,10 @@
 #include "dpscope/core/tensor.hpp"
 #include "dpscope/core/timing.hpp"
 #include "dpscope/core/trace_sink.hpp"
-#include "dpscope/trace_format/compressed.hpp"
 #include "dpscope/trace_format/events.hpp"
-#include "dpscope/trace_format/json_text.hpp"
 #include "dpscope/trace_format/schema.hpp"
+#include "dpscope/trace_tools/compressed.hpp"
+#include "dpscope/trace_tools/json_text.hpp"
 
 namespace dpscope {
 

@@ -3,7 +3,7 @@
 // typed payloads the runtime emits through TraceSink (core/trace_sink.hpp).
 //
 // Writers (the recorder, trace/recorder.cpp) turn the enums into the strings below; the reader
-// (trace_format/reader.hpp) turns the strings back into the enums at parse time, so the visualizer
+// (trace_tools/reader.hpp) turns the strings back into the enums at parse time, so the visualizer
 // and lessons match `EventName::kGradReady`, never "grad_ready". docs/trace-format.md lists the
 // same words in its "Vocabulary" table; tests/runtime/trace/vocabulary_test.cpp compares the two.
 #pragma once

@@ -1,8 +1,9 @@
 // The trace contract's vocabulary as plain data: the serialized enums (stream, phase, memory
 // category), the format's name and version, and the header (devices, links, parameters, buckets).
 //
-// This layer depends on nothing of ours but base/: the recorder (trace/) writes these types, the
-// reader (trace_format/reader.hpp) returns them, and the visualizer links only this layer.
+// This layer (schema and events, the vocabulary core needs) depends on nothing of ours but base/:
+// the recorder (trace/) writes these types, and the reader (trace_tools/reader.hpp, the layer above
+// that reads, merges and exports traces) returns them to the CLI, lessons and the visualizer.
 // docs/trace-format.md is the human contract and must agree with this header.
 #pragma once
 

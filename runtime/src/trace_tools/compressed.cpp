@@ -1,0 +1,226 @@
+// zstd-compressed traces (compressed.hpp): the streaming decoder and the trace file writer.
+// read_trace_text lives in trace_file.cpp, beside the plain file reader.
+#include "dpscope/trace_tools/compressed.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <span>
+#include <utility>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
+#include "text_buffer.hpp"
+
+namespace dpscope::trace {
+
+namespace {
+constexpr unsigned char kZstdMagic[4] = {0x28, 0xB5, 0x2F, 0xFD};  // ZSTD_MAGICNUMBER, little-endian
+}  // namespace
+
+bool starts_with_zstd_magic(std::string_view bytes) {
+  return bytes.size() >= 4 && std::memcmp(bytes.data(), kZstdMagic, 4) == 0;
+}
+
+bool could_be_zstd_magic(std::string_view bytes) {
+  return bytes.size() < 4 && std::memcmp(bytes.data(), kZstdMagic, bytes.size()) == 0;
+}
+
+bool names_zstd_file(const std::filesystem::path& path) { return path.extension() == ".zst"; }
+
+// ---- reading ----
+
+ZstdDecoder::ZstdDecoder(std::string name) : name_(std::move(name)), context_(ZSTD_createDCtx()) {
+  DPS_ASSERT(context_ != nullptr, "ZSTD_createDCtx failed (out of memory)");
+}
+
+ZstdDecoder::~ZstdDecoder() { ZSTD_freeDCtx(context_); }
+
+void ZstdDecoder::reset() {
+  ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
+  frame_end_ = true;
+}
+
+namespace {
+
+// The two kinds of output decode() fills, seen alike: free room of at least `n` bytes, then the
+// bytes written into it.
+struct StringRoom {
+  std::string& out;
+  size_t used = out.size();
+  std::span<char> room(size_t n) {
+    if (out.size() - used < n) out.resize(std::max(used + n, 2 * used));
+    return {out.data() + used, out.size() - used};
+  }
+  void grow(size_t n) { used += n; }
+  void finish() { out.resize(used); }
+};
+struct BufferRoom {
+  detail::TextBuffer& out;
+  std::span<char> room(size_t n) { return {out.room(n), out.free_bytes()}; }
+  void grow(size_t n) { out.grow(n); }
+  void finish() {}
+};
+
+}  // namespace
+
+template <class Room>
+void ZstdDecoder::decode_into(std::string_view compressed, Room& out) {
+  if (compressed.empty()) return;
+  ZSTD_inBuffer in{compressed.data(), compressed.size(), 0};
+  // Decode straight into `out`, growing it geometrically, by one block (ZSTD_DStreamOutSize) at least.
+  const size_t chunk = ZSTD_DStreamOutSize();
+  for (;;) {
+    const std::span<char> room = out.room(chunk);
+    ZSTD_outBuffer dst{room.data(), room.size(), 0};
+    const size_t hint = ZSTD_decompressStream(context_, &dst, &in);
+    out.grow(dst.pos);
+    if (ZSTD_isError(hint)) {
+      out.finish();
+      ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
+      throw Error(ErrorKind::kFormat,
+                  fmt::format("{}: not a valid zstd stream ({})", name_, ZSTD_getErrorName(hint)));
+    }
+    frame_end_ = hint == 0;
+    // Done once the input is taken and the output had room to spare (zstd holds nothing back).
+    if (in.pos == in.size && dst.pos < dst.size) break;
+  }
+  out.finish();
+}
+
+void ZstdDecoder::decode(std::string_view compressed, std::string& out) {
+  StringRoom room{out};
+  decode_into(compressed, room);
+}
+
+void ZstdDecoder::decode(std::string_view compressed, detail::TextBuffer& out) {
+  BufferRoom room{out};
+  decode_into(compressed, room);
+}
+
+std::string cut_off_message(std::string_view name) {
+  return fmt::format(
+      "{}: the zstd frame is cut off (the file ends mid-frame: still being written, or truncated)", name);
+}
+
+TraceText decode_trace_bytes(std::string_view bytes, std::string_view name) {
+  TraceText result;
+  result.compressed = true;
+  // A frame written in one go records its size; a streamed one does not (then grow as decoded).
+  const unsigned long long size = ZSTD_getFrameContentSize(bytes.data(), bytes.size());
+  if (size != ZSTD_CONTENTSIZE_UNKNOWN && size != ZSTD_CONTENTSIZE_ERROR) result.text.reserve(size);
+  ZstdDecoder decoder{std::string(name)};
+  decoder.decode(bytes, result.text);
+  result.cut_off = !decoder.at_frame_end();
+  return result;
+}
+
+// ---- writing ----
+
+namespace {
+
+// A trace is written in place as it grows (a viewer follows it), so it cannot be renamed into
+// place: the file is opened without blocking (a FIFO without a reader is an error, never a wait),
+// and only a regular file, or a device the user named under /dev, is written (base/file_guard.hpp).
+std::FILE* open_for_streaming(const std::filesystem::path& path) {
+  const PathStatus before = path_status(path);
+  const bool device = written_in_place(path);
+  DPS_CHECK(device || before.kind == FileKind::kMissing || before.kind == FileKind::kRegular,
+            ErrorKind::kUsage, "cannot write trace '{}': {}; refusing to write over it", path.string(),
+            why_not_regular(before));
+  const int fd = open_output_without_waiting(path, O_WRONLY | (device ? O_APPEND : O_CREAT | O_TRUNC));
+  DPS_CHECK(fd >= 0, ErrorKind::kIo, "cannot write trace '{}': {}", path.string(),
+            errno == ENXIO ? "no process reads it" : std::strerror(errno));
+  std::FILE* file = ::fdopen(fd, "wb");
+  if (file == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(ErrorKind::kIo,
+                fmt::format("cannot write trace '{}': {}", path.string(), std::strerror(err)));
+  }
+  return file;
+}
+
+}  // namespace
+
+TraceFileWriter::TraceFileWriter(const std::filesystem::path& path, bool compress) : path_(path.string()) {
+  file_ = open_for_streaming(path);
+  if (compress) {
+    context_ = ZSTD_createCCtx();
+    DPS_ASSERT(context_ != nullptr, "ZSTD_createCCtx failed (out of memory)");
+    ZSTD_CCtx_setParameter(context_, ZSTD_c_compressionLevel, ZSTD_CLEVEL_DEFAULT);
+    ZSTD_CCtx_setParameter(context_, ZSTD_c_checksumFlag, 1);  // a reader notices a damaged frame
+    out_.resize(ZSTD_CStreamOutSize());
+  }
+}
+
+TraceFileWriter::~TraceFileWriter() {
+  try {
+    close();
+  } catch (...) {
+    // Destructors must not throw; close() reports to callers that call it.
+  }
+  ZSTD_freeCCtx(context_);
+}
+
+void TraceFileWriter::compress(std::string_view text, int mode) {
+  const auto directive = static_cast<ZSTD_EndDirective>(mode);
+  ZSTD_inBuffer in{text.data(), text.size(), 0};
+  for (;;) {
+    ZSTD_outBuffer out{out_.data(), out_.size(), 0};
+    const size_t remaining = ZSTD_compressStream2(context_, &out, &in, directive);
+    DPS_ASSERT(!ZSTD_isError(remaining), "zstd compression of trace '{}' failed: {}", path_,
+               ZSTD_getErrorName(remaining));
+    if (out.pos > 0) write_bytes(out_.data(), out.pos);
+    // ZSTD_e_continue: done once the input is taken; flush and end: once nothing is left inside.
+    const bool done = directive == ZSTD_e_continue ? in.pos == in.size : remaining == 0;
+    if (done) break;
+  }
+}
+
+// A write failure after the run started (the disk filled up, an I/O error) is a runtime failure
+// (kWriteFailed, exit code 1), reported with the system's reason at the first write that fails.
+// The file is closed quietly first: nothing more is written, and close() then has nothing to report
+// twice.
+void TraceFileWriter::fail(int err) {
+  if (file_ != nullptr) std::fclose(std::exchange(file_, nullptr));
+  throw Error(ErrorKind::kWriteFailed, fmt::format("cannot write trace '{}': {}", path_,
+                                                   err != 0 ? std::strerror(err) : "write error"));
+}
+
+void TraceFileWriter::write_bytes(const void* data, size_t size_bytes) {
+  errno = 0;
+  // stdio may count bytes as taken while the write(2) under it failed: its error flag says so.
+  if (std::fwrite(data, 1, size_bytes, file_) != size_bytes || std::ferror(file_) != 0) fail(errno);
+}
+
+void TraceFileWriter::write(std::string_view text) {
+  if (file_ == nullptr || text.empty()) return;
+  if (context_ == nullptr) {
+    write_bytes(text.data(), text.size());
+  } else {
+    compress(text, ZSTD_e_continue);
+  }
+}
+
+void TraceFileWriter::flush() {
+  if (file_ == nullptr) return;
+  if (context_ != nullptr) compress({}, ZSTD_e_flush);
+  errno = 0;
+  if (std::fflush(file_) != 0 || std::ferror(file_) != 0) fail(errno);
+}
+
+void TraceFileWriter::close() {
+  if (file_ == nullptr) return;
+  if (context_ != nullptr) compress({}, ZSTD_e_end);  // a failed write closes the file and throws
+  errno = 0;
+  if (std::fflush(file_) != 0 || std::ferror(file_) != 0) fail(errno != 0 ? errno : EIO);
+  errno = 0;
+  if (std::fclose(std::exchange(file_, nullptr)) != 0) fail(errno != 0 ? errno : EIO);
+}
+
+}  // namespace dpscope::trace

@@ -1,0 +1,145 @@
+// TextPieces (text_pieces.hpp): the reader thread and the hand-over of its pieces.
+#include "text_pieces.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
+#include "dpscope/trace_tools/compressed.hpp"
+
+namespace dpscope::trace::detail {
+
+namespace {
+
+// Bytes read from the file per piece. Compressed: about 10 MB of text at the 40:1 typical of traces.
+constexpr size_t kCompressedPieceBytes = size_t{256} << 10;
+constexpr size_t kPlainPieceBytes = size_t{8} << 20;
+// Pieces decoded ahead of the parser: enough to keep both threads busy, few enough to hold little.
+constexpr size_t kQueued = 2;
+
+// Appends up to `want` bytes to `out`; false at the end of the file.
+bool read_some(int fd, TextBuffer& out, size_t want, const std::string& path) {
+  char* room = out.room(want);
+  size_t done = 0;
+  while (done < want) {
+    const ssize_t n = ::read(fd, room + done, want - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      out.grow(done);
+      throw Error(ErrorKind::kIo, fmt::format("cannot read trace '{}': {}", path, std::strerror(errno)));
+    }
+    if (n == 0) {
+      out.grow(done);
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  out.grow(done);
+  return true;
+}
+
+}  // namespace
+
+TextPieces::TextPieces(const std::filesystem::path& path, size_t piece_bytes) : path_(path.string()) {
+  InputFile file = InputFile::open(path, "trace");  // a regular file, never a FIFO: reading never blocks
+  file_bytes_ = file.size_bytes();
+  fd_ = file.release();
+  try {
+    read_some(fd_, head_, 4, path_);  // by content, not by name
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+  compressed_ = starts_with_zstd_magic(head_.view());
+  piece_bytes_ = piece_bytes > 0 ? piece_bytes : compressed_ ? kCompressedPieceBytes : kPlainPieceBytes;
+  reader_ = std::thread([this] { read_all(); });
+}
+
+TextPieces::~TextPieces() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  reader_.join();
+  ::close(fd_);
+}
+
+TextBuffer TextPieces::take_spare() {
+  std::lock_guard lock(mutex_);
+  if (spare_.empty()) return {};
+  TextBuffer piece = std::move(spare_.back());
+  spare_.pop_back();
+  piece.clear();
+  return piece;
+}
+
+void TextPieces::read_all() {
+  std::exception_ptr error;
+  bool cut_off = false;
+  try {
+    std::optional<ZstdDecoder> decoder;
+    if (compressed_) decoder.emplace(path_);
+    TextBuffer bytes = std::move(head_);  // compressed: the file's bytes for one piece
+    bool more = true;
+    while (more) {
+      TextBuffer piece = take_spare();
+      if (!decoder && !bytes.empty()) std::swap(piece, bytes);  // the head starts the first piece
+      TextBuffer& raw = decoder ? bytes : piece;
+      more = read_some(fd_, raw, piece_bytes_ - std::min(piece_bytes_, raw.size()), path_);
+      if (decoder) {
+        decoder->decode(raw.view(), piece);  // throws for a broken stream
+        raw.clear();
+      }
+      std::unique_lock lock(mutex_);
+      if (piece.empty()) {
+        spare_.push_back(std::move(piece));
+        continue;
+      }
+      changed_.wait(lock, [&] { return ready_.size() < kQueued || stop_; });
+      if (stop_) return;
+      ready_.push_back(std::move(piece));
+      lock.unlock();
+      changed_.notify_all();
+    }
+    cut_off = decoder && !decoder->at_frame_end();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    error_ = error;
+    cut_off_ = cut_off;
+    done_ = true;
+  }
+  changed_.notify_all();
+}
+
+bool TextPieces::next(TextBuffer& out) {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return !ready_.empty() || done_; });
+  if (!ready_.empty()) {
+    std::swap(out, ready_.front());
+    if (ready_.front().capacity() > 0) spare_.push_back(std::move(ready_.front()));  // what `out` held
+    ready_.pop_front();
+    lock.unlock();
+    changed_.notify_all();
+    return true;
+  }
+  if (error_) std::rethrow_exception(error_);
+  return false;
+}
+
+void TextPieces::drain() {
+  TextBuffer discarded;
+  while (next(discarded)) {
+  }
+}
+
+}  // namespace dpscope::trace::detail
