@@ -16,7 +16,7 @@
 int main() {
   using namespace dpscope;
   TrainConfig config;
-  config.mode = "ddp";
+  config.mode = TrainMode::kDdp;
   config.devices = 4;
   config.dataset = "spirals:512";
   config.model = "2-32-32-3";

@@ -67,10 +67,10 @@ void print_scaling(const TrainConfig& config, const TrainResult::Scaling& s) {
 }
 
 void print_summary(const TrainConfig& config, const TrainResult& result) {
-  fmt::print("\n== dpscope train: {} on {} ==\n", config.mode, result.device_name);
+  fmt::print("\n== dpscope train: {} on {} ==\n", name(config.mode), result.device_name);
   fmt::print("model {} ({} parameters), loss {}, optimizer {} (lr {})\n", config.model,
              result.parameter_count, config.loss, config.optim, config.lr);
-  if (config.mode == "ddp") {
+  if (config.mode == TrainMode::kDdp) {
     const int64_t per_rank = result.samples_per_step / config.devices;
     fmt::print(
         "batch {} per rank x {} ranks = {} samples per step (global batch){}, {}, {} steps\n", config.batch,
@@ -78,7 +78,7 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
         per_rank < config.batch ? fmt::format(" (a rank holds only {} samples per epoch)", per_rank) : "",
         config.timing_only ? "no data (timing-only)" : fmt::format("{} samples", result.samples),
         result.steps);
-  } else if (config.mode == "dp") {
+  } else if (config.mode == TrainMode::kDataParallel) {
     const int64_t batch = result.samples_per_step;
     const int64_t chunk = checked_ceil_div<int64_t>(batch, config.devices, "--batch chunk per GPU");
     fmt::print(
@@ -90,11 +90,12 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
                result.samples, result.steps);
   }
   if (!result.losses.empty())
-    fmt::print("{}: first {:.6f}, final {:.6f}\n", config.mode == "ddp" ? "mean loss over ranks" : "loss",
-               result.losses.front(), result.losses.back());
+    fmt::print("{}: first {:.6f}, final {:.6f}\n",
+               config.mode == TrainMode::kDdp ? "mean loss over ranks" : "loss", result.losses.front(),
+               result.losses.back());
   const double steps_per_s = result.wall_seconds > 0 ? result.steps / result.wall_seconds : 0.0;
   fmt::print("wall time {:.3f} s ({:.1f} steps/s on this machine)\n", result.wall_seconds, steps_per_s);
-  if (result.sim_total_ns > 0 && result.steps > 0 && config.device == "sim")
+  if (result.sim_total_ns > 0 && result.steps > 0 && config.device == DeviceKind::kSim)
     fmt::print("simulated time {:.3f} ms ({:.1f} us per step on {})\n", result.sim_total_ns / 1e6,
                result.sim_total_ns / 1e3 / static_cast<double>(result.steps), config.preset);
   if (result.scaling) print_scaling(config, *result.scaling);
@@ -102,7 +103,7 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
     fmt::print("resumed after step {} from {}\n", result.resumed_from_step, config.checkpoint_dir);
   if (!result.last_checkpoint.empty()) {
     fmt::print("checkpoint: {}\n", result.last_checkpoint);
-  } else if (!config.checkpoint_dir.empty() && config.mode == "ddp" && config.no_sync_every > 1) {
+  } else if (!config.checkpoint_dir.empty() && config.mode == TrainMode::kDdp && config.no_sync_every > 1) {
     fmt::print("checkpoint: none written (one needs a synchronized step: a multiple of --no-sync-every {})\n",
                config.no_sync_every);
   }
@@ -123,6 +124,12 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
 
 // Flags whose meaning changed or whose value CLI11 would take wrongly, resolved after parsing.
 struct FlagsGiven {
+  // --mode, --device and --backend as given; parse_flag_words() turns them into the config's enums
+  // once the older spelling is adopted and the other flags are resolved (the order of the errors
+  // a command line with several mistakes gets).
+  std::string mode_text = "single";
+  std::string device_text = "sim";
+  std::string backend_text = "sim";
   CLI::Option* device = nullptr;
   CLI::Option* backend = nullptr;
   CLI::Option* steps = nullptr;
@@ -134,19 +141,26 @@ struct FlagsGiven {
 // Before --device existed, --backend named the device kind (sim|cpu). `--backend cpu` still means
 // --device cpu, and `--backend sim` where no process group exists (single, dp) names the device;
 // returns the one-line note the command prints about the new spelling ("" when none applies).
-std::string adopt_old_backend_spelling(TrainConfig& config, const FlagsGiven& flags) {
+std::string adopt_old_backend_spelling(FlagsGiven& flags) {
   if (flags.backend->count() == 0) return "";
-  if (config.backend == "cpu") {
+  if (flags.backend_text == "cpu") {
     DPS_CHECK(flags.device->count() == 0, ErrorKind::kUsage,
-              "--backend cpu is the old spelling of --device cpu; give only --device {}", config.device);
-    config.device = "cpu";
-    config.backend = "sim";
+              "--backend cpu is the old spelling of --device cpu; give only --device {}", flags.device_text);
+    flags.device_text = "cpu";
+    flags.backend_text = "sim";
     return "note: --backend cpu is now spelled --device cpu (--backend names the process-group backend)";
   }
-  if (config.backend == "sim" && config.mode != "ddp" && flags.device->count() == 0)
+  if (flags.backend_text == "sim" && flags.mode_text != "ddp" && flags.device->count() == 0)
     return fmt::format("note: --mode {} has no process group; to name the device, spell it --device sim",
-                       config.mode);
+                       flags.mode_text);
   return "";
+}
+
+// The one place the words of --mode, --device and --backend become the config's enums.
+void parse_flag_words(TrainConfig& config, const FlagsGiven& flags) {
+  config.mode = parse_train_mode(flags.mode_text);
+  config.device = parse_device_kind(flags.device_text);
+  config.backend = parse_pg_backend(flags.backend_text);
 }
 
 void resolve_flags(TrainConfig& config, const FlagsGiven& flags) {
@@ -170,12 +184,12 @@ void register_train(CLI::App& app, Registration registration) {
   CLI::App* cmd = app.add_subcommand("train", "train an MLP on simulated GPUs (or the cpu) and trace it");
   TrainConfig& config = *config_ptr;
   FlagsGiven& flags = *flags_ptr;
-  cmd->add_option("--mode", config.mode, "single | dp | ddp")->capture_default_str();
-  flags.device =
-      cmd->add_option("--device", config.device, "sim (simulated GPUs) | cpu | cuda (real GPUs, docs/gpu.md)")
-          ->capture_default_str();
+  cmd->add_option("--mode", flags.mode_text, "single | dp | ddp")->capture_default_str();
+  flags.device = cmd->add_option("--device", flags.device_text,
+                                 "sim (simulated GPUs) | cpu | cuda (real GPUs, docs/gpu.md)")
+                     ->capture_default_str();
   flags.backend =
-      cmd->add_option("--backend", config.backend,
+      cmd->add_option("--backend", flags.backend_text,
                       "ddp process-group backend: sim | cuda | nccl (one process per GPU under dpscope "
                       "launch) | mpi (under mpirun)")
           ->capture_default_str();
@@ -249,8 +263,9 @@ void register_train(CLI::App& app, Registration registration) {
   }
   cmd->callback([config_ptr, flags_ptr] {
     TrainConfig& run_config = *config_ptr;
-    const std::string note = adopt_old_backend_spelling(run_config, *flags_ptr);
+    const std::string note = adopt_old_backend_spelling(*flags_ptr);
     resolve_flags(run_config, *flags_ptr);
+    parse_flag_words(run_config, *flags_ptr);
     run_config.validate();
     check_machine(run_config);
     check_output_paths(run_config);

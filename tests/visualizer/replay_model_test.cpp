@@ -581,7 +581,7 @@ TEST(StepLosses, AreTheMeanOverRanksThatTrainReports) {
 TEST(RepeatedSamples, AreFlaggedWhereTheSamplerRepeatsAnEpoch) {
   const auto repeats = [](bool shuffle, bool forget_set_epoch, const std::string& name) {
     TrainConfig config;
-    config.mode = "ddp";
+    config.mode = TrainMode::kDdp;
     config.devices = 2;
     config.batch = 4;
     config.steps = 4;  // two epochs of 2 steps: 16 rows over 2 ranks of 4

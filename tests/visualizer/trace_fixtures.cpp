@@ -48,7 +48,7 @@ namespace {
 
 // A run (the model is set by run_traced) on `samples` seeded blobs rows: one batch per step and
 // rank, so every step sees fresh rows.
-TrainConfig fixture_config(const std::string& mode, int devices, int steps, int64_t batch, int64_t samples) {
+TrainConfig fixture_config(TrainMode mode, int devices, int steps, int64_t batch, int64_t samples) {
   TrainConfig config;
   config.mode = mode;
   config.devices = devices;
@@ -80,7 +80,7 @@ RuntimeTrace run_traced(TrainConfig config, const std::filesystem::path& path) {
 }  // namespace
 
 RuntimeTrace write_ddp_trace(const std::filesystem::path& path, int devices, int steps, int64_t batch) {
-  TrainConfig config = fixture_config("ddp", devices, steps, batch, devices * batch * steps);
+  TrainConfig config = fixture_config(TrainMode::kDdp, devices, steps, batch, devices * batch * steps);
   config.algo = "ring";
   config.bucket_cap_mb = 0.25;      // 256 KiB
   config.first_bucket_mb = 0.0625;  // 64 KiB
@@ -88,14 +88,14 @@ RuntimeTrace write_ddp_trace(const std::filesystem::path& path, int devices, int
 }
 
 RuntimeTrace write_dp_trace(const std::filesystem::path& path, int devices, int steps, int64_t batch) {
-  return run_traced(fixture_config("dp", devices, steps, batch, batch * steps), path);
+  return run_traced(fixture_config(TrainMode::kDataParallel, devices, steps, batch, batch * steps), path);
 }
 
 void write_failed_ddp_trace(const std::filesystem::path& path, int devices, const std::string& model,
                             int64_t batch) {
   const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(model);
   TrainConfig config;
-  config.mode = "ddp";
+  config.mode = TrainMode::kDdp;
   config.devices = devices;
   config.model = model;
   config.dataset = fmt::format("blobs:{}:{}:{}", devices * batch * 4, sizes.front(), sizes.back());
@@ -108,7 +108,7 @@ void write_failed_ddp_trace(const std::filesystem::path& path, int devices, cons
 }
 
 RuntimeTrace write_single_trace(const std::filesystem::path& path, int steps) {
-  return run_traced(fixture_config("single", 1, steps, 16, 16 * steps), path);
+  return run_traced(fixture_config(TrainMode::kSingle, 1, steps, 16, 16 * steps), path);
 }
 
 HandTrace write_hand_trace(const std::filesystem::path& path) {

@@ -70,10 +70,10 @@ MemoryEstimate estimate_training_memory(const TrainConfig& config, int64_t rows)
   uint64_t optimizer_bytes = 0;
   if (config.optim == "sgd" && config.momentum > 0.0) optimizer_bytes = param_bytes;  // momentum_buffer
   if (config.optim != "sgd") optimizer_bytes = s.mul(param_bytes, 2);                 // exp_avg, exp_avg_sq
-  if (config.mode == "ddp" && config.zero)
+  if (config.mode == TrainMode::kDdp && config.zero)
     optimizer_bytes = checked_ceil_div(optimizer_bytes, devices, "ZeRO shard", ErrorKind::kUsage);
   e.optimizer_bytes = optimizer_bytes;
-  if (config.mode == "ddp") e.buffers_bytes = param_bytes;  // gradient buckets (not views of .grad)
+  if (config.mode == TrainMode::kDdp) e.buffers_bytes = param_bytes;  // gradient buckets (not views of .grad)
 
   // The rows one device holds, and what device 0 holds besides in dp.
   const uint64_t batch = static_cast<uint64_t>(config.batch);
@@ -82,23 +82,24 @@ MemoryEstimate estimate_training_memory(const TrainConfig& config, int64_t rows)
   uint64_t gathered_bytes = 0;
   if (config.timing_only) {
     device_rows = batch;
-  } else if (config.mode == "ddp") {  // a rank's DistributedSampler shard bounds its batch
+  } else if (config.mode == TrainMode::kDdp) {  // a rank's DistributedSampler shard bounds its batch
     device_rows = std::min(batch, checked_ceil_div(data_rows, devices, "rows per rank", ErrorKind::kUsage));
   } else {
     const uint64_t whole = std::min(batch, data_rows);
     device_rows = checked_ceil_div(whole, devices, "rows per device", ErrorKind::kUsage);
     // dp: device 0 gathers every replica's output and computes the loss over the whole batch.
-    if (config.mode == "dp") gathered_bytes = s.mul(s.mul(whole, widths.back()), 2 * kF32Bytes);
+    if (config.mode == TrainMode::kDataParallel)
+      gathered_bytes = s.mul(s.mul(whole, widths.back()), 2 * kF32Bytes);
   }
   e.activations_bytes = s.add(activation_bytes(s, config, widths, device_rows), gathered_bytes);
   e.device_bytes =
       s.add(s.add(s.add(e.parameters_bytes, e.gradients_bytes), s.add(e.optimizer_bytes, e.buffers_bytes)),
             e.activations_bytes);
 
-  if (config.timing_only || config.device == "cuda") return e;  // no host memory for the tensors
-  if (config.device == "cpu") {
+  if (config.timing_only || config.device == DeviceKind::kCuda) return e;  // no host memory for the tensors
+  if (config.device == DeviceKind::kCpu) {
     e.host_bytes = e.device_bytes;
-  } else if (config.mode == "dp") {
+  } else if (config.mode == TrainMode::kDataParallel) {
     // Device 0 as above; every other device a replica with its gradients and its chunk.
     const uint64_t replica =
         s.add(s.add(e.parameters_bytes, e.gradients_bytes), activation_bytes(s, config, widths, device_rows));
@@ -111,19 +112,19 @@ MemoryEstimate estimate_training_memory(const TrainConfig& config, int64_t rows)
 
 void check_training_memory(const TrainConfig& config, int64_t rows) {
   const MemoryEstimate e = estimate_training_memory(config, rows);
-  if (config.device == "sim") {
+  if (config.device == DeviceKind::kSim) {
     const HardwarePreset preset = find_preset(config.preset);
     DPS_CHECK(preset.memory_bytes == 0 || e.device_bytes <= preset.memory_bytes, ErrorKind::kUsage,
               "--model {} needs about {} on sim:0 ({}) ({}), which holds {}; try a smaller --model or "
               "--batch{}",
               config.model, format_bytes(e.device_bytes), preset.name, describe(e),
               format_bytes(preset.memory_bytes),
-              config.mode == "ddp" && !config.zero && e.optimizer_bytes > 0 ? ", or --zero" : "");
+              config.mode == TrainMode::kDdp && !config.zero && e.optimizer_bytes > 0 ? ", or --zero" : "");
   }
   if (e.host_bytes == 0) return;
   const uint64_t available = host_memory_bytes();
   if (available == 0) return;  // unknown: the allocations decide
-  const std::string where = config.device == "cpu"
+  const std::string where = config.device == DeviceKind::kCpu
                                 ? std::string("the cpu device")
                                 : fmt::format("{} simulated GPU{} (their tensors live in host memory)",
                                               config.devices, config.devices == 1 ? "" : "s");

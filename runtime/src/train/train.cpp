@@ -69,7 +69,7 @@ struct SingleRun {
     std::unique_ptr<Module> owned_model = make_model(config, device());
     model = owned_model.get();
     if (!config.init.empty()) load_initial_weights(config, *model);
-    if (config.mode == "dp") {
+    if (config.mode == TrainMode::kDataParallel) {
       data_parallel.emplace(std::move(owned_model), devices);
     } else {
       single_model = std::move(owned_model);
@@ -229,9 +229,10 @@ TrainResult run_training(const TrainConfig& config, const StepObserver& on_step)
   if (!config.resume && !config.checkpoint_dir.empty()) check_fresh_checkpoint_dir(config.checkpoint_dir);
   find_preset(config.preset);  // an unknown --preset is refused with --device cpu too
   if (config.timing_only) return run_analytic_training(config, on_step);
-  if (config.backend == "mpi") return run_mpi_training(config, on_step);
+  if (config.backend == PgBackend::kMpi) return run_mpi_training(config, on_step);
   if (config.one_process_per_rank()) return run_env_training(config, *read_env_rendezvous(), on_step);
-  return config.mode == "ddp" ? run_ddp_training(config, on_step) : run_single_or_dp(config, on_step);
+  return config.mode == TrainMode::kDdp ? run_ddp_training(config, on_step)
+                                        : run_single_or_dp(config, on_step);
 }
 
 }  // namespace dpscope

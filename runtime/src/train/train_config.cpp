@@ -44,42 +44,94 @@ void check_float_flag(const char* flag, double value, double min, double max, bo
 
 }  // namespace
 
+TrainMode parse_train_mode(const std::string& text) {
+  if (text == "single") return TrainMode::kSingle;
+  if (text == "dp") return TrainMode::kDataParallel;
+  DPS_CHECK(text == "ddp", ErrorKind::kUsage, "--mode '{}' is not one of single, dp, ddp", text);
+  return TrainMode::kDdp;
+}
+
+DeviceKind parse_device_kind(const std::string& text) {
+  if (text == "cpu") return DeviceKind::kCpu;
+  if (text == "sim") return DeviceKind::kSim;
+  DPS_CHECK(text == "cuda", ErrorKind::kUsage, "--device '{}' is not one of cpu, sim, cuda", text);
+  return DeviceKind::kCuda;
+}
+
+PgBackend parse_pg_backend(const std::string& text) {
+  if (text == "sim") return PgBackend::kSim;
+  if (text == "cuda") return PgBackend::kCuda;
+  if (text == "nccl") return PgBackend::kNccl;
+  DPS_CHECK(text == "mpi", ErrorKind::kUsage, "--backend '{}' is not one of sim, cuda, nccl, mpi", text);
+  return PgBackend::kMpi;
+}
+
+std::string name(TrainMode mode) {
+  switch (mode) {
+    case TrainMode::kSingle: return "single";
+    case TrainMode::kDataParallel: return "dp";
+    case TrainMode::kDdp: return "ddp";
+  }
+  throw Error(ErrorKind::kInternal,
+              fmt::format("TrainMode {} has no name: add it to name(TrainMode)", static_cast<int>(mode)));
+}
+
+std::string name(DeviceKind device) {
+  switch (device) {
+    case DeviceKind::kCpu: return "cpu";
+    case DeviceKind::kSim: return "sim";
+    case DeviceKind::kCuda: return "cuda";
+  }
+  throw Error(ErrorKind::kInternal,
+              fmt::format("DeviceKind {} has no name: add it to name(DeviceKind)", static_cast<int>(device)));
+}
+
+std::string name(PgBackend backend) {
+  switch (backend) {
+    case PgBackend::kSim: return "sim";
+    case PgBackend::kCuda: return "cuda";
+    case PgBackend::kNccl: return "nccl";
+    case PgBackend::kMpi: return "mpi";
+  }
+  throw Error(ErrorKind::kInternal,
+              fmt::format("PgBackend {} has no name: add it to name(PgBackend)", static_cast<int>(backend)));
+}
+
 void TrainConfig::validate() const {
   using std::string;
-  DPS_CHECK(one_of<string>(mode, {"single", "dp", "ddp"}), ErrorKind::kUsage,
-            "--mode '{}' is not one of single, dp, ddp", mode);
-  DPS_CHECK(one_of<string>(device, {"cpu", "sim", "cuda"}), ErrorKind::kUsage,
-            "--device '{}' is not one of cpu, sim, cuda", device);
-  DPS_CHECK(one_of<string>(backend, {"sim", "cuda", "nccl", "mpi"}), ErrorKind::kUsage,
-            "--backend '{}' is not one of sim, cuda, nccl, mpi", backend);
-  DPS_CHECK(is_backend_registered(backend), ErrorKind::kUsage,
-            "--backend {} is not built in this version (built: {})", backend,
+  // mode, device and backend are parsed words already (parse_train_mode() and its siblings).
+  DPS_CHECK(is_backend_registered(name(backend)), ErrorKind::kUsage,
+            "--backend {} is not built in this version (built: {})", name(backend),
             fmt::join(registered_backends(), ", "));
   DPS_CHECK(devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", devices);
-  DPS_CHECK(mode != "single" || devices == 1, ErrorKind::kUsage,
+  DPS_CHECK(mode != TrainMode::kSingle || devices == 1, ErrorKind::kUsage,
             "--mode single trains on one device, but --devices is {} (use --mode dp or ddp)", devices);
   // DDP's ranks run where their backend runs: sim ranks on simulated GPUs, cuda and nccl ranks on
   // cuda devices.
   // MPI's ranks are processes on the CPU (mpirun -np N dpscope train ... --backend mpi).
-  DPS_CHECK(backend != "mpi" || (mode == "ddp" && device == "cpu"), ErrorKind::kUsage,
+  DPS_CHECK(backend != PgBackend::kMpi || (mode == TrainMode::kDdp && device == DeviceKind::kCpu),
+            ErrorKind::kUsage,
             "--backend mpi runs each rank as a process on its CPU, started by mpirun -np N: use --mode ddp "
             "--device cpu");
   DPS_CHECK(
-      mode != "ddp" || device != "cpu" || backend == "mpi", ErrorKind::kUsage,
+      mode != TrainMode::kDdp || device != DeviceKind::kCpu || backend == PgBackend::kMpi, ErrorKind::kUsage,
       "--mode ddp runs one rank per GPU: use --device sim (simulated) or --device cuda (or --device cpu "
       "--backend mpi, one process per rank under mpirun)");
-  DPS_CHECK(mode != "ddp" || device != "sim" || backend == "sim", ErrorKind::kUsage,
-            "--backend {} needs --device cuda (simulated GPUs communicate through --backend sim)", backend);
-  DPS_CHECK(mode != "ddp" || device != "cuda" || backend == "cuda" || backend == "nccl", ErrorKind::kUsage,
-            "--device cuda communicates through --backend cuda or nccl, not {}", backend);
-  DPS_CHECK(device != "cpu" || devices == 1 || backend == "mpi", ErrorKind::kUsage,
+  DPS_CHECK(
+      mode != TrainMode::kDdp || device != DeviceKind::kSim || backend == PgBackend::kSim, ErrorKind::kUsage,
+      "--backend {} needs --device cuda (simulated GPUs communicate through --backend sim)", name(backend));
+  DPS_CHECK(mode != TrainMode::kDdp || device != DeviceKind::kCuda || backend == PgBackend::kCuda ||
+                backend == PgBackend::kNccl,
+            ErrorKind::kUsage, "--device cuda communicates through --backend cuda or nccl, not {}",
+            name(backend));
+  DPS_CHECK(device != DeviceKind::kCpu || devices == 1 || backend == PgBackend::kMpi, ErrorKind::kUsage,
             "--device cpu has one device, got --devices {}", devices);
   if (timing_only) {
     DPS_CHECK(
-        mode == "ddp" && device == "sim", ErrorKind::kUsage,
+        mode == TrainMode::kDdp && device == DeviceKind::kSim, ErrorKind::kUsage,
         "--timing-only simulates DistributedDataParallel at scale: it needs --mode ddp --device sim, got "
         "--mode {} --device {}",
-        mode, device);
+        name(mode), name(device));
     DPS_CHECK(devices <= kMaxTimingOnlyGpus, ErrorKind::kUsage,
               "--devices {} is more than the {} GPUs --timing-only simulates", devices, kMaxTimingOnlyGpus);
     DPS_CHECK(
@@ -96,7 +148,7 @@ void TrainConfig::validate() const {
               devices);
   }
   check_float_flag("--gpu-mem", gpu_mem_mb, 0.0, kMaxMib, false, " MiB");
-  DPS_CHECK(gpu_mem_mb == 0.0 || device == "cuda", ErrorKind::kUsage,
+  DPS_CHECK(gpu_mem_mb == 0.0 || device == DeviceKind::kCuda, ErrorKind::kUsage,
             "--gpu-mem caps the memory of cuda devices: it needs --device cuda");
   DPS_CHECK(one_of<string>(loss, {"ce", "mse"}), ErrorKind::kUsage, "--loss '{}' is not one of ce, mse",
             loss);
@@ -138,16 +190,17 @@ void TrainConfig::validate() const {
         "--pitfall '{}' is not one of no-set-epoch, no-average, unused-parameter, mismatched-collective, "
         "input-on-cpu",
         p);
-    DPS_CHECK(p != "input-on-cpu" || (mode == "single" && device != "cpu"), ErrorKind::kUsage,
+    DPS_CHECK(p != "input-on-cpu" || (mode == TrainMode::kSingle && device != DeviceKind::kCpu),
+              ErrorKind::kUsage,
               "--pitfall input-on-cpu applies to --mode single on a GPU (--device sim or cuda)");
-    DPS_CHECK(p == "no-set-epoch" || p == "input-on-cpu" || mode == "ddp", ErrorKind::kUsage,
+    DPS_CHECK(p == "no-set-epoch" || p == "input-on-cpu" || mode == TrainMode::kDdp, ErrorKind::kUsage,
               "--pitfall {} applies to --mode ddp only", p);
   }
   const bool ddp_defaults = bucket_cap_mb == kDefaultBucketCapMb &&
                             first_bucket_mb == kDefaultFirstBucketMb && no_sync_every == 1 &&
                             !find_unused_parameters && !zero && comm_hook == "allreduce" && algo == "auto";
   DPS_CHECK(
-      mode == "ddp" || ddp_defaults, ErrorKind::kUsage,
+      mode == TrainMode::kDdp || ddp_defaults, ErrorKind::kUsage,
       "--bucket-mb, --first-bucket-mb, --no-sync-every, --find-unused-parameters, --zero, --comm-hook and "
       "--algo apply to --mode ddp only");
   check_float_flag("--bucket-mb", bucket_cap_mb, 0.0, kMaxMib, /*above_min=*/true);
@@ -198,9 +251,9 @@ void check_resumable(const std::string& checkpoint_config, const TrainConfig& cu
 
 std::string TrainConfig::to_json() const {
   nlohmann::ordered_json j;
-  j["mode"] = mode;
-  j["device"] = device;
-  j["backend"] = backend;
+  j["mode"] = name(mode);
+  j["device"] = name(device);
+  j["backend"] = name(backend);
   j["devices"] = devices;
   j["preset"] = preset;
   if (gpu_mem_mb > 0.0) j["gpu_mem_mb"] = gpu_mem_mb;
@@ -218,7 +271,7 @@ std::string TrainConfig::to_json() const {
   if (steps >= 0) j["steps"] = steps;
   if (epochs >= 0) j["epochs"] = epochs;
   if (!init.empty()) j["init"] = init;
-  if (mode == "ddp") {
+  if (mode == TrainMode::kDdp) {
     j["bucket_mb"] = bucket_cap_mb;  // the flag's name: traces and checkpoints keep it
     j["first_bucket_mb"] = first_bucket_mb;
     j["no_sync_every"] = no_sync_every;

@@ -105,7 +105,7 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
           throw;
         }
       },
-      config.backend);
+      name(config.backend));
 
   TrainResult result;
   result.device_name = describe_devices(devices);

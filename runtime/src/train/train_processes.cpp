@@ -189,14 +189,14 @@ TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_s
 TrainResult run_env_training(const TrainConfig& config, const EnvRendezvous& env,
                              const StepObserver& on_step) {
   const auto wall_start = std::chrono::steady_clock::now();
-  DPS_ASSERT(config.backend == "nccl" || config.backend == "mpi", "env:// training on --backend {}",
-             config.backend);
+  DPS_ASSERT(config.backend == PgBackend::kNccl || config.backend == PgBackend::kMpi,
+             "env:// training on --backend {}", name(config.backend));
   // The store outlives the group: rank 0 hosts it, and peers may still read from it while it ends.
   // --timeout bounds the store's waits and the rendezvous as well as the collectives.
   const std::shared_ptr<Store> store =
       config.timeout().count() > 0 ? env_store(env, config.timeout()) : env_store(env);
   ProcessRank process;
-  if (config.backend == "mpi") {
+  if (config.backend == PgBackend::kMpi) {
     process.group = init_process_group({.backend = "mpi",
                                         .store = store,
                                         .rank = env.rank,

@@ -190,8 +190,8 @@ std::string checkpoint_collectively(RankSetup& rank, int64_t steps_done, int64_t
 }  // namespace
 
 RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const RankOptions& options) {
-  DPS_CHECK(config.mode == "ddp", ErrorKind::kUsage, "train_rank runs --mode ddp, got --mode {}",
-            config.mode);
+  DPS_CHECK(config.mode == TrainMode::kDdp, ErrorKind::kUsage, "train_rank runs --mode ddp, got --mode {}",
+            name(config.mode));
   DPS_CHECK(group.size() == config.devices, ErrorKind::kUsage,
             "train_rank: the process group has {} ranks but --devices is {}", group.size(), config.devices);
   std::shared_ptr<const TensorDataset> data = options.data;

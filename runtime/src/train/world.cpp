@@ -15,17 +15,18 @@
 namespace dpscope {
 
 bool TrainConfig::one_process_per_rank() const {
-  return backend == "mpi" || (mode == "ddp" && backend == "nccl" && read_env_rendezvous().has_value());
+  return backend == PgBackend::kMpi ||
+         (mode == TrainMode::kDdp && backend == PgBackend::kNccl && read_env_rendezvous().has_value());
 }
 
 void check_machine(const TrainConfig& config) {
   const int devices = config.devices;
-  if (config.device == "cuda") {
+  if (config.device == DeviceKind::kCuda) {
     // Cheap and decisive: a machine without a GPU (or a build without CUDA) stops here, one line.
     const std::string reason = cuda::unavailable_reason();
     DPS_CHECK(reason.empty(), ErrorKind::kUsage, "--device cuda: {}", reason);
   }
-  if (config.mode == "ddp" && config.backend == "nccl") {
+  if (config.mode == TrainMode::kDdp && config.backend == PgBackend::kNccl) {
     // NCCL runs one rank per physical GPU ("Duplicate GPU detected" otherwise): say so at once.
     if (const std::optional<EnvRendezvous> env = read_env_rendezvous()) {
       // One process per rank: this machine runs LOCAL_WORLD_SIZE of them.
@@ -44,19 +45,19 @@ void check_machine(const TrainConfig& config) {
       DPS_CHECK(problem.empty(), ErrorKind::kUsage, "--backend {}", problem);
     }
   } else if (const std::optional<EnvRendezvous> env = read_env_rendezvous();
-             config.backend == "mpi" && env && !mpi::launch_from_environment()) {
+             config.backend == PgBackend::kMpi && env && !mpi::launch_from_environment()) {
     DPS_CHECK(env->world_size == devices, ErrorKind::kUsage,
               "--devices {} but the launcher started {} processes (WORLD_SIZE={}): give the same number",
               devices, env->world_size, env->world_size);
   } else if (env && env->world_size > 1) {
     // A launcher started several copies of this command: only nccl ranks are processes (mpi
     // ranks are mpirun's, checked by the mpi launch).
-    DPS_CHECK(config.backend == "mpi", ErrorKind::kUsage,
+    DPS_CHECK(config.backend == PgBackend::kMpi, ErrorKind::kUsage,
               "this process is rank {} of {} (RANK and WORLD_SIZE are set, as dpscope launch and torchrun "
               "do), but --mode {}{} runs the whole run in one process: use --mode ddp --device cuda "
               "--backend nccl for one process per GPU, or start one process",
-              env->rank, env->world_size, config.mode,
-              config.mode == "ddp" ? " --backend " + config.backend : "");
+              env->rank, env->world_size, name(config.mode),
+              config.mode == TrainMode::kDdp ? " --backend " + name(config.backend) : "");
   }
 }
 
@@ -85,8 +86,8 @@ World make_world(const TrainConfig& config) {
     world.devices.back().set_rank(0);
     return world;
   }
-  if (config.backend == "mpi") return world;  // the mpi backend's ranks are processes on their CPU
-  if (config.mode == "ddp" && config.backend == "nccl") {
+  if (config.backend == PgBackend::kMpi) return world;  // the mpi backend's ranks are processes on their CPU
+  if (config.mode == TrainMode::kDdp && config.backend == PgBackend::kNccl) {
     if (const std::optional<EnvRendezvous> env = read_env_rendezvous()) {
       // One process per rank: its own GPU alone, cuda:LOCAL_RANK.
       world.ranks =
@@ -95,22 +96,23 @@ World make_world(const TrainConfig& config) {
       return world;
     }
   }
-  if (config.mode == "ddp") {
+  if (config.mode == TrainMode::kDdp) {
     // Rank threads: simulated GPUs (sim backend), or logical cuda GPUs (cuda and nccl backends).
-    world.ranks = config.device == "cuda" ? make_cuda_world(config.devices, rank_world_options(config),
-                                                            gpu_memory_cap_bytes(config))
-                                          : SimWorld::create(config.devices, rank_world_options(config));
+    world.ranks =
+        config.device == DeviceKind::kCuda
+            ? make_cuda_world(config.devices, rank_world_options(config), gpu_memory_cap_bytes(config))
+            : SimWorld::create(config.devices, rank_world_options(config));
     world.devices = world.ranks->devices();
     return world;
   }
   // single and dp: --device cpu: the host, the run's own (it carries the trace context); --device
   // cuda: logical GPUs cuda:0 .. cuda:N-1; --device sim: sim:0 .. sim:N-1 of the preset, which must
   // hold N GPUs (the same limit DDP's network model enforces).
-  if (config.device == "cpu") {
+  if (config.device == DeviceKind::kCpu) {
     world.devices.push_back(Device::new_cpu());
     return world;
   }
-  if (config.device == "cuda") {
+  if (config.device == DeviceKind::kCuda) {
     world.devices =
         cuda::make_devices({.count = config.devices, .memory_cap_bytes = gpu_memory_cap_bytes(config)});
     for (size_t i = 0; i < world.devices.size(); ++i) world.devices[i].set_rank(static_cast<int>(i));

@@ -425,7 +425,7 @@ TEST(DdpLesson, FourGpusTakeLessTimePerStepThanOneWithTheSameGlobalBatchAndDataP
   const int64_t global_batch = std::stoll(value_of("--batch")) * 4;
 
   TrainConfig single;
-  single.mode = "single";
+  single.mode = TrainMode::kSingle;
   single.model = value_of("--model");
   single.dataset = value_of("--dataset");
   single.batch = global_batch;

@@ -83,7 +83,7 @@ inline trace::TraceData hand_trace() { return trace::parse_trace(hand_trace_text
 // A real 2-step DDP run on 2 simulated GPUs (ring all-reduce), traced to `path`.
 inline trace::TraceData real_ddp_trace(const std::filesystem::path& path) {
   TrainConfig config;
-  config.mode = "ddp";
+  config.mode = TrainMode::kDdp;
   config.devices = 2;
   config.model = "16-32-4";
   config.batch = 8;

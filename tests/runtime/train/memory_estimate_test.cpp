@@ -14,7 +14,7 @@ using testing::error_of;
 using testing::run_dpscope;
 
 // 2-8-3: 2*8 + 8 + 8*3 + 3 = 51 parameters, 204 bytes.
-TrainConfig small(const std::string& mode = "single") {
+TrainConfig small(TrainMode mode = TrainMode::kSingle) {
   TrainConfig c;
   c.mode = mode;
   c.model = "2-8-3";
@@ -46,7 +46,7 @@ TEST(MemoryEstimate, CountsParametersGradientsOptimizerStateAndActivations) {
 }
 
 TEST(MemoryEstimate, DdpCountsBucketsAndZeroShardsTheOptimizerState) {
-  TrainConfig ddp = small("ddp");
+  TrainConfig ddp = small(TrainMode::kDdp);
   ddp.devices = 4;
   ddp.optim = "adam";
   const MemoryEstimate plain = estimate_training_memory(ddp, 64);
@@ -56,17 +56,17 @@ TEST(MemoryEstimate, DdpCountsBucketsAndZeroShardsTheOptimizerState) {
   ddp.zero = true;
   EXPECT_EQ(estimate_training_memory(ddp, 64).optimizer_bytes, 102u);  // a quarter each
   // dp: device 0 holds its chunk (4 rows) and the gathered output and its gradient (16 x 3 x 2 floats).
-  TrainConfig dp = small("dp");
+  TrainConfig dp = small(TrainMode::kDataParallel);
   dp.devices = 4;
   EXPECT_EQ(estimate_training_memory(dp, 64).activations_bytes, 4u * 104u + 16u * 3u * 2u * 4u);
 }
 
 TEST(MemoryEstimate, CpuAndSimulatedGpusAreHostMemoryTimingOnlyIsNot) {
   TrainConfig cpu = small();
-  cpu.device = "cpu";
+  cpu.device = DeviceKind::kCpu;
   const MemoryEstimate on_cpu = estimate_training_memory(cpu, 64);
   EXPECT_EQ(on_cpu.host_bytes, on_cpu.device_bytes);
-  TrainConfig ddp = small("ddp");
+  TrainConfig ddp = small(TrainMode::kDdp);
   ddp.devices = 4;
   const MemoryEstimate sim = estimate_training_memory(ddp, 64);
   EXPECT_EQ(sim.host_bytes, 4 * sim.device_bytes);
@@ -94,7 +94,7 @@ TEST(MemoryEstimate, RefusesAModelTheSimulatedGpuCannotHold) {
 TEST(MemoryEstimate, RefusesWhatThisMachineCannotHold) {
   if (host_memory_bytes() == 0) GTEST_SKIP() << "the system does not say how much memory it has";
   TrainConfig cpu = small();
-  cpu.device = "cpu";
+  cpu.device = DeviceKind::kCpu;
   cpu.model = "2-1000000000000-3";  // 6e12 parameters: 24 TB of weights, no device capacity on cpu
   const testing::Outcome refused = error_of([&] { check_training_memory(cpu, 64); });
   EXPECT_EQ(refused.kind, ErrorKind::kUsage);
@@ -107,7 +107,7 @@ TEST(MemoryEstimate, RefusesWhatThisMachineCannotHold) {
 // --timing-only allocates no data: a world of 1,024 GPUs of a 0.5-billion-parameter model (6 GiB a
 // GPU, 6 TiB if it were host memory) runs; the same model on 64 simulated GPUs with data is refused.
 TEST(MemoryEstimate, TimingOnlyIsBoundedByTheSimulatedGpuAlone) {
-  TrainConfig world = small("ddp");
+  TrainConfig world = small(TrainMode::kDdp);
   world.model = "16384-16384-16384-1";  // 537 M parameters
   world.dataset.clear();
   world.timing_only = true;

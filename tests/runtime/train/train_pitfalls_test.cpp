@@ -21,7 +21,7 @@ using testing::TempDir;
 
 TrainConfig small_ddp(const std::string& trace) {
   TrainConfig config;
-  config.mode = "ddp";
+  config.mode = TrainMode::kDdp;
   config.devices = 3;
   config.model = "4-8-2";
   config.dataset = "blobs:96:4:2";
@@ -132,7 +132,7 @@ TEST(TrainPitfalls, UnknownAndMisplacedPitfallsAreUsageErrors) {
   config.pitfalls = {"input-on-cpu"};
   EXPECT_EQ(testing::what_of([&] { config.validate(); }),
             "--pitfall input-on-cpu applies to --mode single on a GPU (--device sim or cuda)");
-  config.mode = "single";
+  config.mode = TrainMode::kSingle;
   config.devices = 1;
   config.pitfalls = {"mismatched-collective"};
   EXPECT_EQ(testing::what_of([&] { config.validate(); }),

@@ -19,7 +19,7 @@ using testing::TempDir;
 
 TrainConfig small_ddp(int ranks) {
   TrainConfig config;
-  config.mode = "ddp";
+  config.mode = TrainMode::kDdp;
   config.devices = ranks;
   config.dataset = "blobs:48";
   config.model = "2-8-3";

@@ -20,7 +20,7 @@ using testing::TempDir;
 
 TrainConfig timing_only(int devices) {
   TrainConfig c;
-  c.mode = "ddp";
+  c.mode = TrainMode::kDdp;
   c.timing_only = true;
   c.devices = devices;
   c.model = "512-1024-1024-10";

@@ -60,13 +60,13 @@ TEST(TrainValues, FloatFlagsMustBeFiniteNumbersInRange) {
   EXPECT_EQ(refusal([&](TrainConfig& c) { c.gpu_mem_mb = inf; }),
             "--gpu-mem must be a finite number, got inf");
   EXPECT_EQ(refusal([&](TrainConfig& c) {
-              c.mode = "ddp";
+              c.mode = TrainMode::kDdp;
               c.devices = 2;
               c.bucket_cap_mb = inf;
             }),
             "--bucket-mb must be a finite number, got inf");
   EXPECT_EQ(refusal([&](TrainConfig& c) {
-              c.mode = "ddp";
+              c.mode = TrainMode::kDdp;
               c.devices = 2;
               c.first_bucket_mb = 1e300;  // its bytes would not fit in 64 bits
             }),
@@ -96,7 +96,7 @@ TEST(TrainValues, ValidateReadsNoEnvironmentAndProbesNoGpu) {
   EXPECT_EQ(error_of([&] { check_machine(single); }).message, "no error");  // no launcher: nothing to refuse
 
   TrainConfig on_gpu = valid();
-  on_gpu.device = "cuda";
+  on_gpu.device = DeviceKind::kCuda;
   EXPECT_EQ(error_of([&] { on_gpu.validate(); }).message, "no error");
   const std::string reason = cuda::unavailable_reason();
   if (reason.empty()) GTEST_SKIP() << "this machine has a usable GPU: --device cuda is not refused here";

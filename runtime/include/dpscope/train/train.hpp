@@ -17,20 +17,21 @@
 #include <vector>
 
 #include "dpscope/parallel/bucket_assignment.hpp"
+#include "dpscope/train/train_kinds.hpp"
 
 namespace dpscope {
 
 struct TrainConfig {
-  std::string mode = "single";  // single | dp | ddp
+  TrainMode mode = TrainMode::kSingle;  // single | dp | ddp (train/train_kinds.hpp)
   // The kind of device the model trains on: sim (simulated GPUs timed by `preset`), cpu (one host
   // device, measured time; single/dp) or cuda (real GPUs, measured time; `devices` logical GPUs
   // spread over the physical ones, core/cuda.hpp).
-  std::string device = "sim";
+  DeviceKind device = DeviceKind::kSim;
   // The process-group backend the ranks of `--mode ddp` communicate through: sim (rank threads on
   // the simulated machine), cuda (our schedules on device buffers, any number of logical GPUs),
   // nccl (one rank per physical GPU), mpi (this process is one rank of `mpirun -np N`, on the CPU:
   // --device cpu). Unused by single/dp.
-  std::string backend = "sim";
+  PgBackend backend = PgBackend::kSim;
   int devices = 1;
   std::string preset = "h100-sxm";
   double gpu_mem_mb = 0.0;  // --device cuda: each logical GPU's memory cap in MiB (0: an even split)
