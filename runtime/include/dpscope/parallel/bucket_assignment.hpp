@@ -16,15 +16,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace dpscope {
+#include "dpscope/trace_format/ddp_defaults.hpp"  // kDefaultBucketCapMb, kDefaultFirstBucketMb
 
-// PyTorch's DDP defaults (torch/nn/parallel/distributed.py): bucket_cap_mb=25, and the first bucket
-// 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES). DdpOptions and `dpscope train --bucket-mb` start here.
-inline constexpr double kDefaultBucketCapMb = 25.0;
-inline constexpr double kDefaultFirstBucketMb = 1.0;
-inline constexpr uint64_t kDefaultFirstBucketBytes =
-    static_cast<uint64_t>(kDefaultFirstBucketMb * 1024 * 1024);
-inline constexpr uint64_t kDefaultBucketCapBytes = static_cast<uint64_t>(kDefaultBucketCapMb * 1024 * 1024);
+namespace dpscope {
 
 // `sizes_bytes[i]` is tensor i's size. With `order` empty, tensors are visited 0..n-1 and the
 // result is sorted by smallest index; otherwise they are visited in `order` (indices into

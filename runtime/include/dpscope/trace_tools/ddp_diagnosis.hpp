@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "dpscope/trace_format/ddp_defaults.hpp"
 #include "dpscope/trace_tools/reader.hpp"
 
 namespace dpscope::trace {
@@ -96,10 +97,10 @@ struct BucketExplanation {
 };
 
 struct BucketFinding {
-  double cap_mb = 25.0;       // the header run's bucket_cap_mb (or dpscope's bucket_mb); 25 when absent
-  double first_mb = 1.0;      // first_bucket_mb; 1 when absent
-  bool rebuilt = false;       // a `rebuilt` assignment was recorded
-  int64_t rebuilt_step = -1;  // the step it came in
+  double cap_mb = kDefaultBucketCapMb;      // the header run's bucket_cap_mb (or dpscope's bucket_mb)
+  double first_mb = kDefaultFirstBucketMb;  // the header run's first_bucket_mb
+  bool rebuilt = false;                     // a `rebuilt` assignment was recorded
+  int64_t rebuilt_step = -1;                // the step it came in
   size_t initial_buckets = 0;
   std::vector<BucketExplanation> buckets;  // the assignment in effect at the end of the trace
   std::vector<std::string> sentences;      // a heading sentence, then one per bucket
