@@ -46,6 +46,13 @@ COMMANDS = {
                 "--trace", "scaling.jsonl"],
     "bench_all_reduce": ["bench", "all_reduce", "-b", "8", "-e", "16M", "-f", "4", "--trace",
                          "bench_all_reduce.jsonl"],
+    # The training loop's other paths: no_sync steps with ZeRO-1, and a pitfall that stops a run.
+    "ddp_no_sync_zero": ["train", "--model", "784-1024-1024-10", "--dataset", "blobs:4096:784:10", "--optim", "adam",
+                         "--lr", "0.001", "--steps", "8", "--mode", "ddp", "--devices", "2", "--batch", "256",
+                         "--no-sync-every", "3", "--zero", "--trace", "ddp_no_sync_zero.jsonl"],
+    "single_input_on_cpu": ["train", "--model", "784-1024-1024-10", "--dataset", "blobs:4096:784:10",
+                            "--steps", "3", "--mode", "single", "--batch", "1024", "--pitfall", "input-on-cpu",
+                            "--trace", "single_input_on_cpu.jsonl"],
     "lesson_04": ["lesson", "run", "4", "--no-viz", "--out", "lesson_04"],
     "lesson_05": ["lesson", "run", "5", "--no-viz", "--out", "lesson_05"],
 }

@@ -19,83 +19,97 @@
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/parallel/distributed_data_parallel.hpp"
 #include "dpscope/train/memory_estimate.hpp"
+#include "loop.hpp"
 #include "train_common.hpp"
 
 namespace dpscope::detail {
 namespace {
 
-// Rank 0 of a world of `world_size` GPUs: its device and model, then (join(), once the trace is
-// open, so DDP's broadcast of the weights is traced) its process group, DDP, optimizer and loss.
-class AnalyticRank {
+// Rank 0 of a world of `world_size` GPUs, as the training loop's strategy (train/loop.hpp): its
+// device and model, then (join(), once the trace is open, so DDP's broadcast of the weights is
+// traced) its process group, DDP, optimizer and loss. A step: the batch's shapes to the GPU,
+// forward, backward (DDP's bucketed all-reduces, overlapped), the optimizer.
+class AnalyticStrategy final : public TrainStrategy {
  public:
   // `device`: rank 0's GPU, from make_world().
-  AnalyticRank(const TrainConfig& config, const HardwarePreset& preset, Device device, int world_size)
+  AnalyticStrategy(const TrainConfig& config, const HardwarePreset& preset, Device device, int world_size)
       : config_(config),
         sizes_(Sequential::parse_mlp_spec(config.model)),
-        device_(std::move(device)),
-        model_(Sequential::mlp_timing_only(config.model, device_)),
-        collectives_(std::make_shared<const AnalyticCollectives>(preset, world_size)) {}
+        devices_{std::move(device)},
+        model_(Sequential::mlp_timing_only(config.model, dev())),
+        collectives_(std::make_shared<const AnalyticCollectives>(preset, world_size)) {
+    // No epochs and no checkpoints: --steps steps (default 1) over shapes.
+    const int64_t steps = config.steps > 0 ? config.steps : 1;
+    length_ = {.batches_per_epoch = steps, .total_steps = steps, .checkpoint_every = steps, .sync_every = 1};
+  }
 
   void join() {
-    group_.emplace(make_analytic_backend(device_, collectives_));
+    group_.emplace(make_analytic_backend(dev(), collectives_));
     ddp_.emplace(*model_, *group_, ddp_options(config_));
     optimizer_ = make_optimizer(config_, model_->parameters());
     criterion_ = make_loss(config_);
   }
 
-  const Device& device() const { return device_; }
   const Module& model() const { return *model_; }
   const AnalyticCollectives& collectives() const { return *collectives_; }
 
-  // One step: the batch to the GPU, forward, backward (DDP's bucketed all-reduces, overlapped),
-  // the optimizer. Returns its simulated duration (from the step's start to the end of the last
-  // stream).
-  int64_t step(int64_t index) {
-    const Device& dev = device_;
-    dev.set_step(index);
-    const int64_t start = dev.synchronize();
-    const Device host = Device::cpu();
-    {
-      PhaseScope phase(dev, Phase::kData);
-      const DType target_dtype = config_.loss == "ce" ? DType::kI64 : DType::kF32;
-      const Shape target_shape =
-          config_.loss == "ce" ? Shape{config_.batch} : Shape{config_.batch, sizes_.back()};
-      x_ = Tensor::meta({config_.batch, sizes_.front()}, host).to(dev, MemoryCategory::kActivations);
-      y_ = Tensor::meta(target_shape, host, MemoryCategory::kActivations, target_dtype)
-               .to(dev, MemoryCategory::kActivations);
-    }
-    {
-      PhaseScope phase(dev, Phase::kForward);
-      criterion_->forward(ddp_->forward(x_), y_);
-      dev.trace_memory();
-    }
-    {
-      PhaseScope phase(dev, Phase::kBackward);
-      ddp_->backward(criterion_->backward());
-      dev.trace_memory();
-    }
-    {
-      PhaseScope phase(dev, Phase::kOptimizer);
-      optimizer_->step();
-      optimizer_->zero_grad();
-      dev.trace_memory();
-    }
-    const int64_t end = dev.synchronize();
-    dev.set_step(-1);
+  // One step outside the loop, untraced (the one-GPU baseline): its simulated duration, from the
+  // step's start to the end of the last stream.
+  int64_t timed_step(int64_t index) {
+    dev().set_step(index);
+    const int64_t start = step_clock();
+    run_step(*this, {.step = index});
+    const int64_t end = step_clock();
+    dev().set_step(-1);
     return end - start;
   }
 
+  const std::vector<Device>& devices() const override { return devices_; }
+  const RunLength& length() const override { return length_; }
+  int64_t step_clock() override { return host_waits_for(devices_); }
+  void begin_epoch(int64_t /*epoch*/) override {}
+
+  void load_batch(const StepPlan& /*plan*/) override {
+    const Device host = Device::cpu();
+    const DType target_dtype = config_.loss == "ce" ? DType::kI64 : DType::kF32;
+    const Shape target_shape =
+        config_.loss == "ce" ? Shape{config_.batch} : Shape{config_.batch, sizes_.back()};
+    x_ = Tensor::meta({config_.batch, sizes_.front()}, host).to(dev(), MemoryCategory::kActivations);
+    y_ = Tensor::meta(target_shape, host, MemoryCategory::kActivations, target_dtype)
+             .to(dev(), MemoryCategory::kActivations);
+  }
+
+  std::optional<double> forward(const StepPlan& /*plan*/) override {
+    criterion_->forward(ddp_->forward(x_), y_);
+    return std::nullopt;  // shapes only: no loss to report
+  }
+
+  void backward(const StepPlan& /*plan*/) override { ddp_->backward(criterion_->backward()); }
+
+  void optimizer_step() override {
+    optimizer_->step();
+    optimizer_->zero_grad();
+  }
+
+  std::string checkpoint(int64_t /*steps_done*/, const StepPlan& /*plan*/) override {
+    DPS_ASSERT(false, "--timing-only writes no checkpoints (TrainConfig::validate refuses --checkpoint-dir)");
+    return "";
+  }
+
  private:
+  const Device& dev() const { return devices_.front(); }
+
   const TrainConfig& config_;
   std::vector<int64_t> sizes_;
-  Device device_;
+  std::vector<Device> devices_;  // rank 0's GPU
   std::unique_ptr<Sequential> model_;
   std::shared_ptr<const AnalyticCollectives> collectives_;
   std::optional<ProcessGroup> group_;
   std::optional<DistributedDataParallel> ddp_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Loss> criterion_;
-  Tensor x_, y_;
+  RunLength length_;
+  Tensor x_, y_;  // the step's batch: shapes without data
 };
 
 }  // namespace
@@ -105,32 +119,30 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
   const HardwarePreset preset = find_preset(config.preset);
   // No data and no host memory: only the simulated GPU's capacity bounds the model.
   check_training_memory(config, /*rows=*/0);
-  AnalyticRank rank(config, preset, make_world(config).devices.front(), config.devices);
-  std::unique_ptr<TraceRecorder> tracer = open_trace(config, {rank.device()}, rank.model());
+  AnalyticStrategy rank(config, preset, make_world(config).devices.front(), config.devices);
+  std::unique_ptr<TraceRecorder> tracer = open_trace(config, rank.devices(), rank.model());
   rank.join();
 
-  const int64_t total_steps = config.steps > 0 ? config.steps : 1;
   TrainResult result;
   result.device_name = fmt::format("sim:0 of {} ({} x {})", config.devices, config.devices, preset.name);
   result.parameter_count = rank.model().parameter_numel();
   result.samples_per_step = config.batch * config.devices;
   int64_t last_step_ns = 0;
-  for (int64_t step = 0; step < total_steps; ++step) {
-    last_step_ns = rank.step(step);
-    result.sim_total_ns += last_step_ns;
-    if (tracer) tracer->flush_soon();
-    if (on_step)
-      on_step(
-          {.step = step, .total_steps = total_steps, .epoch = 0, .loss = 0.0, .sim_step_ns = last_step_ns});
-  }
-  result.steps = total_steps;
+  result.steps = train_loop(rank, config,
+                            {.on_step =
+                                 [&](const StepReport& report) {
+                                   last_step_ns = report.sim_step_ns;
+                                   result.sim_total_ns += report.sim_step_ns;
+                                   if (on_step) on_step(report);
+                                 }})
+                     .steps;
 
   // The weak-scaling baseline: the same step on one GPU, after a first step that builds DDP's
   // buckets (DDP rebuilds them after its first iteration, as the world's run did).
-  AnalyticRank alone(config, preset, make_world(config).devices.front(), 1);
+  AnalyticStrategy alone(config, preset, make_world(config).devices.front(), 1);
   alone.join();
-  alone.step(0);
-  const int64_t one_gpu_ns = alone.step(1);
+  alone.timed_step(0);
+  const int64_t one_gpu_ns = alone.timed_step(1);
   result.scaling = TrainResult::Scaling{
       .world = fmt::format("{} GPU{}: {}", config.devices, config.devices == 1 ? "" : "s",
                            rank.collectives().describe()),

@@ -69,19 +69,13 @@ void refuse_unreadable_input(const char* flag, const std::string& path) {
 
 }  // namespace
 
-std::shared_ptr<TensorDataset> load_data(const TrainConfig& config) {
-  if (!config.dataset.empty()) return make_dataset(config.dataset, config.seed);
-  const size_t comma = config.data.find(',');
-  const std::string inputs = config.data.substr(0, comma);
-  const std::string targets = config.data.substr(comma + 1);
-  refuse_unreadable_input("--data", inputs);
-  refuse_unreadable_input("--data", targets);
-  return load_npy_dataset(inputs, targets);  // refuses a NaN or inf value, naming the file and index
-}
+namespace {
 
 // Checks that the data fits the model and the loss; every mismatch is one kUsage line.
-void check_data_fits(const TrainConfig& config, const Dataset& data, int64_t in_features,
-                     int64_t out_features) {
+void check_data_fits(const TrainConfig& config, const Dataset& data) {
+  const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
+  const int64_t in_features = sizes.front();
+  const int64_t out_features = sizes.back();
   DPS_CHECK(data.size() > 0, ErrorKind::kUsage, "data mismatch: {} has no samples", data.name());
   DPS_CHECK(data.num_features() == in_features, ErrorKind::kUsage,
             "data mismatch: inputs have {} features per sample but --model {} expects {}",
@@ -106,6 +100,24 @@ void check_data_fits(const TrainConfig& config, const Dataset& data, int64_t in_
   // Every mode calls this once its data is loaded and before its model exists: the moment to refuse
   // a run its devices or this machine cannot hold, before a byte of it is allocated.
   check_training_memory(config, data.size());
+}
+
+}  // namespace
+
+std::shared_ptr<TensorDataset> load_data(const TrainConfig& config) {
+  std::shared_ptr<TensorDataset> data;
+  if (!config.dataset.empty()) {
+    data = make_dataset(config.dataset, config.seed);
+  } else {
+    const size_t comma = config.data.find(',');
+    const std::string inputs = config.data.substr(0, comma);
+    const std::string targets = config.data.substr(comma + 1);
+    refuse_unreadable_input("--data", inputs);
+    refuse_unreadable_input("--data", targets);
+    data = load_npy_dataset(inputs, targets);  // refuses a NaN or inf value, naming the file and index
+  }
+  check_data_fits(config, *data);
+  return data;
 }
 
 void load_initial_weights(const TrainConfig& config, Module& model) {

@@ -1,6 +1,6 @@
 // Pieces every training mode shares (the world, data, model, optimizer, loss, trace header, run
-// length, checkpoint schedule and writing); private to runtime/src/train. run_training() (single,
-// dp: train.cpp) and train_rank() (ddp: train_rank.cpp) use them.
+// length, checkpoint schedule and writing); private to runtime/src/train. The training loop
+// (loop.hpp) and each mode's strategy use them.
 #pragma once
 
 #include <chrono>
@@ -34,12 +34,10 @@ struct World {
 // the preset holds fewer GPUs than --devices (single/dp on sim), kDevice when a GPU cannot be used.
 World make_world(const TrainConfig& config);
 
+// Loads --data or --dataset and checks that the data fits the model and the loss, and that the run
+// fits the devices' and this machine's memory (check_training_memory, train/memory_estimate.hpp);
+// every mismatch is one kUsage line. Called before the model is built.
 std::shared_ptr<TensorDataset> load_data(const TrainConfig& config);
-// Checks that the data fits the model and the loss, and that the run fits the devices' and this
-// machine's memory (check_training_memory, train/memory_estimate.hpp); every mismatch is one kUsage
-// line. Called once the data is loaded, before the model is built.
-void check_data_fits(const TrainConfig& config, const Dataset& data, int64_t in_features,
-                     int64_t out_features);
 // Loads --init into `model`; a mismatch is one kUsage line naming the file and the model.
 void load_initial_weights(const TrainConfig& config, Module& model);
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& config, std::vector<Parameter*> params);

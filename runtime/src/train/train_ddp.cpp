@@ -18,7 +18,6 @@
 
 #include "dpscope/comm/sim_world.hpp"
 #include "dpscope/comm/spawn.hpp"
-#include "dpscope/nn/sequential.hpp"
 #include "dpscope/train/train_rank.hpp"
 #include "train_common.hpp"
 
@@ -78,8 +77,6 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   if (on_step) step_mean.emplace(config.devices, on_step);
   RankOptions shared{.data = load_data(config), .resume_from = nullptr, .on_step = {}};
   if (step_mean) shared.on_step = [&step_mean](const StepReport& report) { step_mean->report(report); };
-  const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
-  check_data_fits(config, *shared.data, sizes.front(), sizes.back());
   if (config.resume)
     shared.resume_from = std::make_shared<const ResumeCheckpoint>(load_resume_checkpoint(config));
   shared.run_id = run_id_for(shared.resume_from.get());

@@ -35,7 +35,6 @@
 #include "dpscope/comm/process_group.hpp"
 #include "dpscope/comm/rank_agreement.hpp"
 #include "dpscope/core/cuda.hpp"
-#include "dpscope/nn/sequential.hpp"
 #include "dpscope/trace_tools/rank_traces.hpp"
 #include "dpscope/train/train_rank.hpp"
 #include "train_common.hpp"
@@ -136,8 +135,6 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
     RankOptions options;
     options.own_tracer = true;  // one trace file per process
     options.data = load_data(config);
-    const std::vector<int64_t> sizes = Sequential::parse_mlp_spec(config.model);
-    check_data_fits(config, *options.data, sizes.front(), sizes.back());
     result.samples = options.data->size();
     if (!config.trace.empty()) {
       const ClockOffset clock = measure_clock_offset(group);

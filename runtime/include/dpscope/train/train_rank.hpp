@@ -1,4 +1,5 @@
-// train_rank(): the per-rank training loop of `dpscope train --mode ddp` — what one process of
+// train_rank(): one rank's run of `dpscope train --mode ddp` (the training loop of every mode over
+// this rank's strategy, runtime/src/train/loop.hpp) — what one process of
 // `torchrun train.py` runs: DistributedDataParallel around the model, a DistributedSampler shard of
 // every epoch, the optimizer (plain or ZeroRedundancyOptimizer, through one Optimizer interface),
 // rank-0 checkpoints.
