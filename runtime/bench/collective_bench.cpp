@@ -41,6 +41,7 @@ using bench::make_buffers;
 constexpr uint64_t kMaxDataBytes = 16ull << 30;  // host memory a data-mode run may use
 constexpr int kMaxBenchSlices = 4096;            // pipeline slices per chunk
 constexpr int kMaxBenchIterations = 1'000'000;   // warm-up + timed iterations per size
+constexpr uint64_t kMaxBenchRows = 100'000;      // sizes in a sweep times -N cycles
 
 bool on_gpu(const BenchOptions& o) { return o.backend == "cuda" || o.backend == "nccl"; }
 
@@ -80,6 +81,23 @@ BenchRow make_row(const CollectiveDescriptor& d, Counts c, double time_ns, int n
 }
 
 }  // namespace
+
+std::vector<uint64_t> bench_sizes(const BenchOptions& o) {
+  std::vector<uint64_t> sweep;
+  for (uint64_t s = o.min_bytes; s <= o.max_bytes;) {
+    sweep.push_back(s);
+    if (o.step_bytes > 0) {
+      if (s > o.max_bytes - o.step_bytes) break;
+      s += o.step_bytes;
+    } else {
+      if (s == 0 || s > o.max_bytes / o.factor) break;
+      s *= o.factor;
+    }
+  }
+  std::vector<uint64_t> sizes;
+  for (int cycle = 0; cycle < o.cycles; ++cycle) sizes.insert(sizes.end(), sweep.begin(), sweep.end());
+  return sizes;
+}
 
 void validate_bench_options(const BenchOptions& o) {
   DPS_CHECK(o.backend == "sim" || o.backend == "cuda" || o.backend == "nccl" || o.backend == "mpi",
@@ -131,7 +149,16 @@ void validate_bench_options(const BenchOptions& o) {
             "--timing-only simulates without data: it is for --backend sim, not {}", o.backend);
   DPS_CHECK(o.min_bytes <= o.max_bytes, ErrorKind::kUsage, "-b {} is larger than -e {}", o.min_bytes,
             o.max_bytes);
-  DPS_CHECK(o.factor >= 2, ErrorKind::kUsage, "-f must be at least 2, got {}", o.factor);
+  if (o.step_bytes == 0)
+    DPS_CHECK(o.factor >= 2, ErrorKind::kUsage, "-f must be at least 2, got {}", o.factor);
+  DPS_CHECK(o.cycles >= 1, ErrorKind::kUsage,
+            "-N must be at least 1, got {} (0, nccl-tests' endless run, is not offered)", o.cycles);
+  // A sweep by a factor holds at most 64 sizes; one by a fixed step may hold billions (-i 1).
+  const uint64_t sweep = o.step_bytes > 0 ? (o.max_bytes - o.min_bytes) / o.step_bytes + 1 : 64;
+  DPS_CHECK(static_cast<uint64_t>(o.cycles) <= kMaxBenchRows / sweep, ErrorKind::kUsage,
+            "-b {} -e {}{} -N {}: more than {} rows", o.min_bytes, o.max_bytes,
+            o.step_bytes > 0 ? fmt::format(" -i {}", o.step_bytes) : fmt::format(" -f {}", o.factor),
+            o.cycles, kMaxBenchRows);
   DPS_CHECK(o.iterations >= 1 && o.warmup >= 0, ErrorKind::kUsage,
             "-n must be >= 1 and -w >= 0 (got {} and {})", o.iterations, o.warmup);
   DPS_CHECK(o.root >= 0 && o.root < o.devices, ErrorKind::kUsage, "-r {} out of range for {} devices", o.root,
@@ -216,6 +243,9 @@ std::vector<RunSetting> bench_settings(const BenchOptions& o) {
           {"-b", std::to_string(o.min_bytes)},
           {"-e", std::to_string(o.max_bytes)},
           {"-f", std::to_string(o.factor)},
+          {"-i", std::to_string(o.step_bytes)},
+          {"-N", std::to_string(o.cycles)},
+          {"-c", o.check ? "1" : "0"},
           {"--algo", std::string(to_string(o.algorithm))},
           {"-o", std::string(to_string(o.op))},
           {"-r", std::to_string(o.root)},
@@ -257,7 +287,7 @@ std::vector<BenchRow> run_mpi_sizes(const BenchOptions& o, ProcessGroup& pg,
   };
   const CollectiveDescriptor& d = descriptor(o.collective);
   std::vector<BenchRow> rows;
-  for (uint64_t size = o.min_bytes; size <= o.max_bytes; size *= o.factor) {
+  for (const uint64_t size : bench_sizes(o)) {
     const Counts c = counts_for(d, size, n);
     Buffers b = make_buffers(d, c, device, false);
     double seconds = 0.0;
@@ -272,11 +302,11 @@ std::vector<BenchRow> run_mpi_sizes(const BenchOptions& o, ProcessGroup& pg,
     }
     BenchRow r = make_row(d, c, seconds / o.iterations * 1e9, n);
     r.wall_us = r.sim_us;
-    r.wrong = static_cast<int64_t>(
-        across_ranks(static_cast<double>(count_wrong(o, d, b, pg.rank(), n)), ReduceOp::kSum));
+    if (o.check)
+      r.wrong = static_cast<int64_t>(
+          across_ranks(static_cast<double>(count_wrong(o, d, b, pg.rank(), n)), ReduceOp::kSum));
     rows.push_back(r);
     if (on_row && pg.rank() == 0) on_row(r);
-    if (size == 0 || size > o.max_bytes / o.factor) break;
   }
   return rows;
 }
@@ -310,7 +340,7 @@ std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePres
             "--algo naive is not modelled across nodes: use ring, tree or auto");
   const CollectiveDescriptor& d = descriptor(o.collective);
   std::vector<BenchRow> rows;
-  for (uint64_t size = o.min_bytes; size <= o.max_bytes; size *= o.factor) {
+  for (const uint64_t size : bench_sizes(o)) {
     const Counts c = counts_for(d, size, n);
     const NcclPrediction p =
         predict_nccl(fabric, o.collective, static_cast<uint64_t>(c.total) * sizeof(float), choice);
@@ -318,7 +348,6 @@ std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePres
     r.algo = p.label();
     rows.push_back(r);
     if (on_row) on_row(r);
-    if (size == 0 || size > o.max_bytes / o.factor) break;
   }
   return rows;
 }
@@ -345,9 +374,11 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     if (on_gpu(o)) header.clock = "measured";
     header.run_json = fmt::format(
         R"({{"command":"bench","collective":"{}","backend":"{}","devices":{},"preset":"{}","algo":"{}",)"
-        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}}})",
+        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}}})",
         api_name(o.collective), o.backend, n, o.preset, to_string(o.algorithm), to_string(o.op),
-        o.timing_only, o.min_bytes, o.max_bytes, o.factor);
+        o.timing_only, o.min_bytes, o.max_bytes, o.factor,
+        o.step_bytes > 0 ? fmt::format(R"(,"step_bytes":{})", o.step_bytes) : std::string(),
+        o.cycles > 1 ? fmt::format(R"(,"cycles":{})", o.cycles) : std::string());
     if (!on_gpu(o))
       for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
     std::vector<int> trace_ids;
@@ -357,11 +388,7 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
   }
   std::shared_ptr<SimWorld> world = SimWorld::create(n, std::move(world_options));
 
-  std::vector<uint64_t> sizes;
-  for (uint64_t s = o.min_bytes; s <= o.max_bytes; s = s * o.factor) {
-    sizes.push_back(s);
-    if (s == 0 || s > o.max_bytes / o.factor) break;
-  }
+  const std::vector<uint64_t> sizes = bench_sizes(o);
   std::vector<BenchRow> rows(sizes.size());
   std::barrier sync(n);
   std::atomic<int64_t> clock_ns{0};  // latest stream time of any rank: where the next run starts
@@ -403,14 +430,14 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
           clock_ns.store(latest);
         }
       }
-      if (!o.timing_only) wrong.fetch_add(count_wrong(o, d, b, rank, n));
+      if (o.check && !o.timing_only) wrong.fetch_add(count_wrong(o, d, b, rank, n));
       sync.arrive_and_wait();
       if (rank == 0) {
         const int64_t time_ns = on_gpu(o) ? measured_ns / o.iterations : sim_ns;
         BenchRow& r = rows[row];
         r = make_row(d, c, static_cast<double>(time_ns), n);
         r.wall_us = wall_s / o.iterations * 1e6;
-        r.wrong = o.timing_only ? -1 : wrong.exchange(0);
+        r.wrong = o.timing_only || !o.check ? -1 : wrong.exchange(0);
         if (!on_gpu(o)) r.algo = model_choice(o, hardware, r.bytes);
         if (recorder) recorder->flush_soon();
         if (on_row) on_row(r);

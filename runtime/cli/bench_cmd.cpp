@@ -4,7 +4,11 @@
 //   dpscope bench all_reduce --devices 8 --preset h100-sxm -b 8 -e 128M -f 2 --algo ring
 //
 // One row per size: size count type redop root | simulated time, algbw, busbw, measured wall time
-// per collective, #wrong (exact check; "N/A" with --timing-only); then "# Avg bus bandwidth".
+// per collective, #wrong (exact check; "N/A" with --timing-only or -c 0); then nccl-tests' footer.
+// nccl-tests' flags keep their meanings and its -n 20 / -w 5 defaults: -b -e with -f (a factor) or
+// -i (a fixed step), -g, -n, -w, -c, -d (float only), -o, -r, -N (cycles of the sweep), and -a,
+// accepted and said once (a simulated collective has one time, not one per rank). One default
+// differs on purpose: without -b/-e the table sweeps 8 B to 128 MiB by x2 (nccl-tests: 32 MiB once).
 // The harness is run_collective_bench() (dpscope_bench/collective_bench.hpp, runtime/bench/). Bad flags exit
 // with code 2.
 #include <fmt/format.h>
@@ -37,12 +41,17 @@ struct BenchArgs {
   std::string min_bytes = "8";
   std::string max_bytes = "128M";
   std::string factor = "2";
+  std::string step_bytes;  // -i; empty: not given
+  int cycles = 1;
+  int check = 1;
+  std::string datatype = "float";
+  int average = 1;  // nccl-tests' -a: accepted, one number per collective here
   std::string algo = "auto";
   std::string op = "sum";
   int root = 0;
   int slices = 0;
-  int iterations = 5;
-  int warmup = 1;
+  int iterations = 20;  // nccl-tests' defaults
+  int warmup = 5;
   bool timing_only = false;
   std::string trace;
   double timeout_s = 0.0;  // 0: not given
@@ -59,6 +68,18 @@ BenchOptions to_options(const BenchArgs& a) {
   o.min_bytes = parse_byte_size(a.min_bytes, "-b");
   o.max_bytes = parse_byte_size(a.max_bytes, "-e");
   o.factor = parse_byte_size(a.factor, "-f");
+  if (!a.step_bytes.empty()) {
+    o.step_bytes = parse_byte_size(a.step_bytes, "-i");
+    DPS_CHECK(o.step_bytes >= 1, ErrorKind::kUsage, "-i must be at least 1 byte, got {}", a.step_bytes);
+  }
+  o.cycles = a.cycles;
+  DPS_CHECK(a.check >= 0, ErrorKind::kUsage, "-c must be 0 (no check) or a count of checks, got {}", a.check);
+  o.check = a.check > 0;
+  // The collectives carry float32 tensors (nccl-tests' `float`); every other type is refused by name.
+  DPS_CHECK(a.datatype == "float" || a.datatype == "float32", ErrorKind::kUsage,
+            "-d {}: dpscope's collectives carry float (float32) only", a.datatype);
+  DPS_CHECK(a.average >= 0 && a.average <= 3, ErrorKind::kUsage,
+            "-a must be 0 (rank 0), 1 (average), 2 (min) or 3 (max), got {}", a.average);
   try {
     o.algorithm = parse_algorithm(a.algo, "--algo");
     o.op = parse_reduce_op(a.op);
@@ -84,7 +105,8 @@ BenchOptions to_options(const BenchArgs& a) {
   return o;
 }
 
-void print_header(const BenchOptions& o, const HardwarePreset& hw) {
+// `average`: nccl-tests' -a when the command line gave it (`average_given`), said once.
+void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_given, int average) {
   const char* env = std::getenv("DPSCOPE_ALGO");
   const bool from_env = o.algorithm == Algorithm::kDefault && env != nullptr && *env != '\0';
   if (o.backend == "mpi") {
@@ -110,9 +132,21 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw) {
   const std::string algo = o.algorithm != Algorithm::kDefault ? to_string(o.algorithm)
                            : from_env                         ? fmt::format("{} (DPSCOPE_ALGO)", env)
                                                               : std::string("auto");
-  fmt::print("# algorithm: {}, slices: {}, data: {}, iterations: {} (+{} warm-up)\n", algo,
-             o.slices == 0 ? std::string("by size") : std::to_string(o.slices),
-             o.timing_only ? "none (timing-only)" : "real, checked exactly", o.iterations, o.warmup);
+  fmt::print(
+      "# algorithm: {}, slices: {}, data: {}, iterations: {} (+{} warm-up)\n", algo,
+      o.slices == 0 ? std::string("by size") : std::to_string(o.slices),
+      o.timing_only ? "none (timing-only)" : (o.check ? "real, checked exactly" : "real, not checked (-c 0)"),
+      o.iterations, o.warmup);
+  fmt::print("# sizes: {} to {} B, {}{}\n", o.min_bytes, o.max_bytes,
+             o.step_bytes > 0 ? fmt::format("+{} B a row (-i)", o.step_bytes)
+                              : fmt::format("x{} a row (-f)", o.factor),
+             o.cycles > 1 ? fmt::format(", the sweep {} times (-N)", o.cycles) : std::string());
+  if (average_given)
+    fmt::print("# -a {}: {}\n", average,
+               o.backend == "mpi"
+                   ? "each time is the slowest rank's (nccl-tests' -a 3), whatever -a asks"
+                   : "each time is the whole collective's, from the earliest rank's start to the latest "
+                     "rank's end: one number, whatever -a asks");
   fmt::print("#\n");
   fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}  {:>6}  {}\n", "size",
              "count", "type", "redop", "root", "time", "algbw", "busbw", "wall", "#wrong", "algo/proto");
@@ -143,6 +177,10 @@ void register_bench(CLI::App& app, Registration registration) {
   cmd->add_option("-e,--maxbytes", args->max_bytes, "largest size")->capture_default_str();
   cmd->add_option("-f,--stepfactor", args->factor, "multiply the size by this between rows")
       ->capture_default_str();
+  cmd->add_option("-i,--stepbytes", args->step_bytes,
+                  "add this many bytes between rows instead (not with -f)");
+  cmd->add_option("-N,--run_cycles", args->cycles, "run the whole sweep this many times, every row printed")
+      ->capture_default_str();
   cmd->add_option("--algo", args->algo, "ring, tree, naive or auto (DPSCOPE_ALGO when not given)");
   cmd->add_option("-o,--op", args->op, "reduce op: sum, avg, prod, min, max")->capture_default_str();
   cmd->add_option("-r,--root", args->root, "root rank of broadcast/reduce")->capture_default_str();
@@ -150,6 +188,13 @@ void register_bench(CLI::App& app, Registration registration) {
       ->capture_default_str();
   cmd->add_option("-n,--iters", args->iterations, "timed iterations per size")->capture_default_str();
   cmd->add_option("-w,--warmup_iters", args->warmup, "warm-up iterations per size")->capture_default_str();
+  cmd->add_option("-c,--check", args->check, "0: do not check the results; 1 or more: check them exactly")
+      ->capture_default_str();
+  cmd->add_option("-d,--datatype", args->datatype, "element type: float (the only one the collectives carry)")
+      ->capture_default_str();
+  cmd->add_option("-a,--average", args->average,
+                  "nccl-tests' 0 rank 0 | 1 avg | 2 min | 3 max: accepted; a simulated time is one number")
+      ->capture_default_str();
   cmd->add_flag("--timing-only", args->timing_only, "no data: time and trace only (any size, any GPU count)");
   cmd->add_option("--trace", args->trace, "write a dpscope trace (JSON Lines)");
   cmd->add_option("--timeout", args->timeout_s,
@@ -161,6 +206,8 @@ void register_bench(CLI::App& app, Registration registration) {
   cmd->callback([args, cmd] {
     DPS_CHECK(cmd->count("--timeout") == 0 || args->timeout_s != 0.0, ErrorKind::kUsage,
               "--timeout must be a number of seconds from 0.001 to 86400, got 0");
+    DPS_CHECK(cmd->count("-f") == 0 || cmd->count("-i") == 0, ErrorKind::kUsage,
+              "-f and -i both given: sizes grow by a factor (-f) or by a fixed step (-i), not both");
     BenchOptions options = to_options(*args);
     if (cmd->count("--algo") == 0) options.algorithm = Algorithm::kDefault;  // DPSCOPE_ALGO or auto
     validate_bench_options(options);
@@ -169,7 +216,7 @@ void register_bench(CLI::App& app, Registration registration) {
     const HardwarePreset hw = find_preset(options.preset);
     // --backend mpi: every process is a rank; rank 0 prints the table.
     const bool speaks = options.backend != "mpi" || mpi::launch_from_environment()->rank == 0;
-    if (speaks) print_header(options, hw);
+    if (speaks) print_header(options, hw, cmd->count("-a") > 0, args->average);
     std::fflush(stdout);
     double busbw_sum = 0.0;
     int64_t rows = 0, wrong = 0;
@@ -194,11 +241,13 @@ void register_bench(CLI::App& app, Registration registration) {
       ++rows;
     });
     if (!speaks) return;
-    fmt::print("# Wrong values         : {} {}\n", wrong,
-               options.timing_only ? "(not checked: timing-only)" : (wrong == 0 ? "OK" : "FAILED"));
+    const std::string verdict = options.timing_only ? "(not checked: timing-only)"
+                                : !options.check    ? "(not checked: -c 0)"
+                                : wrong == 0        ? "OK"
+                                                    : "FAILED";
+    fmt::print("# Wrong values         : {} {}\n", wrong, verdict);
     // nccl-tests' own footer line, for scripts that parse its output.
-    fmt::print("# Out of bounds values : {} {}\n", wrong,
-               options.timing_only ? "(not checked: timing-only)" : (wrong == 0 ? "OK" : "FAILED"));
+    fmt::print("# Out of bounds values : {} {}\n", wrong, verdict);
     fmt::print("# Avg bus bandwidth    : {:.3f}\n", rows > 0 ? busbw_sum / static_cast<double>(rows) : 0.0);
     std::fflush(stdout);
     DPS_CHECK(wrong == 0, ErrorKind::kInternal, "{} wrong values in the results", wrong);

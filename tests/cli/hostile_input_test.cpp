@@ -41,7 +41,7 @@ std::vector<Case> hostile_cases() {
       {"UnknownPreset", "bench all_reduce --preset bogus", 2, "unknown preset 'bogus'"},
       // ---- sizes that overflow or cannot fit ----
       {"BenchIterationsOverflow", "bench all_reduce -n 2147483647", 2,
-       "-w + -n: 1 + 2147483647 overflows a 32-bit integer"},
+       "-w + -n: 5 + 2147483647 overflows a 32-bit integer"},
       {"BenchIterationsTooMany", "bench all_reduce -n 2147483646 -w 0", 2, "at most 1000000 iterations"},
       {"BenchSlicesHuge", "bench all_reduce --slices 1000000000", 2,
        "--slices 1000000000: at most 4096 slices per chunk"},

@@ -86,6 +86,34 @@ TEST(BenchCli, PrintsOneCheckedRowPerSizeAndTheAverageBusBandwidth) {
   EXPECT_THAT(r.output, HasSubstr("# Avg bus bandwidth    : "));
 }
 
+// nccl-tests' flags with its meanings: -i steps by a fixed number of bytes, -N repeats the sweep
+// (each row printed again), -c 0 leaves the results unchecked, -a is accepted and said once, and
+// the iterations default to nccl-tests' 20 timed after 5 warm-up.
+TEST(BenchCli, NcclTestsFlagsStepRepeatSkipTheCheckAndDefaultToTwentyIterations) {
+  const Result r = run_bench("all_reduce --devices 2 -b 1K -e 3K -i 1K -N 2 -c 0 -a 2 -d float");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 6u) << r.output;
+  const char* sizes[] = {"1024", "2048", "3072", "1024", "2048", "3072"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][0], sizes[i]);
+    EXPECT_EQ(rows[i][9], "N/A") << "#wrong without a check";
+    EXPECT_EQ(rows[i][5], rows[i % 3][5]) << "a simulated cycle repeats the same time";
+  }
+  EXPECT_THAT(r.output, HasSubstr("iterations: 20 (+5 warm-up)"));
+  EXPECT_THAT(r.output, HasSubstr("# sizes: 1024 to 3072 B, +1024 B a row (-i), the sweep 2 times (-N)"));
+  EXPECT_THAT(r.output, HasSubstr("# -a 2: each time is the whole collective's"));
+  EXPECT_THAT(r.output, HasSubstr("# Out of bounds values : 0 (not checked: -c 0)"));
+  // Without -a the note is not printed; with the check on, every row is checked.
+  const Result checked = run_bench("all_reduce --devices 2 -b 1K -e 2K -i 512 -n 1 -w 0");
+  ASSERT_EQ(checked.exit_code, 0) << checked.output;
+  EXPECT_THAT(checked.output, ::testing::Not(HasSubstr("# -a")));
+  const auto checked_rows = rows_of(checked.output);
+  ASSERT_EQ(checked_rows.size(), 3u) << checked.output;  // 1024, 1536, 2048
+  EXPECT_EQ(checked_rows[1][0], "1536");
+  for (const auto& row : checked_rows) EXPECT_EQ(row[9], "0");
+}
+
 // The sim backend's schedule lasts exactly NCCL's cost model's time (comm/nccl_cost_model.hpp); a
 // forced ring picks its best protocol, forced LL moves half the payload per line and is slower.
 TEST(BenchCli, SimulatedTimeIsTheCostModelsTimeForTheForcedAlgorithmAndProtocol) {
@@ -215,7 +243,16 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
         Case{"all_reduce --proto fast", "--proto 'fast': expected LL, LL128 or Simple"},
         Case{"all_reduce --devices 4 --preset t4 --proto LL128 --timing-only",
              "LL128 is not available for all_reduce on this fabric (4 GPUs, 1 node, PCIe)"},
-        Case{"reduce_scatter --algo tree", "--algo tree: reduce_scatter runs ring"}}) {
+        Case{"reduce_scatter --algo tree", "--algo tree: reduce_scatter runs ring"},
+        Case{"all_reduce -f 4 -i 1M",
+             "-f and -i both given: sizes grow by a factor (-f) or by a fixed step (-i), not both"},
+        Case{"all_reduce -i 0", "-i must be at least 1 byte, got 0"},
+        Case{"all_reduce -b 8 -e 8G -i 1 --timing-only",
+             "-b 8 -e 8589934592 -i 1 -N 1: more than 100000 rows"},
+        Case{"all_reduce -N 0", "-N must be at least 1, got 0"},
+        Case{"all_reduce -c -1", "-c must be 0 (no check) or a count of checks, got -1"},
+        Case{"all_reduce -d half", "-d half: dpscope's collectives carry float (float32) only"},
+        Case{"all_reduce -a 4", "-a must be 0 (rank 0), 1 (average), 2 (min) or 3 (max), got 4"}}) {
     SCOPED_TRACE(c.args);
     const Result r = run_bench(c.args);
     EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -238,6 +275,24 @@ TEST(BenchCli, TheAlgorithmComesFromDpscopeAlgoWhenNotGiven) {
   EXPECT_EQ(bogus.exit_code, 2);
   EXPECT_EQ(bogus.output,
             "dpscope: error: DPSCOPE_ALGO: unknown algorithm 'bogus' (expected ring, tree, naive or auto)\n");
+}
+
+TEST(BenchSizes, AFactorOrAFixedStepFromMinToMaxRepeatedPerCycle) {
+  BenchOptions o;
+  o.min_bytes = 8;
+  o.max_bytes = 100;
+  o.factor = 3;
+  EXPECT_EQ(bench_sizes(o), (std::vector<uint64_t>{8, 24, 72}));  // 216 would pass -e
+  o.step_bytes = 40;                                              // a step replaces the factor
+  EXPECT_EQ(bench_sizes(o), (std::vector<uint64_t>{8, 48, 88}));
+  o.cycles = 2;
+  EXPECT_EQ(bench_sizes(o), (std::vector<uint64_t>{8, 48, 88, 8, 48, 88}));
+  o = BenchOptions{};
+  o.min_bytes = o.max_bytes = 1ull << 50;  // the largest size parse_byte_size accepts: no overflow
+  o.factor = 1ull << 50;
+  EXPECT_EQ(bench_sizes(o), (std::vector<uint64_t>{1ull << 50}));
+  o.step_bytes = 1ull << 50;
+  EXPECT_EQ(bench_sizes(o), (std::vector<uint64_t>{1ull << 50}));
 }
 
 TEST(ParseByteSize, AcceptsBinarySuffixes) {

@@ -241,7 +241,7 @@ TEST(BenchOptionsErrors, IterationsRootAndSlices) {
   auto message = [](BenchOptions o) { return catch_error([&] { validate_bench_options(o); }).message; };
   BenchOptions o;
   o.iterations = 0;
-  EXPECT_EQ(message(o), "-n must be >= 1 and -w >= 0 (got 0 and 1)");
+  EXPECT_EQ(message(o), "-n must be >= 1 and -w >= 0 (got 0 and 5)");
   o = BenchOptions{};
   o.collective = OpType::kBroadcast;
   o.root = 4;

@@ -49,14 +49,17 @@ struct BenchOptions {
   std::string preset = "h100-sxm";
   uint64_t min_bytes = 8;
   uint64_t max_bytes = 128ull << 20;
-  uint64_t factor = 2;
+  uint64_t factor = 2;      // -f: each size is the last times this ...
+  uint64_t step_bytes = 0;  // ... or, with -i (> 0), the last plus this many bytes
+  int cycles = 1;           // -N: the whole sweep this many times, each cycle's rows reported
   Algorithm algorithm = Algorithm::kDefault;
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   int slices = 0;  // 0: by size
   bool timing_only = false;
-  int iterations = 5;
-  int warmup = 1;
+  bool check = true;            // -c 0: no exact check of the results (#wrong is -1)
+  int iterations = 20;          // nccl-tests' -n default
+  int warmup = 5;               // nccl-tests' -w default
   std::filesystem::path trace;  // empty: no trace
   // --timeout: how long a collective (and, under mpirun, the ranks' meeting) may wait for the other
   // ranks; 0: 10 min (mpi: gloo's 30 min).
@@ -70,7 +73,7 @@ struct BenchRow {
   double algbw_gbps = 0.0;
   double busbw_gbps = 0.0;
   double wall_us = 0.0;  // measured, mean over iterations
-  int64_t wrong = -1;    // -1: not checked (timing-only)
+  int64_t wrong = -1;    // -1: not checked (timing-only, -c 0)
   std::string algo;      // sim: the cost model's algorithm/protocol ("ring/LL"); empty otherwise
 };
 
@@ -79,6 +82,10 @@ struct BenchRow {
 OpType parse_bench_collective(std::string_view text);
 // Parses a byte count: digits with an optional K, M, G suffix (binary: 1K = 1024); kUsage on junk.
 uint64_t parse_byte_size(std::string_view text, std::string_view flag);
+
+// The sizes of the rows, in order: min_bytes, then times factor (or plus step_bytes) up to
+// max_bytes, the whole sweep `cycles` times.
+std::vector<uint64_t> bench_sizes(const BenchOptions& options);
 
 // Throws kUsage naming the flag for inconsistent options (kInvalidArgument for an unknown preset
 // or more devices than its topology holds).
