@@ -232,7 +232,7 @@ class ReplayModel {
   void build_marks();
   void build_reductions();
   void build_collectives();
-  void build_failed_collectives();
+  void build_failed_collectives();  // stalled_collective.cpp
   // The (step, phase) of a device at a cursor, from its phase marks.
   const PhaseMark* device_phase(int device, Cursor c) const;
   // The parts of state_at (replay_state.cpp).
@@ -242,7 +242,7 @@ class ReplayModel {
   void fill_transfers(ReplayState& s, Cursor c) const;
   void fill_buckets(ReplayState& s, Cursor c) const;
   void fill_chunks(ReplayState& s, Cursor c) const;   // chunk_state.cpp
-  void fill_stalled(ReplayState& s, Cursor c) const;  // chunk_state.cpp
+  void fill_stalled(ReplayState& s, Cursor c) const;  // stalled_collective.cpp
   friend class StateBuilder;
 
   const trace::TraceData* data_;
