@@ -387,6 +387,50 @@ size_t pixels_in(const Image& img, int x0, int y0, int x1, int y1, std::array<un
   return n;
 }
 
+// Lesson 13's mismatched collective in pixels (the stage alone, normal palette): while rank 0
+// waits alone in its all-reduce its card is outlined in amber (the warning colour) and no banner
+// shows; once it has stopped, while ranks 1-3 still finish their backward, an amber banner says so;
+// only when every rank has stopped is the banner red ("Run failed").
+TEST_F(Screenshots, AMismatchedCollectiveWaitsInAmberAndTheBannerTurnsRedOnlyWhenEveryRankStopped) {
+  const auto trace = dir_ / "lone.jsonl";
+  testing::write_failed_ddp_trace(trace, 4, "256-512-512-4", 16);
+  const trace::TraceData data = trace::read_trace(trace);
+  const ReplayModel model(data);
+  int64_t wait_mid_ns = -1;
+  for (const trace::Event& e : data.events)
+    if (data.collective_error(e) && e.rank == 0) wait_mid_ns = e.ts_ns + e.dur_ns / 2;
+  ASSERT_GE(wait_mid_ns, 0);
+  const RunErrors& errors = model.run_errors();
+  ASSERT_EQ(errors.marks.size(), 4u);
+  ASSERT_LT(errors.marks.front().ts_ns, errors.marks.back().ts_ns);
+  constexpr std::array<unsigned char, 3> kAmber = {255, 196, 70};  // Palette::normal().warning
+  constexpr std::array<unsigned char, 3> kRed = {255, 95, 95};     // Palette::normal().error
+  struct Counts {
+    size_t card_amber = 0;
+    size_t amber = 0;
+    size_t red = 0;
+  };
+  auto at = [&](const std::string& name, int64_t t_ns) {
+    const auto boxes = dir_ / (name + ".boxes.jsonl");
+    const Image img = shoot(trace, name,
+                            fmt::format("--stage-only --seek t:{}ns --size 1600x900 --stage-boxes {}", t_ns,
+                                        quoted(boxes.string())));
+    return Counts{pixels_of(img, testing::read_text(boxes), "sim:0", kAmber),
+                  pixels_in(img, 0, 0, img.width, img.height, kAmber),
+                  pixels_in(img, 0, 0, img.width, img.height, kRed)};
+  };
+  const Counts waiting = at("lone-waiting", wait_mid_ns);
+  const Counts stopped =
+      at("lone-rank0-stopped", (errors.marks.front().ts_ns + errors.marks.back().ts_ns) / 2);
+  const Counts failed = at("lone-failed", errors.marks.back().ts_ns);
+  EXPECT_GT(waiting.card_amber, 1000u) << "GPU 0's card, outlined in amber while it waits";
+  EXPECT_EQ(waiting.red, 0u) << "no banner before any rank stopped";
+  EXPECT_GT(stopped.amber, waiting.amber + 20000) << "the amber banner: rank 0 stopped, ranks 1-3 still run";
+  EXPECT_EQ(stopped.red, 0u) << "the run has not failed yet";
+  EXPECT_GT(failed.red, 20000u) << "the red banner: every rank stopped";
+  EXPECT_LT(failed.amber, 1000u);
+}
+
 // A real PyTorch run recorded by dpscope_torch (tests/data/dpscope-torch/straggler: rank 1 sleeps
 // 30 ms in every backward) gets the Diagnosis panel in the right column: its per-step bars are
 // drawn in rank 1's colour, which nothing else there uses; a DataParallel trace has no panel and

@@ -687,12 +687,13 @@ TEST_F(ViewerTest, ALiveDirectoryOfRankFilesStaysWhereEveryRankHasWritten) {
   EXPECT_EQ(v->active_playback()->cursor().seq, m->event_count()) << "every rank has written everything";
 }
 
-// A failed run (lesson 13's mismatched collective): no banner before the first rank stops; from then
-// on a red banner names the rank, its step and the reason, and no card loses a row for it, in the
-// normal layout and in presentation mode at 1280x720.
+// A failed run (lesson 13's mismatched collective, on a model with two buckets so that ranks 1-3
+// stop after rank 0): no banner before the first rank stops; then a banner names rank 0, its step,
+// the ranks still running and the reason; once every rank has stopped it says "Run failed"; no
+// card loses a row for it, in the normal layout and in presentation mode at 1280x720.
 TEST_F(ViewerTest, AFailedRunShowsItsErrorInABannerFromTheMomentTheFirstRankStops) {
   const auto path = dir_ / "mismatch.jsonl";
-  testing::write_failed_ddp_trace(path, 4, "16-16-4", 16);
+  testing::write_failed_ddp_trace(path, 4, "256-512-512-4", 16);
   for (const bool present : {false, true}) {
     ImGui::GetIO().DisplaySize = present ? ImVec2(1280, 720) : ImVec2(1600, 900);
     auto v = make(true, present);
@@ -704,6 +705,12 @@ TEST_F(ViewerTest, AFailedRunShowsItsErrorInABannerFromTheMomentTheFirstRankStop
     for (int i = 0; i < 4; ++i) frame(*v);
     EXPECT_EQ(v->stage().error_banner().z, 0.0f) << "no banner before the error";
     EXPECT_EQ(v->stage().error_banner_text(), "");
+    v->seek(m.at_time((stop_ns + m.run_errors().marks.back().ts_ns) / 2));
+    for (int i = 0; i < 4; ++i) frame(*v);
+    EXPECT_TRUE(
+        v->stage().error_banner_text().starts_with("Rank 0 stopped at step 2 (ranks 1-3 still running): "
+                                                   "Detected mismatch between collectives on ranks."))
+        << v->stage().error_banner_text();
     v->seek(m.end());
     for (int i = 0; i < 8; ++i) frame(*v);
     const ImVec4 banner = v->stage().error_banner();

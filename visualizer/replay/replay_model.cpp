@@ -53,6 +53,7 @@ ReplayModel::ReplayModel(const trace::TraceData& data) : data_(&data) {
     build_step_losses();
     build_marks();
     build_collectives();
+    build_failed_collectives();
   });
   build_busy();
   build_reductions();

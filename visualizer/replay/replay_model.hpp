@@ -232,6 +232,7 @@ class ReplayModel {
   void build_marks();
   void build_reductions();
   void build_collectives();
+  void build_failed_collectives();  // stalled_collective.cpp
   // The (step, phase) of a device at a cursor, from its phase marks.
   const PhaseMark* device_phase(int device, Cursor c) const;
   // The parts of state_at (replay_state.cpp).
@@ -240,7 +241,8 @@ class ReplayModel {
   void fill_devices(ReplayState& s, Cursor c) const;
   void fill_transfers(ReplayState& s, Cursor c) const;
   void fill_buckets(ReplayState& s, Cursor c) const;
-  void fill_chunks(ReplayState& s, Cursor c) const;  // chunk_state.cpp
+  void fill_chunks(ReplayState& s, Cursor c) const;   // chunk_state.cpp
+  void fill_stalled(ReplayState& s, Cursor c) const;  // stalled_collective.cpp
   friend class StateBuilder;
 
   const trace::TraceData* data_;
@@ -267,6 +269,15 @@ class ReplayModel {
   std::vector<Collective> collectives_;                    // by begin_ns
   std::unordered_map<int64_t, size_t> collective_index_;   // coll id -> index into collectives_
   std::vector<std::vector<uint32_t>> device_collectives_;  // per device: indices into collectives_
+  // The collective spans that ended in an error (`args.error`), in file order: few (one per rank
+  // of a failed run), so fill_stalled scans them all.
+  struct FailedCollective {
+    uint32_t event = kNoEvent;
+    int32_t rank = -1;
+    int64_t group = 0;
+    int64_t coll = -1;
+  };
+  std::vector<FailedCollective> failed_collectives_;
   int64_t first_step_ = 0;
   int64_t last_step_ = -1;
   uint64_t peak_memory_bytes_ = 0;

@@ -237,6 +237,7 @@ ReplayState ReplayModel::state_at(Cursor c) const {
   fill_transfers(s, c);
   fill_buckets(s, c);
   fill_chunks(s, c);
+  fill_stalled(s, c);
   // The reduction and the losses that have happened.
   auto red = std::lower_bound(reductions_.begin(), reductions_.end(), c.seq,
                               [](const Reduction& r, uint32_t seq) { return r.first_pos < seq; });

@@ -70,6 +70,21 @@ struct ChunkSnapshot {
   bool complete() const;
 };
 
+// A collective this device is in that ends in an error instead of running (a `collective` span
+// with `args.error`, docs/trace-format.md): no chunk moves; the device waits in it until every
+// member of its group has called its own collective, and then the check fails (lesson 13: rank 0
+// alone all-reduces its loss, the others' next collective is a gradient bucket).
+struct StalledCollective {
+  uint32_t event = kNoEvent;         // the span covering the cursor; kNoEvent: none
+  int64_t coll = -1;                 // the group's sequence number
+  std::string op;                    // "all_reduce"
+  std::vector<int32_t> waiting_for;  // ranks of its group whose call has not started yet, ascending
+  std::string error;                 // the message it ends with
+};
+
+// "ranks 1-3", "ranks 1, 3", "rank 2" ("" for none): ranks as the viewer names a set of them.
+std::string rank_list_label(const std::vector<int32_t>& ranks);
+
 struct DeviceSnapshot {
   int64_t step = -1;  // of the device's latest event so far
   Phase phase = Phase::kNone;
@@ -86,6 +101,7 @@ struct DeviceSnapshot {
   // `no-set-epoch` pitfall showing (every epoch draws the same order); -1 when not.
   int64_t samples_repeat_of = -1;
   ChunkSnapshot chunks;
+  StalledCollective stalled;
 
   bool busy() const;
   uint64_t memory_in_use_bytes() const;

@@ -13,12 +13,16 @@ RunErrors RunErrors::from_trace(const trace::TraceData& data, const TimeOrder& o
   for (uint32_t i = 0; i < order.size(); ++i)
     if (data.events[i].type == trace::EventType::kInstant && data.events[i].known == trace::EventName::kError)
       found.push_back(i);
-  // Positions in time order are unique, so sorting by them is the time order, ties in file order.
-  std::vector<uint32_t> positions(found.size());
-  for (size_t k = 0; k < found.size(); ++k) positions[k] = order.position_of(found[k]);
-  std::sort(positions.begin(), positions.end());
-  for (const uint32_t pos : positions) {
-    const uint32_t i = order.event_at(pos);
+  // Time order, ties by rank: ranks that stop at the same moment (every rank learns of a mismatch
+  // when the last one arrives) write their errors in whatever order their threads get to the
+  // file, and the banner must not name a different rank on every run.
+  std::sort(found.begin(), found.end(), [&](uint32_t a, uint32_t b) {
+    const trace::Event& ea = data.events[a];
+    const trace::Event& eb = data.events[b];
+    return ea.ts_ns != eb.ts_ns ? ea.ts_ns < eb.ts_ns : ea.rank != eb.rank ? ea.rank < eb.rank : a < b;
+  });
+  for (const uint32_t i : found) {
+    const uint32_t pos = order.position_of(i);
     const trace::Event& e = data.events[i];
     const std::optional<RunError> error = data.run_error(e);
     errors.marks.push_back({.event = i,
@@ -32,16 +36,54 @@ RunErrors RunErrors::from_trace(const trace::TraceData& data, const TimeOrder& o
 }
 
 size_t RunErrors::happened(Cursor cursor) const {
-  return static_cast<size_t>(std::lower_bound(positions.begin(), positions.end(), cursor.seq) -
-                             positions.begin());
+  // Marks are few (one per failing rank): a count, as ties by rank need not follow positions.
+  return static_cast<size_t>(
+      std::count_if(positions.begin(), positions.end(), [&](uint32_t pos) { return pos < cursor.seq; }));
 }
 
 std::vector<int32_t> RunErrors::stopped_ranks(Cursor cursor) const {
   std::vector<int32_t> ranks;
-  const size_t n = happened(cursor);
-  for (size_t i = 0; i < n; ++i)
-    if (std::find(ranks.begin(), ranks.end(), marks[i].rank) == ranks.end()) ranks.push_back(marks[i].rank);
+  for (size_t i = 0; i < marks.size(); ++i)
+    if (positions[i] < cursor.seq && std::find(ranks.begin(), ranks.end(), marks[i].rank) == ranks.end())
+      ranks.push_back(marks[i].rank);
   return ranks;
+}
+
+const RunErrorMark* RunErrors::first_happened(Cursor cursor) const {
+  for (size_t i = 0; i < marks.size(); ++i)
+    if (positions[i] < cursor.seq) return &marks[i];
+  return nullptr;
+}
+
+std::vector<int32_t> RunErrors::running_ranks(Cursor cursor) const {
+  const std::vector<int32_t> stopped = stopped_ranks(cursor);
+  std::vector<int32_t> running;
+  for (size_t i = 0; i < marks.size(); ++i)
+    if (positions[i] >= cursor.seq &&
+        std::find(stopped.begin(), stopped.end(), marks[i].rank) == stopped.end() &&
+        std::find(running.begin(), running.end(), marks[i].rank) == running.end())
+      running.push_back(marks[i].rank);
+  std::sort(running.begin(), running.end());
+  return running;
+}
+
+RunErrorText run_error_text(const RunErrorMark& first, const std::vector<int32_t>& stopped,
+                            const std::vector<int32_t>& running) {
+  RunErrorText text = run_error_text(first, stopped.size());
+  if (running.empty()) return text;
+  // Not every rank has stopped: the run has not failed yet, whatever is coming.
+  text.run_failed = false;
+  const std::string who = stopped.size() == 1 ? fmt::format("Rank {}", first.rank) : [&] {
+    std::vector<int32_t> sorted = stopped;
+    std::sort(sorted.begin(), sorted.end());
+    std::string ranks = rank_list_label(sorted);
+    ranks[0] = 'R';
+    return ranks;
+  }();
+  const std::string where =
+      first.step >= 0 ? fmt::format("at step {}", shown_count(first.step)) : std::string("before training");
+  text.headline = fmt::format("{} stopped {} ({} still running)", who, where, rank_list_label(running));
+  return text;
 }
 
 RunErrorText run_error_text(const RunErrorMark& first, size_t ranks_stopped) {

@@ -23,26 +23,40 @@ struct RunErrorMark {
   std::string message;
 };
 
-// The trace's error instants in time order (ties in file order); `positions` are their positions
-// in the model's time order, kept so "has it happened" is one comparison.
+// The trace's error instants in time order, ties by rank (ranks that learn of a mismatch at one
+// moment write in no fixed order); `positions` are their positions in the model's time order, kept
+// so "has it happened" is one comparison per mark.
 struct RunErrors {
   std::vector<RunErrorMark> marks;
   std::vector<uint32_t> positions;  // parallel to marks
 
   static RunErrors from_trace(const trace::TraceData& data, const TimeOrder& order);
   bool empty() const { return marks.empty(); }
-  // How many have happened at `cursor` (the first `n` of marks).
+  // How many have happened at `cursor`.
   size_t happened(Cursor cursor) const;
+  // The earliest that has happened at `cursor` (the banner's), or nullptr.
+  const RunErrorMark* first_happened(Cursor cursor) const;
   // The ranks that have stopped at `cursor`, without repeats, in the order they stopped.
   std::vector<int32_t> stopped_ranks(Cursor cursor) const;
+  // The ranks that stop later than `cursor` and so still run at it, ascending: each failing rank
+  // writes its own error, so until the last one has happened the run has not failed everywhere
+  // (lesson 13: rank 0 stops in its lone all-reduce while ranks 1-3 finish their backward).
+  std::vector<int32_t> running_ranks(Cursor cursor) const;
 };
 
-// The banner's two parts: "Run failed on rank 0 at step 1" and the message; the second part
-// drops the "rank N failed: " prefix spawn() puts in front of a rank's error, if any.
+// The banner's two parts: "Run failed: rank 0 stopped at step 2 (4 ranks stopped)" and the
+// message; the second part drops the "rank N failed: " prefix spawn() puts in front of a rank's
+// error, if any.
 struct RunErrorText {
   std::string headline;
   std::string reason;
+  bool run_failed = true;  // every rank that stops has: "Run failed"; else some still run
 };
 RunErrorText run_error_text(const RunErrorMark& first, size_t ranks_stopped);
+// The same at a moment when `running` ranks have not stopped yet (RunErrors::running_ranks): "Rank
+// 0 stopped at step 2 (ranks 1-3 still running)" while any runs, run_error_text's "Run failed" once
+// none does.
+RunErrorText run_error_text(const RunErrorMark& first, const std::vector<int32_t>& stopped,
+                            const std::vector<int32_t>& running);
 
 }  // namespace dpscope::viz

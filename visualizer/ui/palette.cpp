@@ -119,8 +119,9 @@ ImU32 Palette::event_color(const trace::TraceData& trace_data, const trace::Even
   if (e.type == trace::EventType::kTransfer)
     return trace_data.transfer(e).coll >= 0 || e.stream == StreamKind::kComm ? comm : copy;
   switch (e.category) {
-    case SpanCategory::kComm:
-    case SpanCategory::kCollective: return comm;
+    case SpanCategory::kComm: return comm;
+    // A collective that ends in an error (a mismatch) never moves data: it waits, in the warning colour.
+    case SpanCategory::kCollective: return trace_data.collective_error(e) ? warning : comm;
     case SpanCategory::kCopy: return copy;
     case SpanCategory::kReduce: return reduce;
     case SpanCategory::kOptimizer: return optimizer;

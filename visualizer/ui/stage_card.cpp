@@ -143,8 +143,13 @@ void StageView::draw_card_streams(ViewContext& ctx, CardFrame& f) {
                 stream_name(a.stream), &f.clip);
     }
     const float label_x = f.r0.x + f.pad + f.fs * 1.2f + (narrow ? 0.0f : f.fs * 4.2f);
-    draw_text(f.dl, f.body, f.fs, ImVec2(label_x, f.y), busy ? pal.text : pal.text_dim,
-              busy ? a.text : "idle", &f.clip);
+    std::string label = busy ? a.text : "idle";
+    // A collective that waits for missing ranks keeps whom it waits for when its row is too narrow
+    // for "all_reduce: waiting for ranks 1-3" (lesson 13 at 1280x720 in --present).
+    if (busy && a.event == ds.stalled.event && !ds.stalled.waiting_for.empty() &&
+        f.body->CalcTextSizeA(f.fs, FLT_MAX, 0.0f, label.c_str()).x > f.r1.x - f.pad - label_x)
+      label = "waiting for " + rank_list_label(ds.stalled.waiting_for);
+    draw_text(f.dl, f.body, f.fs, ImVec2(label_x, f.y), busy ? pal.text : pal.text_dim, label, &f.clip);
     if (!ctx.headless && busy && ImGui::IsMouseHoveringRect(ImVec2(f.r0.x, f.y), ImVec2(f.r1.x, f.y + row)) &&
         ImGui::IsWindowHovered()) {
       ImGui::SetTooltip("%s\n(click to inspect)", describe_event(model, a.event).c_str());

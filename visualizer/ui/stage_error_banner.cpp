@@ -1,9 +1,10 @@
 // Stage view, the run-error banner: once the replay reaches the first `error` event of a failed run
-// (replay/run_errors.hpp), a red box across the top of the stage says which rank stopped, at which
-// step, how many ranks have stopped, and the reason, word-wrapped — the message the command line
-// printed. The cards make room for it (they are laid out below it). It stays from that moment to
-// the end, like the run's last words; before it the stage shows the run as usual. Lesson 13 ends on it (a
-// mismatched collective).
+// (replay/run_errors.hpp), a box across the top of the stage says which rank stopped, at which
+// step, and the reason, word-wrapped — the message the command line printed. While some ranks
+// still run it is amber and names them ("Rank 0 stopped at step 2 (ranks 1-3 still running)"); once
+// every rank that stops has, it turns red and says "Run failed". The cards make room for it (they are laid
+// out below it). It stays from that moment to the end, like the run's last words; before it the stage shows
+// the run as usual. Lesson 13 ends on it (a mismatched collective).
 #include <algorithm>
 #include <cmath>
 
@@ -20,9 +21,12 @@ float StageView::draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec
     error_banner_text_.clear();
   }
   const RunErrors& errors = ctx.model->run_errors();
-  if (errors.happened(ctx.state->cursor) == 0) return 0.0f;
-  const RunErrorText text =
-      run_error_text(errors.marks.front(), errors.stopped_ranks(ctx.state->cursor).size());
+  const RunErrorMark* first = errors.first_happened(ctx.state->cursor);
+  if (first == nullptr) return 0.0f;
+  // "Run failed" only once every rank that stops has; before that the banner names who stopped
+  // and who still runs (lesson 13: rank 0 stops while ranks 1-3 finish their backward).
+  const RunErrorText text = run_error_text(*first, errors.stopped_ranks(ctx.state->cursor),
+                                           errors.running_ranks(ctx.state->cursor));
   const Palette& pal = *ctx.palette;
   const float fs = ImGui::GetFontSize();
   ImFont* body = ImGui::GetFont();
@@ -42,7 +46,7 @@ float StageView::draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec
   if (measure_only) return h + margin;
   const ImVec2 p0(origin.x + margin, origin.y);
   const ImVec2 p1(p0.x + width, p0.y + h);
-  const ImU32 fill = pal.error;
+  const ImU32 fill = text.run_failed ? pal.error : pal.warning;
   const ImU32 ink = pal.text_on(fill);
   dl->AddRectFilled(p0, p1, fill, fs * 0.3f);
   dl->AddRect(p0, p1, shade(fill, -0.4f), fs * 0.3f, 0, 2.0f);

@@ -121,9 +121,14 @@ void write_span_args(fmt::memory_buffer& out, const SpanArgs& args) {
     void operator()(const CollectiveArgs& a) const {
       fmt::format_to(it,
                      R"(,"args":{{"coll":{},"group":{},"op":"{}","algo":"{}","bytes":{},"count":{},)"
-                     R"("dtype":"{}","redop":"{}","root":{},"ranks":{},"slices":{},"steps":{}}})",
+                     R"("dtype":"{}","redop":"{}","root":{},"ranks":{},"slices":{},"steps":{})",
                      a.coll, a.group, a.op, a.algo, a.bytes, a.count, a.dtype, a.redop, a.root, a.ranks,
                      a.slices, a.steps);
+      if (!a.error.empty()) {
+        append_raw(out, R"(,"error":)");
+        append_json_string(out, a.error);
+      }
+      out.push_back('}');
     }
     void operator()(const ReduceArgs& a) const {
       fmt::format_to(it, R"(,"args":{{"coll":{},"bytes":{},"src_rank":{}}})", a.coll, a.bytes, a.src_rank);

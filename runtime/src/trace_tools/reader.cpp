@@ -142,6 +142,11 @@ std::optional<RunError> TraceData::run_error(const Event& e) const {
   return RunError{.message = text_arg(e, trace_key::kMessage).value_or("")};
 }
 
+std::optional<std::string_view> TraceData::collective_error(const Event& e) const {
+  if (e.type != EventType::kSpan || e.category != SpanCategory::kCollective) return std::nullopt;
+  return text_arg(e, trace_key::kError);
+}
+
 std::optional<GradReady> TraceData::grad_ready(const Event& e) const {
   if (e.type != EventType::kInstant || e.known != EventName::kGradReady) return std::nullopt;
   const std::optional<double> param = arg(e, trace_key::kParam);

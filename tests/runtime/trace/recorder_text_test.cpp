@@ -136,6 +136,66 @@ TEST(TraceRecorderText, EventLinesAreWrittenByteForByte) {
             R"("coll":4,"algo":"ring","algo_step":1,"chunk":2,"src_rank":1,"dst_rank":3})");
 }
 
+// A collective that failed the fingerprint check (docs/trace-format.md, lesson 13): its span's args
+// end with `error`, the message escaped; one that ran has no `error` key at all. The reader gives
+// the message back through collective_error(), and nothing for the one that ran.
+TEST(TraceRecorderText, AFailedCollectiveCarriesItsErrorLastInItsArgs) {
+  const auto dir = trace::testing::scratch_dir();
+  const Device gpu = Device::sim(0, dpscope::testing::roofline_preset("h100-sxm"));
+  TraceHeader header;
+  header.clock = "simulated";
+  add_trace_device(header, gpu);
+  const Device devices[] = {gpu};
+  auto recorder = TraceRecorder::open(dir / "t.jsonl", header, devices);
+  gpu.set_rank(0);
+  gpu.set_step(1);
+  gpu.set_phase(Phase::kNone);
+  const CollectiveArgs ran{.coll = 6,
+                           .op = "all_reduce",
+                           .algo = "ring",
+                           .bytes = 4,
+                           .count = 1,
+                           .dtype = "float32",
+                           .redop = "sum",
+                           .root = -1,
+                           .ranks = 4,
+                           .slices = 1,
+                           .steps = 6};
+  CollectiveArgs failed = ran;
+  failed.coll = 7;
+  failed.algo = "auto";
+  failed.steps = 0;
+  failed.error = "Detected mismatch: \"Rank 0\" differs";
+  recorder->span(gpu, {.stream = StreamKind::kComm,
+                       .cat = SpanCategory::kCollective,
+                       .name = "all_reduce ring 4 B",
+                       .ts_ns = 100,
+                       .dur_ns = 50,
+                       .args = ran});
+  recorder->span(gpu, {.stream = StreamKind::kComm,
+                       .cat = SpanCategory::kCollective,
+                       .name = "all_reduce auto 4 B",
+                       .ts_ns = 150,
+                       .dur_ns = 2000,
+                       .args = failed});
+  recorder->close();
+  const std::vector<std::string> lines = lines_of(dir / "t.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1], R"({"type":"span","ts":100,"rank":0,"dev":0,"step":1,"phase":"none",)"
+                      R"("name":"all_reduce ring 4 B","cat":"collective","stream":"comm","dur":50,)"
+                      R"("args":{"coll":6,"group":0,"op":"all_reduce","algo":"ring","bytes":4,"count":1,)"
+                      R"("dtype":"float32","redop":"sum","root":-1,"ranks":4,"slices":1,"steps":6}})");
+  EXPECT_EQ(lines[2], R"({"type":"span","ts":150,"rank":0,"dev":0,"step":1,"phase":"none",)"
+                      R"("name":"all_reduce auto 4 B","cat":"collective","stream":"comm","dur":2000,)"
+                      R"("args":{"coll":7,"group":0,"op":"all_reduce","algo":"auto","bytes":4,"count":1,)"
+                      R"("dtype":"float32","redop":"sum","root":-1,"ranks":4,"slices":1,"steps":0,)"
+                      R"("error":"Detected mismatch: \"Rank 0\" differs"}})");
+  const trace::TraceData data = trace::read_trace(dir / "t.jsonl");
+  ASSERT_EQ(data.events.size(), 2u);
+  EXPECT_EQ(data.collective_error(data.events[0]), std::nullopt);
+  EXPECT_EQ(data.collective_error(data.events[1]), "Detected mismatch: \"Rank 0\" differs");
+}
+
 TEST(TraceRecorderText, SamplesCarryTheirEpochOnlyWhenKnown) {
   const auto dir = trace::testing::scratch_dir();
   const Device gpu = Device::sim(0, dpscope::testing::roofline_preset("h100-sxm"));

@@ -84,6 +84,87 @@ TEST(TrainPitfalls, MismatchedCollectiveStopsEveryRankWithAnErrorNamingBothSides
   EXPECT_EQ(errors[1].step, 2) << "the others stop in step 2, at its gradient all-reduce";
 }
 
+// The lone collective as the timeline shows it (lesson 13, chapter 4): rank 0's all-reduce of its
+// loss is traced as a `collective` span that starts where rank 0 calls it, right after its step-2
+// optimizer step, and lasts until the last other rank calls its own next collective (step 3's
+// first gradient bucket: 256-512-512-4 has two buckets, so backward goes on after it); then every
+// rank's call ends with the mismatch error in `args.error`, and no chunk moves. Rank 0 stops at
+// that moment; the others when DDP waits for the bucket at the end of their backward.
+TEST(TrainPitfalls, MismatchedCollectiveTracesRankZerosLoneAllReduceWaitingForTheOthers) {
+  TempDir dir("lone");
+  TrainConfig config = small_ddp(dir / "t.jsonl");
+  config.devices = 4;
+  config.model = "256-512-512-4";
+  config.dataset = "blobs:256:256:4";
+  config.batch = 16;
+  config.pitfalls = {"mismatched-collective"};
+  const testing::Outcome outcome = error_of([&] { run_training(config); });
+  ASSERT_EQ(outcome.kind, ErrorKind::kMismatch) << outcome.message;
+
+  const trace::TraceData data = trace::read_trace(dir / "t.jsonl");
+  std::vector<const trace::Event*> failed(4, nullptr);  // by rank
+  std::vector<int64_t> error_ns(4, -1);
+  std::vector<std::string> error_message(4);
+  int64_t optimizer_end_ns = -1;                  // rank 0, step 1 (the trace's 0-based step)
+  std::vector<int64_t> bucket0_launch_ns(4, -1);  // step 2's first bucket, by rank
+  for (const trace::Event& e : data.events) {
+    if (const std::optional<std::string_view> error = data.collective_error(e)) {
+      ASSERT_EQ(failed[static_cast<size_t>(e.rank)], nullptr) << "one failed collective per rank";
+      failed[static_cast<size_t>(e.rank)] = &e;
+    }
+    if (const std::optional<RunError> run_error = data.run_error(e)) {
+      error_ns[static_cast<size_t>(e.rank)] = e.ts_ns;
+      error_message[static_cast<size_t>(e.rank)] = std::string(run_error->message);
+    }
+    if (e.rank == 0 && e.step == 1 && e.type == trace::EventType::kSpan && e.phase == Phase::kOptimizer)
+      optimizer_end_ns = std::max(optimizer_end_ns, e.end_ns());
+    if (e.known == EventName::kBucketLaunched && e.step == 2 && data.bucket_args(e)->bucket == 0)
+      bucket0_launch_ns[static_cast<size_t>(e.rank)] = e.ts_ns;
+  }
+  for (int r = 0; r < 4; ++r) ASSERT_NE(failed[static_cast<size_t>(r)], nullptr) << "rank " << r;
+  const trace::Event& lone = *failed[0];
+  const int64_t coll = static_cast<int64_t>(data.arg(lone, "coll").value());
+  EXPECT_EQ(data.text_arg(lone, "op"), "all_reduce");
+  EXPECT_EQ(data.arg(lone, "count"), 1.0) << "the loss: one element";
+  EXPECT_EQ(data.text_arg(lone, "redop"), "avg");
+  EXPECT_EQ(lone.stream, StreamKind::kComm);
+  EXPECT_EQ(lone.step, 1);
+  EXPECT_EQ(lone.ts_ns, optimizer_end_ns) << "rank 0 calls it right after its optimizer step";
+
+  // It ends when the last other rank arrives with its first gradient bucket: every call ends then.
+  int64_t last_arrival_ns = 0;
+  for (int r = 1; r < 4; ++r) {
+    const trace::Event& theirs = *failed[static_cast<size_t>(r)];
+    EXPECT_EQ(static_cast<int64_t>(data.arg(theirs, "coll").value()), coll) << "the same sequence number";
+    EXPECT_EQ(theirs.step, 2);
+    EXPECT_EQ(theirs.ts_ns, bucket0_launch_ns[static_cast<size_t>(r)]) << "rank " << r;
+    EXPECT_GT(data.arg(theirs, "count").value(), 1.0) << "a gradient bucket";
+    last_arrival_ns = std::max(last_arrival_ns, theirs.ts_ns);
+  }
+  EXPECT_GT(lone.dur_ns, 0);
+  EXPECT_EQ(lone.end_ns(), last_arrival_ns);
+  for (int r = 0; r < 4; ++r) {
+    const trace::Event& call = *failed[static_cast<size_t>(r)];
+    EXPECT_EQ(call.end_ns(), last_arrival_ns) << "rank " << r;
+    EXPECT_EQ(data.collective_error(call), error_message[static_cast<size_t>(r)]) << "rank " << r;
+    EXPECT_TRUE(error_message[static_cast<size_t>(r)].starts_with(
+        "Detected mismatch between collectives on ranks. Rank 0 is running collective: "))
+        << error_message[static_cast<size_t>(r)];
+  }
+  // No chunk of it moved, and it never completed.
+  for (const trace::Event& e : data.events) {
+    if (e.type == trace::EventType::kTransfer) {
+      EXPECT_NE(data.transfer(e).coll, coll);
+    }
+    if (e.known == EventName::kWorkCompleted) {
+      EXPECT_NE(data.arg(e, "coll"), static_cast<double>(coll));
+    }
+  }
+  // Rank 0 stops when the mismatch is found; the others finish their backward first.
+  EXPECT_EQ(error_ns[0], last_arrival_ns);
+  for (int r = 1; r < 4; ++r) EXPECT_GT(error_ns[static_cast<size_t>(r)], error_ns[0]) << "rank " << r;
+}
+
 // PyTorch's semantics: without find_unused_parameters the first iteration runs, and the next one
 // stops in forward with the reducer's message naming the parameters without a gradient.
 TEST(TrainPitfalls, UnusedParameterStopsTheNextIterationAndTheTraceSaysWhy) {

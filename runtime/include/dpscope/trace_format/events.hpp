@@ -127,6 +127,7 @@ inline constexpr std::string_view kSrcRank = "src_rank";
 inline constexpr std::string_view kDivisor = "divisor";
 inline constexpr std::string_view kStepsDone = "steps_done";  // checkpoint_saved
 inline constexpr std::string_view kMessage = "message";       // error
+inline constexpr std::string_view kError = "error";           // a collective span that failed
 inline constexpr std::string_view kCapacity = "capacity";     // memory counter, besides the categories
 inline constexpr std::string_view kLoss = "loss";             // loss counter
 }  // namespace trace_key
@@ -160,6 +161,9 @@ struct CollectiveArgs {  // one collective on one rank
   int ranks = 0;
   int slices = 0;
   int steps = 0;
+  // Empty, or the error the collective ended in (written as `args.error` only then): it never ran,
+  // the span lasts from the rank's call to the moment the failure was found, and no chunk moved.
+  std::string_view error;
 };
 struct ReduceArgs {  // a reduction of a received chunk into the local one
   int64_t coll = 0;

@@ -256,6 +256,10 @@ struct TraceData {
   // EventName::kError: the message ("" when the writer gave none); its string_view points into
   // `strings`, valid while this TraceData lives unchanged.
   std::optional<RunError> run_error(const Event& e) const;
+  // A `collective` span that ended in an error (`args.error`: a mismatch found when the last rank
+  // arrived): the message; nullopt for any other event, a collective that ran among them. Points
+  // into `strings`, like run_error's.
+  std::optional<std::string_view> collective_error(const Event& e) const;
   // A transfer's ends on other processes' devices; nullptr when both are this trace's.
   const RemoteEnds* remote_ends_of(const Event& e) const;
   // The header device with this id, or nullptr.

@@ -76,7 +76,12 @@ CallResult SimBackend::run(Call& call, const std::function<void(const Plan&)>& f
   }
   JoinResult joined = join_collective(*world_, *group_, rank_, seq, std::move(arrival), timeout);
   if (joined.failure) {
-    work->fail(joined.failure->kind, joined.failure->message);
+    // A failure found at a simulated time (a mismatch, when the last rank arrived) kept this
+    // rank's comm stream busy until then; wait() makes the compute stream learn of it no earlier.
+    if (joined.failure->found_ns >= 0 && !path_->measured())
+      device_.wait_until(StreamKind::kComm, joined.failure->found_ns);
+    work->fail(joined.failure->kind, joined.failure->message,
+               path_->measured() ? -1 : joined.failure->found_ns);
     return {work, nullptr};
   }
   const Plan& plan = *joined.plan;

@@ -57,6 +57,14 @@ JoinResult join_collective(SimWorld& world, GroupState& group, int rank, int64_t
 // `arrivals` is complete.
 std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64_t seq,
                                        const std::vector<std::optional<Arrival>>& arrivals);
+// The trace of a collective whose complete rendezvous failed the leader's check (a mismatch):
+// on every rank, a `collective` span from its arrival to `found_ns` (when the last rank arrived
+// and the check ran) with `args.error` = `message`, and nothing else: no chunk moved. Each rank's
+// span describes its own call (op, bytes, reduce op), so both sides of a mismatch are on the
+// timeline (lesson 13). Simulated devices only, like build_plan's trace.
+void write_failed_trace(const SimWorld& world, const GroupState& group, int64_t seq,
+                        const std::vector<std::optional<Arrival>>& arrivals, int64_t found_ns,
+                        const std::string& message);
 // A measured rank's trace of one collective: the same events as the simulated trace (collective
 // span, a transfer per chunk it received, reduce spans, avg_scale, work_completed), timed by its
 // comm stream's events: the collective over [begin_ns, end_ns], each op over its step

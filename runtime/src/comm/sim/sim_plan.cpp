@@ -136,6 +136,41 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
 
 }  // namespace
 
+void write_failed_trace(const SimWorld& world, const GroupState& g, int64_t seq,
+                        const std::vector<std::optional<Arrival>>& arrivals, int64_t found_ns,
+                        const std::string& message) {
+  const int n = static_cast<int>(g.global_ranks.size());
+  for (int r = 0; r < n; ++r) {
+    const Signature& sig = arrivals[r]->signature;
+    const Device& device = world.device(g.global_ranks[r]);
+    TraceSink* t = device.tracer();
+    if (t == nullptr || sig.op == OpType::kNewGroup) continue;  // as a plan's: new_group is not traced
+    // No schedule ran: the algorithm is the one the rank asked for, and no step was taken.
+    const std::string_view algo = sig.algorithm ? to_string(*sig.algorithm) : "none";
+    const uint64_t bytes = collective_bytes(sig, n);
+    const std::string name = sig.op == OpType::kBarrier ? std::string(to_string(EventName::kBarrier))
+                                                        : collective_span_name(api_name(sig.op), algo, bytes);
+    t->span(device, {.stream = StreamKind::kComm,
+                     .cat = SpanCategory::kCollective,
+                     .name = name,
+                     .ts_ns = arrivals[r]->ready_ns,
+                     .dur_ns = found_ns - arrivals[r]->ready_ns,
+                     .args = CollectiveArgs{.coll = seq,
+                                            .group = g.id,
+                                            .op = api_name(sig.op),
+                                            .algo = algo,
+                                            .bytes = bytes,
+                                            .count = sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape),
+                                            .dtype = to_string(sig.dtype),
+                                            .redop = sig.reduce_op ? to_string(*sig.reduce_op) : "none",
+                                            .root = sig.root,
+                                            .ranks = n,
+                                            .slices = arrivals[r]->slices,
+                                            .steps = 0,
+                                            .error = message}});
+  }
+}
+
 uint64_t collective_bytes(const Signature& sig, int n) {
   if (sig.op == OpType::kBarrier || sig.op == OpType::kNewGroup) return 0;
   const uint64_t bytes = static_cast<uint64_t>(shape_numel(sig.shape)) * element_size(sig.dtype);

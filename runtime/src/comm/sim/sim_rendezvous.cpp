@@ -50,6 +50,15 @@ void lead(SimWorld& world, GroupState& group, Rendezvous& rv) {
   } catch (const std::exception& e) {
     failure = Failure{ErrorKind::kInternal, e.what()};
   }
+  if (failure) {
+    // Everyone has arrived, so the failure is found when the last rank did: every rank's call
+    // ends then (the lone caller of lesson 13 waited from its own arrival until that moment).
+    failure->found_ns = 0;
+    for (const std::optional<Arrival>& a : rv.arrivals)
+      failure->found_ns = std::max(failure->found_ns, a->ready_ns);
+    if (world.device(group.global_ranks[0]).is_simulated())
+      write_failed_trace(world, group, rv.seq, rv.arrivals, failure->found_ns, failure->message);
+  }
   WorldState& state = world.state();
   {
     std::lock_guard lock(state.mutex);

@@ -42,6 +42,10 @@ class SimWork;
 struct Failure {
   ErrorKind kind = ErrorKind::kInternal;
   std::string message;
+  // The simulated time the failure was found, when the collective knows it: the leader's check of
+  // a complete rendezvous fails when the last rank arrives (a mismatch). -1: no simulated time
+  // (an abort, a timeout: wall-clock events), and the rank's clocks stay where they were.
+  int64_t found_ns = -1;
 };
 
 // Bytes a collective of `n` ranks is named by in traces and benchmarks (nccl-tests' "size": the
@@ -164,7 +168,9 @@ class SimWork final : public Work {
   // Marks the work done over [start_ns, end_ns]; `comm_on_wait`: wait() also advances the comm
   // stream (sends, whose simulated time is only known once matched). Takes the world lock.
   void complete(int64_t start_ns, int64_t end_ns, bool comm_on_wait);
-  void fail(ErrorKind kind, const std::string& message);  // takes the world lock
+  // Marks the work failed; `found_ns` >= 0: wait() first advances the compute stream to that
+  // simulated time (the rank learns of the failure no earlier than it was found). Takes the world lock.
+  void fail(ErrorKind kind, const std::string& message, int64_t found_ns = -1);
   // Same, for callers already holding the world lock.
   void complete_locked(int64_t start_ns, int64_t end_ns, bool comm_on_wait);
   // A send: the world rank whose return means this work can never complete.

@@ -140,10 +140,11 @@ void SimWork::complete(int64_t start_ns, int64_t end_ns, bool comm_on_wait) {
   world_->state().cv.notify_all();
 }
 
-void SimWork::fail(ErrorKind kind, const std::string& message) {
+void SimWork::fail(ErrorKind kind, const std::string& message, int64_t found_ns) {
   {
     std::lock_guard lock(world_->state().mutex);
     fail_locked(kind, message);
+    error_->found_ns = found_ns;
   }
   world_->state().cv.notify_all();
 }
@@ -177,7 +178,9 @@ void SimWork::wait() {
   }
   if (error_) {
     Error error(error_->kind, error_->message);  // built here, under the lock, owned by this thread
+    const int64_t found = error_->found_ns;
     lock.unlock();
+    if (found >= 0) device_.wait_until(StreamKind::kCompute, found);
     throw error;
   }
   const int64_t end = end_ns_;
