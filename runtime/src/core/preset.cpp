@@ -106,6 +106,11 @@ ClusterSpec read_cluster(const toml::table& table, const fs::path& file) {
   cluster.nic = read_link(table, file, "cluster.nic");
   DPS_CHECK(cluster.nic.bandwidth_bytes_per_s > 0 && cluster.nic.latency_ns >= 0, ErrorKind::kFormat,
             "preset {}: cluster.nic needs a positive bandwidth and a latency >= 0", file.string());
+  if (const toml::node_view simple = table.at_path("cluster.simple_only")) {
+    DPS_CHECK(simple.is_boolean(), ErrorKind::kFormat, "preset {}: cluster.simple_only must be true or false",
+              file.string());
+    cluster.simple_only = *simple.value<bool>();
+  }
   return cluster;
 }
 

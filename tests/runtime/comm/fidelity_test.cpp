@@ -106,6 +106,23 @@ TEST(Fidelity, OneThreadDrivingSeveralGpusAddsTheirSerialLaunches) {
       std::string::npos);
 }
 
+// A table whose network plugin runs NCCL_PROTO=simple (EFA on p4de) is compared on a preset whose
+// network carries Simple only, and its section says so with the source.
+TEST(Fidelity, ATableRunWithTheSimpleProtocolOnlyIsModelledSo) {
+  MeasuredSystem s;
+  for (const MeasuredSystem& m : load_measured_systems(kTables))
+    if (!m.nccl_proto.empty()) s = m;
+  ASSERT_EQ(s.nccl_proto, "Simple") << "a table run with NCCL_PROTO=simple";
+  EXPECT_TRUE(fidelity_preset(s).cluster.simple_only);
+  const FidelityResult r = evaluate_fidelity(s);
+  for (const FidelityRow& row : r.rows) EXPECT_NE(row.choice.find("/Simple"), std::string::npos) << row.bytes;
+  EXPECT_NE(fidelity_markdown({r}).find("- Protocol: Simple only across nodes (" + s.nccl_proto_note + ")"),
+            std::string::npos);
+  MeasuredSystem every_protocol = s;
+  every_protocol.nccl_proto.clear();
+  EXPECT_FALSE(fidelity_preset(every_protocol).cluster.simple_only);
+}
+
 TEST(Fidelity, MalformedTablesAreRefusedWithFileAndLine) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "dpscope_fidelity_test";
   std::filesystem::create_directories(dir);
@@ -122,6 +139,18 @@ TEST(Fidelity, MalformedTablesAreRefusedWithFileAndLine) {
                         "size_bytes,time_us,algbw_gbps,busbw_gbps\n8,1,0,0\n";
   EXPECT_EQ(testing::error_of([&] { load_measured_system(bad); }).message,
             bad.string() + ": gpus_per_thread 9 must be between 1 and gpus_per_node (8)");
+  const std::string table =
+      "# system: x\n# source: y\n# command: z\n# preset: a100-sxm\n# gpus_per_node: 8\n"
+      "# nodes: 2\n# collective: all_reduce\n";
+  std::ofstream(bad)
+      << table
+      << "# nccl_proto: LL\n# nccl_proto_note: n\nsize_bytes,time_us,algbw_gbps,busbw_gbps\n8,1,0,0\n";
+  EXPECT_EQ(
+      testing::error_of([&] { load_measured_system(bad); }).message,
+      bad.string() + ": nccl_proto 'LL': only Simple (a network plugin's NCCL_PROTO=simple) is modelled");
+  std::ofstream(bad) << table << "# nccl_proto: Simple\nsize_bytes,time_us,algbw_gbps,busbw_gbps\n8,1,0,0\n";
+  EXPECT_EQ(testing::error_of([&] { load_measured_system(bad); }).message,
+            bad.string() + ": no '# nccl_proto_note:' line");
   std::ofstream(bad) << "size_bytes,time_us,algbw_gbps,busbw_gbps\n8,1,0,0\n";
   EXPECT_EQ(testing::error_of([&] { load_measured_system(bad); }).message,
             bad.string() + ": no '# system:' line");

@@ -108,6 +108,64 @@ TEST(NcclCostModel, AcrossNodesTheNetworkBoundsTheRing) {
   EXPECT_NEAR(inside.algbw_gbps * 7.0 / 8.0, 0.8 * 450.0, 1e-6);
 }
 
+// On two nodes a tree's one network edge carries each byte once per direction, so its chains may
+// run at twice the NICs' bus bandwidth (NCCL's search raises a tree's intra-node bandwidth up to 2x
+// its network bandwidth); past two nodes the NICs bound it as they bound the ring.
+TEST(NcclCostModel, TwoNodeTreesCrossTheNetworkOncePerDirection) {
+  const uint64_t bytes = 8ull << 30;  // past the tree correction table: factor 1
+  const NcclChoice tree{.algo = NcclAlgo::kTree, .proto = NcclProto::kSimple};
+  // 2 nodes of 8 A100: min(NVLink 0.8 x 300, 2 x 8 NICs x 0.8 x 25) x 0.92, halved to algbw.
+  const NcclPrediction two = predict_nccl(fabric("a100-sxm", 16, 2), OpType::kAllReduce, bytes, tree);
+  EXPECT_NEAR(two.algbw_gbps, 0.5 * 0.92 * std::min(0.8 * 300.0, 2 * 8 * 0.8 * 25.0), 1e-9);
+  const NcclPrediction four = predict_nccl(fabric("a100-sxm", 32, 4), OpType::kAllReduce, bytes, tree);
+  EXPECT_NEAR(four.algbw_gbps, 0.5 * 0.92 * std::min(0.8 * 300.0, 8 * 0.8 * 25.0), 1e-9);
+  // So on two nodes the tree's bus bandwidth passes the ring's bound, the node's NICs.
+  const NcclPrediction chosen = predict_nccl(fabric("a100-sxm", 16, 2), OpType::kAllReduce, bytes);
+  EXPECT_EQ(chosen.label(), "tree/Simple");
+  EXPECT_GT(static_cast<double>(bytes) / chosen.time_ns * 30.0 / 16.0, 8 * 0.8 * 25.0);
+}
+
+// A network proxy forwards a channel's data one whole step of its buffer at a time: every network
+// hop of a tree adds one step's wire time at the channel's share of the node's NICs.
+TEST(NcclCostModel, TreesAcrossNodesWaitOneNetworkStepPerHop) {
+  const NcclFabric f = fabric("a100-sxm", 16, 2);  // 16 channels share 8 x 0.8 x 25 GB/s
+  const double share_bytes_per_us = 8 * 0.8 * 25e9 / 1e6 / 16;
+  const NcclChoice tree{.algo = NcclAlgo::kTree, .proto = NcclProto::kSimple};
+  // A large message moves in full Simple steps, NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8: up and down.
+  const NcclPrediction large = predict_nccl(f, OpType::kAllReduce, 1ull << 30, tree);
+  EXPECT_NEAR(large.pipeline_us, 2 * 524288.0 / share_bytes_per_us, 1e-9);
+  EXPECT_EQ(
+      large.time_ns,
+      std::llround((large.latency_us + large.pipeline_us + (1ull << 30) / (1e3 * large.algbw_gbps)) * 1e3));
+  // 64 KiB fills 2 channels (32 KiB each at Simple's threshold): one partial step of 32 KiB.
+  const NcclPrediction small = predict_nccl(f, OpType::kAllReduce, 64 << 10, tree);
+  EXPECT_EQ(small.channels, 2);
+  EXPECT_NEAR(small.pipeline_us, 2 * 32768.0 / share_bytes_per_us, 1e-9);
+  // LL and LL128 forward their own, smaller steps: 8 x 512 lines of 8 data bytes; 120 x 640 x 8 x 15/16.
+  const NcclPrediction ll =
+      predict_nccl(f, OpType::kAllReduce, 1ull << 30, {.algo = NcclAlgo::kTree, .proto = NcclProto::kLL});
+  EXPECT_NEAR(ll.pipeline_us, 2 * 32768.0 / share_bytes_per_us, 1e-9);
+  // Rings overlap their network hops; one node has none.
+  EXPECT_EQ(predict_nccl(f, OpType::kAllReduce, 1ull << 30, {.algo = NcclAlgo::kRing}).pipeline_us, 0.0);
+  EXPECT_EQ(predict_nccl(fabric("a100-sxm", 8), OpType::kAllReduce, 1ull << 30, tree).pipeline_us, 0.0);
+}
+
+// EFA without in-order 128-byte delivery runs NCCL_PROTO=simple (aws-ofi-nccl): across nodes the
+// model offers only Simple there, and says why when LL is forced.
+TEST(NcclCostModel, ASimpleOnlyNetworkRunsSimpleAcrossNodes) {
+  HardwarePreset preset = find_preset("a100-sxm");
+  preset.cluster.simple_only = true;
+  const NcclFabric across = *nccl_fabric(preset, 16, 2);
+  EXPECT_EQ(predict_nccl(across, OpType::kAllReduce, 8).proto, NcclProto::kSimple);
+  const testing::Outcome ll =
+      testing::error_of([&] { predict_nccl(across, OpType::kAllReduce, 8, {.proto = NcclProto::kLL}); });
+  EXPECT_EQ(ll.kind, ErrorKind::kUsage);
+  EXPECT_EQ(ll.message,
+            "LL is not available for all_reduce on this fabric (16 GPUs, 2 nodes, a network with the Simple "
+            "protocol only)");
+  EXPECT_EQ(predict_nccl(*nccl_fabric(preset, 8, 1), OpType::kAllReduce, 8).proto, NcclProto::kLL);  // NVLink
+}
+
 // The sim backend's traced schedule lasts exactly the model's time (its ops re-timed), and the
 // analytic backend agrees with both, on one node and (analytic vs model) across nodes.
 TEST(NcclCostModel, SimBackendAnalyticBackendAndModelAgree) {

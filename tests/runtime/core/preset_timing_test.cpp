@@ -140,6 +140,12 @@ TEST(Preset, ClusterDescribesNodesJoinedByANicPerGpu) {
   EXPECT_DOUBLE_EQ(h100.cluster.nic.bandwidth_bytes_per_s, 50e9);
   EXPECT_DOUBLE_EQ(h100.cluster.nic.latency_ns, 0);  // beyond NCCL's own InfiniBand hop (docs/scaling.md)
   EXPECT_EQ(find_preset("t4").cluster.gpus_per_node, 0);  // one machine
+  EXPECT_FALSE(h100.cluster.simple_only);                 // InfiniBand carries every protocol
+  const auto efa = write_preset(
+      "[cluster]\ngpus_per_node = 8\nsimple_only = true\n[cluster.nic]\nkind = \"efa\"\nbandwidth_gbps = "
+      "6.25\nlatency_us = 18\n");
+  EXPECT_TRUE(load_preset_file(efa).cluster.simple_only);  // EFA's NCCL_PROTO=simple (aws-ofi-nccl)
+  std::filesystem::remove(efa);
   for (const auto& [table, message] : std::vector<std::pair<std::string, std::string>>{
            {"[cluster]\ngpus_per_node = 0\n",
             "cluster.gpus_per_node must be a whole number in [1, 1024], got 0"},
@@ -148,7 +154,10 @@ TEST(Preset, ClusterDescribesNodesJoinedByANicPerGpu) {
            {"[cluster]\ngpus_per_node = 8\n", "missing string key 'cluster.nic.kind'"},
            {"[cluster]\ngpus_per_node = 8\n[cluster.nic]\nkind = \"ib\"\nbandwidth_gbps = 0\nlatency_us = "
             "1\n",
-            "cluster.nic needs a positive bandwidth and a latency >= 0"}}) {
+            "cluster.nic needs a positive bandwidth and a latency >= 0"},
+           {"[cluster]\ngpus_per_node = 8\nsimple_only = 1\n[cluster.nic]\nkind = \"efa\"\nbandwidth_gbps = "
+            "6.25\nlatency_us = 18\n",
+            "cluster.simple_only must be true or false"}}) {
     const auto path = write_preset(table);
     try {
       load_preset_file(path);

@@ -22,6 +22,14 @@
 //   channels: a small message cannot fill every channel — NCCL gives each channel at least
 //     threads x threshold bytes — so fewer channels (and their share of B) carry it: the smooth
 //     ramp of real busbw curves, with no jump at a slice boundary.
+//   across nodes, two terms NCCL's tuner lacks or keeps elsewhere:
+//     two nodes: the tree's one network edge carries each byte once per direction, so its chains
+//       run at up to twice the NICs' bus bandwidth (NCCL's search raises the tree's intra-node
+//       bandwidth so, and its tuner rates <= 2 nodes by it);
+//     the network pipeline: a channel's proxy forwards a network step only once the GPU has
+//       written all of it, so each network hop of a tree (and NVLS-tree) adds one step's wire time
+//       at the channel's share of the NICs: min(step, bytes per channel) / (g x NIC / channels).
+//       Rings keep every link busy from their first step and do not pay it.
 // The (algo, proto) pair with the least predicted time wins, as in NCCL's tuner, unless forced
 // (like NCCL_ALGO / NCCL_PROTO).
 //
@@ -60,6 +68,7 @@ struct NcclFabric {
   double net_extra_latency_us = 0.0;    // per network hop beyond NCCL's InfiniBand figure (NCCL's
                                         // latencyInter: a slower transport such as EFA or TCPXO)
   double nvls_algbw_bytes_per_s = 0.0;  // NVLink SHARP all-reduce algbw; 0 = no NVLS
+  bool net_simple_only = false;         // across nodes only the Simple protocol (ClusterSpec)
   int gpus_per_node() const { return ranks / nodes; }
 };
 
@@ -81,9 +90,10 @@ struct NcclChoice {
 struct NcclPrediction {
   NcclAlgo algo = NcclAlgo::kRing;
   NcclProto proto = NcclProto::kSimple;
-  int channels = 1;       // channels the message fills
-  double latency_us = 0;  // the latency term
-  double algbw_gbps = 0;  // bytes / (time - latency), GB/s
+  int channels = 1;        // channels the message fills
+  double latency_us = 0;   // the latency term
+  double pipeline_us = 0;  // the network pipeline's fill (trees across nodes), part of time_ns
+  double algbw_gbps = 0;   // bytes / (time - latency - pipeline), GB/s
   int64_t time_ns = 0;
   std::string label() const;  // "ring/LL128", "nvls_tree/Simple"
 };

@@ -45,6 +45,11 @@ struct NetworkSpec {
 struct ClusterSpec {
   int gpus_per_node = 0;
   LinkSpec nic;  // per GPU: "ib-ndr", 50 GB/s per direction
+  // The network transport carries only NCCL's Simple protocol: LL and LL128 need each 8- or
+  // 128-byte line to land whole and in order, which EFA without in-order 128-byte delivery does not
+  // promise, so its NCCL plugin sets NCCL_PROTO=simple (aws/aws-ofi-nccl#76, #280, #850).
+  // Preset key `cluster.simple_only` (default false).
+  bool simple_only = false;
 };
 
 // The optional [nccl] table: what NCCL's cost model of the collectives needs beyond the links

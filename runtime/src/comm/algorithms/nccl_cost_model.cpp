@@ -57,6 +57,12 @@ constexpr double kThreads[kProtos] = {512.0, 640.0, 512.0};
 // Multi-node rings pay the host's network post overhead per step (1 us on x86, 3x for Simple).
 constexpr double kNetOverheadUs = 1.0;
 
+// Payload bytes of one step of a channel's connection buffer, the unit a network proxy forwards
+// (src/include/device.h, NCCL's defaults): LL 8 lines x 512 threads of 16-byte lines with 8 data
+// bytes; LL128 120 x 640 eight-byte elements, 15 of every 16 data; Simple NCCL_BUFFSIZE (4 MiB) /
+// NCCL_STEPS (8).
+constexpr double kStepPayloadBytes[kProtos] = {8.0 * 512 * 8, 120.0 * 640 * 8 * 15 / 16, (4 << 20) / 8.0};
+
 int log2_floor(uint64_t v) {
   int r = -1;
   while (v != 0) {
@@ -87,6 +93,7 @@ Candidate candidate(const NcclFabric& f, OpType op, NcclAlgo algo, NcclProto pro
   const bool all_reduce = op == OpType::kAllReduce;
   Candidate c;
   if (proto == NcclProto::kLL128 && f.intra != LinkClass::kNvlink) return c;  // NVLink only
+  if (N > 1 && f.net_simple_only && proto != NcclProto::kSimple) return c;    // NCCL_PROTO=simple
   // The ring's bus bandwidth: the peer links inside a node; across nodes, each ring leaves a node
   // through one NIC, and the channels spread over the g rails.
   const double intra_gbps = f.intra_bytes_per_s / 1e9;
@@ -122,7 +129,17 @@ Candidate candidate(const NcclFabric& f, OpType op, NcclAlgo algo, NcclProto pro
     }
     case NcclAlgo::kTree: {
       if (!all_reduce) return c;
-      const double tree_gbps = N <= 2 ? ring_gbps : std::min(intra_gbps, g * f.nic_bytes_per_s / 1e9);
+      // On two nodes the tree's one network edge joins the two in-node chains: every byte crosses
+      // it once up (reduce) and once down (broadcast), once in each direction of the node's NICs,
+      // where a ring crosses them 2(n-1)/n times. So the tree may run its chains at up to twice
+      // the NICs' bus bandwidth: NCCL's topology search raises a tree graph's intra-node bandwidth
+      // up to 2x its network bandwidth ("increase bwIntra for trees (2 nodes or collnet)",
+      // src/graph/search.cc), and its tuner rates algorithms on <= 2 nodes by that intra-node
+      // bandwidth (src/graph/tuning.cc: `nNodes <= 2 ? bwIntra : bwInter`). Past two nodes the
+      // tree's inner nodes send and receive over the network for both their children and their
+      // parent, and the NICs bound it as they bound the ring.
+      const double nics_gbps = g * f.nic_bytes_per_s / 1e9;
+      const double tree_gbps = N == 1 ? intra_gbps : std::min(intra_gbps, (N == 2 ? 2.0 : 1.0) * nics_gbps);
       double bus = std::min(tree_gbps * 0.92, C * kTreePerChannel[arch][nodes_index]);
       if (proto == NcclProto::kLL) bus = std::min(bus / 3.8, ll_max);
       if (proto == NcclProto::kLL128)
@@ -169,9 +186,24 @@ NcclPrediction evaluate(const NcclFabric& f, OpType op, uint64_t bytes, NcclAlgo
   if (algo == NcclAlgo::kRing && proto == NcclProto::kSimple && f.nodes > 1 && op == OpType::kAllReduce &&
       static_cast<double>(bytes) / (static_cast<double>(f.channels) * f.ranks) >= 64)
     latency *= f.arch == GpuArch::kVolta ? 1.9 : 1.4;
+  // The network pipeline. A channel's proxy thread posts a network send only once the GPU has
+  // written a whole step of the connection buffer, and the receiver's GPU takes it only once it
+  // has arrived, so every network hop of a pipelined tree holds the data back by one step's wire
+  // time at the channel's share of the node's NICs. A message smaller than a step per channel moves
+  // as one partial step. A ring keeps every link busy from its first step (each rank sends its own
+  // data first), so its network hops overlap instead; trees and NVLS-trees cross 2 log2 N network
+  // hops in line (up, then down).
+  double pipeline_us = 0.0;
+  if (algo != NcclAlgo::kRing && f.nodes > 1) {
+    const double step = std::min(kStepPayloadBytes[static_cast<int>(proto)],
+                                 static_cast<double>(bytes) / static_cast<double>(r.channels));
+    const double channel_share_bytes_per_us = f.gpus_per_node() * f.nic_bytes_per_s / 1e6 / f.channels;
+    pipeline_us = 2.0 * log2_floor(static_cast<uint64_t>(f.nodes)) * step / channel_share_bytes_per_us;
+  }
   r.latency_us = latency;
+  r.pipeline_us = pipeline_us;
   r.algbw_gbps = algbw;
-  const double time_us = latency + static_cast<double>(bytes) / (1e3 * algbw);
+  const double time_us = latency + pipeline_us + static_cast<double>(bytes) / (1e3 * algbw);
   r.time_ns = std::llround(time_us * 1e3);
   return r;
 }
@@ -228,6 +260,7 @@ std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, i
   f.nic_bytes_per_s = preset.cluster.nic.bandwidth_bytes_per_s * eff;
   f.net_extra_latency_us = preset.cluster.nic.latency_ns / 1e3;
   f.nvls_algbw_bytes_per_s = preset.nccl.nvls_algbw_fraction * preset.peer_link.bandwidth_bytes_per_s;
+  f.net_simple_only = preset.cluster.simple_only;
   return f;
 }
 
@@ -267,10 +300,11 @@ NcclPrediction predict_nccl(const NcclFabric& f, OpType op, uint64_t bytes, Nccl
       any = true;
     }
   }
-  DPS_CHECK(any, ErrorKind::kUsage, "{}{}{} is not available for {} on this fabric ({} GPUs, {} node{}{})",
+  DPS_CHECK(any, ErrorKind::kUsage, "{}{}{} is not available for {} on this fabric ({} GPUs, {} node{}{}{})",
             choice.algo ? to_string(*choice.algo) : "", choice.algo && choice.proto ? "/" : "",
             choice.proto ? to_string(*choice.proto) : "", api_name(op), f.ranks, f.nodes,
-            f.nodes == 1 ? "" : "s", f.intra == LinkClass::kPcie ? ", PCIe" : "");
+            f.nodes == 1 ? "" : "s", f.intra == LinkClass::kPcie ? ", PCIe" : "",
+            f.nodes > 1 && f.net_simple_only ? ", a network with the Simple protocol only" : "");
   return best;
 }
 

@@ -108,6 +108,13 @@ MeasuredSystem load_measured_system(const fs::path& file) {
   if (header.count("nic_latency_us"))
     s.nic_latency_us = number(header["nic_latency_us"], file, 0, "nic_latency_us");
   if (header.count("nic_latency_note")) s.nic_latency_note = header["nic_latency_note"];
+  if (header.count("nccl_proto")) {
+    s.nccl_proto = header["nccl_proto"];
+    DPS_CHECK(s.nccl_proto == "Simple", ErrorKind::kFormat,
+              "{}: nccl_proto '{}': only Simple (a network plugin's NCCL_PROTO=simple) is modelled",
+              file.string(), s.nccl_proto);
+    s.nccl_proto_note = need("nccl_proto_note");
+  }
   if (header.count("median_bound")) s.median_bound = number(header["median_bound"], file, 0, "median_bound");
   const std::string& collective = need("collective");
   DPS_CHECK(collective.rfind("all_reduce", 0) == 0, ErrorKind::kFormat,
@@ -138,6 +145,7 @@ HardwarePreset fidelity_preset(const MeasuredSystem& s) {
     p.cluster.gpus_per_node = s.gpus_per_node;
     if (s.nic_gbps > 0) p.cluster.nic.bandwidth_bytes_per_s = s.nic_gbps * 1e9;
     if (s.nic_latency_us >= 0) p.cluster.nic.latency_ns = s.nic_latency_us * 1e3;
+    p.cluster.simple_only = s.nccl_proto == "Simple";
   }
   return p;
 }
@@ -254,23 +262,30 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "comparison adds from the preset's kernel launch latency (itself an approximation, not a "
       "measurement; stated in the section). Where a table does not print NCCL's version, it may predate "
       "the NCCL releases (2.19-2.23) whose latencies the model takes.\n"
-      "- **Medium messages (about 8 KiB - 64 MiB) across nodes are predicted too fast** (the worst rows of "
-      "the H100 tables below, and the 8-64 KiB rows of the A100 ones). NCCL's tuner model, which this "
-      "follows, has no term for the network pipeline: each channel moves a network chunk per step with a "
-      "proxy thread and a bounded number of chunks in flight, so mid-size messages see per-chunk round "
-      "trips that a latency + bytes / bandwidth form does not capture. TCPXO additionally stages through "
-      "host memory.\n"
-      "- **Large messages on two A100 nodes (AWS p4de, Oracle BM.GPU4.8) are predicted too slow**: the "
-      "model follows NCCL's tuner, whose tree bandwidth is half the bus bandwidth, so the ring wins at "
-      "large sizes with the bus bandwidth of the node's NICs, while the measured busbw of the largest sizes "
-      "is well above it (on Oracle's a step up from 512 MiB to 1 GiB, where NCCL evidently changes "
-      "algorithm): NCCL's two-node tree moves each byte once per NIC direction, so its algorithm bandwidth "
-      "can approach the node's NIC bandwidth. Tried in this work and left out: a two-node tree bandwidth of "
-      "min(NVLink, 2 x the node's NICs) brings the largest sizes of both A100 tables close, but the model "
-      "then picks that tree from about 1 MiB on, and those medium sizes (and the H100 tables' medium sizes, "
-      "already too fast) come out much faster than measured: NCCL evidently keeps the ring there (on "
-      "Oracle's the step comes only at 1 GiB). Matching both needs NCCL's own choice of algorithm kept "
-      "apart from the time the chosen one takes, which the model does not separate yet.\n";
+      "- **Across nodes the model has two terms NCCL's tuner lacks** (docs/collectives.md, \"Across "
+      "nodes\"). *Two nodes*: a tree's one network edge carries each byte once up and once down, once per "
+      "direction of the node's NICs, where a ring crosses them 2(n-1)/n times, so the tree's chains run at "
+      "up to twice the NICs' bus bandwidth (NCCL's topology search raises a tree's intra-node bandwidth to "
+      "at most 2x its network bandwidth, `src/graph/search.cc`, and its tuner rates algorithms on 2 nodes "
+      "by that intra-node bandwidth, `src/graph/tuning.cc`); this is why the measured busbw of the two "
+      "A100 tables' largest sizes is well above the node's NICs. *The network pipeline*: a channel's "
+      "proxy forwards a network step only once the GPU has written all of it, so every network hop of a "
+      "tree adds one step's wire time at the channel's share of the NICs; on a slow rail (p4de's 6.25 GB/s "
+      "per GPU) that is the mid-size latency the tables show. Both come from NCCL's structure and buffer "
+      "sizes; neither is fitted to a table.\n"
+      "- **Which protocols a network carries** is the plugin's choice: AWS's EFA plugin sets "
+      "NCCL_PROTO=simple where EFA lacks in-order 128-byte delivery (p4de; not P5), so that table is "
+      "compared with Simple only across nodes (its section cites the sources).\n"
+      "- **Medium messages over the H100 clouds' networks are still predicted too fast**: AWS p5 between "
+      "16 KiB and 256 MiB, Google's A3 Mega (GPUDirect-TCPXO) between 1 MiB and 256 MiB, with each "
+      "table's worst row. Their cost per network step is more than a step's wire time (what the transport "
+      "does per message beyond the wire: TCPXO, for one, stages through host memory), and no published "
+      "figure gives it; "
+      "one number per system fitted on these rows would be judged on the rows it was fitted to, so it "
+      "is left as the model's known error.\n"
+      "- **Large messages on Oracle's BM.GPU4.8 change algorithm later than the model does**: the "
+      "measured busbw steps up between 512 MiB and 1 GiB, where NCCL evidently moves from the ring to "
+      "the tree; the model's tree wins well before, so the 512 MiB row is the table's worst.\n";
   for (const FidelityResult& r : results) {
     const MeasuredSystem& s = r.system;
     md += fmt::format("\n## {}\n\n{}\n\n- Source: {}\n- Command: `{}`\n- Preset: `{}`", s.id, s.system,
@@ -289,6 +304,8 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
           s.gpus_per_thread, s.gpus_per_thread, (s.gpus_per_thread - 1) * launch_ns / 1e3,
           s.gpus_per_thread - 1, launch_ns / 1e3);
     }
+    if (!s.nccl_proto.empty())
+      md += fmt::format("- Protocol: {} only across nodes ({})\n", s.nccl_proto, s.nccl_proto_note);
     if (!s.nic_latency_note.empty()) md += fmt::format("- Fitted: {}\n", s.nic_latency_note);
     md += fmt::format("- Median error {:.1f} %, worst {:.1f} % at {}\n\n", 100 * r.median_error,
                       100 * r.worst_error, size_text(r.worst_bytes));
