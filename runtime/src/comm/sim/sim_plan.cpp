@@ -47,25 +47,27 @@ uint64_t avg_bytes(const Signature& sig, int rank) {
 }
 
 // The collective span's name and args, the same in simulated and measured traces.
-std::string collective_name(const Signature& sig, const Schedule& s, uint64_t bytes) {
+// `algo`, `slices`, `steps`: the schedule's, or for a call that never ran (write_failed_trace) the
+// algorithm the rank asked for and no steps.
+std::string collective_name(const Signature& sig, std::string_view algo, uint64_t bytes) {
   return sig.op == OpType::kBarrier ? std::string(to_string(EventName::kBarrier))
-                                    : collective_span_name(api_name(sig.op), s.algorithm, bytes);
+                                    : collective_span_name(api_name(sig.op), algo, bytes);
 }
 
-CollectiveArgs collective_args(const Signature& sig, const Schedule& s, int64_t seq, int group,
-                               uint64_t bytes, int ranks) {
+CollectiveArgs collective_args(const Signature& sig, std::string_view algo, int slices, int steps,
+                               int64_t seq, int group, uint64_t bytes, int ranks) {
   return {.coll = seq,
           .group = group,
           .op = api_name(sig.op),
-          .algo = s.algorithm,
+          .algo = algo,
           .bytes = bytes,
           .count = sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape),
           .dtype = to_string(sig.dtype),
           .redop = sig.reduce_op ? to_string(*sig.reduce_op) : "none",
           .root = sig.root,
           .ranks = ranks,
-          .slices = s.slices,
-          .steps = s.steps};
+          .slices = slices,
+          .steps = steps};
 }
 
 void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const Signature& sig,
@@ -74,8 +76,8 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
   auto device_of = [&](int r) -> const Device& { return world.device(g.global_ranks[r]); };
   const Schedule& s = plan.schedule;
   const uint64_t bytes = collective_bytes(sig, n);
-  const std::string name = collective_name(sig, s, bytes);
-  const CollectiveArgs args = collective_args(sig, s, seq, g.id, bytes, n);
+  const std::string name = collective_name(sig, s.algorithm, bytes);
+  const CollectiveArgs args = collective_args(sig, s.algorithm, s.slices, s.steps, seq, g.id, bytes, n);
   for (int r = 0; r < n; ++r)
     if (TraceSink* t = device_of(r).tracer())
       t->span(device_of(r), {.stream = StreamKind::kComm,
@@ -148,26 +150,14 @@ void write_failed_trace(const SimWorld& world, const GroupState& g, int64_t seq,
     // No schedule ran: the algorithm is the one the rank asked for, and no step was taken.
     const std::string_view algo = sig.algorithm ? to_string(*sig.algorithm) : "none";
     const uint64_t bytes = collective_bytes(sig, n);
-    const std::string name = sig.op == OpType::kBarrier ? std::string(to_string(EventName::kBarrier))
-                                                        : collective_span_name(api_name(sig.op), algo, bytes);
+    CollectiveArgs args = collective_args(sig, algo, arrivals[r]->slices, /*steps=*/0, seq, g.id, bytes, n);
+    args.error = message;
     t->span(device, {.stream = StreamKind::kComm,
                      .cat = SpanCategory::kCollective,
-                     .name = name,
+                     .name = collective_name(sig, algo, bytes),
                      .ts_ns = arrivals[r]->ready_ns,
                      .dur_ns = found_ns - arrivals[r]->ready_ns,
-                     .args = CollectiveArgs{.coll = seq,
-                                            .group = g.id,
-                                            .op = api_name(sig.op),
-                                            .algo = algo,
-                                            .bytes = bytes,
-                                            .count = sig.op == OpType::kBarrier ? 0 : shape_numel(sig.shape),
-                                            .dtype = to_string(sig.dtype),
-                                            .redop = sig.reduce_op ? to_string(*sig.reduce_op) : "none",
-                                            .root = sig.root,
-                                            .ranks = n,
-                                            .slices = arrivals[r]->slices,
-                                            .steps = 0,
-                                            .error = message}});
+                     .args = args});
   }
 }
 
@@ -257,13 +247,14 @@ void write_measured_trace(const Plan& plan, int rank, int64_t begin_ns,
   const Schedule& s = plan.schedule;
   const int n = static_cast<int>(plan.devices.size());
   const uint64_t bytes = collective_bytes(sig, n);
-  const std::string name = collective_name(sig, s, bytes);
-  t->span(self, {.stream = StreamKind::kComm,
-                 .cat = SpanCategory::kCollective,
-                 .name = name,
-                 .ts_ns = begin_ns,
-                 .dur_ns = end_ns - begin_ns,
-                 .args = collective_args(sig, s, plan.seq, plan.group_id, bytes, n)});
+  const std::string name = collective_name(sig, s.algorithm, bytes);
+  t->span(self,
+          {.stream = StreamKind::kComm,
+           .cat = SpanCategory::kCollective,
+           .name = name,
+           .ts_ns = begin_ns,
+           .dur_ns = end_ns - begin_ns,
+           .args = collective_args(sig, s.algorithm, s.slices, s.steps, plan.seq, plan.group_id, bytes, n)});
   // Ops are timed per step: every rank's events bracket each step (fence and barrier included),
   // so a chunk spans the step it moved in. As in the simulated trace, the sender traces the
   // transfer and the receiver the reduction.
