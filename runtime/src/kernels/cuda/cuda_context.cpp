@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "cublas_library.hpp"
 #include "dpscope/core/cuda.hpp"
 
 namespace dpscope::kernels::gpu {
@@ -23,7 +24,7 @@ class ThreadState {
   ThreadState& operator=(const ThreadState&) = delete;
   ~ThreadState() {
     for (auto& [key, handle] : cublas_) {
-      if (cudaSetDevice(key.first) == cudaSuccess) cublasDestroy(handle);
+      if (cudaSetDevice(key.first) == cudaSuccess) cublas_library().destroy(handle);
     }
     for (auto& [key, buffer] : scratch_) {
       if (cudaSetDevice(key.first) == cudaSuccess) cudaFree(buffer.data);
@@ -34,14 +35,15 @@ class ThreadState {
     const std::pair<int, cudaStream_t> key{launch.physical_gpu, launch.stream};
     auto it = cublas_.find(key);
     if (it == cublas_.end()) {
+      const CublasLibrary& lib = cublas_library();
       cublasHandle_t handle = nullptr;
-      check_cublas(cublasCreate(&handle), launch.op, launch.device);
+      check_cublas(lib.create(&handle), launch.op, launch.device);
       it = cublas_.emplace(key, handle).first;
       // FP32 products in full precision: CUBLAS_DEFAULT_MATH allows no TF32 for cublasSgemm (PyTorch's
       // default since 1.12, torch.backends.cuda.matmul.allow_tf32 = False).
-      check_cublas(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), launch.op, launch.device);
+      check_cublas(lib.set_math_mode(handle, CUBLAS_DEFAULT_MATH), launch.op, launch.device);
     }
-    check_cublas(cublasSetStream(it->second, launch.stream), launch.op, launch.device);
+    check_cublas(cublas_library().set_stream(it->second, launch.stream), launch.op, launch.device);
     return it->second;
   }
 
@@ -85,8 +87,9 @@ void check_cuda(cudaError_t status, const char* op, const Device& device) {
 
 void check_cublas(cublasStatus_t status, const char* op, const Device& device) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  throw Error(ErrorKind::kDevice, fmt::format("{} on {}: cuBLAS {}: {}", op, device.name(),
-                                              cublasGetStatusName(status), cublasGetStatusString(status)));
+  throw Error(ErrorKind::kDevice,
+              fmt::format("{} on {}: cuBLAS {}: {}", op, device.name(), cublas_library().status_name(status),
+                          cublas_library().status_string(status)));
 }
 
 int checked_int(int64_t value, const char* what, const Launch& launch) {

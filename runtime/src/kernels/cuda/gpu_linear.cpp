@@ -14,6 +14,7 @@
 //                A = W's buffer ([in,out], lda=in), B = dy's ([out,rows], ldb=out), ldc=in)
 #include <algorithm>
 
+#include "cublas_library.hpp"
 #include "cuda_context.hpp"
 #include "gpu_ops.hpp"
 #include "launch.hpp"
@@ -31,9 +32,9 @@ void sgemm(const Launch& launch, cublasOperation_t op_a, cublasOperation_t op_b,
   const float alpha = 1.0f;
   const auto dim = [&](int64_t value) { return checked_int(value, "matrix dimension", launch); };
   // Leading dimensions must be >= 1 even where a dimension is 0 (an empty input: C = beta·C).
-  check_cublas(cublasSgemm(cublas_for(launch), op_a, op_b, dim(m), dim(n), dim(k), &alpha, a,
-                           dim(std::max<int64_t>(lda, 1)), b, dim(std::max<int64_t>(ldb, 1)), &beta, c,
-                           dim(std::max<int64_t>(ldc, 1))),
+  check_cublas(cublas_library().sgemm(cublas_for(launch), op_a, op_b, dim(m), dim(n), dim(k), &alpha, a,
+                                      dim(std::max<int64_t>(lda, 1)), b, dim(std::max<int64_t>(ldb, 1)),
+                                      &beta, c, dim(std::max<int64_t>(ldc, 1))),
                "cublasSgemm", launch.device);
 }
 
