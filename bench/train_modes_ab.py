@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side by side: the wall time of `dpscope train` in every mode, for two builds, run alternately.
+"""Side by side: the wall time of `dpscope train` in every mode (and of starting dpscope), for two builds, run alternately.
 
 A change to the training layer (one loop for every mode) must not make any mode slower. Each round
 runs every mode once with build A and once with build B, in alternating order, so a load that comes
@@ -17,6 +17,10 @@ The modes (each a whole `dpscope train` run, untraced and traced where a lesson 
   ddp-sim         DDP on 4 simulated H100s (rank threads), batch 128 per rank, 50 steps, traced
   ddp-no-sync     the same with --no-sync-every 2 --zero
   timing-only     DDP --timing-only on 1,024 simulated H100s, a 1 B-parameter MLP, 2 steps
+And what every command pays before it works, the process start:
+  version         `dpscope --version`
+  train-tiny      a 4-8-2 MLP, one step on one simulated GPU
+  lesson-5        `dpscope lesson run 5 --no-viz` (what a knob in the viewer's lesson panel runs)
 Exit codes: 0 done, 1 a run failed, 2 usage error. Standard library only.
 """
 
@@ -31,14 +35,18 @@ import time
 
 MLP = ["--model", "784-512-512-10", "--dataset", "blobs:8192:784:10"]
 MODES = {
-    "single-cpu": ["--mode", "single", "--device", "cpu", *MLP, "--batch", "128", "--steps", "100"],
-    "single-sim": ["--mode", "single", *MLP, "--batch", "128", "--steps", "100", "--trace", "{dir}/t.jsonl"],
-    "dp-sim": ["--mode", "dp", "--devices", "4", *MLP, "--batch", "512", "--steps", "50", "--trace", "{dir}/t.jsonl"],
-    "ddp-sim": ["--mode", "ddp", "--devices", "4", *MLP, "--batch", "128", "--steps", "50", "--trace", "{dir}/t.jsonl"],
-    "ddp-no-sync": ["--mode", "ddp", "--devices", "4", *MLP, "--batch", "128", "--steps", "50", "--no-sync-every",
+    "single-cpu": ["train", "--mode", "single", "--device", "cpu", *MLP, "--batch", "128", "--steps", "100"],
+    "single-sim": ["train", "--mode", "single", *MLP, "--batch", "128", "--steps", "100", "--trace", "{dir}/t.jsonl"],
+    "dp-sim": ["train", "--mode", "dp", "--devices", "4", *MLP, "--batch", "512", "--steps", "50", "--trace", "{dir}/t.jsonl"],
+    "ddp-sim": ["train", "--mode", "ddp", "--devices", "4", *MLP, "--batch", "128", "--steps", "50", "--trace", "{dir}/t.jsonl"],
+    "ddp-no-sync": ["train", "--mode", "ddp", "--devices", "4", *MLP, "--batch", "128", "--steps", "50", "--no-sync-every",
                     "2", "--zero", "--trace", "{dir}/t.jsonl"],
-    "timing-only": ["--mode", "ddp", "--timing-only", "--devices", "1024", "--model",
+    "timing-only": ["train", "--mode", "ddp", "--timing-only", "--devices", "1024", "--model",
                     "4096-4096-4096-4096-4096-4096-4096-1000", "--batch", "64", "--steps", "2"],
+    "version": ["--version"],
+    "train-tiny": ["train", "--mode", "single", "--model", "4-8-2", "--dataset", "blobs:64:4:2", "--batch", "8",
+                   "--steps", "1"],
+    "lesson-5": ["lesson", "run", "5", "--no-viz", "--out", "{dir}/lesson-5"],
 }
 
 
@@ -49,7 +57,7 @@ def children_cpu_seconds():
 
 def run_once(binary, args, directory):
     """(wall seconds, CPU seconds: user + system) of one run."""
-    command = [binary, "train", *[a.replace("{dir}", directory) for a in args]]
+    command = [binary, *[a.replace("{dir}", directory) for a in args]]
     cpu_before = children_cpu_seconds()
     start = time.perf_counter()
     done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)

@@ -51,6 +51,7 @@
 #include "dpscope/lesson/run_dir.hpp"
 #include "dpscope/lesson/torch_scenario.hpp"
 #include "dpscope/trace_tools/reader.hpp"
+#include "lesson_run_cache.hpp"
 #include "lesson_torch.hpp"
 
 namespace dpscope::cli {
@@ -64,7 +65,8 @@ struct LessonArgs {
   std::string out;
   std::vector<std::string> knobs;  // FLAG=VALUE
   bool no_viz = false;
-  bool no_png = false;  // handout: the Markdown page only
+  bool no_png = false;     // handout: the Markdown page only
+  std::string reuse_runs;  // run: where traces of earlier runs are kept by command line
 };
 
 fs::path lessons_dir(const LessonArgs& args) {
@@ -145,17 +147,19 @@ void run_scenario(const std::vector<std::string>& args, const fs::path& trace, b
   parse_scenario(with_trace, /*dry_run=*/false);
 }
 
+// A numeric knob's value as the command line writes it ("8", "0.5").
+std::string knob_number(double v) {
+  return std::floor(v) == v ? fmt::format("{}", static_cast<int64_t>(v)) : fmt::format("{}", v);
+}
+
 // What `lesson check` proves about the knobs beyond the default run: every value a student can
 // choose (each choice; a numeric knob's min and max) parses as part of the scenario's command line,
 // and a --preset knob's choices are presets that exist. One line per problem, naming FILE:LINE.
 std::vector<std::string> knob_problems(const lesson::Lesson& lesson) {
   std::vector<std::string> problems;
-  const auto number = [](double v) {
-    return std::floor(v) == v ? fmt::format("{}", static_cast<int64_t>(v)) : fmt::format("{}", v);
-  };
   for (const lesson::Knob& knob : lesson.knobs) {
     const std::vector<std::string> values =
-        knob.numeric ? std::vector<std::string>{number(knob.min), number(knob.max)} : knob.choices;
+        knob.numeric ? std::vector<std::string>{knob_number(knob.min), knob_number(knob.max)} : knob.choices;
     const std::string where = fmt::format("{}:{}: knob {}", lesson.file.string(), knob.line, knob.flag);
     for (const std::string& value : values) {
       if (knob.flag == "--preset" && value != "none") {
@@ -225,8 +229,11 @@ bool replace_scratch(std::vector<std::string>& args, const std::string& dir) {
   return replaced;
 }
 
+// `cache`, when given, supplies the traces of runs made before with the same command line, and keeps
+// the new ones (lesson_run_cache.hpp).
 LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
-                     const std::map<std::string, std::string>& knobs, bool quiet) {
+                     const std::map<std::string, std::string>& knobs, bool quiet,
+                     const LessonRunCache* cache = nullptr) {
   LessonRun run;
   run.args = lesson::scenario_args(lesson, knobs);
   std::error_code ec;
@@ -265,15 +272,22 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
     return python;
   };
   if (torch) torch_python();
-  if (replace_scratch(run.args, scratch.string()) || torch) {
+  const bool writes_files = replace_scratch(run.args, scratch.string());
+  // Reusable: a run that writes no files of its own and is not a PyTorch run (its clock decides
+  // the rest, lesson_run_cache.hpp).
+  const bool reusable = cache != nullptr && !writes_files && !torch;
+  if (writes_files || torch) {
     fs::remove_all(scratch, ec);
     fs::create_directories(scratch, ec);
     DPS_CHECK(fs::is_directory(scratch, ec), ErrorKind::kIo,
               "cannot create the lesson's scratch directory {}", scratch.string());
   }
   const auto start = std::chrono::steady_clock::now();
+  const bool restored = reusable && cache->restore(run.args, run.trace);
   try {
-    if (torch) {
+    if (restored) {
+      if (!quiet) fmt::print("(the same run was made earlier: its trace is reused)\n");
+    } else if (torch) {
       run_torch_scenario(python, written_args, scratch, run.trace, quiet, torch_log);
     } else {
       run_scenario(run.args, run.trace, quiet);
@@ -289,10 +303,12 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   DPS_CHECK(fs::is_regular_file(run.trace, ec), ErrorKind::kIo,
             "the scenario failed before it wrote a trace: {}", run.failure.value_or("no trace"));
   run.data = trace::read_trace(run.trace);
+  if (reusable && !restored && !run.failure) cache->keep(run.args, run.trace, run.data.header.clock);
   // The lesson's other scenarios ([[scenarios]]): the same sandbox, each with a scratch directory
   // of its own; no knob applies to them.
   for (const lesson::OtherScenario& other : lesson.scenarios) {
     std::vector<std::string> args = lesson::other_scenario_args(lesson, other, knobs);
+    const std::vector<std::string> as_written = args;
     for (std::string& arg : args) arg = lesson::replace_lesson_scratch(arg, scratch.string());
     const fs::path other_scratch = out_dir / fmt::format("{}.{}.scratch", lesson.id, other.name);
     if (std::string problem = lesson::scenario_sandbox_problem(args, other_scratch, /*on_disk=*/true);
@@ -301,7 +317,10 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
                   fmt::format("{}: [[scenarios]] '{}' args: {}", lesson.file.string(), other.name, problem));
     const bool other_torch = lesson::is_torch_scenario(args);
     const std::vector<std::string> other_written = args;
-    if (replace_scratch(args, other_scratch.string()) || other_torch) {
+    const bool own_scratch = replace_scratch(args, other_scratch.string());
+    // Not reusable when it reads or writes files: its own scratch, or the main scenario's.
+    const bool other_reusable = cache != nullptr && args == as_written && !other_torch;
+    if (own_scratch || other_torch) {
       fs::remove_all(other_scratch, ec);
       fs::create_directories(other_scratch, ec);
     }
@@ -312,8 +331,11 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
     if (other_torch) other_guard.add_output("a PyTorch run's log", other_log);
     other_guard.check();
     const auto other_start = std::chrono::steady_clock::now();
+    const bool other_restored = other_reusable && cache->restore(args, other_trace);
     try {
-      if (other_torch) {
+      if (other_restored) {
+        // Made earlier with the same command line: a knob this run does not take turned.
+      } else if (other_torch) {
         run_torch_scenario(torch_python(), other_written, other_scratch, other_trace, /*quiet=*/true,
                            other_log);
       } else {
@@ -325,6 +347,8 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
       throw Error(e.kind(), fmt::format("the scenario '{}' failed: {}", other.name, e.what()));
     }
     run.others[other.name] = trace::read_trace(other_trace);
+    if (other_reusable && !other_restored)
+      cache->keep(args, other_trace, run.others[other.name].header.clock);
     run.other_traces.push_back(other_trace);
   }
   run.report = lesson::evaluate_lesson(lesson, run.data, run.other_pointers());
@@ -364,6 +388,51 @@ std::vector<lesson::ExerciseResult> run_exercises(const lesson::Lesson& lesson, 
     }
   }
   return results;
+}
+
+// Runs the lesson with each value a student can choose that the default run did not (each other
+// choice; a numeric knob's min and max; each value the knob's `fails` names): a knob the panel
+// offers must give a run, not an error (lesson 6 offered 16 GPUs that a node of its preset cannot
+// hold), unless the lesson declares that error for the student to see (`fails`), and then it must
+// be that error. A knob may change the story the chapters tell, so only how the run ends is
+// checked. The comparison runs a knob does not change are made once (the cache). A PyTorch
+// lesson's knobs are only parsed (knob_problems): each value would be a real PyTorch run.
+std::vector<std::string> knob_run_problems(const lesson::Lesson& lesson, const fs::path& out) {
+  std::vector<std::string> problems;
+  if (lesson::is_torch_scenario(lesson.scenario)) return problems;
+  const LessonRunCache cache(out / fmt::format("{}.knob-runs.reused", lesson.id));
+  for (const lesson::Knob& knob : lesson.knobs) {
+    std::vector<std::string> values = knob.choices;
+    if (knob.numeric) values = {knob_number(knob.min), knob_number(knob.max)};
+    for (const auto& [value, error] : knob.fails)
+      if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
+    const std::string where = fmt::format("{}:{}: knob {}", lesson.file.string(), knob.line, knob.flag);
+    for (const std::string& value : values) {
+      if (value == knob.default_value) continue;
+      const auto declared = knob.fails.find(value);
+      try {
+        (void)run_lesson(lesson, out / fmt::format("{}.knob-runs", lesson.id), {{knob.flag, value}},
+                         /*quiet=*/true, &cache);
+        if (declared != knob.fails.end())
+          problems.push_back(
+              fmt::format("{}: value '{}': the run succeeds, but `fails` says it ends with an "
+                          "error containing \"{}\"",
+                          where, value, declared->second));
+      } catch (const Error& e) {
+        const std::string why = e.what();
+        if (declared == knob.fails.end()) {
+          problems.push_back(
+              fmt::format("{}: value '{}' (one the panel offers): the run fails (declare it in "
+                          "the knob's `fails` if the student is meant to see it): {}",
+                          where, value, why));
+        } else if (why.find(declared->second) == std::string::npos) {
+          problems.push_back(fmt::format("{}: value '{}': the run fails, but not with \"{}\" (`fails`): {}",
+                                         where, value, declared->second, why));
+        }
+      }
+    }
+  }
+  return problems;
 }
 
 std::vector<std::string> exercise_problems(const lesson::Lesson& lesson, const fs::path& out) {
@@ -485,7 +554,10 @@ void list_command(const LessonArgs& args) {
 void run_command(const LessonArgs& args) {
   const lesson::Lesson lesson = lesson::find_lesson(lessons_dir(args), args.id);
   const fs::path out = args.out.empty() ? fs::path("out") / "lessons" / lesson.id : fs::path(args.out);
-  const LessonRun run = run_lesson(lesson, out, lesson::parse_knobs(args.knobs), /*quiet=*/false);
+  std::optional<LessonRunCache> cache;
+  if (!args.reuse_runs.empty()) cache.emplace(args.reuse_runs);
+  const LessonRun run =
+      run_lesson(lesson, out, lesson::parse_knobs(args.knobs), /*quiet=*/false, cache ? &*cache : nullptr);
   fmt::print("\n{}", lesson::format_report(lesson, run.report));
   for (const std::string& problem : run.report.problems) print_problem(problem);
   fmt::print("\ntrace: {}\n", run.trace.string());
@@ -540,6 +612,7 @@ void check_command(const LessonArgs& args) {
         for (std::string& p : knob_problems(lesson)) lesson_problems.push_back(std::move(p));
         for (std::string& p : lesson::lint_lesson(lesson)) lesson_problems.push_back(std::move(p));
         for (std::string& p : exercise_problems(lesson, out)) lesson_problems.push_back(std::move(p));
+        for (std::string& p : knob_run_problems(lesson, out)) lesson_problems.push_back(std::move(p));
         for (std::string& p : quoted_command_problems(lesson, run.report, out))
           lesson_problems.push_back(std::move(p));
         bool skipped = false;
@@ -680,6 +753,9 @@ void register_lesson(CLI::App& app) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   run->add_flag("--no-viz", args->no_viz, "do not open dpscope-viz");
+  run->add_option("--reuse-runs", args->reuse_runs,
+                  "keep simulated runs' traces in this directory by command line, and reuse them when the "
+                  "same run is asked for again (dpscope-viz's knobs use it)");
   add_dir(run);
   run->callback([args] { run_command(*args); });
 

@@ -189,6 +189,37 @@ TEST(VizCli, BenchFramesPrintsLoadAndFrameTimes) {
     EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
 }
 
+// --bench-knobs: a row per knob of the lesson (lesson 5: GPUs and preset), each change timed from the
+// run to the loaded trace, and the way back to the default, whose runs the viewer has made.
+TEST(VizCli, BenchKnobsTimesEachKnobChangeOfTheLesson) {
+  const std::string lessons = quoted(std::string(DPSCOPE_SOURCE_DIR) + "/lessons");
+  const auto r =
+      run_command("env -u DISPLAY " + kViz + " --lesson 5 --lessons-dir " + lessons + " --bench-knobs 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* row :
+       {"knob benchmark: lesson 05-ring-allreduce (2 knobs, 1 round)", "--devices      4 -> 5",
+        "--preset       h100-sxm -> a100-sxm", "back s", "slowest change to a new value: "})
+    EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("slowest change to a new value: ([0-9.]+) s")));
+  EXPECT_GT(std::stod(m[1]), 0.0);
+}
+
+TEST(VizCli, BenchKnobsUsageErrors) {
+  const std::string lessons = quoted(std::string(DPSCOPE_SOURCE_DIR) + "/lessons");
+  for (const auto& [args, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"--bench-knobs 2", "--bench-knobs needs --lesson"},
+           {"--lesson 5 --lessons-dir " + lessons + " --bench-knobs 0", "--bench-knobs"},
+           {"--lesson 5 --lessons-dir " + lessons + " x.jsonl --bench-knobs 2",
+            "--bench-knobs runs the lesson itself: it takes no trace, --screenshot or --bench-frames"},
+           {"--lesson 99 --lessons-dir " + lessons + " --bench-knobs 2", "no lesson '99' in"}}) {
+    const auto r = run_command("env -u DISPLAY " + kViz + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_EQ(line_count(r.output), 1u) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(expected), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
 TEST(VizCli, BenchmarkTraceIsTheRuntimesTimingOnlyDdpAndBenchFramesRunsOnIt) {
   const auto dir = scratch_dir();
   const auto trace = dir / "bench.jsonl";

@@ -62,15 +62,11 @@ LessonRun LessonMode::run(const std::map<std::string, std::string>& knobs) {
   const fs::path dir = run_root_->path() / fmt::format("run-{}", ++runs_);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  std::vector<std::string> argv = {dpscope.string(),
-                                   "lesson",
-                                   "run",
-                                   lesson_.file.string(),
-                                   "--lessons-dir",
-                                   lessons_dir_.string(),
-                                   "--out",
-                                   dir.string(),
-                                   "--no-viz"};
+  std::vector<std::string> argv = {dpscope.string(), "lesson", "run", lesson_.file.string(), "--lessons-dir",
+                                   lessons_dir_.string(), "--out", dir.string(), "--no-viz",
+                                   // A knob reruns only the runs it changes: the others' traces are
+                                   // kept here by command line (runtime/cli/lesson_run_cache.hpp).
+                                   "--reuse-runs", (run_root_->path() / "reused").string()};
   for (const auto& [flag, value] : knobs) {
     argv.push_back("--knob");
     argv.push_back(flag + "=" + value);

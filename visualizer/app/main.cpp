@@ -7,6 +7,7 @@
 //   dpscope-viz TRACE --bench-frames N [--size WxH]                      (load and frame timings)
 //   dpscope-viz --lesson ID [TRACE] [--knob FLAG=VALUE ...]              (a lesson: runs it when no
 //                                                                         TRACE is given)
+//   dpscope-viz --lesson ID --bench-knobs N                              (knob-change timings)
 //
 // This file reads like the table of contents of the app: parse the command line (CLI11), then
 // one of three modes — interactive (GLFW loop), screenshot (offscreen frame to PNG), benchmark
@@ -23,6 +24,7 @@
 
 #include "app/bench.hpp"
 #include "app/fonts.hpp"
+#include "app/knob_bench.hpp"
 #include "app/lesson_mode.hpp"
 #include "app/platform.hpp"
 #include "dpscope/base/atomic_file.hpp"
@@ -45,6 +47,7 @@ struct AppOptions {
   std::string zoom;         // how the timeline opens: step (default), fit, or a duration
   std::string size;         // WxH
   int bench_frames = 0;
+  int bench_knobs = 0;       // with --lesson: N changes of each knob each way, timed
   LessonModeOptions lesson;  // --lesson ID: the lesson panel, added with Viewer::add_view()
   bool compare = false;      // --compare: the traces side by side on one time axis
   bool stage_only = false;   // --stage-only: the stage alone, for slides
@@ -248,6 +251,10 @@ int run(int argc, char** argv) {
   app.add_option("--bench-frames", o.bench_frames,
                  "time loading and N frames at several zoom levels, print a table, exit")
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--bench-knobs", o.bench_knobs,
+                 "with --lesson: turn each knob away from its default and back N times, time each change "
+                 "(the run, the lesson's text, the trace load), print a table, exit")
+      ->check(CLI::Range(1, 1000));
   app.add_flag("--compare", o.compare,
                "two to four traces of the same model (single, DP, DDP) side by side on one time axis, with "
                "the speedup over the one with the fewest GPUs");
@@ -284,7 +291,13 @@ int run(int argc, char** argv) {
     if (!o.lesson.id.empty() && o.traces.size() > 1) return fail(kExitUsage, "--lesson takes one trace file");
     if (!o.lesson.id.empty() && o.bench_frames > 0)
       return fail(kExitUsage, "--lesson and --bench-frames cannot be combined");
+    if (o.bench_knobs > 0 && o.lesson.id.empty()) return fail(kExitUsage, "--bench-knobs needs --lesson");
+    if (o.bench_knobs > 0 && (!o.traces.empty() || !o.screenshot.empty() || o.bench_frames > 0))
+      return fail(kExitUsage,
+                  "--bench-knobs runs the lesson itself: it takes no trace, --screenshot or "
+                  "--bench-frames");
     if (!o.lesson.id.empty()) LessonMode check(o.lesson);  // an unknown lesson or knob: exit 2 now
+    if (o.bench_knobs > 0) return run_knob_bench(o.lesson, o.bench_knobs);
     if (!o.screenshot.empty() || o.bench_frames > 0) {
       if (o.traces.empty() && o.lesson.id.empty())
         return fail(kExitUsage, fmt::format("{} needs a trace file",

@@ -363,7 +363,8 @@ class LessonReader {
   }
 
   Knob read_knob(const toml::table& t, const Lesson& lesson) {
-    check_keys(t, {"flag", "label", "min", "max", "step", "choices", "switch", "default"}, "[[knobs]]");
+    check_keys(t, {"flag", "label", "min", "max", "step", "choices", "switch", "default", "fails"},
+               "[[knobs]]");
     Knob knob;
     knob.line = static_cast<int>(line_of(t));
     knob.flag = string(t, "flag", "[[knobs]]");
@@ -435,7 +436,32 @@ class LessonReader {
     }
     if (const std::string problem = knob.check(knob.default_value); !problem.empty())
       fail(line_of(def), fmt::format("default: {}", problem));
+    if (t.contains("fails")) read_knob_fails(table(t, "fails", "[[knobs]]"), knob);
     return knob;
+  }
+
+  // `fails = { t4 = "describes one machine" }`: values of the knob whose run is meant to fail, each
+  // with a part of the error it ends with (`lesson check` proves it does).
+  void read_knob_fails(const toml::table& fails, Knob& knob) {
+    if (fails.size() > static_cast<size_t>(kMaxKnobValues))
+      fail(line_of(fails), fmt::format("knob {}: fails names {} values; at most {}", knob.flag, fails.size(),
+                                       kMaxKnobValues));
+    for (const auto& [key, node] : fails) {
+      const std::string value(key.str());
+      if (const std::string problem = knob.check(value); !problem.empty())
+        fail(line_of(node),
+             fmt::format("knob {}: fails: '{}' is not a value of the knob: {}", knob.flag, value, problem));
+      if (value == knob.default_value)
+        fail(line_of(node), fmt::format("knob {}: fails: '{}' is the default, whose run is the lesson's own "
+                                        "([scenario] expect_error declares a lesson whose run fails)",
+                                        knob.flag, value));
+      std::string text = as_string(node, "fails");
+      if (text.empty())
+        fail(line_of(node),
+             fmt::format("knob {}: fails: '{}' must give a part of the error message, not \"\"", knob.flag,
+                         value));
+      knob.fails[value] = std::move(text);
+    }
   }
 
   // A knob's numeric key: finite and at most kMaxKnobMagnitude in size.

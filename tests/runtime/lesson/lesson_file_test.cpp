@@ -139,7 +139,7 @@ TEST_F(LessonFile, UnknownKeysAreNamedWithTheirLine) {
       "explain)");
   EXPECT_EQ(error(good_with("step = 2\n", "step = 2\nstride = 1\n")),
             "F:19: unknown key 'stride' in [[knobs]] (expected one of: flag, label, min, max, step, choices, "
-            "switch, default)");
+            "switch, default, fails)");
 }
 
 TEST_F(LessonFile, MissingKeysAreNamed) {

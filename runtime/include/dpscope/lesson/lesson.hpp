@@ -47,7 +47,10 @@ struct Knob {
   std::vector<std::string> choices;         // choice knobs
   bool is_switch = false;                   // `switch = true`: "on" adds the bare flag
   std::string default_value;                // as written on the command line ("4", "ring")
-  int line = 0;                             // where its [[knobs]] table is in the lesson file
+  // Values whose run ends in an error the lesson means a student to see (with the other knobs at
+  // their defaults): value -> a part of that error ("t4" -> "describes one machine").
+  std::map<std::string, std::string> fails;
+  int line = 0;  // where its [[knobs]] table is in the lesson file
 
   // Returns "" when `value` is allowed, else the reason ("--devices must be an integer from 1 to 8
   // in steps of 1, got 9").
