@@ -111,6 +111,10 @@ Tensor DataParallel::forward(const Tensor& input, std::span<const int64_t> sampl
   }
   // 2. replicate, 3. parallel_apply.
   replicate(k);
+  // Each GPU now holds its rows and its replica (allocated as their copies start): the memory row
+  // shows them before the replica's first kernel ends.
+  for (size_t i = 0; i < k; ++i)
+    if (device_ids_[i].traces_kernels()) device_ids_[i].trace_memory();
   std::vector<Tensor> outputs(k);
   detail::run_parallel(
       k,

@@ -79,6 +79,10 @@ LoopResult train_loop(TrainStrategy& strategy, const TrainConfig& config, const 
   const RunLength& length = strategy.length();
   const std::string where = options.rank >= 0 ? fmt::format(" on rank {}", options.rank) : "";
   LoopResult result;
+  // What each device holds before the first step (the model; a resumed run's optimizer state; a
+  // DataParallel replica's GPU nothing yet): the memory row shows it from the start, not from the
+  // device's first finished kernel.
+  trace_memory(devices);
   const LoopPosition start = start_position(options.resumed);
   int64_t step = start.steps_done;
   for (int64_t epoch = start.epoch; step < length.total_steps; ++epoch) {
