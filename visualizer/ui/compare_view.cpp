@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -20,9 +21,176 @@ std::string throughput(double samples_per_s) {
   return fmt::format("{:.3g} samples/s", samples_per_s);
 }
 
+// A row of data-set indices as chips in their sample colours, `w` wide at most; returns its width.
+float draw_chips(ImDrawList* dl, ImFont* small, const Palette& pal, ImVec2 at, float w, float chip,
+                 const std::vector<int64_t>& rows) {
+  const float gap = std::max(1.0f, chip * 0.12f);
+  const float step = std::min(chip + gap, rows.empty() ? chip : w / static_cast<float>(rows.size()));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ImVec2 a(at.x + step * static_cast<float>(i), at.y);
+    const ImVec2 b(a.x + step - gap, a.y + chip);
+    const ImU32 fill = pal.sample_color(rows[i]);
+    dl->AddRectFilled(a, b, fill, 2.0f);
+    const std::string n = fmt::format("{}", rows[i]);
+    const float px = std::min(font_px(small), chip * 0.8f);
+    if (text_size(small, px, n).x <= b.x - a.x)
+      draw_text_centered(dl, small, px, ImVec2((a.x + b.x) * 0.5f, (a.y + b.y) * 0.5f), pal.text_on(fill), n);
+  }
+  return step * static_cast<float>(rows.size()) - gap;
+}
+
 }  // namespace
 
+void CompareView::show_lesson_runs(std::vector<LessonRun> runs) {
+  if (runs == lesson_runs_) return;
+  lesson_runs_ = std::move(runs);
+  columns_.clear();
+  for (const LessonRun& r : lesson_runs_) {
+    LessonColumn c;
+    if (r.model != nullptr) {
+      c.summary = summarize_run(*r.model);
+      const int64_t at = r.at_ns.value_or(r.model->end_ns());
+      c.moment = run_moment(*r.model, at);
+      c.samples = sample_rows(*r.model, at);
+    }
+    columns_.push_back(std::move(c));
+  }
+}
+
+// The lesson's runs in columns, each at its own moment (compare_view.hpp).
+void CompareView::draw_lesson_runs(ViewContext& ctx) {
+  const Palette& pal = *ctx.palette;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 size = ImGui::GetContentRegionAvail();
+  const float fs = ImGui::GetFontSize();
+  ImFont* body = ImGui::GetFont();
+  ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : body;
+  ImFont* small = ctx.fonts.small != nullptr ? ctx.fonts.small : body;
+  dl->AddRectFilled(origin, ImVec2(origin.x + size.x, origin.y + size.y), pal.background, 4.0f);
+
+  int64_t longest = 1;  // one time scale for every column: the longest window fills its bar
+  for (const LessonColumn& c : columns_) longest = std::max(longest, c.moment.t1_ns - c.moment.t0_ns);
+  const float pad = std::round(fs * 0.5f);
+  float y = origin.y + pad;
+  const ImVec4 clip_all(origin.x, origin.y, origin.x + size.x - pad, origin.y + size.y);
+  draw_text(dl, bold, font_px(bold), ImVec2(origin.x + pad, y), pal.text,
+            "Side by side: each run at this chapter's moment", &clip_all);
+  y += font_px(bold) * 1.3f;
+  draw_text(dl, small, font_px(small), ImVec2(origin.x + pad, y), pal.text_dim,
+            fmt::format("bars: the step that holds the moment, from its start; one scale, full width {} | "
+                        "the moment",
+                        format_time(longest)),
+            &clip_all);
+  y += font_px(small) * 1.6f;
+
+  const size_t n = lesson_runs_.size();
+  const float col_w = std::floor((size.x - pad * static_cast<float>(n + 1)) / static_cast<float>(n));
+  const float top = y;
+  for (size_t i = 0; i < n; ++i) {
+    const LessonRun& run = lesson_runs_[i];
+    const LessonColumn& col = columns_[i];
+    const float x0 = origin.x + pad + static_cast<float>(i) * (col_w + pad);
+    const float x1 = x0 + col_w;
+    const float inner_x0 = x0 + pad;
+    const float inner_w = col_w - pad * 2;
+    const ImVec4 clip(x0, top, x1 - pad * 0.5f, origin.y + size.y);
+    dl->AddRectFilled(ImVec2(x0, top), ImVec2(x1, origin.y + size.y - pad), pal.card, 4.0f);
+    dl->AddRect(ImVec2(x0, top), ImVec2(x1, origin.y + size.y - pad), pal.card_border, 4.0f, 0, 1.5f);
+    float cy = top + pad * 0.6f;
+    draw_text(dl, bold, font_px(bold), ImVec2(inner_x0, cy), pal.text, run.label, &clip);
+    cy += font_px(bold) * 1.25f;
+    if (run.model == nullptr) {
+      // Wrapped by hand: the draw list has no wrapping of its own.
+      ImGui::SetCursorScreenPos(ImVec2(inner_x0, cy));
+      ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + inner_w);
+      ImGui::PushStyleColor(ImGuiCol_Text, pal.warning);
+      ImGui::TextWrapped("cannot be shown: %s", run.error.c_str());
+      ImGui::PopStyleColor();
+      ImGui::PopTextWrapPos();
+      continue;
+    }
+    const RunMoment& m = col.moment;
+    const bool bench = !m.collective.empty() && (m.spans.empty() || m.spans.front().phase == Phase::kNone);
+    draw_text(dl, small, font_px(small), ImVec2(inner_x0, cy), pal.text_dim,
+              bench ? m.collective : col.summary.title, &clip);
+    cy += font_px(small) * 1.4f;
+    // The number the narration quotes, large: the collective's time, or the step's.
+    std::string big;
+    if (!run.at_ns)
+      big = "its moment never came";
+    else if (bench)
+      big = format_time(m.collective_ns);
+    else if (m.step >= 0)
+      big = fmt::format("step {}: {}", m.step + 1, format_time(m.t1_ns - m.t0_ns));
+    draw_text(dl, bold, font_px(bold) * 1.3f, ImVec2(inner_x0, cy), pal.text, big, &clip);
+    cy += font_px(bold) * 1.3f * 1.3f;
+    // The bar: the step on the common scale, its work in colour, the moment as a line.
+    const float bar_h = std::round(fs * 1.3f);
+    const auto x_of = [&](int64_t t) {
+      return inner_x0 + static_cast<float>(static_cast<double>(t - m.t0_ns) / static_cast<double>(longest)) * inner_w;
+    };
+    dl->AddRectFilled(ImVec2(inner_x0, cy), ImVec2(x_of(m.t1_ns), cy + bar_h), with_alpha(pal.idle, 0.5f), 2.0f);
+    for (const RunMoment::Span& s : m.spans)
+      dl->AddRectFilled(ImVec2(x_of(s.t0_ns), cy), ImVec2(std::max(x_of(s.t1_ns), x_of(s.t0_ns) + 1.0f), cy + bar_h),
+                        s.phase == Phase::kNone ? pal.comm : pal.phase_color(s.phase));
+    if (run.at_ns) {
+      const float px = x_of(m.t_ns);
+      dl->AddLine(ImVec2(px, cy - fs * 0.3f), ImVec2(px, cy + bar_h + fs * 0.3f), pal.playhead,
+                  2.0f * pal.line_scale);
+    }
+    cy += bar_h + fs * 0.6f;
+    // The rows each rank read, epoch by epoch (a run with a sampler).
+    const SampleRows& rows = col.samples;
+    if (rows.ranks.empty()) continue;
+    const float label_w = text_size(small, font_px(small), "rank 0").x + pad;
+    const float epoch_w = (inner_w - label_w) / static_cast<float>(std::max<int64_t>(rows.epochs, 1));
+    for (int64_t e = 0; e < rows.epochs; ++e)
+      draw_text(dl, small, font_px(small),
+                ImVec2(inner_x0 + label_w + epoch_w * static_cast<float>(e), cy), pal.text_dim,
+                fmt::format("epoch {}", e + 1), &clip);
+    cy += font_px(small) * 1.3f;
+    size_t per_batch = 1;
+    for (const SampleRows::Rank& r : rows.ranks)
+      for (const SampleRows::Batch& b : r.batches) per_batch = std::max(per_batch, b.rows.size());
+    const float chip = std::clamp((epoch_w - pad) / static_cast<float>(per_batch) * 0.88f, 4.0f, fs * 1.5f);
+    const float thick = 2.0f * pal.line_scale;
+    for (const SampleRows::Rank& r : rows.ranks) {
+      draw_text(dl, small, font_px(small), ImVec2(inner_x0, cy + (chip - font_px(small)) * 0.5f), pal.text,
+                fmt::format("rank {}", r.rank), &clip);
+      std::map<int64_t, int> row_in_epoch;
+      float rank_h = chip;
+      for (const SampleRows::Batch& b : r.batches) {
+        const int k = row_in_epoch[b.epoch]++;
+        const ImVec2 at(inner_x0 + label_w + epoch_w * static_cast<float>(b.epoch),
+                        cy + static_cast<float>(k) * (chip + thick * 2 + 2));
+        const float w = draw_chips(dl, small, pal, at, epoch_w - pad, chip, b.rows);
+        if (b.repeats)  // the same rows as the previous epoch's batch here: outlined in the warning colour
+          dl->AddRect(ImVec2(at.x - thick, at.y - thick), ImVec2(at.x + w + thick, at.y + chip + thick),
+                      pal.warning, 2.0f, 0, thick);
+        rank_h = std::max(rank_h, at.y + chip - cy);
+      }
+      cy += rank_h + fs * 0.5f;
+    }
+    if (rows.epochs >= 2) {
+      const std::string verdict =
+          rows.repeated > 0
+              ? fmt::format("{} batch{} repeat{} the previous epoch's (outlined)", rows.repeated,
+                            rows.repeated == 1 ? "" : "es", rows.repeated == 1 ? "s" : "")
+              : "no batch repeats the previous epoch's";
+      draw_text(dl, small, font_px(small), ImVec2(inner_x0, cy), rows.repeated > 0 ? pal.warning : pal.text_dim,
+                verdict, &clip);
+    }
+  }
+  ImGui::SetCursorScreenPos(origin);
+  ImGui::Dummy(size);
+}
+
 void CompareView::draw(ViewContext& ctx) {
+  if (showing_lesson_runs()) {
+    draw_lesson_runs(ctx);
+    return;
+  }
   // Summaries are rebuilt only when the set of models changes (a live trace rebuilds its model).
   std::vector<const ReplayModel*> models;
   for (const Document* d : ctx.documents)

@@ -560,3 +560,33 @@ TEST_F(LessonFile, BadPlaceholdersExpectsScenariosAndExercisesAreNamed) {
 
 }  // namespace
 }  // namespace dpscope::lesson
+
+namespace dpscope::lesson {
+namespace {
+
+// A chapter's `compare` names 2 to 4 distinct runs, each "main" (the lesson's own) or a
+// [[scenarios]] name; every other list is one line naming FILE:LINE.
+TEST_F(LessonFile, CompareNamesTwoToFourRunsOfTheLesson) {
+  const std::string one_gpu = "\n[[scenarios]]\nname = \"one-gpu\"\nargs = [\"train\", \"--steps\", \"1\"]\n";
+  auto with = [&](const std::string& compare) {
+    return good_with("narration = \"Look.\"", "narration = \"Look.\"\ncompare = " + compare) + one_gpu;
+  };
+  const Lesson l = load(with("[\"one-gpu\", \"main\"]"));
+  EXPECT_EQ(l.chapters[0].compare, (std::vector<std::string>{"one-gpu", "main"}));
+  EXPECT_EQ(l.chapters[0].compare_line, 38);
+  EXPECT_TRUE(load(kGood).chapters[0].compare.empty());
+  EXPECT_EQ(error(with("[\"main\", \"dp\"]")),
+            "F:38: [[chapters]] 1 compare: 'dp' is no run of the lesson (runs: main, one-gpu; \"main\" is the "
+            "lesson's own)");
+  EXPECT_EQ(error(with("[]")), "F:38: [[chapters]] 1 compare must name 2 to 4 runs to show side by side, got 0");
+  EXPECT_EQ(error(with("[\"main\"]")),
+            "F:38: [[chapters]] 1 compare must name 2 to 4 runs to show side by side, got 1");
+  EXPECT_EQ(error(with("[\"main\", \"one-gpu\", \"main\", \"one-gpu\", \"main\"]")),
+            "F:38: [[chapters]] 1 compare must name 2 to 4 runs to show side by side, got 5");
+  EXPECT_EQ(error(with("[\"main\", \"main\"]")), "F:38: [[chapters]] 1 compare: 'main' is named twice");
+  EXPECT_EQ(error(with("\"main\"")), "F:38: 'compare' must be an array, got string");
+  EXPECT_EQ(error(with("[\"main\", 3]")), "F:38: 'compare' must be a string, got integer");
+}
+
+}  // namespace
+}  // namespace dpscope::lesson

@@ -20,6 +20,10 @@ struct ChapterResult {
   // nullopt when it never fires.
   std::optional<int64_t> time_ns;
   std::string narration;  // rendered at the chapter's moment (the source when it cannot be)
+  // A chapter with `compare`: per compared run (in its order), that run's moment — the chapter's
+  // trigger matched in that run, from its trace's first event (ns); nullopt when it never fires
+  // there or the run's trace is missing (both are problems). Empty for other chapters.
+  std::vector<std::optional<int64_t>> compare_times_ns;
 };
 
 struct QuestionResult {
