@@ -66,7 +66,8 @@ RunMoment run_moment(const ReplayModel& model, int64_t t_ns) {
   for (size_t i = 0; i < marks.size(); ++i) {
     const int64_t t0 = std::max(marks[i].ts_ns, m.t0_ns);
     const int64_t t1 = std::min(i + 1 < marks.size() ? marks[i + 1].ts_ns : model.end_ns(), m.t1_ns);
-    if (t1 > t0 && marks[i].phase != Phase::kNone) m.spans.push_back({.t0_ns = t0, .t1_ns = t1, .phase = marks[i].phase});
+    if (t1 > t0 && marks[i].phase != Phase::kNone)
+      m.spans.push_back({.t0_ns = t0, .t1_ns = t1, .phase = marks[i].phase});
   }
   // The reference device: the lowest rank with a collective span (rank 0 in every lesson run).
   const trace::TraceData& data = model.data();

@@ -128,11 +128,14 @@ void CompareView::draw_lesson_runs(ViewContext& ctx) {
     // The bar: the step on the common scale, its work in colour, the moment as a line.
     const float bar_h = std::round(fs * 1.3f);
     const auto x_of = [&](int64_t t) {
-      return inner_x0 + static_cast<float>(static_cast<double>(t - m.t0_ns) / static_cast<double>(longest)) * inner_w;
+      return inner_x0 +
+             static_cast<float>(static_cast<double>(t - m.t0_ns) / static_cast<double>(longest)) * inner_w;
     };
-    dl->AddRectFilled(ImVec2(inner_x0, cy), ImVec2(x_of(m.t1_ns), cy + bar_h), with_alpha(pal.idle, 0.5f), 2.0f);
+    dl->AddRectFilled(ImVec2(inner_x0, cy), ImVec2(x_of(m.t1_ns), cy + bar_h), with_alpha(pal.idle, 0.5f),
+                      2.0f);
     for (const RunMoment::Span& s : m.spans)
-      dl->AddRectFilled(ImVec2(x_of(s.t0_ns), cy), ImVec2(std::max(x_of(s.t1_ns), x_of(s.t0_ns) + 1.0f), cy + bar_h),
+      dl->AddRectFilled(ImVec2(x_of(s.t0_ns), cy),
+                        ImVec2(std::max(x_of(s.t1_ns), x_of(s.t0_ns) + 1.0f), cy + bar_h),
                         s.phase == Phase::kNone ? pal.comm : pal.phase_color(s.phase));
     if (run.at_ns) {
       const float px = x_of(m.t_ns);
@@ -146,9 +149,8 @@ void CompareView::draw_lesson_runs(ViewContext& ctx) {
     const float label_w = text_size(small, font_px(small), "rank 0").x + pad;
     const float epoch_w = (inner_w - label_w) / static_cast<float>(std::max<int64_t>(rows.epochs, 1));
     for (int64_t e = 0; e < rows.epochs; ++e)
-      draw_text(dl, small, font_px(small),
-                ImVec2(inner_x0 + label_w + epoch_w * static_cast<float>(e), cy), pal.text_dim,
-                fmt::format("epoch {}", e + 1), &clip);
+      draw_text(dl, small, font_px(small), ImVec2(inner_x0 + label_w + epoch_w * static_cast<float>(e), cy),
+                pal.text_dim, fmt::format("epoch {}", e + 1), &clip);
     cy += font_px(small) * 1.3f;
     size_t per_batch = 1;
     for (const SampleRows::Rank& r : rows.ranks)
@@ -178,8 +180,8 @@ void CompareView::draw_lesson_runs(ViewContext& ctx) {
               ? fmt::format("{} batch{} repeat{} the previous epoch's (outlined)", rows.repeated,
                             rows.repeated == 1 ? "" : "es", rows.repeated == 1 ? "s" : "")
               : "no batch repeats the previous epoch's";
-      draw_text(dl, small, font_px(small), ImVec2(inner_x0, cy), rows.repeated > 0 ? pal.warning : pal.text_dim,
-                verdict, &clip);
+      draw_text(dl, small, font_px(small), ImVec2(inner_x0, cy),
+                rows.repeated > 0 ? pal.warning : pal.text_dim, verdict, &clip);
     }
   }
   ImGui::SetCursorScreenPos(origin);

@@ -147,8 +147,8 @@ class LessonView final : public View {
   std::map<std::string, std::string> knob_values_;
   std::string status_;  // the last re-run: "re-ran in 0.31 s" or its error
   CompareView* compare_ = nullptr;
-  bool compare_shown_ = false;         // the compare view shows this lesson's runs
-  bool compare_was_visible_ = false;   // and whether it was on before
+  bool compare_shown_ = false;        // the compare view shows this lesson's runs
+  bool compare_was_visible_ = false;  // and whether it was on before
 };
 
 }  // namespace dpscope::viz

@@ -520,7 +520,8 @@ class LessonReader {
   }
 
   // `compare`: 2 to 4 distinct runs, each "main" or a [[scenarios]] name (read before the chapters).
-  void read_compare(const toml::table& t, const Lesson& lesson, const std::string& context, Chapter& chapter) {
+  void read_compare(const toml::table& t, const Lesson& lesson, const std::string& context,
+                    Chapter& chapter) {
     const int64_t line = line_of(t, "compare");
     chapter.compare_line = static_cast<int>(line);
     const std::vector<const toml::node*> items = array(t, "compare", context);
@@ -530,8 +531,9 @@ class LessonReader {
     std::vector<std::string> names;
     for (const toml::node* item : items) {
       const std::string name = as_string(*item, "compare");
-      const bool known = name == kMainRun || std::any_of(lesson.scenarios.begin(), lesson.scenarios.end(),
-                                                          [&](const OtherScenario& s) { return s.name == name; });
+      const bool known =
+          name == kMainRun || std::any_of(lesson.scenarios.begin(), lesson.scenarios.end(),
+                                          [&](const OtherScenario& s) { return s.name == name; });
       if (!known) {
         std::vector<std::string> all = {std::string(kMainRun)};
         for (const OtherScenario& s : lesson.scenarios) all.push_back(s.name);

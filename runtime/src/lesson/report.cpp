@@ -61,7 +61,8 @@ std::string command_line(const std::vector<std::string>& args) {
 // result.compare_times_ns; a run whose trace is missing, whose trigger never fires or whose
 // picture misses an expectation is a problem naming the run.
 void check_compared_runs(const Chapter& chapter, const std::string& where, const trace::TraceData& data,
-                         ChapterResult& result, const ScenarioTraces& others, std::vector<std::string>& problems) {
+                         ChapterResult& result, const ScenarioTraces& others,
+                         std::vector<std::string>& problems) {
   for (const std::string& name : chapter.compare) {
     const trace::TraceData* run = &data;
     std::optional<int64_t> time_ns;
@@ -90,12 +91,12 @@ void check_compared_runs(const Chapter& chapter, const std::string& where, const
     for (const Expectation& expect : chapter.expect) {
       try {
         if (expect.condition.evaluate(*run, context) == 0.0)
-          problems.push_back(fmt::format("{}: compare: the run '{}' must show `{}`, but at {} it shows {}", where,
-                                         name, expect.condition.text(), time_text(time_ns),
+          problems.push_back(fmt::format("{}: compare: the run '{}' must show `{}`, but at {} it shows {}",
+                                         where, name, expect.condition.text(), time_text(time_ns),
                                          expect.condition.evaluate_text(*run, context)));
       } catch (const Error& e) {
-        problems.push_back(
-            fmt::format("{}: compare: the run '{}': expect `{}`: {}", where, name, expect.condition.text(), e.what()));
+        problems.push_back(fmt::format("{}: compare: the run '{}': expect `{}`: {}", where, name,
+                                       expect.condition.text(), e.what()));
       }
     }
   }

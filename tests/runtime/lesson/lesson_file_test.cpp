@@ -132,7 +132,7 @@ TEST_F(LessonFile, UnknownKeysAreNamedWithTheirLine) {
             "scenarios, knobs, snippet, chapters, questions, exercises)");
   EXPECT_EQ(error(good_with("narration = \"Look.\"", "narration = \"Look.\"\nnarative = 1")),
             "F:38: unknown key 'narative' in [[chapters]] 1 (expected one of: title, trigger, narration, "
-            "snippet_line, expect)");
+            "snippet_line, expect, compare)");
   EXPECT_EQ(
       error(good_with("unit = \"transfers\"", "unit = \"transfers\"\nunits = \"x\"")),
       "F:44: unknown key 'units' in question 1 (expected one of: chapter, prompt, answer, unit, tolerance, "
@@ -575,17 +575,19 @@ TEST_F(LessonFile, CompareNamesTwoToFourRunsOfTheLesson) {
   EXPECT_EQ(l.chapters[0].compare, (std::vector<std::string>{"one-gpu", "main"}));
   EXPECT_EQ(l.chapters[0].compare_line, 38);
   EXPECT_TRUE(load(kGood).chapters[0].compare.empty());
-  EXPECT_EQ(error(with("[\"main\", \"dp\"]")),
-            "F:38: [[chapters]] 1 compare: 'dp' is no run of the lesson (runs: main, one-gpu; \"main\" is the "
-            "lesson's own)");
-  EXPECT_EQ(error(with("[]")), "F:38: [[chapters]] 1 compare must name 2 to 4 runs to show side by side, got 0");
+  EXPECT_EQ(
+      error(with("[\"main\", \"dp\"]")),
+      "F:38: [[chapters]] 1 compare: 'dp' is no run of the lesson (runs: main, one-gpu; \"main\" is the "
+      "lesson's own)");
+  EXPECT_EQ(error(with("[]")),
+            "F:38: [[chapters]] 1 compare must name 2 to 4 runs to show side by side, got 0");
   EXPECT_EQ(error(with("[\"main\"]")),
             "F:38: [[chapters]] 1 compare must name 2 to 4 runs to show side by side, got 1");
   EXPECT_EQ(error(with("[\"main\", \"one-gpu\", \"main\", \"one-gpu\", \"main\"]")),
             "F:38: [[chapters]] 1 compare must name 2 to 4 runs to show side by side, got 5");
   EXPECT_EQ(error(with("[\"main\", \"main\"]")), "F:38: [[chapters]] 1 compare: 'main' is named twice");
-  EXPECT_EQ(error(with("\"main\"")), "F:38: 'compare' must be an array, got string");
-  EXPECT_EQ(error(with("[\"main\", 3]")), "F:38: 'compare' must be a string, got integer");
+  EXPECT_EQ(error(with("\"main\"")), "F:38: 'compare' must be an array, got a string");
+  EXPECT_EQ(error(with("[\"main\", 3]")), "F:38: 'compare' must be a string, got an integer");
 }
 
 }  // namespace

@@ -294,7 +294,7 @@ TEST(LessonReport, CompareChapterShowsEachRunAtItsMoment) {
   const trace::TraceData main = testing::hand_trace();
   const trace::TraceData again = testing::hand_trace();
   std::string text = testing::hand_trace_text();  // every time 1000 ns later
-  for (const std::string& ts : {"100", "200", "300", "310"}) {
+  for (const std::string ts : {"100", "200", "300", "310"}) {
     const std::string from = "\"ts\":" + ts + ",";
     for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + 1))
       text.replace(at, from.size(), "\"ts\":" + std::to_string(std::stoi(ts) + 1000) + ",");
@@ -309,16 +309,19 @@ TEST(LessonReport, CompareChapterShowsEachRunAtItsMoment) {
 
   l.chapters[0].expect = {{Expression::parse("count(type=transfer, at=started) == 2"), 1}};
   r = evaluate_lesson(l, main, {{"again", &again}});
-  EXPECT_EQ(r.problems, (std::vector<std::string>{"09-sample: chapter 1 'Reduce-scatter': compare: no trace of the run 'later'"}));
+  EXPECT_EQ(r.problems, (std::vector<std::string>{
+                            "09-sample: chapter 1 'Reduce-scatter': compare: no trace of the run 'later'"}));
   EXPECT_EQ(r.chapters[0].compare_times_ns[2], std::nullopt);
 
   l.chapters[0].expect = {{Expression::parse("count(type=transfer, rank=0, at=started) == 1"), 1}};
   const trace::TraceData no_rank1 = trace::parse_trace(
-      testing::hand_trace_text().substr(0, testing::hand_trace_text().find("{\"type\":\"transfer\"")), "cut.jsonl");
+      testing::hand_trace_text().substr(0, testing::hand_trace_text().find("{\"type\":\"transfer\"")),
+      "cut.jsonl");
   r = evaluate_lesson(l, main, {{"again", &no_rank1}, {"later", &later}});
-  EXPECT_EQ(r.problems,
-            (std::vector<std::string>{
-                "09-sample: chapter 1 'Reduce-scatter': compare: trigger { ... } never fires in the run 'again'"}));
+  EXPECT_EQ(
+      r.problems,
+      (std::vector<std::string>{
+          "09-sample: chapter 1 'Reduce-scatter': compare: trigger { ... } never fires in the run 'again'"}));
 }
 
 }  // namespace
