@@ -487,6 +487,10 @@ TEST_F(Screenshots, ACompareChapterShowsItsRunsSideBySideEachAtItsMoment) {
     EXPECT_EQ(small.collective, fmt::format("all_reduce {} 4.00 KiB", algo));
     EXPECT_EQ(small.step, 0);
     EXPECT_GT(small.collective_ns, 0);
+    EXPECT_EQ(small.messages, std::string(algo) == "ring"    ? 14
+                              : std::string(algo) == "naive" ? 7
+                                                             : 3)
+        << algo << ": ring 2(N-1) on 8 GPUs, naive: rank 0 sends the sum to the 7 others";
     const RunMoment large = run_moment(*t.model, t.model->step_window(1).first);
     EXPECT_EQ(large.collective, fmt::format("all_reduce {} 64.00 MiB", algo));
     EXPECT_EQ(large.t1_ns - large.t0_ns, large.collective_ns) << "a bench size's step is its all-reduce";

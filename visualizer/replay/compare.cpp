@@ -67,7 +67,7 @@ RunMoment run_moment(const ReplayModel& model, int64_t t_ns) {
     const int64_t t0 = std::max(marks[i].ts_ns, m.t0_ns);
     const int64_t t1 = std::min(i + 1 < marks.size() ? marks[i + 1].ts_ns : model.end_ns(), m.t1_ns);
     if (t1 > t0 && marks[i].phase != Phase::kNone)
-      m.spans.push_back({.t0_ns = t0, .t1_ns = t1, .phase = marks[i].phase});
+      m.phases.push_back({.t0_ns = t0, .t1_ns = t1, .phase = marks[i].phase});
   }
   // The reference device: the lowest rank with a collective span (rank 0 in every lesson run).
   const trace::TraceData& data = model.data();
@@ -82,12 +82,13 @@ RunMoment run_moment(const ReplayModel& model, int64_t t_ns) {
       m.collective = std::string(data.str(e.name));
       m.collective_ns = e.dur_ns;
     }
-    const bool has_phases = !m.spans.empty() && m.spans.front().phase != Phase::kNone;
-    if (has_phases) continue;
     const int64_t t0 = std::max(e.ts_ns, m.t0_ns);
     const int64_t t1 = std::min(e.end_ns(), m.t1_ns);
-    if (t1 > t0) m.spans.push_back({.t0_ns = t0, .t1_ns = t1, .name = std::string(data.str(e.name))});
+    if (t1 > t0) m.collectives.push_back({.t0_ns = t0, .t1_ns = t1, .name = std::string(data.str(e.name))});
   }
+  for (const Collective& c : model.collectives())
+    if (c.step == m.step)
+      for (const uint32_t t : c.transfers) m.messages += data.events[t].rank == rank ? 1 : 0;
   return m;
 }
 

@@ -41,19 +41,23 @@ struct RunMoment {
   int64_t step = -1;  // the step that holds it; -1: the run has no steps (then the whole run)
   int64_t t0_ns = 0;  // the step's window on the run's clock: its first event to the next step's
   int64_t t1_ns = 0;
-  // The reference device's work in the window: its phases (a training run), else its collective
-  // spans (a bench run, whose events have no phase), clipped to the window.
+  // The reference device's work in the window, clipped to it: its phases (empty for a bench run,
+  // whose events have no phase) and its collective spans (a DDP run's all-reduces, a bench run's).
   struct Span {
     int64_t t0_ns = 0;
     int64_t t1_ns = 0;
-    Phase phase = Phase::kNone;  // kNone: a collective span
-    std::string name;            // a collective span's name ("all_reduce tree 4.00 KiB"); "" for phases
+    Phase phase = Phase::kNone;  // phases only
+    std::string name;            // collectives only: "all_reduce tree 4.00 KiB"
   };
-  std::vector<Span> spans;
+  std::vector<Span> phases;
+  std::vector<Span> collectives;
   // The collective that holds the moment on the reference device ("all_reduce tree 4.00 KiB") and
   // its duration; "" and 0 when none does.
   std::string collective;
   int64_t collective_ns = 0;
+  // The messages (transfers) the reference rank sends in the step's collectives: a bench size's
+  // all-reduce sends 2(N-1) in a ring, fewer in a tree.
+  int messages = 0;
 };
 RunMoment run_moment(const ReplayModel& model, int64_t t_ns);
 

@@ -21,6 +21,8 @@ std::string throughput(double samples_per_s) {
   return fmt::format("{:.3g} samples/s", samples_per_s);
 }
 
+constexpr size_t kMaxChipsPerBatch = 16;
+
 // A row of data-set indices as chips in their sample colours, `w` wide at most; returns its width.
 float draw_chips(ImDrawList* dl, ImFont* small, const Palette& pal, ImVec2 at, float w, float chip,
                  const std::vector<int64_t>& rows) {
@@ -82,7 +84,25 @@ void CompareView::draw_lesson_runs(ViewContext& ctx) {
                         "the moment",
                         format_time(longest)),
             &clip_all);
-  y += font_px(small) * 1.6f;
+  y += font_px(small) * 1.5f;
+  // The colours: the reference GPU's phases, and its collectives (a strip under a training step's
+  // bar, the bar itself for a bench run).
+  float lx = origin.x + pad;
+  const float sw = font_px(small);
+  bool phases = false;  // a bench run has none: its bar is its collective alone
+  for (const LessonColumn& c : columns_) phases = phases || !c.moment.phases.empty();
+  for (const auto& [color, name] : {std::pair<ImU32, const char*>{pal.phase_color(Phase::kData), "data"},
+                                    {pal.phase_color(Phase::kForward), "forward"},
+                                    {pal.phase_color(Phase::kBackward), "backward"},
+                                    {pal.phase_color(Phase::kOptimizer), "optimizer"},
+                                    {pal.comm, "all-reduce (GPU 0)"}}) {
+    if (!phases && color != pal.comm) continue;
+    dl->AddRectFilled(ImVec2(lx, y + sw * 0.1f), ImVec2(lx + sw * 0.9f, y + sw), color, 2.0f);
+    lx += sw * 1.2f;
+    draw_text(dl, small, sw, ImVec2(lx, y), pal.text_dim, name, &clip_all);
+    lx += text_size(small, sw, name).x + sw * 0.9f;
+  }
+  y += sw * 1.6f;
 
   const size_t n = lesson_runs_.size();
   const float col_w = std::floor((size.x - pad * static_cast<float>(n + 1)) / static_cast<float>(n));
@@ -111,10 +131,17 @@ void CompareView::draw_lesson_runs(ViewContext& ctx) {
       continue;
     }
     const RunMoment& m = col.moment;
-    const bool bench = !m.collective.empty() && (m.spans.empty() || m.spans.front().phase == Phase::kNone);
+    const bool bench = m.phases.empty() && !m.collectives.empty();
     draw_text(dl, small, font_px(small), ImVec2(inner_x0, cy), pal.text_dim,
               bench ? m.collective : col.summary.title, &clip);
-    cy += font_px(small) * 1.4f;
+    cy += font_px(small) * 1.25f;
+    // What a step holds: like is compared with like only on the same global batch.
+    if (!bench && col.summary.samples_per_step > 0) {
+      draw_text(dl, small, font_px(small), ImVec2(inner_x0, cy), pal.text_dim,
+                fmt::format("{} samples a step", col.summary.samples_per_step), &clip);
+      cy += font_px(small) * 1.25f;
+    }
+    cy += font_px(small) * 0.2f;
     // The number the narration quotes, large: the collective's time, or the step's.
     std::string big;
     if (!run.at_ns)
@@ -133,28 +160,67 @@ void CompareView::draw_lesson_runs(ViewContext& ctx) {
     };
     dl->AddRectFilled(ImVec2(inner_x0, cy), ImVec2(x_of(m.t1_ns), cy + bar_h), with_alpha(pal.idle, 0.5f),
                       2.0f);
-    for (const RunMoment::Span& s : m.spans)
-      dl->AddRectFilled(ImVec2(x_of(s.t0_ns), cy),
-                        ImVec2(std::max(x_of(s.t1_ns), x_of(s.t0_ns) + 1.0f), cy + bar_h),
-                        s.phase == Phase::kNone ? pal.comm : pal.phase_color(s.phase));
+    const auto span_box = [&](const RunMoment::Span& s, float y0, float y1, ImU32 color) {
+      dl->AddRectFilled(ImVec2(x_of(s.t0_ns), y0), ImVec2(std::max(x_of(s.t1_ns), x_of(s.t0_ns) + 1.0f), y1),
+                        color);
+    };
+    for (const RunMoment::Span& s : bench ? m.collectives : m.phases)
+      span_box(s, cy, cy + bar_h, bench ? pal.comm : pal.phase_color(s.phase));
+    // A training step's collectives (DDP's all-reduces, during backward) in a strip under its bar.
+    const float strip_h = bench || m.collectives.empty() ? 0.0f : std::round(bar_h * 0.45f);
+    for (const RunMoment::Span& s : bench ? std::vector<RunMoment::Span>{} : m.collectives)
+      span_box(s, cy + bar_h + 2.0f, cy + bar_h + 2.0f + strip_h, pal.comm);
+    const float bar_bottom = cy + bar_h + (strip_h > 0 ? strip_h + 2.0f : 0.0f);
     if (run.at_ns) {
       const float px = x_of(m.t_ns);
-      dl->AddLine(ImVec2(px, cy - fs * 0.3f), ImVec2(px, cy + bar_h + fs * 0.3f), pal.playhead,
+      dl->AddLine(ImVec2(px, cy - fs * 0.3f), ImVec2(px, bar_bottom + fs * 0.3f), pal.playhead,
                   2.0f * pal.line_scale);
     }
-    cy += bar_h + fs * 0.6f;
+    cy = bar_bottom + fs * 0.6f;
+    if (bench && m.messages > 0) {
+      draw_text(dl, small, font_px(small), ImVec2(inner_x0, cy), pal.text,
+                fmt::format("GPU 0 sends {} message{}", m.messages, m.messages == 1 ? "" : "s"), &clip);
+      cy += font_px(small) * 1.3f;
+      if (run.at_ns && m.collective_ns > 0)
+        draw_text(dl, small, font_px(small), ImVec2(inner_x0, cy), pal.text_dim,
+                  fmt::format("{} per message", format_time(m.collective_ns / m.messages)), &clip);
+      cy += font_px(small) * 1.3f;
+    }
+    // Where the step's time goes: each phase's total, and the time GPU 0 spends in collectives.
+    if (!bench && !m.phases.empty()) {
+      std::map<Phase, int64_t> phase_ns;
+      for (const RunMoment::Span& p : m.phases) phase_ns[p.phase] += p.t1_ns - p.t0_ns;
+      int64_t collective_ns = 0;
+      for (const RunMoment::Span& c : m.collectives) collective_ns += c.t1_ns - c.t0_ns;
+      const float row_px = font_px(small);
+      auto line = [&](ImU32 color, const std::string& what, int64_t ns) {
+        dl->AddRectFilled(ImVec2(inner_x0, cy + row_px * 0.1f), ImVec2(inner_x0 + row_px * 0.9f, cy + row_px),
+                          color, 2.0f);
+        draw_text(dl, small, row_px, ImVec2(inner_x0 + row_px * 1.3f, cy), pal.text, what, &clip);
+        const std::string t = format_time(ns);
+        draw_text(dl, small, row_px, ImVec2(inner_x0 + inner_w - text_size(small, row_px, t).x, cy), pal.text,
+                  t, &clip);
+        cy += row_px * 1.3f;
+      };
+      for (const Phase p : {Phase::kData, Phase::kForward, Phase::kBackward, Phase::kOptimizer})
+        if (const auto it = phase_ns.find(p); it != phase_ns.end())
+          line(pal.phase_color(p), to_string(p), it->second);
+      if (collective_ns > 0) line(pal.comm, "all-reduce (GPU 0)", collective_ns);
+      cy += fs * 0.4f;
+    }
     // The rows each rank read, epoch by epoch (a run with a sampler).
     const SampleRows& rows = col.samples;
-    if (rows.ranks.empty()) continue;
+    size_t per_batch = 1;
+    for (const SampleRows::Rank& r : rows.ranks)
+      for (const SampleRows::Batch& b : r.batches) per_batch = std::max(per_batch, b.rows.size());
+    // Only batches small enough to read chip by chip (lesson 8's); thousands of rows would be noise.
+    if (rows.ranks.empty() || per_batch > kMaxChipsPerBatch) continue;
     const float label_w = text_size(small, font_px(small), "rank 0").x + pad;
     const float epoch_w = (inner_w - label_w) / static_cast<float>(std::max<int64_t>(rows.epochs, 1));
     for (int64_t e = 0; e < rows.epochs; ++e)
       draw_text(dl, small, font_px(small), ImVec2(inner_x0 + label_w + epoch_w * static_cast<float>(e), cy),
                 pal.text_dim, fmt::format("epoch {}", e + 1), &clip);
     cy += font_px(small) * 1.3f;
-    size_t per_batch = 1;
-    for (const SampleRows::Rank& r : rows.ranks)
-      for (const SampleRows::Batch& b : r.batches) per_batch = std::max(per_batch, b.rows.size());
     const float chip = std::clamp((epoch_w - pad) / static_cast<float>(per_batch) * 0.88f, 4.0f, fs * 1.5f);
     const float thick = 2.0f * pal.line_scale;
     for (const SampleRows::Rank& r : rows.ranks) {
