@@ -678,6 +678,17 @@ std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const les
           fmt::format("t:{}ns", trace_begin_ns + *report.chapters[c].time_ns), std::string("--size"),
           std::string("1600x900")})
       argv.push_back(a);
+    // A chapter that compares is drawn in lesson mode, which shows its runs side by side (each at
+    // its own moment; their traces lie beside the lesson's).
+    if (!lesson.chapters[c].compare.empty()) {
+      argv.resize(prefix.size());
+      for (const std::string& a :
+           {viz, std::string("--lesson"), lesson.file.string(), std::string("--lessons-dir"),
+            lesson.file.parent_path().string(), trace.string(), std::string("--screenshot"),
+            (out / name).string(), std::string("--seek"), fmt::format("chapter:{}", c + 1),
+            std::string("--size"), std::string("1600x900")})
+        argv.push_back(a);
+    }
     const fs::path log = out / fmt::format("{}-chapter-{}.log", lesson.id, c + 1);
     const pid_t pid = spawn_process(argv, log);
     int status = 0;

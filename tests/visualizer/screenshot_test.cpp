@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpscope/trace_tools/reader.hpp"
+#include "replay/compare.hpp"
 #include "replay/replay_model.hpp"
 #include "run_command.hpp"
 #include "trace_fixtures.hpp"
@@ -448,6 +449,143 @@ TEST_F(Screenshots, ARealStragglerRunShowsItsDiagnosis) {
   testing::write_dp_trace(dp, 2, 2);
   const Image dp_img = shoot(dp, "dp-no-diagnosis", "--seek step:2 --size 1280x720");
   EXPECT_LT(pixels_in(dp_img, right_x, 0, 1280, 720 * 6 / 10, rank_rgb(1)), 50u);
+}
+
+}  // namespace
+}  // namespace dpscope::viz
+
+namespace dpscope::viz {
+namespace {
+
+// Pixels of exactly `rgb` in the columns [x0, x1) of `image`.
+size_t count_color(const Image& image, int x0, int x1, std::array<uint8_t, 3> rgb) {
+  size_t n = 0;
+  for (int y = 0; y < image.height; ++y)
+    for (int x = x0; x < x1; ++x) {
+      const size_t i =
+          (static_cast<size_t>(y) * static_cast<size_t>(image.width) + static_cast<size_t>(x)) * 3;
+      n += image.rgb[i] == rgb[0] && image.rgb[i + 1] == rgb[1] && image.rgb[i + 2] == rgb[2] ? 1 : 0;
+    }
+  return n;
+}
+
+// A lesson's compare chapter: its runs side by side, each at its own moment (the chapter's trigger
+// matched in that run); leaving the chapter returns to the single view. The model first: lesson 6's
+// runs each hold their own all-reduce of the chapter's size, and lesson 8's run without set_epoch
+// repeats every batch of the first epoch, the run with it none.
+TEST_F(Screenshots, ACompareChapterShowsItsRunsSideBySideEachAtItsMoment) {
+  const std::string lessons = std::string(DPSCOPE_SOURCE_DIR) + "/lessons";
+  for (const char* id : {"6", "8"}) {
+    const auto run = run_command(std::string(DPSCOPE_CLI) + " lesson run " + id + " --lessons-dir " +
+                                 quoted(lessons) + " --no-viz --out " + quoted(dir_.string()));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+  }
+  for (const char* algo : {"ring", "tree", "naive"}) {
+    const testing::LoadedTrace t =
+        testing::load_trace(dir_ / fmt::format("06-ring-tree-naive.{}.trace.jsonl", algo));
+    const RunMoment small = run_moment(*t.model, t.model->begin_ns());
+    EXPECT_EQ(small.collective, fmt::format("all_reduce {} 4.00 KiB", algo));
+    EXPECT_EQ(small.step, 0);
+    EXPECT_GT(small.collective_ns, 0);
+    EXPECT_EQ(small.messages, std::string(algo) == "ring"    ? 14
+                              : std::string(algo) == "naive" ? 7
+                                                             : 3)
+        << algo << ": ring 2(N-1) on 8 GPUs, naive: rank 0 sends the sum to the 7 others";
+    const RunMoment large = run_moment(*t.model, t.model->step_window(1).first);
+    EXPECT_EQ(large.collective, fmt::format("all_reduce {} 64.00 MiB", algo));
+    EXPECT_EQ(large.t1_ns - large.t0_ns, large.collective_ns) << "a bench size's step is its all-reduce";
+  }
+  const testing::LoadedTrace with = testing::load_trace(dir_ / "08-distributed-sampler.trace.jsonl");
+  const testing::LoadedTrace without =
+      testing::load_trace(dir_ / "08-distributed-sampler.no-set-epoch.trace.jsonl");
+  const SampleRows a = sample_rows(*with.model, with.model->end_ns());
+  const SampleRows b = sample_rows(*without.model, without.model->end_ns());
+  ASSERT_EQ(b.ranks.size(), 2u);
+  EXPECT_EQ(b.epochs, 2);
+  EXPECT_EQ(b.repeated, 4) << "both ranks' two batches of epoch 2";
+  EXPECT_TRUE(b.ranks[0].batches[2].repeats);
+  EXPECT_FALSE(b.ranks[0].batches[0].repeats);
+  EXPECT_EQ(a.repeated, 0);
+  EXPECT_EQ(sample_rows(*without.model, without.model->step_window(2).first - 1).repeated, 0)
+      << "before epoch 2, nothing repeats yet";
+
+  // Lesson 6's first chapter in presentation mode at 1280x720: three run columns, each with its
+  // all-reduce bar in the communication colour, left of the caption column.
+  const auto l6 = dir_ / "06-ring-tree-naive.trace.jsonl";
+  const std::string lesson6 = "--lesson 6 --lessons-dir " + quoted(lessons);
+  for (const char* size : {"1280x720", "1920x1080"}) {
+    const Image present =
+        shoot(l6, fmt::format("l6-present-{}", size), lesson6 + " --present --seek chapter:1 --size " + size);
+    // The bars' row: count the runs of the comm colour across it.
+    const Image plain =
+        shoot(l6, fmt::format("l6-plain-{}", size), "--present --seek t:0ns --size " + std::string(size));
+    const int stage_w = present.width * 2 / 3;
+    int best = 0;
+    for (int y = 0; y < present.height; ++y) {
+      int runs = 0;
+      bool in = false;
+      for (int x = 0; x < stage_w; ++x) {
+        const size_t i =
+            (static_cast<size_t>(y) * static_cast<size_t>(present.width) + static_cast<size_t>(x)) * 3;
+        const bool comm = present.rgb[i] > 200 && present.rgb[i + 1] > 80 && present.rgb[i + 1] < 160 &&
+                          present.rgb[i + 2] < 60;
+        runs += comm && !in ? 1 : 0;
+        in = comm;
+      }
+      best = std::max(best, runs);
+    }
+    EXPECT_EQ(best, 3) << size << ": one bar per run, side by side";
+    EXPECT_GT(differing_pixels(present, plain), 50000u) << size;
+  }
+  // Leaving the compare chapters returns to the stage: lesson 8's chapter 2 (the forward pass of
+  // rank 1's first step) draws the stage as dpscope-viz without a lesson does at that moment.
+  const auto l8 = dir_ / "08-distributed-sampler.trace.jsonl";
+  int64_t chapter2_ns = -1;
+  for (const trace::Event& e : with.data->events)
+    if (e.rank == 1 && e.step == 0 && e.phase == Phase::kForward &&
+        (chapter2_ns < 0 || e.ts_ns < chapter2_ns))
+      chapter2_ns = e.ts_ns;
+  const Image stage = shoot(
+      l8, "l8-chapter2", "--lesson 8 --lessons-dir " + quoted(lessons) + " --seek chapter:2 --size 1280x720");
+  const Image plain8 = shoot(l8, "l8-plain", fmt::format("--seek t:{}ns --size 1280x720", chapter2_ns));
+  size_t stage_diff = 0;
+  for (int y = 30; y < 400; ++y)
+    for (int x = 0; x < 800; ++x) {
+      const size_t i = (static_cast<size_t>(y) * 1280 + static_cast<size_t>(x)) * 3;
+      stage_diff += stage.rgb[i] != plain8.rgb[i] || stage.rgb[i + 1] != plain8.rgb[i + 1];
+    }
+  EXPECT_EQ(stage_diff, 0u) << "outside a compare chapter, the stage";
+
+  // Lesson 8's last chapter: the run without set_epoch outlines its repeated batches in the warning
+  // colour (the classroom palette's gold); the run with it has none.
+  const Image l8present =
+      shoot(l8, "l8-present",
+            "--lesson 8 --lessons-dir " + quoted(lessons) + " --present --seek chapter:4 --size 1280x720");
+  const int half = l8present.width / 3;
+  EXPECT_EQ(count_color(l8present, 0, half, {255, 215, 0}), 0u) << "the run with set_epoch repeats nothing";
+  EXPECT_GT(count_color(l8present, half, l8present.width * 2 / 3, {255, 215, 0}), 400u)
+      << "the no-set-epoch run's repeated batches, outlined";
+}
+
+// The lesson panel says which comparison trace cannot be read, and why (it used to show the text as
+// written and say nothing).
+TEST_F(Screenshots, ALessonSaysWhichComparisonTraceItCannotRead) {
+  const std::string lessons = std::string(DPSCOPE_SOURCE_DIR) + "/lessons";
+  const auto run = run_command(std::string(DPSCOPE_CLI) + " lesson run 6 --lessons-dir " + quoted(lessons) +
+                               " --no-viz --out " + quoted(dir_.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto l6 = dir_ / "06-ring-tree-naive.trace.jsonl";
+  const std::string args =
+      "--lesson 6 --lessons-dir " + quoted(lessons) + " --seek chapter:1 --size 1280x720";
+  const Image good = shoot(l6, "l6-good", args);
+  const int right = good.width * 2 / 3;
+  const std::array<uint8_t, 3> warning = {255, 196, 70};
+  EXPECT_EQ(count_color(good, right, good.width, warning), 0u);
+  std::filesystem::remove(dir_ / "06-ring-tree-naive.tree.trace.jsonl");
+  testing::write_text(dir_ / "06-ring-tree-naive.naive.trace.jsonl", "{\"type\":\"header\", broken\n");
+  const Image bad = shoot(l6, "l6-bad", args);
+  EXPECT_GT(count_color(bad, right, bad.width, warning), 10u) << "the panel's lines, in the warning colour";
+  EXPECT_GT(count_color(bad, 0, right, warning), 10u) << "and each empty column says why";
 }
 
 }  // namespace

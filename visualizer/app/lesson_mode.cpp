@@ -89,20 +89,27 @@ LessonRun LessonMode::run(const std::map<std::string, std::string>& knobs) {
 LessonScript LessonMode::script(const fs::path& trace,
                                 const std::map<std::string, std::string>& knobs) const {
   const trace::TraceData data = trace::read_trace(trace);
-  // The lesson's comparison runs, written beside its trace by `lesson run`: what its `@name(...)`
-  // placeholders read. The text shown is the report's, computed from these runs.
-  // A trace opened without them (a recorded run) still shows the lesson: what needs them is then
-  // shown as written.
-  std::map<std::string, trace::TraceData> others;
-  try {
-    others = lesson::read_other_traces(trace, lesson_);
-  } catch (const std::exception&) {
-    others.clear();
-  }
-  lesson::ScenarioTraces other_traces;
-  for (const auto& [name, other] : others) other_traces[name] = &other;
-  const lesson::LessonReport report = lesson::evaluate_lesson(lesson_, data, other_traces);
   LessonScript s;
+  // The lesson's comparison runs, written beside its trace by `lesson run`: what its `@name(...)`
+  // placeholders read and its compare chapters show. One that cannot be read is named in the panel,
+  // with why; the text that needs it is then shown as written, and its column says why it is empty.
+  lesson::ScenarioTraces other_traces;
+  for (const lesson::OtherScenario& other : lesson_.scenarios) {
+    LessonScript::Run run{.name = other.name};
+    const fs::path path = lesson::other_trace_path(trace, lesson_, other);
+    try {
+      auto other_data = std::make_shared<trace::TraceData>(trace::read_trace(path));
+      run.model = std::make_shared<ReplayModel>(*other_data);
+      run.data = std::move(other_data);
+      other_traces[other.name] = run.data.get();
+    } catch (const std::exception& e) {
+      run.error = e.what();
+      s.problems.push_back(fmt::format("The comparison run '{}' cannot be shown ({}): {}", other.name,
+                                       path.filename().string(), e.what()));
+    }
+    s.runs.push_back(std::move(run));
+  }
+  const lesson::LessonReport report = lesson::evaluate_lesson(lesson_, data, other_traces);
   s.id = lesson_.id;
   s.title = lesson_.title;
   s.goals = lesson_.goals;
@@ -115,6 +122,14 @@ LessonScript LessonMode::script(const fs::path& trace,
                           .narration = report.chapters[c].narration,
                           .at_ns = t ? std::optional<int64_t>(data.min_ts_ns + *t) : std::nullopt,
                           .snippet_line = chapter.snippet_line});
+    // Each compared run at its own moment, on its own trace clock.
+    for (size_t k = 0; k < chapter.compare.size(); ++k) {
+      const std::optional<int64_t>& at = report.chapters[c].compare_times_ns[k];
+      const auto found = other_traces.find(chapter.compare[k]);
+      const int64_t begin = found != other_traces.end() ? found->second->min_ts_ns : data.min_ts_ns;
+      s.chapters.back().compare.push_back(
+          {.run = chapter.compare[k], .at_ns = at ? std::optional<int64_t>(begin + *at) : std::nullopt});
+    }
   }
   for (size_t q = 0; q < lesson_.questions.size(); ++q) {
     const lesson::Question& question = lesson_.questions[q];
@@ -191,9 +206,11 @@ void open_lesson(Viewer& viewer, const LessonModeOptions& options, const std::st
   // The lesson panel takes the Plots' room (the View menu brings them back).
   for (View* v : viewer.views())
     if (std::string_view(v->title()) == "Plots") v->visible = false;
-  viewer.add_view(std::make_unique<LessonView>(
+  auto view = std::make_unique<LessonView>(
       std::move(script), [mode](const std::map<std::string, std::string>& knobs) { return mode->run(knobs); },
-      [&viewer](const fs::path& path) { viewer.replace_active_later(path); }));
+      [&viewer](const fs::path& path) { viewer.replace_active_later(path); });
+  view->set_compare(&viewer.compare());  // a compare chapter shows its runs there
+  viewer.add_view(std::move(view));
 }
 
 }  // namespace dpscope::viz

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -47,6 +50,75 @@ RunSummary summarize_run(const ReplayModel& model) {
       s.phases.push_back({.t0_ns = t0, .t1_ns = t1, .step = marks[i].step, .phase = marks[i].phase});
   }
   return s;
+}
+
+RunMoment run_moment(const ReplayModel& model, int64_t t_ns) {
+  RunMoment m;
+  m.t_ns = t_ns;
+  m.t0_ns = model.begin_ns();
+  m.t1_ns = model.end_ns();
+  for (const StepMark& s : model.step_marks()) {
+    if (s.ts_ns > t_ns) break;
+    m.step = s.step;
+  }
+  if (m.step >= 0) std::tie(m.t0_ns, m.t1_ns) = model.step_window(m.step);
+  const std::vector<PhaseMark>& marks = model.phase_marks();
+  for (size_t i = 0; i < marks.size(); ++i) {
+    const int64_t t0 = std::max(marks[i].ts_ns, m.t0_ns);
+    const int64_t t1 = std::min(i + 1 < marks.size() ? marks[i + 1].ts_ns : model.end_ns(), m.t1_ns);
+    if (t1 > t0 && marks[i].phase != Phase::kNone)
+      m.phases.push_back({.t0_ns = t0, .t1_ns = t1, .phase = marks[i].phase});
+  }
+  // The reference device: the lowest rank with a collective span (rank 0 in every lesson run).
+  const trace::TraceData& data = model.data();
+  int32_t rank = INT32_MAX;
+  for (const trace::Event& e : data.events)
+    if (e.type == trace::EventType::kSpan && e.category == trace::SpanCategory::kCollective)
+      rank = std::min(rank, e.rank);
+  for (const trace::Event& e : data.events) {
+    if (e.type != trace::EventType::kSpan || e.category != trace::SpanCategory::kCollective || e.rank != rank)
+      continue;
+    if (e.ts_ns <= t_ns && t_ns < e.end_ns() && m.collective.empty()) {
+      m.collective = std::string(data.str(e.name));
+      m.collective_ns = e.dur_ns;
+    }
+    const int64_t t0 = std::max(e.ts_ns, m.t0_ns);
+    const int64_t t1 = std::min(e.end_ns(), m.t1_ns);
+    if (t1 > t0) m.collectives.push_back({.t0_ns = t0, .t1_ns = t1, .name = std::string(data.str(e.name))});
+  }
+  for (const Collective& c : model.collectives())
+    if (c.step == m.step)
+      for (const uint32_t t : c.transfers) m.messages += data.events[t].rank == rank ? 1 : 0;
+  return m;
+}
+
+SampleRows sample_rows(const ReplayModel& model, int64_t t_ns) {
+  SampleRows out;
+  const trace::TraceData& data = model.data();
+  std::map<int32_t, SampleRows::Rank> ranks;
+  for (const trace::Event& e : data.events) {
+    if (e.type != trace::EventType::kSamples || e.ts_ns > t_ns || e.payload < 0) continue;
+    const trace::SampleIndices& s = data.samples[static_cast<size_t>(e.payload)];
+    SampleRows::Rank& r = ranks[e.rank];
+    r.rank = e.rank;
+    r.batches.push_back({.step = e.step, .epoch = s.epoch.value_or(0), .rows = s.indices});
+  }
+  for (auto& [rank, r] : ranks) {
+    std::stable_sort(r.batches.begin(), r.batches.end(),
+                     [](const SampleRows::Batch& a, const SampleRows::Batch& b) { return a.step < b.step; });
+    // The k-th batch of epoch e against the k-th of epoch e - 1.
+    std::map<int64_t, std::vector<const SampleRows::Batch*>> by_epoch;
+    for (SampleRows::Batch& b : r.batches) {
+      const std::vector<const SampleRows::Batch*>& previous = by_epoch[b.epoch - 1];
+      const size_t k = by_epoch[b.epoch].size();
+      b.repeats = b.epoch > 0 && k < previous.size() && !b.rows.empty() && previous[k]->rows == b.rows;
+      out.repeated += b.repeats ? 1 : 0;
+      by_epoch[b.epoch].push_back(&b);
+      out.epochs = std::max(out.epochs, b.epoch + 1);
+    }
+    out.ranks.push_back(std::move(r));
+  }
+  return out;
 }
 
 double speedup(const RunSummary& run, const RunSummary& baseline) {

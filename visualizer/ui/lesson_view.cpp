@@ -72,12 +72,51 @@ void LessonView::rerun() {
     status_ = run.error;
     return;
   }
+  if (compare_ != nullptr) compare_->show_lesson_runs({});  // its models go with the old script
   script_ = run.script;
   answers_.assign(script_.questions.size(), QuestionState{});
   chapter_ = -1;
   last_t_ns_ = INT64_MIN;
   status_ = fmt::format("re-ran in {:.2f} s: {}", run.seconds, script_.command);
   if (reload_) reload_(run.trace);
+}
+
+void LessonView::show_compared(const ViewContext& ctx) {
+  if (compare_ == nullptr) return;
+  std::vector<CompareView::LessonRun> runs;
+  if (chapter_ >= 0 && ctx.model != nullptr)
+    for (const LessonScript::Chapter::Compared& c : script_.chapters[static_cast<size_t>(chapter_)].compare) {
+      CompareView::LessonRun r{.label = c.run, .at_ns = c.at_ns};
+      if (c.run == "main") {
+        r.label = "this run";
+        r.model = ctx.model;
+      } else {
+        r.error = fmt::format("no run named '{}' beside the lesson's trace", c.run);
+        for (const LessonScript::Run& run : script_.runs)
+          if (run.name == c.run) {
+            r.model = run.model.get();
+            r.error = run.error;
+          }
+      }
+      runs.push_back(std::move(r));
+    }
+  if (!runs.empty() && !compare_shown_) {
+    compare_was_visible_ = compare_->visible;
+    compare_->visible = true;
+    compare_shown_ = true;
+  } else if (runs.empty() && compare_shown_) {
+    compare_->visible = compare_was_visible_;
+    compare_shown_ = false;
+  }
+  compare_->show_lesson_runs(std::move(runs));
+}
+
+void LessonView::draw_problems(const ViewContext& ctx) {
+  for (const std::string& p : script_.problems) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ctx.palette->warning);
+    ImGui::TextWrapped("%s", p.c_str());
+    ImGui::PopStyleColor();
+  }
 }
 
 namespace {
@@ -133,6 +172,7 @@ float LessonView::present_caption(const ViewContext& ctx, float width, bool meas
          spacing;
   };
   const Palette& pal = *ctx.palette;
+  for (const std::string& p : script_.problems) md(p, 0.85f, pal.warning);
   if (chapter_ < 0) {
     md(fmt::format("**{}**", script_.title), 1.1f, pal.text);
     std::string goals;
@@ -175,6 +215,7 @@ void LessonView::draw(ViewContext& ctx) {
   ImGui::PushFont(bold);
   ImGui::TextWrapped("%s", script_.title.c_str());
   ImGui::PopFont();
+  draw_problems(ctx);
   draw_chapter(ctx);
   draw_questions(ctx);
   draw_snippet(ctx);

@@ -13,10 +13,12 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ui/compare_view.hpp"
 #include "ui/view.hpp"
 
 namespace dpscope::viz {
@@ -27,6 +29,20 @@ struct LessonScript {
     std::string narration;
     std::optional<int64_t> at_ns;  // on the trace clock; nullopt: its trigger never fired
     int snippet_line = 0;          // 1-based line of the snippet to highlight; 0: none
+    // A chapter that compares: its runs in order, each at its own moment on its own trace clock
+    // (the chapter's trigger matched in that run). Empty: the lesson's run alone.
+    struct Compared {
+      std::string run;  // "main" (the lesson's own run, the trace on screen) or a Run's name
+      std::optional<int64_t> at_ns;
+    };
+    std::vector<Compared> compare;
+  };
+  // The lesson's other runs ([[scenarios]]), read from beside its trace for the compare chapters.
+  struct Run {
+    std::string name;  // "tree"
+    std::shared_ptr<const trace::TraceData> data;
+    std::shared_ptr<const ReplayModel> model;  // null when its trace could not be read
+    std::string error;                         // why not: "FILE: no such file"
   };
   struct Question {
     int chapter = 1;  // 1-based
@@ -53,6 +69,9 @@ struct LessonScript {
   std::vector<Chapter> chapters;
   std::vector<Question> questions;
   std::vector<Knob> knobs;
+  std::vector<Run> runs;
+  // What the panel must say in its own words: a comparison trace that cannot be read, and why.
+  std::vector<std::string> problems;
 };
 
 // What a re-run returns: the new trace and its script, or an error line (the old run stays).
@@ -75,7 +94,12 @@ class LessonView final : public View {
   LessonView(LessonScript script, LessonRerun rerun, LessonReload reload);
   const char* title() const override { return "Lesson"; }
   float layout_weight() const override { return 2.2f; }
-  void before_draw(const ViewContext& ctx) override { follow(ctx); }
+  void before_draw(const ViewContext& ctx) override {
+    follow(ctx);
+    show_compared(ctx);
+  }
+  // The viewer's compare view: a compare chapter shows its runs there, in the stage's place.
+  void set_compare(CompareView* compare) { compare_ = compare; }
   // The chapter's title and narration (the goals before the first chapter).
   std::string caption() const override;
   // Presentation mode: chapter, narration, and the chapter's questions large; R reveals the answers.
@@ -109,6 +133,9 @@ class LessonView final : public View {
   void draw_snippet(const ViewContext& ctx);
   void draw_questions(const ViewContext& ctx);
   void draw_knobs(const ViewContext& ctx);
+  void draw_problems(const ViewContext& ctx);
+  // Hands the chapter's runs to the compare view (and turns it on), or takes them back.
+  void show_compared(const ViewContext& ctx);
 
   LessonScript script_;
   LessonRerun rerun_;
@@ -119,6 +146,9 @@ class LessonView final : public View {
   std::vector<QuestionState> answers_;
   std::map<std::string, std::string> knob_values_;
   std::string status_;  // the last re-run: "re-ran in 0.31 s" or its error
+  CompareView* compare_ = nullptr;
+  bool compare_shown_ = false;        // the compare view shows this lesson's runs
+  bool compare_was_visible_ = false;  // and whether it was on before
 };
 
 }  // namespace dpscope::viz

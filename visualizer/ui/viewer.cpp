@@ -240,8 +240,9 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   ctx.headless = options_.headless;
 
   for (const Slot& s : slots_) s.view->before_draw(ctx);
-  // Compare takes the stage's place while it is on and there is something to compare.
-  const bool comparing = compare_->visible && tabs_.size() >= 2;
+  // Compare takes the stage's place while it is on and there is something to compare: open traces,
+  // or the runs a lesson's compare chapter handed it (ui/lesson_view.hpp).
+  const bool comparing = compare_->visible && (tabs_.size() >= 2 || compare_->showing_lesson_runs());
   View* top = comparing ? static_cast<View*>(compare_.get()) : stage_.get();
   const ImGuiWindowFlags canvas = ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse;
   if (options_.stage_only) {

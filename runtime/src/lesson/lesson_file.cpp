@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -489,7 +490,7 @@ class LessonReader {
 
   Chapter read_chapter(const toml::table& t, const Lesson& lesson) {
     const std::string context = fmt::format("[[chapters]] {}", lesson.chapters.size() + 1);
-    check_keys(t, {"title", "trigger", "narration", "snippet_line", "expect"}, context);
+    check_keys(t, {"title", "trigger", "narration", "snippet_line", "expect", "compare"}, context);
     Chapter chapter;
     chapter.title = string(t, "title", context);
     chapter.narration = string(t, "narration", context);
@@ -540,7 +541,37 @@ class LessonReader {
            fmt::format("{} snippet_line must be 1 to {} (the snippet's lines), got {}", context,
                        lesson.snippet_lines(), line));
     chapter.snippet_line = static_cast<int>(line);
+    if (t.contains("compare")) read_compare(t, lesson, context, chapter);
     return chapter;
+  }
+
+  // `compare`: 2 to 4 distinct runs, each "main" or a [[scenarios]] name (read before the chapters).
+  void read_compare(const toml::table& t, const Lesson& lesson, const std::string& context,
+                    Chapter& chapter) {
+    const int64_t line = line_of(t, "compare");
+    chapter.compare_line = static_cast<int>(line);
+    const std::vector<const toml::node*> items = array(t, "compare", context);
+    if (items.size() < kMinCompared || items.size() > kMaxCompared)
+      fail(line, fmt::format("{} compare must name {} to {} runs to show side by side, got {}", context,
+                             kMinCompared, kMaxCompared, items.size()));
+    std::vector<std::string> names;
+    for (const toml::node* item : items) {
+      const std::string name = as_string(*item, "compare");
+      const bool known =
+          name == kMainRun || std::any_of(lesson.scenarios.begin(), lesson.scenarios.end(),
+                                          [&](const OtherScenario& s) { return s.name == name; });
+      if (!known) {
+        std::vector<std::string> all = {std::string(kMainRun)};
+        for (const OtherScenario& s : lesson.scenarios) all.push_back(s.name);
+        fail(line_of(*item), fmt::format("{} compare: '{}' is no run of the lesson (runs: {}; \"{}\" is the "
+                                         "lesson's own)",
+                                         context, name, fmt::join(all, ", "), kMainRun));
+      }
+      if (std::find(names.begin(), names.end(), name) != names.end())
+        fail(line_of(*item), fmt::format("{} compare: '{}' is named twice", context, name));
+      names.push_back(name);
+    }
+    chapter.compare = std::move(names);
   }
 
   Question read_question(const toml::table& t, const Lesson& lesson, int number) {

@@ -56,6 +56,52 @@ std::string command_line(const std::vector<std::string>& args) {
   return line;
 }
 
+// A compare chapter's picture: each compared run at its own moment (the chapter's trigger matched in
+// that run), where the chapter's `expect` must hold as it does in the lesson's run. Fills
+// result.compare_times_ns; a run whose trace is missing, whose trigger never fires or whose
+// picture misses an expectation is a problem naming the run.
+void check_compared_runs(const Chapter& chapter, const std::string& where, const trace::TraceData& data,
+                         ChapterResult& result, const ScenarioTraces& others,
+                         std::vector<std::string>& problems) {
+  for (const std::string& name : chapter.compare) {
+    const trace::TraceData* run = &data;
+    std::optional<int64_t> time_ns;
+    if (name == kMainRun) {
+      time_ns = result.time_ns;  // its trigger's problem, if any, is reported above
+    } else {
+      const auto found = others.find(name);
+      run = found != others.end() ? found->second : nullptr;
+      if (run == nullptr) {
+        problems.push_back(fmt::format("{}: compare: no trace of the run '{}'", where, name));
+        result.compare_times_ns.push_back(std::nullopt);
+        continue;
+      }
+      const std::vector<const trace::Event*> hits = matching_events(*run, chapter.trigger);
+      if (hits.empty())
+        problems.push_back(fmt::format("{}: compare: trigger {} never fires in the run '{}'", where,
+                                       chapter.trigger.text, name));
+      else
+        time_ns = hits.front()->ts_ns - run->min_ts_ns;
+    }
+    result.compare_times_ns.push_back(time_ns);
+    if (!time_ns || name == kMainRun) continue;  // the lesson's own run: checked above
+    EvalContext context;
+    context.scenarios = &others;
+    context.now_ns = run->min_ts_ns + *time_ns;
+    for (const Expectation& expect : chapter.expect) {
+      try {
+        if (expect.condition.evaluate(*run, context) == 0.0)
+          problems.push_back(fmt::format("{}: compare: the run '{}' must show `{}`, but at {} it shows {}",
+                                         where, name, expect.condition.text(), time_text(time_ns),
+                                         expect.condition.evaluate_text(*run, context)));
+      } catch (const Error& e) {
+        problems.push_back(fmt::format("{}: compare: the run '{}': expect `{}`: {}", where, name,
+                                       expect.condition.text(), e.what()));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data,
@@ -120,6 +166,7 @@ LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data,
             fmt::format("{}: expect `{}`: {}", where, expect.condition.text(), e.what()));
       }
     }
+    if (!chapter.compare.empty()) check_compared_runs(chapter, where, data, result, others, report.problems);
     report.chapters.push_back(result);
   }
   for (size_t i = 0; i < lesson.questions.size(); ++i) {

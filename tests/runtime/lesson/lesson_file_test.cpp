@@ -132,7 +132,7 @@ TEST_F(LessonFile, UnknownKeysAreNamedWithTheirLine) {
             "scenarios, knobs, snippet, chapters, questions, exercises)");
   EXPECT_EQ(error(good_with("narration = \"Look.\"", "narration = \"Look.\"\nnarative = 1")),
             "F:38: unknown key 'narative' in [[chapters]] 1 (expected one of: title, trigger, narration, "
-            "snippet_line, expect)");
+            "snippet_line, expect, compare)");
   EXPECT_EQ(
       error(good_with("unit = \"transfers\"", "unit = \"transfers\"\nunits = \"x\"")),
       "F:44: unknown key 'units' in question 1 (expected one of: chapter, prompt, answer, unit, tolerance, "
@@ -556,6 +556,38 @@ TEST_F(LessonFile, BadPlaceholdersExpectsScenariosAndExercisesAreNamed) {
             "F:48: [[scenarios]] 1 name 'One GPU' must be lower-case letters, digits and '-'");
   EXPECT_EQ(error(kGood + "\n[[scenarios]]\nname = \"x\"\nargs = [\"train\", \"--trace\", \"t.jsonl\"]\n"),
             "F:49: [[scenarios]] 1 args must not give --trace: the lesson chooses where the trace goes");
+}
+
+}  // namespace
+}  // namespace dpscope::lesson
+
+namespace dpscope::lesson {
+namespace {
+
+// A chapter's `compare` names 2 to 4 distinct runs, each "main" (the lesson's own) or a
+// [[scenarios]] name; every other list is one line naming FILE:LINE.
+TEST_F(LessonFile, CompareNamesTwoToFourRunsOfTheLesson) {
+  const std::string one_gpu = "\n[[scenarios]]\nname = \"one-gpu\"\nargs = [\"train\", \"--steps\", \"1\"]\n";
+  auto with = [&](const std::string& compare) {
+    return good_with("narration = \"Look.\"", "narration = \"Look.\"\ncompare = " + compare) + one_gpu;
+  };
+  const Lesson l = load(with("[\"one-gpu\", \"main\"]"));
+  EXPECT_EQ(l.chapters[0].compare, (std::vector<std::string>{"one-gpu", "main"}));
+  EXPECT_EQ(l.chapters[0].compare_line, 38);
+  EXPECT_TRUE(load(kGood).chapters[0].compare.empty());
+  EXPECT_EQ(
+      error(with("[\"main\", \"dp\"]")),
+      "F:38: [[chapters]] 1 compare: 'dp' is no run of the lesson (runs: main, one-gpu; \"main\" is the "
+      "lesson's own)");
+  EXPECT_EQ(error(with("[]")),
+            "F:38: [[chapters]] 1 compare must name 2 to 4 runs to show side by side, got 0");
+  EXPECT_EQ(error(with("[\"main\"]")),
+            "F:38: [[chapters]] 1 compare must name 2 to 4 runs to show side by side, got 1");
+  EXPECT_EQ(error(with("[\"main\", \"one-gpu\", \"main\", \"one-gpu\", \"main\"]")),
+            "F:38: [[chapters]] 1 compare must name 2 to 4 runs to show side by side, got 5");
+  EXPECT_EQ(error(with("[\"main\", \"main\"]")), "F:38: [[chapters]] 1 compare: 'main' is named twice");
+  EXPECT_EQ(error(with("\"main\"")), "F:38: 'compare' must be an array, got a string");
+  EXPECT_EQ(error(with("[\"main\", 3]")), "F:38: 'compare' must be a string, got an integer");
 }
 
 }  // namespace

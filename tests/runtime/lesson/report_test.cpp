@@ -277,3 +277,52 @@ TEST(LessonReport, OtherScenariosTracesLieBesideTheLessonsTrace) {
 
 }  // namespace
 }  // namespace dpscope::lesson
+
+namespace dpscope::lesson {
+namespace {
+
+// A compare chapter: each compared run at its own moment (the trigger matched in it), where the
+// chapter's expect must hold too; a run whose trace is missing, whose trigger never fires or whose
+// picture misses an expectation is a problem naming the run.
+TEST(LessonReport, CompareChapterShowsEachRunAtItsMoment) {
+  Lesson l = sample_lesson();
+  l.chapters.resize(1);  // "Reduce-scatter": the first transfer of rank 1 (ts 100)
+  l.questions.clear();
+  l.scenarios = {{.name = "again", .args = {"train"}}, {.name = "later", .args = {"train"}}};
+  l.chapters[0].compare = {"main", "again", "later"};
+  l.chapters[0].expect = {{Expression::parse("count(type=transfer, rank=1, at=started) == 1"), 1}};
+  const trace::TraceData main = testing::hand_trace();
+  const trace::TraceData again = testing::hand_trace();
+  std::string text = testing::hand_trace_text();  // every time 1000 ns later
+  for (const std::string ts : {"100", "200", "300", "310"}) {
+    const std::string from = "\"ts\":" + ts + ",";
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + 1))
+      text.replace(at, from.size(), "\"ts\":" + std::to_string(std::stoi(ts) + 1000) + ",");
+  }
+  const trace::TraceData later = trace::parse_trace(text, "later.jsonl");
+  LessonReport r = evaluate_lesson(l, main, {{"again", &again}, {"later", &later}});
+  EXPECT_EQ(r.problems, std::vector<std::string>{});
+  ASSERT_EQ(r.chapters[0].compare_times_ns.size(), 3u);
+  EXPECT_EQ(r.chapters[0].compare_times_ns[0], std::optional<int64_t>(100));
+  EXPECT_EQ(r.chapters[0].compare_times_ns[1], std::optional<int64_t>(100));
+  EXPECT_EQ(r.chapters[0].compare_times_ns[2], std::optional<int64_t>(1100));
+
+  l.chapters[0].expect = {{Expression::parse("count(type=transfer, at=started) == 2"), 1}};
+  r = evaluate_lesson(l, main, {{"again", &again}});
+  EXPECT_EQ(r.problems, (std::vector<std::string>{
+                            "09-sample: chapter 1 'Reduce-scatter': compare: no trace of the run 'later'"}));
+  EXPECT_EQ(r.chapters[0].compare_times_ns[2], std::nullopt);
+
+  l.chapters[0].expect = {{Expression::parse("count(type=transfer, rank=0, at=started) == 1"), 1}};
+  const trace::TraceData no_rank1 = trace::parse_trace(
+      testing::hand_trace_text().substr(0, testing::hand_trace_text().find("{\"type\":\"transfer\"")),
+      "cut.jsonl");
+  r = evaluate_lesson(l, main, {{"again", &no_rank1}, {"later", &later}});
+  EXPECT_EQ(
+      r.problems,
+      (std::vector<std::string>{
+          "09-sample: chapter 1 'Reduce-scatter': compare: trigger { ... } never fires in the run 'again'"}));
+}
+
+}  // namespace
+}  // namespace dpscope::lesson

@@ -34,6 +34,10 @@ inline constexpr int64_t kMaxKnobValues = 1000;  // (max - min) / step + 1: a sl
 // `lesson check` evaluates every question on the trace and parses every knob value.
 inline constexpr size_t kMaxGoals = 32, kMaxKnobs = 16, kMaxChapters = 64, kMaxQuestions = 128,
                         kMaxScenarioArgs = 256, kMaxExpects = 32, kMaxExercises = 8, kMaxOtherScenarios = 8;
+// A chapter's `compare` names 2 to 4 runs: the side-by-side view (dpscope-viz --compare) shows that many.
+inline constexpr size_t kMinCompared = 2, kMaxCompared = 4;
+// The name `compare` gives the lesson's own run ([scenario], with the knobs as turned).
+inline constexpr std::string_view kMainRun = "main";
 
 // A value a student may change: numeric (min, max, step) or one of `choices`. The scenario runs
 // with every knob at its value (the default unless turned), as `FLAG VALUE` appended to its args;
@@ -71,6 +75,12 @@ struct Chapter {
   TextTemplate narration_text;  // rendered by evaluate_lesson at the chapter's moment
   std::vector<Expectation> expect;
   int snippet_line = 0;  // 1-based line of the snippet to highlight
+  // `compare = ["main", "tree", "naive"]`: the runs the chapter shows side by side, in this order —
+  // "main" (kMainRun) for the lesson's own run, else a [[scenarios]] name. Each is shown at its own
+  // moment: the chapter's trigger matched in that run; the chapter's `expect` must hold in each.
+  // Empty: the chapter shows the lesson's run alone.
+  std::vector<std::string> compare;
+  int compare_line = 0;
 };
 
 struct Question {

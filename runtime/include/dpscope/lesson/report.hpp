@@ -20,6 +20,10 @@ struct ChapterResult {
   // nullopt when it never fires.
   std::optional<int64_t> time_ns;
   std::string narration;  // rendered at the chapter's moment (the source when it cannot be)
+  // A chapter with `compare`: per compared run (in its order), that run's moment — the chapter's
+  // trigger matched in that run, from its trace's first event (ns); nullopt when it never fires
+  // there or the run's trace is missing (both are problems). Empty for other chapters.
+  std::vector<std::optional<int64_t>> compare_times_ns;
 };
 
 struct QuestionResult {
@@ -52,7 +56,9 @@ struct LessonReport {
 // Texts are rendered and answers computed at each chapter's moment (an absolute time
 // min_ts_ns + time_ns, for `at=`); a chapter's `expect` that does not hold there, a placeholder that
 // cannot be computed, and a chapter at the same moment as the one before it (the same picture) are
-// problems.
+// problems. A chapter with `compare` is also checked in each compared run at that run's own moment
+// (ChapterResult::compare_times_ns): a missing trace, a trigger that never fires there or an
+// `expect` that does not hold there is a problem naming the run.
 // `others` holds the traces of the lesson's [[scenarios]] by name (for `@name(expr)`).
 using ScenarioTraces = std::map<std::string, const trace::TraceData*>;
 
