@@ -154,7 +154,7 @@ void PlotsView::draw_breakdown(const ViewContext& ctx) {
   }
   legend_entry(pal.forward, "compute");
   ImGui::SameLine();
-  legend_entry(pal.comm, "exposed comm");
+  legend_entry(pal.comm, "exposed comm/copy");  // copies count as communication (the tooltip, docs)
   ImGui::SameLine();
   legend_entry(pal.idle, "idle");
 }
