@@ -64,13 +64,24 @@ void StageView::draw_node_grid(const ViewContext& ctx, ImDrawList* dl, const Tra
                   node_phases_.net ? line * 1.5f : line * 0.75f);
     }
   }
-  bool every_tile_labelled = true;
+  // One label style for every tile, the one the last (widest) number fits: "node 127", or "127".
+  bool every_tile_labelled = !node_grid_.tiles.empty();
+  bool with_word = every_tile_labelled;
+  if (every_tile_labelled) {
+    const NodeRect& last = node_grid_.tiles.back().label;
+    auto fits = [&](const std::string& text) {
+      const ImVec2 ts = text_size(small, small_px, text);
+      return ts.x <= last.width() - 2 && ts.y <= last.height() + 1;
+    };
+    with_word = fits(fmt::format("node {}", node_grid_.tiles.back().node));
+    every_tile_labelled = with_word || fits(fmt::format("{}", node_grid_.tiles.back().node));
+  }
   for (const NodeTile& t : node_grid_.tiles) {
     dl->AddRectFilled(tl(t.box), br(t.box), pal.card, 3.0f);
     dl->AddRect(tl(t.box), br(t.box), pal.card_border, 3.0f, 0, line * 0.75f);
-    if (!text_in(dl, small, small_px, t.label, pal.text, fmt::format("node {}", t.node)) &&
-        !text_in(dl, small, small_px, t.label, pal.text, fmt::format("{}", t.node)))
-      every_tile_labelled = false;
+    if (every_tile_labelled)
+      text_in(dl, small, small_px, t.label, pal.text,
+              with_word ? fmt::format("node {}", t.node) : fmt::format("{}", t.node));
     // The three phase bands, left to right in their order, lit while their phase runs.
     const float third = t.phases.width() / 3.0f;
     for (int i = 0; i < 3; ++i) {

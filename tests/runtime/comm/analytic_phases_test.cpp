@@ -135,5 +135,20 @@ TEST(HierarchicalPhases, TheBackendTracesTheModelsPhasesAndTheHeaderItsCluster) 
   EXPECT_EQ(collectives, 1);
 }
 
+// docs/scaling.md quotes these phases of lesson 12's 64.02 MiB bucket on 1,024 H100s.
+TEST(HierarchicalPhases, DocsNumbersOf64MiBBucket) {
+  const AnalyticCollectives model(find_preset("h100-sxm"), 1024);
+  const CollectiveEstimate e = model.estimate({.op = OpType::kAllReduce, .count = 67125248 / 4});
+  ASSERT_TRUE(e.phases.has_value());
+  const CollectivePhases& p = *e.phases;
+  auto us = [](int64_t ns) { return std::round(static_cast<double>(ns) / 100.0) / 10.0; };
+  EXPECT_EQ(us(e.duration_ns), 1007.5);
+  EXPECT_EQ(us(p.rs_start_ns + p.rs_dur_ns), 432.0);
+  EXPECT_EQ(us(p.net_start_ns), 12.5);
+  EXPECT_EQ(us(p.net_start_ns + p.net_dur_ns), 995.0);
+  EXPECT_EQ(us(p.ag_start_ns), 575.5);
+  EXPECT_EQ(us(p.ag_start_ns + p.ag_dur_ns), 1007.5);
+}
+
 }  // namespace
 }  // namespace dpscope
