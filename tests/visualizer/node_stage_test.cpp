@@ -213,6 +213,33 @@ TEST_F(NodeStageTest, AThousandGpuRunShows128NodesAndThePhasesAtTheCursor) {
   EXPECT_EQ(v->stage().node_grid().tiles.size(), 128u);
 }
 
+TEST_F(NodeStageTest, AClickOnATileZoomsToItsNodeAndEscZoomsOut) {
+  constexpr int kKeyEscape = 9;
+  ImGuiIO& io = ImGui::GetIO();
+  io.KeyMap[ImGuiKey_Escape] = kKeyEscape;
+  auto v = std::make_unique<Viewer>(ViewerOptions{.headless = false});
+  v->set_fonts(fonts_, fonts_);
+  v->open(timing_only_trace(16), {});
+  frame(*v);
+  frame(*v);
+  ASSERT_EQ(v->stage().node_grid().tiles.size(), 2u);
+  const NodeRect tile = v->stage().node_grid().tiles[1].box;
+  io.MousePos = ImVec2((tile.x0 + tile.x1) * 0.5f, (tile.y0 + tile.y1) * 0.5f);
+  frame(*v);  // hover first, so the stage's window is the hovered one
+  io.MouseDown[0] = true;
+  frame(*v);
+  io.MouseDown[0] = false;
+  frame(*v);
+  EXPECT_EQ(v->stage().zoom_node(), 1);
+  EXPECT_EQ(v->stage().node_zoom().gpus.size(), 8u);
+  io.KeysDown[kKeyEscape] = true;
+  frame(*v);
+  io.KeysDown[kKeyEscape] = false;
+  frame(*v);
+  EXPECT_EQ(v->stage().zoom_node(), -1);
+  EXPECT_EQ(v->stage().node_grid().tiles.size(), 2u);
+}
+
 TEST_F(NodeStageTest, SixteenGpusAreTwoNodesAndEightAreOneCard) {
   auto two = open(timing_only_trace(16));
   frame(*two);

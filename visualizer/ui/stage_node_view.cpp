@@ -316,8 +316,7 @@ void StageView::draw_node_stage(ViewContext& ctx, ImDrawList* dl, ImVec2 origin,
     draw_node_zoom(ctx, dl, c);
     if (interactive && ImGui::IsMouseClicked(0) && zoom_out_button_.contains(mouse.x, mouse.y))
       zoom_node_ = -1;
-    if (!ctx.headless && ImGui::IsWindowFocused() && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape)))
-      zoom_node_ = -1;
+    if (!ctx.headless && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) zoom_node_ = -1;
   }
   const float legend_y = origin.y + size.y - legend_h;
   dl->AddLine(ImVec2(origin.x, legend_y - fs * 0.15f), ImVec2(origin.x + size.x, legend_y - fs * 0.15f),

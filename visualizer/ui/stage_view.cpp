@@ -665,14 +665,14 @@ void StageView::draw(ViewContext& ctx) {
   const float fs = ImGui::GetFontSize();
   dl->AddRectFilled(origin, add(origin, size), ctx.palette->background, 4.0f);
   ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
-  // The title wraps at its " · " separators rather than end in "..." (1280x720 in --present cut it
-  // at "batc...").
   if (const auto& cluster = ctx.model->data().header.cluster; cluster && cluster->nodes > 1) {
     ring_.clear();  // the title names the GPUs' hardware (layout() is skipped for the node stage)
     for (size_t d = 0; d < ctx.model->devices().size(); ++d)
       if (!ctx.model->devices()[d].is_host && !ctx.model->devices()[d].is_switch)
         ring_.push_back(static_cast<int>(d));
   }
+  // The title wraps at its " · " separators rather than end in "..." (1280x720 in --present cut it
+  // at "batc...").
   header_lines_.clear();
   header_clipped_ = false;
   {

@@ -4,7 +4,8 @@
 // "all-reduce bucket 1 ring step 3/6", "idle"), its memory by category, its bucket progress (DDP)
 // and the dataset rows it holds as coloured chips. Transfers in flight move along the links as
 // arrows with their size. A colour key sits at the bottom. A failed run shows its error in a red
-// banner from the moment the first rank stopped.
+// banner from the moment the first rank stopped. A timing-only world of several nodes is drawn as
+// nodes instead (stage_node_view.cpp, ui/node_stage_layout.hpp): lesson 12's node-level stage.
 #pragma once
 
 #include <string>
@@ -96,7 +97,8 @@ class StageView final : public View {
   float draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, ImVec2 size,
                           bool measure_only, float max_h = 0.0f);
   float draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width, bool measure_only);
-  // The node-level stage in the area under the header; returns the legend's height it drew.
+  // The node-level stage (stage_node_view.cpp) in the area under the header: status lines, the grid
+  // or the zoomed node, its legend.
   void draw_node_stage(ViewContext& ctx, ImDrawList* dl, ImVec2 origin, ImVec2 size,
                        const TraceClusterInfo& c);
   void draw_node_grid(const ViewContext& ctx, ImDrawList* dl, const TraceClusterInfo& c);

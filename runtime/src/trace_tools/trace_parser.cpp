@@ -157,32 +157,36 @@ TraceClusterInfo cluster_of(dom::element e) {
 // A collective span's phase args (docs/trace-format.md "Hierarchical all-reduce phases"): none of
 // the six, or all six, each a non-negative integer offset or duration inside the span.
 void check_phases(dom::element args, int64_t dur_ns) {
+  struct PhaseKeys {
+    std::string_view phase, start, dur;
+  };
+  static constexpr std::array<PhaseKeys, 3> kPhases = {{{"rs", "phase_rs_start_ns", "phase_rs_dur_ns"},
+                                                        {"net", "phase_net_start_ns", "phase_net_dur_ns"},
+                                                        {"ag", "phase_ag_start_ns", "phase_ag_dur_ns"}}};
   dom::object o;
   if (args.get_object().get(o)) return;
-  static constexpr std::array<std::string_view, 3> kPhases = {"rs", "net", "ag"};
+  std::array<dom::element, 6> found;
   int present = 0;
-  std::string missing;
-  for (std::string_view phase : kPhases) {
-    for (std::string_view part : {"start", "dur"}) {
-      dom::element v;
-      if (o[fmt::format("phase_{}_{}_ns", phase, part)].get(v)) {
-        if (missing.empty()) missing = fmt::format("args.phase_{}_{}_ns", phase, part);
-      } else {
-        ++present;
-      }
+  std::string_view missing;
+  for (size_t i = 0; i < 6; ++i) {
+    const std::string_view key = i % 2 == 0 ? kPhases[i / 2].start : kPhases[i / 2].dur;
+    if (o[key].get(found[i])) {
+      if (missing.empty()) missing = key;
+    } else {
+      ++present;
     }
   }
   if (present == 0) return;
   if (present != 6)
-    fail(fmt::format("missing field '{}' (a hierarchical all-reduce's phases come as all six phase_* fields)",
-                     missing));
-  for (std::string_view phase : kPhases) {
-    const std::string start_field = fmt::format("args.phase_{}_start_ns", phase);
-    const std::string dur_field = fmt::format("args.phase_{}_dur_ns", phase);
-    const int64_t start = non_negative(o[start_field.substr(5)].value_unsafe(), start_field);
-    const int64_t dur = non_negative(o[dur_field.substr(5)].value_unsafe(), dur_field);
+    fail(fmt::format(
+        "missing field 'args.{}' (a hierarchical all-reduce's phases come as all six phase_* fields)",
+        missing));
+  for (size_t p = 0; p < 3; ++p) {
+    const int64_t start = non_negative(found[2 * p], fmt::format("args.{}", kPhases[p].start));
+    const int64_t dur = non_negative(found[2 * p + 1], fmt::format("args.{}", kPhases[p].dur));
     if (start > dur_ns || dur > dur_ns - start)
-      fail(fmt::format("phase '{}' ({} + {} ns) ends after its span (dur {} ns)", phase, start, dur, dur_ns));
+      fail(fmt::format("phase '{}' ({} + {} ns) ends after its span (dur {} ns)", kPhases[p].phase, start,
+                       dur, dur_ns));
   }
 }
 
