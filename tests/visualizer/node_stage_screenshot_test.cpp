@@ -1,8 +1,8 @@
 // Headless screenshots of the node-level stage (lesson 12): a `train --timing-only` run of 1,024
 // H100s (128 nodes of 8) at the first moment of a hierarchical all-reduce, where only phase 1
 // (the reduce-scatter inside each node) runs. Counted in pixels: one orange phase-1 band per node
-// tile (128) plus the legend's swatch, at 1280x720 (stage only) and at 1920x1080 in present mode;
-// no blue phase-2 band yet. The PNGs stay in the scratch directory to look at.
+// tile (128) plus the legend's swatch, at 1280x720 (stage only) and in present mode at 1280x720 and
+// 1920x1080; no blue phase-2 band yet. The PNGs stay in the scratch directory to look at.
 #include <gtest/gtest.h>
 #include <stb_image.h>
 
@@ -106,6 +106,7 @@ TEST(NodeStageScreenshots, PhaseOneLightsOneBandPerNodeTile) {
   const std::string seek = fmt::format("--seek t:{}ns", start_ns);
   const std::pair<std::string, std::string> shots[] = {
       {"node-stage-1280x720", "--size 1280x720 --stage-only"},
+      {"node-stage-present-1280x720", "--size 1280x720 --present"},
       {"node-stage-present-1920x1080", "--size 1920x1080 --present"},
   };
   for (const auto& [name, flags] : shots) {

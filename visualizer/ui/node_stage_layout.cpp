@@ -27,17 +27,25 @@ NodeGridLayout layout_node_grid(int nodes, int gpus_per_node, NodeRect area, flo
   const float gap = std::max(2.0f, font_px * 0.3f);
   const float label_h = font_px * 1.15f;
   // Each row of tiles has a rail band under it, one thin line per rail.
-  const float band_h = std::max(4.0f, std::min(font_px * 0.9f, static_cast<float>(gpus_per_node) * 2.0f));
+  // A few rows get a rail band whose lines stand apart (4 px each); many rows, a thin one.
+  const float rails_f = static_cast<float>(gpus_per_node);
+  auto band_of = [&](int rows) {
+    return rows <= 2 ? std::min(font_px * 3.0f, rails_f * 4.0f)
+                     : std::max(4.0f, std::min(font_px * 0.9f, rails_f * 2.0f));
+  };
+  // A tile never grows past this: a few nodes stay boxes of readable size, not walls.
+  const float max_tile_h = font_px * 9.0f;
   // The column count that gives the largest tiles whose width is at least their height (a node
   // holds a row of GPUs).
   float best_score = -1.0f;
   for (int c = 1; c <= nodes; ++c) {
     const int r = (nodes + c - 1) / c;
     const float w = (area.width() - gap * static_cast<float>(c - 1)) / static_cast<float>(c);
+    const float band_h = band_of(r);
     const float h = (area.height() - (gap + band_h) * static_cast<float>(r)) / static_cast<float>(r);
     if (w <= 0 || h <= 0) continue;
-    const float tile_h = std::min(h, w);              // never taller than wide
-    const float tile_w = std::min(w, 3.0f * tile_h);  // nor much wider than tall
+    const float tile_h = std::min({h, w, max_tile_h});  // never taller than wide
+    const float tile_w = std::min(w, 3.0f * tile_h);    // nor much wider than tall
     const float score = std::min(tile_w, 2.0f * tile_h) * tile_h;
     if (score > best_score) {
       best_score = score;
@@ -47,8 +55,9 @@ NodeGridLayout layout_node_grid(int nodes, int gpus_per_node, NodeRect area, flo
   if (g.columns == 0) g.columns = nodes;
   g.rows = (nodes + g.columns - 1) / g.columns;
   const float w = (area.width() - gap * static_cast<float>(g.columns - 1)) / static_cast<float>(g.columns);
+  const float band_h = band_of(g.rows);
   const float h = (area.height() - (gap + band_h) * static_cast<float>(g.rows)) / static_cast<float>(g.rows);
-  const float tile_h = std::max(1.0f, std::min(h, w));
+  const float tile_h = std::max(1.0f, std::min({h, w, max_tile_h}));
   const float tile_w = std::max(1.0f, std::min(w, 3.0f * tile_h));
   // Centre the grid in the area.
   const float grid_w = tile_w * static_cast<float>(g.columns) + gap * static_cast<float>(g.columns - 1);

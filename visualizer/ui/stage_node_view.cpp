@@ -25,11 +25,12 @@ struct PhaseStyle {
   ImU32 color;
   const char* number;
   const char* name;
+  const char* short_name;
 };
 std::array<PhaseStyle, 3> phase_styles(const Palette& pal) {
-  return {{{pal.reduce, "1", "reduce-scatter in the node (NVLink)"},
-           {pal.data, "2", "all-reduce across nodes (rails)"},
-           {pal.optimizer, "3", "all-gather in the node (NVLink)"}}};
+  return {{{pal.reduce, "1", "reduce-scatter in the node (NVLink)", "reduce-scatter"},
+           {pal.data, "2", "all-reduce across nodes (rails)", "across nodes"},
+           {pal.optimizer, "3", "all-gather in the node (NVLink)", "all-gather"}}};
 }
 
 std::string rate(double bytes_per_s) { return fmt::format("{:.0f} GB/s", bytes_per_s / 1e9); }
@@ -87,10 +88,13 @@ void StageView::draw_node_grid(const ViewContext& ctx, ImDrawList* dl, const Tra
     for (int i = 0; i < 3; ++i) {
       const NodeRect band{t.phases.x0 + third * static_cast<float>(i) + 0.5f, t.phases.y0,
                           t.phases.x0 + third * static_cast<float>(i + 1) - 0.5f, t.phases.y1};
-      const ImU32 fill = phase_on[i] ? styles[static_cast<size_t>(i)].color : pal.grid;
+      const PhaseStyle& style = styles[static_cast<size_t>(i)];
+      const ImU32 fill = phase_on[i] ? style.color : pal.grid;
       dl->AddRectFilled(tl(band), br(band), fill);
-      if (phase_on[i])
-        text_in(dl, small, small_px, band, pal.text_on(fill), styles[static_cast<size_t>(i)].number);
+      // Its number, dim while it does not run, and its short name where there is room.
+      const ImU32 ink = phase_on[i] ? pal.text_on(fill) : pal.text_dim;
+      if (!text_in(dl, small, small_px, band, ink, fmt::format("{} {}", style.number, style.short_name)))
+        text_in(dl, small, small_px, band, ink, style.number);
     }
     if (t.nvswitch) {  // the phase bands above carry the phases; the switch stays one colour
       const ImU32 fill = pal.link;
@@ -102,6 +106,8 @@ void StageView::draw_node_grid(const ViewContext& ctx, ImDrawList* dl, const Tra
     for (size_t k = 0; k < t.gpus.size(); ++k) {
       const NodeRect& g = t.gpus[k];
       dl->AddRectFilled(tl(g), br(g), gpu_fill, 1.0f);
+      if (!text_in(dl, small, small_px, g, pal.text_on(gpu_fill), fmt::format("GPU {}", k)))
+        text_in(dl, small, small_px, g, pal.text_on(gpu_fill), fmt::format("{}", k));
       const float x = (g.x0 + g.x1) * 0.5f;
       dl->AddLine(ImVec2(x, t.box.y1), ImVec2(x, node_grid_.rail_y(row, static_cast<int>(k))),
                   node_phases_.net ? styles[1].color : pal.link, line * 0.75f);
