@@ -51,11 +51,11 @@ inline constexpr std::string_view kAggregates[] = {"count", "sum",   "max",  "mi
 inline constexpr std::string_view kHeaderValues[] = {"devices", "params", "param_bytes",
                                                      "buckets", "steps",  "now_ns"};
 inline constexpr std::string_view kFields[] = {
-    "bytes", "dur_ns", "dur_us", "ts_ns", "ts_us", "end_ns", "rank", "step", "algo_step", "chunk", "coll",
-    "param", "sample", "samples", "value", "norm", "loss", "parameters", "gradients", "optimizer_state",
-    "activations", "buffers", "capacity",
-    // A hierarchical all-reduce's phases as absolute trace times (its span's args phase_*).
-    "rs_start_ns", "rs_end_ns", "net_start_ns", "net_end_ns", "ag_start_ns", "ag_end_ns"};
+    "bytes",    "dur_ns",    "dur_us",      "ts_ns",      "ts_us",        "end_ns",          "rank",
+    "step",     "algo_step", "chunk",       "coll",       "param",        "sample",          "samples",
+    "value",    "norm",      "loss",        "parameters", "gradients",    "optimizer_state", "activations",
+    "buffers",  "capacity",  "rs_start_ns", "rs_end_ns",  "net_start_ns", "net_end_ns",      "ag_start_ns",
+    "ag_end_ns"};
 
 // Limits that keep a hostile lesson file from exhausting the stack or the memory: an expression's
 // length in characters, and the depth of its syntax tree (each '(', unary '-' and operator in a
