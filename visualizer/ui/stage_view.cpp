@@ -665,6 +665,12 @@ void StageView::draw(ViewContext& ctx) {
   const float fs = ImGui::GetFontSize();
   dl->AddRectFilled(origin, add(origin, size), ctx.palette->background, 4.0f);
   ImFont* bold = ctx.fonts.bold != nullptr ? ctx.fonts.bold : ImGui::GetFont();
+  if (const auto& cluster = ctx.model->data().header.cluster; cluster && cluster->nodes > 1) {
+    ring_.clear();  // the title names the GPUs' hardware (layout() is skipped for the node stage)
+    for (size_t d = 0; d < ctx.model->devices().size(); ++d)
+      if (!ctx.model->devices()[d].is_host && !ctx.model->devices()[d].is_switch)
+        ring_.push_back(static_cast<int>(d));
+  }
   // The title wraps at its " · " separators rather than end in "..." (1280x720 in --present cut it
   // at "batc...").
   header_lines_.clear();
@@ -693,6 +699,16 @@ void StageView::draw(ViewContext& ctx) {
   }
   const float header_h =
       fs * 0.6f + font_px(bold) * 1.3f * static_cast<float>(header_lines_.size()) + fs * 1.3f;
+  // A world of several nodes (timing-only, lesson 12): the node-level stage instead of the cards.
+  node_stage_drawn_ = false;
+  if (const auto& cluster = ctx.model->data().header.cluster; cluster && cluster->nodes > 1) {
+    boxes_.clear();
+    draw_node_stage(ctx, dl, ImVec2(origin.x, origin.y + header_h), ImVec2(size.x, size.y - header_h),
+                    *cluster);
+    draw_header(ctx, dl, origin, size.x);
+    ImGui::Dummy(size);
+    return;
+  }
   const float legend_h = draw_legend(ctx, dl, ImVec2(origin.x, 0), size.x, true);
   const ImVec2 area_origin(origin.x + fs * 0.3f, origin.y + header_h);
   const ImVec2 area_size(size.x - fs * 0.6f, size.y - header_h - legend_h - fs * 0.3f);

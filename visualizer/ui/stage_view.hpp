@@ -4,12 +4,14 @@
 // "all-reduce bucket 1 ring step 3/6", "idle"), its memory by category, its bucket progress (DDP)
 // and the dataset rows it holds as coloured chips. Transfers in flight move along the links as
 // arrows with their size. A colour key sits at the bottom. A failed run shows its error in a red
-// banner from the moment the first rank stopped.
+// banner from the moment the first rank stopped. A timing-only world of several nodes is drawn as
+// nodes instead (stage_node_view.cpp, ui/node_stage_layout.hpp): lesson 12's node-level stage.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "ui/node_stage_layout.hpp"
 #include "ui/view.hpp"
 
 namespace dpscope::viz {
@@ -47,6 +49,18 @@ class StageView final : public View {
   const ImVec4& error_banner() const { return error_banner_; }
   const std::string& error_banner_text() const { return error_banner_text_; }
 
+  // The node-level stage (stage_node_view.cpp), drawn instead of the cards when the trace's header
+  // has a cluster of more than one node (a timing-only run of lesson 12). Zoom: the node shown
+  // alone (-1: every node as a tile); a click on a tile zooms to it, Esc or a click on "all nodes"
+  // zooms out. The last frame's layouts and the phases it showed, for tests.
+  void set_zoom_node(int node) { zoom_node_ = node; }
+  int zoom_node() const { return zoom_node_; }
+  bool node_stage_drawn() const { return node_stage_drawn_; }
+  const NodeGridLayout& node_grid() const { return node_grid_; }
+  const NodeZoomLayout& node_zoom() const { return node_zoom_; }
+  const ActivePhases& node_phases() const { return node_phases_; }
+  const std::string& node_status() const { return node_status_; }
+
  private:
   void layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size);
   // The GPU cards and the host (layout's first part); then the switches beside the host.
@@ -83,6 +97,14 @@ class StageView final : public View {
   float draw_error_banner(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, ImVec2 size,
                           bool measure_only, float max_h = 0.0f);
   float draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width, bool measure_only);
+  // The node-level stage (stage_node_view.cpp) in the area under the header: status lines, the grid
+  // or the zoomed node, its legend.
+  void draw_node_stage(ViewContext& ctx, ImDrawList* dl, ImVec2 origin, ImVec2 size,
+                       const TraceClusterInfo& c);
+  void draw_node_grid(const ViewContext& ctx, ImDrawList* dl, const TraceClusterInfo& c);
+  void draw_node_zoom(const ViewContext& ctx, ImDrawList* dl, const TraceClusterInfo& c);
+  float draw_node_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 origin, float width,
+                         bool measure_only);
   const Box* box_of(int device) const;
   // The path a transfer or link between two devices takes, as a polyline: straight, bent around
   // the host, or — between cards with others in the way — along the corridor between the rows.
@@ -110,6 +132,13 @@ class StageView final : public View {
   bool header_clipped_ = false;
   float card_text_px_ = 0.0f;
   bool roomy_ = true;  // every card had rows to spare in the frame being drawn
+  int zoom_node_ = -1;
+  bool node_stage_drawn_ = false;
+  NodeGridLayout node_grid_;
+  NodeZoomLayout node_zoom_;
+  ActivePhases node_phases_;
+  std::string node_status_;
+  NodeRect zoom_out_button_;
   ImVec4 error_banner_{0, 0, 0, 0};
   std::string error_banner_text_;
 };

@@ -351,6 +351,11 @@ std::optional<double> counter_value(const trace::TraceData& data, const trace::E
   return std::nullopt;
 }
 
+// Defined at the end of this file (the phases of a hierarchical all-reduce, the chapter's moment).
+std::optional<double> phase_field(const trace::TraceData& data, const trace::Event& e,
+                                  std::string_view field);
+double moment_now(const EvalContext& context);
+
 std::optional<double> field_of(const trace::TraceData& data, const trace::Event& e, std::string_view field) {
   using trace::EventType;
   const bool timed = e.type == EventType::kSpan || e.type == EventType::kTransfer;
@@ -395,6 +400,7 @@ std::optional<double> field_of(const trace::TraceData& data, const trace::Event&
     }
     return field == "value" ? counter_value(data, e, "") : std::nullopt;
   }
+  if (const std::optional<double> v = phase_field(data, e, field)) return v;
   return counter_value(data, e, field);  // loss, parameters, gradients, ...
 }
 
@@ -467,7 +473,7 @@ double evaluate_node(const trace::TraceData& data, const Node& node, const EvalC
         if constexpr (std::is_same_v<T, detail::Number>) {
           return n.value;
         } else if constexpr (std::is_same_v<T, detail::HeaderValue>) {
-          return header_value(data, n.name);
+          return n.name == "now_ns" ? moment_now(context) : header_value(data, n.name);
         } else if constexpr (std::is_same_v<T, detail::Negate>) {
           return -evaluate_node(data, *n.operand, context);
         } else if constexpr (std::is_same_v<T, detail::Binary>) {
@@ -524,6 +530,8 @@ bool reads_moment(const Node& node) {
           return reads_moment(*n.lhs) || reads_moment(*n.rhs);
         } else if constexpr (std::is_same_v<T, detail::Aggregate>) {
           return n.filter.at.has_value();
+        } else if constexpr (std::is_same_v<T, detail::HeaderValue>) {
+          return n.name == "now_ns";
         } else {
           return false;
         }
@@ -643,5 +651,38 @@ std::string format_number(double value) {
   if (std::abs(value) >= 1000.0) return fmt::format("{:.1f}", value);
   return fmt::format("{:.4g}", value);
 }
+
+// ---- a hierarchical all-reduce's phases, the chapter's moment (lesson 12's node stage) ----
+
+namespace {
+
+// rs_start_ns ... ag_end_ns: the span's ts plus its args phase_* (docs/trace-format.md
+// "Hierarchical all-reduce phases"); nothing for an event without them.
+std::optional<double> phase_field(const trace::TraceData& data, const trace::Event& e,
+                                  std::string_view field) {
+  if (field.size() < 9 || !field.ends_with("_ns") || e.type != trace::EventType::kSpan || e.payload < 0)
+    return std::nullopt;
+  const bool end = field.ends_with("_end_ns");
+  const std::string_view phase = field.substr(0, field.find('_'));
+  if (phase != "rs" && phase != "net" && phase != "ag") return std::nullopt;
+  if (field != fmt::format("{}_{}_ns", phase, end ? "end" : "start")) return std::nullopt;
+  std::optional<double> start;
+  std::optional<double> dur;
+  const std::string start_key = fmt::format("phase_{}_start_ns", phase);
+  const std::string dur_key = fmt::format("phase_{}_dur_ns", phase);
+  for (const auto& [key, value] : data.arg_values(data.args[static_cast<size_t>(e.payload)])) {
+    if (data.str(key) == start_key) start = value;
+    if (data.str(key) == dur_key) dur = value;
+  }
+  if (!start || !dur) return std::nullopt;
+  return static_cast<double>(e.ts_ns) + *start + (end ? *dur : 0.0);
+}
+
+double moment_now(const EvalContext& context) {
+  if (!context.now_ns) cannot("now_ns is a chapter's moment, and there is none here");
+  return static_cast<double>(*context.now_ns);
+}
+
+}  // namespace
 
 }  // namespace dpscope::lesson

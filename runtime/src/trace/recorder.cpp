@@ -41,6 +41,31 @@ int add_trace_device(TraceHeader& header, const Device& device) {
   return info.id;
 }
 
+namespace {
+
+// The header's "cluster" object (docs/trace-format.md "The cluster"), after a `,`.
+void append_trace_cluster(fmt::memory_buffer& out, const TraceClusterInfo& c) {
+  auto it = fmt::appender(out);
+  fmt::format_to(it, R"(,"cluster":{{"nodes":{},"gpus_per_node":{},"intra":{{"topology":)", c.nodes,
+                 c.gpus_per_node);
+  append_json_string(out, c.intra_topology);
+  append_raw(out, R"(,"link":)");
+  append_json_string(out, c.intra_link);
+  append_raw(out, R"(,"bandwidth":)");
+  append_json_number(out, c.intra_bandwidth_bytes_per_s);
+  append_raw(out, R"(,"latency_ns":)");
+  append_json_number(out, c.intra_latency_ns);
+  fmt::format_to(it, R"(}},"rails":{{"per_node":{},"kind":)", c.rails_per_node);
+  append_json_string(out, c.rail_kind);
+  append_raw(out, R"(,"bandwidth":)");
+  append_json_number(out, c.rail_bandwidth_bytes_per_s);
+  append_raw(out, R"(,"latency_ns":)");
+  append_json_number(out, c.rail_latency_ns);
+  append_raw(out, "}}");
+}
+
+}  // namespace
+
 void append_trace_header(fmt::memory_buffer& out, const TraceHeader& h) {
   auto it = fmt::appender(out);
   fmt::format_to(it, R"({{"type":"header","format":"{}","version":"{}.{}","clock":)", kTraceFormatName,
@@ -85,7 +110,9 @@ void append_trace_header(fmt::memory_buffer& out, const TraceHeader& h) {
     fmt::format_to(it, R"({}{{"id":{},"params":[{}],"bytes":{}}})", i ? "," : "", b.id,
                    fmt::join(b.params, ","), b.bytes);
   }
-  append_raw(out, "]}\n");
+  out.push_back(']');
+  if (h.cluster) append_trace_cluster(out, *h.cluster);
+  append_raw(out, "}\n");
 }
 
 namespace {
@@ -127,6 +154,13 @@ void write_span_args(fmt::memory_buffer& out, const SpanArgs& args) {
       if (!a.error.empty()) {
         append_raw(out, R"(,"error":)");
         append_json_string(out, a.error);
+      }
+      if (a.phases) {
+        const CollectivePhases& p = *a.phases;
+        fmt::format_to(it,
+                       R"(,"phase_rs_start_ns":{},"phase_rs_dur_ns":{},"phase_net_start_ns":{},)"
+                       R"("phase_net_dur_ns":{},"phase_ag_start_ns":{},"phase_ag_dur_ns":{})",
+                       p.rs_start_ns, p.rs_dur_ns, p.net_start_ns, p.net_dur_ns, p.ag_start_ns, p.ag_dur_ns);
       }
       out.push_back('}');
     }

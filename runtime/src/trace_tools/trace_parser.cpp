@@ -7,6 +7,7 @@
 #include "trace_parser.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -112,6 +113,81 @@ dom::element member(dom::object o, std::string_view key, const std::string& fiel
 }
 std::string nested(std::string_view parent, size_t index, std::string_view key) {
   return fmt::format("{}[{}].{}", parent, index, key);
+}
+
+// A positive number (a bandwidth) or a non-negative one (a latency), named in the message.
+double positive_number(dom::element e, std::string_view field) {
+  double v = 0.0;
+  if (e.get_double().get(v) || !(v > 0.0)) fail(fmt::format("field '{}' must be a positive number", field));
+  return v;
+}
+double non_negative_number(dom::element e, std::string_view field) {
+  double v = 0.0;
+  if (e.get_double().get(v) || !(v >= 0.0))
+    fail(fmt::format("field '{}' must be a non-negative number", field));
+  return v;
+}
+
+// The header's "cluster" object (docs/trace-format.md "The cluster").
+TraceClusterInfo cluster_of(dom::element e) {
+  dom::object c = object(e, "cluster");
+  TraceClusterInfo info;
+  info.nodes = int32_at_least(member(c, "nodes", "cluster.nodes"), "cluster.nodes", 1);
+  info.gpus_per_node =
+      int32_at_least(member(c, "gpus_per_node", "cluster.gpus_per_node"), "cluster.gpus_per_node", 1);
+  dom::object intra = object(member(c, "intra", "cluster.intra"), "cluster.intra");
+  info.intra_topology =
+      std::string(string(member(intra, "topology", "cluster.intra.topology"), "cluster.intra.topology"));
+  info.intra_link = std::string(string(member(intra, "link", "cluster.intra.link"), "cluster.intra.link"));
+  info.intra_bandwidth_bytes_per_s =
+      positive_number(member(intra, "bandwidth", "cluster.intra.bandwidth"), "cluster.intra.bandwidth");
+  info.intra_latency_ns = non_negative_number(member(intra, "latency_ns", "cluster.intra.latency_ns"),
+                                              "cluster.intra.latency_ns");
+  dom::object rails = object(member(c, "rails", "cluster.rails"), "cluster.rails");
+  info.rails_per_node =
+      int32_at_least(member(rails, "per_node", "cluster.rails.per_node"), "cluster.rails.per_node", 1);
+  info.rail_kind = std::string(string(member(rails, "kind", "cluster.rails.kind"), "cluster.rails.kind"));
+  info.rail_bandwidth_bytes_per_s =
+      positive_number(member(rails, "bandwidth", "cluster.rails.bandwidth"), "cluster.rails.bandwidth");
+  info.rail_latency_ns = non_negative_number(member(rails, "latency_ns", "cluster.rails.latency_ns"),
+                                             "cluster.rails.latency_ns");
+  return info;
+}
+
+// A collective span's phase args (docs/trace-format.md "Hierarchical all-reduce phases"): none of
+// the six, or all six, each a non-negative integer offset or duration inside the span.
+void check_phases(dom::element args, int64_t dur_ns) {
+  struct PhaseKeys {
+    std::string_view phase, start, dur;
+  };
+  static constexpr std::array<PhaseKeys, 3> kPhases = {{{"rs", "phase_rs_start_ns", "phase_rs_dur_ns"},
+                                                        {"net", "phase_net_start_ns", "phase_net_dur_ns"},
+                                                        {"ag", "phase_ag_start_ns", "phase_ag_dur_ns"}}};
+  dom::object o;
+  if (args.get_object().get(o)) return;
+  std::array<dom::element, 6> found;
+  int present = 0;
+  std::string_view missing;
+  for (size_t i = 0; i < 6; ++i) {
+    const std::string_view key = i % 2 == 0 ? kPhases[i / 2].start : kPhases[i / 2].dur;
+    if (o[key].get(found[i])) {
+      if (missing.empty()) missing = key;
+    } else {
+      ++present;
+    }
+  }
+  if (present == 0) return;
+  if (present != 6)
+    fail(fmt::format(
+        "missing field 'args.{}' (a hierarchical all-reduce's phases come as all six phase_* fields)",
+        missing));
+  for (size_t p = 0; p < 3; ++p) {
+    const int64_t start = non_negative(found[2 * p], fmt::format("args.{}", kPhases[p].start));
+    const int64_t dur = non_negative(found[2 * p + 1], fmt::format("args.{}", kPhases[p].dur));
+    if (start > dur_ns || dur > dur_ns - start)
+      fail(fmt::format("phase '{}' ({} + {} ns) ends after its span (dur {} ns)", kPhases[p].phase, start,
+                       dur, dur_ns));
+  }
 }
 
 std::vector<TraceBucketInfo> buckets_of(dom::element e, std::string_view field) {
@@ -460,6 +536,7 @@ void TraceParser::parse_header(TraceData& data, std::string_view line, uint32_t 
       }
     }
     if (!obj["buckets"].get(section)) h.buckets = buckets_of(section, "buckets");
+    if (!obj["cluster"].get(section)) h.cluster = cluster_of(section);
   } catch (LineError& e) {
     throw bad("header: " + e.reason);
   }
@@ -555,6 +632,7 @@ void TraceParser::read_span(TraceData& data, const Fields& f, Event& e) {
   read_stream(f, e);
   e.dur_ns = non_negative(f[kDur], "dur");
   read_args(data, f, e);
+  if (e.category == SpanCategory::kCollective && f.has(kArgs)) check_phases(f[kArgs], e.dur_ns);
 }
 
 void TraceParser::read_counter(TraceData& data, const Fields& f, Event& e) {

@@ -120,7 +120,8 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
   // No data and no host memory: only the simulated GPU's capacity bounds the model.
   check_training_memory(config, /*rows=*/0);
   AnalyticStrategy rank(config, preset, make_world(config).devices.front(), config.devices);
-  std::unique_ptr<TraceRecorder> tracer = open_trace(config, rank.devices(), rank.model());
+  std::unique_ptr<TraceRecorder> tracer =
+      open_trace(config, rank.devices(), rank.model(), rank.collectives().cluster_info());
   rank.join();
 
   TrainResult result;

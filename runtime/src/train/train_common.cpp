@@ -161,14 +161,16 @@ std::unique_ptr<Loss> make_loss(const TrainConfig& config) {
 }
 
 std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::vector<Device>& devices,
-                                          const Module& model) {
+                                          const Module& model,
+                                          const std::optional<TraceClusterInfo>& cluster) {
   if (config.trace.empty()) return nullptr;
-  return open_trace_at(config.trace, config.to_json(), devices, model, config.trace_kernels_every);
+  return open_trace_at(config.trace, config.to_json(), devices, model, config.trace_kernels_every, cluster);
 }
 
 std::unique_ptr<TraceRecorder> open_trace_at(const std::filesystem::path& path, std::string run_json,
                                              const std::vector<Device>& devices, const Module& model,
-                                             int64_t kernels_every) {
+                                             int64_t kernels_every,
+                                             const std::optional<TraceClusterInfo>& cluster) {
   for (const Device& device : devices) kernels::warm_up(device);  // not inside the first traced step
   TraceHeader header;
   header.clock = devices.front().is_simulated() ? "simulated" : "measured";
@@ -180,6 +182,7 @@ std::unique_ptr<TraceRecorder> open_trace_at(const std::filesystem::path& path, 
   for (const Parameter* p : model.parameters())
     header.params.push_back(
         {.index = p->index, .name = p->name, .shape = p->data.shape(), .bytes = p->data.nbytes()});
+  header.cluster = cluster;
   std::unique_ptr<TraceRecorder> recorder = TraceRecorder::open(path, header, devices);
   for (const Device& device : devices) device.set_trace_kernels_every(kernels_every);
   return recorder;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,14 +44,17 @@ void load_initial_weights(const TrainConfig& config, Module& model);
 std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& config, std::vector<Parameter*> params);
 std::unique_ptr<Loss> make_loss(const TrainConfig& config);
 // Opens --trace (nullptr when not tracing) with every device and the model's parameters in the header.
+// `cluster`: the modelled cluster of a timing-only world that spans nodes (the header's "cluster").
 std::unique_ptr<TraceRecorder> open_trace(const TrainConfig& config, const std::vector<Device>& devices,
-                                          const Module& model);
+                                          const Module& model,
+                                          const std::optional<TraceClusterInfo>& cluster = std::nullopt);
 // The same at `path` with the header's "run" object `run_json` (mpi ranks: one file per rank, the
 // run object carrying the rank's "process" entry).
 // Its devices trace kernels on one step in `kernels_every` (--trace-kernels-every).
 std::unique_ptr<TraceRecorder> open_trace_at(const std::filesystem::path& path, std::string run_json,
                                              const std::vector<Device>& devices, const Module& model,
-                                             int64_t kernels_every);
+                                             int64_t kernels_every,
+                                             const std::optional<TraceClusterInfo>& cluster = std::nullopt);
 // "sim:0..sim:3 (4 x NVIDIA H100 SXM5 80GB)".
 std::string describe_devices(const std::vector<Device>& devices);
 // DistributedDataParallel's options from the --bucket-mb, --first-bucket-mb, --find-unused-parameters,

@@ -23,6 +23,7 @@
 //      broadcast: a binomial tree over the nodes (ceil(log2 N) rounds of alpha_nic + S/B_nic), then
 //        the node's own broadcast; all_gather / reduce_scatter: a flat ring of n-1 steps; barrier:
 //        ceil(log2 n) rounds of alpha_nic.
+//    The hierarchical all-reduce's span carries its three phases (CollectivePhases).
 //    tree and naive all-reduce across nodes, scatter, gather and point-to-point are not modelled
 //    (kUnsupported naming the op).
 // Every rank is symmetric and starts together, so a duration holds for every rank.
@@ -34,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -41,6 +43,7 @@
 #include "dpscope/comm/network.hpp"
 #include "dpscope/comm/types.hpp"
 #include "dpscope/core/preset.hpp"
+#include "dpscope/trace_format/events.hpp"
 
 namespace dpscope {
 
@@ -56,6 +59,10 @@ struct CollectiveEstimate {
   int64_t duration_ns = 0;
   std::string algorithm;  // "ring", "tree", "naive", "hierarchical"
   int steps = 0;          // communication steps, as the trace's `steps`
+  // A hierarchical all-reduce across nodes: its three phases as the model timed them (offsets
+  // from the collective's start; see phases_of_pipeline in analytic_collectives.cpp). Empty for
+  // every other collective.
+  std::optional<CollectivePhases> phases;
 };
 
 class AnalyticCollectives {
@@ -72,6 +79,8 @@ class AnalyticCollectives {
   int nodes() const { return world_size_ / gpus_per_node_; }
   // "128 nodes x 8 GPUs: nvswitch, nvlink4 360 GB/s usable, 936 ns; ib-ndr 50 GB/s per GPU, 2.0 us"
   std::string describe() const;
+  // The cluster as modelled, for the trace header; nullopt when the world is one node.
+  std::optional<TraceClusterInfo> cluster_info() const;
 
   // Throws kUnsupported for what is not modelled (see the file comment).
   CollectiveEstimate estimate(const CollectiveQuery& query) const;

@@ -20,9 +20,12 @@
 // param (grad_ready and `values` events), sample and samples (a `samples` event's first data-set
 // index and how many it lists), value (the first traced element of a `values` event, or a counter's
 // first value), norm (a `values` event's L2 norm), and a counter's keys (loss, parameters, gradients,
-// optimizer_state, activations, buffers, capacity). Used by the lesson engine (lesson/report.hpp); parse
-// errors name the column, evaluation errors say why the value cannot be computed (a filter that matches
-// nothing, a division by zero).
+// optimizer_state, activations, buffers, capacity), and a hierarchical all-reduce's phases as trace
+// times (rs_start_ns, rs_end_ns, net_start_ns, net_end_ns, ag_start_ns, ag_end_ns: the reduce-scatter
+// in the node, the all-reduce across nodes, the all-gather in the node). `now_ns` is the chapter's
+// moment as a trace time (an `expect` may compare a phase's times with it). Used by the lesson engine
+// (lesson/report.hpp); parse errors name the column, evaluation errors say why the value cannot be computed
+// (a filter that matches nothing, a division by zero).
 #pragma once
 
 #include <cstddef>
@@ -45,11 +48,14 @@ struct Node;  // the syntax tree (runtime/src/lesson/expression.cpp)
 // The names the language knows, for messages and docs/lessons.md.
 inline constexpr std::string_view kAggregates[] = {"count", "sum",   "max",  "min",
                                                    "mean",  "first", "last", "span"};
-inline constexpr std::string_view kHeaderValues[] = {"devices", "params", "param_bytes", "buckets", "steps"};
+inline constexpr std::string_view kHeaderValues[] = {"devices", "params", "param_bytes",
+                                                     "buckets", "steps",  "now_ns"};
 inline constexpr std::string_view kFields[] = {
-    "bytes",     "dur_ns",     "dur_us",    "ts_ns",           "ts_us",       "end_ns",  "rank",    "step",
-    "algo_step", "chunk",      "coll",      "param",           "sample",      "samples", "value",   "norm",
-    "loss",      "parameters", "gradients", "optimizer_state", "activations", "buffers", "capacity"};
+    "bytes",    "dur_ns",    "dur_us",      "ts_ns",      "ts_us",        "end_ns",          "rank",
+    "step",     "algo_step", "chunk",       "coll",       "param",        "sample",          "samples",
+    "value",    "norm",      "loss",        "parameters", "gradients",    "optimizer_state", "activations",
+    "buffers",  "capacity",  "rs_start_ns", "rs_end_ns",  "net_start_ns", "net_end_ns",      "ag_start_ns",
+    "ag_end_ns"};
 
 // Limits that keep a hostile lesson file from exhausting the stack or the memory: an expression's
 // length in characters, and the depth of its syntax tree (each '(', unary '-' and operator in a

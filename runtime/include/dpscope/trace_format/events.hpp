@@ -148,6 +148,20 @@ struct KernelArgs {  // roofline cost of a kernel
   double flops = 0.0;
   double bytes = 0.0;
 };
+// The three phases of a hierarchical all-reduce as the analytic model timed them, offsets from the
+// span's start in ns (args "phase_rs_*", "phase_net_*", "phase_ag_*", docs/trace-format.md): the
+// reduce-scatter inside each node, the all-reduce of each GPU's share across the nodes on its rail,
+// the all-gather inside the node. Pipelined per chunk, they may overlap.
+struct CollectivePhases {
+  int64_t rs_start_ns = 0;
+  int64_t rs_dur_ns = 0;
+  int64_t net_start_ns = 0;
+  int64_t net_dur_ns = 0;
+  int64_t ag_start_ns = 0;
+  int64_t ag_dur_ns = 0;
+  bool operator==(const CollectivePhases&) const = default;
+};
+
 struct CollectiveArgs {  // one collective on one rank
   int64_t coll = 0;      // the group's sequence number
   int group = 0;
@@ -164,6 +178,7 @@ struct CollectiveArgs {  // one collective on one rank
   // Empty, or the error the collective ended in (written as `args.error` only then): it never ran,
   // the span lasts from the rank's call to the moment the failure was found, and no chunk moved.
   std::string_view error;
+  std::optional<CollectivePhases> phases;  // a hierarchical all-reduce across nodes only
 };
 struct ReduceArgs {  // a reduction of a received chunk into the local one
   int64_t coll = 0;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,24 @@ struct TraceBucketInfo {
   uint64_t bytes = 0;
 };
 
+// The cluster a timing-only run modelled when its world spans more than one node (header field
+// "cluster", docs/trace-format.md "The cluster"): node k holds ranks [k*gpus_per_node,
+// (k+1)*gpus_per_node); inside a node the GPUs meet over `intra`; GPU i of every node reaches GPU i
+// of every other node through rail i (its own NIC: a rail-optimized fabric).
+struct TraceClusterInfo {
+  int nodes = 0;
+  int gpus_per_node = 0;
+  std::string intra_topology;                // "nvswitch", "pcie-host", ...
+  std::string intra_link;                    // "nvlink4", ...
+  double intra_bandwidth_bytes_per_s = 0.0;  // one GPU's, per direction (line rate)
+  double intra_latency_ns = 0.0;
+  int rails_per_node = 0;                   // NICs per node, one per GPU
+  std::string rail_kind;                    // "ib-ndr"
+  double rail_bandwidth_bytes_per_s = 0.0;  // one NIC's, per direction (line rate)
+  double rail_latency_ns = 0.0;             // added per network hop beyond NCCL's own figure
+  bool operator==(const TraceClusterInfo&) const = default;
+};
+
 // The first line of a trace.
 struct TraceHeader {
   std::string clock = "simulated";  // or "measured"
@@ -70,7 +89,8 @@ struct TraceHeader {
   std::vector<TraceLinkInfo> links;
   std::vector<TraceParamInfo> params;
   std::vector<TraceBucketInfo> buckets;
-  int host_id = -1;  // the id of the "host" device entry, -1 when there is none
+  int host_id = -1;                         // the id of the "host" device entry, -1 when there is none
+  std::optional<TraceClusterInfo> cluster;  // only when the modelled world spans nodes
 };
 
 }  // namespace dpscope

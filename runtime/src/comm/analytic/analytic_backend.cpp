@@ -153,7 +153,8 @@ class AnalyticBackend final : public Backend {
                                       .root = root,
                                       .ranks = n,
                                       .slices = 1,
-                                      .steps = est.steps}});
+                                      .steps = est.steps,
+                                      .phases = est.phases}});
       t->instant(device_, end, WorkCompleted{.coll = seq, .op = api_name(op), .group = 0});
     }
     return std::make_shared<AnalyticWork>(device_, op, seq, start, end);

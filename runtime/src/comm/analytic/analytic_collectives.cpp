@@ -23,6 +23,32 @@ int ceil_log2(int n) {
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+// The phases of NCCL's pipelined hierarchical all-reduce (tree or NVLS-tree across nodes) from the
+// terms of its prediction `p` (time = latency + network pipeline fill + bytes / algbw):
+//  * every phase streams the whole buffer, chunk after chunk, at the pipeline's one rate, so each
+//    is busy for the stream time S = time - latency - fill, and they overlap;
+//  * the first chunk enters the network only after the in-node hops up (the reduce inside the
+//    node), and the in-node hops down (the all-gather) come after the network: the latency's
+//    in-node part `intra_latency_ns` (the same algorithm and protocol on one node of g GPUs) is
+//    split evenly between them (NCCL's chain is as long up as down), the rest of the latency and
+//    the pipeline fill belong to the network phase.
+// So rs = [0, a + S), net = [a, a + b + S), ag = [a + b, time), a = intra / 2, b = inter + fill.
+CollectivePhases phases_of_pipeline(const NcclPrediction& p, int64_t intra_latency_ns) {
+  const int64_t latency_ns = std::llround(p.latency_us * 1e3);
+  const int64_t fill_ns = std::llround(p.pipeline_us * 1e3);
+  const int64_t stream_ns = std::max<int64_t>(0, p.time_ns - latency_ns - fill_ns);
+  const int64_t intra_ns = std::clamp<int64_t>(intra_latency_ns, 0, latency_ns);
+  const int64_t up_ns = intra_ns / 2;
+  const int64_t net_ns = latency_ns - intra_ns + fill_ns;
+  const int64_t end_ns = std::max<int64_t>(p.time_ns, up_ns + net_ns);
+  return {.rs_start_ns = 0,
+          .rs_dur_ns = up_ns + stream_ns,
+          .net_start_ns = up_ns,
+          .net_dur_ns = net_ns + stream_ns,
+          .ag_start_ns = up_ns + net_ns,
+          .ag_dur_ns = end_ns - (up_ns + net_ns)};
+}
+
 }  // namespace
 
 AnalyticCollectives::AnalyticCollectives(const HardwarePreset& preset, int world_size)
@@ -60,6 +86,20 @@ std::string AnalyticCollectives::describe() const {
                      node_net_->describe(), nic.kind,
                      nic.bandwidth_bytes_per_s * preset_.network.protocol_efficiency / 1e9,
                      nic.latency_ns / 1e3);
+}
+
+std::optional<TraceClusterInfo> AnalyticCollectives::cluster_info() const {
+  if (nodes() == 1) return std::nullopt;
+  return TraceClusterInfo{.nodes = nodes(),
+                          .gpus_per_node = gpus_per_node_,
+                          .intra_topology = preset_.topology,
+                          .intra_link = preset_.peer_link.kind,
+                          .intra_bandwidth_bytes_per_s = preset_.peer_link.bandwidth_bytes_per_s,
+                          .intra_latency_ns = preset_.peer_link.latency_ns,
+                          .rails_per_node = gpus_per_node_,  // one NIC per GPU (ClusterSpec)
+                          .rail_kind = preset_.cluster.nic.kind,
+                          .rail_bandwidth_bytes_per_s = preset_.cluster.nic.bandwidth_bytes_per_s,
+                          .rail_latency_ns = preset_.cluster.nic.latency_ns};
 }
 
 CollectiveEstimate AnalyticCollectives::estimate(const CollectiveQuery& query) const {
@@ -125,6 +165,12 @@ CollectiveEstimate AnalyticCollectives::compute(const CollectiveQuery& q) const 
     e.algorithm = p.algo == NcclAlgo::kRing || q.op != OpType::kAllReduce ? "ring" : "hierarchical";
     e.steps = q.op == OpType::kAllReduce ? 2 * (n - 1) : n - 1;
     e.duration_ns = p.time_ns + scale_ns;
+    if (e.algorithm == "hierarchical" && bytes > 0) {
+      // The in-node part of the latency: the same algorithm and protocol on one node.
+      const NcclFabric one_node = *nccl_fabric(preset_, g, 1);
+      const NcclPrediction inside = predict_nccl(one_node, q.op, bytes, {.algo = p.algo, .proto = p.proto});
+      e.phases = phases_of_pipeline(p, std::llround(inside.latency_us * 1e3));
+    }
     return e;
   }
   const LinkSpec& peer = preset_.peer_link;
@@ -155,13 +201,21 @@ CollectiveEstimate AnalyticCollectives::compute(const CollectiveQuery& q) const 
       const int64_t shard =
           static_cast<int64_t>(ceil_div(static_cast<uint64_t>(q.count), static_cast<uint64_t>(g)));
       const uint64_t chunk = ceil_div(static_cast<uint64_t>(shard), static_cast<uint64_t>(N)) * elem;
-      const int64_t inside =
-          node_collective_ns(OpType::kReduceScatter, Algorithm::kRing, shard, elem, &e.steps, nullptr) +
+      // The three phases run one after the other here.
+      const int64_t rs_ns =
+          node_collective_ns(OpType::kReduceScatter, Algorithm::kRing, shard, elem, &e.steps, nullptr);
+      const int64_t ag_ns =
           node_collective_ns(OpType::kAllGather, Algorithm::kRing, shard, elem, &e.steps, nullptr);
       const int64_t across = 2 * (N - 1) * nic_step_ns(chunk) + (N - 1) * node_net_->reduce_time_ns(chunk);
       e.steps += 2 * (N - 1);
       e.algorithm = "hierarchical";
-      e.duration_ns = inside + across + scale_ns;
+      e.duration_ns = rs_ns + across + ag_ns + scale_ns;
+      e.phases = CollectivePhases{.rs_start_ns = 0,
+                                  .rs_dur_ns = rs_ns,
+                                  .net_start_ns = rs_ns,
+                                  .net_dur_ns = across,
+                                  .ag_start_ns = rs_ns + across,
+                                  .ag_dur_ns = ag_ns};
       return e;
     }
     case OpType::kBroadcast: {
