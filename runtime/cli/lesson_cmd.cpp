@@ -138,6 +138,30 @@ void print_problem(const std::string& problem) {
   std::fprintf(stderr, "dpscope: %s\n", line.c_str());
 }
 
+// Whether every knob of `knobs` is at its default value (no knob given counts too).
+bool at_default_knobs(const lesson::Lesson& lesson, const std::map<std::string, std::string>& knobs) {
+  for (const auto& [flag, value] : knobs)
+    if (const lesson::Knob* knob = lesson.find_knob(flag); knob == nullptr || knob->default_value != value)
+      return false;
+  return true;
+}
+
+// A run's problems for `run` and `handout`. The chapters' pictures are declared for the default
+// knobs (`check` proves them there): with knobs turned, a picture that tells another story is
+// said in one note, not as problems.
+void print_run_problems(const lesson::Lesson& lesson, const lesson::LessonReport& report,
+                        const std::map<std::string, std::string>& knobs) {
+  for (const std::string& problem : report.problems) print_problem(problem);
+  if (at_default_knobs(lesson, knobs)) {
+    for (const std::string& problem : report.picture_problems) print_problem(problem);
+  } else if (!report.picture_problems.empty()) {
+    fmt::print(
+        "note: with these knobs {} of the chapters' declared pictures show another moment of the story "
+        "than at the default knobs, where `dpscope lesson check {}` proves them\n",
+        report.picture_problems.size(), lesson.id);
+  }
+}
+
 // Runs `args` in-process with --trace `trace`.
 void run_scenario(const std::vector<std::string>& args, const fs::path& trace, bool quiet) {
   std::vector<std::string> with_trace = args;
@@ -559,7 +583,7 @@ void run_command(const LessonArgs& args) {
   const LessonRun run =
       run_lesson(lesson, out, lesson::parse_knobs(args.knobs), /*quiet=*/false, cache ? &*cache : nullptr);
   fmt::print("\n{}", lesson::format_report(lesson, run.report));
-  for (const std::string& problem : run.report.problems) print_problem(problem);
+  print_run_problems(lesson, run.report, lesson::parse_knobs(args.knobs));
   fmt::print("\ntrace: {}\n", run.trace.string());
   for (size_t i = 0; i < run.other_traces.size(); ++i)
     fmt::print("scenario {}: {}\n", lesson.scenarios[i].name, run.other_traces[i].string());
@@ -609,6 +633,8 @@ void check_command(const LessonArgs& args) {
       if (!skipped_lesson) {
         const LessonRun run = run_lesson(lesson, out, {}, /*quiet=*/true);
         lesson_problems = run.report.problems;
+        lesson_problems.insert(lesson_problems.end(), run.report.picture_problems.begin(),
+                               run.report.picture_problems.end());
         for (std::string& p : knob_problems(lesson)) lesson_problems.push_back(std::move(p));
         for (std::string& p : lesson::lint_lesson(lesson)) lesson_problems.push_back(std::move(p));
         for (std::string& p : exercise_problems(lesson, out)) lesson_problems.push_back(std::move(p));
@@ -720,7 +746,7 @@ void handout_command(const LessonArgs& args) {
     guard.check();
   }
   const LessonRun run = run_lesson(lesson, out, lesson::parse_knobs(args.knobs), /*quiet=*/true);
-  for (const std::string& problem : run.report.problems) print_problem(problem);
+  print_run_problems(lesson, run.report, lesson::parse_knobs(args.knobs));
   std::vector<std::string> exercise_problems_found;
   const std::vector<lesson::ExerciseResult> exercises = run_exercises(lesson, out, &exercise_problems_found);
   for (const lesson::ExerciseResult& x : exercises)

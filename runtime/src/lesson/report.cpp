@@ -59,10 +59,10 @@ std::string command_line(const std::vector<std::string>& args) {
 // A compare chapter's picture: each compared run at its own moment (the chapter's trigger matched in
 // that run), where the chapter's `expect` must hold as it does in the lesson's run. Fills
 // result.compare_times_ns; a run whose trace is missing, whose trigger never fires or whose
-// picture misses an expectation is a problem naming the run.
+// picture misses an expectation is a problem naming the run (the last kind in `picture_problems`).
 void check_compared_runs(const Chapter& chapter, const std::string& where, const trace::TraceData& data,
                          ChapterResult& result, const ScenarioTraces& others,
-                         std::vector<std::string>& problems) {
+                         std::vector<std::string>& problems, std::vector<std::string>& picture_problems) {
   for (const std::string& name : chapter.compare) {
     const trace::TraceData* run = &data;
     std::optional<int64_t> time_ns;
@@ -91,12 +91,12 @@ void check_compared_runs(const Chapter& chapter, const std::string& where, const
     for (const Expectation& expect : chapter.expect) {
       try {
         if (expect.condition.evaluate(*run, context) == 0.0)
-          problems.push_back(fmt::format("{}: compare: the run '{}' must show `{}`, but at {} it shows {}",
-                                         where, name, expect.condition.text(), time_text(time_ns),
-                                         expect.condition.evaluate_text(*run, context)));
+          picture_problems.push_back(fmt::format(
+              "{}: compare: the run '{}' must show `{}`, but at {} it shows {}", where, name,
+              expect.condition.text(), time_text(time_ns), expect.condition.evaluate_text(*run, context)));
       } catch (const Error& e) {
-        problems.push_back(fmt::format("{}: compare: the run '{}': expect `{}`: {}", where, name,
-                                       expect.condition.text(), e.what()));
+        picture_problems.push_back(fmt::format("{}: compare: the run '{}': expect `{}`: {}", where, name,
+                                               expect.condition.text(), e.what()));
       }
     }
   }
@@ -158,15 +158,16 @@ LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data,
       if (!result.time_ns) break;  // the trigger's problem is reported above
       try {
         if (expect.condition.evaluate(data, context) == 0.0)
-          report.problems.push_back(fmt::format("{}: its picture must show `{}`, but at {} it shows {}",
-                                                where, expect.condition.text(), time_text(result.time_ns),
-                                                expect.condition.evaluate_text(data, context)));
+          report.picture_problems.push_back(fmt::format(
+              "{}: its picture must show `{}`, but at {} it shows {}", where, expect.condition.text(),
+              time_text(result.time_ns), expect.condition.evaluate_text(data, context)));
       } catch (const Error& e) {
-        report.problems.push_back(
+        report.picture_problems.push_back(
             fmt::format("{}: expect `{}`: {}", where, expect.condition.text(), e.what()));
       }
     }
-    if (!chapter.compare.empty()) check_compared_runs(chapter, where, data, result, others, report.problems);
+    if (!chapter.compare.empty())
+      check_compared_runs(chapter, where, data, result, others, report.problems, report.picture_problems);
     report.chapters.push_back(result);
   }
   for (size_t i = 0; i < lesson.questions.size(); ++i) {

@@ -239,6 +239,29 @@ narration = "Forward."
   EXPECT_TRUE(fs::is_empty(reused));
 }
 
+// A lesson declares its chapters' pictures for its default knobs (lesson check proves them there).
+// With a knob turned (lesson 12 on one node has no hierarchical phases to show), `run` says so in
+// one note instead of a problem line per picture; at the defaults it has nothing to say.
+TEST(LessonKnobRuns, PicturesDeclaredForTheDefaultKnobsAreANoteWhenAKnobIsTurned) {
+  const std::string lessons = quoted(fs::path(DPSCOPE_SOURCE_DIR) / "lessons");
+  const fs::path dir = testing::scratch_dir();
+  const testing::CliResult turned = run_cli(fmt::format(
+      "lesson run 12 --no-viz --lessons-dir {} --out {} --knob devices=8", lessons, quoted(dir / "turned")));
+  ASSERT_EQ(turned.exit_code, 0) << turned.output;
+  EXPECT_EQ(turned.output.find("dpscope: "), std::string::npos) << turned.output;
+  EXPECT_NE(turned.output.find("note: with these knobs "), std::string::npos) << turned.output;
+  EXPECT_NE(turned.output.find(" of the chapters' declared pictures show another moment of the story than at "
+                               "the default knobs, where `dpscope lesson check 12-scaling` proves them\n"),
+            std::string::npos)
+      << turned.output;
+  const testing::CliResult defaults =
+      run_cli(fmt::format("lesson run 12 --no-viz --lessons-dir {} --out {} --knob devices=1024", lessons,
+                          quoted(dir / "defaults")));
+  ASSERT_EQ(defaults.exit_code, 0) << defaults.output;
+  EXPECT_EQ(defaults.output.find("note: "), std::string::npos) << defaults.output;
+  EXPECT_EQ(defaults.output.find("dpscope: "), std::string::npos) << defaults.output;
+}
+
 TEST(LessonKnobRuns, ReuseRunsMustBeADirectory) {
   const fs::path dir = testing::scratch_dir();
   testing::write_file(dir / "01-knobs.toml", knob_lesson(kDevicesUpTo16));

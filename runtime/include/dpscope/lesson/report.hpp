@@ -45,6 +45,10 @@ struct LessonReport {
   // { type = "transfer" } never fires", "04-ddp: chapter 3 'Sum': fires at 1.000 us, before chapter
   // 2 (2.000 us)", "04-ddp: question 1: answer cannot be computed: ...".
   std::vector<std::string> problems;
+  // A chapter's `expect` that does not hold at its moment (in the lesson's run or a compared one),
+  // or cannot be computed, in the same form. A lesson declares its pictures for its default knobs:
+  // `lesson check` proves them there; with knobs turned a picture may show another story.
+  std::vector<std::string> picture_problems;
   // The first `error` event of the trace (the run failed; docs/trace-format.md): its rank and message.
   std::optional<int> error_rank;
   std::string error_message;
