@@ -121,6 +121,50 @@ TEST(NodeStageScreenshots, PhaseOneLightsOneBandPerNodeTile) {
     // Phase 2 is not running: its colour appears only in the legend.
     EXPECT_EQ(regions_of(img, kPhase2Blue, 20), 1) << name << " " << png;
   }
+  // --node 5: that node alone, no tile grid (a handful of phase-1 regions, not 128).
+  const auto png = dir / "node-5.png";
+  const auto r = testing::run_command(
+      fmt::format("{} {} --screenshot {} {} --size 1280x720 --stage-only --node 5", DPSCOPE_VIZ,
+                  testing::quoted(trace.string()), testing::quoted(png.string()), seek));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const int zoomed = regions_of(load(png), kPhase1Orange, 20);
+  EXPECT_GE(zoomed, 2) << png;  // the node's phase 1 and the legend's swatch
+  EXPECT_LT(zoomed, 20) << png;
+}
+
+// --node K needs a trace of several nodes and a node it has: one usage line, exit 2, before any
+// window (no display needed).
+TEST(NodeStageScreenshots, NodeFlagNamesTheTracesNodes) {
+  const auto dir = dpscope::testing::scratch_dir();
+  const auto trace = dir / "two-nodes.jsonl";
+  TrainConfig config;
+  config.mode = TrainMode::kDdp;
+  config.timing_only = true;
+  config.devices = 16;
+  config.model = "64-64-10";
+  config.steps = 1;
+  config.trace = trace.string();
+  run_training(config);
+  const auto png = testing::quoted((dir / "x.png").string());
+  auto r = testing::run_command(fmt::format("env -u DISPLAY {} {} --node 2 --screenshot {}", DPSCOPE_VIZ,
+                                            testing::quoted(trace.string()), png));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output, "dpscope-viz: error: --node 2: the trace has 2 nodes, 0 to 1\n");
+  const auto one_node = dir / "one-node.jsonl";
+  config.devices = 8;
+  config.trace = one_node.string();
+  run_training(config);
+  r = testing::run_command(fmt::format("env -u DISPLAY {} {} --node 0 --screenshot {}", DPSCOPE_VIZ,
+                                       testing::quoted(one_node.string()), png));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--node 0: " + one_node.string() + " has no cluster of several nodes"),
+            std::string::npos)
+      << r.output;
+  r = testing::run_command(fmt::format("env -u DISPLAY {} {} {} --compare --node 0 --screenshot {}",
+                                       DPSCOPE_VIZ, testing::quoted(trace.string()),
+                                       testing::quoted(one_node.string()), png));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--node shows one node on the stage"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 //   dpscope-viz --lesson ID [TRACE] [--knob FLAG=VALUE ...]              (a lesson: runs it when no
 //                                                                         TRACE is given)
 //   dpscope-viz --lesson ID --bench-knobs N                              (knob-change timings)
+//   dpscope-viz TRACE --node K                                           (one node of a cluster)
 //
 // This file reads like the table of contents of the app: parse the command line (CLI11), then
 // one of three modes — interactive (GLFW loop), screenshot (offscreen frame to PNG), benchmark
@@ -51,7 +52,26 @@ struct AppOptions {
   LessonModeOptions lesson;  // --lesson ID: the lesson panel, added with Viewer::add_view()
   bool compare = false;      // --compare: the traces side by side on one time axis
   bool stage_only = false;   // --stage-only: the stage alone, for slides
+  int node = -1;             // --node K: a trace of several nodes shows node K alone (-1: all)
 };
+
+// --node K: the node-level stage zoomed to node K of the active trace's cluster. Throws
+// Error(kUsage) for a trace without several nodes or a node it does not have.
+void zoom_to_node(Viewer& viewer, int node) {
+  if (node < 0) return;
+  const Document* doc = viewer.active_document();
+  if (doc == nullptr || doc->model() == nullptr) return;
+  const std::optional<TraceClusterInfo>& cluster = doc->model()->data().header.cluster;
+  if (!cluster || cluster->nodes < 2)
+    throw Error(ErrorKind::kUsage,
+                fmt::format("--node {}: {} has no cluster of several nodes (a timing-only run "
+                            "across nodes has one: dpscope train --timing-only --devices 16)",
+                            node, doc->path().string()));
+  if (node >= cluster->nodes)
+    throw Error(ErrorKind::kUsage, fmt::format("--node {}: the trace has {} nodes, 0 to {}", node,
+                                               cluster->nodes, cluster->nodes - 1));
+  viewer.stage().set_zoom_node(node);
+}
 
 // The traces of the command line, or the lesson (with its trace, or a run made now).
 void open_traces(Viewer& viewer, const AppOptions& o, bool strict) {
@@ -128,6 +148,7 @@ int run_screenshot(const AppOptions& o) {
   } else {
     viewer.seek(seek ? resolve_seek(*doc->model(), *seek) : doc->model()->end());
   }
+  zoom_to_node(viewer, o.node);
 
   std::unique_ptr<Platform> platform =
       Platform::create({.width = size.width, .height = size.height, .visible = false});
@@ -183,6 +204,11 @@ int run_interactive(const AppOptions& o) {
     } catch (const Error& e) {
       viewer.report(e.what());
     }
+  }
+  try {
+    zoom_to_node(viewer, o.node);
+  } catch (const Error& e) {
+    viewer.report(e.what());
   }
   auto last = std::chrono::steady_clock::now();
   while (!platform->should_close() && !viewer.quit_requested()) {
@@ -260,6 +286,11 @@ int run(int argc, char** argv) {
                "the speedup over the one with the fewest GPUs");
   app.add_flag("--stage-only", o.stage_only,
                "the stage (or the comparison) alone, edge to edge: no menu, panels or caption (slides)");
+  app.add_option(
+         "--node", o.node,
+         "with a trace of several nodes (a timing-only run across nodes): the stage shows node K alone "
+         "(from 0, as its tiles are labelled; Esc shows every node again)")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--lesson", o.lesson.id,
                  "a lesson (id, number or .toml file): its panel beside the picture; runs it unless a trace "
                  "of it is given");
@@ -286,6 +317,8 @@ int run(int argc, char** argv) {
       return fail(kExitUsage, "--compare and --lesson cannot be combined");
     if (o.stage_only && o.bench_frames > 0)
       return fail(kExitUsage, "--stage-only and --bench-frames cannot be combined");
+    if (o.node >= 0 && (o.compare || o.bench_frames > 0))
+      return fail(kExitUsage, "--node shows one node on the stage: it takes no --compare or --bench-frames");
     if (!o.stage_boxes.empty() && o.screenshot.empty())
       return fail(kExitUsage, "--stage-boxes needs --screenshot");
     if (!o.lesson.id.empty() && o.traces.size() > 1) return fail(kExitUsage, "--lesson takes one trace file");
