@@ -113,8 +113,11 @@ NodeZoomLayout layout_node_zoom(int gpus_per_node, NodeRect area, float font_px)
   // Rows: switch, GPUs, NICs, rails, caption.
   const float usable = area.height() - caption_h - gap * 4;
   const float switch_h = std::min(font_px * 2.4f, usable * 0.18f);
-  const float gpu_h = std::min(font_px * 4.0f, usable * 0.34f);
   const float nic_h = std::min(font_px * 2.0f, usable * 0.16f);
+  // The GPUs before the rails: their two lines ("GPU k", "rank r") need about 2.6 lines of text;
+  // a rail is a line, and keeps at least one line's height.
+  const float gpu_h =
+      std::max(std::min(font_px * 4.0f, usable - switch_h - nic_h - font_px * 1.2f), usable * 0.34f);
   z.nvswitch = {area.x0 + gap, area.y0, area.x1 - gap, area.y0 + switch_h};
   const float gpu_y = z.nvswitch.y1 + gap * 1.5f;
   const float nic_y = gpu_y + gpu_h + gap;
