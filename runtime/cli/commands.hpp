@@ -24,9 +24,11 @@ void refuse_empty_values(CLI::App& app);
 
 // For a process that is one rank of a job (mpirun, dpscope launch): when the launcher stops it with
 // SIGTERM because another rank failed, it says so in one "dpscope: error:" line, then ends by that
-// signal as before (launch_cmd.cpp).
+// signal as before; a rank that has told its peers of its own error prints that error instead
+// (base/termination_notice.hpp).
 void say_why_when_terminated(int rank);
-// Once the process has an error of its own (its one line), SIGTERM ends it without a second line.
+// The process has its error in hand and prints it now: a SIGTERM no longer interrupts it (the line
+// is printed once, and its exit status is its own).
 void keep_quiet_when_terminated();
 
 }  // namespace dpscope::cli

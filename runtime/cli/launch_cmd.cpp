@@ -34,6 +34,7 @@
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/process.hpp"
+#include "dpscope/base/termination_notice.hpp"
 
 extern char** environ;
 
@@ -398,37 +399,16 @@ void run_launch(const LaunchArgs& a) {
   }
 }
 
-// The line say_why_when_terminated() prints, made before any signal can come (a handler may only
-// write()).
-char g_terminated_line[256];
-size_t g_terminated_length = 0;
-volatile sig_atomic_t g_terminated_armed = 0;  // 0 once the process has its own error to print
-
-extern "C" void say_terminated(int sig) {
-  if (g_terminated_armed != 0) {
-    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, g_terminated_line, g_terminated_length);
-  }
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
 }  // namespace
 
 void say_why_when_terminated(int rank) {
-  const std::string line = fmt::format(
+  arm_termination_notice(fmt::format(
       "dpscope: error: rank {} was stopped by SIGTERM: its launcher (mpirun or dpscope launch) stops every "
       "rank when one fails (that rank's error says why) or when it is stopped itself\n",
-      rank);
-  g_terminated_length = std::min(line.size(), sizeof g_terminated_line);
-  std::memcpy(g_terminated_line, line.data(), g_terminated_length);
-  g_terminated_armed = 1;
-  struct sigaction action {};
-  action.sa_handler = say_terminated;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
+      rank));
 }
 
-void keep_quiet_when_terminated() { g_terminated_armed = 0; }
+void keep_quiet_when_terminated() { hold_termination(); }
 
 void register_launch(CLI::App& app) {
   auto args = std::make_shared<LaunchArgs>();

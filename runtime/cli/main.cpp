@@ -14,6 +14,7 @@
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/termination_notice.hpp"
 
 namespace {
 
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dpscope: error: %s\n", e.what());
     return 2;
   } catch (const dpscope::Error& e) {
+    dpscope::hold_termination();  // a rank of a job prints its own error, once (base/termination_notice.hpp)
     std::fprintf(stderr, "dpscope: error: %s\n", e.what());
     if (verbose)
       std::fprintf(stderr, "  (raised at %s, kind: %s)\n", e.where().c_str(), dpscope::to_string(e.kind()));
@@ -94,6 +96,7 @@ int main(int argc, char** argv) {
                  "dpscope: error: out of host memory (an allocation failed); try smaller sizes or counts\n");
     return 1;
   } catch (const std::exception& e) {
+    dpscope::hold_termination();
     std::fprintf(stderr, "dpscope: error: %s\n", e.what());
     return 1;
   }

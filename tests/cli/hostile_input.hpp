@@ -50,6 +50,10 @@ struct Case {
   int error_lines = 1;
   // Runs after the program: checks that no input, output or device node changed (EXPECT_*).
   std::function<void(const fs::path& dir, const Fixtures& fx)> verify = {};
+  // A launcher's rows where this rank fails first (-1: none): a peer its launcher stops before the
+  // peer heard why says "was stopped by SIGTERM" instead; the failing rank's own line and the
+  // launcher's always name the cause.
+  int failing_rank = -1;
 };
 
 // gtest prints a failing row by its name, not as bytes.

@@ -102,9 +102,17 @@ std::vector<Case> hostile_process_cases() {
           "-np 1 " + kCli + kC + " --steps 2 --timeout 5 : -np 1 " + kCli + kC + " --steps 2 --timeout 6", 2,
           "another configuration than rank 0", 2),
       // ---- one line per process, the right words ----
-      launch_case("LaunchOmpiServerThatCannotStart", "exec " + kCli + kC + " --steps 2 --timeout 10\n", 1,
-                  "ompi-server (/bin/false) could not start: it exited with status 1", 3,
-                  {{"DPSCOPE_OMPI_SERVER", "/bin/false"}}),
+      // Rank 0 fails alone: rank 1 learns why from the store, unless the launcher stops it first.
+      // Rank 0 itself always says its own error (it once said "stopped by SIGTERM" when the launcher,
+      // reaping rank 1, stopped it while it unwound).
+      [] {
+        Case c =
+            launch_case("LaunchOmpiServerThatCannotStart", "exec " + kCli + kC + " --steps 2 --timeout 10\n",
+                        1, "ompi-server (/bin/false) could not start: it exited with status 1", 3,
+                        {{"DPSCOPE_OMPI_SERVER", "/bin/false"}});
+        c.failing_rank = 0;
+        return c;
+      }(),
       // Ranks that run different collectives: each says so, OpenMPI's text stays off stderr.
       mpirun_case("MpirunMismatchedCollectives",
                   "-np 2 " + kCli + kC + " --steps 4 --pitfall mismatched-collective --timeout 10", 2,

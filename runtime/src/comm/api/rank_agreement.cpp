@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "dpscope/base/termination_notice.hpp"
+
 namespace dpscope {
 namespace {
 
@@ -101,9 +103,11 @@ void run_as_rank(ProcessGroup& group, const std::function<void()>& work) {
   try {
     work();
   } catch (const Error& e) {
+    own_error_on_termination(e.what());  // before the peers hear of it (base/termination_notice.hpp)
     group.backend().abort(e.kind(), e.what());
     throw;
   } catch (const std::exception& e) {
+    own_error_on_termination(e.what());
     group.backend().abort(ErrorKind::kInternal, e.what());
     throw;
   }

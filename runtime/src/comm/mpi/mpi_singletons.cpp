@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/termination_notice.hpp"
 
 namespace dpscope::mpi::detail {
 namespace {
@@ -254,7 +255,9 @@ MPI_Comm join_singletons(Store& store, int rank, int world_size, Milliseconds ti
         try {
           uri = start_ompi_server(timeout);
         } catch (const Error& e) {
-          // The others wait for the URI: they learn at once why none comes.
+          // The others wait for the URI: they learn at once why none comes. This process's own line
+          // is this error, even if its launcher stops it because one of them failed first.
+          own_error_on_termination(e.what());
           store.set(kServerUriKey, kServerFailed + std::string(e.what()));
           throw;
         }
