@@ -69,10 +69,15 @@ void watch(int pipe_read) {
     SignalCleanup& state = cleanup();
     {
       std::lock_guard<std::mutex> lock(state.mutex);
-      for (const fs::path& dir : state.dirs) {
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-      }
+      // The rest of the process runs on until the signal is raised below, and may still be writing
+      // into the directory (a run's trace, a kept copy): a removal that met a file made meanwhile
+      // fails, and is tried again.
+      for (const fs::path& dir : state.dirs)
+        for (int attempt = 0; attempt < 100; ++attempt) {
+          std::error_code ec;
+          fs::remove_all(dir, ec);
+          if (!fs::exists(dir, ec) && !ec) break;
+        }
       for (size_t i = 0; i < std::size(kSignals); ++i)
         if (kSignals[i] == sig) ::sigaction(sig, &state.previous[i], nullptr);
     }
