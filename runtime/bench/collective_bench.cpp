@@ -120,8 +120,8 @@ void validate_bench_options(const BenchOptions& o) {
             ErrorKind::kUsage, "--algo {}: {} has one schedule (pairwise exchange): auto only",
             to_string(o.algorithm), api_name(o.collective));
   DPS_CHECK(!d.one_schedule || !o.proto || *o.proto == NcclProto::kSimple, ErrorKind::kUsage,
-            "--proto {}: {} runs as NCCL point-to-point sends, Simple only", o.proto ? to_string(*o.proto) : "",
-            api_name(o.collective));
+            "--proto {}: {} runs as NCCL point-to-point sends, Simple only",
+            o.proto ? to_string(*o.proto) : "", api_name(o.collective));
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
   DPS_CHECK(o.nodes >= 1 && o.nodes <= 65536, ErrorKind::kUsage, "--nodes must be from 1 to 65536, got {}",
             o.nodes);

@@ -116,7 +116,8 @@ const CollectiveDescriptor kAllToAll{
           const int64_t block = b.flat.numel() / n;
           return input_value(o.op, static_cast<int>(i / block), rank * block + i % block);
         },
-    .run = [](const BenchOptions&, ProcessGroup& pg, Buffers& b) { return pg.all_to_all_single(b.flat, b.tensor); }};
+    .run = [](const BenchOptions&, ProcessGroup& pg,
+              Buffers& b) { return pg.all_to_all_single(b.flat, b.tensor); }};
 
 }  // namespace
 

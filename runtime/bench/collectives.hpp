@@ -35,11 +35,11 @@ struct Counts {
 
 struct CollectiveDescriptor {
   OpType op = OpType::kAllReduce;
-  bool reduces = false;      // takes a reduction operator (-o)
-  bool ring_only = false;    // every backend's schedule is a ring: --algo ring or auto only
-  bool splits_size = false;  // the size is all ranks' data (nccl-tests' all_gather/reduce_scatter)
-  bool exchanges = false;    // alltoall: input and output each hold the whole size, rounded down to
-                             // a multiple of the ranks (nccl-tests' alltoall.cu byte counts)
+  bool reduces = false;       // takes a reduction operator (-o)
+  bool ring_only = false;     // every backend's schedule is a ring: --algo ring or auto only
+  bool splits_size = false;   // the size is all ranks' data (nccl-tests' all_gather/reduce_scatter)
+  bool exchanges = false;     // alltoall: input and output each hold the whole size, rounded down to
+                              // a multiple of the ranks (nccl-tests' alltoall.cu byte counts)
   bool one_schedule = false;  // no algorithm to choose: --algo auto only
   // The buffer that takes the inputs and the one checked after the collective.
   Tensor& (*input)(Buffers&) = nullptr;

@@ -184,8 +184,8 @@ TEST(BenchCli, EveryCollectiveAndReduceOpPassesTheExactCheck) {
         "broadcast --devices 4 -r 2 -b 1K -e 16K -f 4 --algo ring",
         "reduce --devices 3 -r 1 -o prod -b 1K -e 16K -f 4",
         "all_reduce --devices 5 -o avg -b 1K -e 64K -f 8 --algo tree",
-        "all_reduce --devices 3 -o min -b 100 -e 1K -f 10 --algo naive", "alltoall --devices 3 -b 96 -e 96K -f 32",
-        "all_to_all --devices 8 -b 1K -e 64K -f 8"}) {
+        "all_reduce --devices 3 -o min -b 100 -e 1K -f 10 --algo naive",
+        "alltoall --devices 3 -b 96 -e 96K -f 32", "all_to_all --devices 8 -b 1K -e 64K -f 8"}) {
     SCOPED_TRACE(args);
     const Result r = run_bench(std::string(args) + " -n 1");
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -253,9 +253,11 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
         Case{"all_reduce --devices 0", "--devices must be at least 1, got 0"},
         Case{"all_reduce --algo hypercube", "--algo: unknown algorithm 'hypercube'"},
         Case{"all_reduce --backend gloo", "--backend gloo: expected sim, cuda, nccl or mpi"},
-        Case{"alltoallv", "unknown collective 'alltoallv' (expected all_reduce, all_gather, reduce_scatter, "
-                          "broadcast, reduce or alltoall)"},
-        Case{"alltoall --algo ring", "--algo ring: all_to_all has one schedule (pairwise exchange): auto only"},
+        Case{"alltoallv",
+             "unknown collective 'alltoallv' (expected all_reduce, all_gather, reduce_scatter, "
+             "broadcast, reduce or alltoall)"},
+        Case{"alltoall --algo ring",
+             "--algo ring: all_to_all has one schedule (pairwise exchange): auto only"},
         Case{"alltoall --proto LL --timing-only",
              "--proto LL: all_to_all runs as NCCL point-to-point sends, Simple only"},
         Case{"alltoall -o max", "-o max given, but all_to_all does not reduce"},

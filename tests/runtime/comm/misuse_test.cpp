@@ -444,12 +444,13 @@ TEST(Mismatch, AllToAllAgainstAllReduceFailsOnEveryRank) {
   });
   for (const Outcome& o : out) {
     EXPECT_EQ(o.kind, ErrorKind::kMismatch);
-    EXPECT_EQ(o.message,
-              "Detected mismatch between collectives on ranks. Rank 0 is running collective: "
-              "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLTOALL, TensorShape=[4], TensorDtypes=float32), "
-              "but Rank 1 is running collective: "
-              "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=float32, "
-              "ReduceOp=sum, Algorithm=auto) (ranks that differ from rank 0: [1])");
+    EXPECT_EQ(
+        o.message,
+        "Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLTOALL, TensorShape=[4], TensorDtypes=float32), "
+        "but Rank 1 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=float32, "
+        "ReduceOp=sum, Algorithm=auto) (ranks that differ from rank 0: [1])");
   }
 }
 
@@ -457,7 +458,8 @@ TEST(InvalidArguments, AllToAllSingleSplitsAndSizes) {
   auto check = [](const std::function<void(ProcessGroup&)>& fn, ErrorKind kind, const std::string& message) {
     const Outcome e = local_error(2, fn);  // either rank may be the first to fail
     EXPECT_EQ(e.kind, kind);
-    EXPECT_THAT(e.message, ::testing::MatchesRegex("rank [01] failed: all_to_all(_single)? on rank [01]: .*"));
+    EXPECT_THAT(e.message,
+                ::testing::MatchesRegex("rank [01] failed: all_to_all(_single)? on rank [01]: .*"));
     EXPECT_THAT(e.message, HasSubstr(message));
   };
   check(
@@ -483,7 +485,8 @@ TEST(InvalidArguments, AllToAllSingleSplitsAndSizes) {
       "output has 6 elements but input has 4 (equal splits send and receive the same amount)");
   check(
       [](ProcessGroup& pg) {
-        Tensor in = Tensor::zeros({4}, pg.device()), out = Tensor::zeros({4}, pg.device(), MemoryCategory::kActivations, DType::kI64);
+        Tensor in = Tensor::zeros({4}, pg.device()),
+               out = Tensor::zeros({4}, pg.device(), MemoryCategory::kActivations, DType::kI64);
         pg.all_to_all_single(out, in);
       },
       ErrorKind::kInvalidArgument, ": the output is int64, expected float32");

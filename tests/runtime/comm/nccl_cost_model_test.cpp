@@ -217,10 +217,11 @@ TEST(NcclCostModel, AllToAllIsPointToPointBoundByNvlinkInANodeAndByTheRailAcross
   ASSERT_GT(net_us, 7 * block / (four.intra_bytes_per_s / 1e6)) << "the rail is the bound across nodes";
   EXPECT_EQ(q.time_ns, std::llround((latency + net_us) * 1e3));
 
-  const testing::Outcome ring = testing::error_of(
-      [&] { predict_nccl(one, OpType::kAllToAll, bytes, {.algo = NcclAlgo::kRing}); });
+  const testing::Outcome ring =
+      testing::error_of([&] { predict_nccl(one, OpType::kAllToAll, bytes, {.algo = NcclAlgo::kRing}); });
   EXPECT_EQ(ring.kind, ErrorKind::kUsage);
-  EXPECT_EQ(ring.message, "all_to_all runs as NCCL point-to-point sends (p2p/Simple): ring is not available for it");
+  EXPECT_EQ(ring.message,
+            "all_to_all runs as NCCL point-to-point sends (p2p/Simple): ring is not available for it");
   EXPECT_EQ(predict_nccl(one, OpType::kAllToAll, 0).time_ns, 0) << "nothing to send";
 }
 

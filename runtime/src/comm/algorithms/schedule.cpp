@@ -349,7 +349,8 @@ Schedule pairwise_all_to_all(int ranks, int64_t block) {
   for (int k = 1; k < n; ++k)
     for (int r = 0; r < n; ++r) {
       const int dst = (r + k) % n;
-      b.add(make_op(r, dst, {dst * block, block}, {(n + r) * block, block}, false, k - 1, k - 1, r, 0, 0), {});
+      b.add(make_op(r, dst, {dst * block, block}, {(n + r) * block, block}, false, k - 1, k - 1, r, 0, 0),
+            {});
     }
   return b.take();
 }

@@ -162,9 +162,9 @@ CollectiveEstimate AnalyticCollectives::compute(const CollectiveQuery& q) const 
     const NcclPrediction p = predict_nccl(*fabric, q.op, bytes, choice);
     // NCCL's trees across nodes (tree, NVLS-tree: in-node then between nodes, pipelined per chunk)
     // are the hierarchical all-reduce; the trace names them so.
-    e.algorithm = q.op == OpType::kAllToAll                                  ? "pairwise"
+    e.algorithm = q.op == OpType::kAllToAll                                 ? "pairwise"
                   : p.algo == NcclAlgo::kRing || q.op != OpType::kAllReduce ? "ring"
-                                                                              : "hierarchical";
+                                                                            : "hierarchical";
     e.steps = q.op == OpType::kAllReduce ? 2 * (n - 1) : n - 1;
     e.duration_ns = p.time_ns + scale_ns;
     if (e.algorithm == "hierarchical" && bytes > 0) {

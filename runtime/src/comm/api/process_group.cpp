@@ -182,7 +182,8 @@ std::shared_ptr<Work> ProcessGroup::all_to_all_single(Tensor& output, const Tens
   check_same_kind(input, output, op, rank(), "the output");
   // c10d's checkSplitSizes wording for equal splits: "Tensor's dim 0 does not divide equally
   // across group size".
-  for (const auto& [what, t] : {std::pair<const char*, const Tensor*>{"input", &input}, {"output", &output}}) {
+  for (const auto& [what, t] :
+       {std::pair<const char*, const Tensor*>{"input", &input}, {"output", &output}}) {
     DPS_CHECK(t->dim() >= 1, ErrorKind::kInvalidArgument,
               "all_to_all_single on rank {}: the {} is a scalar; it needs a first dimension to split", rank(),
               what);

@@ -242,8 +242,9 @@ class NcclBackend final : public Backend {
                       : input;
     return run(OpType::kAllToAll, o.timeout, [&](cudaStream_t s) {
       if (in_place && block > 0)
-        check_cuda(cudaMemcpyAsync(data_of(from), data_of(input), block * size(), cudaMemcpyDeviceToDevice, s),
-                   "cudaMemcpyAsync (all_to_all input)", device_);
+        check_cuda(
+            cudaMemcpyAsync(data_of(from), data_of(input), block * size(), cudaMemcpyDeviceToDevice, s),
+            "cudaMemcpyAsync (all_to_all input)", device_);
       if (block > 0)
         check_cuda(cudaMemcpyAsync(data_of(output) + block * rank_, data_of(from) + block * rank_, block,
                                    cudaMemcpyDeviceToDevice, s),
