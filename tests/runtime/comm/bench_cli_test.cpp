@@ -229,6 +229,26 @@ TEST(BenchCli, AllToAllSizeIsEachRanksWholeBufferAndItsTimeIsPointToPoint) {
             fmt::format("{:.2f}", predict_nccl(cluster, OpType::kAllToAll, 1u << 20).time_ns / 1e3));
 }
 
+// docs/collectives.md quotes these two runs row by row; a change to the model fails here until the
+// doc says the new numbers.
+TEST(BenchCli, TheAllToAllNumbersInDocsCollectivesAreTodaysRuns) {
+  std::ifstream in(std::string(DPSCOPE_SOURCE_DIR) + "/docs/collectives.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Result one = run_bench("alltoall --devices 8 -b 8K -e 1G -f 32 --timing-only");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto rows = rows_of(one.output);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_THAT(doc, HasSubstr(fmt::format("8 KiB {} µs", rows[0][5])));
+  EXPECT_THAT(doc, HasSubstr(fmt::format("8 MiB {} µs (busbw {} GB/s)", rows[2][5], rows[2][7])));
+  EXPECT_THAT(doc, HasSubstr(fmt::format("256 MiB {} µs\n  (busbw {} GB/s", rows[3][5], rows[3][7])));
+  const Result four = run_bench("alltoall --devices 8 --nodes 4 -b 8K -e 1G -f 32 --timing-only");
+  ASSERT_EQ(four.exit_code, 0) << four.output;
+  const auto across = rows_of(four.output);
+  ASSERT_EQ(across.size(), 4u);
+  EXPECT_THAT(doc, HasSubstr(fmt::format("8 KiB {} µs (24 network", across[0][5])));
+  EXPECT_THAT(doc, HasSubstr(fmt::format("256 MiB {} µs (busbw {} GB/s)", across[3][5], across[3][7])));
+}
+
 TEST(BenchCli, WritesATrace) {
   const std::string path = testing::unique_temp_path("bench_trace.jsonl").string();
   const Result r = run_bench("all_reduce --devices 2 -b 1K -e 1K -n 1 -w 0 --trace " + path);
