@@ -127,7 +127,8 @@ struct NewGroupOptions {
 };
 
 // nccl-tests' bus-bandwidth factor for `op` over `ranks` ranks (nccl-tests' doc/PERFORMANCE.md): all-reduce
-// 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; broadcast, reduce 1; others 1.
+// 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n (src/alltoall.cu's AlltoAllGetBw);
+// broadcast, reduce 1; others 1.
 double bus_bandwidth_factor(OpType op, int ranks);
 
 }  // namespace dpscope
