@@ -116,6 +116,12 @@ void validate_bench_options(const BenchOptions& o) {
                 o.algorithm == Algorithm::kRing,
             ErrorKind::kUsage, "--algo {}: {} runs ring or auto only", to_string(o.algorithm),
             api_name(o.collective));
+  DPS_CHECK(!d.one_schedule || o.algorithm == Algorithm::kDefault || o.algorithm == Algorithm::kAuto,
+            ErrorKind::kUsage, "--algo {}: {} has one schedule (pairwise exchange): auto only",
+            to_string(o.algorithm), api_name(o.collective));
+  DPS_CHECK(!d.one_schedule || !o.proto || *o.proto == NcclProto::kSimple, ErrorKind::kUsage,
+            "--proto {}: {} runs as NCCL point-to-point sends, Simple only",
+            o.proto ? to_string(*o.proto) : "", api_name(o.collective));
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
   DPS_CHECK(o.nodes >= 1 && o.nodes <= 65536, ErrorKind::kUsage, "--nodes must be from 1 to 65536, got {}",
             o.nodes);
@@ -202,8 +208,9 @@ OpType parse_bench_collective(std::string_view text) {
   if (t == "reduce_scatter" || t == "reducescatter") return OpType::kReduceScatter;
   if (t == "broadcast") return OpType::kBroadcast;
   if (t == "reduce") return OpType::kReduce;
+  if (t == "alltoall" || t == "all_to_all") return OpType::kAllToAll;
   throw Error(ErrorKind::kUsage, fmt::format("unknown collective '{}' (expected all_reduce, all_gather, "
-                                             "reduce_scatter, broadcast or reduce)",
+                                             "reduce_scatter, broadcast, reduce or alltoall)",
                                              text));
 }
 

@@ -103,6 +103,22 @@ const CollectiveDescriptor kReduceScatter{
                                           {.op = o.op, .algorithm = o.algorithm, .slices = o.slices});
         }};
 
+// Output block j (of total/n elements) is rank j's input block for this rank: nccl-tests' alltoall
+// (src/alltoall.cu: send and receive counts (count/nranks)*nranks, bus factor (n-1)/n).
+const CollectiveDescriptor kAllToAll{
+    .op = OpType::kAllToAll,
+    .exchanges = true,
+    .one_schedule = true,
+    .input = own_tensor,
+    .checked = flat_tensor_checked,
+    .expected =
+        [](const BenchOptions& o, const Buffers& b, int rank, int n, int64_t i) {
+          const int64_t block = b.flat.numel() / n;
+          return input_value(o.op, static_cast<int>(i / block), rank * block + i % block);
+        },
+    .run = [](const BenchOptions&, ProcessGroup& pg,
+              Buffers& b) { return pg.all_to_all_single(b.flat, b.tensor); }};
+
 }  // namespace
 
 float input_value(ReduceOp op, int rank, int64_t i) {
@@ -111,7 +127,8 @@ float input_value(ReduceOp op, int rank, int64_t i) {
 }
 
 const CollectiveDescriptor& descriptor(OpType op) {
-  for (const CollectiveDescriptor* d : {&kAllReduce, &kAllGather, &kReduceScatter, &kBroadcast, &kReduce})
+  for (const CollectiveDescriptor* d :
+       {&kAllReduce, &kAllGather, &kReduceScatter, &kBroadcast, &kReduce, &kAllToAll})
     if (d->op == op) return *d;
   throw Error(ErrorKind::kUsage, fmt::format("dpscope bench does not run {}", api_name(op)));
 }
@@ -119,6 +136,7 @@ const CollectiveDescriptor& descriptor(OpType op) {
 Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks) {
   const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
   if (d.splits_size) return {elems / ranks, elems / ranks * ranks};
+  if (d.exchanges) return {elems / ranks * ranks, elems / ranks * ranks};
   return {elems, elems};
 }
 
@@ -129,7 +147,7 @@ Buffers make_buffers(const CollectiveDescriptor& d, Counts counts, const Device&
   };
   Buffers b;
   b.tensor = make(counts.per_rank);
-  if (d.splits_size) b.flat = make(counts.total);
+  if (d.splits_size || d.exchanges) b.flat = make(counts.total);
   return b;
 }
 

@@ -21,8 +21,10 @@ namespace dpscope::bench {
 
 // One rank's buffers for one size.
 struct Buffers {
-  Tensor tensor;  // all_reduce, broadcast, reduce: in place; all_gather: input; reduce_scatter: output
-  Tensor flat;    // all ranks' data: all_gather's output, reduce_scatter's input; empty otherwise
+  Tensor tensor;  // all_reduce, broadcast, reduce: in place; all_gather: input; reduce_scatter: output;
+                  // all_to_all: input
+  Tensor flat;    // all ranks' data: all_gather's output, reduce_scatter's input, all_to_all's output;
+                  // empty otherwise
 };
 
 // Element counts for one size: the collective's own tensor per rank, and all ranks' data.
@@ -33,9 +35,12 @@ struct Counts {
 
 struct CollectiveDescriptor {
   OpType op = OpType::kAllReduce;
-  bool reduces = false;      // takes a reduction operator (-o)
-  bool ring_only = false;    // every backend's schedule is a ring: --algo ring or auto only
-  bool splits_size = false;  // the size is all ranks' data (nccl-tests' all_gather/reduce_scatter)
+  bool reduces = false;       // takes a reduction operator (-o)
+  bool ring_only = false;     // every backend's schedule is a ring: --algo ring or auto only
+  bool splits_size = false;   // the size is all ranks' data (nccl-tests' all_gather/reduce_scatter)
+  bool exchanges = false;     // alltoall: input and output each hold the whole size, rounded down to
+                              // a multiple of the ranks (nccl-tests' alltoall.cu byte counts)
+  bool one_schedule = false;  // no algorithm to choose: --algo auto only
   // The buffer that takes the inputs and the one checked after the collective.
   Tensor& (*input)(Buffers&) = nullptr;
   const Tensor& (*checked)(const Buffers&) = nullptr;

@@ -160,7 +160,7 @@ void register_bench(CLI::App& app, Registration registration) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "benchmark a collective nccl-tests style on simulated GPUs");
   cmd->add_option("collective", args->collective,
-                  "all_reduce, all_gather, reduce_scatter, broadcast or reduce")
+                  "all_reduce, all_gather, reduce_scatter, broadcast, reduce or alltoall")
       ->required();
   cmd->add_option("--backend", args->backend,
                   "sim (simulated GPUs) | cuda (logical GPUs, our schedules) | nccl | mpi (under mpirun)")

@@ -134,6 +134,30 @@ TEST_F(MpiCollectives, AllGatherListAndFlat) {
   }
 }
 
+// MPI_Ialltoall: output block i of rank r is rank i's input block r (inputs 1000 r + i).
+TEST_F(MpiCollectives, AllToAllSingleSendsBlockJToRankJ) {
+  for (int n : world_sizes()) {
+    const auto pg = join(n);
+    if (!pg) continue;
+    for (int64_t block : {int64_t{0}, int64_t{1}, int64_t{13}}) {
+      const int64_t count = block * n;
+      std::vector<float> mine(static_cast<size_t>(count)), want;
+      for (int64_t i = 0; i < count; ++i)
+        mine[static_cast<size_t>(i)] = static_cast<float>(1000 * pg->rank() + i);
+      for (int i = 0; i < n; ++i)
+        for (int64_t e = 0; e < block; ++e)
+          want.push_back(static_cast<float>(1000 * i + pg->rank() * block + e));
+      const Tensor in = tensor_of(mine, *pg);
+      Tensor out = Tensor::zeros({count}, pg->device());
+      pg->all_to_all_single(out, in)->wait();
+      EXPECT_EQ(out.to_vector(), want) << "n=" << n << " block=" << block;
+      Tensor same = tensor_of(mine, *pg);
+      pg->all_to_all_single(same, same)->wait();
+      EXPECT_EQ(same.to_vector(), want) << "in place, n=" << n << " block=" << block;
+    }
+  }
+}
+
 TEST_F(MpiCollectives, ReduceScatterListAndFlat) {
   for (int n : world_sizes()) {
     const auto pg = join(n);

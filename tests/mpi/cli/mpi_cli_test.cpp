@@ -245,7 +245,8 @@ TEST(MpiTrain, TraceZstdMakesEachLaunchedRankWriteACompressedFile) {
 }
 
 TEST(MpiBench, EveryCollectiveIsExactOnProcesses) {
-  for (const char* collective : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce"}) {
+  for (const char* collective :
+       {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall"}) {
     const auto r = run_command(
         mpirun(3, fmt::format("bench {} --backend mpi --devices 3 -b 8 -e 64K -f 32 -n 2 -w 1", collective)));
     ASSERT_EQ(r.exit_code, 0) << collective << "\n" << r.output;

@@ -145,6 +145,30 @@ TEST(AnalyticCollectives, RefusesWorldsItCannotDescribe) {
                "gather is not modelled across nodes (2 nodes of 4 GPUs)");
 }
 
+// all_to_all across nodes without an [nccl] table: the pairwise exchange's n-1 rounds, each the
+// slowest hop of one block (here 1,000 floats, the same 10 us step as the ring above). With data,
+// every rank of the symmetric world holds this rank's input, so each output block is block 0.
+TEST(AnalyticBackend, AllToAllTakesNMinusOneRoundsAndEveryBlockIsRankZerosOwn) {
+  const auto model = std::make_shared<const AnalyticCollectives>(round_cluster(), 16);
+  const CollectiveEstimate e = model->estimate({.op = OpType::kAllToAll, .count = 16000});
+  EXPECT_EQ(e.algorithm, "pairwise");
+  EXPECT_EQ(e.steps, 15);
+  EXPECT_EQ(e.duration_ns, 15 * 10'000);
+  const Device dev = Device::sim(0, round_cluster());
+  ProcessGroup group(make_analytic_backend(dev, model));
+  std::vector<float> mine(32);
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<float>(i);
+  Tensor in = Tensor::from_floats(mine, {32}, dev), out = Tensor::zeros({32}, dev);
+  group.all_to_all_single(out, in)->wait();
+  const std::vector<float> got = out.to_vector();
+  for (int r = 0; r < 16; ++r) {
+    EXPECT_EQ(got[2 * r], 0.0f) << r;
+    EXPECT_EQ(got[2 * r + 1], 1.0f) << r;
+  }
+  group.all_to_all_single(in, in)->wait();  // in place
+  EXPECT_EQ(in.to_vector(), got);
+}
+
 TEST(AnalyticBackend, ChargesRankZerosCommStreamAndTracesTheWholeWorld) {
   const auto model = std::make_shared<const AnalyticCollectives>(round_cluster(), 16);
   const Device dev = Device::sim(0, round_cluster());

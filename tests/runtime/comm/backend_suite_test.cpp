@@ -170,6 +170,41 @@ TEST_P(Collectives, ReduceScatterListAndFlatFormsLeaveEachRankItsBlock) {
   }
 }
 
+// all_to_all_single with equal splits: rank r, element i holds 1000 r + i, so output block i of
+// rank r (from rank i) must hold 1000 i + r * block + e. Also in place (output = input), where the
+// schedule must not read a block it already overwrote, and on a 2-D tensor split by rows.
+TEST_P(Collectives, AllToAllSingleSendsBlockJToRankJ) {
+  for (int n : kRanks) {
+    if (!fits(n)) continue;
+    for (int64_t block : {int64_t{0}, int64_t{1}, int64_t{13}}) {
+      SCOPED_TRACE(fmt::format("n={} block={}", n, block));
+      const int64_t count = block * n;
+      const Slots got = run_ranks(n, [&](ProcessGroup& pg, std::vector<float>& out) {
+        std::vector<float> mine(static_cast<size_t>(count));
+        for (int64_t i = 0; i < count; ++i) mine[i] = static_cast<float>(1000 * pg.rank() + i);
+        Tensor input = Tensor::from_floats(mine, {count}, pg.device());
+        Tensor output = Tensor::full({count}, -99.0f, pg.device());
+        pg.all_to_all_single(output, input)->wait();
+        EXPECT_EQ(input.to_vector(), mine) << "the input must stay unchanged";
+        Tensor in_place = Tensor::from_floats(mine, {count}, pg.device());
+        pg.all_to_all_single(in_place, in_place)->wait();
+        EXPECT_EQ(in_place.to_vector(), output.to_vector()) << "in place";
+        Tensor rows = Tensor::from_floats(mine, {n, block}, pg.device());
+        Tensor rows_out = Tensor::zeros({n, block}, pg.device());
+        pg.all_to_all_single(rows_out, rows)->wait();
+        EXPECT_EQ(rows_out.to_vector(), output.to_vector()) << "2-D, split by rows";
+        out = output.to_vector();
+      });
+      for (int r = 0; r < n; ++r) {
+        std::vector<float> want;
+        for (int i = 0; i < n; ++i)
+          for (int64_t e = 0; e < block; ++e) want.push_back(static_cast<float>(1000 * i + r * block + e));
+        EXPECT_EQ(got[r], want) << "rank " << r;
+      }
+    }
+  }
+}
+
 TEST_P(Collectives, ScatterThenGatherRoundTripsThroughTheRoot) {
   for (int n : kRanks) {
     if (!fits(n)) continue;

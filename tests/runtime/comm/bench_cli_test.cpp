@@ -184,7 +184,8 @@ TEST(BenchCli, EveryCollectiveAndReduceOpPassesTheExactCheck) {
         "broadcast --devices 4 -r 2 -b 1K -e 16K -f 4 --algo ring",
         "reduce --devices 3 -r 1 -o prod -b 1K -e 16K -f 4",
         "all_reduce --devices 5 -o avg -b 1K -e 64K -f 8 --algo tree",
-        "all_reduce --devices 3 -o min -b 100 -e 1K -f 10 --algo naive"}) {
+        "all_reduce --devices 3 -o min -b 100 -e 1K -f 10 --algo naive",
+        "alltoall --devices 3 -b 96 -e 96K -f 32", "all_to_all --devices 8 -b 1K -e 64K -f 8"}) {
     SCOPED_TRACE(args);
     const Result r = run_bench(std::string(args) + " -n 1");
     ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -200,6 +201,52 @@ TEST(BenchCli, AllGatherSizesCountEveryRanksShare) {
   EXPECT_EQ(rows[0][0], "992");  // 62 floats per rank x 4 ranks, as nccl-tests rounds down
   EXPECT_EQ(rows[0][1], "248");
   EXPECT_EQ(rows[0][3], "none");
+}
+
+// nccl-tests' alltoall.cu: the size is each rank's whole send (and receive) buffer, rounded down to
+// a multiple of the ranks; busbw = algbw x (n-1)/n; the time is NCCL's point-to-point cost.
+TEST(BenchCli, AllToAllSizeIsEachRanksWholeBufferAndItsTimeIsPointToPoint) {
+  const Result r = run_bench("alltoall --devices 4 -b 1000 -e 1000 -n 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0][0], "992");  // 250 floats rounded down to 248 = 62 per peer x 4
+  EXPECT_EQ(rows[0][1], "248");
+  EXPECT_EQ(rows[0][3], "none");
+  EXPECT_EQ(rows[0][9], "0");
+  const NcclFabric h100x8 = *nccl_fabric(find_preset("h100-sxm"), 8, 1);
+  const Result big = run_bench("alltoall --devices 8 -b 64M -e 64M --timing-only -n 1 -w 0");
+  ASSERT_EQ(big.exit_code, 0) << big.output;
+  const auto row = rows_of(big.output).at(0);
+  const NcclPrediction p = predict_nccl(h100x8, OpType::kAllToAll, 64u << 20);
+  EXPECT_EQ(row[5], fmt::format("{:.2f}", p.time_ns / 1e3));
+  EXPECT_EQ(row[10], "p2p/Simple");
+  EXPECT_NEAR(std::stod(row[7]), std::stod(row[6]) * 7.0 / 8.0, 0.02);  // busbw factor (n-1)/n
+  const Result nodes = run_bench("alltoall --devices 8 --nodes 4 -b 1M -e 1M --timing-only");
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
+  const NcclFabric cluster = *nccl_fabric(find_preset("h100-sxm"), 32, 4);
+  EXPECT_EQ(rows_of(nodes.output).at(0)[5],
+            fmt::format("{:.2f}", predict_nccl(cluster, OpType::kAllToAll, 1u << 20).time_ns / 1e3));
+}
+
+// docs/collectives.md quotes these two runs row by row; a change to the model fails here until the
+// doc says the new numbers.
+TEST(BenchCli, TheAllToAllNumbersInDocsCollectivesAreTodaysRuns) {
+  std::ifstream in(std::string(DPSCOPE_SOURCE_DIR) + "/docs/collectives.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Result one = run_bench("alltoall --devices 8 -b 8K -e 1G -f 32 --timing-only");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto rows = rows_of(one.output);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_THAT(doc, HasSubstr(fmt::format("8 KiB {} µs", rows[0][5])));
+  EXPECT_THAT(doc, HasSubstr(fmt::format("8 MiB {} µs (busbw {} GB/s)", rows[2][5], rows[2][7])));
+  EXPECT_THAT(doc, HasSubstr(fmt::format("256 MiB {} µs\n  (busbw {} GB/s", rows[3][5], rows[3][7])));
+  const Result four = run_bench("alltoall --devices 8 --nodes 4 -b 8K -e 1G -f 32 --timing-only");
+  ASSERT_EQ(four.exit_code, 0) << four.output;
+  const auto across = rows_of(four.output);
+  ASSERT_EQ(across.size(), 4u);
+  EXPECT_THAT(doc, HasSubstr(fmt::format("8 KiB {} µs (24 network", across[0][5])));
+  EXPECT_THAT(doc, HasSubstr(fmt::format("256 MiB {} µs (busbw {} GB/s)", across[3][5], across[3][7])));
 }
 
 TEST(BenchCli, WritesATrace) {
@@ -226,7 +273,14 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
         Case{"all_reduce --devices 0", "--devices must be at least 1, got 0"},
         Case{"all_reduce --algo hypercube", "--algo: unknown algorithm 'hypercube'"},
         Case{"all_reduce --backend gloo", "--backend gloo: expected sim, cuda, nccl or mpi"},
-        Case{"alltoall", "unknown collective 'alltoall'"},
+        Case{"alltoallv",
+             "unknown collective 'alltoallv' (expected all_reduce, all_gather, reduce_scatter, "
+             "broadcast, reduce or alltoall)"},
+        Case{"alltoall --algo ring",
+             "--algo ring: all_to_all has one schedule (pairwise exchange): auto only"},
+        Case{"alltoall --proto LL --timing-only",
+             "--proto LL: all_to_all runs as NCCL point-to-point sends, Simple only"},
+        Case{"alltoall -o max", "-o max given, but all_to_all does not reduce"},
         Case{"broadcast -o max", "-o max given, but broadcast does not reduce"},
         Case{"all_reduce -f 1", "-f must be at least 2, got 1"},
         Case{"all_reduce -o median", "unknown reduce op 'median'"},

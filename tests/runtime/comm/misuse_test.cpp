@@ -435,4 +435,61 @@ TEST(InvalidArguments, BadDpscopeAlgoEnvironment) {
 }
 
 }  // namespace
+// A rank calling all_to_all_single while its peer calls all_reduce: both fail naming both
+// fingerprints (all_to_all has no algorithm to choose, so none in its fingerprint).
+TEST(Mismatch, AllToAllAgainstAllReduceFailsOnEveryRank) {
+  const auto out = outcomes(2, Milliseconds(20000), [](ProcessGroup& pg) {
+    Tensor t = Tensor::zeros({4}, pg.device()), o = Tensor::zeros({4}, pg.device());
+    return pg.rank() == 0 ? pg.all_to_all_single(o, t) : pg.all_reduce(t);
+  });
+  for (const Outcome& o : out) {
+    EXPECT_EQ(o.kind, ErrorKind::kMismatch);
+    EXPECT_EQ(
+        o.message,
+        "Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLTOALL, TensorShape=[4], TensorDtypes=float32), "
+        "but Rank 1 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=float32, "
+        "ReduceOp=sum, Algorithm=auto) (ranks that differ from rank 0: [1])");
+  }
+}
+
+TEST(InvalidArguments, AllToAllSingleSplitsAndSizes) {
+  auto check = [](const std::function<void(ProcessGroup&)>& fn, ErrorKind kind, const std::string& message) {
+    const Outcome e = local_error(2, fn);  // either rank may be the first to fail
+    EXPECT_EQ(e.kind, kind);
+    EXPECT_THAT(e.message,
+                ::testing::MatchesRegex("rank [01] failed: all_to_all(_single)? on rank [01]: .*"));
+    EXPECT_THAT(e.message, HasSubstr(message));
+  };
+  check(
+      [](ProcessGroup& pg) {
+        Tensor in = Tensor::zeros({5}, pg.device()), out = Tensor::zeros({5}, pg.device());
+        pg.all_to_all_single(out, in);
+      },
+      ErrorKind::kInvalidArgument,
+      "Tensor's dim 0 does not divide equally across group size (input dim 0 is 5, group size 2)");
+  check(
+      [](ProcessGroup& pg) {
+        Tensor in = Tensor::zeros({4}, pg.device()), out = Tensor::zeros({1, 4}, pg.device());
+        pg.all_to_all_single(out, in);
+      },
+      ErrorKind::kInvalidArgument,
+      "Tensor's dim 0 does not divide equally across group size (output dim 0 is 1, group size 2)");
+  check(
+      [](ProcessGroup& pg) {
+        Tensor in = Tensor::zeros({4}, pg.device()), out = Tensor::zeros({6}, pg.device());
+        pg.all_to_all_single(out, in);
+      },
+      ErrorKind::kInvalidArgument,
+      "output has 6 elements but input has 4 (equal splits send and receive the same amount)");
+  check(
+      [](ProcessGroup& pg) {
+        Tensor in = Tensor::zeros({4}, pg.device()),
+               out = Tensor::zeros({4}, pg.device(), MemoryCategory::kActivations, DType::kI64);
+        pg.all_to_all_single(out, in);
+      },
+      ErrorKind::kInvalidArgument, ": the output is int64, expected float32");
+}
+
 }  // namespace dpscope

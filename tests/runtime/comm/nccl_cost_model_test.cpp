@@ -196,5 +196,57 @@ TEST(NcclCostModel, SimBackendAnalyticBackendAndModelAgree) {
   EXPECT_EQ(e.algorithm, "hierarchical");
 }
 
+// all_to_all is NCCL point-to-point: a launch (ring Simple base, 8.4 us), one Simple hop per peer
+// (NVLink 3.4 us; network 14 us plus the fabric's extra latency, twice for Simple), and its bytes:
+// (g-1)/n of the buffer over NVLink and (n-g)/n over the GPU's NIC rail, concurrently.
+TEST(NcclCostModel, AllToAllIsPointToPointBoundByNvlinkInANodeAndByTheRailAcrossNodes) {
+  const NcclFabric one = fabric("h100-sxm", 8);
+  const uint64_t bytes = 64ull << 20;
+  const NcclPrediction p = predict_nccl(one, OpType::kAllToAll, bytes);
+  EXPECT_EQ(p.label(), "p2p/Simple");
+  EXPECT_NEAR(p.latency_us, 8.4 + 7 * 3.4, 1e-9);
+  const double wire_us = 7.0 * (bytes / 8.0) / (one.intra_bytes_per_s / 1e6);
+  EXPECT_EQ(p.time_ns, std::llround((8.4 + 7 * 3.4 + wire_us) * 1e3));
+
+  const NcclFabric four = fabric("h100-sxm", 32, 4);
+  const NcclPrediction q = predict_nccl(four, OpType::kAllToAll, bytes);
+  const double block = bytes / 32.0;
+  const double latency = 8.4 + 7 * 3.4 + 24 * (14.0 + 2 * four.net_extra_latency_us);
+  EXPECT_NEAR(q.latency_us, latency, 1e-9);
+  const double net_us = 24 * block / (four.nic_bytes_per_s / 1e6);
+  ASSERT_GT(net_us, 7 * block / (four.intra_bytes_per_s / 1e6)) << "the rail is the bound across nodes";
+  EXPECT_EQ(q.time_ns, std::llround((latency + net_us) * 1e3));
+
+  const testing::Outcome ring =
+      testing::error_of([&] { predict_nccl(one, OpType::kAllToAll, bytes, {.algo = NcclAlgo::kRing}); });
+  EXPECT_EQ(ring.kind, ErrorKind::kUsage);
+  EXPECT_EQ(ring.message,
+            "all_to_all runs as NCCL point-to-point sends (p2p/Simple): ring is not available for it");
+  EXPECT_EQ(predict_nccl(one, OpType::kAllToAll, 0).time_ns, 0) << "nothing to send";
+}
+
+// The sim backend's traced pairwise schedule and the analytic backend take the cost model's time.
+TEST(NcclCostModel, AllToAllTimeIsSharedBySimAndAnalytic) {
+  const int64_t count = 1 << 20;  // floats per rank
+  const NcclPrediction p = predict_nccl(fabric("h100-sxm", 8), OpType::kAllToAll, count * 4);
+  const AnalyticCollectives analytic(find_preset("h100-sxm"), 8);
+  EXPECT_EQ(analytic.estimate({.op = OpType::kAllToAll, .count = count}).duration_ns, p.time_ns);
+  std::atomic<int64_t> latest{0};
+  SimWorldOptions options = test::round_options();
+  options.hardware = find_preset("h100-sxm");
+  spawn(
+      8,
+      [&](ProcessGroup& pg) {
+        Tensor in = Tensor::meta({count}, pg.device()), out = Tensor::meta({count}, pg.device());
+        std::shared_ptr<Work> w = pg.all_to_all_single(out, in);
+        w->wait();
+        int64_t seen = latest.load();
+        while (w->end_ns() > seen && !latest.compare_exchange_weak(seen, w->end_ns())) {
+        }
+      },
+      options);
+  EXPECT_EQ(latest.load(), p.time_ns);
+}
+
 }  // namespace
 }  // namespace dpscope

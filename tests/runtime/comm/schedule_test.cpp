@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "comm_test_util.hpp"
 #include "dpscope/base/error.hpp"
@@ -124,6 +125,32 @@ TEST(Schedules, DisseminationBarrierTakesCeilLog2Rounds) {
   EXPECT_EQ(dissemination_barrier(5).steps, 3);
   EXPECT_EQ(dissemination_barrier(5).ops.size(), 15u);
   for (const CommOp& op : dissemination_barrier(4).ops) EXPECT_TRUE(op.signal);
+}
+
+// Pairwise all-to-all: n-1 rounds; in round k rank r sends its input block (r+k) mod n to that
+// rank, into output block n+r; every rank sends once and receives once per round, and every
+// ordered pair of distinct ranks exchanges exactly one block.
+TEST(Schedules, PairwiseAllToAllSendsBlockJToRankJInNMinusOneRounds) {
+  for (int n = 1; n <= 9; ++n)
+    for (int64_t block : {0, 1, 7}) {
+      SCOPED_TRACE(fmt::format("n={} block={}", n, block));
+      const Schedule s = pairwise_all_to_all(n, block);
+      EXPECT_EQ(schedule_violation(s, std::vector<int64_t>(n, 2 * n * block)), "");
+      EXPECT_EQ(s.steps, n - 1);
+      EXPECT_STREQ(s.algorithm, "pairwise");
+      ASSERT_EQ(s.ops.size(), static_cast<size_t>(n * (n - 1)));
+      std::set<std::pair<int, int>> pairs;
+      for (const CommOp& op : s.ops) {
+        const int k = op.step + 1;
+        EXPECT_EQ(op.dst, (op.src + k) % n);
+        EXPECT_EQ(op.from.offset_elems, op.dst * block);
+        EXPECT_EQ(op.to.offset_elems, (n + op.src) * block);
+        EXPECT_EQ(op.from.count_elems, block);
+        EXPECT_FALSE(op.reduce);
+        pairs.insert({op.src, op.dst});
+      }
+      EXPECT_EQ(pairs.size(), static_cast<size_t>(n * (n - 1)));
+    }
 }
 
 TEST(PipelineSlices, OnePerMebibyteOfChunkBetweenOneAndSixteen) {

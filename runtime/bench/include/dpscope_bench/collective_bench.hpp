@@ -39,7 +39,8 @@
 namespace dpscope {
 
 struct BenchOptions {
-  OpType collective = OpType::kAllReduce;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce
+  OpType collective = OpType::kAllReduce;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce,
+                                           // alltoall
   std::string backend = "sim";             // sim, cuda (logical GPUs), nccl (one rank per GPU), mpi
   int devices = 4;                         // GPUs per node (nccl-tests' -g)
   // Nodes of `devices` GPUs joined by the preset's [cluster] network; > 1 is timed by the cost model

@@ -51,6 +51,9 @@ class Backend {
                                         const ScatterOptions& options);
   virtual std::shared_ptr<Work> gather(const Tensor& input, std::vector<Tensor>& outputs,
                                        const GatherOptions& options);
+  // `input` and `output` hold the same number of elements, size() equal blocks each (validated).
+  virtual std::shared_ptr<Work> all_to_all_single(Tensor& output, const Tensor& input,
+                                                  const AllToAllOptions& options);
   virtual std::shared_ptr<Work> barrier(const BarrierOptions& options);
   virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, const PointToPointOptions& options);
   virtual std::shared_ptr<Work> recv(Tensor& tensor, int src, const PointToPointOptions& options);

@@ -33,6 +33,14 @@
 // The (algo, proto) pair with the least predicted time wins, as in NCCL's tuner, unless forced
 // (like NCCL_ALGO / NCCL_PROTO).
 //
+// all_to_all is NCCL point-to-point (algo kP2p, always the Simple protocol here): each rank sends
+// bytes/n to each of its n-1 peers and receives as much. On g GPUs per node, (g-1) blocks leave
+// over the GPU's NVLink and (n-g) over its NIC rail, concurrently, so
+//   time = base(ring, Simple) + (g-1) x hop(intra, Simple) + (n-g) x hop(network, Simple)
+//        + max((g-1) x bytes/n / B_intra, (n-g) x bytes/n / B_nic)
+// (one hop latency per peer, paid in turn: an upper bound; B_intra, B_nic as above). Not fitted to
+// any measurement and not yet in docs/fidelity.md.
+//
 // Thread semantics: pure functions of their arguments.
 #pragma once
 
@@ -46,9 +54,11 @@
 
 namespace dpscope {
 
-enum class NcclAlgo : uint8_t { kRing, kTree, kNvls };
+// kP2p: not one of NCCL's collective algorithms but its point-to-point sends, which is how NCCL
+// runs an all-to-all (ncclGroupStart, one ncclSend and ncclRecv per peer, ncclGroupEnd).
+enum class NcclAlgo : uint8_t { kRing, kTree, kNvls, kP2p };
 enum class NcclProto : uint8_t { kLL, kLL128, kSimple };
-const char* to_string(NcclAlgo a);   // "ring", "tree", "nvls" (across nodes: "nvls_tree")
+const char* to_string(NcclAlgo a);   // "ring", "tree", "nvls" (across nodes: "nvls_tree"), "p2p"
 const char* to_string(NcclProto p);  // "LL", "LL128", "Simple"
 // Parses "ll", "ll128", "simple" (case-insensitive); kUsage error naming `what` otherwise.
 NcclProto parse_nccl_proto(std::string_view text, std::string_view what = "--proto");

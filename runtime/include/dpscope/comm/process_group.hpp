@@ -79,6 +79,12 @@ class ProcessGroup {
   // The root's outputs[i] = rank i's `input`; only the root passes `outputs` (size() tensors).
   std::shared_ptr<Work> gather(const Tensor& input, std::vector<Tensor>& outputs,
                                const GatherOptions& options = {});
+  // torch.distributed.all_to_all_single(output, input) with equal splits: `input`'s first dimension
+  // holds size() equal blocks; block j goes to rank j, and `output`'s block i (same layout) comes
+  // from rank i. `output` and `input` have the same number of elements and the same dtype, and
+  // both first dimensions divide by size(); input is left unchanged (docs/collectives.md).
+  std::shared_ptr<Work> all_to_all_single(Tensor& output, const Tensor& input,
+                                          const AllToAllOptions& options = {});
   // Returns once every rank has called barrier(); wait() aligns this rank's compute stream with
   // the barrier's simulated end (a dissemination barrier: ceil(log2 n) rounds of signals).
   std::shared_ptr<Work> barrier(const BarrierOptions& options = {});

@@ -7,6 +7,9 @@
 //   all_reduce, broadcast, reduce ..... `count` elements (the tensor, or a scratch copy)
 //   all_gather, reduce_scatter ........ n blocks of `block` elements; block i belongs to rank i
 //   scatter, gather ................... the root: n blocks; every other rank: 1 block at offset 0
+//   all_to_all ........................ 2n blocks of `block` elements: blocks 0..n-1 the input
+//                                       (block j is for rank j), n..2n-1 the output (block n+i
+//                                       comes from rank i)
 // Two orders are recorded, one per consumer:
 //  * `step` orders the *data*: ops of one step touch disjoint elements (or are executed by the
 //    same receiving rank, in list order), and every dependency lies in an earlier step. The sim
@@ -105,6 +108,12 @@ Schedule ring_reduce_scatter(const std::vector<int>& ring, int64_t block, int sl
 // ---- scatter / gather (root: n blocks; others: 1 block) ----
 Schedule naive_scatter(int ranks, int root, int64_t block);
 Schedule naive_gather(int ranks, int root, int64_t block);
+
+// ---- all_to_all (2n blocks, above) ----
+// Pairwise exchange: n-1 rounds; in round k (1..n-1) rank r sends its input block (r+k) mod n to
+// rank (r+k) mod n, which writes it to its output block n+r. Every rank sends once and receives
+// once per round; its own block n+r is copied locally, outside the schedule.
+Schedule pairwise_all_to_all(int ranks, int64_t block);
 
 // ---- barrier: ceil(log2 n) rounds; in round k rank r signals rank (r + 2^k) mod n ----
 Schedule dissemination_barrier(int ranks);

@@ -36,6 +36,7 @@ enum class OpType : uint8_t {
   kSend,
   kRecv,
   kNewGroup,
+  kAllToAll,
 };
 const char* to_string(OpType op);  // "ALLREDUCE", "BROADCAST", ... (as PyTorch prints them)
 const char* api_name(OpType op);   // "all_reduce", "broadcast", ... (our function names)
@@ -106,6 +107,12 @@ struct GatherOptions {
   Milliseconds timeout{0};
 };
 
+// all_to_all_single with equal splits (torch.distributed.all_to_all_single without split sizes):
+// one schedule (pairwise exchange), so no algorithm to choose, as c10d's AllToAllOptions.
+struct AllToAllOptions {
+  Milliseconds timeout{0};
+};
+
 struct BarrierOptions {
   Milliseconds timeout{0};
 };
@@ -120,7 +127,8 @@ struct NewGroupOptions {
 };
 
 // nccl-tests' bus-bandwidth factor for `op` over `ranks` ranks (nccl-tests' doc/PERFORMANCE.md): all-reduce
-// 2(n-1)/n; all-gather, reduce-scatter (n-1)/n; broadcast, reduce 1; others 1.
+// 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n (src/alltoall.cu's AlltoAllGetBw);
+// broadcast, reduce 1; others 1.
 double bus_bandwidth_factor(OpType op, int ranks);
 
 }  // namespace dpscope

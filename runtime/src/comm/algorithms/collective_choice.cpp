@@ -87,6 +87,7 @@ Schedule build_schedule(const CollectiveShape& c, int n, const std::vector<int>&
     case OpType::kScatter: return naive_scatter(n, c.root, count);
     case OpType::kGather: return naive_gather(n, c.root, count);
     case OpType::kBarrier: return dissemination_barrier(n);
+    case OpType::kAllToAll: return pairwise_all_to_all(n, n > 0 ? count / n : 0);  // count: the input
     default: return Schedule{};
   }
 }
@@ -100,6 +101,7 @@ std::optional<NcclPrediction> nccl_time(const CollectiveShape& c, const NetworkM
     case OpType::kReduce:
     case OpType::kAllGather:
     case OpType::kReduceScatter:
+    case OpType::kAllToAll:
     case OpType::kBarrier: break;
     default: return std::nullopt;  // scatter, gather: no NCCL collective; the links' flow timing
   }
@@ -169,7 +171,10 @@ Algorithm resolve_algorithm(OpType op, Algorithm requested, Algorithm group_defa
   if (requested != Algorithm::kDefault) {
     DPS_CHECK(offers_algorithm(op, requested), ErrorKind::kInvalidArgument,
               "{}: algorithm '{}' is not available{} (available: {})", api_name(op), to_string(requested),
-              on_backend, offers_algorithm(op, Algorithm::kTree) ? "ring, tree, naive, auto" : "ring, auto");
+              on_backend,
+              offers_algorithm(op, Algorithm::kTree)   ? "ring, tree, naive, auto"
+              : offers_algorithm(op, Algorithm::kRing) ? "ring, auto"
+                                                       : "auto: its one schedule");
     return requested;
   }
   const bool explicit_default = group_default == Algorithm::kRing || group_default == Algorithm::kTree ||

@@ -55,7 +55,8 @@ int64_t max_end(const ScheduleTiming& timing);
 
 // Whether there is a schedule of the explicit algorithm `algo` (ring, tree, naive) for `op`:
 // all-reduce, broadcast and reduce have all three, all-gather and reduce-scatter rings only,
-// scatter and gather the naive pattern only.
+// scatter and gather the naive pattern only, all-to-all none (its one pairwise schedule runs for
+// kDefault and kAuto).
 bool offers_algorithm(OpType op, Algorithm algo);
 
 // Which algorithm a call of `op` runs, the one rule of every backend that runs these schedules

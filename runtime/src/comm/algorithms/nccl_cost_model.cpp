@@ -164,8 +164,31 @@ Candidate candidate(const NcclFabric& f, OpType op, NcclAlgo algo, NcclProto pro
           kHopLatency[kHwNvlink][a][p] + (N > 1 ? 2 * log2_floor(static_cast<uint64_t>(N)) * inter_lat : 0.0);
       return c;
     }
+    case NcclAlgo::kP2p: return c;  // not a collective algorithm: all_to_all_p2p() below
   }
   return c;
+}
+
+// all_to_all as NCCL runs it, point to point (the header's formula).
+NcclPrediction all_to_all_p2p(const NcclFabric& f, uint64_t bytes) {
+  const int ring = static_cast<int>(NcclAlgo::kRing);
+  const int simple = static_cast<int>(NcclProto::kSimple);
+  const int n = f.ranks;
+  const int g = f.gpus_per_node();
+  const int intra_hw = f.intra == LinkClass::kNvlink ? kHwNvlink : kHwPcie;
+  const double block = static_cast<double>(bytes) / n;
+  const double intra_us = (g - 1) * block / (f.intra_bytes_per_s / 1e6);
+  const double net_us = n > g ? (n - g) * block / (f.nic_bytes_per_s / 1e6) : 0.0;
+  NcclPrediction r;
+  r.algo = NcclAlgo::kP2p;
+  r.proto = NcclProto::kSimple;
+  r.channels = 1;
+  r.latency_us = kBaseLatency[ring][simple] + (g - 1) * kHopLatency[intra_hw][ring][simple] +
+                 (n - g) * (kHopLatency[kHwNet][ring][simple] + 2.0 * f.net_extra_latency_us);
+  const double wire_us = std::max(intra_us, net_us);
+  r.algbw_gbps = wire_us > 0 ? static_cast<double>(bytes) / (wire_us * 1e3) : 0.0;
+  r.time_ns = std::llround((r.latency_us + wire_us) * 1e3);
+  return r;
 }
 
 NcclPrediction evaluate(const NcclFabric& f, OpType op, uint64_t bytes, NcclAlgo algo, NcclProto proto,
@@ -215,6 +238,7 @@ const char* to_string(NcclAlgo a) {
     case NcclAlgo::kRing: return "ring";
     case NcclAlgo::kTree: return "tree";
     case NcclAlgo::kNvls: return "nvls";
+    case NcclAlgo::kP2p: return "p2p";
   }
   return "?";
 }
@@ -278,13 +302,23 @@ NcclPrediction predict_nccl(const NcclFabric& f, OpType op, uint64_t bytes, Nccl
     bytes = 4;
   }
   DPS_CHECK(op == OpType::kAllReduce || op == OpType::kBroadcast || op == OpType::kReduce ||
-                op == OpType::kAllGather || op == OpType::kReduceScatter,
+                op == OpType::kAllGather || op == OpType::kReduceScatter || op == OpType::kAllToAll,
             ErrorKind::kUnsupported, "NCCL's cost model has no {} (it is not an NCCL collective)",
             api_name(op));
   if (f.ranks <= 1 || bytes == 0) {  // NCCL returns at once for an empty buffer
     NcclPrediction alone;
+    if (op == OpType::kAllToAll) alone.algo = NcclAlgo::kP2p;
     alone.proto = choice.proto.value_or(NcclProto::kSimple);
     return alone;  // NCCL copies (out of place) or does nothing: no communication
+  }
+  if (op == OpType::kAllToAll) {
+    DPS_CHECK((!choice.algo || *choice.algo == NcclAlgo::kP2p) &&
+                  (!choice.proto || *choice.proto == NcclProto::kSimple),
+              ErrorKind::kUsage,
+              "all_to_all runs as NCCL point-to-point sends (p2p/Simple): {}{}{} is not available for it",
+              choice.algo ? to_string(*choice.algo) : "", choice.algo && choice.proto ? "/" : "",
+              choice.proto ? to_string(*choice.proto) : "");
+    return all_to_all_p2p(f, bytes);
   }
   NcclPrediction best;
   best.time_ns = std::numeric_limits<int64_t>::max();

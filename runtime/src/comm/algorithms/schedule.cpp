@@ -339,6 +339,22 @@ Schedule naive_gather(int ranks, int root, int64_t block) {
   return b.take();
 }
 
+// ---------------------------------------------------------------------------------- all_to_all
+
+Schedule pairwise_all_to_all(int ranks, int64_t block) {
+  const int n = ranks;
+  Builder b("pairwise", {"all-to-all"}, 1);
+  // No dependencies: every block is in place from the start. One channel per rank, so a rank's
+  // sends leave one round after another, as the n-1 rounds of the exchange.
+  for (int k = 1; k < n; ++k)
+    for (int r = 0; r < n; ++r) {
+      const int dst = (r + k) % n;
+      b.add(make_op(r, dst, {dst * block, block}, {(n + r) * block, block}, false, k - 1, k - 1, r, 0, 0),
+            {});
+    }
+  return b.take();
+}
+
 // ------------------------------------------------------------------------------------- barrier
 
 Schedule dissemination_barrier(int ranks) {

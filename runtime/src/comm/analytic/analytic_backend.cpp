@@ -88,6 +88,18 @@ class AnalyticBackend final : public Backend {
     }
     return run(OpType::kReduceScatter, output, Algorithm::kRing, output.numel(), options.op, 0);
   }
+  std::shared_ptr<Work> all_to_all_single(Tensor& output, const Tensor& input,
+                                          const AllToAllOptions&) override {
+    // Every rank holds this rank's input, so block i of the output (from rank i) is rank i's
+    // block for this rank: this rank's own block, block rank() = 0.
+    if (input.has_data() && input.numel() > 0) {
+      const int64_t block = input.numel() / size();
+      const Tensor own = input.reshape({input.numel()}).rows(0, block);
+      for (int r = size() - 1; r >= 0; --r)  // block 0 last: `output` may be `input`
+        output.reshape({output.numel()}).rows(r * block, block).copy_from(own);
+    }
+    return run(OpType::kAllToAll, input, Algorithm::kAuto, input.numel(), std::nullopt, 0);
+  }
   std::shared_ptr<Work> barrier(const BarrierOptions&) override {
     return run(OpType::kBarrier, Tensor(), Algorithm::kAuto, 0, std::nullopt, 0);
   }

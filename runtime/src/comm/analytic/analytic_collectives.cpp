@@ -162,7 +162,9 @@ CollectiveEstimate AnalyticCollectives::compute(const CollectiveQuery& q) const 
     const NcclPrediction p = predict_nccl(*fabric, q.op, bytes, choice);
     // NCCL's trees across nodes (tree, NVLS-tree: in-node then between nodes, pipelined per chunk)
     // are the hierarchical all-reduce; the trace names them so.
-    e.algorithm = p.algo == NcclAlgo::kRing || q.op != OpType::kAllReduce ? "ring" : "hierarchical";
+    e.algorithm = q.op == OpType::kAllToAll                                 ? "pairwise"
+                  : p.algo == NcclAlgo::kRing || q.op != OpType::kAllReduce ? "ring"
+                                                                            : "hierarchical";
     e.steps = q.op == OpType::kAllReduce ? 2 * (n - 1) : n - 1;
     e.duration_ns = p.time_ns + scale_ns;
     if (e.algorithm == "hierarchical" && bytes > 0) {
@@ -234,6 +236,14 @@ CollectiveEstimate AnalyticCollectives::compute(const CollectiveQuery& q) const 
       e.duration_ns = e.steps * flat_ring_step(block) +
                       (q.op == OpType::kReduceScatter ? (n - 1) * node_net_->reduce_time_ns(block) : 0) +
                       scale_ns;
+      return e;
+    }
+    case OpType::kAllToAll: {
+      // The pairwise exchange's n-1 rounds, each as slow as its hop that leaves the node.
+      const uint64_t block = static_cast<uint64_t>(q.count / n) * elem;
+      e.algorithm = "pairwise";
+      e.steps = n - 1;
+      e.duration_ns = e.steps * flat_ring_step(block);
       return e;
     }
     case OpType::kBarrier: {

@@ -30,6 +30,9 @@ std::shared_ptr<Work> Backend::scatter(Tensor&, const std::vector<Tensor>&, cons
 std::shared_ptr<Work> Backend::gather(const Tensor&, std::vector<Tensor>&, const GatherOptions&) {
   unsupported(OpType::kGather);
 }
+std::shared_ptr<Work> Backend::all_to_all_single(Tensor&, const Tensor&, const AllToAllOptions&) {
+  unsupported(OpType::kAllToAll);
+}
 std::shared_ptr<Work> Backend::barrier(const BarrierOptions&) { unsupported(OpType::kBarrier); }
 std::shared_ptr<Work> Backend::send(const Tensor&, int, const PointToPointOptions&) {
   unsupported(OpType::kSend);

@@ -89,6 +89,11 @@ class FingerprintCheck final : public Backend {
     agree(s, options.timeout);
     return inner_->gather(input, outputs, options);
   }
+  std::shared_ptr<Work> all_to_all_single(Tensor& output, const Tensor& input,
+                                          const AllToAllOptions& options) override {
+    agree(of(OpType::kAllToAll, input, Algorithm::kDefault), options.timeout);
+    return inner_->all_to_all_single(output, input, options);
+  }
   std::shared_ptr<Work> barrier(const BarrierOptions& options) override {
     agree({.op = OpType::kBarrier, .meta = true}, options.timeout);
     return inner_->barrier(options);

@@ -174,6 +174,31 @@ std::shared_ptr<Work> ProcessGroup::gather(const Tensor& input, std::vector<Tens
   return backend_->gather(input, outputs, options);
 }
 
+std::shared_ptr<Work> ProcessGroup::all_to_all_single(Tensor& output, const Tensor& input,
+                                                      const AllToAllOptions& options) {
+  const OpType op = OpType::kAllToAll;
+  check_tensor(output, op, "output");
+  check_tensor(input, op, "input");
+  check_same_kind(input, output, op, rank(), "the output");
+  // c10d's checkSplitSizes wording for equal splits: "Tensor's dim 0 does not divide equally
+  // across group size".
+  for (const auto& [what, t] :
+       {std::pair<const char*, const Tensor*>{"input", &input}, {"output", &output}}) {
+    DPS_CHECK(t->dim() >= 1, ErrorKind::kInvalidArgument,
+              "all_to_all_single on rank {}: the {} is a scalar; it needs a first dimension to split", rank(),
+              what);
+    DPS_CHECK(t->shape()[0] % size() == 0, ErrorKind::kInvalidArgument,
+              "all_to_all_single on rank {}: Tensor's dim 0 does not divide equally across group size ({} "
+              "dim 0 is {}, group size {})",
+              rank(), what, t->shape()[0], size());
+  }
+  DPS_CHECK(output.numel() == input.numel(), ErrorKind::kInvalidArgument,
+            "all_to_all_single on rank {}: output has {} elements but input has {} (equal splits send "
+            "and receive the same amount)",
+            rank(), output.numel(), input.numel());
+  return backend_->all_to_all_single(output, input, options);
+}
+
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
   return backend_->barrier(options);
 }

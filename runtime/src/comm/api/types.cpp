@@ -53,6 +53,7 @@ const char* to_string(OpType op) {
     case OpType::kSend: return "SEND";
     case OpType::kRecv: return "RECV";
     case OpType::kNewGroup: return "NEW_GROUP";
+    case OpType::kAllToAll: return "ALLTOALL";
   }
   return "?";
 }
@@ -70,6 +71,7 @@ const char* api_name(OpType op) {
     case OpType::kSend: return "send";
     case OpType::kRecv: return "recv";
     case OpType::kNewGroup: return "new_group";
+    case OpType::kAllToAll: return "all_to_all";
   }
   return "?";
 }
@@ -101,7 +103,8 @@ double bus_bandwidth_factor(OpType op, int ranks) {
   switch (op) {
     case OpType::kAllReduce: return 2.0 * (n - 1.0) / n;
     case OpType::kAllGather:
-    case OpType::kReduceScatter: return (n - 1.0) / n;
+    case OpType::kReduceScatter:
+    case OpType::kAllToAll: return (n - 1.0) / n;
     default: return 1.0;
   }
 }

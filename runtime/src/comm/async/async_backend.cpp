@@ -212,6 +212,11 @@ std::shared_ptr<Work> AsyncBackend::gather(const Tensor& input, std::vector<Tens
   return queue_and_wait(OpType::kGather, [&] { return inner_->gather(input, outputs, options); });
 }
 
+std::shared_ptr<Work> AsyncBackend::all_to_all_single(Tensor& output, const Tensor& input,
+                                                      const AllToAllOptions& options) {
+  return queue_and_wait(OpType::kAllToAll, [&] { return inner_->all_to_all_single(output, input, options); });
+}
+
 std::shared_ptr<Work> AsyncBackend::barrier(const BarrierOptions& options) {
   return queue_and_wait(OpType::kBarrier, [&] { return inner_->barrier(options); });
 }

@@ -89,6 +89,8 @@ class AsyncBackend final : public Backend {
                                 const ScatterOptions& options) override;
   std::shared_ptr<Work> gather(const Tensor& input, std::vector<Tensor>& outputs,
                                const GatherOptions& options) override;
+  std::shared_ptr<Work> all_to_all_single(Tensor& output, const Tensor& input,
+                                          const AllToAllOptions& options) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options) override;
   std::shared_ptr<Work> send(const Tensor& tensor, int dst, const PointToPointOptions& options) override;
   std::shared_ptr<Work> recv(Tensor& tensor, int src, const PointToPointOptions& options) override;

@@ -229,6 +229,38 @@ class NcclBackend final : public Backend {
       });
     });
   }
+  // As NCCL's own alltoall is written: in one group, a send of block k to rank k and a receive of
+  // rank k's block into output block k, for every peer; this rank's own block is a local copy.
+  std::shared_ptr<Work> all_to_all_single(Tensor& output, const Tensor& input,
+                                          const AllToAllOptions& o) override {
+    const size_t count = static_cast<size_t>(input.numel() / size());
+    const uint64_t block = count * element_size(input.dtype());
+    // NCCL would read blocks of an output that it is overwriting: work from a copy then.
+    const bool in_place = data_of(output) == data_of(input);
+    Tensor from = in_place && block > 0
+                      ? Tensor::empty({input.numel()}, device_, MemoryCategory::kBuffers, input.dtype())
+                      : input;
+    return run(OpType::kAllToAll, o.timeout, [&](cudaStream_t s) {
+      if (in_place && block > 0)
+        check_cuda(
+            cudaMemcpyAsync(data_of(from), data_of(input), block * size(), cudaMemcpyDeviceToDevice, s),
+            "cudaMemcpyAsync (all_to_all input)", device_);
+      if (block > 0)
+        check_cuda(cudaMemcpyAsync(data_of(output) + block * rank_, data_of(from) + block * rank_, block,
+                                   cudaMemcpyDeviceToDevice, s),
+                   "cudaMemcpyAsync (all_to_all own block)", device_);
+      return grouped([&]() -> ncclResult_t {
+        for (int k = 0; k < size(); ++k) {
+          if (k == rank_) continue;
+          ncclResult_t r = ncclSend(data_of(from) + block * k, count, nccl_type(input.dtype()), k, comm_, s);
+          if (r != ncclSuccess && r != ncclInProgress) return r;
+          r = ncclRecv(data_of(output) + block * k, count, nccl_type(output.dtype()), k, comm_, s);
+          if (r != ncclSuccess && r != ncclInProgress) return r;
+        }
+        return ncclSuccess;
+      });
+    });
+  }
   std::shared_ptr<Work> gather(const Tensor& input, std::vector<Tensor>& outputs,
                                const GatherOptions& o) override {
     return run(OpType::kGather, o.timeout, [&](cudaStream_t s) {

@@ -500,6 +500,18 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter(Tensor& output, const std::vect
       finish);
 }
 
+std::shared_ptr<Work> MpiBackend::all_to_all_single(Tensor& output, const Tensor& input,
+                                                    const AllToAllOptions& o) {
+  // Offers no algorithm (resolve_algorithm): always MPI's own all-to-all, block k to rank k.
+  const Signature sig = signature_for(OpType::kAllToAll, input, Algorithm::kDefault);
+  const int block = count_of(input.numel(), sig.op) / size();
+  const bool in_place = raw_data(output) == raw_data(input);
+  return run(sig, o.timeout, {input, output}, [&](MPI_Request* r) {
+    return MPI_Ialltoall(in_place ? MPI_IN_PLACE : raw_data(input), block, mpi_type(input.dtype()),
+                         raw_data(output), block, mpi_type(output.dtype()), channel_->comm(), r);
+  });
+}
+
 std::shared_ptr<Work> MpiBackend::scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                           const ScatterOptions& o) {
   Signature sig = signature_for(OpType::kScatter, output, Algorithm::kDefault);

@@ -20,7 +20,8 @@
 // the sim backend has no such schedule: all_gather and reduce_scatter are rings only); else the
 // group's default, $DPSCOPE_ALGO read at init (as SimWorld reads it), where the op offers it —
 // scatter and gather then run the naive schedule, their only one; else (kAuto, no default) MPI's
-// own collective. barrier and new_group always use MPI's.
+// own collective. barrier, new_group and all_to_all_single (MPI_Ialltoall; it offers no algorithm
+// to choose) always use MPI's.
 //
 // The factory (mpi_factory.cpp) wraps each MpiBackend in an AsyncBackend (async/async_backend.hpp):
 // all_reduce, broadcast and reduce return at once and run on the rank's comm worker, which is how
@@ -78,6 +79,8 @@ class MpiBackend final : public Backend {
                                 const ScatterOptions& options) override;
   std::shared_ptr<Work> gather(const Tensor& input, std::vector<Tensor>& outputs,
                                const GatherOptions& options) override;
+  std::shared_ptr<Work> all_to_all_single(Tensor& output, const Tensor& input,
+                                          const AllToAllOptions& options) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options) override;
   std::shared_ptr<Work> send(const Tensor& tensor, int dst, const PointToPointOptions& options) override;
   std::shared_ptr<Work> recv(Tensor& tensor, int src, const PointToPointOptions& options) override;

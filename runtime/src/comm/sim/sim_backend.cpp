@@ -276,6 +276,33 @@ std::shared_ptr<Work> SimBackend::gather(const Tensor& input, std::vector<Tensor
   return run(call).work;
 }
 
+std::shared_ptr<Work> SimBackend::all_to_all_single(Tensor& output, const Tensor& input,
+                                                    const AllToAllOptions& options) {
+  path_->prepare(device_);
+  // One schedule (pairwise): no algorithm in the fingerprint, as scatter and gather.
+  Call call{OpType::kAllToAll, signature_for(OpType::kAllToAll, input, std::nullopt)};
+  call.timeout = options.timeout;
+  const int n = size();
+  const int64_t block = input.numel() / n;
+  const size_t block_bytes = static_cast<size_t>(block) * element_size(input.dtype());
+  call.buffer.block_elems = block;
+  if (input.has_data()) {
+    // Blocks 0..n-1: a copy of the input (so an output that is the input is safe), n..2n-1: the
+    // output. This rank's own block moves locally; the schedule moves the other n-1.
+    if (block_bytes > 0) {
+      call.scratch = path_->scratch(device_, block_bytes * n);
+      path_->copy(device_, call.scratch.get(), device_, raw_data(input), block_bytes * n);
+    }
+    for (int j = 0; j < 2 * n; ++j) {
+      std::byte* base = j < n ? call.scratch.get() : raw_data(output);
+      call.buffer.blocks.push_back(block_bytes > 0 ? base + block_bytes * (j % n) : nullptr);
+    }
+    if (block_bytes > 0)
+      path_->copy(device_, call.buffer.blocks[n + rank_], device_, call.buffer.blocks[rank_], block_bytes);
+  }
+  return run(call).work;
+}
+
 std::shared_ptr<Work> SimBackend::barrier(const BarrierOptions& options) {
   Call call;
   call.op = OpType::kBarrier;

@@ -32,7 +32,7 @@ struct Call {
   int slices = 0;
   Milliseconds timeout{0};
   Milliseconds new_group_timeout{0};
-  std::shared_ptr<std::byte> scratch;  // reduce (non-roots), reduce_scatter: working copy
+  std::shared_ptr<std::byte> scratch;  // reduce (non-roots), reduce_scatter, all_to_all: working copy
 };
 
 struct CallResult {
@@ -104,6 +104,8 @@ class SimBackend final : public Backend {
                                        const ReduceScatterOptions& options) override;
   std::shared_ptr<Work> scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                 const ScatterOptions& options) override;
+  std::shared_ptr<Work> all_to_all_single(Tensor& output, const Tensor& input,
+                                          const AllToAllOptions& options) override;
   std::shared_ptr<Work> gather(const Tensor& input, std::vector<Tensor>& outputs,
                                const GatherOptions& options) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& options) override;
