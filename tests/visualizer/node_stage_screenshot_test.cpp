@@ -4,7 +4,6 @@
 // tile (128) plus the legend's swatch, at 1280x720 (stage only) and in present mode at 1280x720 and
 // 1920x1080; no blue phase-2 band yet. The PNGs stay in the scratch directory to look at.
 #include <gtest/gtest.h>
-#include <stb_image.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpscope/train/train.hpp"
+#include "png_image.hpp"
 #include "run_command.hpp"
 #include "support/temp_files.hpp"
 
@@ -25,37 +25,14 @@ struct Rgb {
 constexpr Rgb kPhase1Orange{230, 159, 0};  // palette.cpp kOrange (Okabe-Ito), pal.reduce
 constexpr Rgb kPhase2Blue{0, 114, 178};    // kBlue, pal.data
 
-struct Png {
-  int width = 0;
-  int height = 0;
-  std::vector<unsigned char> rgb;
-  bool is(int x, int y, Rgb c) const {
-    const size_t i = (static_cast<size_t>(y) * static_cast<size_t>(width) + static_cast<size_t>(x)) * 3;
-    return rgb[i] == c.r && rgb[i + 1] == c.g && rgb[i + 2] == c.b;
-  }
-};
-
-Png load(const std::filesystem::path& path) {
-  Png img;
-  int channels = 0;
-  unsigned char* data = stbi_load(path.c_str(), &img.width, &img.height, &channels, 3);
-  if (data == nullptr) {
-    ADD_FAILURE() << "cannot read " << path;
-    return img;
-  }
-  img.rgb.assign(data, data + static_cast<size_t>(img.width) * static_cast<size_t>(img.height) * 3);
-  stbi_image_free(data);
-  return img;
-}
-
 // Connected regions (4-neighbour) of exactly colour `c` with at least `min_pixels` pixels.
-int regions_of(const Png& img, Rgb c, int min_pixels) {
+int regions_of(const Image& img, Rgb c, int min_pixels) {
   std::vector<char> seen(static_cast<size_t>(img.width) * static_cast<size_t>(img.height), 0);
   int count = 0;
   std::vector<std::pair<int, int>> stack;
   for (int y = 0; y < img.height; ++y)
     for (int x = 0; x < img.width; ++x) {
-      if (seen[static_cast<size_t>(y) * img.width + x] || !img.is(x, y, c)) continue;
+      if (seen[static_cast<size_t>(y) * img.width + x] || !img.is(x, y, c.r, c.g, c.b)) continue;
       int pixels = 0;
       stack.assign(1, {x, y});
       seen[static_cast<size_t>(y) * img.width + x] = 1;
@@ -67,7 +44,7 @@ int regions_of(const Png& img, Rgb c, int min_pixels) {
         for (const auto& [nx, ny] : next) {
           if (nx < 0 || ny < 0 || nx >= img.width || ny >= img.height) continue;
           char& s = seen[static_cast<size_t>(ny) * img.width + nx];
-          if (s || !img.is(nx, ny, c)) continue;
+          if (s || !img.is(nx, ny, c.r, c.g, c.b)) continue;
           s = 1;
           stack.push_back({nx, ny});
         }
@@ -115,7 +92,7 @@ TEST(NodeStageScreenshots, PhaseOneLightsOneBandPerNodeTile) {
                                                     testing::quoted(trace.string()),
                                                     testing::quoted(png.string()), seek, flags));
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    const Png img = load(png);
+    const Image img = load_png(png);
     // 128 node tiles' phase-1 bands and the legend's phase-1 swatch.
     EXPECT_EQ(regions_of(img, kPhase1Orange, 20), 128 + 1) << name << " " << png;
     // Phase 2 is not running: its colour appears only in the legend.
@@ -127,7 +104,7 @@ TEST(NodeStageScreenshots, PhaseOneLightsOneBandPerNodeTile) {
       fmt::format("{} {} --screenshot {} {} --size 1280x720 --stage-only --node 5", DPSCOPE_VIZ,
                   testing::quoted(trace.string()), testing::quoted(png.string()), seek));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const int zoomed = regions_of(load(png), kPhase1Orange, 20);
+  const int zoomed = regions_of(load_png(png), kPhase1Orange, 20);
   EXPECT_GE(zoomed, 2) << png;  // the node's phase 1 and the legend's swatch
   EXPECT_LT(zoomed, 20) << png;
 }

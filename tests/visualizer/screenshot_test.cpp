@@ -5,7 +5,6 @@
 // ring's chunk colours on a card follow the schedule, counted in pixels. The PNGs stay in the build
 // tree (test-output/visualizer/...) to look at.
 #include <gtest/gtest.h>
-#include <stb_image.h>
 
 #include <algorithm>
 #include <array>
@@ -18,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dpscope/trace_tools/reader.hpp"
+#include "png_image.hpp"
 #include "replay/compare.hpp"
 #include "replay/replay_model.hpp"
 #include "run_command.hpp"
@@ -31,25 +31,6 @@ using testing::run_command;
 using testing::scratch_dir;
 
 const std::string kViz = DPSCOPE_VIZ;
-
-struct Image {
-  int width = 0;
-  int height = 0;
-  std::vector<unsigned char> rgb;
-};
-
-Image load_png(const std::filesystem::path& path) {
-  Image img;
-  int channels = 0;
-  unsigned char* data = stbi_load(path.c_str(), &img.width, &img.height, &channels, 3);
-  if (data == nullptr) {
-    ADD_FAILURE() << "cannot read " << path;
-    return img;
-  }
-  img.rgb.assign(data, data + static_cast<size_t>(img.width) * static_cast<size_t>(img.height) * 3);
-  stbi_image_free(data);
-  return img;
-}
 
 size_t distinct_colours(const Image& img) {
   std::set<uint32_t> colours;
