@@ -697,24 +697,24 @@ std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const les
     if (!report.chapters[c].time_ns) continue;  // its trigger never fired (check reports it)
     const std::string name = fmt::format("{}-chapter-{}.png", lesson.id, c + 1);
     std::vector<std::string> argv = prefix;
-    for (const std::string& a :
-         {viz, trace.string(), std::string("--screenshot"), (out / name).string(), std::string("--seek"),
-          // The viewer seeks on the trace's own clock; a chapter's time counts from the trace's first
-          // event (0 for dpscope's simulated clock, not for a measured one: a real PyTorch run).
-          fmt::format("t:{}ns", trace_begin_ns + *report.chapters[c].time_ns), std::string("--size"),
-          std::string("1600x900")})
-      argv.push_back(a);
-    // A chapter that compares is drawn in lesson mode, which shows its runs side by side (each at
-    // its own moment; their traces lie beside the lesson's).
-    if (!lesson.chapters[c].compare.empty()) {
-      argv.resize(prefix.size());
-      for (const std::string& a :
-           {viz, std::string("--lesson"), lesson.file.string(), std::string("--lessons-dir"),
-            lesson.file.parent_path().string(), trace.string(), std::string("--screenshot"),
-            (out / name).string(), std::string("--seek"), fmt::format("chapter:{}", c + 1),
-            std::string("--size"), std::string("1600x900")})
+    argv.push_back(viz);
+    if (lesson.chapters[c].compare.empty()) {
+      // The viewer seeks on the trace's own clock; a chapter's time counts from the trace's first
+      // event (0 for dpscope's simulated clock, not for a measured one: a real PyTorch run).
+      for (const std::string& a : {trace.string(), std::string("--seek"),
+                                   fmt::format("t:{}ns", trace_begin_ns + *report.chapters[c].time_ns)})
+        argv.push_back(a);
+    } else {
+      // A chapter that compares is drawn in lesson mode, which shows its runs side by side (each at
+      // its own moment; their traces lie beside the lesson's).
+      for (const std::string& a : {std::string("--lesson"), lesson.file.string(),
+                                   std::string("--lessons-dir"), lesson.file.parent_path().string(),
+                                   trace.string(), std::string("--seek"), fmt::format("chapter:{}", c + 1)})
         argv.push_back(a);
     }
+    for (const std::string& a :
+         {std::string("--screenshot"), (out / name).string(), std::string("--size"), std::string("1600x900")})
+      argv.push_back(a);
     const fs::path log = out / fmt::format("{}-chapter-{}.log", lesson.id, c + 1);
     const pid_t pid = spawn_process(argv, log);
     int status = 0;

@@ -23,8 +23,7 @@ double seconds_since(Clock::time_point start) {
 // A value the knob allows that is not its default: the next step up (down at the top of the
 // range), or the first other choice. "" when the knob has no other value.
 std::string other_value(const lesson::Knob& knob) {
-  if (knob.is_switch) return knob.default_value == "on" ? "off" : "on";
-  if (!knob.numeric) {
+  if (!knob.numeric) {  // choices, a switch's "off" and "on" among them
     for (const std::string& c : knob.choices)
       if (c != knob.default_value) return c;
     return "";
