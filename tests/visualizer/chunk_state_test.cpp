@@ -118,6 +118,7 @@ TEST(ChunkView, ARingAllGatherCopiesEachOwnersChunkToEveryGpu) {
   for (int32_t d : c.members) {
     const ChunkSnapshot& k = first.devices[static_cast<size_t>(d)].chunks;
     EXPECT_FALSE(k.reduction);
+    EXPECT_FALSE(k.exchange);
     // Only its own block, before anything arrived.
     EXPECT_EQ(std::count_if(k.held.begin(), k.held.end(), [](uint64_t h) { return h != 0; }), 1);
   }
@@ -127,6 +128,51 @@ TEST(ChunkView, ARingAllGatherCopiesEachOwnersChunkToEveryGpu) {
     EXPECT_TRUE(k.complete());
     for (uint64_t h : k.held) EXPECT_EQ(std::popcount(h), 1);  // each block is one owner's
   }
+}
+
+// An all-to-all's chunk row is the GPU's receive buffer: block s is rank s's block for this GPU.
+// Checked against the trace itself at every arrival: block s is there exactly when s is this GPU's
+// own rank or rank s's transfer to it has arrived, and it holds rank s's data alone.
+TEST(ChunkView, AnAllToAllFillsEachGpusBlockFromRankSWhenRankSsTransferArrives) {
+  const Loaded l = bench_trace("pairwise_all_to_all.jsonl", OpType::kAllToAll, Algorithm::kDefault);
+  const ReplayModel& m = *l.model;
+  ASSERT_FALSE(m.collectives().empty());
+  const Collective& c = m.collectives().front();
+  ASSERT_EQ(c.members.size(), 4u);
+  ASSERT_EQ(c.data_chunks(), 4);
+  ASSERT_EQ(c.transfers.size(), 12u);  // n - 1 rounds of n transfers
+  auto member = [&](int32_t device_id) {
+    for (size_t i = 0; i < c.members.size(); ++i)
+      if (m.devices()[static_cast<size_t>(c.members[i])].id == device_id) return static_cast<int>(i);
+    return -1;
+  };
+  std::vector<int64_t> moments{m.event(c.transfers.front()).ts_ns};
+  for (uint32_t e : c.transfers) moments.push_back(m.event(e).end_ns());
+  std::sort(moments.begin(), moments.end());
+  int partial = 0;
+  for (int64_t t : moments) {
+    const ReplayState s = m.state_at(m.at_time(t));
+    for (size_t d = 0; d < c.members.size(); ++d) {
+      std::vector<uint64_t> expected(c.members.size(), 0);
+      expected[d] = uint64_t{1} << d;
+      for (uint32_t e : c.transfers) {
+        const trace::Transfer& tr = m.data().transfer(m.event(e));
+        const int src = member(tr.src);
+        ASSERT_GE(src, 0);
+        if (member(tr.dst) == static_cast<int>(d) && m.event(e).end_ns() <= t)
+          expected[static_cast<size_t>(src)] = uint64_t{1} << src;
+      }
+      const ChunkSnapshot& k = s.devices[static_cast<size_t>(c.members[d])].chunks;
+      ASSERT_EQ(k.coll, c.id) << "t=" << t;
+      EXPECT_FALSE(k.reduction);
+      EXPECT_TRUE(k.exchange);
+      EXPECT_EQ(k.held, expected) << "GPU of rank " << d << " at t=" << t << " ns";
+      partial += std::count(expected.begin(), expected.end(), 0) != 0;
+    }
+  }
+  EXPECT_GT(partial, 0);  // the moments in between were checked, not only the start and the end
+  const ReplayState done = m.state_at(m.at_time(c.end_ns));
+  for (int32_t d : c.members) EXPECT_TRUE(done.devices[static_cast<size_t>(d)].chunks.complete());
 }
 
 TEST(ChunkView, AnAverageShowsTheDivisionByTheNumberOfRanksOnceItRan) {

@@ -201,6 +201,7 @@ void ReplayModel::fill_chunks(ReplayState& s, Cursor cur) const {
     out.coll = c.id;
     out.members = c.members;
     out.reduction = !c.reduces.empty() && c.reduces.front() != 0;
+    out.exchange = c.op == "all-to-all";
     // A data chunk holds what all of its pipeline slices hold.
     out.held.assign(static_cast<size_t>(c.data_chunks()), all_members(c.members.size()));
     for (int ch = 0; ch < c.trace_chunks; ++ch) out.held[static_cast<size_t>(ch / c.slices)] &= held[me][ch];

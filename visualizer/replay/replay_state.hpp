@@ -64,6 +64,8 @@ struct ChunkSnapshot {
   std::string stage;             // "reduce-scatter step 2/6", "all-gather step 5/6", "all-reduce complete"
   bool reduction = true;         // chunks collect contributions (all-reduce, reduce-scatter), else
                                  // copies of one owner's chunk (all-gather, broadcast)
+  bool exchange = false;         // an all-to-all: block s is rank s's block for this GPU (its receive
+                                 // buffer), there once rank s's transfer has arrived
   bool averaged = false;         // an average divided the sum by the number of ranks ("avg scale")
   int divisor = 0;               // that number
   // Every chunk is here: with every rank's contribution (a reduction), or at all (a copy).

@@ -226,7 +226,8 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
     f.clipped = true;
     return;
   }
-  const std::string label = "chunks";
+  // An all-to-all's boxes are the blocks this GPU receives, one from each rank.
+  const std::string label = k.exchange ? "received" : "chunks";
   const float label_w = text_size(f.small, f.small_fs, label).x + f.fs * 0.35f;
   std::string stage = k.stage;
   if (k.averaged) stage += fmt::format("  \u00f7{}", k.divisor);
@@ -296,9 +297,16 @@ void StageView::draw_card_chunks(const ViewContext& ctx, CardFrame& f) {
         if ((k.held[ch] >> m & 1u) != 0)
           ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ",
                                model.devices()[static_cast<size_t>(k.members[m])].rank);
-      ImGui::SetTooltip("chunk %zu of %zu on %s (collective #%lld)\n%s of ranks %s (%d of %zu)", ch + 1,
-                        k.held.size(), f.dev->name.c_str(), static_cast<long long>(k.coll),
-                        k.reduction ? "holds the contributions" : "holds the block", ranks.c_str(), have, n);
+      if (k.exchange && ch < n)
+        ImGui::SetTooltip("block %zu of %zu on %s (collective #%lld)\nrank %d's block for this GPU: %s",
+                          ch + 1, k.held.size(), f.dev->name.c_str(), static_cast<long long>(k.coll),
+                          model.devices()[static_cast<size_t>(k.members[ch])].rank,
+                          have > 0 ? "here" : "not arrived yet");
+      else
+        ImGui::SetTooltip("chunk %zu of %zu on %s (collective #%lld)\n%s of ranks %s (%d of %zu)", ch + 1,
+                          k.held.size(), f.dev->name.c_str(), static_cast<long long>(k.coll),
+                          k.reduction ? "holds the contributions" : "holds the block", ranks.c_str(), have,
+                          n);
     }
     x += box_w + 3.0f;
   }
