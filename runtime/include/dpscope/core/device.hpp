@@ -1,4 +1,4 @@
-// Device: the cheap, copyable handle to a device (`cpu`, `sim:N`, later `cuda:N`) that the whole
+// Device: the cheap, copyable handle to a device (`cpu`, `sim:N`, `cuda:N`) that the whole
 // code base passes around as `const Device&`. It owns its implementation (core/device_impl.hpp)
 // by shared pointer; the implementation holds the device's memory accounting, stream clocks and
 // trace context.

@@ -5,7 +5,7 @@
 // everything. Lesson files write one as a TOML inline table (`{ type = "transfer", rank = 0 }`),
 // answer expressions as `key=value, ...` inside an aggregate (`count(type=transfer, rank=0)`);
 // both go through set_filter_key(), so both accept the same keys and values. Used by the lesson
-// engine (lesson/report.hpp) and, later, the visualizer's lesson mode.
+// engine (lesson/report.hpp) and the visualizer's lesson mode.
 #pragma once
 
 #include <cstdint>

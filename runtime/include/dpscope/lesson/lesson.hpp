@@ -5,8 +5,9 @@
 // that start when a trace event happens (`trigger`, an EventFilter) and predict-then-reveal
 // questions whose answers are Expressions computed from the trace. load_lesson() checks all of it
 // (keys, types, ranges, filters, expressions) and reports the first problem as one line naming
-// "FILE:LINE" and the key. Used by `dpscope lesson` (runtime/cli/lesson_cmd.cpp) and, later, the
-// visualizer's lesson mode; the engine that evaluates a lesson on a trace is lesson/report.hpp.
+// "FILE:LINE" and the key. Used by `dpscope lesson` (runtime/cli/lesson_cmd.cpp) and the
+// visualizer's lesson mode (visualizer/app/lesson_mode.cpp); the engine that evaluates a lesson on
+// a trace is lesson/report.hpp.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // The lesson engine: a lesson evaluated on the trace of its scenario — when each chapter starts and
 // what each question's answer is — and the texts made from that (the `dpscope lesson run` listing
-// and the `dpscope lesson handout` Markdown page). Used by runtime/cli/lesson_cmd.cpp and, later,
+// and the `dpscope lesson handout` Markdown page). Used by runtime/cli/lesson_cmd.cpp and
 // the visualizer's lesson mode (which pauses the player at each chapter's time).
 #pragma once
 
