@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "dpscope/comm/analytic_collectives.hpp"
+#include "dpscope/comm/nccl_cost_model.hpp"
 #include "support/errors.hpp"
 
 namespace dpscope {
@@ -35,8 +36,10 @@ TEST(Fidelity, EverySystemHasASourceAndAFullSizeRange) {
   ASSERT_GE(systems.size(), 5u);
   for (const MeasuredSystem& s : systems) {
     EXPECT_EQ(s.source.rfind("https://", 0), 0u) << s.id;
-    EXPECT_LE(s.rows.front().bytes, 8u) << s.id;
-    EXPECT_GE(s.rows.back().bytes, 128ull << 20) << s.id;  // nccl-tests' README runs to 128M
+    // From the latency-bound sizes (nccl-tests' 8 B; pages that publish only from 1 KiB up) to at
+    // least nccl-tests' README's 128M.
+    EXPECT_LE(s.rows.front().bytes, 1024u) << s.id;
+    EXPECT_GE(s.rows.back().bytes, 128ull << 20) << s.id;
   }
 }
 
@@ -123,6 +126,33 @@ TEST(Fidelity, ATableRunWithTheSimpleProtocolOnlyIsModelledSo) {
   EXPECT_FALSE(fidelity_preset(every_protocol).cluster.simple_only);
 }
 
+// A table whose command forces an algorithm (NCCL_ALGO=NVLS on Azure's H100 node) is compared with the
+// cost model forced the same way, at every size, and its section says so.
+TEST(Fidelity, ATableRunWithAForcedAlgorithmIsModelledSo) {
+  MeasuredSystem s;
+  for (const MeasuredSystem& m : load_measured_systems(kTables))
+    if (m.command.find("NCCL_ALGO=NVLS") != std::string::npos) s = m;
+  ASSERT_FALSE(s.id.empty()) << "a table run with NCCL_ALGO=NVLS";
+  const HardwarePreset preset = fidelity_preset(s);
+  const NcclFabric fabric = *nccl_fabric(preset, s.gpus_per_node * s.nodes, s.nodes);
+  const double launches_us = (s.gpus_per_thread - 1) * preset.launch_latency_ns / 1e3;
+  const FidelityResult r = evaluate_fidelity(s);
+  ASSERT_EQ(r.rows.size(), s.rows.size());
+  for (const FidelityRow& row : r.rows) {
+    EXPECT_EQ(row.choice, "nvls/Simple") << row.bytes;
+    const NcclPrediction forced = predict_nccl(fabric, s.op, row.bytes, {.algo = NcclAlgo::kNvls});
+    EXPECT_NEAR(row.simulated_us, static_cast<double>(forced.time_ns) / 1e3 + launches_us, 1e-9) << row.bytes;
+  }
+  // Unforced, the model picks ring or tree for the small sizes: forcing is what the comparison did.
+  MeasuredSystem unforced = s;
+  unforced.command = "./build/all_reduce_perf -b 8 -e 8G -f 2 -g 8";
+  EXPECT_NE(evaluate_fidelity(unforced).rows.front().choice, "nvls/Simple");
+  EXPECT_NE(
+      fidelity_markdown({r}).find("- Algorithm: nvls for every size, as the command's NCCL_ALGO forces it"),
+      std::string::npos);
+  EXPECT_EQ(fidelity_markdown({evaluate_fidelity(unforced)}).find("- Algorithm:"), std::string::npos);
+}
+
 TEST(Fidelity, MalformedTablesAreRefusedWithFileAndLine) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "dpscope_fidelity_test";
   std::filesystem::create_directories(dir);
@@ -151,6 +181,11 @@ TEST(Fidelity, MalformedTablesAreRefusedWithFileAndLine) {
   std::ofstream(bad) << table << "# nccl_proto: Simple\nsize_bytes,time_us,algbw_gbps,busbw_gbps\n8,1,0,0\n";
   EXPECT_EQ(testing::error_of([&] { load_measured_system(bad); }).message,
             bad.string() + ": no '# nccl_proto_note:' line");
+  std::ofstream(bad) << "# system: x\n# source: y\n# command: NCCL_ALGO=CollNetDirect all_reduce_perf -g 8\n"
+                        "# preset: h100-sxm\n# gpus_per_node: 8\n# nodes: 1\n# collective: all_reduce\n"
+                        "size_bytes,time_us,algbw_gbps,busbw_gbps\n8,1,0,0\n";
+  EXPECT_EQ(testing::error_of([&] { load_measured_system(bad); }).message,
+            bad.string() + ": the command's NCCL_ALGO=CollNetDirect: only Ring, Tree and NVLS are modelled");
   std::ofstream(bad) << "size_bytes,time_us,algbw_gbps,busbw_gbps\n8,1,0,0\n";
   EXPECT_EQ(testing::error_of([&] { load_measured_system(bad); }).message,
             bad.string() + ": no '# system:' line");
