@@ -39,8 +39,7 @@ class AnalyticStrategy final : public TrainStrategy {
         sizes_(Sequential::parse_mlp_spec(config.model)),
         world_(std::move(world)),
         world_size_(world_size),
-        model_(Sequential::mlp_timing_only(config.model, dev())),
-        collectives_(world_.ranks->hardware(), world_size) {
+        model_(Sequential::mlp_timing_only(config.model, dev())) {
     // No epochs and no checkpoints: --steps steps (default 1) over shapes.
     const int64_t steps = config.steps > 0 ? config.steps : 1;
     length_ = {.batches_per_epoch = steps, .total_steps = steps, .checkpoint_every = steps, .sync_every = 1};
@@ -54,9 +53,6 @@ class AnalyticStrategy final : public TrainStrategy {
   }
 
   const Module& model() const { return *model_; }
-  // The world's collectives, described (the trace's cluster, the summary's world); the backend
-  // times them with a model of its own, made from the same preset.
-  const AnalyticCollectives& collectives() const { return collectives_; }
 
   // One step outside the loop, untraced (the one-GPU baseline): its simulated duration, from the
   // step's start to the end of the last stream.
@@ -109,7 +105,6 @@ class AnalyticStrategy final : public TrainStrategy {
   World world_;  // rank 0's GPU
   int world_size_;
   std::unique_ptr<Sequential> model_;
-  AnalyticCollectives collectives_;
   std::shared_ptr<ProcessGroup> group_;
   std::optional<DistributedDataParallel> ddp_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -137,8 +132,11 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
   // No data and no host memory: only the simulated GPU's capacity bounds the model.
   check_training_memory(config, /*rows=*/0);
   AnalyticStrategy rank(config, make_world(config), config.devices);
+  // The world's collectives described (the trace's cluster, the summary's world); the analytic
+  // backend times them with a model of its own, made from the same preset.
+  const AnalyticCollectives world_model(preset, config.devices);
   std::unique_ptr<TraceRecorder> tracer =
-      open_trace(config, rank.devices(), rank.model(), rank.collectives().cluster_info());
+      open_trace(config, rank.devices(), rank.model(), world_model.cluster_info());
   rank.join();
 
   TrainResult result;
@@ -162,8 +160,8 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
   alone.timed_step(0);
   const int64_t one_gpu_ns = alone.timed_step(1);
   result.scaling = TrainResult::Scaling{
-      .world = fmt::format("{} GPU{}: {}", config.devices, config.devices == 1 ? "" : "s",
-                           rank.collectives().describe()),
+      .world =
+          fmt::format("{} GPU{}: {}", config.devices, config.devices == 1 ? "" : "s", world_model.describe()),
       .step_ns = last_step_ns,
       .one_gpu_step_ns = one_gpu_ns,
       .exposed_comm_ns = std::max<int64_t>(0, last_step_ns - one_gpu_ns),
