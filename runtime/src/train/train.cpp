@@ -1,6 +1,6 @@
-// run_training(): `dpscope train` — which mode runs where, and the single-device and DataParallel
-// strategy of the training loop (train/loop.hpp); `--mode ddp` goes to run_ddp_training()
-// (train_ddp.cpp), which runs train_rank() on every rank.
+// run_training(): `dpscope train`, which runs the mode's spec (mode.hpp), and the modes single and
+// dp: their specs, their world and their strategy of the training loop (train/loop.hpp). `--mode
+// ddp` is train_ddp.cpp's.
 //
 // A single/dp step: data (the batch to the device; the trace says which samples it holds), forward
 // (model and loss), backward (zero_grad, loss and model backward; gradients fire their ready
@@ -10,16 +10,17 @@
 #include <optional>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/core/cuda.hpp"
+#include "dpscope/core/preset.hpp"
 #include "dpscope/data/dataloader.hpp"
 #include "dpscope/parallel/data_parallel.hpp"
 #include "dpscope/train/train.hpp"
 #include "loop.hpp"
+#include "mode.hpp"
 #include "train_common.hpp"
 
-namespace dpscope {
+namespace dpscope::detail {
 namespace {
-
-using namespace detail;
 
 // The single-device and DataParallel strategy: everything the run holds (with `resumed`: the
 // checkpoint's weights and optimizer state). `device()` is the model's: the device itself (single)
@@ -158,7 +159,73 @@ TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_s
   return result;
 }
 
+// single and dp: --device cpu: the host, the run's own (it carries the trace context); --device
+// cuda: logical GPUs cuda:0 .. cuda:N-1; --device sim: sim:0 .. sim:N-1 of the preset, which must
+// hold N GPUs (the same limit DDP's network model enforces).
+World make_process_world(const TrainConfig& config) {
+  World world;
+  if (config.device == DeviceKind::kCpu) {
+    world.devices.push_back(Device::new_cpu());
+    return world;
+  }
+  if (config.device == DeviceKind::kCuda) {
+    world.devices =
+        cuda::make_devices({.count = config.devices, .memory_cap_bytes = gpu_memory_cap_bytes(config)});
+    for (size_t i = 0; i < world.devices.size(); ++i) world.devices[i].set_rank(static_cast<int>(i));
+    return world;
+  }
+  const HardwarePreset preset = find_preset(config.preset);
+  const int max_gpus = preset.network.max_gpus;
+  DPS_CHECK(max_gpus == 0 || config.devices <= max_gpus, ErrorKind::kUsage,
+            "--devices {}: preset {} ({} topology) holds {} GPUs", config.devices, preset.id, preset.topology,
+            max_gpus);
+  for (int i = 0; i < config.devices; ++i) {
+    world.devices.push_back(Device::sim(i, preset));
+    world.devices.back().set_rank(i);
+  }
+  return world;
+}
+
+// The flags both modes of one process refuse: --backend mpi, more than one cpu device, --timing-only.
+void check_process_flags(const TrainConfig& config) {
+  check_mpi_backend(config, /*ranks_on_cpu=*/false);
+  DPS_CHECK(config.device != DeviceKind::kCpu || config.devices == 1, ErrorKind::kUsage,
+            "--device cpu has one device, got --devices {}", config.devices);
+  check_scale(config, /*timing_only_allowed=*/false);
+}
+
+constexpr std::string_view kSinglePitfalls[] = {"no-set-epoch", "input-on-cpu"};
+constexpr std::string_view kDataParallelPitfalls[] = {"no-set-epoch"};
+
 }  // namespace
+
+const TrainModeSpec kSingleMode{
+    .mode = TrainMode::kSingle,
+    .word = "single",
+    .pitfalls = kSinglePitfalls,
+    .check_flags =
+        [](const TrainConfig& config) {
+          DPS_CHECK(config.devices == 1, ErrorKind::kUsage,
+                    "--mode single trains on one device, but --devices is {} (use --mode dp or ddp)",
+                    config.devices);
+          check_process_flags(config);
+        },
+    .make_world = make_process_world,
+    .run = run_single_or_dp,
+};
+
+const TrainModeSpec kDataParallelMode{
+    .mode = TrainMode::kDataParallel,
+    .word = "dp",
+    .pitfalls = kDataParallelPitfalls,
+    .check_flags = check_process_flags,
+    .make_world = make_process_world,
+    .run = run_single_or_dp,
+};
+
+}  // namespace dpscope::detail
+
+namespace dpscope {
 
 TrainResult run_training(const TrainConfig& config, const StepObserver& on_step) {
   config.validate();
@@ -166,11 +233,7 @@ TrainResult run_training(const TrainConfig& config, const StepObserver& on_step)
   check_output_paths(config);
   if (!config.resume && !config.checkpoint_dir.empty()) check_fresh_checkpoint_dir(config.checkpoint_dir);
   find_preset(config.preset);  // an unknown --preset is refused with --device cpu too
-  if (config.timing_only) return run_analytic_training(config, on_step);
-  if (config.backend == PgBackend::kMpi) return run_mpi_training(config, on_step);
-  if (config.one_process_per_rank()) return run_env_training(config, *read_env_rendezvous(), on_step);
-  return config.mode == TrainMode::kDdp ? run_ddp_training(config, on_step)
-                                        : run_single_or_dp(config, on_step);
+  return detail::mode_spec(config.mode).run(config, on_step);
 }
 
 }  // namespace dpscope

@@ -4,7 +4,7 @@
 // Every rank of a DDP world does the same work on the same shapes, so one rank stands for all: rank
 // 0 runs the real DistributedDataParallel, model, loss and optimizer code on Tensor::meta tensors
 // (kernels are timed by the preset's roofline and nothing is computed), and its process group is
-// the analytic backend, which times each collective for the whole world (AnalyticCollectives)
+// the registry's `analytic` backend, which times each collective for the whole world (AnalyticCollectives)
 // instead of meeting peer threads at every step. The trace holds rank 0's lanes; each collective's
 // args say how many ranks took part.
 //
@@ -16,6 +16,8 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/analytic_collectives.hpp"
+#include "dpscope/comm/process_group.hpp"
+#include "dpscope/comm/sim_world.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/parallel/distributed_data_parallel.hpp"
 #include "dpscope/train/memory_estimate.hpp"
@@ -31,27 +33,26 @@ namespace {
 // forward, backward (DDP's bucketed all-reduces, overlapped), the optimizer.
 class AnalyticStrategy final : public TrainStrategy {
  public:
-  // `device`: rank 0's GPU, from make_world().
-  AnalyticStrategy(const TrainConfig& config, const HardwarePreset& preset, Device device, int world_size)
+  // `world`: rank 0's GPU alone, from make_world().
+  AnalyticStrategy(const TrainConfig& config, World world, int world_size)
       : config_(config),
         sizes_(Sequential::parse_mlp_spec(config.model)),
-        devices_{std::move(device)},
-        model_(Sequential::mlp_timing_only(config.model, dev())),
-        collectives_(std::make_shared<const AnalyticCollectives>(preset, world_size)) {
+        world_(std::move(world)),
+        world_size_(world_size),
+        model_(Sequential::mlp_timing_only(config.model, dev())) {
     // No epochs and no checkpoints: --steps steps (default 1) over shapes.
     const int64_t steps = config.steps > 0 ? config.steps : 1;
     length_ = {.batches_per_epoch = steps, .total_steps = steps, .checkpoint_every = steps, .sync_every = 1};
   }
 
   void join() {
-    group_.emplace(make_analytic_backend(dev(), collectives_));
+    group_ = init_process_group("analytic", 0, world_size_, {.world = world_.ranks});
     ddp_.emplace(*model_, *group_, ddp_options(config_));
     optimizer_ = make_optimizer(config_, model_->parameters());
     criterion_ = make_loss(config_);
   }
 
   const Module& model() const { return *model_; }
-  const AnalyticCollectives& collectives() const { return *collectives_; }
 
   // One step outside the loop, untraced (the one-GPU baseline): its simulated duration, from the
   // step's start to the end of the last stream.
@@ -64,9 +65,9 @@ class AnalyticStrategy final : public TrainStrategy {
     return end - start;
   }
 
-  const std::vector<Device>& devices() const override { return devices_; }
+  const std::vector<Device>& devices() const override { return world_.devices; }
   const RunLength& length() const override { return length_; }
-  int64_t step_clock() override { return host_waits_for(devices_); }
+  int64_t step_clock() override { return host_waits_for(world_.devices); }
   void begin_epoch(int64_t /*epoch*/) override {}
 
   void load_batch(const StepPlan& /*plan*/) override {
@@ -97,14 +98,14 @@ class AnalyticStrategy final : public TrainStrategy {
   }
 
  private:
-  const Device& dev() const { return devices_.front(); }
+  const Device& dev() const { return world_.devices.front(); }
 
   const TrainConfig& config_;
   std::vector<int64_t> sizes_;
-  std::vector<Device> devices_;  // rank 0's GPU
+  World world_;  // rank 0's GPU
+  int world_size_;
   std::unique_ptr<Sequential> model_;
-  std::shared_ptr<const AnalyticCollectives> collectives_;
-  std::optional<ProcessGroup> group_;
+  std::shared_ptr<ProcessGroup> group_;
   std::optional<DistributedDataParallel> ddp_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<Loss> criterion_;
@@ -114,14 +115,28 @@ class AnalyticStrategy final : public TrainStrategy {
 
 }  // namespace
 
+World make_timing_only_world(const TrainConfig& config) {
+  // Rank 0 alone: the other ranks are timed by the analytic backend, never made. Its world does
+  // not read $DPSCOPE_ALGO: the analytic backend resolves every algorithm itself.
+  World world;
+  world.devices.push_back(Device::sim(0, find_preset(config.preset)));
+  world.devices.back().set_rank(0);
+  world.ranks =
+      SimWorld::create(1, {.preset = config.preset, .devices = world.devices, .algorithm = Algorithm::kAuto});
+  return world;
+}
+
 TrainResult run_analytic_training(const TrainConfig& config, const StepObserver& on_step) {
   const auto wall_start = std::chrono::steady_clock::now();
   const HardwarePreset preset = find_preset(config.preset);
   // No data and no host memory: only the simulated GPU's capacity bounds the model.
   check_training_memory(config, /*rows=*/0);
-  AnalyticStrategy rank(config, preset, make_world(config).devices.front(), config.devices);
+  AnalyticStrategy rank(config, make_world(config), config.devices);
+  // The world's collectives described (the trace's cluster, the summary's world); the analytic
+  // backend times them with a model of its own, made from the same preset.
+  const AnalyticCollectives world_model(preset, config.devices);
   std::unique_ptr<TraceRecorder> tracer =
-      open_trace(config, rank.devices(), rank.model(), rank.collectives().cluster_info());
+      open_trace(config, rank.devices(), rank.model(), world_model.cluster_info());
   rank.join();
 
   TrainResult result;
@@ -140,13 +155,13 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
 
   // The weak-scaling baseline: the same step on one GPU, after a first step that builds DDP's
   // buckets (DDP rebuilds them after its first iteration, as the world's run did).
-  AnalyticStrategy alone(config, preset, make_world(config).devices.front(), 1);
+  AnalyticStrategy alone(config, make_world(config), 1);
   alone.join();
   alone.timed_step(0);
   const int64_t one_gpu_ns = alone.timed_step(1);
   result.scaling = TrainResult::Scaling{
-      .world = fmt::format("{} GPU{}: {}", config.devices, config.devices == 1 ? "" : "s",
-                           rank.collectives().describe()),
+      .world =
+          fmt::format("{} GPU{}: {}", config.devices, config.devices == 1 ? "" : "s", world_model.describe()),
       .step_ns = last_step_ns,
       .one_gpu_step_ns = one_gpu_ns,
       .exposed_comm_ns = std::max<int64_t>(0, last_step_ns - one_gpu_ns),

@@ -22,10 +22,14 @@
 
 namespace dpscope::detail {
 
+uint64_t gpu_memory_cap_bytes(const TrainConfig& config) {
+  return static_cast<uint64_t>(config.gpu_mem_mb * 1024.0 * 1024.0);
+}
+
 RunLength plan_run(const TrainConfig& config, int64_t batches_per_epoch) {
   RunLength length;
   length.batches_per_epoch = batches_per_epoch;
-  length.sync_every = config.mode == TrainMode::kDdp ? config.no_sync_every : 1;
+  length.sync_every = config.no_sync_every;  // 1 outside ddp (TrainConfig::validate)
   if (config.steps > 0) {
     length.total_steps = config.steps;
   } else {
@@ -225,7 +229,7 @@ ResumeCheckpoint load_resume_checkpoint(const TrainConfig& config) {
   check_resumable(resumed.state.config_json, config, file);
   // Gradients accumulated under no_sync are not in a checkpoint: resuming between two synchronized
   // steps would drop them (this version writes none there; an older one did).
-  const int64_t sync_every = config.mode == TrainMode::kDdp ? config.no_sync_every : 1;
+  const int64_t sync_every = config.no_sync_every;  // 1 outside ddp (TrainConfig::validate)
   DPS_CHECK(resumed.state.steps_done % sync_every == 0, ErrorKind::kUsage,
             "--resume: {} was written after step {}, between two synchronized steps of --no-sync-every {}, "
             "so gradients it accumulated are missing; resume from a checkpoint at a multiple of {} steps",

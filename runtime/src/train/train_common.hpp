@@ -31,9 +31,15 @@ struct World {
   // for a process of nccl); null otherwise.
   std::shared_ptr<SimWorld> ranks;
 };
-// Makes the world of a validated `config` on a machine check_machine() accepted. Throws kUsage when
-// the preset holds fewer GPUs than --devices (single/dp on sim), kDevice when a GPU cannot be used.
+// Makes the world of a validated `config` on a machine check_machine() accepted: the mode's own
+// (TrainModeSpec::make_world, mode.hpp). Throws kUsage when the preset holds fewer GPUs than
+// --devices (single/dp on sim), kDevice when a GPU cannot be used.
 World make_world(const TrainConfig& config);
+// --timing-only's world (train_analytic.cpp): rank 0's GPU alone, in a world of one device that the
+// analytic backend times the whole world's collectives from.
+World make_timing_only_world(const TrainConfig& config);
+// --gpu-mem in bytes: each cuda device's memory cap (0: an even split).
+uint64_t gpu_memory_cap_bytes(const TrainConfig& config);
 
 // Loads --data or --dataset and checks that the data fits the model and the loss, and that the run
 // fits the devices' and this machine's memory (check_training_memory, train/memory_estimate.hpp);
@@ -122,14 +128,9 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
 // tensors, its collectives timed for the whole world; `config` is validated.
 TrainResult run_analytic_training(const TrainConfig& config, const StepObserver& on_step);
 
-// `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi` (train_processes.cpp): this
-// process is one rank; `config` is validated.
-TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_step);
-
-// `dpscope launch --nproc N -- dpscope train --mode ddp --device cuda --backend nccl`
-// (train_processes.cpp): this process is rank env.rank, on cuda:env.local_rank; `config` is
-// validated.
-TrainResult run_env_training(const TrainConfig& config, const EnvRendezvous& env,
-                             const StepObserver& on_step);
+// `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi`, or `dpscope launch --nproc N --
+// dpscope train --mode ddp --device cuda --backend nccl` (train_processes.cpp): this process is one
+// rank; `config` is validated.
+TrainResult run_process_training(const TrainConfig& config, const StepObserver& on_step);
 
 }  // namespace dpscope::detail

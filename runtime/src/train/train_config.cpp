@@ -12,6 +12,7 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/backend_registry.hpp"
 #include "dpscope/train/train.hpp"
+#include "mode.hpp"
 
 namespace dpscope {
 namespace {
@@ -42,111 +43,111 @@ void check_float_flag(const char* flag, double value, double min, double max, bo
   DPS_CHECK(value <= max, ErrorKind::kUsage, "{} must be <= {}{}, got {}", flag, max, unit, value);
 }
 
+// A flag's words and the values they stand for, in the order its usage error lists them.
+template <typename E>
+struct Word {
+  E value;
+  std::string_view word;
+};
+constexpr Word<DeviceKind> kDeviceWords[] = {
+    {DeviceKind::kCpu, "cpu"}, {DeviceKind::kSim, "sim"}, {DeviceKind::kCuda, "cuda"}};
+constexpr Word<PgBackend> kBackendWords[] = {{PgBackend::kSim, "sim"},
+                                             {PgBackend::kCuda, "cuda"},
+                                             {PgBackend::kNccl, "nccl"},
+                                             {PgBackend::kMpi, "mpi"}};
+// --mode's words are the modes' own (mode.hpp).
+std::vector<Word<TrainMode>> mode_words() {
+  std::vector<Word<TrainMode>> words;
+  for (const detail::TrainModeSpec* spec : detail::kTrainModes) words.push_back({spec->mode, spec->word});
+  return words;
+}
+
+// Throws Error(kUsage) "--mode 'x' is not one of single, dp, ddp" for a word not in `words`.
+template <typename Words>
+auto parse_word(const Words& words, const std::string& text, std::string_view flag) {
+  std::vector<std::string_view> all;
+  for (const auto& w : words) {
+    if (w.word == text) return w.value;
+    all.push_back(w.word);
+  }
+  throw Error(ErrorKind::kUsage, fmt::format("{} '{}' is not one of {}", flag, text, fmt::join(all, ", ")));
+}
+
+template <typename Words, typename E>
+std::string word_of(const Words& words, E value, std::string_view type) {
+  for (const auto& w : words)
+    if (w.value == value) return std::string(w.word);
+  throw Error(ErrorKind::kInternal,
+              fmt::format("{} {} has no name: add it to name({})", type, static_cast<int>(value), type));
+}
+
 }  // namespace
 
-TrainMode parse_train_mode(const std::string& text) {
-  if (text == "single") return TrainMode::kSingle;
-  if (text == "dp") return TrainMode::kDataParallel;
-  DPS_CHECK(text == "ddp", ErrorKind::kUsage, "--mode '{}' is not one of single, dp, ddp", text);
-  return TrainMode::kDdp;
+TrainMode parse_train_mode(const std::string& text) { return parse_word(mode_words(), text, "--mode"); }
+DeviceKind parse_device_kind(const std::string& text) { return parse_word(kDeviceWords, text, "--device"); }
+PgBackend parse_pg_backend(const std::string& text) { return parse_word(kBackendWords, text, "--backend"); }
+
+std::string name(TrainMode mode) { return std::string(detail::mode_spec(mode).word); }
+std::string name(DeviceKind device) { return word_of(kDeviceWords, device, "DeviceKind"); }
+std::string name(PgBackend backend) { return word_of(kBackendWords, backend, "PgBackend"); }
+
+namespace detail {
+
+const TrainModeSpec& mode_spec(TrainMode mode) {
+  const auto index = static_cast<size_t>(mode);
+  DPS_ASSERT(
+      index < std::size(kTrainModes) && kTrainModes[index]->mode == mode,
+      "TrainMode {} has no spec at its index of kTrainModes: add the mode's spec there (train/mode.hpp)",
+      index);
+  return *kTrainModes[index];
 }
 
-DeviceKind parse_device_kind(const std::string& text) {
-  if (text == "cpu") return DeviceKind::kCpu;
-  if (text == "sim") return DeviceKind::kSim;
-  DPS_CHECK(text == "cuda", ErrorKind::kUsage, "--device '{}' is not one of cpu, sim, cuda", text);
-  return DeviceKind::kCuda;
+void check_mpi_backend(const TrainConfig& config, bool ranks_on_cpu) {
+  // MPI's ranks are processes on the CPU (mpirun -np N dpscope train ... --backend mpi).
+  DPS_CHECK(config.backend != PgBackend::kMpi || ranks_on_cpu, ErrorKind::kUsage,
+            "--backend mpi runs each rank as a process on its CPU, started by mpirun -np N: use --mode ddp "
+            "--device cpu");
 }
 
-PgBackend parse_pg_backend(const std::string& text) {
-  if (text == "sim") return PgBackend::kSim;
-  if (text == "cuda") return PgBackend::kCuda;
-  if (text == "nccl") return PgBackend::kNccl;
-  DPS_CHECK(text == "mpi", ErrorKind::kUsage, "--backend '{}' is not one of sim, cuda, nccl, mpi", text);
-  return PgBackend::kMpi;
-}
-
-std::string name(TrainMode mode) {
-  switch (mode) {
-    case TrainMode::kSingle: return "single";
-    case TrainMode::kDataParallel: return "dp";
-    case TrainMode::kDdp: return "ddp";
+void check_scale(const TrainConfig& config, bool timing_only_allowed) {
+  if (!config.timing_only) {
+    DPS_CHECK(config.devices <= 64, ErrorKind::kUsage,
+              "--devices {} is more than the 64 GPUs supported (add --timing-only to simulate more)",
+              config.devices);
+    return;
   }
-  throw Error(ErrorKind::kInternal,
-              fmt::format("TrainMode {} has no name: add it to name(TrainMode)", static_cast<int>(mode)));
+  DPS_CHECK(timing_only_allowed && config.device == DeviceKind::kSim, ErrorKind::kUsage,
+            "--timing-only simulates DistributedDataParallel at scale: it needs --mode ddp --device sim, got "
+            "--mode {} --device {}",
+            name(config.mode), name(config.device));
+  DPS_CHECK(config.devices <= kMaxTimingOnlyGpus, ErrorKind::kUsage,
+            "--devices {} is more than the {} GPUs --timing-only simulates", config.devices,
+            kMaxTimingOnlyGpus);
+  DPS_CHECK(config.data.empty() && config.dataset.empty() && config.init.empty() && config.save.empty() &&
+                config.checkpoint_dir.empty() && !config.resume,
+            ErrorKind::kUsage,
+            "--timing-only runs on shapes without data: it takes no --data, --dataset, --init, --save, "
+            "--checkpoint-dir or --resume");
+  DPS_CHECK(config.pitfalls.empty() || (config.pitfalls.size() == 1 && config.pitfalls[0] == "no-average"),
+            ErrorKind::kUsage, "--timing-only has no data for --pitfall {} to show (only no-average applies)",
+            fmt::join(config.pitfalls, ","));
 }
 
-std::string name(DeviceKind device) {
-  switch (device) {
-    case DeviceKind::kCpu: return "cpu";
-    case DeviceKind::kSim: return "sim";
-    case DeviceKind::kCuda: return "cuda";
-  }
-  throw Error(ErrorKind::kInternal,
-              fmt::format("DeviceKind {} has no name: add it to name(DeviceKind)", static_cast<int>(device)));
-}
-
-std::string name(PgBackend backend) {
-  switch (backend) {
-    case PgBackend::kSim: return "sim";
-    case PgBackend::kCuda: return "cuda";
-    case PgBackend::kNccl: return "nccl";
-    case PgBackend::kMpi: return "mpi";
-  }
-  throw Error(ErrorKind::kInternal,
-              fmt::format("PgBackend {} has no name: add it to name(PgBackend)", static_cast<int>(backend)));
-}
+}  // namespace detail
 
 void TrainConfig::validate() const {
   using std::string;
-  // mode, device and backend are parsed words already (parse_train_mode() and its siblings).
+  // mode, device and backend are parsed words already (parse_train_mode() and its siblings). The
+  // registry also holds backends --backend does not offer (analytic, run by --timing-only).
+  std::vector<std::string> built;
+  for (const Word<PgBackend>& w : kBackendWords)
+    if (is_backend_registered(std::string(w.word))) built.emplace_back(w.word);
+  std::sort(built.begin(), built.end());
   DPS_CHECK(is_backend_registered(name(backend)), ErrorKind::kUsage,
-            "--backend {} is not built in this version (built: {})", name(backend),
-            fmt::join(registered_backends(), ", "));
+            "--backend {} is not built in this version (built: {})", name(backend), fmt::join(built, ", "));
   DPS_CHECK(devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", devices);
-  DPS_CHECK(mode != TrainMode::kSingle || devices == 1, ErrorKind::kUsage,
-            "--mode single trains on one device, but --devices is {} (use --mode dp or ddp)", devices);
-  // DDP's ranks run where their backend runs: sim ranks on simulated GPUs, cuda and nccl ranks on
-  // cuda devices.
-  // MPI's ranks are processes on the CPU (mpirun -np N dpscope train ... --backend mpi).
-  DPS_CHECK(backend != PgBackend::kMpi || (mode == TrainMode::kDdp && device == DeviceKind::kCpu),
-            ErrorKind::kUsage,
-            "--backend mpi runs each rank as a process on its CPU, started by mpirun -np N: use --mode ddp "
-            "--device cpu");
-  DPS_CHECK(
-      mode != TrainMode::kDdp || device != DeviceKind::kCpu || backend == PgBackend::kMpi, ErrorKind::kUsage,
-      "--mode ddp runs one rank per GPU: use --device sim (simulated) or --device cuda (or --device cpu "
-      "--backend mpi, one process per rank under mpirun)");
-  DPS_CHECK(
-      mode != TrainMode::kDdp || device != DeviceKind::kSim || backend == PgBackend::kSim, ErrorKind::kUsage,
-      "--backend {} needs --device cuda (simulated GPUs communicate through --backend sim)", name(backend));
-  DPS_CHECK(mode != TrainMode::kDdp || device != DeviceKind::kCuda || backend == PgBackend::kCuda ||
-                backend == PgBackend::kNccl,
-            ErrorKind::kUsage, "--device cuda communicates through --backend cuda or nccl, not {}",
-            name(backend));
-  DPS_CHECK(device != DeviceKind::kCpu || devices == 1 || backend == PgBackend::kMpi, ErrorKind::kUsage,
-            "--device cpu has one device, got --devices {}", devices);
-  if (timing_only) {
-    DPS_CHECK(
-        mode == TrainMode::kDdp && device == DeviceKind::kSim, ErrorKind::kUsage,
-        "--timing-only simulates DistributedDataParallel at scale: it needs --mode ddp --device sim, got "
-        "--mode {} --device {}",
-        name(mode), name(device));
-    DPS_CHECK(devices <= kMaxTimingOnlyGpus, ErrorKind::kUsage,
-              "--devices {} is more than the {} GPUs --timing-only simulates", devices, kMaxTimingOnlyGpus);
-    DPS_CHECK(
-        data.empty() && dataset.empty() && init.empty() && save.empty() && checkpoint_dir.empty() && !resume,
-        ErrorKind::kUsage,
-        "--timing-only runs on shapes without data: it takes no --data, --dataset, --init, --save, "
-        "--checkpoint-dir or --resume");
-    DPS_CHECK(pitfalls.empty() || (pitfalls.size() == 1 && pitfalls[0] == "no-average"), ErrorKind::kUsage,
-              "--timing-only has no data for --pitfall {} to show (only no-average applies)",
-              fmt::join(pitfalls, ","));
-  } else {
-    DPS_CHECK(devices <= 64, ErrorKind::kUsage,
-              "--devices {} is more than the 64 GPUs supported (add --timing-only to simulate more)",
-              devices);
-  }
+  const detail::TrainModeSpec& spec = detail::mode_spec(mode);
+  spec.check_flags(*this);
   check_float_flag("--gpu-mem", gpu_mem_mb, 0.0, kMaxMib, false, " MiB");
   DPS_CHECK(gpu_mem_mb == 0.0 || device == DeviceKind::kCuda, ErrorKind::kUsage,
             "--gpu-mem caps the memory of cuda devices: it needs --device cuda");
@@ -190,17 +191,17 @@ void TrainConfig::validate() const {
         "--pitfall '{}' is not one of no-set-epoch, no-average, unused-parameter, mismatched-collective, "
         "input-on-cpu",
         p);
-    DPS_CHECK(p != "input-on-cpu" || (mode == TrainMode::kSingle && device != DeviceKind::kCpu),
-              ErrorKind::kUsage,
+    // The mode's own pitfalls; forgetting `x.to(device)` shows only where there is a device to forget.
+    if (spec.takes_pitfall(p) && (p != "input-on-cpu" || device != DeviceKind::kCpu)) continue;
+    DPS_CHECK(p != "input-on-cpu", ErrorKind::kUsage,
               "--pitfall input-on-cpu applies to --mode single on a GPU (--device sim or cuda)");
-    DPS_CHECK(p == "no-set-epoch" || p == "input-on-cpu" || mode == TrainMode::kDdp, ErrorKind::kUsage,
-              "--pitfall {} applies to --mode ddp only", p);
+    throw Error(ErrorKind::kUsage, fmt::format("--pitfall {} applies to --mode ddp only", p));
   }
   const bool ddp_defaults = bucket_cap_mb == kDefaultBucketCapMb &&
                             first_bucket_mb == kDefaultFirstBucketMb && no_sync_every == 1 &&
                             !find_unused_parameters && !zero && comm_hook == "allreduce" && algo == "auto";
   DPS_CHECK(
-      mode == TrainMode::kDdp || ddp_defaults, ErrorKind::kUsage,
+      spec.ranks || ddp_defaults, ErrorKind::kUsage,
       "--bucket-mb, --first-bucket-mb, --no-sync-every, --find-unused-parameters, --zero, --comm-hook and "
       "--algo apply to --mode ddp only");
   check_float_flag("--bucket-mb", bucket_cap_mb, 0.0, kMaxMib, /*above_min=*/true);
@@ -271,7 +272,7 @@ std::string TrainConfig::to_json() const {
   if (steps >= 0) j["steps"] = steps;
   if (epochs >= 0) j["epochs"] = epochs;
   if (!init.empty()) j["init"] = init;
-  if (mode == TrainMode::kDdp) {
+  if (detail::mode_spec(mode).ranks) {
     j["bucket_mb"] = bucket_cap_mb;  // the flag's name: traces and checkpoints keep it
     j["first_bucket_mb"] = first_bucket_mb;
     j["no_sync_every"] = no_sync_every;

@@ -1,8 +1,8 @@
-// Training as one process of a multi-process run: this process is one rank (torchrun's one
-// process per rank), started by one of two launchers:
-//   - run_mpi_training(): `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi`, the
+// Training as one process of a multi-process run (run_process_training): this process is one rank
+// (torchrun's one process per rank), started by one of two launchers:
+//   - `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi`, the
 //     rank from OpenMPI's environment, the `mpi` process group;
-//   - run_env_training(): `dpscope launch --nproc N -- dpscope train --mode ddp ...` (or torchrun),
+//   - `dpscope launch --nproc N -- dpscope train --mode ddp ...` (or torchrun),
 //     the rank from RANK/WORLD_SIZE/LOCAL_RANK (env://): the ranks meet in a TCPStore at
 //     MASTER_ADDR:MASTER_PORT; with --device cuda --backend nccl rank 0's ncclUniqueId travels
 //     through it and each process trains on its own GPU, cuda:LOCAL_RANK; with --device cpu
@@ -168,51 +168,42 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
 
 }  // namespace
 
-TrainResult run_mpi_training(const TrainConfig& config, const StepObserver& on_step) {
-  // Started by dpscope launch (or torchrun) instead of mpirun: singletons joined through env://.
-  if (!mpi::launch_from_environment())
-    if (const std::optional<EnvRendezvous> env = read_env_rendezvous())
-      return run_env_training(config, *env, on_step);
+TrainResult run_process_training(const TrainConfig& config, const StepObserver& on_step) {
   const auto wall_start = std::chrono::steady_clock::now();
-  const mpi::Launch launch = mpi::require_mpirun_launch(config.devices, "train");
   ProcessRank process;
-  process.group = init_process_group(
-      {.backend = "mpi", .rank = launch.rank, .world_size = launch.size, .timeout = config.timeout()});
-  process.device_name = fmt::format("{} processes on the CPU (rank {} of {}, mpi)", launch.size,
-                                    process.group->rank(), launch.size);
-  return train_as_process(config, process, wall_start, on_step);
-}
-
-TrainResult run_env_training(const TrainConfig& config, const EnvRendezvous& env,
-                             const StepObserver& on_step) {
-  const auto wall_start = std::chrono::steady_clock::now();
+  // mpi under mpirun: the rank from OpenMPI's environment. Otherwise a launcher's RANK/WORLD_SIZE
+  // (dpscope launch or torchrun): mpi singletons, or nccl ranks, joined through env://.
+  const std::optional<EnvRendezvous> env = config.backend == PgBackend::kMpi && mpi::launch_from_environment()
+                                               ? std::nullopt
+                                               : read_env_rendezvous();
+  if (!env) {
+    const mpi::Launch launch = mpi::require_mpirun_launch(config.devices, "train");
+    process.group = init_process_group(
+        {.backend = "mpi", .rank = launch.rank, .world_size = launch.size, .timeout = config.timeout()});
+    process.device_name = fmt::format("{} processes on the CPU (rank {} of {}, mpi)", launch.size,
+                                      process.group->rank(), launch.size);
+    return train_as_process(config, process, wall_start, on_step);
+  }
   DPS_ASSERT(config.backend == PgBackend::kNccl || config.backend == PgBackend::kMpi,
              "env:// training on --backend {}", name(config.backend));
   // The store outlives the group: rank 0 hosts it, and peers may still read from it while it ends.
-  // --timeout bounds the store's waits and the rendezvous as well as the collectives.
+  // --timeout bounds the store's waits and the rendezvous as well as the collectives. nccl's rank
+  // trains on its own GPU, cuda:LOCAL_RANK (make_world reads the same environment as `env`).
   const std::shared_ptr<Store> store =
-      config.timeout().count() > 0 ? env_store(env, config.timeout()) : env_store(env);
-  ProcessRank process;
-  if (config.backend == PgBackend::kMpi) {
-    process.group = init_process_group({.backend = "mpi",
-                                        .store = store,
-                                        .rank = env.rank,
-                                        .world_size = env.world_size,
-                                        .timeout = config.timeout()});
-    process.device_name = fmt::format("{} processes on the CPU (rank {} of {}, mpi, started by a launcher)",
-                                      env.world_size, env.rank, env.world_size);
-    return train_as_process(config, process, wall_start, on_step);
-  }
-  // This process's own GPU, cuda:LOCAL_RANK (make_world reads the same environment as `env`).
-  process.group = init_process_group({.backend = "nccl",
+      config.timeout().count() > 0 ? env_store(*env, config.timeout()) : env_store(*env);
+  process.group = init_process_group({.backend = name(config.backend),
                                       .store = store,
-                                      .rank = env.rank,
-                                      .world_size = env.world_size,
+                                      .rank = env->rank,
+                                      .world_size = env->world_size,
                                       .timeout = config.timeout(),
                                       .world = make_world(config).ranks});
   const Device& device = process.group->device();
-  process.device_name = fmt::format("{} ({}), rank {} of {} processes (nccl)", device.name(),
-                                    cuda::physical_name(device.impl()), env.rank, env.world_size);
+  process.device_name =
+      config.backend == PgBackend::kMpi
+          ? fmt::format("{} processes on the CPU (rank {} of {}, mpi, started by a launcher)",
+                        env->world_size, env->rank, env->world_size)
+          : fmt::format("{} ({}), rank {} of {} processes (nccl)", device.name(),
+                        cuda::physical_name(device.impl()), env->rank, env->world_size);
   return train_as_process(config, process, wall_start, on_step);
 }
 

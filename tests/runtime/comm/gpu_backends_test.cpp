@@ -34,9 +34,9 @@ TEST(GpuBackends, RegisteredExactlyWhenTheBuildHasCuda) {
   std::vector<std::string> names = registered_backends();
   std::erase(names, "mpi");  // tests/mpi checks it (built with MPI)
   if (cuda::built()) {
-    EXPECT_EQ(names, (std::vector<std::string>{"cuda", "nccl", "sim"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"analytic", "cuda", "nccl", "sim"}));
   } else {
-    EXPECT_EQ(names, (std::vector<std::string>{"sim"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"analytic", "sim"}));
   }
 }
 

@@ -6,9 +6,10 @@
 //   });
 //   auto group = init_process_group({.backend = "mine", .store = store, .rank = r, .world_size = n});
 //
-// Built-in backends register themselves the first time the registry is used (`sim`; `cuda` and
-// `nccl` in a build with CUDA, whatever the machine: without a GPU their init fails with one line), so there
-// is no static-initialisation order to get wrong and no object file a static link could drop. Names of
+// Built-in backends register themselves the first time the registry is used (`sim` and `analytic`;
+// `cuda` and `nccl` in a build with CUDA, whatever the machine: without a GPU their init fails with one
+// line; `mpi` in a build with MPI), so there is no static-initialisation order to get wrong and no
+// object file a static link could drop. Names of
 // backends this version knows but did not build (cuda, nccl, mpi, gloo) fail with kUnsupported; any other
 // unknown name fails with kInvalidArgument listing the registered ones.
 //
@@ -40,8 +41,8 @@ void register_backend(const std::string& name, BackendFactory factory);
 
 bool is_backend_registered(const std::string& name);
 
-// The registered names, sorted: {"sim"} in a build without CUDA or MPI, {"cuda", "nccl",
-// "sim"} with CUDA.
+// The registered names, sorted: {"analytic", "sim"} in a build without CUDA or MPI, {"analytic",
+// "cuda", "nccl", "sim"} with CUDA.
 std::vector<std::string> registered_backends();
 
 // The factory of `name`. Throws kUnsupported for a known backend this build lacks ("init_process_group:

@@ -1,12 +1,16 @@
 // The `analytic` backend: rank 0 of a symmetric world whose collectives are timed by
-// AnalyticCollectives (comm/analytic_collectives.hpp) instead of being run by peers.
+// AnalyticCollectives (comm/analytic_collectives.hpp) instead of being run by peers; registered
+// through its folder's hook like every built-in backend (api/builtin_backends.hpp).
 #include <algorithm>
 #include <cmath>
 #include <memory>
 
 #include "../algorithms/collective_choice.hpp"
+#include "../api/builtin_backends.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/analytic_collectives.hpp"
+#include "dpscope/comm/process_group.hpp"
+#include "dpscope/comm/sim_world.hpp"
 #include "dpscope/core/trace_sink.hpp"
 #include "dpscope/trace_format/events.hpp"
 
@@ -184,5 +188,28 @@ std::unique_ptr<Backend> make_analytic_backend(const Device& device,
   DPS_CHECK(model != nullptr, ErrorKind::kInvalidArgument, "make_analytic_backend: no model");
   return std::make_unique<AnalyticBackend>(device, std::move(model));
 }
+
+namespace detail {
+
+// "analytic", registered like every backend: init_process_group("analytic", 0, N, {.world = w})
+// makes rank 0 of a world of N ranks, on w's one device (rank 0's GPU), its collectives timed by the
+// model of w's hardware for N ranks. No store: no other rank exists to meet.
+void add_analytic_backends(const AddBackend& add) {
+  add("analytic", [](const InitOptions& options) -> std::unique_ptr<Backend> {
+    DPS_CHECK(options.world != nullptr && options.world->size() == 1 && options.rank == 0,
+              ErrorKind::kInvalidArgument,
+              "the analytic backend is rank 0 of its world alone: it needs rank 0 and a world of one device "
+              "(InitOptions::world, rank 0's GPU), got rank {} and {}",
+              options.rank,
+              options.world ? fmt::format("a world of {} device{}", options.world->size(),
+                                          options.world->size() == 1 ? "" : "s")
+                            : "no world");
+    return make_analytic_backend(
+        options.world->device(0),
+        std::make_shared<const AnalyticCollectives>(options.world->hardware(), options.world_size));
+  });
+}
+
+}  // namespace detail
 
 }  // namespace dpscope
