@@ -3,8 +3,10 @@
 //
 //   dpscope bench all_reduce --devices 8 --preset h100-sxm -b 8 -e 128M -f 2 --algo ring
 //
-// One row per size: size count type redop root | simulated time, algbw, busbw, measured wall time
-// per collective, #wrong (exact check; "N/A" with --timing-only or -c 0); then nccl-tests' footer.
+// One row per size: size count type redop root, then nccl-tests' out-of-place and in-place column
+// groups (each: simulated time, algbw, busbw, measured wall time per collective, #wrong: exact
+// check, "N/A" with --timing-only or -c 0), the cost model's algo/proto; then nccl-tests' footer
+// (busbw averaged over both groups, as nccl-tests does).
 // nccl-tests' flags keep their meanings and its -n 20 / -w 5 defaults: -b -e with -f (a factor) or
 // -i (a fixed step), -g, -n, -w, -c, -d (float only), -o, -r, -N (cycles of the sweep), and -a,
 // accepted and said once (a simulated collective has one time, not one per rank). One default
@@ -147,11 +149,41 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
                    ? "each time is the slowest rank's (nccl-tests' -a 3), whatever -a asks"
                    : "each time is the whole collective's, from the earliest rank's start to the latest "
                      "rank's end: one number, whatever -a asks");
+  for (const Placement placement : {Placement::kOutOfPlace, Placement::kInPlace})
+    if (!bench_offers(o, placement))
+      fmt::print(
+          "# {}: not offered: --backend mpi runs our {} schedule in place only; its columns print -\n",
+          to_string(placement),
+          to_string(o.algorithm != Algorithm::kDefault ? o.algorithm : parse_algorithm(env, "DPSCOPE_ALGO")));
+  if (o.backend == "sim")
+    fmt::print(
+        "# out-of-place and in-place: the same schedule and cost model, so the same simulated time "
+        "(docs/collectives.md)\n");
   fmt::print("#\n");
-  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}  {:>6}  {}\n", "size",
-             "count", "type", "redop", "root", "time", "algbw", "busbw", "wall", "#wrong", "algo/proto");
-  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}  {:>6}\n", "(B)",
-             "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)", "");
+  // nccl-tests' src/common.cu header: the size columns, then out-of-place and in-place groups.
+  // Each line without trailing blanks (the labels are centred over their groups).
+  const auto print_line = [](const std::string& line) {
+    fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
+  };
+  print_line(fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:^46}  {:^46}", "", "", "", "", "",
+                         "out-of-place", "in-place"));
+  const auto group = [](const char* time, const char* algbw, const char* busbw, const char* wall,
+                        const char* wrong) {
+    return fmt::format("{:>10}  {:>8}  {:>8}  {:>10}  {:>6}", time, algbw, busbw, wall, wrong);
+  };
+  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {}\n", "size", "count", "type", "redop", "root",
+             group("time", "algbw", "busbw", "wall", "#wrong"),
+             group("time", "algbw", "busbw", "wall", "#wrong"), "algo/proto");
+  print_line(fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}", "(B)", "(elements)", "", "", "",
+                         group("(us)", "(GB/s)", "(GB/s)", "(us)", ""),
+                         group("(us)", "(GB/s)", "(GB/s)", "(us)", "")));
+}
+
+// One column group of a row: time, algbw, busbw, wall, #wrong ("-" where the form is not offered).
+std::string format_column(const BenchColumn& c) {
+  if (!c.offered) return fmt::format("{:>10}  {:>8}  {:>8}  {:>10}  {:>6}", "-", "-", "-", "-", "-");
+  return fmt::format("{:>10.2f}  {:>8.2f}  {:>8.2f}  {:>10.1f}  {:>6}", c.sim_us, c.algbw_gbps, c.busbw_gbps,
+                     c.wall_us, c.wrong < 0 ? std::string("N/A") : std::to_string(c.wrong));
 }
 
 }  // namespace
@@ -219,7 +251,7 @@ void register_bench(CLI::App& app, Registration registration) {
     if (speaks) print_header(options, hw, cmd->count("-a") > 0, args->average);
     std::fflush(stdout);
     double busbw_sum = 0.0;
-    int64_t rows = 0, wrong = 0;
+    int64_t columns = 0, wrong = 0;
     const bool rooted = options.collective == OpType::kBroadcast || options.collective == OpType::kReduce;
     const bool reduces = options.collective == OpType::kAllReduce || options.collective == OpType::kReduce ||
                          options.collective == OpType::kReduceScatter;
@@ -230,15 +262,19 @@ void register_bench(CLI::App& app, Registration registration) {
       }
     } quiet_on_error;
     run_collective_bench(options, [&](const BenchRow& r) {
-      fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10.2f}  {:>8.2f}  {:>8.2f}  {:>10.1f}  {:>6}{}\n",
-                 r.bytes, r.count, "float", reduces ? to_string(options.op) : "none",
-                 rooted ? options.root : -1, r.sim_us, r.algbw_gbps, r.busbw_gbps, r.wall_us,
-                 r.wrong < 0 ? std::string("N/A") : std::to_string(r.wrong),
+      fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}{}\n", r.bytes, r.count, "float",
+                 reduces ? to_string(options.op) : "none", rooted ? options.root : -1,
+                 format_column(r.out_of_place), format_column(r.in_place),
                  r.algo.empty() ? std::string() : "  " + r.algo);
       std::fflush(stdout);
-      busbw_sum += r.busbw_gbps;
-      wrong += std::max<int64_t>(r.wrong, 0);
-      ++rows;
+      // nccl-tests' footer averages busbw over every column it printed, out-of-place and in-place
+      // alike (src/common.cu: BenchTime adds each one's busbw to bw[0] and counts it in bw_count).
+      for (const BenchColumn* c : {&r.out_of_place, &r.in_place}) {
+        if (!c->offered) continue;
+        busbw_sum += c->busbw_gbps;
+        wrong += std::max<int64_t>(c->wrong, 0);
+        ++columns;
+      }
     });
     if (!speaks) return;
     const std::string verdict = options.timing_only ? "(not checked: timing-only)"
@@ -248,7 +284,8 @@ void register_bench(CLI::App& app, Registration registration) {
     fmt::print("# Wrong values         : {} {}\n", wrong, verdict);
     // nccl-tests' own footer line, for scripts that parse its output.
     fmt::print("# Out of bounds values : {} {}\n", wrong, verdict);
-    fmt::print("# Avg bus bandwidth    : {:.3f}\n", rows > 0 ? busbw_sum / static_cast<double>(rows) : 0.0);
+    fmt::print("# Avg bus bandwidth    : {:.3f}\n",
+               columns > 0 ? busbw_sum / static_cast<double>(columns) : 0.0);
     std::fflush(stdout);
     DPS_CHECK(wrong == 0, ErrorKind::kInternal, "{} wrong values in the results", wrong);
   });

@@ -62,24 +62,27 @@ TEST(BenchCli, PrintsOneCheckedRowPerSizeAndTheAverageBusBandwidth) {
   const Result r = run_bench("all_reduce --devices 4 -b 1K -e 16K -f 4 -n 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("# dpscope bench all_reduce: backend sim, 4 x NVIDIA H100 SXM5 80GB"));
-  EXPECT_THAT(r.output,
-              HasSubstr("size         count    type   redop  root        time     algbw     busbw"));
+  EXPECT_THAT(r.output, HasSubstr("size         count    type   redop  root        time     algbw     busbw"
+                                  "        wall  #wrong        time     algbw     busbw        wall  #wrong  "
+                                  "algo/proto"));
   const auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 3u) << r.output;
   const char* sizes[] = {"1024", "4096", "16384"};
   const NcclFabric h100x4 = *nccl_fabric(find_preset("h100-sxm"), 4, 1);
   for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_EQ(rows[i].size(), 11u);
+    ASSERT_EQ(rows[i].size(), 16u);
     // The cost model's choice for the size, as NCCL_DEBUG=TUNING would name it.
-    EXPECT_EQ(rows[i][10], predict_nccl(h100x4, OpType::kAllReduce, std::stoull(rows[i][0])).label());
+    EXPECT_EQ(rows[i][15], predict_nccl(h100x4, OpType::kAllReduce, std::stoull(rows[i][0])).label());
     EXPECT_EQ(rows[i][0], sizes[i]);
     EXPECT_EQ(std::stoll(rows[i][1]), std::stoll(rows[i][0]) / 4);
     EXPECT_EQ(rows[i][2], "float");
     EXPECT_EQ(rows[i][3], "sum");
     EXPECT_EQ(rows[i][4], "-1");
-    EXPECT_EQ(rows[i][9], "0") << "#wrong";
+    EXPECT_EQ(rows[i][9], "0") << "out-of-place #wrong";
+    EXPECT_EQ(rows[i][14], "0") << "in-place #wrong";
     // busbw = algbw * 2(n-1)/n
     EXPECT_NEAR(std::stod(rows[i][7]), std::stod(rows[i][6]) * 1.5, 0.011);
+    EXPECT_NEAR(std::stod(rows[i][12]), std::stod(rows[i][11]) * 1.5, 0.011);
   }
   EXPECT_THAT(r.output, HasSubstr("# Wrong values         : 0 OK"));
   EXPECT_THAT(r.output, HasSubstr("# Out of bounds values : 0 OK"));  // nccl-tests' footer
@@ -98,6 +101,7 @@ TEST(BenchCli, NcclTestsFlagsStepRepeatSkipTheCheckAndDefaultToTwentyIterations)
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i][0], sizes[i]);
     EXPECT_EQ(rows[i][9], "N/A") << "#wrong without a check";
+    EXPECT_EQ(rows[i][14], "N/A") << "in-place #wrong without a check";
     EXPECT_EQ(rows[i][5], rows[i % 3][5]) << "a simulated cycle repeats the same time";
   }
   EXPECT_THAT(r.output, HasSubstr("iterations: 20 (+5 warm-up)"));
@@ -111,7 +115,10 @@ TEST(BenchCli, NcclTestsFlagsStepRepeatSkipTheCheckAndDefaultToTwentyIterations)
   const auto checked_rows = rows_of(checked.output);
   ASSERT_EQ(checked_rows.size(), 3u) << checked.output;  // 1024, 1536, 2048
   EXPECT_EQ(checked_rows[1][0], "1536");
-  for (const auto& row : checked_rows) EXPECT_EQ(row[9], "0");
+  for (const auto& row : checked_rows) {
+    EXPECT_EQ(row[9], "0");
+    EXPECT_EQ(row[14], "0");
+  }
 }
 
 // The sim backend's schedule lasts exactly NCCL's cost model's time (comm/nccl_cost_model.hpp); a
@@ -126,14 +133,14 @@ TEST(BenchCli, SimulatedTimeIsTheCostModelsTimeForTheForcedAlgorithmAndProtocol)
   const NcclPrediction ring = predict_nccl(h100x4, OpType::kAllReduce, 4u << 20, {.algo = NcclAlgo::kRing});
   EXPECT_EQ(rows[0][5], fmt::format("{:.2f}", ring.time_ns / 1e3));
   EXPECT_EQ(rows[0][9], "N/A");
-  EXPECT_EQ(rows[0][10], ring.label());
+  EXPECT_EQ(rows[0][15], ring.label());
   const Result ll =
       run_bench("all_reduce --devices 4 --algo ring --proto ll -b 4M -e 4M --timing-only -n 1 -w 0");
   ASSERT_EQ(ll.exit_code, 0) << ll.output;
   const NcclPrediction forced =
       predict_nccl(h100x4, OpType::kAllReduce, 4u << 20, {.algo = NcclAlgo::kRing, .proto = NcclProto::kLL});
   EXPECT_EQ(rows_of(ll.output)[0][5], fmt::format("{:.2f}", forced.time_ns / 1e3));
-  EXPECT_EQ(rows_of(ll.output)[0][10], "ring/LL");
+  EXPECT_EQ(rows_of(ll.output)[0][15], "ring/LL");
   EXPECT_GT(forced.time_ns, ring.time_ns);
 }
 
@@ -172,7 +179,7 @@ TEST(BenchCli, NodesRunTheClusterThroughTheCostModel) {
     const CollectiveEstimate e =
         cluster.estimate({.op = OpType::kAllReduce, .count = static_cast<int64_t>(bytes / 4)});
     EXPECT_EQ(row[5], fmt::format("{:.2f}", e.duration_ns / 1e3)) << bytes;
-    EXPECT_EQ(row[10], predict_nccl(fabric, OpType::kAllReduce, bytes).label());
+    EXPECT_EQ(row[15], predict_nccl(fabric, OpType::kAllReduce, bytes).label());
     // busbw = algbw * 2(n-1)/n with n = 32
     EXPECT_NEAR(std::stod(row[7]), std::stod(row[6]) * 62.0 / 32.0, 0.02);  // both printed to 0.01
   }
@@ -189,7 +196,10 @@ TEST(BenchCli, EveryCollectiveAndReduceOpPassesTheExactCheck) {
     SCOPED_TRACE(args);
     const Result r = run_bench(std::string(args) + " -n 1");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (const auto& row : rows_of(r.output)) EXPECT_EQ(row[9], "0") << r.output;
+    for (const auto& row : rows_of(r.output)) {
+      EXPECT_EQ(row[9], "0") << r.output;
+      EXPECT_EQ(row[14], "0") << r.output;
+    }
   }
 }
 
@@ -220,7 +230,7 @@ TEST(BenchCli, AllToAllSizeIsEachRanksWholeBufferAndItsTimeIsPointToPoint) {
   const auto row = rows_of(big.output).at(0);
   const NcclPrediction p = predict_nccl(h100x8, OpType::kAllToAll, 64u << 20);
   EXPECT_EQ(row[5], fmt::format("{:.2f}", p.time_ns / 1e3));
-  EXPECT_EQ(row[10], "p2p/Simple");
+  EXPECT_EQ(row[15], "p2p/Simple");
   EXPECT_NEAR(std::stod(row[7]), std::stod(row[6]) * 7.0 / 8.0, 0.02);  // busbw factor (n-1)/n
   const Result nodes = run_bench("alltoall --devices 8 --nodes 4 -b 1M -e 1M --timing-only");
   ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
@@ -329,6 +339,116 @@ TEST(BenchCli, TheAlgorithmComesFromDpscopeAlgoWhenNotGiven) {
   EXPECT_EQ(bogus.exit_code, 2);
   EXPECT_EQ(bogus.output,
             "dpscope: error: DPSCOPE_ALGO: unknown algorithm 'bogus' (expected ring, tree, naive or auto)\n");
+}
+
+// nccl-tests' table (src/common.cu): a header line naming the out-of-place and in-place groups,
+// then per row size count type redop root, time algbw busbw (wall) #wrong twice, here the cost
+// model's algo/proto last. Every collective runs both forms, each checked exactly; on the sim both
+// take the same simulated time (one schedule, one cost model).
+TEST(BenchCli, EveryCollectivePrintsAnOutOfPlaceAndAnInPlaceColumnGroup) {
+  for (const char* collective :
+       {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall"}) {
+    SCOPED_TRACE(collective);
+    const Result r = run_bench(fmt::format("{} --devices 4 -r 3 -b 1K -e 64K -f 8 -n 2 -w 1", collective));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    // The group header: only the two labels, over their column groups.
+    const size_t label = r.output.find("out-of-place  ");
+    ASSERT_NE(label, std::string::npos) << r.output;
+    const size_t line_start = r.output.rfind('\n', label) + 1;
+    std::stringstream labels(r.output.substr(line_start, r.output.find('\n', label) - line_start));
+    const std::vector<std::string> words{std::istream_iterator<std::string>(labels), {}};
+    EXPECT_EQ(words, (std::vector<std::string>{"#", "out-of-place", "in-place"}));
+    EXPECT_THAT(r.output,
+                HasSubstr("# out-of-place and in-place: the same schedule and cost model, so the same "
+                          "simulated time (docs/collectives.md)"));
+    const auto rows = rows_of(r.output);
+    ASSERT_EQ(rows.size(), 3u) << r.output;
+    for (const auto& row : rows) {
+      ASSERT_EQ(row.size(), 16u) << r.output;
+      EXPECT_EQ(row[9], "0") << "out-of-place #wrong";
+      EXPECT_EQ(row[14], "0") << "in-place #wrong";
+      EXPECT_EQ(row[10], row[5]) << "the same simulated time";
+      EXPECT_EQ(row[12], row[7]) << "the same busbw";
+      EXPECT_EQ(row[15].find('/') != std::string::npos, true) << "algo/proto, e.g. ring/LL";
+    }
+  }
+}
+
+// nccl-tests' footer averages busbw over every column group it printed (src/common.cu: each
+// BenchTime, out-of-place and in-place, adds its busbw to bw[0] and counts it in bw_count[0]).
+TEST(BenchCli, AvgBusBandwidthAveragesBothColumnGroups) {
+  const Result r = run_bench("all_gather --devices 4 -b 1K -e 1M -f 32 -n 1 -w 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  double sum = 0.0;
+  int groups = 0;
+  for (const auto& row : rows_of(r.output)) {
+    sum += std::stod(row[7]) + std::stod(row[12]);
+    groups += 2;
+  }
+  ASSERT_EQ(groups, 6);
+  const size_t at = r.output.find("# Avg bus bandwidth    : ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_NEAR(std::stod(r.output.substr(at + 25)), sum / groups, 0.006);  // busbw printed to 0.01
+}
+
+// Timing-only and --nodes: no data (#wrong N/A in both groups, as nccl-tests prints with -c 0),
+// both forms timed, with the same time.
+TEST(BenchCli, TimingOnlyAndNodesRowsHaveBothColumnGroups) {
+  for (const char* args : {"reduce_scatter --devices 8 -b 1M -e 1G -f 32 --timing-only",
+                           "all_reduce --devices 8 --nodes 2 -b 1M -e 1G -f 32 --timing-only"}) {
+    SCOPED_TRACE(args);
+    const Result r = run_bench(args);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto rows = rows_of(r.output);
+    ASSERT_EQ(rows.size(), 3u) << r.output;
+    for (const auto& row : rows) {
+      ASSERT_EQ(row.size(), 16u) << r.output;
+      EXPECT_EQ(row[9], "N/A");
+      EXPECT_EQ(row[14], "N/A");
+      EXPECT_EQ(row[10], row[5]);
+      EXPECT_GT(std::stod(row[5]), 0.0);
+    }
+    EXPECT_THAT(r.output, HasSubstr("# Out of bounds values : 0 (not checked: timing-only)"));
+  }
+}
+
+// The bench's out-of-place check counts the send buffer too: run on the harness directly, every
+// column of every collective is exact (input intact included) with -c on, and -1 (N/A) with -c 0.
+TEST(CollectiveBench, BothColumnsAreCheckedAndMinusOneWithoutTheCheck) {
+  for (const OpType op : {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kBroadcast,
+                          OpType::kReduce, OpType::kAllToAll}) {
+    SCOPED_TRACE(api_name(op));
+    BenchOptions o{.collective = op, .devices = 3, .min_bytes = 120, .max_bytes = 12000, .factor = 10};
+    o.iterations = 1;
+    o.warmup = 0;
+    o.root = 1;
+    for (const BenchRow& row : run_collective_bench(o)) {
+      EXPECT_TRUE(row.out_of_place.offered && row.in_place.offered);
+      EXPECT_EQ(row.out_of_place.wrong, 0) << row.bytes;
+      EXPECT_EQ(row.in_place.wrong, 0) << row.bytes;
+      EXPECT_EQ(row.out_of_place.sim_us, row.in_place.sim_us) << row.bytes;
+    }
+    o.check = false;
+    for (const BenchRow& row : run_collective_bench(o)) {
+      EXPECT_EQ(row.out_of_place.wrong, -1);
+      EXPECT_EQ(row.in_place.wrong, -1);
+    }
+  }
+}
+
+// Our schedules over MPI run in place only (the mpi backend's out-of-place forms are MPI's own
+// collectives): that column is not offered, everywhere else both are.
+TEST(CollectiveBench, OffersOutOfPlaceEverywhereButOurSchedulesOverMpi) {
+  BenchOptions o;
+  EXPECT_TRUE(bench_offers(o, Placement::kOutOfPlace));
+  o.backend = "mpi";
+  o.algorithm = Algorithm::kAuto;
+  EXPECT_TRUE(bench_offers(o, Placement::kOutOfPlace));
+  o.algorithm = Algorithm::kRing;
+  EXPECT_FALSE(bench_offers(o, Placement::kOutOfPlace));
+  EXPECT_TRUE(bench_offers(o, Placement::kInPlace));
+  o.collective = OpType::kAllGather;
+  EXPECT_TRUE(bench_offers(o, Placement::kOutOfPlace));
 }
 
 TEST(BenchSizes, AFactorOrAFixedStepFromMinToMaxRepeatedPerCycle) {
