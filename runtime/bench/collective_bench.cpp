@@ -68,12 +68,23 @@ bool bench_offers(const BenchOptions& o, Placement placement) {
   return !(own_schedule && (op == OpType::kAllReduce || op == OpType::kBroadcast || op == OpType::kReduce));
 }
 
+bool bench_runs(const BenchOptions& o, Placement placement) {
+  return (!o.only || *o.only == placement) && bench_offers(o, placement);
+}
+
+std::optional<Placement> parse_bench_placement(std::string_view text) {
+  if (text == "both") return std::nullopt;
+  if (text == "out-of-place") return Placement::kOutOfPlace;
+  if (text == "in-place") return Placement::kInPlace;
+  throw Error(ErrorKind::kUsage,
+              fmt::format("--placement '{}': expected both, out-of-place or in-place", text));
+}
+
 namespace {
 
 // Fills the send buffer with input_value() (in place it is the receive buffer or a block of it;
 // the rest of that buffer is zeroed, as nccl-tests' InitData memsets recvbuff first).
-void fill_inputs(const BenchOptions& o, const CollectiveDescriptor& d, Buffers& b, int rank) {
-  (void)d;
+void fill_inputs(const BenchOptions& o, Buffers& b, int rank) {
   std::vector<float> values(static_cast<size_t>(b.send.numel()));
   for (int64_t i = 0; i < b.send.numel(); ++i) values[static_cast<size_t>(i)] = input_value(o.op, rank, i);
   if (on_gpu(o)) {
@@ -172,6 +183,10 @@ void validate_bench_options(const BenchOptions& o) {
   DPS_CHECK(!d.one_schedule || !o.proto || *o.proto == NcclProto::kSimple, ErrorKind::kUsage,
             "--proto {}: {} runs as NCCL point-to-point sends, Simple only",
             o.proto ? to_string(*o.proto) : "", api_name(o.collective));
+  DPS_CHECK(bench_runs(o, Placement::kOutOfPlace) || bench_runs(o, Placement::kInPlace), ErrorKind::kUsage,
+            "--placement out-of-place: --backend mpi runs our {} schedule in place only (MPI's own "
+            "collectives, --algo auto, run both)",
+            to_string(effective_algorithm(o)));
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
   DPS_CHECK(o.nodes >= 1 && o.nodes <= 65536, ErrorKind::kUsage, "--nodes must be from 1 to 65536, got {}",
             o.nodes);
@@ -350,15 +365,15 @@ std::vector<BenchRow> run_mpi_sizes(const BenchOptions& o, ProcessGroup& pg,
     bool warm = false;
     for (const Placement placement : kPlacements) {
       BenchColumn& column = column_of(r, placement);
-      column.offered = bench_offers(o, placement);
-      if (!column.offered) continue;
+      column.ran = bench_runs(o, placement);
+      if (!column.ran) continue;
       Buffers b = make_buffers(d, c, placement, pg.rank(), device, false);
       double seconds = 0.0;
       // Warm-up once per size, before the first column (nccl-tests warms up once per sweep).
       const int warmup = warm ? 0 : o.warmup;
       warm = true;
       for (int it = 0; it < warmup + o.iterations; ++it) {
-        fill_inputs(o, d, b, pg.rank());
+        fill_inputs(o, b, pg.rank());
         pg.barrier()->wait();
         const auto started = std::chrono::steady_clock::now();
         d.run(o, pg, b)->wait();
@@ -414,8 +429,11 @@ std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePres
     // NCCL's cost model has one time for both forms (the data moves the same way): both columns
     // print it.
     BenchRow r = make_row(c);
-    r.out_of_place = make_column(d, r.bytes, static_cast<double>(p.time_ns), n);
-    r.in_place = r.out_of_place;
+    for (const Placement placement : kPlacements) {
+      BenchColumn& column = column_of(r, placement);
+      column = make_column(d, r.bytes, static_cast<double>(p.time_ns), n);
+      column.ran = bench_runs(o, placement);
+    }
     r.algo = p.label();
     rows.push_back(r);
     if (on_row) on_row(r);
@@ -445,11 +463,12 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     if (on_gpu(o)) header.clock = "measured";
     header.run_json = fmt::format(
         R"({{"command":"bench","collective":"{}","backend":"{}","devices":{},"preset":"{}","algo":"{}",)"
-        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}}})",
+        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}{}}})",
         api_name(o.collective), o.backend, n, o.preset, to_string(o.algorithm), to_string(o.op),
         o.timing_only, o.min_bytes, o.max_bytes, o.factor,
         o.step_bytes > 0 ? fmt::format(R"(,"step_bytes":{})", o.step_bytes) : std::string(),
-        o.cycles > 1 ? fmt::format(R"(,"cycles":{})", o.cycles) : std::string());
+        o.cycles > 1 ? fmt::format(R"(,"cycles":{})", o.cycles) : std::string(),
+        o.only ? fmt::format(R"(,"placement":"{}")", to_string(*o.only)) : std::string());
     if (!on_gpu(o))
       for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
     std::vector<int> trace_ids;
@@ -473,16 +492,22 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
       device.set_step(static_cast<int64_t>(row));
       const Counts c = counts_for(d, sizes[row], n);
       if (rank == 0) rows[row] = make_row(c);
+      bool warm = false;
       for (const Placement placement : kPlacements) {
+        if (!bench_runs(o, placement)) {
+          if (rank == 0) column_of(rows[row], placement).ran = false;
+          continue;
+        }
         Buffers b = make_buffers(d, c, placement, rank, device, o.timing_only);
-        // Warm-up once per size, before the out-of-place column (nccl-tests warms up once per
-        // sweep, at its largest and smallest size).
-        const int warmup = placement == Placement::kOutOfPlace ? o.warmup : 0;
+        // Warm-up once per size, before the first column (nccl-tests warms up once per sweep, at
+        // its largest and smallest size).
+        const int warmup = warm ? 0 : o.warmup;
+        warm = true;
         double wall_s = 0.0;
         int64_t sim_ns = 0;
         int64_t measured_ns = 0;  // cuda, nccl: summed over the timed iterations
         for (int it = 0; it < warmup + o.iterations; ++it) {
-          if (!o.timing_only) fill_inputs(o, d, b, rank);
+          if (!o.timing_only) fill_inputs(o, b, rank);
           sync.arrive_and_wait();  // every rank has published its clock and filled its inputs
           const int64_t t0 = clock_ns.load();
           if (!on_gpu(o)) {  // measured clocks cannot be moved

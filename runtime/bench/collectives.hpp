@@ -46,10 +46,6 @@ struct CollectiveDescriptor {
   bool exchanges = false;     // alltoall: input and output each hold the whole size, rounded down to
                               // a multiple of the ranks (nccl-tests' alltoall.cu byte counts)
   bool one_schedule = false;  // no algorithm to choose: --algo auto only
-  bool rooted = false;        // broadcast, reduce: -r names the root
-  // Out of place, the receive buffer of a rank other than the root is not written (reduce): it
-  // keeps what it held (zeros).
-  bool root_only_output = false;
   // What element `i` of the receive buffer of `rank` holds after a correct run over `ranks` ranks
   // (`b`: that rank's buffers, for the block sizes).
   float (*expected)(const BenchOptions&, const Buffers& b, int rank, int ranks, int64_t i) = nullptr;

@@ -6,7 +6,8 @@
 // One row per size: size count type redop root, then nccl-tests' out-of-place and in-place column
 // groups (each: simulated time, algbw, busbw, measured wall time per collective, #wrong: exact
 // check, "N/A" with --timing-only or -c 0), the cost model's algo/proto; then nccl-tests' footer
-// (busbw averaged over both groups, as nccl-tests does).
+// (busbw averaged over both groups, as nccl-tests does). --placement runs one group only (a lesson
+// that shows one collective per size); the other prints -.
 // nccl-tests' flags keep their meanings and its -n 20 / -w 5 defaults: -b -e with -f (a factor) or
 // -i (a fixed step), -g, -n, -w, -c, -d (float only), -o, -r, -N (cycles of the sweep), and -a,
 // accepted and said once (a simulated collective has one time, not one per rank). One default
@@ -55,6 +56,7 @@ struct BenchArgs {
   int iterations = 20;  // nccl-tests' defaults
   int warmup = 5;
   bool timing_only = false;
+  std::string placement = "both";  // --placement
   std::string trace;
   double timeout_s = 0.0;  // 0: not given
 };
@@ -92,6 +94,7 @@ BenchOptions to_options(const BenchArgs& a) {
   o.slices = a.slices;
   o.iterations = a.iterations;
   o.warmup = a.warmup;
+  o.only = parse_bench_placement(a.placement);
   o.timing_only = a.timing_only;
   o.trace = a.trace;
   if (!o.trace.empty()) {  // before the header is printed: a directory, a FIFO, a missing folder
@@ -150,12 +153,15 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
                    : "each time is the whole collective's, from the earliest rank's start to the latest "
                      "rank's end: one number, whatever -a asks");
   for (const Placement placement : {Placement::kOutOfPlace, Placement::kInPlace})
-    if (!bench_offers(o, placement))
+    if (o.only && *o.only != placement)
+      fmt::print("# {}: not run (--placement {}); its columns print -\n", to_string(placement),
+                 to_string(*o.only));
+    else if (!bench_offers(o, placement))
       fmt::print(
           "# {}: not offered: --backend mpi runs our {} schedule in place only; its columns print -\n",
           to_string(placement),
           to_string(o.algorithm != Algorithm::kDefault ? o.algorithm : parse_algorithm(env, "DPSCOPE_ALGO")));
-  if (o.backend == "sim")
+  if (o.backend == "sim" && !o.only)
     fmt::print(
         "# out-of-place and in-place: the same schedule and cost model, so the same simulated time "
         "(docs/collectives.md)\n");
@@ -181,7 +187,7 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
 
 // One column group of a row: time, algbw, busbw, wall, #wrong ("-" where the form is not offered).
 std::string format_column(const BenchColumn& c) {
-  if (!c.offered) return fmt::format("{:>10}  {:>8}  {:>8}  {:>10}  {:>6}", "-", "-", "-", "-", "-");
+  if (!c.ran) return fmt::format("{:>10}  {:>8}  {:>8}  {:>10}  {:>6}", "-", "-", "-", "-", "-");
   return fmt::format("{:>10.2f}  {:>8.2f}  {:>8.2f}  {:>10.1f}  {:>6}", c.sim_us, c.algbw_gbps, c.busbw_gbps,
                      c.wall_us, c.wrong < 0 ? std::string("N/A") : std::to_string(c.wrong));
 }
@@ -227,6 +233,9 @@ void register_bench(CLI::App& app, Registration registration) {
   cmd->add_option("-a,--average", args->average,
                   "nccl-tests' 0 rank 0 | 1 avg | 2 min | 3 max: accepted; a simulated time is one number")
       ->capture_default_str();
+  cmd->add_option("--placement", args->placement,
+                  "both (nccl-tests' out-of-place then in-place columns), out-of-place or in-place only")
+      ->capture_default_str();
   cmd->add_flag("--timing-only", args->timing_only, "no data: time and trace only (any size, any GPU count)");
   cmd->add_option("--trace", args->trace, "write a dpscope trace (JSON Lines)");
   cmd->add_option("--timeout", args->timeout_s,
@@ -270,7 +279,7 @@ void register_bench(CLI::App& app, Registration registration) {
       // nccl-tests' footer averages busbw over every column it printed, out-of-place and in-place
       // alike (src/common.cu: BenchTime adds each one's busbw to bw[0] and counts it in bw_count).
       for (const BenchColumn* c : {&r.out_of_place, &r.in_place}) {
-        if (!c->offered) continue;
+        if (!c->ran) continue;
         busbw_sum += c->busbw_gbps;
         wrong += std::max<int64_t>(c->wrong, 0);
         ++columns;

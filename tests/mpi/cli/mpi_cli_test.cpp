@@ -360,6 +360,13 @@ TEST(MpiBench, OutOfPlaceAndInPlaceColumnsAreBothChecked) {
   for (size_t i = 5; i < 10; ++i) EXPECT_EQ(rows[0][i], "-") << ring.output;
   EXPECT_EQ(rows[0][14], "0");
   EXPECT_THAT(ring.output, HasSubstr("# Out of bounds values : 0 OK"));
+  // Asking for the one group that cannot run is refused in one line.
+  const auto refused = run_command(
+      mpirun(2, "bench all_reduce --backend mpi --devices 2 --algo tree --placement out-of-place -e 1K"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_THAT(refused.output,
+              HasSubstr("dpscope: error: --placement out-of-place: --backend mpi runs our tree "
+                        "schedule in place only (MPI's own collectives, --algo auto, run both)"));
 }
 
 }  // namespace

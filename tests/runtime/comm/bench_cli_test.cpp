@@ -259,6 +259,34 @@ TEST(BenchCli, TheAllToAllNumbersInDocsCollectivesAreTodaysRuns) {
   EXPECT_THAT(doc, HasSubstr(fmt::format("256 MiB {} µs (busbw {} GB/s)", across[3][5], across[3][7])));
 }
 
+// docs/collectives.md pastes this run's table; every line but the measured `wall` columns must be
+// today's output.
+TEST(BenchCli, TheOutOfPlaceTableInDocsCollectivesIsTodaysRun) {
+  std::ifstream in(std::string(DPSCOPE_SOURCE_DIR) + "/docs/collectives.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string first_line = "# dpscope bench all_reduce: backend sim, 8 x";
+  const size_t begin = doc.find(first_line);
+  ASSERT_NE(begin, std::string::npos) << "the pasted table is gone from docs/collectives.md";
+  const std::string pasted = doc.substr(begin, doc.find("```", begin) - begin);
+  const Result r = run_bench("all_reduce -g 8 -b 8 -e 2M -f 8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto without_wall = [](std::vector<std::vector<std::string>> rows) {
+    for (auto& row : rows)
+      for (const size_t wall : {8u, 13u})
+        if (row.size() > wall) row[wall] = "<measured>";
+    return rows;
+  };
+  EXPECT_EQ(without_wall(rows_of(pasted)), without_wall(rows_of(r.output)));
+  auto comments = [](const std::string& text) {
+    std::vector<std::string> found;
+    std::stringstream text_lines(text);
+    for (std::string line; std::getline(text_lines, line);)
+      if (!line.empty() && line[0] == '#') found.push_back(line);
+    return found;
+  };
+  EXPECT_EQ(comments(pasted), comments(r.output));
+}
+
 TEST(BenchCli, WritesATrace) {
   const std::string path = testing::unique_temp_path("bench_trace.jsonl").string();
   const Result r = run_bench("all_reduce --devices 2 -b 1K -e 1K -n 1 -w 0 --trace " + path);
@@ -423,7 +451,7 @@ TEST(CollectiveBench, BothColumnsAreCheckedAndMinusOneWithoutTheCheck) {
     o.warmup = 0;
     o.root = 1;
     for (const BenchRow& row : run_collective_bench(o)) {
-      EXPECT_TRUE(row.out_of_place.offered && row.in_place.offered);
+      EXPECT_TRUE(row.out_of_place.ran && row.in_place.ran);
       EXPECT_EQ(row.out_of_place.wrong, 0) << row.bytes;
       EXPECT_EQ(row.in_place.wrong, 0) << row.bytes;
       EXPECT_EQ(row.out_of_place.sim_us, row.in_place.sim_us) << row.bytes;
@@ -449,6 +477,38 @@ TEST(CollectiveBench, OffersOutOfPlaceEverywhereButOurSchedulesOverMpi) {
   EXPECT_TRUE(bench_offers(o, Placement::kInPlace));
   o.collective = OpType::kAllGather;
   EXPECT_TRUE(bench_offers(o, Placement::kOutOfPlace));
+}
+
+// --placement runs one column group (lessons 5 and 6 show one in-place all-reduce per size, as
+// PyTorch's dist.all_reduce(x)): the other group prints -, the trace holds one collective per run.
+TEST(BenchCli, PlacementRunsOneColumnGroupAndTracesOnlyIt) {
+  const std::string path = testing::unique_temp_path("bench_in_place.jsonl").string();
+  const Result r =
+      run_bench("all_reduce --devices 4 -b 1K -e 4K -f 4 -n 1 -w 0 --placement in-place --trace " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("# out-of-place: not run (--placement in-place); its columns print -"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("the same simulated time")));
+  const auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 2u) << r.output;
+  for (const auto& row : rows) {
+    for (size_t i = 5; i < 10; ++i) EXPECT_EQ(row[i], "-");
+    EXPECT_EQ(row[14], "0");
+  }
+  std::ifstream in(path);
+  const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(trace, HasSubstr(R"("placement":"in-place")"));
+  size_t spans = 0;
+  for (size_t at = trace.find(R"("cat":"collective")"); at != std::string::npos;
+       at = trace.find(R"("cat":"collective")", at + 1))
+    ++spans;
+  EXPECT_EQ(spans, 2u * 4u) << "one collective per size on each of 4 ranks";
+  const Result out = run_bench("reduce --devices 3 -b 1K -e 1K -n 1 --placement out-of-place");
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_EQ(rows_of(out.output).at(0)[9], "0");
+  EXPECT_EQ(rows_of(out.output).at(0)[14], "-");
+  const Result bad = run_bench("all_reduce --placement sideways");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.output, "dpscope: error: --placement 'sideways': expected both, out-of-place or in-place\n");
 }
 
 TEST(BenchSizes, AFactorOrAFixedStepFromMinToMaxRepeatedPerCycle) {

@@ -66,6 +66,9 @@ struct BenchOptions {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   int slices = 0;  // 0: by size
+  // --placement: one column group only (a lesson that shows one collective per size); nullopt:
+  // both, nccl-tests' out-of-place then in-place.
+  std::optional<Placement> only;
   bool timing_only = false;
   bool check = true;            // -c 0: no exact check of the results (#wrong is -1)
   int iterations = 20;          // nccl-tests' -n default
@@ -78,9 +81,8 @@ struct BenchOptions {
 
 // One of nccl-tests' two column groups of a row: time, algbw, busbw, #wrong.
 struct BenchColumn {
-  // False where the backend cannot run this form of the collective (--backend mpi with our
-  // schedules has no out-of-place all_reduce, broadcast or reduce): nothing ran, nothing to print.
-  bool offered = true;
+  // False where this form did not run (bench_runs): nothing to print.
+  bool ran = true;
   double sim_us = 0.0;  // simulated time of one collective (cuda, nccl: measured on the devices)
   double algbw_gbps = 0.0;
   double busbw_gbps = 0.0;
@@ -113,6 +115,10 @@ std::vector<uint64_t> bench_sizes(const BenchOptions& options);
 // with our schedules (--algo ring|tree|naive) out of place for all_reduce, broadcast and reduce.
 // Where it does not, that column of every row is not offered (nothing runs, nothing is printed).
 bool bench_offers(const BenchOptions& options, Placement placement);
+// bench_offers, and not left out by `options.only` (--placement).
+bool bench_runs(const BenchOptions& options, Placement placement);
+// Parses --placement: "both" (nullopt), "out-of-place", "in-place"; throws kUsage otherwise.
+std::optional<Placement> parse_bench_placement(std::string_view text);
 
 // Throws kUsage naming the flag for inconsistent options (kInvalidArgument for an unknown preset
 // or more devices than its topology holds).
