@@ -4,8 +4,9 @@
 //   dpscope bench all_reduce --devices 8 --preset h100-sxm -b 8 -e 128M -f 2 --algo ring
 //
 // One row per size: size count type redop root, then nccl-tests' out-of-place and in-place column
-// groups (each: simulated time, algbw, busbw, measured wall time per collective, #wrong: exact
-// check, "N/A" with --timing-only or -c 0), the cost model's algo/proto; then nccl-tests' footer
+// groups (each: simulated time, algbw, busbw, #wrong: exact check, "N/A" with --timing-only or
+// -c 0), the measured wall time per collective (mean over both groups), the cost model's
+// algo/proto; then nccl-tests' footer
 // (busbw averaged over both groups, as nccl-tests does). --placement runs one group only (a lesson
 // that shows one collective per size); the other prints -.
 // nccl-tests' flags keep their meanings and its -n 20 / -w 5 defaults: -b -e with -f (a factor) or
@@ -171,25 +172,37 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
   const auto print_line = [](const std::string& line) {
     fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
   };
-  print_line(fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:^46}  {:^46}", "", "", "", "", "",
+  print_line(fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:^38}  {:^38}", "", "", "", "", "",
                          "out-of-place", "in-place"));
-  const auto group = [](const char* time, const char* algbw, const char* busbw, const char* wall,
-                        const char* wrong) {
-    return fmt::format("{:>10}  {:>8}  {:>8}  {:>10}  {:>6}", time, algbw, busbw, wall, wrong);
+  const auto group = [](const char* time, const char* algbw, const char* busbw, const char* wrong) {
+    return fmt::format("{:>10}  {:>8}  {:>8}  {:>6}", time, algbw, busbw, wrong);
   };
-  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {}\n", "size", "count", "type", "redop", "root",
-             group("time", "algbw", "busbw", "wall", "#wrong"),
-             group("time", "algbw", "busbw", "wall", "#wrong"), "algo/proto");
-  print_line(fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}", "(B)", "(elements)", "", "", "",
-                         group("(us)", "(GB/s)", "(GB/s)", "(us)", ""),
-                         group("(us)", "(GB/s)", "(GB/s)", "(us)", "")));
+  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {:>10}  {}\n", "size", "count", "type", "redop",
+             "root", group("time", "algbw", "busbw", "#wrong"), group("time", "algbw", "busbw", "#wrong"),
+             "wall", "algo/proto");
+  print_line(fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {:>10}", "(B)", "(elements)", "", "",
+                         "", group("(us)", "(GB/s)", "(GB/s)", ""), group("(us)", "(GB/s)", "(GB/s)", ""),
+                         "(us)"));
 }
 
-// One column group of a row: time, algbw, busbw, wall, #wrong ("-" where the form is not offered).
+// One column group of a row: time, algbw, busbw, #wrong ("-" where the form did not run).
 std::string format_column(const BenchColumn& c) {
-  if (!c.ran) return fmt::format("{:>10}  {:>8}  {:>8}  {:>10}  {:>6}", "-", "-", "-", "-", "-");
-  return fmt::format("{:>10.2f}  {:>8.2f}  {:>8.2f}  {:>10.1f}  {:>6}", c.sim_us, c.algbw_gbps, c.busbw_gbps,
-                     c.wall_us, c.wrong < 0 ? std::string("N/A") : std::to_string(c.wrong));
+  if (!c.ran) return fmt::format("{:>10}  {:>8}  {:>8}  {:>6}", "-", "-", "-", "-");
+  return fmt::format("{:>10.2f}  {:>8.2f}  {:>8.2f}  {:>6}", c.sim_us, c.algbw_gbps, c.busbw_gbps,
+                     c.wrong < 0 ? std::string("N/A") : std::to_string(c.wrong));
+}
+
+// The row's measured host time per collective, over the groups that ran (dpscope's column, not
+// nccl-tests': its `time` is the device's).
+double row_wall_us(const BenchRow& r) {
+  double sum = 0.0;
+  int groups = 0;
+  for (const BenchColumn* c : {&r.out_of_place, &r.in_place})
+    if (c->ran) {
+      sum += c->wall_us;
+      ++groups;
+    }
+  return groups > 0 ? sum / groups : 0.0;
 }
 
 }  // namespace
@@ -271,9 +284,9 @@ void register_bench(CLI::App& app, Registration registration) {
       }
     } quiet_on_error;
     run_collective_bench(options, [&](const BenchRow& r) {
-      fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}{}\n", r.bytes, r.count, "float",
+      fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {:>10.1f}{}\n", r.bytes, r.count, "float",
                  reduces ? to_string(options.op) : "none", rooted ? options.root : -1,
-                 format_column(r.out_of_place), format_column(r.in_place),
+                 format_column(r.out_of_place), format_column(r.in_place), row_wall_us(r),
                  r.algo.empty() ? std::string() : "  " + r.algo);
       std::fflush(stdout);
       // nccl-tests' footer averages busbw over every column it printed, out-of-place and in-place

@@ -62,27 +62,27 @@ TEST(BenchCli, PrintsOneCheckedRowPerSizeAndTheAverageBusBandwidth) {
   const Result r = run_bench("all_reduce --devices 4 -b 1K -e 16K -f 4 -n 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("# dpscope bench all_reduce: backend sim, 4 x NVIDIA H100 SXM5 80GB"));
-  EXPECT_THAT(r.output, HasSubstr("size         count    type   redop  root        time     algbw     busbw"
-                                  "        wall  #wrong        time     algbw     busbw        wall  #wrong  "
-                                  "algo/proto"));
+  EXPECT_THAT(r.output,
+              HasSubstr("size         count    type   redop  root        time     algbw     busbw"
+                        "  #wrong        time     algbw     busbw  #wrong        wall  algo/proto"));
   const auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 3u) << r.output;
   const char* sizes[] = {"1024", "4096", "16384"};
   const NcclFabric h100x4 = *nccl_fabric(find_preset("h100-sxm"), 4, 1);
   for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_EQ(rows[i].size(), 16u);
+    ASSERT_EQ(rows[i].size(), 15u);
     // The cost model's choice for the size, as NCCL_DEBUG=TUNING would name it.
-    EXPECT_EQ(rows[i][15], predict_nccl(h100x4, OpType::kAllReduce, std::stoull(rows[i][0])).label());
+    EXPECT_EQ(rows[i][14], predict_nccl(h100x4, OpType::kAllReduce, std::stoull(rows[i][0])).label());
     EXPECT_EQ(rows[i][0], sizes[i]);
     EXPECT_EQ(std::stoll(rows[i][1]), std::stoll(rows[i][0]) / 4);
     EXPECT_EQ(rows[i][2], "float");
     EXPECT_EQ(rows[i][3], "sum");
     EXPECT_EQ(rows[i][4], "-1");
-    EXPECT_EQ(rows[i][9], "0") << "out-of-place #wrong";
-    EXPECT_EQ(rows[i][14], "0") << "in-place #wrong";
+    EXPECT_EQ(rows[i][8], "0") << "out-of-place #wrong";
+    EXPECT_EQ(rows[i][12], "0") << "in-place #wrong";
     // busbw = algbw * 2(n-1)/n
     EXPECT_NEAR(std::stod(rows[i][7]), std::stod(rows[i][6]) * 1.5, 0.011);
-    EXPECT_NEAR(std::stod(rows[i][12]), std::stod(rows[i][11]) * 1.5, 0.011);
+    EXPECT_NEAR(std::stod(rows[i][11]), std::stod(rows[i][10]) * 1.5, 0.011);
   }
   EXPECT_THAT(r.output, HasSubstr("# Wrong values         : 0 OK"));
   EXPECT_THAT(r.output, HasSubstr("# Out of bounds values : 0 OK"));  // nccl-tests' footer
@@ -100,8 +100,8 @@ TEST(BenchCli, NcclTestsFlagsStepRepeatSkipTheCheckAndDefaultToTwentyIterations)
   const char* sizes[] = {"1024", "2048", "3072", "1024", "2048", "3072"};
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i][0], sizes[i]);
-    EXPECT_EQ(rows[i][9], "N/A") << "#wrong without a check";
-    EXPECT_EQ(rows[i][14], "N/A") << "in-place #wrong without a check";
+    EXPECT_EQ(rows[i][8], "N/A") << "#wrong without a check";
+    EXPECT_EQ(rows[i][12], "N/A") << "in-place #wrong without a check";
     EXPECT_EQ(rows[i][5], rows[i % 3][5]) << "a simulated cycle repeats the same time";
   }
   EXPECT_THAT(r.output, HasSubstr("iterations: 20 (+5 warm-up)"));
@@ -116,8 +116,8 @@ TEST(BenchCli, NcclTestsFlagsStepRepeatSkipTheCheckAndDefaultToTwentyIterations)
   ASSERT_EQ(checked_rows.size(), 3u) << checked.output;  // 1024, 1536, 2048
   EXPECT_EQ(checked_rows[1][0], "1536");
   for (const auto& row : checked_rows) {
-    EXPECT_EQ(row[9], "0");
-    EXPECT_EQ(row[14], "0");
+    EXPECT_EQ(row[8], "0");
+    EXPECT_EQ(row[12], "0");
   }
 }
 
@@ -132,15 +132,15 @@ TEST(BenchCli, SimulatedTimeIsTheCostModelsTimeForTheForcedAlgorithmAndProtocol)
   ASSERT_EQ(rows.size(), 1u);
   const NcclPrediction ring = predict_nccl(h100x4, OpType::kAllReduce, 4u << 20, {.algo = NcclAlgo::kRing});
   EXPECT_EQ(rows[0][5], fmt::format("{:.2f}", ring.time_ns / 1e3));
-  EXPECT_EQ(rows[0][9], "N/A");
-  EXPECT_EQ(rows[0][15], ring.label());
+  EXPECT_EQ(rows[0][8], "N/A");
+  EXPECT_EQ(rows[0][14], ring.label());
   const Result ll =
       run_bench("all_reduce --devices 4 --algo ring --proto ll -b 4M -e 4M --timing-only -n 1 -w 0");
   ASSERT_EQ(ll.exit_code, 0) << ll.output;
   const NcclPrediction forced =
       predict_nccl(h100x4, OpType::kAllReduce, 4u << 20, {.algo = NcclAlgo::kRing, .proto = NcclProto::kLL});
   EXPECT_EQ(rows_of(ll.output)[0][5], fmt::format("{:.2f}", forced.time_ns / 1e3));
-  EXPECT_EQ(rows_of(ll.output)[0][15], "ring/LL");
+  EXPECT_EQ(rows_of(ll.output)[0][14], "ring/LL");
   EXPECT_GT(forced.time_ns, ring.time_ns);
 }
 
@@ -179,7 +179,7 @@ TEST(BenchCli, NodesRunTheClusterThroughTheCostModel) {
     const CollectiveEstimate e =
         cluster.estimate({.op = OpType::kAllReduce, .count = static_cast<int64_t>(bytes / 4)});
     EXPECT_EQ(row[5], fmt::format("{:.2f}", e.duration_ns / 1e3)) << bytes;
-    EXPECT_EQ(row[15], predict_nccl(fabric, OpType::kAllReduce, bytes).label());
+    EXPECT_EQ(row[14], predict_nccl(fabric, OpType::kAllReduce, bytes).label());
     // busbw = algbw * 2(n-1)/n with n = 32
     EXPECT_NEAR(std::stod(row[7]), std::stod(row[6]) * 62.0 / 32.0, 0.02);  // both printed to 0.01
   }
@@ -197,8 +197,8 @@ TEST(BenchCli, EveryCollectiveAndReduceOpPassesTheExactCheck) {
     const Result r = run_bench(std::string(args) + " -n 1");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     for (const auto& row : rows_of(r.output)) {
-      EXPECT_EQ(row[9], "0") << r.output;
-      EXPECT_EQ(row[14], "0") << r.output;
+      EXPECT_EQ(row[8], "0") << r.output;
+      EXPECT_EQ(row[12], "0") << r.output;
     }
   }
 }
@@ -223,14 +223,14 @@ TEST(BenchCli, AllToAllSizeIsEachRanksWholeBufferAndItsTimeIsPointToPoint) {
   EXPECT_EQ(rows[0][0], "992");  // 250 floats rounded down to 248 = 62 per peer x 4
   EXPECT_EQ(rows[0][1], "248");
   EXPECT_EQ(rows[0][3], "none");
-  EXPECT_EQ(rows[0][9], "0");
+  EXPECT_EQ(rows[0][8], "0");
   const NcclFabric h100x8 = *nccl_fabric(find_preset("h100-sxm"), 8, 1);
   const Result big = run_bench("alltoall --devices 8 -b 64M -e 64M --timing-only -n 1 -w 0");
   ASSERT_EQ(big.exit_code, 0) << big.output;
   const auto row = rows_of(big.output).at(0);
   const NcclPrediction p = predict_nccl(h100x8, OpType::kAllToAll, 64u << 20);
   EXPECT_EQ(row[5], fmt::format("{:.2f}", p.time_ns / 1e3));
-  EXPECT_EQ(row[15], "p2p/Simple");
+  EXPECT_EQ(row[14], "p2p/Simple");
   EXPECT_NEAR(std::stod(row[7]), std::stod(row[6]) * 7.0 / 8.0, 0.02);  // busbw factor (n-1)/n
   const Result nodes = run_bench("alltoall --devices 8 --nodes 4 -b 1M -e 1M --timing-only");
   ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
@@ -272,7 +272,7 @@ TEST(BenchCli, TheOutOfPlaceTableInDocsCollectivesIsTodaysRun) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto without_wall = [](std::vector<std::vector<std::string>> rows) {
     for (auto& row : rows)
-      for (const size_t wall : {8u, 13u})
+      for (const size_t wall : {13u})
         if (row.size() > wall) row[wall] = "<measured>";
     return rows;
   };
@@ -392,12 +392,12 @@ TEST(BenchCli, EveryCollectivePrintsAnOutOfPlaceAndAnInPlaceColumnGroup) {
     const auto rows = rows_of(r.output);
     ASSERT_EQ(rows.size(), 3u) << r.output;
     for (const auto& row : rows) {
-      ASSERT_EQ(row.size(), 16u) << r.output;
-      EXPECT_EQ(row[9], "0") << "out-of-place #wrong";
-      EXPECT_EQ(row[14], "0") << "in-place #wrong";
-      EXPECT_EQ(row[10], row[5]) << "the same simulated time";
-      EXPECT_EQ(row[12], row[7]) << "the same busbw";
-      EXPECT_EQ(row[15].find('/') != std::string::npos, true) << "algo/proto, e.g. ring/LL";
+      ASSERT_EQ(row.size(), 15u) << r.output;
+      EXPECT_EQ(row[8], "0") << "out-of-place #wrong";
+      EXPECT_EQ(row[12], "0") << "in-place #wrong";
+      EXPECT_EQ(row[9], row[5]) << "the same simulated time";
+      EXPECT_EQ(row[11], row[7]) << "the same busbw";
+      EXPECT_EQ(row[14].find('/') != std::string::npos, true) << "algo/proto, e.g. ring/LL";
     }
   }
 }
@@ -410,7 +410,7 @@ TEST(BenchCli, AvgBusBandwidthAveragesBothColumnGroups) {
   double sum = 0.0;
   int groups = 0;
   for (const auto& row : rows_of(r.output)) {
-    sum += std::stod(row[7]) + std::stod(row[12]);
+    sum += std::stod(row[7]) + std::stod(row[11]);
     groups += 2;
   }
   ASSERT_EQ(groups, 6);
@@ -430,10 +430,10 @@ TEST(BenchCli, TimingOnlyAndNodesRowsHaveBothColumnGroups) {
     const auto rows = rows_of(r.output);
     ASSERT_EQ(rows.size(), 3u) << r.output;
     for (const auto& row : rows) {
-      ASSERT_EQ(row.size(), 16u) << r.output;
-      EXPECT_EQ(row[9], "N/A");
-      EXPECT_EQ(row[14], "N/A");
-      EXPECT_EQ(row[10], row[5]);
+      ASSERT_EQ(row.size(), 15u) << r.output;
+      EXPECT_EQ(row[8], "N/A");
+      EXPECT_EQ(row[12], "N/A");
+      EXPECT_EQ(row[9], row[5]);
       EXPECT_GT(std::stod(row[5]), 0.0);
     }
     EXPECT_THAT(r.output, HasSubstr("# Out of bounds values : 0 (not checked: timing-only)"));
@@ -450,6 +450,7 @@ TEST(CollectiveBench, BothColumnsAreCheckedAndMinusOneWithoutTheCheck) {
     o.iterations = 1;
     o.warmup = 0;
     o.root = 1;
+    o.only = std::nullopt;  // both groups, as `dpscope bench` runs them
     for (const BenchRow& row : run_collective_bench(o)) {
       EXPECT_TRUE(row.out_of_place.ran && row.in_place.ran);
       EXPECT_EQ(row.out_of_place.wrong, 0) << row.bytes;
@@ -491,8 +492,8 @@ TEST(BenchCli, PlacementRunsOneColumnGroupAndTracesOnlyIt) {
   const auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 2u) << r.output;
   for (const auto& row : rows) {
-    for (size_t i = 5; i < 10; ++i) EXPECT_EQ(row[i], "-");
-    EXPECT_EQ(row[14], "0");
+    for (size_t i = 5; i < 9; ++i) EXPECT_EQ(row[i], "-");
+    EXPECT_EQ(row[12], "0");
   }
   std::ifstream in(path);
   const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -504,8 +505,8 @@ TEST(BenchCli, PlacementRunsOneColumnGroupAndTracesOnlyIt) {
   EXPECT_EQ(spans, 2u * 4u) << "one collective per size on each of 4 ranks";
   const Result out = run_bench("reduce --devices 3 -b 1K -e 1K -n 1 --placement out-of-place");
   ASSERT_EQ(out.exit_code, 0) << out.output;
-  EXPECT_EQ(rows_of(out.output).at(0)[9], "0");
-  EXPECT_EQ(rows_of(out.output).at(0)[14], "-");
+  EXPECT_EQ(rows_of(out.output).at(0)[8], "0");
+  EXPECT_EQ(rows_of(out.output).at(0)[12], "-");
   const Result bad = run_bench("all_reduce --placement sideways");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(bad.output, "dpscope: error: --placement 'sideways': expected both, out-of-place or in-place\n");

@@ -188,7 +188,8 @@ TEST(GpuBench, CudaRowsAreMeasuredAndExact) {
                                                              .devices = 4,
                                                              .min_bytes = 1024,
                                                              .max_bytes = 1 << 20,
-                                                             .factor = 32});
+                                                             .factor = 32,
+                                                             .only = std::nullopt});
     ASSERT_EQ(rows.size(), 3u) << api_name(op);
     for (const BenchRow& r : rows) {
       for (const BenchColumn* c : {&r.out_of_place, &r.in_place}) {
