@@ -115,7 +115,7 @@ std::vector<uint64_t> bench_sizes(const BenchOptions& options);
 
 // Whether `options`' backend runs `placement`'s form of the collective: all but --backend mpi
 // with our schedules (--algo ring|tree|naive) out of place for all_reduce, broadcast and reduce.
-// Where it does not, that column of every row is not offered (nothing runs, nothing is printed).
+// Where it does not, that column group of every row does not run and prints "-".
 bool bench_offers(const BenchOptions& options, Placement placement);
 // bench_offers, and not left out by `options.only` (--placement).
 bool bench_runs(const BenchOptions& options, Placement placement);
