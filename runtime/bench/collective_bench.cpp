@@ -45,39 +45,100 @@ constexpr uint64_t kMaxBenchRows = 100'000;      // sizes in a sweep times -N cy
 
 bool on_gpu(const BenchOptions& o) { return o.backend == "cuda" || o.backend == "nccl"; }
 
-void fill_inputs(const BenchOptions& o, const CollectiveDescriptor& d, Buffers& b, int rank) {
-  Tensor& t = d.input(b);
-  if (on_gpu(o)) {
-    // Device memory is filled from the host (a fresh tensor: the collective's buffer is replaced).
-    std::vector<float> values(static_cast<size_t>(t.numel()));
-    for (int64_t i = 0; i < t.numel(); ++i) values[static_cast<size_t>(i)] = input_value(o.op, rank, i);
-    t = Tensor::from_floats(values, t.shape(), t.device(), MemoryCategory::kBuffers);
-    return;
-  }
-  float* p = t.f32();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = input_value(o.op, rank, i);
+constexpr Placement kPlacements[] = {Placement::kOutOfPlace, Placement::kInPlace};
+
+// The algorithm the collectives run with: --algo, else DPSCOPE_ALGO, else auto.
+Algorithm effective_algorithm(const BenchOptions& o) {
+  if (o.algorithm != Algorithm::kDefault) return o.algorithm;
+  const char* env = std::getenv("DPSCOPE_ALGO");
+  return env != nullptr && *env != '\0' ? parse_algorithm(env, "DPSCOPE_ALGO") : Algorithm::kAuto;
 }
 
+}  // namespace
+
+const char* to_string(Placement placement) {
+  return placement == Placement::kInPlace ? "in-place" : "out-of-place";
+}
+
+bool bench_offers(const BenchOptions& o, Placement placement) {
+  if (o.backend != "mpi" || placement == Placement::kInPlace) return true;
+  // Our schedules over MPI point-to-point run in place (the mpi backend's *_into: MPI's own only).
+  const bool own_schedule = effective_algorithm(o) != Algorithm::kAuto;
+  const OpType op = o.collective;
+  return !(own_schedule && (op == OpType::kAllReduce || op == OpType::kBroadcast || op == OpType::kReduce));
+}
+
+bool bench_runs(const BenchOptions& o, Placement placement) {
+  return (!o.only || *o.only == placement) && bench_offers(o, placement);
+}
+
+std::optional<Placement> parse_bench_placement(std::string_view text) {
+  if (text == "both") return std::nullopt;
+  if (text == "out-of-place") return Placement::kOutOfPlace;
+  if (text == "in-place") return Placement::kInPlace;
+  throw Error(ErrorKind::kUsage,
+              fmt::format("--placement '{}': expected both, out-of-place or in-place", text));
+}
+
+namespace {
+
+// Fills the send buffer with input_value() (in place it is the receive buffer or a block of it;
+// the rest of that buffer is zeroed, as nccl-tests' InitData memsets recvbuff first).
+void fill_inputs(const BenchOptions& o, Buffers& b, int rank) {
+  std::vector<float> values(static_cast<size_t>(b.send.numel()));
+  for (int64_t i = 0; i < b.send.numel(); ++i) values[static_cast<size_t>(i)] = input_value(o.op, rank, i);
+  if (on_gpu(o)) {
+    // Device memory is filled from the host, into the buffer's own storage (views share it).
+    if (b.placement == Placement::kOutOfPlace || b.recv.numel() > b.send.numel()) b.recv.fill(0.0f);
+    if (b.send.numel() > 0) b.send.copy_from(Tensor::from_floats(values, b.send.shape(), Device::cpu()));
+    return;
+  }
+  // Out of place the receive buffer is zeroed too: a collective that left it alone is caught.
+  if (b.placement == Placement::kOutOfPlace || b.recv.numel() > b.send.numel()) b.recv.fill(0.0f);
+  float* p = b.send.f32();
+  for (int64_t i = 0; i < b.send.numel(); ++i) p[i] = values[static_cast<size_t>(i)];
+}
+
+std::vector<float> host_values(const BenchOptions& o, const Tensor& t) {
+  if (on_gpu(o)) return t.to_vector();  // device memory is checked through a copy to the host
+  return std::vector<float>(t.f32(), t.f32() + t.numel());
+}
+
+// Elements of this rank's receive buffer that differ from the expected result; out of place also
+// the elements of its send buffer the collective changed (NCCL leaves sendbuff intact).
 int64_t count_wrong(const BenchOptions& o, const CollectiveDescriptor& d, const Buffers& b, int rank, int n) {
-  const Tensor& t = d.checked(b);
-  std::vector<float> copied;  // device memory is checked through a copy back to the host
-  if (on_gpu(o)) copied = t.to_vector();
-  const float* p = on_gpu(o) ? copied.data() : t.f32();
   int64_t wrong = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) wrong += p[i] != d.expected(o, b, rank, n, i) ? 1 : 0;
+  const std::vector<float> recv = host_values(o, b.recv);
+  for (int64_t i = 0; i < b.recv.numel(); ++i)
+    wrong += recv[static_cast<size_t>(i)] != d.expected(o, b, rank, n, i) ? 1 : 0;
+  if (b.placement == Placement::kOutOfPlace) {
+    const std::vector<float> send = host_values(o, b.send);
+    for (int64_t i = 0; i < b.send.numel(); ++i)
+      wrong += send[static_cast<size_t>(i)] != input_value(o.op, rank, i) ? 1 : 0;
+  }
   return wrong;
 }
 
-// A row's size columns and rates for one collective of `time_ns` over `n` ranks (nccl-tests'
-// algbw and busbw, its doc/PERFORMANCE.md).
-BenchRow make_row(const CollectiveDescriptor& d, Counts c, double time_ns, int n) {
+// A column's rates for one collective of `time_ns` over `n` ranks (nccl-tests' algbw and busbw,
+// its doc/PERFORMANCE.md) on `bytes`.
+BenchColumn make_column(const CollectiveDescriptor& d, uint64_t bytes, double time_ns, int n) {
+  BenchColumn c;
+  c.sim_us = time_ns / 1e3;
+  c.algbw_gbps = time_ns > 0 ? static_cast<double>(bytes) / time_ns : 0.0;
+  c.busbw_gbps = c.algbw_gbps * bus_bandwidth_factor(d.op, n);
+  return c;
+}
+
+// A row's size columns (both columns still to fill).
+BenchRow make_row(Counts c) {
   BenchRow r;
   r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
   r.count = c.total;
-  r.sim_us = time_ns / 1e3;
-  r.algbw_gbps = time_ns > 0 ? static_cast<double>(r.bytes) / time_ns : 0.0;
-  r.busbw_gbps = r.algbw_gbps * bus_bandwidth_factor(d.op, n);
   return r;
+}
+
+BenchColumn& column_of(BenchRow& r, Placement p) {
+  return p == Placement::kOutOfPlace ? r.out_of_place : r.in_place;
 }
 
 }  // namespace
@@ -122,6 +183,10 @@ void validate_bench_options(const BenchOptions& o) {
   DPS_CHECK(!d.one_schedule || !o.proto || *o.proto == NcclProto::kSimple, ErrorKind::kUsage,
             "--proto {}: {} runs as NCCL point-to-point sends, Simple only",
             o.proto ? to_string(*o.proto) : "", api_name(o.collective));
+  DPS_CHECK(bench_runs(o, Placement::kOutOfPlace) || bench_runs(o, Placement::kInPlace), ErrorKind::kUsage,
+            "--placement out-of-place: --backend mpi runs our {} schedule in place only (MPI's own "
+            "collectives, --algo auto, run both)",
+            to_string(effective_algorithm(o)));
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
   DPS_CHECK(o.nodes >= 1 && o.nodes <= 65536, ErrorKind::kUsage, "--nodes must be from 1 to 65536, got {}",
             o.nodes);
@@ -296,22 +361,32 @@ std::vector<BenchRow> run_mpi_sizes(const BenchOptions& o, ProcessGroup& pg,
   std::vector<BenchRow> rows;
   for (const uint64_t size : bench_sizes(o)) {
     const Counts c = counts_for(d, size, n);
-    Buffers b = make_buffers(d, c, device, false);
-    double seconds = 0.0;
-    for (int it = 0; it < o.warmup + o.iterations; ++it) {
-      fill_inputs(o, d, b, pg.rank());
-      pg.barrier()->wait();
-      const auto started = std::chrono::steady_clock::now();
-      d.run(o, pg, b)->wait();
-      const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      const double slowest = across_ranks(mine * 1e6, ReduceOp::kMax) / 1e6;
-      if (it >= o.warmup) seconds += slowest;
+    BenchRow r = make_row(c);
+    bool warm = false;
+    for (const Placement placement : kPlacements) {
+      BenchColumn& column = column_of(r, placement);
+      column.ran = bench_runs(o, placement);
+      if (!column.ran) continue;
+      Buffers b = make_buffers(d, c, placement, pg.rank(), device, false);
+      double seconds = 0.0;
+      // Warm-up once per size, before the first column (nccl-tests warms up once per sweep).
+      const int warmup = warm ? 0 : o.warmup;
+      warm = true;
+      for (int it = 0; it < warmup + o.iterations; ++it) {
+        fill_inputs(o, b, pg.rank());
+        pg.barrier()->wait();
+        const auto started = std::chrono::steady_clock::now();
+        d.run(o, pg, b)->wait();
+        const double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        const double slowest = across_ranks(mine * 1e6, ReduceOp::kMax) / 1e6;
+        if (it >= warmup) seconds += slowest;
+      }
+      column = make_column(d, r.bytes, seconds / o.iterations * 1e9, n);
+      column.wall_us = column.sim_us;
+      if (o.check)
+        column.wrong = static_cast<int64_t>(
+            across_ranks(static_cast<double>(count_wrong(o, d, b, pg.rank(), n)), ReduceOp::kSum));
     }
-    BenchRow r = make_row(d, c, seconds / o.iterations * 1e9, n);
-    r.wall_us = r.sim_us;
-    if (o.check)
-      r.wrong = static_cast<int64_t>(
-          across_ranks(static_cast<double>(count_wrong(o, d, b, pg.rank(), n)), ReduceOp::kSum));
     rows.push_back(r);
     if (on_row && pg.rank() == 0) on_row(r);
   }
@@ -351,7 +426,14 @@ std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePres
     const Counts c = counts_for(d, size, n);
     const NcclPrediction p =
         predict_nccl(fabric, o.collective, static_cast<uint64_t>(c.total) * sizeof(float), choice);
-    BenchRow r = make_row(d, c, static_cast<double>(p.time_ns), n);
+    // NCCL's cost model has one time for both forms (the data moves the same way): both columns
+    // print it.
+    BenchRow r = make_row(c);
+    for (const Placement placement : kPlacements) {
+      BenchColumn& column = column_of(r, placement);
+      column = make_column(d, r.bytes, static_cast<double>(p.time_ns), n);
+      column.ran = bench_runs(o, placement);
+    }
     r.algo = p.label();
     rows.push_back(r);
     if (on_row) on_row(r);
@@ -381,11 +463,12 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     if (on_gpu(o)) header.clock = "measured";
     header.run_json = fmt::format(
         R"({{"command":"bench","collective":"{}","backend":"{}","devices":{},"preset":"{}","algo":"{}",)"
-        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}}})",
+        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}{}}})",
         api_name(o.collective), o.backend, n, o.preset, to_string(o.algorithm), to_string(o.op),
         o.timing_only, o.min_bytes, o.max_bytes, o.factor,
         o.step_bytes > 0 ? fmt::format(R"(,"step_bytes":{})", o.step_bytes) : std::string(),
-        o.cycles > 1 ? fmt::format(R"(,"cycles":{})", o.cycles) : std::string());
+        o.cycles > 1 ? fmt::format(R"(,"cycles":{})", o.cycles) : std::string(),
+        o.only ? fmt::format(R"(,"placement":"{}")", to_string(*o.only)) : std::string());
     if (!on_gpu(o))
       for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
     std::vector<int> trace_ids;
@@ -408,43 +491,58 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     for (size_t row = 0; row < sizes.size(); ++row) {
       device.set_step(static_cast<int64_t>(row));
       const Counts c = counts_for(d, sizes[row], n);
-      Buffers b = make_buffers(d, c, device, o.timing_only);
-      double wall_s = 0.0;
-      int64_t sim_ns = 0;
-      int64_t measured_ns = 0;  // cuda, nccl: summed over the timed iterations
-      for (int it = 0; it < o.warmup + o.iterations; ++it) {
-        if (!o.timing_only) fill_inputs(o, d, b, rank);
-        sync.arrive_and_wait();  // every rank has published its clock and filled its inputs
-        const int64_t t0 = clock_ns.load();
-        if (!on_gpu(o)) {  // measured clocks cannot be moved
-          device.wait_until(StreamKind::kComm, t0);
-          device.wait_until(StreamKind::kCompute, t0);
+      if (rank == 0) rows[row] = make_row(c);
+      bool warm = false;
+      for (const Placement placement : kPlacements) {
+        if (!bench_runs(o, placement)) {
+          if (rank == 0) column_of(rows[row], placement).ran = false;
+          continue;
         }
-        sync.arrive_and_wait();  // no rank reads clock_ns after this until the next round
-        if (rank == 0) started = std::chrono::steady_clock::now();
-        std::shared_ptr<Work> work = d.run(o, pg, b);
-        work->wait();
-        start_ns[rank] = work->start_ns();
-        end_ns[rank] = work->end_ns();
-        sync.arrive_and_wait();  // every rank is done
+        Buffers b = make_buffers(d, c, placement, rank, device, o.timing_only);
+        // Warm-up once per size, before the first column (nccl-tests warms up once per sweep, at
+        // its largest and smallest size).
+        const int warmup = warm ? 0 : o.warmup;
+        warm = true;
+        double wall_s = 0.0;
+        int64_t sim_ns = 0;
+        int64_t measured_ns = 0;  // cuda, nccl: summed over the timed iterations
+        for (int it = 0; it < warmup + o.iterations; ++it) {
+          if (!o.timing_only) fill_inputs(o, b, rank);
+          sync.arrive_and_wait();  // every rank has published its clock and filled its inputs
+          const int64_t t0 = clock_ns.load();
+          if (!on_gpu(o)) {  // measured clocks cannot be moved
+            device.wait_until(StreamKind::kComm, t0);
+            device.wait_until(StreamKind::kCompute, t0);
+          }
+          sync.arrive_and_wait();  // no rank reads clock_ns after this until the next round
+          if (rank == 0) started = std::chrono::steady_clock::now();
+          std::shared_ptr<Work> work = d.run(o, pg, b);
+          work->wait();
+          start_ns[rank] = work->start_ns();
+          end_ns[rank] = work->end_ns();
+          sync.arrive_and_wait();  // every rank is done
+          if (rank == 0) {
+            const double seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            if (it >= warmup) wall_s += seconds;
+            const int64_t latest = *std::max_element(end_ns.begin(), end_ns.end());
+            sim_ns = latest - t0;
+            if (it >= warmup) measured_ns += latest - *std::min_element(start_ns.begin(), start_ns.end());
+            clock_ns.store(latest);
+          }
+        }
+        if (o.check && !o.timing_only) wrong.fetch_add(count_wrong(o, d, b, rank, n));
+        sync.arrive_and_wait();
         if (rank == 0) {
-          const double seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-          if (it >= o.warmup) wall_s += seconds;
-          const int64_t latest = *std::max_element(end_ns.begin(), end_ns.end());
-          sim_ns = latest - t0;
-          if (it >= o.warmup) measured_ns += latest - *std::min_element(start_ns.begin(), start_ns.end());
-          clock_ns.store(latest);
+          const int64_t time_ns = on_gpu(o) ? measured_ns / o.iterations : sim_ns;
+          BenchColumn& column = column_of(rows[row], placement);
+          column = make_column(d, rows[row].bytes, static_cast<double>(time_ns), n);
+          column.wall_us = wall_s / o.iterations * 1e6;
+          column.wrong = o.timing_only || !o.check ? -1 : wrong.exchange(0);
         }
       }
-      if (o.check && !o.timing_only) wrong.fetch_add(count_wrong(o, d, b, rank, n));
-      sync.arrive_and_wait();
       if (rank == 0) {
-        const int64_t time_ns = on_gpu(o) ? measured_ns / o.iterations : sim_ns;
         BenchRow& r = rows[row];
-        r = make_row(d, c, static_cast<double>(time_ns), n);
-        r.wall_us = wall_s / o.iterations * 1e6;
-        r.wrong = o.timing_only || !o.check ? -1 : wrong.exchange(0);
         if (!on_gpu(o)) r.algo = model_choice(o, hardware, r.bytes);
         if (recorder) recorder->flush_soon();
         if (on_row) on_row(r);

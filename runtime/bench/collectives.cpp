@@ -26,48 +26,44 @@ float reduced_value(ReduceOp op, int n, int64_t i) {
   return 0.0f;
 }
 
-Tensor& own_tensor(Buffers& b) { return b.tensor; }
-Tensor& flat_tensor(Buffers& b) { return b.flat; }
-const Tensor& own_tensor_checked(const Buffers& b) { return b.tensor; }
-const Tensor& flat_tensor_checked(const Buffers& b) { return b.flat; }
+bool in_place(const Buffers& b) { return b.placement == Placement::kInPlace; }
 
 const CollectiveDescriptor kAllReduce{
     .op = OpType::kAllReduce,
     .reduces = true,
-    .input = own_tensor,
-    .checked = own_tensor_checked,
     .expected = [](const BenchOptions& o, const Buffers&, int, int n,
                    int64_t i) { return reduced_value(o.op, n, i); },
     .run =
         [](const BenchOptions& o, ProcessGroup& pg, Buffers& b) {
-          return pg.all_reduce(b.tensor, {.op = o.op, .algorithm = o.algorithm, .slices = o.slices});
+          const AllreduceOptions options{.op = o.op, .algorithm = o.algorithm, .slices = o.slices};
+          return in_place(b) ? pg.all_reduce(b.recv, options) : pg.all_reduce_into(b.recv, b.send, options);
         }};
 
 const CollectiveDescriptor kBroadcast{
     .op = OpType::kBroadcast,
-    .input = own_tensor,
-    .checked = own_tensor_checked,
     .expected = [](const BenchOptions& o, const Buffers&, int, int,
                    int64_t i) { return input_value(o.op, o.root, i); },
     .run =
         [](const BenchOptions& o, ProcessGroup& pg, Buffers& b) {
-          return pg.broadcast(b.tensor, {.root = o.root, .algorithm = o.algorithm, .slices = o.slices});
+          const BroadcastOptions options{.root = o.root, .algorithm = o.algorithm, .slices = o.slices};
+          return in_place(b) ? pg.broadcast(b.recv, options) : pg.broadcast_into(b.recv, b.send, options);
         }};
 
-// The root holds the reduction; every other rank keeps its inputs.
+// The root holds the reduction. Every other rank: in place it keeps its inputs, out of place its
+// receive buffer is not written (NCCL uses recvbuff on the root only).
 const CollectiveDescriptor kReduce{
     .op = OpType::kReduce,
     .reduces = true,
-    .input = own_tensor,
-    .checked = own_tensor_checked,
     .expected =
-        [](const BenchOptions& o, const Buffers&, int rank, int n, int64_t i) {
-          return rank == o.root ? reduced_value(o.op, n, i) : input_value(o.op, rank, i);
+        [](const BenchOptions& o, const Buffers& b, int rank, int n, int64_t i) {
+          if (rank == o.root) return reduced_value(o.op, n, i);
+          return in_place(b) ? input_value(o.op, rank, i) : 0.0f;
         },
     .run =
         [](const BenchOptions& o, ProcessGroup& pg, Buffers& b) {
-          return pg.reduce(b.tensor,
-                           {.root = o.root, .op = o.op, .algorithm = o.algorithm, .slices = o.slices});
+          const ReduceOptions options{
+              .root = o.root, .op = o.op, .algorithm = o.algorithm, .slices = o.slices};
+          return in_place(b) ? pg.reduce(b.recv, options) : pg.reduce_into(b.recv, b.send, options);
         }};
 
 // Block r of the output is rank r's input.
@@ -75,16 +71,14 @@ const CollectiveDescriptor kAllGather{
     .op = OpType::kAllGather,
     .ring_only = true,
     .splits_size = true,
-    .input = own_tensor,
-    .checked = flat_tensor_checked,
     .expected =
-        [](const BenchOptions& o, const Buffers& b, int, int, int64_t i) {
-          const int64_t block = b.tensor.numel();
+        [](const BenchOptions& o, const Buffers& b, int, int n, int64_t i) {
+          const int64_t block = b.recv.numel() / n;
           return input_value(o.op, static_cast<int>(i / block), i % block);
         },
     .run =
         [](const BenchOptions& o, ProcessGroup& pg, Buffers& b) {
-          return pg.all_gather_into_tensor(b.flat, b.tensor, {.algorithm = o.algorithm, .slices = o.slices});
+          return pg.all_gather_into_tensor(b.recv, b.send, {.algorithm = o.algorithm, .slices = o.slices});
         }};
 
 // Rank r's output is block r of the reduction of every rank's input.
@@ -93,13 +87,11 @@ const CollectiveDescriptor kReduceScatter{
     .reduces = true,
     .ring_only = true,
     .splits_size = true,
-    .input = flat_tensor,
-    .checked = own_tensor_checked,
     .expected = [](const BenchOptions& o, const Buffers& b, int rank, int n,
-                   int64_t i) { return reduced_value(o.op, n, rank * b.tensor.numel() + i); },
+                   int64_t i) { return reduced_value(o.op, n, rank * b.recv.numel() + i); },
     .run =
         [](const BenchOptions& o, ProcessGroup& pg, Buffers& b) {
-          return pg.reduce_scatter_tensor(b.tensor, b.flat,
+          return pg.reduce_scatter_tensor(b.recv, b.send,
                                           {.op = o.op, .algorithm = o.algorithm, .slices = o.slices});
         }};
 
@@ -109,15 +101,13 @@ const CollectiveDescriptor kAllToAll{
     .op = OpType::kAllToAll,
     .exchanges = true,
     .one_schedule = true,
-    .input = own_tensor,
-    .checked = flat_tensor_checked,
     .expected =
         [](const BenchOptions& o, const Buffers& b, int rank, int n, int64_t i) {
-          const int64_t block = b.flat.numel() / n;
+          const int64_t block = b.recv.numel() / n;
           return input_value(o.op, static_cast<int>(i / block), rank * block + i % block);
         },
     .run = [](const BenchOptions&, ProcessGroup& pg,
-              Buffers& b) { return pg.all_to_all_single(b.flat, b.tensor); }};
+              Buffers& b) { return pg.all_to_all_single(b.recv, b.send); }};
 
 }  // namespace
 
@@ -135,19 +125,35 @@ const CollectiveDescriptor& descriptor(OpType op) {
 
 Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks) {
   const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
-  if (d.splits_size) return {elems / ranks, elems / ranks * ranks};
-  if (d.exchanges) return {elems / ranks * ranks, elems / ranks * ranks};
-  return {elems, elems};
+  if (d.splits_size) {
+    const int64_t block = elems / ranks;
+    return d.op == OpType::kAllGather ? Counts{block, block * ranks, block * ranks}
+                                      : Counts{block * ranks, block, block * ranks};
+  }
+  if (d.exchanges) return {elems / ranks * ranks, elems / ranks * ranks, elems / ranks * ranks};
+  return {elems, elems, elems};
 }
 
-Buffers make_buffers(const CollectiveDescriptor& d, Counts counts, const Device& device, bool meta) {
+Buffers make_buffers(const CollectiveDescriptor& d, Counts counts, Placement placement, int rank,
+                     const Device& device, bool meta) {
   auto make = [&](int64_t numel) {
     return meta ? Tensor::meta({numel}, device, MemoryCategory::kBuffers)
                 : Tensor::zeros({numel}, device, MemoryCategory::kBuffers);
   };
-  Buffers b;
-  b.tensor = make(counts.per_rank);
-  if (d.splits_size || d.exchanges) b.flat = make(counts.total);
+  Buffers b{.placement = placement};
+  if (placement == Placement::kOutOfPlace) {
+    b.send = make(counts.send);
+    b.recv = make(counts.recv);
+  } else if (d.op == OpType::kAllGather) {  // send = recvbuff + rank * count
+    b.recv = make(counts.recv);
+    b.send = b.recv.rows(rank * counts.send, counts.send);
+  } else if (d.op == OpType::kReduceScatter) {  // recv = sendbuff + rank * count
+    b.send = make(counts.send);
+    b.recv = b.send.rows(rank * counts.recv, counts.recv);
+  } else {
+    b.recv = make(counts.recv);
+    b.send = b.recv;
+  }
   return b;
 }
 

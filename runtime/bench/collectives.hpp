@@ -2,8 +2,9 @@
 // the spirit of nccl-tests' per-collective files (src/all_reduce.cu: its testColl struct of
 // getCollByteCount, initData, getBw, runColl) driven by one shared harness (collective_bench.cpp).
 //
-// A descriptor says how a size becomes buffers, which buffer takes the inputs, what each element
-// of the checked buffer must hold afterwards, and how the collective is run on a ProcessGroup.
+// A descriptor says how a size becomes send and receive buffers, what each element of the receive
+// buffer must hold afterwards, and how the collective is run on a ProcessGroup, out of place (two
+// buffers) or in place (one, laid out as nccl-tests lays it out).
 // Inputs are built so results are exactly predictable: rank r, element i holds r + 1 + i % 7
 // (prod: 1 + (r + i) % 2), so every sum, min, max and product is exact in float.
 #pragma once
@@ -19,17 +20,21 @@
 
 namespace dpscope::bench {
 
-// One rank's buffers for one size.
+// One rank's buffers for one size and placement. In place, `send` and `recv` share storage:
+// all_reduce, broadcast, reduce, alltoall: the same tensor; all_gather: send is block `rank` of
+// recv (all_gather.cu: sendInplaceOffset = count); reduce_scatter: recv is block `rank` of send
+// (reduce_scatter.cu: recvInplaceOffset = count).
 struct Buffers {
-  Tensor tensor;  // all_reduce, broadcast, reduce: in place; all_gather: input; reduce_scatter: output;
-                  // all_to_all: input
-  Tensor flat;    // all ranks' data: all_gather's output, reduce_scatter's input, all_to_all's output;
-                  // empty otherwise
+  Placement placement = Placement::kOutOfPlace;
+  Tensor send;  // (Counts::send elements) the collective's input, filled with input_value()
+  Tensor recv;  // (Counts::recv elements) its output, checked against `expected`
 };
 
-// Element counts for one size: the collective's own tensor per rank, and all ranks' data.
+// Element counts for one size: the send and receive buffers per rank, and nccl-tests' count column
+// (all ranks' data for all_gather/reduce_scatter/alltoall).
 struct Counts {
-  int64_t per_rank = 0;
+  int64_t send = 0;
+  int64_t recv = 0;
   int64_t total = 0;
 };
 
@@ -41,10 +46,7 @@ struct CollectiveDescriptor {
   bool exchanges = false;     // alltoall: input and output each hold the whole size, rounded down to
                               // a multiple of the ranks (nccl-tests' alltoall.cu byte counts)
   bool one_schedule = false;  // no algorithm to choose: --algo auto only
-  // The buffer that takes the inputs and the one checked after the collective.
-  Tensor& (*input)(Buffers&) = nullptr;
-  const Tensor& (*checked)(const Buffers&) = nullptr;
-  // What element `i` of the checked buffer of `rank` holds after a correct run over `ranks` ranks
+  // What element `i` of the receive buffer of `rank` holds after a correct run over `ranks` ranks
   // (`b`: that rank's buffers, for the block sizes).
   float (*expected)(const BenchOptions&, const Buffers& b, int rank, int ranks, int64_t i) = nullptr;
   std::shared_ptr<Work> (*run)(const BenchOptions&, ProcessGroup&, Buffers&) = nullptr;
@@ -59,7 +61,9 @@ float input_value(ReduceOp op, int rank, int64_t i);
 // Element counts of `bytes` of floats for `d` over `ranks` ranks.
 Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks);
 
-// Tensors of `counts` on `device` (meta: shapes without data, for timing-only runs).
-Buffers make_buffers(const CollectiveDescriptor& d, Counts counts, const Device& device, bool meta);
+// Zeroed tensors of `counts` on `device` laid out for `placement` on rank `rank` (meta: shapes
+// without data, for timing-only runs).
+Buffers make_buffers(const CollectiveDescriptor& d, Counts counts, Placement placement, int rank,
+                     const Device& device, bool meta);
 
 }  // namespace dpscope::bench

@@ -3,8 +3,12 @@
 //
 //   dpscope bench all_reduce --devices 8 --preset h100-sxm -b 8 -e 128M -f 2 --algo ring
 //
-// One row per size: size count type redop root | simulated time, algbw, busbw, measured wall time
-// per collective, #wrong (exact check; "N/A" with --timing-only or -c 0); then nccl-tests' footer.
+// One row per size: size count type redop root, then nccl-tests' out-of-place and in-place column
+// groups (each: simulated time, algbw, busbw, #wrong: exact check, "N/A" with --timing-only or
+// -c 0), the measured wall time per collective (mean over both groups), the cost model's
+// algo/proto; then nccl-tests' footer
+// (busbw averaged over both groups, as nccl-tests does). --placement runs one group only (a lesson
+// that shows one collective per size); the other prints -.
 // nccl-tests' flags keep their meanings and its -n 20 / -w 5 defaults: -b -e with -f (a factor) or
 // -i (a fixed step), -g, -n, -w, -c, -d (float only), -o, -r, -N (cycles of the sweep), and -a,
 // accepted and said once (a simulated collective has one time, not one per rank). One default
@@ -53,6 +57,7 @@ struct BenchArgs {
   int iterations = 20;  // nccl-tests' defaults
   int warmup = 5;
   bool timing_only = false;
+  std::string placement = "both";  // --placement
   std::string trace;
   double timeout_s = 0.0;  // 0: not given
 };
@@ -90,6 +95,7 @@ BenchOptions to_options(const BenchArgs& a) {
   o.slices = a.slices;
   o.iterations = a.iterations;
   o.warmup = a.warmup;
+  o.only = parse_bench_placement(a.placement);
   o.timing_only = a.timing_only;
   o.trace = a.trace;
   if (!o.trace.empty()) {  // before the header is printed: a directory, a FIFO, a missing folder
@@ -147,11 +153,56 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
                    ? "each time is the slowest rank's (nccl-tests' -a 3), whatever -a asks"
                    : "each time is the whole collective's, from the earliest rank's start to the latest "
                      "rank's end: one number, whatever -a asks");
+  for (const Placement placement : {Placement::kOutOfPlace, Placement::kInPlace})
+    if (o.only && *o.only != placement)
+      fmt::print("# {}: not run (--placement {}); its columns print -\n", to_string(placement),
+                 to_string(*o.only));
+    else if (!bench_offers(o, placement))
+      fmt::print(
+          "# {}: not offered: --backend mpi runs our {} schedule in place only; its columns print -\n",
+          to_string(placement),
+          to_string(o.algorithm != Algorithm::kDefault ? o.algorithm : parse_algorithm(env, "DPSCOPE_ALGO")));
+  if (o.backend == "sim" && !o.only)
+    fmt::print(
+        "# out-of-place and in-place: the same schedule and cost model, so the same simulated time "
+        "(docs/collectives.md)\n");
   fmt::print("#\n");
-  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}  {:>6}  {}\n", "size",
-             "count", "type", "redop", "root", "time", "algbw", "busbw", "wall", "#wrong", "algo/proto");
-  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}  {:>6}\n", "(B)",
-             "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)", "");
+  // nccl-tests' src/common.cu header: the size columns, then out-of-place and in-place groups.
+  // Each line without trailing blanks (the labels are centred over their groups).
+  const auto print_line = [](const std::string& line) {
+    fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
+  };
+  print_line(fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:^38}  {:^38}", "", "", "", "", "",
+                         "out-of-place", "in-place"));
+  const auto group = [](const char* time, const char* algbw, const char* busbw, const char* wrong) {
+    return fmt::format("{:>10}  {:>8}  {:>8}  {:>6}", time, algbw, busbw, wrong);
+  };
+  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {:>10}  {}\n", "size", "count", "type", "redop",
+             "root", group("time", "algbw", "busbw", "#wrong"), group("time", "algbw", "busbw", "#wrong"),
+             "wall", "algo/proto");
+  print_line(fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {:>10}", "(B)", "(elements)", "", "",
+                         "", group("(us)", "(GB/s)", "(GB/s)", ""), group("(us)", "(GB/s)", "(GB/s)", ""),
+                         "(us)"));
+}
+
+// One column group of a row: time, algbw, busbw, #wrong ("-" where the form did not run).
+std::string format_column(const BenchColumn& c) {
+  if (!c.ran) return fmt::format("{:>10}  {:>8}  {:>8}  {:>6}", "-", "-", "-", "-");
+  return fmt::format("{:>10.2f}  {:>8.2f}  {:>8.2f}  {:>6}", c.sim_us, c.algbw_gbps, c.busbw_gbps,
+                     c.wrong < 0 ? std::string("N/A") : std::to_string(c.wrong));
+}
+
+// The row's measured host time per collective, over the groups that ran (dpscope's column, not
+// nccl-tests': its `time` is the device's).
+double row_wall_us(const BenchRow& r) {
+  double sum = 0.0;
+  int groups = 0;
+  for (const BenchColumn* c : {&r.out_of_place, &r.in_place})
+    if (c->ran) {
+      sum += c->wall_us;
+      ++groups;
+    }
+  return groups > 0 ? sum / groups : 0.0;
 }
 
 }  // namespace
@@ -195,6 +246,9 @@ void register_bench(CLI::App& app, Registration registration) {
   cmd->add_option("-a,--average", args->average,
                   "nccl-tests' 0 rank 0 | 1 avg | 2 min | 3 max: accepted; a simulated time is one number")
       ->capture_default_str();
+  cmd->add_option("--placement", args->placement,
+                  "both (nccl-tests' out-of-place then in-place columns), out-of-place or in-place only")
+      ->capture_default_str();
   cmd->add_flag("--timing-only", args->timing_only, "no data: time and trace only (any size, any GPU count)");
   cmd->add_option("--trace", args->trace, "write a dpscope trace (JSON Lines)");
   cmd->add_option("--timeout", args->timeout_s,
@@ -219,7 +273,7 @@ void register_bench(CLI::App& app, Registration registration) {
     if (speaks) print_header(options, hw, cmd->count("-a") > 0, args->average);
     std::fflush(stdout);
     double busbw_sum = 0.0;
-    int64_t rows = 0, wrong = 0;
+    int64_t columns = 0, wrong = 0;
     const bool rooted = options.collective == OpType::kBroadcast || options.collective == OpType::kReduce;
     const bool reduces = options.collective == OpType::kAllReduce || options.collective == OpType::kReduce ||
                          options.collective == OpType::kReduceScatter;
@@ -230,15 +284,19 @@ void register_bench(CLI::App& app, Registration registration) {
       }
     } quiet_on_error;
     run_collective_bench(options, [&](const BenchRow& r) {
-      fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:>10.2f}  {:>8.2f}  {:>8.2f}  {:>10.1f}  {:>6}{}\n",
-                 r.bytes, r.count, "float", reduces ? to_string(options.op) : "none",
-                 rooted ? options.root : -1, r.sim_us, r.algbw_gbps, r.busbw_gbps, r.wall_us,
-                 r.wrong < 0 ? std::string("N/A") : std::to_string(r.wrong),
+      fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {:>10.1f}{}\n", r.bytes, r.count, "float",
+                 reduces ? to_string(options.op) : "none", rooted ? options.root : -1,
+                 format_column(r.out_of_place), format_column(r.in_place), row_wall_us(r),
                  r.algo.empty() ? std::string() : "  " + r.algo);
       std::fflush(stdout);
-      busbw_sum += r.busbw_gbps;
-      wrong += std::max<int64_t>(r.wrong, 0);
-      ++rows;
+      // nccl-tests' footer averages busbw over every column it printed, out-of-place and in-place
+      // alike (src/common.cu: BenchTime adds each one's busbw to bw[0] and counts it in bw_count).
+      for (const BenchColumn* c : {&r.out_of_place, &r.in_place}) {
+        if (!c->ran) continue;
+        busbw_sum += c->busbw_gbps;
+        wrong += std::max<int64_t>(c->wrong, 0);
+        ++columns;
+      }
     });
     if (!speaks) return;
     const std::string verdict = options.timing_only ? "(not checked: timing-only)"
@@ -248,7 +306,8 @@ void register_bench(CLI::App& app, Registration registration) {
     fmt::print("# Wrong values         : {} {}\n", wrong, verdict);
     // nccl-tests' own footer line, for scripts that parse its output.
     fmt::print("# Out of bounds values : {} {}\n", wrong, verdict);
-    fmt::print("# Avg bus bandwidth    : {:.3f}\n", rows > 0 ? busbw_sum / static_cast<double>(rows) : 0.0);
+    fmt::print("# Avg bus bandwidth    : {:.3f}\n",
+               columns > 0 ? busbw_sum / static_cast<double>(columns) : 0.0);
     std::fflush(stdout);
     DPS_CHECK(wrong == 0, ErrorKind::kInternal, "{} wrong values in the results", wrong);
   });

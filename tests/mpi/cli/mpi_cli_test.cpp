@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "dpscope/io/safetensors.hpp"
@@ -309,6 +311,62 @@ TEST(MpiBench, OurSchedulesAreExactOnProcesses) {
   EXPECT_THAT(env.output, HasSubstr("# Wrong values         : 0 OK"));
   const auto own = run_command(mpirun(2, "bench all_reduce --backend mpi --devices 2 -e 1K"));
   EXPECT_THAT(own.output, HasSubstr("(MPI's own algorithms)"));
+}
+
+// The data rows of a bench table, split into fields (size count type redop root, the out-of-place
+// group: time algbw busbw #wrong, the in-place group alike, wall).
+std::vector<std::vector<std::string>> bench_rows(const std::string& output) {
+  std::vector<std::vector<std::string>> rows;
+  std::stringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#' || line.find_first_not_of(' ') == std::string::npos) continue;
+    if (!std::isdigit(static_cast<unsigned char>(line[line.find_first_not_of(' ')]))) continue;
+    std::stringstream fields(line);
+    std::vector<std::string> row;
+    std::string field;
+    while (fields >> field) row.push_back(field);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// nccl-tests' two columns on processes: MPI's own collectives run both forms (MPI_Iallreduce with a
+// send and a receive buffer; MPI_IN_PLACE for all_gather in place), each checked exactly; our
+// schedules run in place only, so their out-of-place column prints "-" and says so once.
+TEST(MpiBench, OutOfPlaceAndInPlaceColumnsAreBothChecked) {
+  for (const char* collective :
+       {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall"}) {
+    const auto r = run_command(mpirun(
+        3, fmt::format("bench {} --backend mpi --devices 3 -b 96 -e 96K -f 32 -n 1 -w 0 -r 2", collective)));
+    ASSERT_EQ(r.exit_code, 0) << collective << "\n" << r.output;
+    const auto rows = bench_rows(r.output);
+    ASSERT_EQ(rows.size(), 3u) << r.output;
+    for (const auto& row : rows) {
+      ASSERT_EQ(row.size(), 14u) << r.output;
+      EXPECT_EQ(row[8], "0") << "out-of-place #wrong, " << collective;
+      EXPECT_EQ(row[12], "0") << "in-place #wrong, " << collective;
+    }
+  }
+  const auto ring =
+      run_command(mpirun(2, "bench all_reduce --backend mpi --devices 2 --algo ring -b 1K -e 1K"));
+  ASSERT_EQ(ring.exit_code, 0) << ring.output;
+  EXPECT_THAT(ring.output,
+              HasSubstr("# out-of-place: not offered: --backend mpi runs our ring schedule in place "
+                        "only; its columns print -"));
+  const auto rows = bench_rows(ring.output);
+  ASSERT_EQ(rows.size(), 1u) << ring.output;
+  ASSERT_EQ(rows[0].size(), 14u) << ring.output;
+  for (size_t i = 5; i < 9; ++i) EXPECT_EQ(rows[0][i], "-") << ring.output;
+  EXPECT_EQ(rows[0][12], "0");
+  EXPECT_THAT(ring.output, HasSubstr("# Out of bounds values : 0 OK"));
+  // Asking for the one group that cannot run is refused in one line.
+  const auto refused = run_command(
+      mpirun(2, "bench all_reduce --backend mpi --devices 2 --algo tree --placement out-of-place -e 1K"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_THAT(refused.output,
+              HasSubstr("dpscope: error: --placement out-of-place: --backend mpi runs our tree "
+                        "schedule in place only (MPI's own collectives, --algo auto, run both)"));
 }
 
 }  // namespace

@@ -63,23 +63,26 @@ TEST(BenchCli, PrintsOneCheckedRowPerSizeAndTheAverageBusBandwidth) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("# dpscope bench all_reduce: backend sim, 4 x NVIDIA H100 SXM5 80GB"));
   EXPECT_THAT(r.output,
-              HasSubstr("size         count    type   redop  root        time     algbw     busbw"));
+              HasSubstr("size         count    type   redop  root        time     algbw     busbw"
+                        "  #wrong        time     algbw     busbw  #wrong        wall  algo/proto"));
   const auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 3u) << r.output;
   const char* sizes[] = {"1024", "4096", "16384"};
   const NcclFabric h100x4 = *nccl_fabric(find_preset("h100-sxm"), 4, 1);
   for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_EQ(rows[i].size(), 11u);
+    ASSERT_EQ(rows[i].size(), 15u);
     // The cost model's choice for the size, as NCCL_DEBUG=TUNING would name it.
-    EXPECT_EQ(rows[i][10], predict_nccl(h100x4, OpType::kAllReduce, std::stoull(rows[i][0])).label());
+    EXPECT_EQ(rows[i][14], predict_nccl(h100x4, OpType::kAllReduce, std::stoull(rows[i][0])).label());
     EXPECT_EQ(rows[i][0], sizes[i]);
     EXPECT_EQ(std::stoll(rows[i][1]), std::stoll(rows[i][0]) / 4);
     EXPECT_EQ(rows[i][2], "float");
     EXPECT_EQ(rows[i][3], "sum");
     EXPECT_EQ(rows[i][4], "-1");
-    EXPECT_EQ(rows[i][9], "0") << "#wrong";
+    EXPECT_EQ(rows[i][8], "0") << "out-of-place #wrong";
+    EXPECT_EQ(rows[i][12], "0") << "in-place #wrong";
     // busbw = algbw * 2(n-1)/n
     EXPECT_NEAR(std::stod(rows[i][7]), std::stod(rows[i][6]) * 1.5, 0.011);
+    EXPECT_NEAR(std::stod(rows[i][11]), std::stod(rows[i][10]) * 1.5, 0.011);
   }
   EXPECT_THAT(r.output, HasSubstr("# Wrong values         : 0 OK"));
   EXPECT_THAT(r.output, HasSubstr("# Out of bounds values : 0 OK"));  // nccl-tests' footer
@@ -97,7 +100,8 @@ TEST(BenchCli, NcclTestsFlagsStepRepeatSkipTheCheckAndDefaultToTwentyIterations)
   const char* sizes[] = {"1024", "2048", "3072", "1024", "2048", "3072"};
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i][0], sizes[i]);
-    EXPECT_EQ(rows[i][9], "N/A") << "#wrong without a check";
+    EXPECT_EQ(rows[i][8], "N/A") << "#wrong without a check";
+    EXPECT_EQ(rows[i][12], "N/A") << "in-place #wrong without a check";
     EXPECT_EQ(rows[i][5], rows[i % 3][5]) << "a simulated cycle repeats the same time";
   }
   EXPECT_THAT(r.output, HasSubstr("iterations: 20 (+5 warm-up)"));
@@ -111,7 +115,10 @@ TEST(BenchCli, NcclTestsFlagsStepRepeatSkipTheCheckAndDefaultToTwentyIterations)
   const auto checked_rows = rows_of(checked.output);
   ASSERT_EQ(checked_rows.size(), 3u) << checked.output;  // 1024, 1536, 2048
   EXPECT_EQ(checked_rows[1][0], "1536");
-  for (const auto& row : checked_rows) EXPECT_EQ(row[9], "0");
+  for (const auto& row : checked_rows) {
+    EXPECT_EQ(row[8], "0");
+    EXPECT_EQ(row[12], "0");
+  }
 }
 
 // The sim backend's schedule lasts exactly NCCL's cost model's time (comm/nccl_cost_model.hpp); a
@@ -125,15 +132,15 @@ TEST(BenchCli, SimulatedTimeIsTheCostModelsTimeForTheForcedAlgorithmAndProtocol)
   ASSERT_EQ(rows.size(), 1u);
   const NcclPrediction ring = predict_nccl(h100x4, OpType::kAllReduce, 4u << 20, {.algo = NcclAlgo::kRing});
   EXPECT_EQ(rows[0][5], fmt::format("{:.2f}", ring.time_ns / 1e3));
-  EXPECT_EQ(rows[0][9], "N/A");
-  EXPECT_EQ(rows[0][10], ring.label());
+  EXPECT_EQ(rows[0][8], "N/A");
+  EXPECT_EQ(rows[0][14], ring.label());
   const Result ll =
       run_bench("all_reduce --devices 4 --algo ring --proto ll -b 4M -e 4M --timing-only -n 1 -w 0");
   ASSERT_EQ(ll.exit_code, 0) << ll.output;
   const NcclPrediction forced =
       predict_nccl(h100x4, OpType::kAllReduce, 4u << 20, {.algo = NcclAlgo::kRing, .proto = NcclProto::kLL});
   EXPECT_EQ(rows_of(ll.output)[0][5], fmt::format("{:.2f}", forced.time_ns / 1e3));
-  EXPECT_EQ(rows_of(ll.output)[0][10], "ring/LL");
+  EXPECT_EQ(rows_of(ll.output)[0][14], "ring/LL");
   EXPECT_GT(forced.time_ns, ring.time_ns);
 }
 
@@ -172,7 +179,7 @@ TEST(BenchCli, NodesRunTheClusterThroughTheCostModel) {
     const CollectiveEstimate e =
         cluster.estimate({.op = OpType::kAllReduce, .count = static_cast<int64_t>(bytes / 4)});
     EXPECT_EQ(row[5], fmt::format("{:.2f}", e.duration_ns / 1e3)) << bytes;
-    EXPECT_EQ(row[10], predict_nccl(fabric, OpType::kAllReduce, bytes).label());
+    EXPECT_EQ(row[14], predict_nccl(fabric, OpType::kAllReduce, bytes).label());
     // busbw = algbw * 2(n-1)/n with n = 32
     EXPECT_NEAR(std::stod(row[7]), std::stod(row[6]) * 62.0 / 32.0, 0.02);  // both printed to 0.01
   }
@@ -189,7 +196,10 @@ TEST(BenchCli, EveryCollectiveAndReduceOpPassesTheExactCheck) {
     SCOPED_TRACE(args);
     const Result r = run_bench(std::string(args) + " -n 1");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (const auto& row : rows_of(r.output)) EXPECT_EQ(row[9], "0") << r.output;
+    for (const auto& row : rows_of(r.output)) {
+      EXPECT_EQ(row[8], "0") << r.output;
+      EXPECT_EQ(row[12], "0") << r.output;
+    }
   }
 }
 
@@ -213,14 +223,14 @@ TEST(BenchCli, AllToAllSizeIsEachRanksWholeBufferAndItsTimeIsPointToPoint) {
   EXPECT_EQ(rows[0][0], "992");  // 250 floats rounded down to 248 = 62 per peer x 4
   EXPECT_EQ(rows[0][1], "248");
   EXPECT_EQ(rows[0][3], "none");
-  EXPECT_EQ(rows[0][9], "0");
+  EXPECT_EQ(rows[0][8], "0");
   const NcclFabric h100x8 = *nccl_fabric(find_preset("h100-sxm"), 8, 1);
   const Result big = run_bench("alltoall --devices 8 -b 64M -e 64M --timing-only -n 1 -w 0");
   ASSERT_EQ(big.exit_code, 0) << big.output;
   const auto row = rows_of(big.output).at(0);
   const NcclPrediction p = predict_nccl(h100x8, OpType::kAllToAll, 64u << 20);
   EXPECT_EQ(row[5], fmt::format("{:.2f}", p.time_ns / 1e3));
-  EXPECT_EQ(row[10], "p2p/Simple");
+  EXPECT_EQ(row[14], "p2p/Simple");
   EXPECT_NEAR(std::stod(row[7]), std::stod(row[6]) * 7.0 / 8.0, 0.02);  // busbw factor (n-1)/n
   const Result nodes = run_bench("alltoall --devices 8 --nodes 4 -b 1M -e 1M --timing-only");
   ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
@@ -247,6 +257,34 @@ TEST(BenchCli, TheAllToAllNumbersInDocsCollectivesAreTodaysRuns) {
   ASSERT_EQ(across.size(), 4u);
   EXPECT_THAT(doc, HasSubstr(fmt::format("8 KiB {} µs (24 network", across[0][5])));
   EXPECT_THAT(doc, HasSubstr(fmt::format("256 MiB {} µs (busbw {} GB/s)", across[3][5], across[3][7])));
+}
+
+// docs/collectives.md pastes this run's table; every line but the measured `wall` columns must be
+// today's output.
+TEST(BenchCli, TheOutOfPlaceTableInDocsCollectivesIsTodaysRun) {
+  std::ifstream in(std::string(DPSCOPE_SOURCE_DIR) + "/docs/collectives.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string first_line = "# dpscope bench all_reduce: backend sim, 8 x";
+  const size_t begin = doc.find(first_line);
+  ASSERT_NE(begin, std::string::npos) << "the pasted table is gone from docs/collectives.md";
+  const std::string pasted = doc.substr(begin, doc.find("```", begin) - begin);
+  const Result r = run_bench("all_reduce -g 8 -b 8 -e 2M -f 8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto without_wall = [](std::vector<std::vector<std::string>> rows) {
+    for (auto& row : rows)
+      for (const size_t wall : {13u})
+        if (row.size() > wall) row[wall] = "<measured>";
+    return rows;
+  };
+  EXPECT_EQ(without_wall(rows_of(pasted)), without_wall(rows_of(r.output)));
+  auto comments = [](const std::string& text) {
+    std::vector<std::string> found;
+    std::stringstream text_lines(text);
+    for (std::string line; std::getline(text_lines, line);)
+      if (!line.empty() && line[0] == '#') found.push_back(line);
+    return found;
+  };
+  EXPECT_EQ(comments(pasted), comments(r.output));
 }
 
 TEST(BenchCli, WritesATrace) {
@@ -329,6 +367,149 @@ TEST(BenchCli, TheAlgorithmComesFromDpscopeAlgoWhenNotGiven) {
   EXPECT_EQ(bogus.exit_code, 2);
   EXPECT_EQ(bogus.output,
             "dpscope: error: DPSCOPE_ALGO: unknown algorithm 'bogus' (expected ring, tree, naive or auto)\n");
+}
+
+// nccl-tests' table (src/common.cu): a header line naming the out-of-place and in-place groups,
+// then per row size count type redop root, time algbw busbw (wall) #wrong twice, here the cost
+// model's algo/proto last. Every collective runs both forms, each checked exactly; on the sim both
+// take the same simulated time (one schedule, one cost model).
+TEST(BenchCli, EveryCollectivePrintsAnOutOfPlaceAndAnInPlaceColumnGroup) {
+  for (const char* collective :
+       {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall"}) {
+    SCOPED_TRACE(collective);
+    const Result r = run_bench(fmt::format("{} --devices 4 -r 3 -b 1K -e 64K -f 8 -n 2 -w 1", collective));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    // The group header: only the two labels, over their column groups.
+    const size_t label = r.output.find("out-of-place  ");
+    ASSERT_NE(label, std::string::npos) << r.output;
+    const size_t line_start = r.output.rfind('\n', label) + 1;
+    std::stringstream labels(r.output.substr(line_start, r.output.find('\n', label) - line_start));
+    const std::vector<std::string> words{std::istream_iterator<std::string>(labels), {}};
+    EXPECT_EQ(words, (std::vector<std::string>{"#", "out-of-place", "in-place"}));
+    EXPECT_THAT(r.output,
+                HasSubstr("# out-of-place and in-place: the same schedule and cost model, so the same "
+                          "simulated time (docs/collectives.md)"));
+    const auto rows = rows_of(r.output);
+    ASSERT_EQ(rows.size(), 3u) << r.output;
+    for (const auto& row : rows) {
+      ASSERT_EQ(row.size(), 15u) << r.output;
+      EXPECT_EQ(row[8], "0") << "out-of-place #wrong";
+      EXPECT_EQ(row[12], "0") << "in-place #wrong";
+      EXPECT_EQ(row[9], row[5]) << "the same simulated time";
+      EXPECT_EQ(row[11], row[7]) << "the same busbw";
+      EXPECT_EQ(row[14].find('/') != std::string::npos, true) << "algo/proto, e.g. ring/LL";
+    }
+  }
+}
+
+// nccl-tests' footer averages busbw over every column group it printed (src/common.cu: each
+// BenchTime, out-of-place and in-place, adds its busbw to bw[0] and counts it in bw_count[0]).
+TEST(BenchCli, AvgBusBandwidthAveragesBothColumnGroups) {
+  const Result r = run_bench("all_gather --devices 4 -b 1K -e 1M -f 32 -n 1 -w 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  double sum = 0.0;
+  int groups = 0;
+  for (const auto& row : rows_of(r.output)) {
+    sum += std::stod(row[7]) + std::stod(row[11]);
+    groups += 2;
+  }
+  ASSERT_EQ(groups, 6);
+  const size_t at = r.output.find("# Avg bus bandwidth    : ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_NEAR(std::stod(r.output.substr(at + 25)), sum / groups, 0.006);  // busbw printed to 0.01
+}
+
+// Timing-only and --nodes: no data (#wrong N/A in both groups, as nccl-tests prints with -c 0),
+// both forms timed, with the same time.
+TEST(BenchCli, TimingOnlyAndNodesRowsHaveBothColumnGroups) {
+  for (const char* args : {"reduce_scatter --devices 8 -b 1M -e 1G -f 32 --timing-only",
+                           "all_reduce --devices 8 --nodes 2 -b 1M -e 1G -f 32 --timing-only"}) {
+    SCOPED_TRACE(args);
+    const Result r = run_bench(args);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto rows = rows_of(r.output);
+    ASSERT_EQ(rows.size(), 3u) << r.output;
+    for (const auto& row : rows) {
+      ASSERT_EQ(row.size(), 15u) << r.output;
+      EXPECT_EQ(row[8], "N/A");
+      EXPECT_EQ(row[12], "N/A");
+      EXPECT_EQ(row[9], row[5]);
+      EXPECT_GT(std::stod(row[5]), 0.0);
+    }
+    EXPECT_THAT(r.output, HasSubstr("# Out of bounds values : 0 (not checked: timing-only)"));
+  }
+}
+
+// The bench's out-of-place check counts the send buffer too: run on the harness directly, every
+// column of every collective is exact (input intact included) with -c on, and -1 (N/A) with -c 0.
+TEST(CollectiveBench, BothColumnsAreCheckedAndMinusOneWithoutTheCheck) {
+  for (const OpType op : {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kBroadcast,
+                          OpType::kReduce, OpType::kAllToAll}) {
+    SCOPED_TRACE(api_name(op));
+    BenchOptions o{.collective = op, .devices = 3, .min_bytes = 120, .max_bytes = 12000, .factor = 10};
+    o.iterations = 1;
+    o.warmup = 0;
+    o.root = 1;
+    o.only = std::nullopt;  // both groups, as `dpscope bench` runs them
+    for (const BenchRow& row : run_collective_bench(o)) {
+      EXPECT_TRUE(row.out_of_place.ran && row.in_place.ran);
+      EXPECT_EQ(row.out_of_place.wrong, 0) << row.bytes;
+      EXPECT_EQ(row.in_place.wrong, 0) << row.bytes;
+      EXPECT_EQ(row.out_of_place.sim_us, row.in_place.sim_us) << row.bytes;
+    }
+    o.check = false;
+    for (const BenchRow& row : run_collective_bench(o)) {
+      EXPECT_EQ(row.out_of_place.wrong, -1);
+      EXPECT_EQ(row.in_place.wrong, -1);
+    }
+  }
+}
+
+// Our schedules over MPI run in place only (the mpi backend's out-of-place forms are MPI's own
+// collectives): that column is not offered, everywhere else both are.
+TEST(CollectiveBench, OffersOutOfPlaceEverywhereButOurSchedulesOverMpi) {
+  BenchOptions o;
+  EXPECT_TRUE(bench_offers(o, Placement::kOutOfPlace));
+  o.backend = "mpi";
+  o.algorithm = Algorithm::kAuto;
+  EXPECT_TRUE(bench_offers(o, Placement::kOutOfPlace));
+  o.algorithm = Algorithm::kRing;
+  EXPECT_FALSE(bench_offers(o, Placement::kOutOfPlace));
+  EXPECT_TRUE(bench_offers(o, Placement::kInPlace));
+  o.collective = OpType::kAllGather;
+  EXPECT_TRUE(bench_offers(o, Placement::kOutOfPlace));
+}
+
+// --placement runs one column group (lessons 5 and 6 show one in-place all-reduce per size, as
+// PyTorch's dist.all_reduce(x)): the other group prints -, the trace holds one collective per run.
+TEST(BenchCli, PlacementRunsOneColumnGroupAndTracesOnlyIt) {
+  const std::string path = testing::unique_temp_path("bench_in_place.jsonl").string();
+  const Result r =
+      run_bench("all_reduce --devices 4 -b 1K -e 4K -f 4 -n 1 -w 0 --placement in-place --trace " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("# out-of-place: not run (--placement in-place); its columns print -"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("the same simulated time")));
+  const auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 2u) << r.output;
+  for (const auto& row : rows) {
+    for (size_t i = 5; i < 9; ++i) EXPECT_EQ(row[i], "-");
+    EXPECT_EQ(row[12], "0");
+  }
+  std::ifstream in(path);
+  const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(trace, HasSubstr(R"("placement":"in-place")"));
+  size_t spans = 0;
+  for (size_t at = trace.find(R"("cat":"collective")"); at != std::string::npos;
+       at = trace.find(R"("cat":"collective")", at + 1))
+    ++spans;
+  EXPECT_EQ(spans, 2u * 4u) << "one collective per size on each of 4 ranks";
+  const Result out = run_bench("reduce --devices 3 -b 1K -e 1K -n 1 --placement out-of-place");
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_EQ(rows_of(out.output).at(0)[8], "0");
+  EXPECT_EQ(rows_of(out.output).at(0)[12], "-");
+  const Result bad = run_bench("all_reduce --placement sideways");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.output, "dpscope: error: --placement 'sideways': expected both, out-of-place or in-place\n");
 }
 
 TEST(BenchSizes, AFactorOrAFixedStepFromMinToMaxRepeatedPerCycle) {

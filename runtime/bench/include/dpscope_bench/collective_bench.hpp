@@ -1,15 +1,18 @@
 // The collective benchmark behind `dpscope bench` (nccl-tests' harness) on the sim backend, or on
 // the cuda and nccl backends (real GPUs: device times measured with CUDA events).
 //
-// For each size from min_bytes to max_bytes (times `factor`) every rank builds its buffers,
-// fills them with values whose result is exactly predictable (rank r, element i holds
-// r + 1 + i % 7; for prod 1 + (r + i) % 2), runs `warmup` + `iterations` collectives with all
-// streams aligned before each one, and reports the simulated time of one collective (cuda, nccl:
+// For each size from min_bytes to max_bytes (times `factor`) every rank runs `warmup` collectives,
+// then nccl-tests' two columns in its order: out of place (separate send and receive buffers) and
+// in place (one buffer, nccl-tests' layout: collectives.hpp). For each, every rank fills its send
+// buffer with values whose result is exactly predictable (rank r, element i holds r + 1 + i % 7;
+// for prod 1 + (r + i) % 2), runs `iterations` collectives with all streams aligned before each
+// one, and reports the simulated time of one collective (cuda, nccl:
 // the measured device time, mean over the timed iterations, from the earliest rank's start to the
 // latest rank's end), algbw and
 // busbw (nccl-tests' definitions, its doc/PERFORMANCE.md), the measured wall time per collective (host,
 // from the first rank's call until every rank has returned), and #wrong from an exact check of
-// the last iteration. Timing-only runs use meta tensors: same times, no data, nothing to check.
+// the last iteration (out of place, the send buffer must also be left as it was). Timing-only runs
+// use meta tensors: same times, no data, nothing to check.
 //
 // --backend mpi (under mpirun: this process is one rank, rank 0 reports the rows): the time is the
 // slowest rank's host time between barriers; `algorithm` ring, tree or naive runs our schedules over
@@ -38,6 +41,12 @@
 
 namespace dpscope {
 
+// nccl-tests' two column groups: out of place (separate send and receive buffers) and in place
+// (one buffer; its src/common.cu startColl: the send buffer is recvbuff + sendInplaceOffset * rank,
+// the receive buffer recvbuff + recvInplaceOffset * rank).
+enum class Placement : uint8_t { kOutOfPlace, kInPlace };
+const char* to_string(Placement placement);  // "out-of-place", "in-place"
+
 struct BenchOptions {
   OpType collective = OpType::kAllReduce;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce,
                                            // alltoall
@@ -57,6 +66,11 @@ struct BenchOptions {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   int slices = 0;  // 0: by size
+  // One column group only; nullopt: both, nccl-tests' out-of-place then in-place (what `dpscope
+  // bench` runs unless --placement says otherwise). The library's default is the in-place group
+  // alone, one collective per iteration, as run_collective_bench() ran before it had two groups
+  // (the visualizer's fixtures trace that).
+  std::optional<Placement> only = Placement::kInPlace;
   bool timing_only = false;
   bool check = true;            // -c 0: no exact check of the results (#wrong is -1)
   int iterations = 20;          // nccl-tests' -n default
@@ -67,15 +81,26 @@ struct BenchOptions {
   Milliseconds timeout{0};
 };
 
-struct BenchRow {
-  uint64_t bytes = 0;   // nccl-tests' size column (all ranks' data for all_gather/reduce_scatter)
-  int64_t count = 0;    // elements in that size
+// One of nccl-tests' two column groups of a row: time, algbw, busbw, #wrong.
+struct BenchColumn {
+  // False where this form did not run (bench_runs): nothing to print.
+  bool ran = true;
   double sim_us = 0.0;  // simulated time of one collective (cuda, nccl: measured on the devices)
   double algbw_gbps = 0.0;
   double busbw_gbps = 0.0;
   double wall_us = 0.0;  // measured, mean over iterations
   int64_t wrong = -1;    // -1: not checked (timing-only, -c 0)
-  std::string algo;      // sim: the cost model's algorithm/protocol ("ring/LL"); empty otherwise
+};
+
+struct BenchRow {
+  uint64_t bytes = 0;  // nccl-tests' size column (all ranks' data for all_gather/reduce_scatter)
+  int64_t count = 0;   // elements in that size
+  // nccl-tests' out-of-place and in-place columns (its src/common.cu BenchTime, run in that order).
+  // Out of place, #wrong also counts input elements the collective changed (the send buffer must
+  // be left intact).
+  BenchColumn out_of_place;
+  BenchColumn in_place;
+  std::string algo;  // sim: the cost model's algorithm/protocol ("ring/LL"); empty otherwise
 };
 
 // Parses "all_reduce" (also "allreduce", "all-reduce"), "all_gather", "reduce_scatter",
@@ -87,6 +112,15 @@ uint64_t parse_byte_size(std::string_view text, std::string_view flag);
 // The sizes of the rows, in order: min_bytes, then times factor (or plus step_bytes) up to
 // max_bytes, the whole sweep `cycles` times.
 std::vector<uint64_t> bench_sizes(const BenchOptions& options);
+
+// Whether `options`' backend runs `placement`'s form of the collective: all but --backend mpi
+// with our schedules (--algo ring|tree|naive) out of place for all_reduce, broadcast and reduce.
+// Where it does not, that column group of every row does not run and prints "-".
+bool bench_offers(const BenchOptions& options, Placement placement);
+// bench_offers, and not left out by `options.only` (--placement).
+bool bench_runs(const BenchOptions& options, Placement placement);
+// Parses --placement: "both" (nullopt), "out-of-place", "in-place"; throws kUsage otherwise.
+std::optional<Placement> parse_bench_placement(std::string_view text);
 
 // Throws kUsage naming the flag for inconsistent options (kInvalidArgument for an unknown preset
 // or more devices than its topology holds).

@@ -40,6 +40,14 @@ class Backend {
   virtual std::shared_ptr<Work> all_reduce(Tensor& tensor, const AllreduceOptions& options);
   virtual std::shared_ptr<Work> broadcast(Tensor& tensor, const BroadcastOptions& options);
   virtual std::shared_ptr<Work> reduce(Tensor& tensor, const ReduceOptions& options);
+  // Out of place (ProcessGroup::all_reduce_into, ...): `output` and `input` are distinct, same
+  // numel and dtype (validated). The default throws kUnsupported naming the form.
+  virtual std::shared_ptr<Work> all_reduce_into(Tensor& output, const Tensor& input,
+                                                const AllreduceOptions& options);
+  virtual std::shared_ptr<Work> broadcast_into(Tensor& output, const Tensor& input,
+                                               const BroadcastOptions& options);
+  virtual std::shared_ptr<Work> reduce_into(Tensor& output, const Tensor& input,
+                                            const ReduceOptions& options);
   // `outputs` holds size() tensors shaped like `input` (all_gather) or one flat tensor of
   // size() * input.numel() elements (all_gather_into_tensor: `flat_output` true).
   virtual std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input,
@@ -72,6 +80,8 @@ class Backend {
  protected:
   // Throws kUnsupported: "backend 'sim' does not support <op>".
   [[noreturn]] void unsupported(OpType op) const;
+  // Throws kUnsupported: "backend 'mpi' does not support <op> out of place (...)".
+  [[noreturn]] void unsupported_out_of_place(OpType op) const;
 };
 
 }  // namespace dpscope

@@ -60,17 +60,31 @@ class ProcessGroup {
   // The root's `tensor` becomes the reduction of all ranks' tensors; other ranks' tensors are
   // left unchanged (partial results live in scratch buffers).
   std::shared_ptr<Work> reduce(Tensor& tensor, const ReduceOptions& options = {});
+  // Out of place (NCCL's sendbuff != recvbuff, nccl-tests' out-of-place column): as all_reduce,
+  // broadcast and reduce, but the data is read from `input` and the result written to `output`;
+  // `input` is left unchanged. The first step of the schedule reads the send buffer (no copy into
+  // `output` first). `output` and `input` have the same numel and dtype; they are the same tensor
+  // (then the call is the in-place form) or do not overlap (kInvalidArgument otherwise).
+  // broadcast_into: only the root's `input` is read; reduce_into: only the root's `output` is
+  // written (other ranks' partial results live in scratch buffers).
+  std::shared_ptr<Work> all_reduce_into(Tensor& output, const Tensor& input,
+                                        const AllreduceOptions& options = {});
+  std::shared_ptr<Work> broadcast_into(Tensor& output, const Tensor& input,
+                                       const BroadcastOptions& options = {});
+  std::shared_ptr<Work> reduce_into(Tensor& output, const Tensor& input, const ReduceOptions& options = {});
   // outputs[i] = rank i's `input`; `outputs` holds size() tensors shaped like `input`.
   std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input,
                                    const AllgatherOptions& options = {});
   // Rank i's `input` lands in `output` at elements [i * input.numel(), (i + 1) * input.numel()).
+  // In place (nccl-tests' in-place column): `input` is that block of `output` itself (a rows() view).
   std::shared_ptr<Work> all_gather_into_tensor(Tensor& output, const Tensor& input,
                                                const AllgatherOptions& options = {});
   // `output` = op over ranks of their inputs[rank()]; `inputs` holds size() tensors shaped like
   // `output`; inputs are left unchanged.
   std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                        const ReduceScatterOptions& options = {});
-  // `input` holds size() * output.numel() elements (its numel must divide by size()).
+  // `input` holds size() * output.numel() elements (its numel must divide by size()). In place
+  // (nccl-tests' in-place column): `output` is block rank() of `input` itself (a rows() view).
   std::shared_ptr<Work> reduce_scatter_tensor(Tensor& output, const Tensor& input,
                                               const ReduceScatterOptions& options = {});
   // `output` = the root's inputs[rank()]; only the root passes `inputs` (size() tensors).
@@ -82,7 +96,8 @@ class ProcessGroup {
   // torch.distributed.all_to_all_single(output, input) with equal splits: `input`'s first dimension
   // holds size() equal blocks; block j goes to rank j, and `output`'s block i (same layout) comes
   // from rank i. `output` and `input` have the same number of elements and the same dtype, and
-  // both first dimensions divide by size(); input is left unchanged (docs/collectives.md).
+  // both first dimensions divide by size(); input is left unchanged (docs/collectives.md). In
+  // place: `output` may be `input` itself.
   std::shared_ptr<Work> all_to_all_single(Tensor& output, const Tensor& input,
                                           const AllToAllOptions& options = {});
   // Returns once every rank has called barrier(); wait() aligns this rank's compute stream with

@@ -16,6 +16,22 @@ std::shared_ptr<Work> Backend::broadcast(Tensor&, const BroadcastOptions&) {
   unsupported(OpType::kBroadcast);
 }
 std::shared_ptr<Work> Backend::reduce(Tensor&, const ReduceOptions&) { unsupported(OpType::kReduce); }
+void Backend::unsupported_out_of_place(OpType op) const {
+  throw Error(ErrorKind::kUnsupported,
+              fmt::format("backend '{}' does not support {} out of place (separate input and output "
+                          "tensors); pass one tensor for the in-place form",
+                          name(), api_name(op)));
+}
+
+std::shared_ptr<Work> Backend::all_reduce_into(Tensor&, const Tensor&, const AllreduceOptions&) {
+  unsupported_out_of_place(OpType::kAllReduce);
+}
+std::shared_ptr<Work> Backend::broadcast_into(Tensor&, const Tensor&, const BroadcastOptions&) {
+  unsupported_out_of_place(OpType::kBroadcast);
+}
+std::shared_ptr<Work> Backend::reduce_into(Tensor&, const Tensor&, const ReduceOptions&) {
+  unsupported_out_of_place(OpType::kReduce);
+}
 std::shared_ptr<Work> Backend::all_gather(std::vector<Tensor>&, const Tensor&, bool,
                                           const AllgatherOptions&) {
   unsupported(OpType::kAllGather);

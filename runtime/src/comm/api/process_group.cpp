@@ -2,6 +2,8 @@
 #include "dpscope/comm/process_group.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 
 #include "dpscope/base/error.hpp"
 
@@ -19,6 +21,33 @@ void check_same_kind(const Tensor& a, const Tensor& b, OpType op, int rank, cons
 void check_avg_dtype(ReduceOp op, const Tensor& t, OpType type) {
   DPS_CHECK(op != ReduceOp::kAvg || t.dtype() == DType::kF32, ErrorKind::kInvalidArgument,
             "{}: ReduceOp avg needs float32 tensors, got {}", api_name(type), to_string(t.dtype()));
+}
+
+// The bytes a tensor's data occupies, [first, last); empty for meta and empty tensors.
+std::pair<uintptr_t, uintptr_t> data_range(const Tensor& t) {
+  if (!t.has_data() || t.numel() == 0) return {0, 0};
+  const void* p =
+      t.dtype() == DType::kF32 ? static_cast<const void*>(t.f32()) : static_cast<const void*>(t.i64());
+  const auto first = reinterpret_cast<uintptr_t>(p);
+  return {first, first + t.nbytes()};
+}
+
+// An out-of-place call's `output` and `input` (all_reduce_into, ...): same numel and kind; true
+// when they are one buffer (the call is then the in-place form), false when they do not overlap;
+// a partial overlap is refused (NCCL's results are undefined there).
+bool same_buffer(const Tensor& output, const Tensor& input, OpType op, int rank, const char* call) {
+  check_same_kind(output, input, op, rank, "the input");
+  DPS_CHECK(output.numel() == input.numel(), ErrorKind::kInvalidArgument,
+            "{} on rank {}: output has {} elements, input {}; they must hold the same number", call, rank,
+            output.numel(), input.numel());
+  const auto [out_first, out_last] = data_range(output);
+  const auto [in_first, in_last] = data_range(input);
+  if (out_first == in_first && out_last == in_last) return out_first != 0;
+  DPS_CHECK(out_last <= in_first || in_last <= out_first, ErrorKind::kInvalidArgument,
+            "{} on rank {}: output and input overlap in part; pass one tensor (in place) or two that do "
+            "not overlap (out of place)",
+            call, rank);
+  return false;
 }
 
 }  // namespace
@@ -68,6 +97,37 @@ std::shared_ptr<Work> ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& 
   check_root(options.root, OpType::kReduce);
   check_avg_dtype(options.op, tensor, OpType::kReduce);
   return backend_->reduce(tensor, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_into(Tensor& output, const Tensor& input,
+                                                    const AllreduceOptions& options) {
+  check_tensor(output, OpType::kAllReduce, "output");
+  check_tensor(input, OpType::kAllReduce, "input");
+  check_avg_dtype(options.op, output, OpType::kAllReduce);
+  if (same_buffer(output, input, OpType::kAllReduce, rank(), "all_reduce_into"))
+    return backend_->all_reduce(output, options);
+  return backend_->all_reduce_into(output, input, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast_into(Tensor& output, const Tensor& input,
+                                                   const BroadcastOptions& options) {
+  check_tensor(output, OpType::kBroadcast, "output");
+  check_tensor(input, OpType::kBroadcast, "input");
+  check_root(options.root, OpType::kBroadcast);
+  if (same_buffer(output, input, OpType::kBroadcast, rank(), "broadcast_into"))
+    return backend_->broadcast(output, options);
+  return backend_->broadcast_into(output, input, options);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_into(Tensor& output, const Tensor& input,
+                                                const ReduceOptions& options) {
+  check_tensor(output, OpType::kReduce, "output");
+  check_tensor(input, OpType::kReduce, "input");
+  check_root(options.root, OpType::kReduce);
+  check_avg_dtype(options.op, output, OpType::kReduce);
+  if (same_buffer(output, input, OpType::kReduce, rank(), "reduce_into"))
+    return backend_->reduce(output, options);
+  return backend_->reduce_into(output, input, options);
 }
 
 std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor>& outputs, const Tensor& input,

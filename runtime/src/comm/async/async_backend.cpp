@@ -188,6 +188,27 @@ std::shared_ptr<Work> AsyncBackend::reduce(Tensor& tensor, const ReduceOptions& 
                [this, tensor, options]() mutable { return inner_->reduce(tensor, options); });
 }
 
+std::shared_ptr<Work> AsyncBackend::all_reduce_into(Tensor& output, const Tensor& input,
+                                                    const AllreduceOptions& options) {
+  return queue(OpType::kAllReduce, [this, output, input, options]() mutable {
+    return inner_->all_reduce_into(output, input, options);
+  });
+}
+
+std::shared_ptr<Work> AsyncBackend::broadcast_into(Tensor& output, const Tensor& input,
+                                                   const BroadcastOptions& options) {
+  return queue(OpType::kBroadcast, [this, output, input, options]() mutable {
+    return inner_->broadcast_into(output, input, options);
+  });
+}
+
+std::shared_ptr<Work> AsyncBackend::reduce_into(Tensor& output, const Tensor& input,
+                                                const ReduceOptions& options) {
+  return queue(OpType::kReduce, [this, output, input, options]() mutable {
+    return inner_->reduce_into(output, input, options);
+  });
+}
+
 // The calls below take or fill caller-owned vectors: each waits for its turn on the worker.
 
 std::shared_ptr<Work> AsyncBackend::all_gather(std::vector<Tensor>& outputs, const Tensor& input,

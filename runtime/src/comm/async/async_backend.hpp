@@ -81,6 +81,12 @@ class AsyncBackend final : public Backend {
   std::shared_ptr<Work> all_reduce(Tensor& tensor, const AllreduceOptions& options) override;
   std::shared_ptr<Work> broadcast(Tensor& tensor, const BroadcastOptions& options) override;
   std::shared_ptr<Work> reduce(Tensor& tensor, const ReduceOptions& options) override;
+  std::shared_ptr<Work> all_reduce_into(Tensor& output, const Tensor& input,
+                                        const AllreduceOptions& options) override;
+  std::shared_ptr<Work> broadcast_into(Tensor& output, const Tensor& input,
+                                       const BroadcastOptions& options) override;
+  std::shared_ptr<Work> reduce_into(Tensor& output, const Tensor& input,
+                                    const ReduceOptions& options) override;
   std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool flat_output,
                                    const AllgatherOptions& options) override;
   std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, bool flat_input,

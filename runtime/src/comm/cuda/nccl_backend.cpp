@@ -172,6 +172,25 @@ class NcclBackend final : public Backend {
                         nccl_op(o.op), o.root, comm_, s);
     });
   }
+  // Out of place: NCCL's own form (sendbuff != recvbuff), nothing copied first.
+  std::shared_ptr<Work> all_reduce_into(Tensor& out, const Tensor& in, const AllreduceOptions& o) override {
+    return run(OpType::kAllReduce, o.timeout, [&](cudaStream_t s) {
+      return ncclAllReduce(data_of(in), data_of(out), static_cast<size_t>(out.numel()),
+                           nccl_type(out.dtype()), nccl_op(o.op), comm_, s);
+    });
+  }
+  std::shared_ptr<Work> broadcast_into(Tensor& out, const Tensor& in, const BroadcastOptions& o) override {
+    return run(OpType::kBroadcast, o.timeout, [&](cudaStream_t s) {
+      return ncclBroadcast(data_of(in), data_of(out), static_cast<size_t>(out.numel()),
+                           nccl_type(out.dtype()), o.root, comm_, s);
+    });
+  }
+  std::shared_ptr<Work> reduce_into(Tensor& out, const Tensor& in, const ReduceOptions& o) override {
+    return run(OpType::kReduce, o.timeout, [&](cudaStream_t s) {
+      return ncclReduce(data_of(in), data_of(out), static_cast<size_t>(out.numel()), nccl_type(out.dtype()),
+                        nccl_op(o.op), o.root, comm_, s);
+    });
+  }
   std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool flat_output,
                                    const AllgatherOptions& o) override {
     const uint64_t block = input.nbytes();

@@ -432,6 +432,57 @@ std::shared_ptr<Work> MpiBackend::reduce(Tensor& tensor, const ReduceOptions& o)
       finish);
 }
 
+// Out of place: MPI's own collectives take a send and a receive buffer (MPI_Bcast excepted: the
+// root's output is its input, then broadcast). Our schedules over MPI run in place only.
+std::shared_ptr<Work> MpiBackend::all_reduce_into(Tensor& output, const Tensor& input,
+                                                  const AllreduceOptions& o) {
+  Signature sig = signature_for(OpType::kAllReduce, output, o.algorithm);
+  if (sig.algorithm) unsupported_out_of_place(OpType::kAllReduce);
+  sig.reduce_op = o.op;
+  const int count = count_of(output.numel(), sig.op);
+  return run(
+      sig, o.timeout, {output, input},
+      [&](MPI_Request* r) {
+        return MPI_Iallreduce(raw_data(input), raw_data(output), count, mpi_type(output.dtype()),
+                              mpi_op(o.op), channel_->comm(), r);
+      },
+      [&] {
+        if (o.op == ReduceOp::kAvg)
+          kernels::divide(DeviceKind::kCpu, raw_data(output), output.numel(), size());
+      });
+}
+
+std::shared_ptr<Work> MpiBackend::broadcast_into(Tensor& output, const Tensor& input,
+                                                 const BroadcastOptions& o) {
+  Signature sig = signature_for(OpType::kBroadcast, output, o.algorithm);
+  if (sig.algorithm) unsupported_out_of_place(OpType::kBroadcast);
+  sig.root = o.root;
+  const int count = count_of(output.numel(), sig.op);
+  if (rank() == o.root) copy_bytes(raw_data(output), raw_data(input), output.nbytes());
+  return run(sig, o.timeout, {output, input}, [&](MPI_Request* r) {
+    return MPI_Ibcast(raw_data(output), count, mpi_type(output.dtype()), o.root, channel_->comm(), r);
+  });
+}
+
+std::shared_ptr<Work> MpiBackend::reduce_into(Tensor& output, const Tensor& input, const ReduceOptions& o) {
+  Signature sig = signature_for(OpType::kReduce, output, o.algorithm);
+  if (sig.algorithm) unsupported_out_of_place(OpType::kReduce);
+  sig.root = o.root;
+  sig.reduce_op = o.op;
+  const int count = count_of(output.numel(), sig.op);
+  const bool root = rank() == o.root;
+  return run(
+      sig, o.timeout, {output, input},
+      [&](MPI_Request* r) {
+        return MPI_Ireduce(raw_data(input), root ? raw_data(output) : nullptr, count,
+                           mpi_type(output.dtype()), mpi_op(o.op), o.root, channel_->comm(), r);
+      },
+      [&] {
+        if (root && o.op == ReduceOp::kAvg)
+          kernels::divide(DeviceKind::kCpu, raw_data(output), output.numel(), size());
+      });
+}
+
 std::shared_ptr<Work> MpiBackend::all_gather(std::vector<Tensor>& outputs, const Tensor& input,
                                              bool flat_output, const AllgatherOptions& o) {
   const Signature sig = signature_for(OpType::kAllGather, input, o.algorithm);
@@ -452,8 +503,11 @@ std::shared_ptr<Work> MpiBackend::all_gather(std::vector<Tensor>& outputs, const
   return run(
       sig, o.timeout, {input, flat},
       [&](MPI_Request* r) {
-        return MPI_Iallgather(raw_data(input), count, mpi_type(input.dtype()), raw_data(flat), count,
-                              mpi_type(input.dtype()), channel_->comm(), r);
+        // In place (input is this rank's block of the output): MPI's in-place form, as the standard
+        // forbids overlapping send and receive buffers.
+        const bool in_place = raw_data(input) == raw_data(flat) + input.nbytes() * rank();
+        return MPI_Iallgather(in_place ? MPI_IN_PLACE : raw_data(input), count, mpi_type(input.dtype()),
+                              raw_data(flat), count, mpi_type(input.dtype()), channel_->comm(), r);
       },
       [&] {
         if (flat_output) return;
@@ -491,13 +545,22 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter(Tensor& output, const std::vect
     const uint64_t block = output.nbytes();
     for (int k = 0; k < size(); ++k) copy_bytes(raw_data(flat) + block * k, raw_data(inputs[k]), block);
   }
+  // In place (output is this rank's block of the input): MPI forbids overlapping buffers, and its
+  // own in-place form leaves the result at the start of the input, so the result is received
+  // apart and copied into place.
+  const bool overlaps = flat_input && raw_data(output) != nullptr && raw_data(output) >= raw_data(flat) &&
+                        raw_data(output) < raw_data(flat) + flat.nbytes();
+  const Tensor received = overlaps ? copy_of(output) : output;
   return run(
-      sig, o.timeout, {flat, output},
+      sig, o.timeout, {flat, output, received},
       [&](MPI_Request* r) {
-        return MPI_Ireduce_scatter_block(raw_data(flat), raw_data(output), count, mpi_type(output.dtype()),
+        return MPI_Ireduce_scatter_block(raw_data(flat), raw_data(received), count, mpi_type(output.dtype()),
                                          mpi_op(o.op), channel_->comm(), r);
       },
-      finish);
+      [&] {
+        if (overlaps) copy_bytes(raw_data(output), raw_data(received), output.nbytes());
+        finish();
+      });
 }
 
 std::shared_ptr<Work> MpiBackend::all_to_all_single(Tensor& output, const Tensor& input,

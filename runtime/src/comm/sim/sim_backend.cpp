@@ -64,6 +64,8 @@ CallResult SimBackend::run(Call& call, const std::function<void(const Plan&)>& f
   arrival.signature = call.signature;
   arrival.ready_ns = std::max(device_.clock_ns(StreamKind::kComm), device_.clock_ns(StreamKind::kCompute));
   arrival.buffer = call.buffer;
+  arrival.input = call.input;
+  arrival.complete_output = call.complete_output;
   arrival.slices = call.slices;
   arrival.new_group_timeout = call.new_group_timeout;
   if (!call.signature.meta) {
@@ -119,52 +121,91 @@ CallResult SimBackend::run(Call& call, const std::function<void(const Plan&)>& f
 }
 
 std::shared_ptr<Work> SimBackend::all_reduce(Tensor& tensor, const AllreduceOptions& options) {
+  return all_reduce_impl(tensor, nullptr, options);
+}
+
+std::shared_ptr<Work> SimBackend::all_reduce_into(Tensor& output, const Tensor& input,
+                                                  const AllreduceOptions& options) {
+  return all_reduce_impl(output, &input, options);
+}
+
+std::shared_ptr<Work> SimBackend::all_reduce_impl(Tensor& tensor, const Tensor* input,
+                                                  const AllreduceOptions& options) {
   path_->prepare(device_);
   Call call{OpType::kAllReduce,
             signature_for(OpType::kAllReduce, tensor, algorithm_for(OpType::kAllReduce, options.algorithm))};
   call.signature.reduce_op = options.op;
   call.buffer = single_block(tensor);
+  if (input != nullptr && input->has_data()) {
+    call.input = single_block(*input);
+    call.complete_output = true;
+  }
   call.slices = options.slices;
   call.timeout = options.timeout;
   TraceSink* tracer = options.trace_values && tensor.has_data() ? device_.tracer() : nullptr;
-  auto trace_values = [&](ValuesWhen when, int64_t ts) {
+  auto trace_values = [&](const Tensor& t, ValuesWhen when, int64_t ts) {
     // The first values and the norm of a float32 tensor (an int64 one is traced without values).
-    const bool f32 = tensor.dtype() == DType::kF32;
+    const bool f32 = t.dtype() == DType::kF32;
     const std::vector<float> first =
-        f32 ? tensor.reshape({tensor.numel()}).rows(0, std::min<int64_t>(tensor.numel(), 4)).to_vector()
+        f32 ? t.reshape({t.numel()}).rows(0, std::min<int64_t>(t.numel(), 4)).to_vector()
             : std::vector<float>{};
     tracer->values(device_, ts,
                    {.name = EventName::kAllReduce,
                     .param = -1,
                     .when = when,
                     .values = first,
-                    .norm = f32 ? kernels::l2_norm(tensor) : 0.0});
+                    .norm = f32 ? kernels::l2_norm(t) : 0.0});
   };
   if (tracer != nullptr)
-    trace_values(ValuesWhen::kBeforeReduce,
+    trace_values(input != nullptr ? *input : tensor, ValuesWhen::kBeforeReduce,
                  std::max(device_.clock_ns(StreamKind::kComm), device_.clock_ns(StreamKind::kCompute)));
   const int n = size();
   CallResult result = run(call, [&](const Plan&) {
     if (options.op == ReduceOp::kAvg) path_->divide(device_, call.buffer.blocks[0], tensor.numel(), n);
   });
   if (tracer != nullptr && result.plan)
-    trace_values(ValuesWhen::kAfterReduce,
+    trace_values(tensor, ValuesWhen::kAfterReduce,
                  path_->measured() ? result.work->end_ns() : result.plan->end_ns[rank_]);
   return result.work;
 }
 
 std::shared_ptr<Work> SimBackend::broadcast(Tensor& tensor, const BroadcastOptions& options) {
+  return broadcast_impl(tensor, nullptr, options);
+}
+
+std::shared_ptr<Work> SimBackend::broadcast_into(Tensor& output, const Tensor& input,
+                                                 const BroadcastOptions& options) {
+  return broadcast_impl(output, &input, options);
+}
+
+std::shared_ptr<Work> SimBackend::broadcast_impl(Tensor& tensor, const Tensor* input,
+                                                 const BroadcastOptions& options) {
   path_->prepare(device_);
   Call call{OpType::kBroadcast,
             signature_for(OpType::kBroadcast, tensor, algorithm_for(OpType::kBroadcast, options.algorithm))};
   call.signature.root = options.root;
   call.buffer = single_block(tensor);
+  // Only the root's data is read: its input is the source, and its output a copy of it.
+  if (input != nullptr && input->has_data() && rank_ == options.root) {
+    call.input = single_block(*input);
+    call.complete_output = true;
+  }
   call.slices = options.slices;
   call.timeout = options.timeout;
   return run(call).work;
 }
 
 std::shared_ptr<Work> SimBackend::reduce(Tensor& tensor, const ReduceOptions& options) {
+  return reduce_impl(tensor, nullptr, options);
+}
+
+std::shared_ptr<Work> SimBackend::reduce_into(Tensor& output, const Tensor& input,
+                                              const ReduceOptions& options) {
+  return reduce_impl(output, &input, options);
+}
+
+std::shared_ptr<Work> SimBackend::reduce_impl(Tensor& tensor, const Tensor* input,
+                                              const ReduceOptions& options) {
   path_->prepare(device_);
   Call call{OpType::kReduce,
             signature_for(OpType::kReduce, tensor, algorithm_for(OpType::kReduce, options.algorithm))};
@@ -173,12 +214,17 @@ std::shared_ptr<Work> SimBackend::reduce(Tensor& tensor, const ReduceOptions& op
   call.slices = options.slices;
   call.timeout = options.timeout;
   call.buffer = single_block(tensor);
+  const bool out_of_place = input != nullptr && input->has_data();
+  if (out_of_place) call.input = single_block(*input);
   if (rank_ != options.root && tensor.has_data() && tensor.numel() > 0) {
-    // Non-roots accumulate partial results in a copy, so their tensor stays as it was.
+    // Non-roots accumulate partial results in scratch, so their tensor stays as it was. In place
+    // the scratch starts as a copy of it; out of place the schedule reads the input where the
+    // scratch holds nothing yet.
     call.scratch = path_->scratch(device_, tensor.nbytes());
-    path_->copy(device_, call.scratch.get(), device_, raw_data(tensor), tensor.nbytes());
+    if (!out_of_place) path_->copy(device_, call.scratch.get(), device_, raw_data(tensor), tensor.nbytes());
     call.buffer.blocks = {call.scratch.get()};
   }
+  call.complete_output = out_of_place && rank_ == options.root;
   const int n = size();
   return run(call,
              [&](const Plan&) {

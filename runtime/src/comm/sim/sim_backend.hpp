@@ -33,6 +33,8 @@ struct Call {
   Milliseconds timeout{0};
   Milliseconds new_group_timeout{0};
   std::shared_ptr<std::byte> scratch;  // reduce (non-roots), reduce_scatter, all_to_all: working copy
+  RankBuffer input;                    // out of place: Arrival::input
+  bool complete_output = false;        // out of place: Arrival::complete_output
 };
 
 struct CallResult {
@@ -98,6 +100,12 @@ class SimBackend final : public Backend {
   std::shared_ptr<Work> all_reduce(Tensor& tensor, const AllreduceOptions& options) override;
   std::shared_ptr<Work> broadcast(Tensor& tensor, const BroadcastOptions& options) override;
   std::shared_ptr<Work> reduce(Tensor& tensor, const ReduceOptions& options) override;
+  std::shared_ptr<Work> all_reduce_into(Tensor& output, const Tensor& input,
+                                        const AllreduceOptions& options) override;
+  std::shared_ptr<Work> broadcast_into(Tensor& output, const Tensor& input,
+                                       const BroadcastOptions& options) override;
+  std::shared_ptr<Work> reduce_into(Tensor& output, const Tensor& input,
+                                    const ReduceOptions& options) override;
   std::shared_ptr<Work> all_gather(std::vector<Tensor>& outputs, const Tensor& input, bool flat_output,
                                    const AllgatherOptions& options) override;
   std::shared_ptr<Work> reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs, bool flat_input,
@@ -119,6 +127,10 @@ class SimBackend final : public Backend {
   // Joins, executes and times one collective; `finish` runs on this rank after the data steps
   // (copy-out, kAvg division: their simulated cost is already in the plan).
   CallResult run(Call& call, const std::function<void(const Plan&)>& finish = {});
+  // The in-place (`input` null) and out-of-place forms of all_reduce, broadcast and reduce.
+  std::shared_ptr<Work> all_reduce_impl(Tensor& tensor, const Tensor* input, const AllreduceOptions& options);
+  std::shared_ptr<Work> broadcast_impl(Tensor& tensor, const Tensor* input, const BroadcastOptions& options);
+  std::shared_ptr<Work> reduce_impl(Tensor& tensor, const Tensor* input, const ReduceOptions& options);
   Signature signature_for(OpType op, const Tensor& sizing, std::optional<Algorithm> algorithm) const;
   // resolve_algorithm (collective_choice.hpp) with the world's default algorithm.
   Algorithm algorithm_for(OpType op, Algorithm requested) const;

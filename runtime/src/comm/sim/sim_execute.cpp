@@ -73,8 +73,16 @@ std::vector<int64_t> execute_steps(const Plan& plan, Rendezvous& rendezvous, int
       const CommOp& op = s.ops[plan.exec_order[i]];
       const int64_t count = op.to.count_elems;
       if (count == 0) continue;
+      const uint8_t source = plan.op_sources.empty() ? 0 : plan.op_sources[plan.exec_order[i]];
       std::byte* dst = plan.buffers[op.dst].at(op.to.offset_elems, elem);
-      const std::byte* src = plan.buffers[op.src].at(op.from.offset_elems, elem);
+      const RankBuffer& from = source & kFromSrcInput ? plan.inputs[op.src] : plan.buffers[op.src];
+      const std::byte* src = from.at(op.from.offset_elems, elem);
+      // Out of place, the first reduction into a chunk combines the rank's own input with the
+      // peer's chunk (the host path's copy costs no simulated time: the plan's times are the
+      // schedule's; on a measured device it is one local copy NCCL fuses into the reduction).
+      if (source & kSeedDstInput)
+        path.copy(self, dst, self, plan.inputs[op.dst].at(op.to.offset_elems, elem),
+                  static_cast<uint64_t>(count) * elem);
       if (op.reduce) {
         path.reduce(self, dst, plan.devices[op.src], src, count, plan.reduce_op, plan.dtype);
       } else {
@@ -98,6 +106,12 @@ std::vector<int64_t> execute_steps(const Plan& plan, Rendezvous& rendezvous, int
       step_end_ns.push_back(begin_time() + self.elapsed_ns(*begin, end));
     }
   }
+  // Out of place: what the schedule never wrote here (a broadcast's root, a group of one) is the
+  // input itself.
+  if (!plan.fill_from_input.empty())
+    for (const Segment& seg : plan.fill_from_input[rank])
+      path.copy(self, plan.buffers[rank].at(seg.offset_elems, elem), self,
+                plan.inputs[rank].at(seg.offset_elems, elem), static_cast<uint64_t>(seg.count_elems) * elem);
   return step_end_ns;
 }
 

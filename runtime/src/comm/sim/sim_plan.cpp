@@ -5,6 +5,8 @@
 // on every run. On measured devices (the cuda backend) each rank writes the same events itself,
 // after the fact, with the times its comm stream measured (write_measured_trace).
 #include <algorithm>
+#include <iterator>
+#include <map>
 
 #include "../algorithms/collective_choice.hpp"
 #include "dpscope/core/trace_sink.hpp"
@@ -136,6 +138,78 @@ void write_trace(const SimWorld& world, const GroupState& g, int64_t seq, const 
   }
 }
 
+// The elements of one rank's buffer written so far, as disjoint [first, last) ranges.
+class WrittenRanges {
+ public:
+  // True when every element of `seg` was written, false when none was. The schedules move whole
+  // chunks and slices of one partition, so a segment is never written in part.
+  bool covers(Segment seg) const {
+    if (seg.count_elems == 0) return true;
+    const int64_t first = seg.offset_elems;
+    const int64_t last = first + seg.count_elems;
+    auto it = ranges_.upper_bound(first);
+    if (it != ranges_.begin() && std::prev(it)->second > first) {
+      DPS_ASSERT(std::prev(it)->second >= last, "segment [{}, {}) written in part", first, last);
+      return true;
+    }
+    DPS_ASSERT(it == ranges_.end() || it->first >= last, "segment [{}, {}) written in part", first, last);
+    return false;
+  }
+  void add(Segment seg) {
+    if (seg.count_elems == 0) return;
+    int64_t first = seg.offset_elems;
+    int64_t last = first + seg.count_elems;
+    auto it = ranges_.upper_bound(first);
+    if (it != ranges_.begin() && std::prev(it)->second >= first) --it;
+    while (it != ranges_.end() && it->first <= last) {
+      first = std::min(first, it->first);
+      last = std::max(last, it->second);
+      it = ranges_.erase(it);
+    }
+    ranges_.emplace(first, last);
+  }
+  // The segments of [0, count) not written.
+  std::vector<Segment> gaps(int64_t count) const {
+    std::vector<Segment> out;
+    int64_t at = 0;
+    for (const auto& [first, last] : ranges_) {
+      if (first > at) out.push_back({at, first - at});
+      at = std::max(at, last);
+    }
+    if (at < count) out.push_back({at, count - at});
+    return out;
+  }
+
+ private:
+  std::map<int64_t, int64_t> ranges_;
+};
+
+// Out of place: the source table of `plan` (Plan::op_sources, fill_from_input). Ops are visited
+// in execution order (step, then receiving rank, then list order): a step's ops touch disjoint
+// elements, so what was written before an op is exactly what its ranks' buffers hold then.
+void plan_sources(Plan& plan, const std::vector<std::optional<Arrival>>& arrivals, int64_t count) {
+  const int n = static_cast<int>(arrivals.size());
+  bool any = false;
+  for (const std::optional<Arrival>& a : arrivals) any = any || !a->input.blocks.empty();
+  if (!any || !plan.with_data) return;
+  std::vector<WrittenRanges> written(n);
+  const Schedule& s = plan.schedule;
+  plan.op_sources.assign(s.ops.size(), 0);
+  for (const int32_t k : plan.exec_order) {
+    const CommOp& op = s.ops[k];
+    uint8_t source = 0;
+    if (!plan.inputs[op.src].blocks.empty() && !written[op.src].covers(op.from)) source |= kFromSrcInput;
+    if (op.reduce && !plan.inputs[op.dst].blocks.empty() && !written[op.dst].covers(op.to))
+      source |= kSeedDstInput;
+    plan.op_sources[k] = source;
+    written[op.dst].add(op.to);
+  }
+  plan.fill_from_input.resize(n);
+  for (int r = 0; r < n; ++r)
+    if (arrivals[r]->complete_output && !plan.inputs[r].blocks.empty())
+      plan.fill_from_input[r] = written[r].gaps(count);
+}
+
 }  // namespace
 
 void write_failed_trace(const SimWorld& world, const GroupState& g, int64_t seq,
@@ -189,6 +263,7 @@ std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64
   for (const std::optional<Arrival>& a : arrivals) {
     plan->start_ns.push_back(a->ready_ns);
     plan->buffers.push_back(a->buffer);
+    plan->inputs.push_back(a->input);
   }
 
   if (sig.op == OpType::kNewGroup) {
@@ -233,6 +308,7 @@ std::shared_ptr<const Plan> build_plan(SimWorld& world, GroupState& group, int64
     const CommOp& op = plan->schedule.ops[k];
     plan->exec_order[fill[static_cast<size_t>(op.step) * n + op.dst]++] = static_cast<int32_t>(k);
   }
+  plan_sources(*plan, arrivals, shape_numel(sig.shape));
 
   if (world.device(0).is_simulated()) write_trace(world, group, seq, sig, *plan, scale_ns);
   return plan;

@@ -65,6 +65,13 @@ struct Arrival {
   Signature signature;
   int64_t ready_ns = 0;  // max(comm clock, compute clock) at the call
   RankBuffer buffer;
+  // Out of place (all_reduce_into, broadcast_into, reduce_into): the send buffer, laid out like
+  // `buffer`; no blocks: in place (the data starts in `buffer`). An element of `buffer` the
+  // schedule has not written yet is read here instead (the plan's source table).
+  RankBuffer input;
+  // Out of place: elements of `buffer` the schedule never writes are copied from `input` at the
+  // end (a broadcast's root, a group of one), so `buffer` holds the whole result.
+  bool complete_output = false;
   int slices = 0;
   Milliseconds new_group_timeout{0};  // new_group: the sub-group's timeout (0 = the parent's)
 };
@@ -85,6 +92,14 @@ class StepBarrier {
 
 struct GroupState;
 
+// Out of place, where an op's operands live (bits of Plan::op_sources). A rank's buffer element
+// that no op has written yet still holds nothing: its value is in the rank's input (NCCL's first
+// step reads the send buffer). Ranks in place have all their data in `buffers` from the start.
+enum OpSource : uint8_t {
+  kFromSrcInput = 1,  // `from` is read from the sender's input
+  kSeedDstInput = 2,  // a reduce whose `to` was never written: to = op(dst's input, from)
+};
+
 struct Plan {
   Signature signature;  // rank 0's (every rank's, once checked)
   int64_t seq = 0;
@@ -97,6 +112,12 @@ struct Plan {
   std::vector<int64_t> start_ns;  // per group rank
   std::vector<int64_t> end_ns;
   std::vector<RankBuffer> buffers;
+  std::vector<RankBuffer> inputs;  // per group rank: Arrival::input (no blocks: in place)
+  // Out of place, per op of the schedule (empty when every rank is in place): where its data
+  // comes from (sim_plan.cpp's source table, see OpSource).
+  std::vector<uint8_t> op_sources;
+  // Out of place, per group rank: the segments copied from the input after the last step.
+  std::vector<std::vector<Segment>> fill_from_input;
   std::vector<Device> devices;      // per group rank
   std::vector<int32_t> exec_order;  // op indices sorted by (step, dst)
   std::vector<int32_t> exec_begin;  // (step * ranks + dst) -> offset into exec_order; + 1 sentinel
