@@ -133,7 +133,7 @@ BenchColumn make_column(const CollectiveDescriptor& d, uint64_t bytes, double ti
 BenchRow make_row(Counts c) {
   BenchRow r;
   r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
-  r.count = c.total;
+  r.count = c.param;
   return r;
 }
 

@@ -127,11 +127,14 @@ Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks) {
   const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
   if (d.splits_size) {
     const int64_t block = elems / ranks;
-    return d.op == OpType::kAllGather ? Counts{block, block * ranks, block * ranks}
-                                      : Counts{block * ranks, block, block * ranks};
+    return d.op == OpType::kAllGather ? Counts{block, block * ranks, block * ranks, block}
+                                      : Counts{block * ranks, block, block * ranks, block};
   }
-  if (d.exchanges) return {elems / ranks * ranks, elems / ranks * ranks, elems / ranks * ranks};
-  return {elems, elems, elems};
+  if (d.exchanges) {
+    const int64_t block = elems / ranks;
+    return {block * ranks, block * ranks, block * ranks, block};
+  }
+  return {elems, elems, elems, elems};
 }
 
 Buffers make_buffers(const CollectiveDescriptor& d, Counts counts, Placement placement, int rank,

@@ -36,6 +36,8 @@ struct Counts {
   int64_t send = 0;
   int64_t recv = 0;
   int64_t total = 0;
+  int64_t param = 0;  // the count the collective is called with (nccl-tests' `count` column): per
+                      // rank for all_gather, reduce_scatter and alltoall, the whole buffer otherwise
 };
 
 struct CollectiveDescriptor {

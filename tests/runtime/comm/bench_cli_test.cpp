@@ -209,8 +209,22 @@ TEST(BenchCli, AllGatherSizesCountEveryRanksShare) {
   const auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][0], "992");  // 62 floats per rank x 4 ranks, as nccl-tests rounds down
-  EXPECT_EQ(rows[0][1], "248");
+  EXPECT_EQ(rows[0][1], "62");   // the count all_gather is called with: one rank's block
   EXPECT_EQ(rows[0][3], "none");
+}
+
+// reduce_scatter's size is the whole send buffer, its count each rank's block of the result.
+TEST(BenchCli, ReduceScatterCountIsOneRanksBlockAllReduceTheWholeBuffer) {
+  const Result rs = run_bench("reduce_scatter --devices 4 -b 1000 -e 1000 -n 1");
+  ASSERT_EQ(rs.exit_code, 0) << rs.output;
+  ASSERT_EQ(rows_of(rs.output).size(), 1u);
+  EXPECT_EQ(rows_of(rs.output)[0][0], "992");
+  EXPECT_EQ(rows_of(rs.output)[0][1], "62");
+  const Result ar = run_bench("all_reduce --devices 4 -b 1000 -e 1000 -n 1");
+  ASSERT_EQ(ar.exit_code, 0) << ar.output;
+  ASSERT_EQ(rows_of(ar.output).size(), 1u);
+  EXPECT_EQ(rows_of(ar.output)[0][0], "1000");
+  EXPECT_EQ(rows_of(ar.output)[0][1], "250");
 }
 
 // nccl-tests' alltoall.cu: the size is each rank's whole send (and receive) buffer, rounded down to
@@ -221,7 +235,7 @@ TEST(BenchCli, AllToAllSizeIsEachRanksWholeBufferAndItsTimeIsPointToPoint) {
   const auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0][0], "992");  // 250 floats rounded down to 248 = 62 per peer x 4
-  EXPECT_EQ(rows[0][1], "248");
+  EXPECT_EQ(rows[0][1], "62");   // nccl-tests' count: the block for one peer (alltoall.cu's paramcount)
   EXPECT_EQ(rows[0][3], "none");
   EXPECT_EQ(rows[0][8], "0");
   const NcclFabric h100x8 = *nccl_fabric(find_preset("h100-sxm"), 8, 1);

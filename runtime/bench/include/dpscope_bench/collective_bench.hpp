@@ -94,7 +94,9 @@ struct BenchColumn {
 
 struct BenchRow {
   uint64_t bytes = 0;  // nccl-tests' size column (all ranks' data for all_gather/reduce_scatter)
-  int64_t count = 0;   // elements in that size
+  int64_t count = 0;   // nccl-tests' count column: the count the collective is called with, one
+                       // rank's block for all_gather, reduce_scatter and alltoall (src/common.cu
+                       // prints the test's paramcount), the whole size otherwise
   // nccl-tests' out-of-place and in-place columns (its src/common.cu BenchTime, run in that order).
   // Out of place, #wrong also counts input elements the collective changed (the send buffer must
   // be left intact).
