@@ -114,7 +114,7 @@ ClusterSpec read_cluster(const toml::table& table, const fs::path& file) {
   return cluster;
 }
 
-// The optional [nccl] table: channels >= 1, an NVLS fraction in [0, 1].
+// The optional [nccl] table: channels >= 1, an NVLS fraction in [0, 1], an NVLS latency in [0, 1000] us.
 NcclSpec read_nccl(const toml::table& table, const fs::path& file) {
   NcclSpec nccl;
   if (!table.contains("nccl")) return nccl;
@@ -127,6 +127,10 @@ NcclSpec read_nccl(const toml::table& table, const fs::path& file) {
   DPS_CHECK(nccl.nvls_algbw_fraction >= 0.0 && nccl.nvls_algbw_fraction <= 1.0, ErrorKind::kFormat,
             "preset {}: nccl.nvls_algbw_fraction must be in [0, 1], got {}", file.string(),
             nccl.nvls_algbw_fraction);
+  nccl.nvls_latency_us = optional_number(table, file, "nccl.nvls_latency_us", -1.0);
+  DPS_CHECK(nccl.nvls_latency_us == -1.0 || (nccl.nvls_latency_us >= 0.0 && nccl.nvls_latency_us <= 1000.0),
+            ErrorKind::kFormat, "preset {}: nccl.nvls_latency_us must be in [0, 1000], got {}", file.string(),
+            nccl.nvls_latency_us);
   return nccl;
 }
 

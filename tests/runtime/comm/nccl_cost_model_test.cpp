@@ -248,5 +248,37 @@ TEST(NcclCostModel, AllToAllTimeIsSharedBySimAndAnalytic) {
   EXPECT_EQ(latest.load(), p.time_ns);
 }
 
+// NCCL chooses by its tuner's figures; the time is the hardware's. The H100 preset's NVLS latency
+// (2.1 us under one 128 KiB step per channel) changes no choice at any size, times a forced NVLS
+// all-reduce of 1 KiB with it, moves linearly to the tuner's 25 us as the message fills one step on
+// each of the 16 channels (2 MiB), and leaves every size from there on as the tuner times it.
+TEST(NcclCostModel, NcclChoosesByItsTunerButNvlsIsTimedByTheHardware) {
+  const NcclFabric f = fabric("h100-sxm", 8);
+  ASSERT_DOUBLE_EQ(f.nvls_hw_latency_us, 2.1);
+  NcclFabric tuner = f;
+  tuner.nvls_hw_latency_us = -1.0;
+  for (uint64_t bytes = 8; bytes <= (8ull << 30); bytes *= 2) {
+    EXPECT_EQ(predict_nccl(f, OpType::kAllReduce, bytes).label(),
+              predict_nccl(tuner, OpType::kAllReduce, bytes).label())
+        << bytes;
+  }
+  const NcclChoice nvls = {.algo = NcclAlgo::kNvls};
+  // 1 KiB fills one channel of 0.61 x 450 / 16 GB/s.
+  const NcclPrediction small = predict_nccl(f, OpType::kAllReduce, 1024, nvls);
+  const double small_latency_us = 2.1 + (25.0 - 2.1) * 1024.0 / (16 * 131072.0);
+  EXPECT_NEAR(small.latency_us, small_latency_us, 1e-9);
+  EXPECT_NEAR(static_cast<double>(small.time_ns),
+              (small_latency_us + 1024.0 / (1e3 * 0.61 * 450.0 / 16)) * 1e3, 1.0);
+  const NcclPrediction half = predict_nccl(f, OpType::kAllReduce, 1 << 20, nvls);
+  EXPECT_NEAR(half.latency_us, (2.1 + 25.0) / 2, 1e-9);
+  for (uint64_t bytes = 2u << 20; bytes <= (8ull << 30); bytes *= 2) {
+    EXPECT_EQ(predict_nccl(f, OpType::kAllReduce, bytes, nvls).time_ns,
+              predict_nccl(tuner, OpType::kAllReduce, bytes, nvls).time_ns)
+        << bytes;
+  }
+  // Without the preset's figure (A100 has no NVLS; a preset may leave it out) the tuner's times.
+  EXPECT_DOUBLE_EQ(fabric("a100-sxm", 8).nvls_hw_latency_us, -1.0);
+}
+
 }  // namespace
 }  // namespace dpscope

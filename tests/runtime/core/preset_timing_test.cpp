@@ -213,5 +213,25 @@ TEST(Timing, KernelScopeChargesTheSimulatedStream) {
   EXPECT_EQ(sim.clock_ns(StreamKind::kComm), kernel_time_ns(*sim.hardware(), cost));
 }
 
+// [nccl] nvls_latency_us: NVLS's latency under one step per channel; absent = the tuner's figure
+// (-1), out of range = one error naming the file and the key.
+TEST(Preset, NvlsLatencyIsReadAndRangeChecked) {
+  EXPECT_DOUBLE_EQ(find_preset("h100-sxm").nccl.nvls_latency_us, 2.1);
+  EXPECT_DOUBLE_EQ(find_preset("h200").nccl.nvls_latency_us, 2.1);
+  EXPECT_DOUBLE_EQ(find_preset("a100-sxm").nccl.nvls_latency_us, -1.0);
+  const auto path = write_preset("[nccl]\nchannels = 2\nnvls_latency_us = -5\n");
+  try {
+    load_preset_file(path);
+    ADD_FAILURE() << "a negative NVLS latency was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+    EXPECT_NE(std::string(e.what()).find("preset " + path.string() +
+                                         ": nccl.nvls_latency_us must be in [0, 1000], got -5"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace dpscope

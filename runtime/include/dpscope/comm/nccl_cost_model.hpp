@@ -78,6 +78,8 @@ struct NcclFabric {
   double net_extra_latency_us = 0.0;    // per network hop beyond NCCL's InfiniBand figure (NCCL's
                                         // latencyInter: a slower transport such as EFA or TCPXO)
   double nvls_algbw_bytes_per_s = 0.0;  // NVLink SHARP all-reduce algbw; 0 = no NVLS
+  double nvls_hw_latency_us = -1.0;     // NVLS's latency in a node as the hardware runs it; < 0 =
+                                        // NCCL's tuner figure (which always decides the choice)
   bool net_simple_only = false;         // across nodes only the Simple protocol (ClusterSpec)
   int gpus_per_node() const { return ranks / nodes; }
 };

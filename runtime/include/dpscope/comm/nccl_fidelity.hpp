@@ -4,9 +4,9 @@
 // tests/runtime/comm/fidelity_test.cpp checks the file is current and the errors within bounds).
 //
 // A table file: '#'-comment header lines "key: value" (system, source, command, preset,
-// gpus_per_node, nodes, gpus_per_thread, nic_gbps, nic_latency_us, nic_latency_note, nccl_proto,
-// nccl_proto_note, median_bound, collective), then the CSV header size_bytes,time_us,algbw_gbps,busbw_gbps
-// and one row per size (out-of-place columns).
+// gpus_per_node, nodes, gpus_per_thread, nic_gbps, nic_latency_us, nic_latency_note, nvls_latency_us,
+// nvls_latency_note, nccl_proto, nccl_proto_note, median_bound, collective), then the CSV header
+// size_bytes,time_us,algbw_gbps,busbw_gbps and one row per size (out-of-place columns).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,11 @@ struct MeasuredSystem {
   int gpus_per_thread = 1;
   double nic_gbps = 0.0;       // per GPU; 0 = the preset's
   double nic_latency_us = -1;  // beyond NCCL's network hop; < 0 = the preset's
+  // NVLS's latency under one step per channel (HardwarePreset's nccl.nvls_latency_us), stated in
+  // the table where the table was used to fit it or is judged against it, with nvls_latency_note
+  // saying which; < 0 = the preset's.
+  double nvls_latency_us = -1;
+  std::string nvls_latency_note;
   // "Simple" where the system's network plugin sets NCCL_PROTO=simple (ClusterSpec::simple_only),
   // with the source that says so in nccl_proto_note; empty = every protocol.
   std::string nccl_proto, nccl_proto_note;

@@ -59,6 +59,11 @@ struct NcclSpec {
   bool present = false;
   int channels = 0;                  // rings / trees NCCL builds on this topology
   double nvls_algbw_fraction = 0.0;  // NVLink SHARP all-reduce algbw / peer line rate; 0 = no NVLS
+  // What an NVLS all-reduce inside a node takes beyond its bytes on this hardware when it is under
+  // one NVLS step per channel, in us, where it differs from NCCL's tuner figure (25 us, which still
+  // decides the choice of algorithm); < 0 = time NVLS by the tuner's figure at every size. Preset
+  // key `nccl.nvls_latency_us`.
+  double nvls_latency_us = -1.0;
 };
 
 struct HardwarePreset {

@@ -63,6 +63,10 @@ constexpr double kNetOverheadUs = 1.0;
 // NCCL_STEPS (8).
 constexpr double kStepPayloadBytes[kProtos] = {8.0 * 512 * 8, 120.0 * 640 * 8 * 15 / 16, (4 << 20) / 8.0};
 
+// The step of an NVLS connection: 128 KiB (NCCL 2.21 release notes, "Add stepSize as property of a
+// connection ... set it to 128K for NVLink SHARP"; quoted in ROCm/rccl#1271).
+constexpr double kNvlsStepBytes = 128 << 10;
+
 int log2_floor(uint64_t v) {
   int r = -1;
   while (v != 0) {
@@ -284,6 +288,7 @@ std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, i
   f.nic_bytes_per_s = preset.cluster.nic.bandwidth_bytes_per_s * eff;
   f.net_extra_latency_us = preset.cluster.nic.latency_ns / 1e3;
   f.nvls_algbw_bytes_per_s = preset.nccl.nvls_algbw_fraction * preset.peer_link.bandwidth_bytes_per_s;
+  f.nvls_hw_latency_us = preset.nccl.nvls_latency_us;
   f.net_simple_only = preset.cluster.simple_only;
   return f;
 }
@@ -339,6 +344,21 @@ NcclPrediction predict_nccl(const NcclFabric& f, OpType op, uint64_t bytes, Nccl
             choice.proto ? to_string(*choice.proto) : "", api_name(op), f.ranks, f.nodes,
             f.nodes == 1 ? "" : "s", f.intra == LinkClass::kPcie ? ", PCIe" : "",
             f.nodes > 1 && f.net_simple_only ? ", a network with the Simple protocol only" : "");
+  // NCCL chooses by its tuner's figures (above); the time is the hardware's. They differ for NVLS
+  // where the preset gives NVLS's own latency: the tuner's 25 us NVLink hop for NVLS is deliberately
+  // pessimistic for small messages (it keeps them on ring and tree). A message under one NVLS step
+  // per channel crosses the switch in one pass and pays the preset's figure; from one full step per
+  // channel on, the steps pipeline through the switch's reduce and multicast stages, whose fill the
+  // tuner's figure stands for (the tables past that size take at least it); in between, the
+  // partial first step moves it linearly from one to the other.
+  if (best.algo == NcclAlgo::kNvls && f.nvls_hw_latency_us >= 0.0) {
+    Candidate c = candidate(f, op, NcclAlgo::kNvls, best.proto);
+    const double tuner_hop_us =
+        kHopLatency[kHwNvlink][static_cast<int>(NcclAlgo::kNvls)][static_cast<int>(best.proto)];
+    const double filled = std::min(1.0, static_cast<double>(bytes) / (f.channels * kNvlsStepBytes));
+    c.latency_us += (f.nvls_hw_latency_us - tuner_hop_us) * (1.0 - filled);
+    best = evaluate(f, op, bytes, NcclAlgo::kNvls, best.proto, c);
+  }
   return best;
 }
 

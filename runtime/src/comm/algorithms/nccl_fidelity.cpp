@@ -131,6 +131,10 @@ MeasuredSystem load_measured_system(const fs::path& file) {
   if (header.count("nic_latency_us"))
     s.nic_latency_us = number(header["nic_latency_us"], file, 0, "nic_latency_us");
   if (header.count("nic_latency_note")) s.nic_latency_note = header["nic_latency_note"];
+  if (header.count("nvls_latency_us")) {
+    s.nvls_latency_us = number(header["nvls_latency_us"], file, 0, "nvls_latency_us");
+    s.nvls_latency_note = need("nvls_latency_note");
+  }
   if (header.count("nccl_proto")) {
     s.nccl_proto = header["nccl_proto"];
     DPS_CHECK(s.nccl_proto == "Simple", ErrorKind::kFormat,
@@ -173,6 +177,7 @@ HardwarePreset fidelity_preset(const MeasuredSystem& s) {
     if (s.nic_latency_us >= 0) p.cluster.nic.latency_ns = s.nic_latency_us * 1e3;
     p.cluster.simple_only = s.nccl_proto == "Simple";
   }
+  if (s.nvls_latency_us >= 0) p.nccl.nvls_latency_us = s.nvls_latency_us;
   return p;
 }
 
@@ -291,19 +296,32 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "one number per system is fitted on the table's 8 B row (stated in each section); the cloud "
       "transports' latency is not published as a datasheet number.\n"
       "- **Small messages on one node** depend on how the benchmark launches: a table run with one thread "
-      "driving several GPUs (nccl-tests `-g`) pays their kernel launches one after another, which the "
-      "comparison adds from the preset's kernel launch latency (itself an approximation, not a "
-      "measurement; stated in the section). Where a table ran an older NCCL (Azure's nodes: 2.18.5) or "
+      "driving several GPUs (nccl-tests `-g`) calls their collectives inside one ncclGroupStart/End, as "
+      "NCCL requires of a thread that manages several devices (NCCL's user guide, \"Group Calls\"), and "
+      "that thread launches their kernels one after another, so the last GPU starts N - 1 launches after "
+      "the first. The comparison adds those N - 1 launches from the preset's kernel launch latency (a "
+      "plain back-to-back launch measured by dpscope's calibration, not NCCL's launch inside a group; "
+      "stated in the section). Where a table ran an older NCCL (Azure's A100 and H100 nodes: 2.18.5) or "
       "does not print its version, it may predate the NCCL releases (2.19-2.23) whose latencies the "
       "model takes.\n"
-      "- **NVLS on one H100 node: small messages are predicted too slow.** With NVLS forced "
-      "(NCCL_ALGO=NVLS), the Azure ND H100 v5 table's time from 1 KiB to 32 KiB is 2-10 us more than "
-      "its `-g 8` run's seven serial kernel launches, and from 64 KiB to 2 MiB about 20 us more; the "
-      "model adds NCCL's tuner latency for NVLS (25 us, which is why the tuner picks ring or tree for "
-      "small messages) to those launches, so the rows up to 2 MiB are the table's worst. The table "
-      "cannot separate NVLS's own latency from the launches, and NCCL publishes no lower figure, so "
-      "the model keeps the tuner's. From 4 MiB up the table checks NVLS's bandwidth (the preset's "
-      "0.61 x 450 GB/s): within 10 % from 128 MiB, up to 16 % too fast between 16 MiB and 64 MiB.\n"
+      "- **NVLS inside a node: NCCL's choice is its tuner's, the time is the hardware's.** NCCL's tuner "
+      "prices NVLS at 25 us (which is why it picks ring or tree for small messages); the two Azure tables "
+      "with NVLS forced (NCCL_ALGO=NVLS) show that a small message takes far less: their 1 KiB rows are "
+      "about their `-g 8` runs' serial launches. The model still chooses by the tuner's figure (no choice "
+      "changes), but times NVLS with the presets' `nccl.nvls_latency_us`, 2.1 us, fitted on the H100 "
+      "table's 1 KiB row and judged on the H200 table, moving linearly to the tuner's 25 us as the "
+      "message fills one 128 KiB NVLS step on each of the 16 channels (2 MiB): the sizes past it take at "
+      "least that much on both tables. What it still misses: the H100 table (NCCL 2.18.5) takes about "
+      "20 us more than its launches from 64 KiB to 2 MiB, a step the model's ramp lacks, so from 16 KiB to "
+      "512 KiB the model is too fast (13-50 %; 64 KiB is the table's worst row) and at 2 MiB too slow "
+      "(20 %); the H200 table (NCCL 2.20.5) has no such step and takes its rows up to 512 KiB within 1 us "
+      "of its launches alone, so the model is too slow on every row up to 4 MiB there: 6-17 % up to 256 "
+      "KiB, 23-35 % from 512 KiB to 4 MiB. The launches themselves are the presets' measured kernel "
+      "launch latency (3.35 us on the H100 preset, 4.39 us on the H200's), not NCCL's launch inside a "
+      "group on Azure's hosts (the same Xeon 8480C for both): the H200 preset's seven launches, 30.7 us, "
+      "are already more than that table's 1 KiB row, 29.9 us. From 4 "
+      "MiB up the H100 table checks NVLS's bandwidth (the preset's 0.61 x 450 GB/s): within 10 % from "
+      "128 MiB, up to 16 % too fast between 16 MiB and 64 MiB.\n"
       "- **One A100 node: medium messages are predicted too fast.** The Azure ND A100 v4 table's bus "
       "bandwidth reaches its peak only past 256 MiB, where the model's ring, like NCCL's tuner whose "
       "structure it follows, has most of it by 32 MiB, so the rows from 8 MiB to 128 MiB are its worst. "
@@ -359,6 +377,8 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
     if (!s.nccl_proto.empty())
       md += fmt::format("- Protocol: {} only across nodes ({})\n", s.nccl_proto, s.nccl_proto_note);
     if (!s.nic_latency_note.empty()) md += fmt::format("- Fitted: {}\n", s.nic_latency_note);
+    if (!s.nvls_latency_note.empty())
+      md += fmt::format("- NVLS latency: {:g} us, {}\n", s.nvls_latency_us, s.nvls_latency_note);
     md += fmt::format("- Median error {:.1f} %, worst {:.1f} % at {}\n\n", 100 * r.median_error,
                       100 * r.worst_error, size_text(r.worst_bytes));
     md +=
