@@ -49,9 +49,7 @@ constexpr Placement kPlacements[] = {Placement::kOutOfPlace, Placement::kInPlace
 
 // The algorithm the collectives run with: --algo, else DPSCOPE_ALGO, else auto.
 Algorithm effective_algorithm(const BenchOptions& o) {
-  if (o.algorithm != Algorithm::kDefault) return o.algorithm;
-  const char* env = std::getenv("DPSCOPE_ALGO");
-  return env != nullptr && *env != '\0' ? parse_algorithm(env, "DPSCOPE_ALGO") : Algorithm::kAuto;
+  return o.algorithm != Algorithm::kDefault ? o.algorithm : algorithm_from_env();
 }
 
 }  // namespace
@@ -249,9 +247,7 @@ void validate_bench_options(const BenchOptions& o) {
   DPS_CHECK(o.timing_only || on_gpu(o) || data_bytes <= kMaxDataBytes, ErrorKind::kUsage,
             "-e {} on {} devices needs about {} of host memory; add --timing-only to simulate without data",
             o.max_bytes, o.devices, format_bytes(data_bytes));
-  if (const char* env = std::getenv("DPSCOPE_ALGO");
-      env != nullptr && *env != '\0' && o.algorithm == Algorithm::kDefault)
-    parse_algorithm(env, "DPSCOPE_ALGO");
+  effective_algorithm(o);  // a bad DPSCOPE_ALGO is refused before any work
   const NetworkModel network(find_preset(o.preset), o.devices);  // throws if the topology is smaller
   (void)network;
   if (o.backend == "nccl") {

@@ -58,6 +58,9 @@ const char* to_string(Algorithm algo);  // "default", "auto", "ring", "tree", "n
 // Parses "auto", "ring", "tree", "naive" (case-insensitive); throws kInvalidArgument naming
 // `what` (e.g. "--algo" or "DPSCOPE_ALGO") otherwise.
 Algorithm parse_algorithm(std::string_view text, std::string_view what = "algorithm");
+// What a call that asks for no algorithm runs: $DPSCOPE_ALGO when set and not empty (parsed as
+// above, a bad value naming the variable), else kAuto.
+Algorithm algorithm_from_env();
 
 using Milliseconds = std::chrono::milliseconds;
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <string>
 
 #include "dpscope/base/error.hpp"
@@ -95,6 +96,11 @@ Algorithm parse_algorithm(std::string_view text, std::string_view what) {
   if (t == "naive") return Algorithm::kNaive;
   throw Error(ErrorKind::kInvalidArgument,
               fmt::format("{}: unknown algorithm '{}' (expected ring, tree, naive or auto)", what, text));
+}
+
+Algorithm algorithm_from_env() {
+  const char* env = std::getenv("DPSCOPE_ALGO");
+  return env != nullptr && *env != '\0' ? parse_algorithm(env, "DPSCOPE_ALGO") : Algorithm::kAuto;
 }
 
 double bus_bandwidth_factor(OpType op, int ranks) {

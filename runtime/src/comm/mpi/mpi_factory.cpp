@@ -5,7 +5,6 @@
 #include <mpi.h>
 
 #include <array>
-#include <cstdlib>
 #include <thread>
 
 #include "../api/builtin_backends.hpp"
@@ -24,13 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 // c10d's default for gloo (and SimWorldOptions::timeout's).
 constexpr Milliseconds kDefaultTimeout{30 * 60 * 1000};
-
-// The group's default algorithm: $DPSCOPE_ALGO, read at init as SimWorld::create reads it (a bad
-// value fails init with kInvalidArgument naming the variable); kAuto (MPI's own) when unset.
-Algorithm default_algorithm() {
-  const char* env = std::getenv("DPSCOPE_ALGO");
-  return env != nullptr && *env != '\0' ? parse_algorithm(env, "DPSCOPE_ALGO") : Algorithm::kAuto;
-}
 
 // Polls `requests` until all completed (true) or `deadline` passed (false: `done` says which did).
 bool poll_until(std::vector<MPI_Request>& requests, Clock::time_point deadline, std::vector<bool>& done) {
@@ -156,7 +148,9 @@ void share_cpu_with_local_processes() {
 BackendFactory mpi_backend_factory() {
   return [](const InitOptions& options) -> std::unique_ptr<Backend> {
     const Milliseconds timeout = options.timeout.count() > 0 ? options.timeout : kDefaultTimeout;
-    const Algorithm algorithm = default_algorithm();  // before meeting: every rank reads the same
+    // The group's default, read at init as SimWorld::create reads it (a bad value fails init
+    // naming the variable); kAuto (MPI's own) when unset. Before meeting: every rank reads the same.
+    const Algorithm algorithm = algorithm_from_env();
     // Processes mpirun started share MPI_COMM_WORLD; processes of `dpscope launch` (env://, a
     // store) are singletons that join through the store (mpi_singletons.hpp).
     const bool singletons = !mpi::launch_from_environment().has_value() && options.store != nullptr;

@@ -2,8 +2,6 @@
 // buffers, the step barrier and SimWork.
 #include "dpscope/comm/sim_world.hpp"
 
-#include <cstdlib>
-
 #include "dpscope/core/timing.hpp"
 #include "sim_state.hpp"
 
@@ -47,8 +45,8 @@ std::shared_ptr<SimWorld> SimWorld::create(int world_size, SimWorldOptions optio
   world->proto_ = options.proto;
   if (options.algorithm) {
     world->algorithm_ = *options.algorithm == Algorithm::kDefault ? Algorithm::kAuto : *options.algorithm;
-  } else if (const char* env = std::getenv("DPSCOPE_ALGO"); env != nullptr && *env != '\0') {
-    world->algorithm_ = parse_algorithm(env, "DPSCOPE_ALGO");
+  } else {
+    world->algorithm_ = algorithm_from_env();
   }
   world->state_ = std::make_unique<detail::WorldState>();
   world->state_->finished.assign(world_size, false);
