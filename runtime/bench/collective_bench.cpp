@@ -398,11 +398,9 @@ namespace {
 std::string model_choice(const BenchOptions& o, const HardwarePreset& hw, uint64_t bytes) {
   const int n = o.devices * o.nodes;
   const std::optional<NcclFabric> fabric = nccl_fabric(hw, n, o.nodes);
-  if (!fabric || n < 2 || o.algorithm == Algorithm::kNaive) return "";
-  NcclChoice choice{.proto = o.proto};
-  if (o.collective == OpType::kAllReduce && o.algorithm == Algorithm::kRing) choice.algo = NcclAlgo::kRing;
-  if (o.collective == OpType::kAllReduce && o.algorithm == Algorithm::kTree) choice.algo = NcclAlgo::kTree;
-  return predict_nccl(*fabric, o.collective, bytes, choice).label();
+  const Algorithm algorithm = effective_algorithm(o);  // --algo, else DPSCOPE_ALGO, as the sim world
+  if (!fabric || n < 2 || algorithm == Algorithm::kNaive) return "";
+  return predict_nccl(*fabric, o.collective, bytes, nccl_choice(o.collective, algorithm, o.proto)).label();
 }
 
 // --nodes > 1: every size timed by NCCL's cost model over the preset's cluster (as the analytic
@@ -411,10 +409,9 @@ std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePres
                                        const std::function<void(const BenchRow&)>& on_row) {
   const int n = o.devices * o.nodes;
   const NcclFabric fabric = *nccl_fabric(hw, n, o.nodes);
-  NcclChoice choice{.proto = o.proto};
-  if (o.collective == OpType::kAllReduce && o.algorithm == Algorithm::kRing) choice.algo = NcclAlgo::kRing;
-  if (o.collective == OpType::kAllReduce && o.algorithm == Algorithm::kTree) choice.algo = NcclAlgo::kTree;
-  DPS_CHECK(o.algorithm != Algorithm::kNaive, ErrorKind::kUsage,
+  const Algorithm algorithm = effective_algorithm(o);
+  const NcclChoice choice = nccl_choice(o.collective, algorithm, o.proto);
+  DPS_CHECK(algorithm != Algorithm::kNaive, ErrorKind::kUsage,
             "--algo naive is not modelled across nodes: use ring, tree or auto");
   const CollectiveDescriptor& d = descriptor(o.collective);
   std::vector<BenchRow> rows;

@@ -383,6 +383,19 @@ TEST(BenchCli, TheAlgorithmComesFromDpscopeAlgoWhenNotGiven) {
             "dpscope: error: DPSCOPE_ALGO: unknown algorithm 'bogus' (expected ring, tree, naive or auto)\n");
 }
 
+// The algo/proto column names what the row ran: DPSCOPE_ALGO forces it as --algo does (the column
+// once named the tuner's auto choice while the schedule ran the variable's tree).
+TEST(BenchCli, TheAlgoProtoColumnFollowsDpscopeAlgoAsItFollowsTheFlag) {
+  const Result env = run_bench("all_reduce --devices 4 -b 1M -e 1M -n 1", "DPSCOPE_ALGO=tree");
+  const Result flag = run_bench("all_reduce --devices 4 -b 1M -e 1M -n 1 --algo tree");
+  ASSERT_EQ(env.exit_code, 0) << env.output;
+  ASSERT_EQ(flag.exit_code, 0) << flag.output;
+  ASSERT_EQ(rows_of(env.output).size(), 1u);
+  ASSERT_EQ(rows_of(flag.output).size(), 1u);
+  EXPECT_EQ(rows_of(env.output)[0].back().rfind("tree/", 0), 0u) << env.output;
+  EXPECT_EQ(rows_of(env.output)[0].back(), rows_of(flag.output)[0].back());
+}
+
 // nccl-tests' table (src/common.cu): a header line naming the out-of-place and in-place groups,
 // then per row size count type redop root, time algbw busbw (wall) #wrong twice, here the cost
 // model's algo/proto last. Every collective runs both forms, each checked exactly; on the sim both

@@ -99,6 +99,12 @@ struct NcclChoice {
   std::optional<NcclProto> proto;  // forced (NCCL_PROTO), or the tuner's choice
 };
 
+// What dpscope's algorithm for `op` forces in NCCL's terms: a ring or tree all-reduce is NCCL_ALGO;
+// the other ops' schedules (binomial trees for broadcast and reduce) move data as they do, and NCCL
+// would run them as rings, so they leave the choice to the tuner. `algorithm` is the effective one
+// (kDefault already resolved); naive has no NCCL counterpart and forces nothing.
+NcclChoice nccl_choice(OpType op, Algorithm algorithm, std::optional<NcclProto> proto = std::nullopt);
+
 struct NcclPrediction {
   NcclAlgo algo = NcclAlgo::kRing;
   NcclProto proto = NcclProto::kSimple;

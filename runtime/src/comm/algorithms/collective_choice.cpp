@@ -105,12 +105,7 @@ std::optional<NcclPrediction> nccl_time(const CollectiveShape& c, const NetworkM
     case OpType::kBarrier: break;
     default: return std::nullopt;  // scatter, gather: no NCCL collective; the links' flow timing
   }
-  NcclChoice choice{.proto = c.proto};
-  // A forced ring or tree all-reduce is NCCL_ALGO; the other ops' schedules (binomial trees for
-  // broadcast and reduce) move data as they do, and NCCL would run them as rings.
-  if (c.op == OpType::kAllReduce && c.algorithm == Algorithm::kRing) choice.algo = NcclAlgo::kRing;
-  if (c.op == OpType::kAllReduce && c.algorithm == Algorithm::kTree) choice.algo = NcclAlgo::kTree;
-  return predict_nccl(*fabric, c.op, nccl_bytes(c, n), choice);
+  return predict_nccl(*fabric, c.op, nccl_bytes(c, n), nccl_choice(c.op, c.algorithm, c.proto));
 }
 
 TimedSchedule choose_schedule(const CollectiveShape& c, const NetworkModel& net, std::span<const int> gpus,

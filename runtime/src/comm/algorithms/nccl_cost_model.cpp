@@ -301,6 +301,13 @@ int64_t nccl_round_latency_ns(const NcclFabric& f) {
   return std::llround((kBaseLatency[ring][ll] + hop) * 1e3);
 }
 
+NcclChoice nccl_choice(OpType op, Algorithm algorithm, std::optional<NcclProto> proto) {
+  NcclChoice choice{.proto = proto};
+  if (op == OpType::kAllReduce && algorithm == Algorithm::kRing) choice.algo = NcclAlgo::kRing;
+  if (op == OpType::kAllReduce && algorithm == Algorithm::kTree) choice.algo = NcclAlgo::kTree;
+  return choice;
+}
+
 NcclPrediction predict_nccl(const NcclFabric& f, OpType op, uint64_t bytes, NcclChoice choice) {
   if (op == OpType::kBarrier) {  // PyTorch's barrier: an all-reduce of one float
     op = OpType::kAllReduce;

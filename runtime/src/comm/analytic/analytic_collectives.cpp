@@ -153,9 +153,7 @@ CollectiveEstimate AnalyticCollectives::compute(const CollectiveQuery& q) const 
     // NCCL's cost model across the nodes (comm/nccl_cost_model.hpp), as on one node.
     uint64_t bytes = total_bytes;
     if (q.op == OpType::kAllGather || q.op == OpType::kReduceScatter) bytes *= static_cast<uint64_t>(n);
-    NcclChoice choice;
-    if (q.op == OpType::kAllReduce && q.algorithm == Algorithm::kRing) choice.algo = NcclAlgo::kRing;
-    if (q.op == OpType::kAllReduce && q.algorithm == Algorithm::kTree) choice.algo = NcclAlgo::kTree;
+    const NcclChoice choice = nccl_choice(q.op, q.algorithm);
     DPS_CHECK(q.algorithm != Algorithm::kNaive, ErrorKind::kUnsupported,
               "{} with the naive algorithm is not modelled across nodes ({} nodes of {} GPUs)",
               api_name(q.op), N, g);
