@@ -126,7 +126,10 @@ const CollectiveDescriptor& descriptor(OpType op) {
 Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks) {
   const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
   if (d.splits_size) {
-    const int64_t block = elems / ranks;
+    // all_gather.cu and reduce_scatter.cu round each rank's block down to a multiple of ALIGN = 4
+    // elements (their GetCollByteCount), so 1000 B over 4 ranks is 60 floats each, not 62.
+    constexpr int64_t kAlign = 4;
+    const int64_t block = elems / (kAlign * ranks) * kAlign;
     return d.op == OpType::kAllGather ? Counts{block, block * ranks, block * ranks, block}
                                       : Counts{block * ranks, block, block * ranks, block};
   }

@@ -208,8 +208,9 @@ TEST(BenchCli, AllGatherSizesCountEveryRanksShare) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0][0], "992");  // 62 floats per rank x 4 ranks, as nccl-tests rounds down
-  EXPECT_EQ(rows[0][1], "62");   // the count all_gather is called with: one rank's block
+  EXPECT_EQ(rows[0][0], "960");  // 60 floats per rank x 4 ranks: nccl-tests rounds each block down
+                                 // to a multiple of 4 elements (all_gather.cu's ALIGN)
+  EXPECT_EQ(rows[0][1], "60");   // the count all_gather is called with: one rank's block
   EXPECT_EQ(rows[0][3], "none");
 }
 
@@ -218,8 +219,8 @@ TEST(BenchCli, ReduceScatterCountIsOneRanksBlockAllReduceTheWholeBuffer) {
   const Result rs = run_bench("reduce_scatter --devices 4 -b 1000 -e 1000 -n 1");
   ASSERT_EQ(rs.exit_code, 0) << rs.output;
   ASSERT_EQ(rows_of(rs.output).size(), 1u);
-  EXPECT_EQ(rows_of(rs.output)[0][0], "992");
-  EXPECT_EQ(rows_of(rs.output)[0][1], "62");
+  EXPECT_EQ(rows_of(rs.output)[0][0], "960");  // reduce_scatter.cu's ALIGN of 4 elements too
+  EXPECT_EQ(rows_of(rs.output)[0][1], "60");
   const Result ar = run_bench("all_reduce --devices 4 -b 1000 -e 1000 -n 1");
   ASSERT_EQ(ar.exit_code, 0) << ar.output;
   ASSERT_EQ(rows_of(ar.output).size(), 1u);
