@@ -733,5 +733,37 @@ TEST_F(ViewerTest, AFailedRunShowsItsErrorInABannerFromTheMomentTheFirstRankStop
   }
 }
 
+// The stage parses the header's "run" object once per trace, not every frame, and the parsed values
+// follow a new trace: a lesson's re-run replaces the active document (replace_active_later), and a
+// second trace opened beside the first becomes the active one.
+TEST_F(ViewerTest, TheStageParsesTheRunConfigurationOncePerTrace) {
+  const auto ddp = dir_ / "run-info-ddp.jsonl";
+  const auto dp = dir_ / "run-info-dp.jsonl";
+  testing::write_ddp_trace(ddp, 4, 2);
+  testing::write_dp_trace(dp, 2, 2);
+  auto v = make(true);
+  v->open(ddp, {});
+  for (int i = 0; i < 5; ++i) frame(*v);
+  EXPECT_EQ(v->stage().run_info_parses(), 1);
+  EXPECT_EQ(v->stage().run_info().mode, "ddp");
+  ASSERT_FALSE(v->stage().header_lines().empty());
+  EXPECT_TRUE(v->stage().header_lines().front().starts_with("DistributedDataParallel (DDP) · 4 GPUs"))
+      << v->stage().header_lines().front();
+  // A re-run's trace in the active document's place.
+  v->replace_active_later(dp);
+  for (int i = 0; i < 5; ++i) frame(*v);
+  EXPECT_EQ(v->stage().run_info_parses(), 2);
+  EXPECT_EQ(v->stage().run_info().mode, "dp");
+  EXPECT_TRUE(v->stage().header_lines().front().starts_with("DataParallel (DP) · 2 GPUs"))
+      << v->stage().header_lines().front();
+  // Another trace opened beside it is shown, and parsed, once.
+  v->open(ddp, {});
+  for (int i = 0; i < 5; ++i) frame(*v);
+  EXPECT_EQ(v->stage().run_info_parses(), 3);
+  EXPECT_EQ(v->stage().run_info().mode, "ddp");
+  EXPECT_TRUE(v->stage().header_lines().front().starts_with("DistributedDataParallel (DDP) · 4 GPUs"))
+      << v->stage().header_lines().front();
+}
+
 }  // namespace
 }  // namespace dpscope::viz

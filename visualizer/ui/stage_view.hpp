@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "replay/run_info.hpp"
 #include "ui/node_stage_layout.hpp"
 #include "ui/view.hpp"
 
@@ -48,6 +49,12 @@ class StageView final : public View {
   // ("Run failed: rank 0 stopped at step 1 (4 ranks stopped): Detected mismatch ...").
   const ImVec4& error_banner() const { return error_banner_; }
   const std::string& error_banner_text() const { return error_banner_text_; }
+  // The header's run configuration (replay/run_info.hpp) of the trace the last frame showed, and how
+  // many times the stage has parsed one: once per trace, when a frame first shows a header whose
+  // "run" differs from the one parsed before (another tab, a lesson's re-run, a replaced live file),
+  // never on every frame.
+  const RunInfo& run_info() const { return run_; }
+  int run_info_parses() const { return run_parses_; }
 
   // The node-level stage (stage_node_view.cpp), drawn instead of the cards when the trace's header
   // has a cluster of more than one node (a timing-only run of lesson 12). Zoom: the node shown
@@ -62,6 +69,8 @@ class StageView final : public View {
   const std::string& node_status() const { return node_status_; }
 
  private:
+  // Parses the header's "run" object when it is not the one already parsed.
+  void refresh_run_info(const ReplayModel& model);
   void layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size);
   // The GPU cards and the host (layout's first part); then the switches beside the host.
   void layout_cards(ImVec2 origin, ImVec2 size, ImVec2 host_half);
@@ -141,6 +150,10 @@ class StageView final : public View {
   NodeRect zoom_out_button_;
   ImVec4 error_banner_{0, 0, 0, 0};
   std::string error_banner_text_;
+  RunInfo run_;           // parsed from run_json_
+  std::string run_json_;  // the header's "run" as parsed; compared, not parsed, each frame
+  bool run_parsed_ = false;
+  int run_parses_ = 0;
 };
 
 }  // namespace dpscope::viz
