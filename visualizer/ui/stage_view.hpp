@@ -67,6 +67,10 @@ class StageView final : public View {
   const NodeZoomLayout& node_zoom() const { return node_zoom_; }
   const ActivePhases& node_phases() const { return node_phases_; }
   const std::string& node_status() const { return node_status_; }
+  // The zoomed node's NVSwitch label in the last frame: where its text was drawn (all 0 and "" when
+  // none was), for the tests that keep it inside the bar.
+  const NodeRect& node_switch_label() const { return node_switch_label_; }
+  const std::string& node_switch_label_text() const { return node_switch_label_text_; }
 
  private:
   // Parses the header's "run" object when it is not the one already parsed.
@@ -148,6 +152,8 @@ class StageView final : public View {
   ActivePhases node_phases_;
   std::string node_status_;
   NodeRect zoom_out_button_;
+  NodeRect node_switch_label_;
+  std::string node_switch_label_text_;
   ImVec4 error_banner_{0, 0, 0, 0};
   std::string error_banner_text_;
   RunInfo run_;           // parsed from run_json_
