@@ -765,5 +765,45 @@ TEST_F(ViewerTest, TheStageParsesTheRunConfigurationOncePerTrace) {
       << v->stage().header_lines().front();
 }
 
+// Lesson 13's moment after rank 0 stopped: the header says step 2 (rank 0's), and the cards of the
+// ranks already in step 3 say so beside their phase, so their bucket chips are read as step 3's.
+TEST_F(ViewerTest, ACardInAnotherStepThanTheHeaderNamesItsStep) {
+  const auto path = dir_ / "mismatch-steps.jsonl";
+  testing::write_failed_ddp_trace(path, 4, "256-512-512-4", 16);
+  auto v = make(true);
+  v->open(path, {});
+  const ReplayModel& m = *v->active_document()->model();
+  ASSERT_FALSE(m.run_errors().empty());
+  v->seek(m.at_time((m.run_errors().marks.front().ts_ns + m.run_errors().marks.back().ts_ns) / 2));
+  for (int i = 0; i < 4; ++i) frame(*v);
+  int others = 0;
+  for (size_t d = 0; d < m.devices().size(); ++d) {
+    const ModelDevice& dev = m.devices()[d];
+    if (dev.is_host || dev.is_switch || dev.rank < 0) continue;
+    const std::string pill = v->stage().card_pill(static_cast<int>(d));
+    if (dev.rank == 0) {
+      EXPECT_FALSE(pill.starts_with("step")) << pill;  // the header's step
+    } else {
+      EXPECT_TRUE(pill.starts_with("step 3")) << "rank " << dev.rank << ": '" << pill << "'";
+      ++others;
+    }
+  }
+  EXPECT_EQ(others, 3);
+  // In a run whose ranks keep step, no card repeats the header's step.
+  const auto ddp = dir_ / "same-steps.jsonl";
+  testing::write_ddp_trace(ddp, 4, 2);
+  auto w = make(true);
+  w->open(ddp, {});
+  const ReplayModel& n = *w->active_document()->model();
+  w->seek(n.at_fraction(0.5));
+  for (int i = 0; i < 3; ++i) frame(*w);
+  const ReplayState s = n.state_at(w->active_playback()->cursor());
+  for (size_t d = 0; d < n.devices().size(); ++d) {
+    if (s.devices[d].step != s.step) continue;
+    EXPECT_FALSE(w->stage().card_pill(static_cast<int>(d)).starts_with("step"))
+        << w->stage().card_pill(static_cast<int>(d));
+  }
+}
+
 }  // namespace
 }  // namespace dpscope::viz

@@ -735,6 +735,7 @@ void StageView::draw(ViewContext& ctx) {
   draw_links(ctx, dl);
   int clipped = 0;
   roomy_ = true;
+  card_pills_.assign(ctx.state->devices.size(), "");
   for (const Box& box : boxes_) {
     if (box.device == host_) {
       draw_host(ctx, dl, box);

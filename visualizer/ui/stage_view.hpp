@@ -40,6 +40,13 @@ class StageView final : public View {
   // The paths the last frame's transfers were drawn along (for tests).
   const std::vector<std::vector<ImVec2>>& transfer_paths() const { return transfer_paths_; }
   int clipped_cards() const { return clipped_cards_; }
+  // The pill at the top right of a device's card in the last frame ("" : none): its phase, with its
+  // step when that is not the header's ("step 3 · backward").
+  std::string card_pill(int device) const {
+    return device >= 0 && static_cast<size_t>(device) < card_pills_.size()
+               ? card_pills_[static_cast<size_t>(device)]
+               : "";
+  }
   // The last frame: the header's title lines (wrapped at " · " to fit, never cut), and the pixel
   // size of the cards' body text (the presentation tests compare it across window sizes).
   const std::vector<std::string>& header_lines() const { return header_lines_; }
@@ -140,7 +147,8 @@ class StageView final : public View {
   std::vector<std::vector<ImVec2>> transfer_paths_;
   static constexpr float kMinCardScale = 0.5f;
   float card_scale_ = 1.0f;
-  int clipped_cards_ = 0;  // in the last frame
+  int clipped_cards_ = 0;                // in the last frame
+  std::vector<std::string> card_pills_;  // per device, in the last frame
   std::vector<std::string> header_lines_;
   bool header_clipped_ = false;
   float card_text_px_ = 0.0f;
