@@ -271,8 +271,12 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
     followed_ctx.playback = &followed_.playback;
     followed_ctx.selected_event = &followed_.selected;
   }
+  // Asked again for each panel: a re-run asked for by the lesson panel, drawn earlier in this frame,
+  // takes the compared runs (and their models) away at once.
   auto context_of = [&](const View* v) -> ViewContext& {
-    return followed_.model != nullptr && (v == timeline_.get() || v == inspector_.get()) ? followed_ctx : ctx;
+    if (followed_.model == nullptr || (v != timeline_.get() && v != inspector_.get())) return ctx;
+    const CompareView::LessonRun* still = compare_->followed_run(ctx.model);
+    return still != nullptr && still->model == followed_.model ? followed_ctx : ctx;
   };
   timeline_model_ = context_of(timeline_.get()).model;
   View* top = comparing ? static_cast<View*>(compare_.get()) : stage_.get();
