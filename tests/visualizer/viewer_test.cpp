@@ -789,6 +789,24 @@ TEST_F(ViewerTest, ACardInAnotherStepThanTheHeaderNamesItsStep) {
     }
   }
   EXPECT_EQ(others, 3);
+  // 8 narrow cards in presentation mode at 1280x720: the step still, in the phase's colour.
+  const auto eight = dir_ / "mismatch-steps-8.jsonl";
+  testing::write_failed_ddp_trace(eight, 8, "256-512-512-4", 16);
+  ImGui::GetIO().DisplaySize = ImVec2(1280, 720);
+  auto p = make(true, true);
+  p->open(eight, {});
+  const ReplayModel& pm = *p->active_document()->model();
+  p->seek(pm.at_time((pm.run_errors().marks.front().ts_ns + pm.run_errors().marks.back().ts_ns) / 2));
+  for (int i = 0; i < 8; ++i) frame(*p);
+  int stepped = 0;
+  for (size_t d = 0; d < pm.devices().size(); ++d)
+    if (pm.devices()[d].rank > 0) {
+      EXPECT_TRUE(p->stage().card_pill(static_cast<int>(d)).starts_with("step 3"))
+          << "rank " << pm.devices()[d].rank << ": '" << p->stage().card_pill(static_cast<int>(d)) << "'";
+      ++stepped;
+    }
+  EXPECT_EQ(stepped, 7);
+  EXPECT_EQ(p->stage().clipped_cards(), 0);
   // In a run whose ranks keep step, no card repeats the header's step.
   const auto ddp = dir_ / "same-steps.jsonl";
   testing::write_ddp_trace(ddp, 4, 2);

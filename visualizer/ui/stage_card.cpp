@@ -103,9 +103,13 @@ void StageView::draw_card_title(const ViewContext& ctx, CardFrame& f) {
   float title_right = f.r1.x - f.pad;
   // The header names the reference rank's step; a rank in another step says which (lesson 13: rank
   // 0 stopped in step 2 while the others run step 3), so its phase and bucket chips are read as that
-  // step's. A card too narrow for the step keeps the phase alone.
+  // step's. A card too narrow for both keeps the step (the pill keeps the phase's colour, and the
+  // compute row names it), then the phase alone.
   std::vector<std::string> pills;
-  if (ds.step >= 0 && ds.step != ctx.state->step) pills.push_back(step_phase_label(ds.step, ds.phase));
+  if (ds.step >= 0 && ds.step != ctx.state->step) {
+    pills.push_back(step_phase_label(ds.step, ds.phase));
+    if (ds.phase != Phase::kNone) pills.push_back(step_phase_label(ds.step, Phase::kNone));
+  }
   if (ds.phase != Phase::kNone) pills.push_back(to_string(ds.phase));
   for (const std::string& pill : pills) {
     const ImVec2 ps = text_size(f.small, f.small_fs, pill);
