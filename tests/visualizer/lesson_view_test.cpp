@@ -9,6 +9,9 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "dpscope/trace_tools/reader.hpp"
 #include "imgui_test_context.hpp"
 #include "trace_fixtures.hpp"
 #include "ui/lesson_view.hpp"
@@ -217,6 +220,69 @@ TEST_F(LessonViewTest, PresentationRevealsAChaptersQuestionsOneAtATime) {
   EXPECT_TRUE(lesson->revealed(1));
   EXPECT_FALSE(lesson->handle_char('r')) << "nothing left to reveal";
   EXPECT_FALSE(lesson->handle_char('x'));
+}
+
+// A compare chapter puts runs in the stage's place: the timeline and the inspector show one of them
+// — the lesson's own when it is a column, else the first column's run, from that run's moment —
+// and every panel's title names the run it shows, so nothing below shows a run that is not on
+// screen without saying so. Leaving the chapter brings the lesson's run and the plain titles back.
+TEST_F(LessonViewTest, ACompareChaptersTimelineAndInspectorShowARunOnScreen) {
+  const auto other_path = dir_ / "other.jsonl";
+  testing::write_dp_trace(other_path, 2, 2);
+  LessonScript s = script("compare");
+  LessonScript::Run other{.name = "dp"};
+  other.data = std::make_shared<const trace::TraceData>(trace::read_trace(other_path));
+  other.model = std::make_shared<const ReplayModel>(*other.data);
+  const ReplayModel* other_model = other.model.get();
+  const int64_t other_at = (other_model->begin_ns() + other_model->end_ns()) / 2;
+  s.runs.push_back(other);
+  s.chapters[0].compare = {{.run = "dp", .at_ns = other_at}, {.run = "dp", .at_ns = other_at}};
+  s.chapters[1].compare = {{.run = "dp", .at_ns = other_at}, {.run = "main", .at_ns = at_[1]}};
+  auto view = std::make_unique<LessonView>(s, LessonRerun{}, [](const std::filesystem::path&) {});
+  LessonView* lesson = view.get();
+  lesson->set_compare(&viewer_->compare());
+  viewer_->add_view(std::move(view));
+  frame();
+
+  // Chapter 1 compares two columns of the other run: the lower panels show it, from its moment.
+  lesson->go_to_chapter(context(), 0);
+  frame();
+  frame();
+  ASSERT_TRUE(viewer_->compare().showing_lesson_runs());
+  EXPECT_EQ(viewer_->timeline_model(), other_model);
+  EXPECT_EQ(viewer_->followed_run_label(), "dp");
+  EXPECT_EQ(viewer_->panel_title(&viewer_->timeline()), "Timeline: run 'dp' (a column above)###Timeline");
+  for (const View* v : viewer_->views()) {
+    const std::string title = viewer_->panel_title(v);
+    if (std::string(v->title()) == "Inspector") {
+      EXPECT_EQ(title, "Inspector: run 'dp' (a column above)###Inspector");
+    } else if (std::string(v->title()) == "Player" || std::string(v->title()) == "Plots") {
+      // They still drive and plot the lesson's own run, and say that it is not on screen.
+      EXPECT_EQ(title, fmt::format("{}: this lesson's own run (not among the columns above)###{}", v->title(),
+                                   v->title()));
+    }
+  }
+  const ImGuiWindow* timeline = ImGui::FindWindowByName("Timeline: run 'dp' (a column above)###Timeline");
+  ASSERT_NE(timeline, nullptr);
+  EXPECT_TRUE(timeline->WasActive);
+  // The lesson's own playhead stays at the chapter's moment in its run.
+  EXPECT_EQ(viewer_->active_playback()->cursor().t_ns, at_[0]);
+
+  // Chapter 2 has the lesson's own run among its columns: the lower panels show it.
+  lesson->go_to_chapter(context(), 1);
+  frame();
+  frame();
+  EXPECT_EQ(viewer_->timeline_model(), &model());
+  EXPECT_EQ(viewer_->panel_title(&viewer_->timeline()), "Timeline: this run (a column above)###Timeline");
+
+  // Chapter 3 compares nothing: the stage, the lesson's run and the plain titles are back.
+  lesson->go_to_chapter(context(), 2);
+  frame();
+  frame();
+  EXPECT_FALSE(viewer_->compare().showing_lesson_runs());
+  EXPECT_EQ(viewer_->timeline_model(), &model());
+  EXPECT_EQ(viewer_->followed_run_label(), "");
+  EXPECT_EQ(viewer_->panel_title(&viewer_->timeline()), "Timeline");
 }
 
 }  // namespace

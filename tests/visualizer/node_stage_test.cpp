@@ -253,5 +253,65 @@ TEST_F(NodeStageTest, SixteenGpusAreTwoNodesAndEightAreOneCard) {
   EXPECT_FALSE(one->stage().boxes().empty());
 }
 
+// Lesson 12 zoomed to one node in the working view at 1280x720, in the app's own fonts (DejaVu Sans
+// at 15 px, its small 0.84x and bold 1.1x, fonts.cpp): while backward and a bucket's all-reduce run,
+// the status above takes two lines and the NVSwitch bar is short. Its label is still drawn, whole,
+// inside the bar (it was left out: the bold line did not fit the bar's height).
+TEST_F(NodeStageTest, AZoomedNodesSwitchLabelFitsInsideItsBarAt1280x720) {
+  const std::filesystem::path dejavu = "/usr/share/fonts/truetype/dejavu";
+  if (!std::filesystem::exists(dejavu / "DejaVuSans.ttf") ||
+      !std::filesystem::exists(dejavu / "DejaVuSans-Bold.ttf"))
+    GTEST_SKIP() << "DejaVu fonts not installed (Debian fonts-dejavu-core)";
+  ImFontAtlas* atlas = ImGui::GetIO().Fonts;
+  atlas->Clear();
+  Fonts fonts;
+  fonts.body = atlas->AddFontFromFileTTF((dejavu / "DejaVuSans.ttf").c_str(), 15.0f);
+  fonts.small = atlas->AddFontFromFileTTF((dejavu / "DejaVuSans.ttf").c_str(), 15.0f * 0.84f);
+  fonts.bold = atlas->AddFontFromFileTTF((dejavu / "DejaVuSans-Bold.ttf").c_str(), 15.0f * 1.1f);
+  unsigned char* pixels = nullptr;
+  int width = 0;
+  int height = 0;
+  atlas->GetTexDataAsRGBA32(&pixels, &width, &height);
+  fonts_ = fonts;
+
+  TrainConfig config;  // lessons/12-scaling.toml's scenario
+  config.mode = TrainMode::kDdp;
+  config.timing_only = true;
+  config.devices = 1024;
+  config.preset = "h100-sxm";
+  config.model = "4096-4096-4096-4096-4096-4096-4096-1000";
+  config.batch = 64;
+  config.steps = 2;
+  const auto path = dir_ / "lesson-12.jsonl";
+  config.trace = path.string();
+  run_training(config);
+  auto v = open(path);
+  const ReplayModel& m = *v->active_document()->model();
+  // Lesson 12's chapter 2: the second step's first bucket launched, backward still running.
+  const trace::Event* launched = nullptr;
+  for (const trace::Event& e : m.data().events)
+    if (e.known == EventName::kBucketLaunched && e.step == 1) {
+      launched = &e;
+      break;
+    }
+  ASSERT_NE(launched, nullptr);
+  v->seek(m.at_time(launched->ts_ns + 1));
+  v->stage().set_zoom_node(5);
+  for (int i = 0; i < 3; ++i) frame(*v);
+  ASSERT_EQ(v->stage().zoom_node(), 5);
+  EXPECT_TRUE(v->stage().node_status().starts_with("compute: backward")) << v->stage().node_status();
+  const NodeRect bar = v->stage().node_zoom().nvswitch;
+  const NodeRect label = v->stage().node_switch_label();
+  EXPECT_TRUE(v->stage().node_switch_label_text().starts_with("NVSwitch"))
+      << "no label in a bar " << bar.width() << " x " << bar.height() << " px";
+  EXPECT_GT(label.width(), 0.0f);
+  EXPECT_TRUE(bar.contains(label)) << "label (" << label.x0 << ", " << label.y0 << ")-(" << label.x1 << ", "
+                                   << label.y1 << ") bar (" << bar.x0 << ", " << bar.y0 << ")-(" << bar.x1
+                                   << ", " << bar.y1 << ")";
+  // The phase running is named in it (colour is never the only cue).
+  EXPECT_NE(v->stage().node_switch_label_text().find("phase"), std::string::npos)
+      << v->stage().node_switch_label_text();
+}
+
 }  // namespace
 }  // namespace dpscope::viz

@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "dpscope/data/distributed_sampler.hpp"
 #include "dpscope/trace_tools/reader.hpp"
@@ -636,6 +638,71 @@ TEST(RunInfo, ReadsWhetherTheRunShuffles) {
   EXPECT_TRUE(parse_run_info(R"({"mode":"ddp","shuffle":true})").shuffle);
   EXPECT_FALSE(parse_run_info(R"({"mode":"ddp","shuffle":false})").shuffle);
   EXPECT_FALSE(parse_run_info(R"({"mode":"ddp"})").shuffle);
+}
+
+// Lesson 13's failing run: rank 0 stops in step 2 (trace "step":1) in a collective the others never
+// call, while they go on into step 3. At every position of the trace each rank's bucket chips show
+// its own step's buckets — derived here straight from that rank's events up to the position, the
+// step being that of its latest event — never a step it has left or one it has not reached. After
+// rank 0 stopped: rank 0 shows step 2's buckets all done (it finished that backward before its
+// logging all-reduce), the others step 3's, not all done.
+TEST(ReplayDdp, EachRanksBucketChipsShowTheStepThatRankIsIn) {
+  const auto path = scratch_dir() / "mismatch-buckets.jsonl";
+  testing::write_failed_ddp_trace(path, 4, "256-512-512-4", 16);
+  const Loaded l = load(path);
+  const ReplayModel& m = *l.model;
+  ASSERT_FALSE(m.run_errors().empty());
+  const trace::TraceData& data = l.data;
+  for (size_t pos = 1; pos <= m.event_count(); ++pos) {  // `pos` events have happened
+    const ReplayState s = m.state_at(m.after_event(pos - 1));
+    for (size_t col = 0; col < s.bucket_devices.size(); ++col) {
+      const int d = s.bucket_devices[col];
+      // The rank's step: that of its latest event so far.
+      int64_t step = -1;
+      for (size_t p = 0; p < pos; ++p) {
+        const trace::Event& e = m.event(m.event_at(p));
+        if (m.device_index(e.dev) == d) step = e.step;
+      }
+      ASSERT_EQ(s.devices[static_cast<size_t>(d)].step, step) << "position " << pos;
+      for (const BucketSnapshot& b : s.buckets) {
+        BucketState want = BucketState::kPending;
+        std::set<int> ready;
+        bool launched = false;
+        bool done = false;
+        for (size_t p = 0; p < pos; ++p) {
+          const trace::Event& e = m.event(m.event_at(p));
+          if (m.device_index(e.dev) != d || e.step != step) continue;
+          if (auto g = data.grad_ready(e)) ready.insert(g->param);
+          if (auto a = data.bucket_args(e); a && a->bucket == b.id) {
+            launched = launched || e.known == EventName::kBucketLaunched;
+            done = done || e.known == EventName::kBucketDone;
+          }
+        }
+        const bool all_ready = !b.params.empty() && std::all_of(b.params.begin(), b.params.end(),
+                                                                [&](int p) { return ready.count(p); });
+        want = done        ? BucketState::kDone
+               : launched  ? BucketState::kLaunched
+               : all_ready ? BucketState::kReady
+                           : want;
+        ASSERT_EQ(b.state[col], want)
+            << "position " << pos << ", " << m.devices()[static_cast<size_t>(d)].name << " in trace step "
+            << step << ", bucket " << b.id;
+      }
+    }
+  }
+  // Between rank 0's stop and the others'.
+  const ReplayState s =
+      m.state_at(m.at_time((m.run_errors().marks.front().ts_ns + m.run_errors().marks.back().ts_ns) / 2));
+  ASSERT_EQ(s.bucket_devices.size(), 4u);
+  for (size_t col = 0; col < 4; ++col) {
+    const DeviceSnapshot& ds = s.devices[static_cast<size_t>(s.bucket_devices[col])];
+    const int rank = m.devices()[static_cast<size_t>(s.bucket_devices[col])].rank;
+    EXPECT_EQ(ds.step, rank == 0 ? 1 : 2) << "rank " << rank;
+    const bool all_done = std::all_of(s.buckets.begin(), s.buckets.end(), [&](const BucketSnapshot& b) {
+      return b.state[col] == BucketState::kDone;
+    });
+    EXPECT_EQ(all_done, rank == 0) << "rank " << rank;
+  }
 }
 
 }  // namespace

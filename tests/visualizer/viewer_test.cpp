@@ -733,5 +733,95 @@ TEST_F(ViewerTest, AFailedRunShowsItsErrorInABannerFromTheMomentTheFirstRankStop
   }
 }
 
+// The stage parses the header's "run" object once per trace, not every frame, and the parsed values
+// follow a new trace: a lesson's re-run replaces the active document (replace_active_later), and a
+// second trace opened beside the first becomes the active one.
+TEST_F(ViewerTest, TheStageParsesTheRunConfigurationOncePerTrace) {
+  const auto ddp = dir_ / "run-info-ddp.jsonl";
+  const auto dp = dir_ / "run-info-dp.jsonl";
+  testing::write_ddp_trace(ddp, 4, 2);
+  testing::write_dp_trace(dp, 2, 2);
+  auto v = make(true);
+  v->open(ddp, {});
+  for (int i = 0; i < 5; ++i) frame(*v);
+  EXPECT_EQ(v->stage().run_info_parses(), 1);
+  EXPECT_EQ(v->stage().run_info().mode, "ddp");
+  ASSERT_FALSE(v->stage().header_lines().empty());
+  EXPECT_TRUE(v->stage().header_lines().front().starts_with("DistributedDataParallel (DDP) · 4 GPUs"))
+      << v->stage().header_lines().front();
+  // A re-run's trace in the active document's place.
+  v->replace_active_later(dp);
+  for (int i = 0; i < 5; ++i) frame(*v);
+  EXPECT_EQ(v->stage().run_info_parses(), 2);
+  EXPECT_EQ(v->stage().run_info().mode, "dp");
+  EXPECT_TRUE(v->stage().header_lines().front().starts_with("DataParallel (DP) · 2 GPUs"))
+      << v->stage().header_lines().front();
+  // Another trace opened beside it is shown, and parsed, once.
+  v->open(ddp, {});
+  for (int i = 0; i < 5; ++i) frame(*v);
+  EXPECT_EQ(v->stage().run_info_parses(), 3);
+  EXPECT_EQ(v->stage().run_info().mode, "ddp");
+  EXPECT_TRUE(v->stage().header_lines().front().starts_with("DistributedDataParallel (DDP) · 4 GPUs"))
+      << v->stage().header_lines().front();
+}
+
+// Lesson 13's moment after rank 0 stopped: the header says step 2 (rank 0's), and the cards of the
+// ranks already in step 3 say so beside their phase, so their bucket chips are read as step 3's.
+TEST_F(ViewerTest, ACardInAnotherStepThanTheHeaderNamesItsStep) {
+  const auto path = dir_ / "mismatch-steps.jsonl";
+  testing::write_failed_ddp_trace(path, 4, "256-512-512-4", 16);
+  auto v = make(true);
+  v->open(path, {});
+  const ReplayModel& m = *v->active_document()->model();
+  ASSERT_FALSE(m.run_errors().empty());
+  v->seek(m.at_time((m.run_errors().marks.front().ts_ns + m.run_errors().marks.back().ts_ns) / 2));
+  for (int i = 0; i < 4; ++i) frame(*v);
+  int others = 0;
+  for (size_t d = 0; d < m.devices().size(); ++d) {
+    const ModelDevice& dev = m.devices()[d];
+    if (dev.is_host || dev.is_switch || dev.rank < 0) continue;
+    const std::string pill = v->stage().card_pill(static_cast<int>(d));
+    if (dev.rank == 0) {
+      EXPECT_FALSE(pill.starts_with("step")) << pill;  // the header's step
+    } else {
+      EXPECT_TRUE(pill.starts_with("step 3")) << "rank " << dev.rank << ": '" << pill << "'";
+      ++others;
+    }
+  }
+  EXPECT_EQ(others, 3);
+  // 8 narrow cards in presentation mode at 1280x720: the step still, in the phase's colour.
+  const auto eight = dir_ / "mismatch-steps-8.jsonl";
+  testing::write_failed_ddp_trace(eight, 8, "256-512-512-4", 16);
+  ImGui::GetIO().DisplaySize = ImVec2(1280, 720);
+  auto p = make(true, true);
+  p->open(eight, {});
+  const ReplayModel& pm = *p->active_document()->model();
+  p->seek(pm.at_time((pm.run_errors().marks.front().ts_ns + pm.run_errors().marks.back().ts_ns) / 2));
+  for (int i = 0; i < 8; ++i) frame(*p);
+  int stepped = 0;
+  for (size_t d = 0; d < pm.devices().size(); ++d)
+    if (pm.devices()[d].rank > 0) {
+      EXPECT_TRUE(p->stage().card_pill(static_cast<int>(d)).starts_with("step 3"))
+          << "rank " << pm.devices()[d].rank << ": '" << p->stage().card_pill(static_cast<int>(d)) << "'";
+      ++stepped;
+    }
+  EXPECT_EQ(stepped, 7);
+  EXPECT_EQ(p->stage().clipped_cards(), 0);
+  // In a run whose ranks keep step, no card repeats the header's step.
+  const auto ddp = dir_ / "same-steps.jsonl";
+  testing::write_ddp_trace(ddp, 4, 2);
+  auto w = make(true);
+  w->open(ddp, {});
+  const ReplayModel& n = *w->active_document()->model();
+  w->seek(n.at_fraction(0.5));
+  for (int i = 0; i < 3; ++i) frame(*w);
+  const ReplayState s = n.state_at(w->active_playback()->cursor());
+  for (size_t d = 0; d < n.devices().size(); ++d) {
+    if (s.devices[d].step != s.step) continue;
+    EXPECT_FALSE(w->stage().card_pill(static_cast<int>(d)).starts_with("step"))
+        << w->stage().card_pill(static_cast<int>(d));
+  }
+}
+
 }  // namespace
 }  // namespace dpscope::viz

@@ -59,6 +59,16 @@ void CompareView::show_lesson_runs(std::vector<LessonRun> runs) {
   }
 }
 
+const CompareView::LessonRun* CompareView::followed_run(const ReplayModel* own) const {
+  const LessonRun* first = nullptr;
+  for (const LessonRun& r : lesson_runs_) {
+    if (r.model == nullptr) continue;
+    if (r.model == own) return &r;
+    if (first == nullptr) first = &r;
+  }
+  return first;
+}
+
 // The lesson's runs in columns, each at its own moment (compare_view.hpp).
 void CompareView::draw_lesson_runs(ViewContext& ctx) {
   const Palette& pal = *ctx.palette;
@@ -105,6 +115,7 @@ void CompareView::draw_lesson_runs(ViewContext& ctx) {
   y += sw * 1.6f;
 
   const size_t n = lesson_runs_.size();
+  const LessonRun* followed = followed_run(ctx.model);
   const float col_w = std::floor((size.x - pad * static_cast<float>(n + 1)) / static_cast<float>(n));
   const float top = y;
   for (size_t i = 0; i < n; ++i) {
@@ -119,6 +130,12 @@ void CompareView::draw_lesson_runs(ViewContext& ctx) {
     dl->AddRect(ImVec2(x0, top), ImVec2(x1, origin.y + size.y - pad), pal.card_border, 4.0f, 0, 1.5f);
     float cy = top + pad * 0.6f;
     draw_text(dl, bold, font_px(bold), ImVec2(inner_x0, cy), pal.text, run.label, &clip);
+    if (&run == followed) {
+      const float label_w = text_size(bold, font_px(bold), run.label).x;
+      draw_text(dl, small, font_px(small),
+                ImVec2(inner_x0 + label_w + fs * 0.5f, cy + (font_px(bold) - font_px(small)) * 0.7f),
+                pal.text_dim, "in the timeline and inspector", &clip);
+    }
     cy += font_px(bold) * 1.25f;
     if (run.model == nullptr) {
       // Wrapped by hand: the draw list has no wrapping of its own.

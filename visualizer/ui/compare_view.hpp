@@ -7,7 +7,8 @@
 // (show_lesson_runs): then it draws those runs in columns side by side, each at its own moment —
 // the step that holds the moment on one time scale, the moment marked, the collective or step time
 // in large type, and the rows of data each rank read per epoch with the batches that repeat the
-// previous epoch's outlined (lesson 8's no-set-epoch pitfall).
+// previous epoch's outlined (lesson 8's no-set-epoch pitfall). The timeline and the inspector show
+// one of those runs meanwhile (followed_run), never a run that is not on screen.
 #pragma once
 
 #include <optional>
@@ -40,6 +41,10 @@ class CompareView final : public View {
   // The lesson's runs to show instead of the open traces; empty: the open traces again.
   void show_lesson_runs(std::vector<LessonRun> runs);
   bool showing_lesson_runs() const { return !lesson_runs_.empty(); }
+  // The run the timeline and the inspector show while the lesson's runs are on screen (the Viewer
+  // asks): the lesson's own (`own`) when it is one of the columns, else the first column that can
+  // be shown; null when none can. Its column says so under its name.
+  const LessonRun* followed_run(const ReplayModel* own) const;
   // What the last show_lesson_runs() computed, per run (for tests): the moment and the rows read.
   struct LessonColumn {
     RunSummary summary;

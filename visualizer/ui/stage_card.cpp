@@ -101,17 +101,27 @@ void StageView::draw_card_title(const ViewContext& ctx, CardFrame& f) {
     sub_x += sw + f.fs * 0.3f;
   }
   float title_right = f.r1.x - f.pad;
-  if (ds.phase != Phase::kNone) {
-    const std::string phase = to_string(ds.phase);
-    const ImVec2 ps = text_size(f.small, f.small_fs, phase);
+  // The header names the reference rank's step; a rank in another step says which (lesson 13: rank
+  // 0 stopped in step 2 while the others run step 3), so its phase and bucket chips are read as that
+  // step's. A card too narrow for both keeps the step (the pill keeps the phase's colour, and the
+  // compute row names it), then the phase alone.
+  std::vector<std::string> pills;
+  if (ds.step >= 0 && ds.step != ctx.state->step) {
+    pills.push_back(step_phase_label(ds.step, ds.phase));
+    if (ds.phase != Phase::kNone) pills.push_back(step_phase_label(ds.step, Phase::kNone));
+  }
+  if (ds.phase != Phase::kNone) pills.push_back(to_string(ds.phase));
+  for (const std::string& pill : pills) {
+    const ImVec2 ps = text_size(f.small, f.small_fs, pill);
     const ImVec2 p1(f.r1.x - f.pad, f.y + ps.y + 4);
     const ImVec2 p0(p1.x - ps.x - 10, f.y);
-    if (p0.x > f.r0.x + f.pad + title_w) {
-      const ImU32 fill = pal.phase_color(ds.phase);
-      f.dl->AddRectFilled(p0, p1, fill, 4.0f);
-      draw_text(f.dl, f.small, f.small_fs, ImVec2(p0.x + 5, p0.y + 2), pal.text_on(fill), phase);
-      title_right = p0.x - f.fs * 0.3f;
-    }
+    if (p0.x <= f.r0.x + f.pad + title_w) continue;
+    const ImU32 fill = ds.phase != Phase::kNone ? pal.phase_color(ds.phase) : pal.card_border;
+    f.dl->AddRectFilled(p0, p1, fill, 4.0f);
+    draw_text(f.dl, f.small, f.small_fs, ImVec2(p0.x + 5, p0.y + 2), pal.text_on(fill), pill);
+    title_right = p0.x - f.fs * 0.3f;
+    card_pills_[static_cast<size_t>(f.ds - ctx.state->devices.data())] = pill;
+    break;
   }
   const ImVec4 sub_clip(f.r0.x, f.r0.y, title_right, f.r1.y);
   draw_text(f.dl, f.small, f.small_fs, ImVec2(sub_x, f.y + (f.bold_fs - f.small_fs) * 0.7f), pal.text_dim,

@@ -7,6 +7,7 @@
 //   Sections: status lines · grid · zoom · legend · draw_node_stage().
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -35,13 +36,21 @@ std::array<PhaseStyle, 3> phase_styles(const Palette& pal) {
 
 std::string rate(double bytes_per_s) { return fmt::format("{:.0f} GB/s", bytes_per_s / 1e9); }
 
+// Where `text` goes centred in `r`, when it fits there.
+std::optional<NodeRect> text_place(ImFont* font, float px, const NodeRect& r, const std::string& text) {
+  const ImVec2 ts = text_size(font, px, text);
+  if (ts.x > r.width() - 2 || ts.y > r.height() + 1) return std::nullopt;
+  const float x0 = (r.x0 + r.x1 - ts.x) * 0.5f;
+  const float y0 = (r.y0 + r.y1 - ts.y) * 0.5f;
+  return NodeRect{x0, y0, x0 + ts.x, y0 + ts.y};
+}
+
 // Text drawn only when it fits `r` (centred); returns whether it was drawn.
 bool text_in(ImDrawList* dl, ImFont* font, float px, const NodeRect& r, ImU32 color,
              const std::string& text) {
-  const ImVec2 ts = text_size(font, px, text);
-  if (ts.x > r.width() - 2 || ts.y > r.height() + 1) return false;
-  draw_text(dl, font, px, ImVec2((r.x0 + r.x1 - ts.x) * 0.5f, (r.y0 + r.y1 - ts.y) * 0.5f), color, text);
-  return true;
+  const std::optional<NodeRect> at = text_place(font, px, r, text);
+  if (at) draw_text(dl, font, px, ImVec2(at->x0, at->y0), color, text);
+  return at.has_value();
 }
 
 }  // namespace
@@ -150,9 +159,27 @@ void StageView::draw_node_zoom(const ViewContext& ctx, ImDrawList* dl, const Tra
                                    : node_phases_.rs                  ? " · phase 1"
                                    : node_phases_.ag                  ? " · phase 3"
                                                                       : "";
-  text_in(dl, bold, font_px(bold), z.nvswitch, pal.text_on(sw_fill),
-          fmt::format("NVSwitch: {} {} per GPU each way{}", c.intra_link, rate(c.intra_bandwidth_bytes_per_s),
-                      nvlink_phase));
+  // The switch's label, the longest that fits: in the bar's bold type, else in the small one (a short
+  // stage, lesson 12 at 1280x720, leaves the bar one small line high); never a label over its edges.
+  const std::string bandwidth = rate(c.intra_bandwidth_bytes_per_s);
+  const std::string labels[] = {
+      fmt::format("NVSwitch: {} {} per GPU each way{}", c.intra_link, bandwidth, nvlink_phase),
+      fmt::format("NVSwitch: {} {}{}", c.intra_link, bandwidth, nvlink_phase),
+      fmt::format("NVSwitch{}", nvlink_phase),
+      "NVSwitch",
+  };
+  node_switch_label_ = {};
+  node_switch_label_text_.clear();
+  for (ImFont* font : {bold, small}) {
+    for (const std::string& label : labels)
+      if (const std::optional<NodeRect> at = text_place(font, font_px(font), z.nvswitch, label)) {
+        draw_text(dl, font, font_px(font), ImVec2(at->x0, at->y0), pal.text_on(sw_fill), label);
+        node_switch_label_ = *at;
+        node_switch_label_text_ = label;
+        break;
+      }
+    if (!node_switch_label_text_.empty()) break;
+  }
   const ImU32 gpu_fill = pal.text_dim;
   for (size_t k = 0; k < z.gpus.size(); ++k) {
     const NodeRect& g = z.gpus[k];
@@ -300,6 +327,8 @@ void StageView::draw_node_stage(ViewContext& ctx, ImDrawList* dl, ImVec2 origin,
   if (zoom_node_ < 0) {
     node_grid_ = layout_node_grid(c.nodes, c.gpus_per_node, area, font_px(small));
     node_zoom_ = {};
+    node_switch_label_ = {};
+    node_switch_label_text_.clear();
     draw_node_grid(ctx, dl, c);
     if (interactive && ImGui::IsMouseClicked(0))
       for (const NodeTile& t : node_grid_.tiles)

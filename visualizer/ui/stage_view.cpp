@@ -133,7 +133,7 @@ void StageView::layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size) {
   // A tree run is drawn as its tree. In --present, where every card must keep every row, a stage
   // too small for the tree's cards to do so (8 GPUs at 1280x720) falls back to the two-row ring
   // layout, whose cards do; the working view keeps the tree (the inspector holds the details).
-  const bool tree_run = ring_.size() >= 3 && parse_run_info(model.data().header.run_json).algo == "tree";
+  const bool tree_run = ring_.size() >= 3 && run_.algo == "tree";
   if (size.x > tree_too_small_.x + 1.0f || size.y > tree_too_small_.y + 1.0f) tree_too_small_ = ImVec2(0, 0);
   tree_ = tree_run && tree_too_small_.x == 0.0f;
   if (tree_) {
@@ -509,7 +509,7 @@ void StageView::draw_switch(const ViewContext& ctx, ImDrawList* dl, const Box& b
 
 std::string StageView::header_title(const ViewContext& ctx) const {
   const ReplayModel& model = *ctx.model;
-  const RunInfo run = parse_run_info(model.data().header.run_json);
+  const RunInfo& run = run_;
   std::string hardware;
   for (int d : ring_)
     if (!model.devices()[d].hardware.empty()) {
@@ -566,7 +566,7 @@ void StageView::draw_header(const ViewContext& ctx, ImDrawList* dl, ImVec2 origi
     x += ps.x + fs * 0.8f;
   }
   // A sampled trace's other steps hold one span per phase and no kernel: said where they are shown.
-  if (state.step >= 0 && !parse_run_info(model.data().header.run_json).kernels_traced(state.step)) {
+  if (state.step >= 0 && !run_.kernels_traced(state.step)) {
     const std::string note = "phases only (kernels not sampled)";
     draw_text(dl, ImGui::GetFont(), fs, ImVec2(x, y2), pal.text_dim, note);
     x += text_size(nullptr, fs, note).x + fs * 0.8f;
@@ -656,8 +656,20 @@ float StageView::draw_legend(const ViewContext& ctx, ImDrawList* dl, ImVec2 orig
 
 // ---- draw ----
 
+void StageView::refresh_run_info(const ReplayModel& model) {
+  // Keyed on the header's text itself rather than on a document's address, which a new document may
+  // reuse: a string comparison per frame instead of a JSON parse.
+  const std::string& json = model.data().header.run_json;
+  if (run_parsed_ && json == run_json_) return;
+  run_json_ = json;
+  run_ = parse_run_info(json);
+  run_parsed_ = true;
+  ++run_parses_;
+}
+
 void StageView::draw(ViewContext& ctx) {
   if (ctx.model == nullptr || ctx.state == nullptr) return;
+  refresh_run_info(*ctx.model);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 size = ImGui::GetContentRegionAvail();
@@ -723,6 +735,7 @@ void StageView::draw(ViewContext& ctx) {
   draw_links(ctx, dl);
   int clipped = 0;
   roomy_ = true;
+  card_pills_.assign(ctx.state->devices.size(), "");
   for (const Box& box : boxes_) {
     if (box.device == host_) {
       draw_host(ctx, dl, box);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "replay/run_info.hpp"
 #include "ui/node_stage_layout.hpp"
 #include "ui/view.hpp"
 
@@ -39,6 +40,13 @@ class StageView final : public View {
   // The paths the last frame's transfers were drawn along (for tests).
   const std::vector<std::vector<ImVec2>>& transfer_paths() const { return transfer_paths_; }
   int clipped_cards() const { return clipped_cards_; }
+  // The pill at the top right of a device's card in the last frame ("" : none): its phase, with its
+  // step when that is not the header's ("step 3 · backward").
+  std::string card_pill(int device) const {
+    return device >= 0 && static_cast<size_t>(device) < card_pills_.size()
+               ? card_pills_[static_cast<size_t>(device)]
+               : "";
+  }
   // The last frame: the header's title lines (wrapped at " · " to fit, never cut), and the pixel
   // size of the cards' body text (the presentation tests compare it across window sizes).
   const std::vector<std::string>& header_lines() const { return header_lines_; }
@@ -48,6 +56,12 @@ class StageView final : public View {
   // ("Run failed: rank 0 stopped at step 1 (4 ranks stopped): Detected mismatch ...").
   const ImVec4& error_banner() const { return error_banner_; }
   const std::string& error_banner_text() const { return error_banner_text_; }
+  // The header's run configuration (replay/run_info.hpp) of the trace the last frame showed, and how
+  // many times the stage has parsed one: once per trace, when a frame first shows a header whose
+  // "run" differs from the one parsed before (another tab, a lesson's re-run, a replaced live file),
+  // never on every frame.
+  const RunInfo& run_info() const { return run_; }
+  int run_info_parses() const { return run_parses_; }
 
   // The node-level stage (stage_node_view.cpp), drawn instead of the cards when the trace's header
   // has a cluster of more than one node (a timing-only run of lesson 12). Zoom: the node shown
@@ -60,8 +74,14 @@ class StageView final : public View {
   const NodeZoomLayout& node_zoom() const { return node_zoom_; }
   const ActivePhases& node_phases() const { return node_phases_; }
   const std::string& node_status() const { return node_status_; }
+  // The zoomed node's NVSwitch label in the last frame: where its text was drawn (all 0 and "" when
+  // none was), for the tests that keep it inside the bar.
+  const NodeRect& node_switch_label() const { return node_switch_label_; }
+  const std::string& node_switch_label_text() const { return node_switch_label_text_; }
 
  private:
+  // Parses the header's "run" object when it is not the one already parsed.
+  void refresh_run_info(const ReplayModel& model);
   void layout(const ViewContext& ctx, ImVec2 origin, ImVec2 size);
   // The GPU cards and the host (layout's first part); then the switches beside the host.
   void layout_cards(ImVec2 origin, ImVec2 size, ImVec2 host_half);
@@ -127,7 +147,8 @@ class StageView final : public View {
   std::vector<std::vector<ImVec2>> transfer_paths_;
   static constexpr float kMinCardScale = 0.5f;
   float card_scale_ = 1.0f;
-  int clipped_cards_ = 0;  // in the last frame
+  int clipped_cards_ = 0;                // in the last frame
+  std::vector<std::string> card_pills_;  // per device, in the last frame
   std::vector<std::string> header_lines_;
   bool header_clipped_ = false;
   float card_text_px_ = 0.0f;
@@ -139,8 +160,14 @@ class StageView final : public View {
   ActivePhases node_phases_;
   std::string node_status_;
   NodeRect zoom_out_button_;
+  NodeRect node_switch_label_;
+  std::string node_switch_label_text_;
   ImVec4 error_banner_{0, 0, 0, 0};
   std::string error_banner_text_;
+  RunInfo run_;           // parsed from run_json_
+  std::string run_json_;  // the header's "run" as parsed; compared, not parsed, each frame
+  bool run_parsed_ = false;
+  int run_parses_ = 0;
 };
 
 }  // namespace dpscope::viz

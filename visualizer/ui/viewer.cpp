@@ -243,6 +243,42 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   // Compare takes the stage's place while it is on and there is something to compare: open traces,
   // or the runs a lesson's compare chapter handed it (ui/lesson_view.hpp).
   const bool comparing = compare_->visible && (tabs_.size() >= 2 || compare_->showing_lesson_runs());
+  // A compare chapter: the timeline and the inspector show a run that is on screen — the lesson's
+  // own when it is a column, else the first column's run, from that run's moment — never one the
+  // student cannot see; the panels' titles name the run each shows (panel_title).
+  ViewContext followed_ctx = ctx;
+  std::optional<ReplayState> followed_state;
+  const CompareView::LessonRun* followed =
+      comparing && compare_->showing_lesson_runs() ? compare_->followed_run(ctx.model) : nullptr;
+  followed_.compare_chapter = comparing && compare_->showing_lesson_runs();
+  followed_.label = followed != nullptr ? followed->label : "";
+  followed_.lesson_own = followed != nullptr && followed->model == ctx.model;
+  if (followed == nullptr || followed_.lesson_own) {
+    followed_.model = nullptr;
+  } else {
+    if (followed_.model != followed->model || followed_.at_ns != followed->at_ns) {
+      followed_.model = followed->model;
+      followed_.at_ns = followed->at_ns;
+      followed_.playback = Playback{};
+      followed_.playback.attach(*followed->model, false);
+      followed_.playback.seek(*followed->model, followed->at_ns ? followed->model->at_time(*followed->at_ns)
+                                                                : followed->model->end());
+      followed_.selected = kNoEvent;
+    }
+    followed_state = followed->model->state_at(followed_.playback.cursor());
+    followed_ctx.model = followed->model;
+    followed_ctx.state = &*followed_state;
+    followed_ctx.playback = &followed_.playback;
+    followed_ctx.selected_event = &followed_.selected;
+  }
+  // Asked again for each panel: a re-run asked for by the lesson panel, drawn earlier in this frame,
+  // takes the compared runs (and their models) away at once.
+  auto context_of = [&](const View* v) -> ViewContext& {
+    if (followed_.model == nullptr || (v != timeline_.get() && v != inspector_.get())) return ctx;
+    const CompareView::LessonRun* still = compare_->followed_run(ctx.model);
+    return still != nullptr && still->model == followed_.model ? followed_ctx : ctx;
+  };
+  timeline_model_ = context_of(timeline_.get()).model;
   View* top = comparing ? static_cast<View*>(compare_.get()) : stage_.get();
   const ImGuiWindowFlags canvas = ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse;
   if (options_.stage_only) {
@@ -281,7 +317,8 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
     ImGui::SetNextWindowPos(p);
     ImGui::SetNextWindowSize(s);
     bool open = true;
-    if (ImGui::Begin(v->title(), &open, kTiledWindow | extra)) v->draw(ctx);
+    const std::string title = panel_title(v);
+    if (ImGui::Begin(title.c_str(), &open, kTiledWindow | extra)) v->draw(context_of(v));
     ImGui::End();
     if (!open) v->visible = false;
   };
@@ -315,6 +352,21 @@ void Viewer::draw_views(Tab* tab, const ReplayState* state) {
   if (player_->help_clicked) toggle_help();
   player_->save_png_clicked = false;
   player_->help_clicked = false;
+}
+
+std::string Viewer::panel_title(const View* view) const {
+  const bool named = view == timeline_.get() || view == inspector_.get() || view == plots_.get() ||
+                     view == diagnosis_.get() || view == player_.get();
+  if (!followed_.compare_chapter || !named) return view->title();
+  // "###" keeps the window's identity whatever the visible title says.
+  const bool follows = view == timeline_.get() || view == inspector_.get();
+  std::string run = "this lesson's own run (not among the columns above)";
+  if (followed_.lesson_own) {
+    run = "this run (a column above)";
+  } else if (follows && followed_.model != nullptr) {
+    run = fmt::format("run '{}' (a column above)", followed_.label);
+  }
+  return fmt::format("{}: {}###{}", view->title(), run, view->title());
 }
 
 // Presentation mode: the stage (or the comparison) and, under it, one caption — the lesson's chapter,

@@ -88,6 +88,13 @@ class Viewer {
   DiagnosisView& diagnosis() { return *diagnosis_; }
   // A panel from another module (the lesson panel), shown at the top of the right column.
   void add_view(std::unique_ptr<View> view);
+  // During a lesson's compare chapter the timeline and the inspector show one of the runs on
+  // screen (CompareView::followed_run) and every panel's title names the run it shows. For tests:
+  // the compare column the last frame's timeline and inspector showed ("" outside a compare
+  // chapter), the model they were given, and the title each panel had.
+  const std::string& followed_run_label() const { return followed_.label; }
+  const ReplayModel* timeline_model() const { return timeline_model_; }
+  std::string panel_title(const View* view) const;
 
  private:
   struct Tab {
@@ -132,6 +139,19 @@ class Viewer {
   std::unique_ptr<TraceInfoView> trace_info_;
   std::vector<std::unique_ptr<View>> extra_views_;
   std::vector<Slot> slots_;  // every view, in menu order
+  // A compare chapter's run shown in the timeline and inspector when it is not the active
+  // document's: its own playhead, set to the chapter's moment in that run, and its own selection.
+  struct Followed {
+    const ReplayModel* model = nullptr;
+    std::optional<int64_t> at_ns;
+    Playback playback;
+    uint32_t selected = kNoEvent;
+    std::string label;             // its compare column's name; "" outside a compare chapter
+    bool lesson_own = false;       // it is the lesson's own run (the active document)
+    bool compare_chapter = false;  // the lesson's runs are on screen in the stage's place
+  };
+  Followed followed_;
+  const ReplayModel* timeline_model_ = nullptr;
   bool help_open_ = false;
   bool png_requested_ = false;
   int png_counter_ = 0;
