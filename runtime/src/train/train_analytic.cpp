@@ -139,19 +139,17 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
       open_trace(config, rank.devices(), rank.model(), world_model.cluster_info());
   rank.join();
 
-  TrainResult result;
+  int64_t last_step_ns = 0;
+  int64_t sim_total_ns = 0;
+  TrainResult result = train_loop(rank, config, {.on_step = [&](const StepReport& report) {
+                                    last_step_ns = report.sim_step_ns;
+                                    sim_total_ns += report.sim_step_ns;
+                                    if (on_step) on_step(report);
+                                  }});
+  result.sim_total_ns = sim_total_ns;
   result.device_name = fmt::format("sim:0 of {} ({} x {})", config.devices, config.devices, preset.name);
   result.parameter_count = rank.model().parameter_numel();
   result.samples_per_step = config.batch * config.devices;
-  int64_t last_step_ns = 0;
-  result.steps = train_loop(rank, config,
-                            {.on_step =
-                                 [&](const StepReport& report) {
-                                   last_step_ns = report.sim_step_ns;
-                                   result.sim_total_ns += report.sim_step_ns;
-                                   if (on_step) on_step(report);
-                                 }})
-                     .steps;
 
   // The weak-scaling baseline: the same step on one GPU, after a first step that builds DDP's
   // buckets (DDP rebuilds them after its first iteration, as the world's run did).

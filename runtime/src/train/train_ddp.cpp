@@ -159,6 +159,16 @@ TrainResult run_ddp(const TrainConfig& config, const StepObserver& on_step) {
   return run_ddp_training(config, on_step);
 }
 
+// --batch is each rank's; a rank's sampler shard may hold fewer samples than that.
+std::string describe_ddp_batch(const TrainConfig& config, const TrainResult& result) {
+  const int64_t per_rank = result.samples_per_step / config.devices;
+  return fmt::format(
+      "batch {} per rank x {} ranks = {} samples per step (global batch){}, {}, {} steps", config.batch,
+      config.devices, result.samples_per_step,
+      per_rank < config.batch ? fmt::format(" (a rank holds only {} samples per epoch)", per_rank) : "",
+      config.timing_only ? "no data (timing-only)" : fmt::format("{} samples", result.samples), result.steps);
+}
+
 constexpr std::string_view kDdpPitfalls[] = {"no-set-epoch", "no-average", "unused-parameter",
                                              "mismatched-collective"};
 
@@ -173,6 +183,8 @@ const TrainModeSpec kDdpMode{
     .check_launcher = check_ddp_launcher,
     .make_world = make_ddp_world,
     .run = run_ddp,
+    .memory = {.batch_per_rank = true, .gradient_buckets = true},
+    .describe_batch = describe_ddp_batch,
 };
 
 TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_step) {
@@ -208,15 +220,9 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
       },
       name(config.backend));
 
-  TrainResult result;
-  result.device_name = describe_devices(devices);
-  result.samples = shared.data->size();
-  result.resumed_from_step = shared.resume_from ? shared.resume_from->state.steps_done : -1;
-  result.steps = ranks.front().steps;
+  TrainResult result = ranks.front();  // rank 0's, but the losses
   result.losses = mean_over_ranks(ranks);
-  result.parameter_count = ranks.front().parameter_count;
-  result.samples_per_step = ranks.front().samples_per_step;
-  result.last_checkpoint = ranks.front().last_checkpoint;
+  result.device_name = describe_devices(devices);
   int64_t end_ns = 0;
   for (const Device& device : devices) end_ns = std::max(end_ns, device.synchronize());
   result.sim_total_ns = end_ns;

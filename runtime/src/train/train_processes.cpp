@@ -125,7 +125,7 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
                              std::chrono::steady_clock::time_point wall_start, const StepObserver& on_step) {
   ProcessGroup& group = *process.group;
   TrainResult result;
-  result.process_rank = group.rank();
+  std::vector<double> mean_losses;  // the run's: each step's mean over ranks
   std::unique_ptr<TraceRecorder> tracer;
   // Every rank learns of a difference at once (no rank needs telling, so no notice goes to a peer
   // that may have left already); after it, an error on this rank aborts the group, so that no peer
@@ -135,7 +135,6 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
     RankOptions options;
     options.own_tracer = true;  // one trace file per process
     options.data = load_data(config);
-    result.samples = options.data->size();
     if (!config.trace.empty()) {
       const ClockOffset clock = measure_clock_offset(group);
       std::filesystem::create_directories(config.trace);
@@ -152,15 +151,13 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
       StepReport whole = report;
       whole.loss = loss.item();
       whole.rank = -1;
-      result.losses.push_back(whole.loss);
+      mean_losses.push_back(whole.loss);
       if (on_step && group.rank() == 0) on_step(whole);
     };
-    const RankResult mine = train_rank(group, config, options);
-    result.steps = mine.steps;
-    result.parameter_count = mine.parameter_count;
-    result.samples_per_step = mine.samples_per_step;
-    result.last_checkpoint = mine.last_checkpoint;
+    result = train_rank(group, config, options);
   });
+  result.losses = std::move(mean_losses);
+  result.process_rank = group.rank();
   result.device_name = process.device_name;
   finish_run(tracer, wall_start, result);
   return result;
