@@ -1,10 +1,6 @@
 // run_training(): `dpscope train`, which runs the mode's spec (mode.hpp), and the modes single and
-// dp: their specs, their world and their strategy of the training loop (train/loop.hpp). `--mode
-// ddp` is train_ddp.cpp's.
-//
-// A single/dp step: data (the batch to the device; the trace says which samples it holds), forward
-// (model and loss), backward (zero_grad, loss and model backward; gradients fire their ready
-// hooks), optimizer step. Every device of the run takes part in every phase.
+// dp: their specs, their world and their strategy of the training loop (train/loop.hpp), in which
+// every device of the run takes part in every phase. `--mode ddp` is train_ddp.cpp's.
 #include <algorithm>
 #include <chrono>
 #include <optional>
