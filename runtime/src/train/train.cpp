@@ -129,7 +129,6 @@ class SingleStrategy final : public TrainStrategy {
 
 // The single/dp run: `config` is validated.
 TrainResult run_single_or_dp(const TrainConfig& config, bool data_parallel, const StepObserver& on_step) {
-  const auto wall_start = std::chrono::steady_clock::now();
   std::optional<ResumeCheckpoint> resumed;
   if (config.resume) resumed = load_resume_checkpoint(config);
   SingleStrategy run(config, data_parallel, resumed ? &resumed->state : nullptr);
@@ -147,7 +146,7 @@ TrainResult run_single_or_dp(const TrainConfig& config, bool data_parallel, cons
   result.samples_per_step = std::min(config.batch, run.data().size());
 
   save_weights(config, run.model());
-  finish_run(tracer, wall_start, result);
+  close_trace(tracer, result);
   return result;
 }
 
@@ -203,8 +202,10 @@ const TrainModeSpec kSingleMode{
           check_process_flags(config);
         },
     .make_world = make_process_world,
-    .run = [](const TrainConfig& config,
-              const StepObserver& on_step) { return run_single_or_dp(config, false, on_step); },
+    .run =
+        [](const TrainConfig& config, const StepObserver& on_step) {
+          return run_single_or_dp(config, /*data_parallel=*/false, on_step);
+        },
     .describe_batch =
         [](const TrainConfig& /*config*/, const TrainResult& result) {
           return fmt::format("batch {} (the whole mini-batch), {} samples, {} steps", result.samples_per_step,
@@ -218,8 +219,10 @@ const TrainModeSpec kDataParallelMode{
     .pitfalls = kDataParallelPitfalls,
     .check_flags = check_process_flags,
     .make_world = make_process_world,
-    .run = [](const TrainConfig& config,
-              const StepObserver& on_step) { return run_single_or_dp(config, true, on_step); },
+    .run =
+        [](const TrainConfig& config, const StepObserver& on_step) {
+          return run_single_or_dp(config, /*data_parallel=*/true, on_step);
+        },
     .memory = {.replicas = true},
     .describe_batch =
         [](const TrainConfig& config, const TrainResult& result) {
@@ -242,7 +245,10 @@ TrainResult run_training(const TrainConfig& config, const StepObserver& on_step)
   check_output_paths(config);
   if (!config.resume && !config.checkpoint_dir.empty()) check_fresh_checkpoint_dir(config.checkpoint_dir);
   find_preset(config.preset);  // an unknown --preset is refused with --device cpu too
-  return detail::mode_spec(config.mode).run(config, on_step);
+  const auto wall_start = std::chrono::steady_clock::now();
+  TrainResult result = detail::mode_spec(config.mode).run(config, on_step);
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return result;
 }
 
 bool runs_ranks(TrainMode mode) { return detail::mode_spec(mode).ranks; }

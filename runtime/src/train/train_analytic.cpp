@@ -11,7 +11,6 @@
 // The run then repeats its last step on one GPU (no gradient exchange, untraced): the weak-scaling
 // baseline its efficiency is measured against.
 #include <algorithm>
-#include <chrono>
 #include <optional>
 
 #include "dpscope/base/error.hpp"
@@ -127,7 +126,6 @@ World make_timing_only_world(const TrainConfig& config) {
 }
 
 TrainResult run_analytic_training(const TrainConfig& config, const StepObserver& on_step) {
-  const auto wall_start = std::chrono::steady_clock::now();
   const HardwarePreset preset = find_preset(config.preset);
   // No data and no host memory: only the simulated GPU's capacity bounds the model.
   check_training_memory(config, /*rows=*/0);
@@ -165,7 +163,7 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
       .exposed_comm_ns = std::max<int64_t>(0, last_step_ns - one_gpu_ns),
       .efficiency =
           last_step_ns > 0 ? static_cast<double>(one_gpu_ns) / static_cast<double>(last_step_ns) : 1.0};
-  finish_run(tracer, wall_start, result);
+  close_trace(tracer, result);
   return result;
 }
 

@@ -263,14 +263,11 @@ void trace_run_error(const Device& device, std::string_view message) {
   }
 }
 
-void finish_run(std::unique_ptr<TraceRecorder>& tracer, std::chrono::steady_clock::time_point wall_start,
-                TrainResult& result) {
-  if (tracer) {
-    result.trace_path = tracer->path().string();
-    tracer->close();
-    result.trace_events = tracer->events_written();
-  }
-  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+void close_trace(std::unique_ptr<TraceRecorder>& tracer, TrainResult& result) {
+  if (!tracer) return;
+  result.trace_path = tracer->path().string();
+  tracer->close();
+  result.trace_events = tracer->events_written();
 }
 
 }  // namespace dpscope::detail

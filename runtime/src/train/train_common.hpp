@@ -3,7 +3,6 @@
 // (loop.hpp) and each mode's strategy use them.
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,9 +98,8 @@ void save_weights(const TrainConfig& config, const Module& model);
 // traced: the rank stopped with `message`. Called where a failing rank's exception passes, before
 // the trace is closed, so the trace of a failed run says why and where it ended.
 void trace_run_error(const Device& device, std::string_view message);
-// Closes the trace (if any) and fills the result's trace and wall-time fields.
-void finish_run(std::unique_ptr<TraceRecorder>& tracer, std::chrono::steady_clock::time_point wall_start,
-                TrainResult& result);
+// Closes the trace (if any) and fills the result's trace fields.
+void close_trace(std::unique_ptr<TraceRecorder>& tracer, TrainResult& result);
 
 // The runs of --mode ddp, which its spec's run picks from (`config` validated; each file's comment
 // says more): rank threads (train_ddp.cpp), rank 0 standing for a whole --timing-only world

@@ -11,7 +11,6 @@
 // What the threads can share is read once here and handed to every rank through RankOptions: the
 // dataset, and the --resume checkpoint (so a bad checkpoint is one clear line, not one per rank).
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -187,7 +186,6 @@ const TrainModeSpec kDdpMode{
 };
 
 TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_step) {
-  const auto wall_start = std::chrono::steady_clock::now();
   StepMean step_mean(config.devices, on_step);
   RankOptions shared{.data = load_data(config),
                      .on_step = [&step_mean](const StepReport& report) { step_mean.report(report); }};
@@ -198,12 +196,8 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   // The ranks' machine: simulated GPUs (sim backend), or logical cuda GPUs (cuda and nccl backends).
   const World world = make_world(config);
   const std::vector<Device>& devices = world.devices;
-  std::unique_ptr<TraceRecorder> tracer;
-  {
-    // The header lists the parameters of the model every rank builds.
-    const std::unique_ptr<Module> shape_model = make_model(config, Device::cpu());
-    tracer = open_trace(config, devices, *shape_model);
-  }
+  // The header lists the parameters of the model every rank builds.
+  std::unique_ptr<TraceRecorder> tracer = open_trace(config, devices, *make_model(config, Device::cpu()));
 
   std::vector<RankResult> ranks(static_cast<size_t>(config.devices));
   spawn(
@@ -224,7 +218,7 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   int64_t end_ns = 0;
   for (const Device& device : devices) end_ns = std::max(end_ns, device.synchronize());
   result.sim_total_ns = end_ns;
-  finish_run(tracer, wall_start, result);
+  close_trace(tracer, result);
   return result;
 }
 
