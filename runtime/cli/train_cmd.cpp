@@ -132,6 +132,7 @@ std::string adopt_old_backend_spelling(FlagsGiven& flags) {
   }
   return "";
 }
+
 std::string old_sim_backend_note(const FlagsGiven& flags, TrainMode mode) {
   if (flags.backend->count() == 0 || flags.backend_text != "sim" || runs_ranks(mode) ||
       flags.device->count() != 0)
