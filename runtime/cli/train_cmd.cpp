@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
@@ -70,29 +69,10 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
   fmt::print("\n== dpscope train: {} on {} ==\n", name(config.mode), result.device_name);
   fmt::print("model {} ({} parameters), loss {}, optimizer {} (lr {})\n", config.model,
              result.parameter_count, config.loss, config.optim, config.lr);
-  if (config.mode == TrainMode::kDdp) {
-    const int64_t per_rank = result.samples_per_step / config.devices;
-    fmt::print(
-        "batch {} per rank x {} ranks = {} samples per step (global batch){}, {}, {} steps\n", config.batch,
-        config.devices, result.samples_per_step,
-        per_rank < config.batch ? fmt::format(" (a rank holds only {} samples per epoch)", per_rank) : "",
-        config.timing_only ? "no data (timing-only)" : fmt::format("{} samples", result.samples),
-        result.steps);
-  } else if (config.mode == TrainMode::kDataParallel) {
-    const int64_t batch = result.samples_per_step;
-    const int64_t chunk = checked_ceil_div<int64_t>(batch, config.devices, "--batch chunk per GPU");
-    fmt::print(
-        "batch {} (the whole mini-batch, scattered in chunks of up to {} over {} GPUs), {} samples, {} "
-        "steps\n",
-        batch, chunk, config.devices, result.samples, result.steps);
-  } else {
-    fmt::print("batch {} (the whole mini-batch), {} samples, {} steps\n", result.samples_per_step,
-               result.samples, result.steps);
-  }
+  fmt::print("{}\n", describe_batch(config, result));
   if (!result.losses.empty())
-    fmt::print("{}: first {:.6f}, final {:.6f}\n",
-               config.mode == TrainMode::kDdp ? "mean loss over ranks" : "loss", result.losses.front(),
-               result.losses.back());
+    fmt::print("{}: first {:.6f}, final {:.6f}\n", runs_ranks(config.mode) ? "mean loss over ranks" : "loss",
+               result.losses.front(), result.losses.back());
   const double steps_per_s = result.wall_seconds > 0 ? result.steps / result.wall_seconds : 0.0;
   fmt::print("wall time {:.3f} s ({:.1f} steps/s on this machine)\n", result.wall_seconds, steps_per_s);
   if (result.sim_total_ns > 0 && result.steps > 0 && config.device == DeviceKind::kSim)
@@ -103,7 +83,7 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
     fmt::print("resumed after step {} from {}\n", result.resumed_from_step, config.checkpoint_dir);
   if (!result.last_checkpoint.empty()) {
     fmt::print("checkpoint: {}\n", result.last_checkpoint);
-  } else if (!config.checkpoint_dir.empty() && config.mode == TrainMode::kDdp && config.no_sync_every > 1) {
+  } else if (!config.checkpoint_dir.empty() && config.no_sync_every > 1) {  // (ddp's flag)
     fmt::print("checkpoint: none written (one needs a synchronized step: a multiple of --no-sync-every {})\n",
                config.no_sync_every);
   }
@@ -140,7 +120,7 @@ struct FlagsGiven {
 
 // Before --device existed, --backend named the device kind (sim|cpu). `--backend cpu` still means
 // --device cpu, and `--backend sim` where no process group exists (single, dp) names the device;
-// returns the one-line note the command prints about the new spelling ("" when none applies).
+// each returns the one-line note the command prints about the new spelling ("" when none applies).
 std::string adopt_old_backend_spelling(FlagsGiven& flags) {
   if (flags.backend->count() == 0) return "";
   if (flags.backend_text == "cpu") {
@@ -150,10 +130,15 @@ std::string adopt_old_backend_spelling(FlagsGiven& flags) {
     flags.backend_text = "sim";
     return "note: --backend cpu is now spelled --device cpu (--backend names the process-group backend)";
   }
-  if (flags.backend_text == "sim" && flags.mode_text != "ddp" && flags.device->count() == 0)
-    return fmt::format("note: --mode {} has no process group; to name the device, spell it --device sim",
-                       flags.mode_text);
   return "";
+}
+
+std::string old_sim_backend_note(const FlagsGiven& flags, TrainMode mode) {
+  if (flags.backend->count() == 0 || flags.backend_text != "sim" || runs_ranks(mode) ||
+      flags.device->count() != 0)
+    return "";
+  return fmt::format("note: --mode {} has no process group; to name the device, spell it --device sim",
+                     flags.mode_text);
 }
 
 // The one place the words of --mode, --device and --backend become the config's enums.
@@ -263,9 +248,10 @@ void register_train(CLI::App& app, Registration registration) {
   }
   cmd->callback([config_ptr, flags_ptr] {
     TrainConfig& run_config = *config_ptr;
-    const std::string note = adopt_old_backend_spelling(*flags_ptr);
+    std::string note = adopt_old_backend_spelling(*flags_ptr);
     resolve_flags(run_config, *flags_ptr);
     parse_flag_words(run_config, *flags_ptr);
+    if (note.empty()) note = old_sim_backend_note(*flags_ptr, run_config.mode);
     run_config.validate();
     check_machine(run_config);
     check_output_paths(run_config);

@@ -3,7 +3,10 @@
 #include "loop.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
+
+#include "dpscope/base/error.hpp"
 
 namespace dpscope::detail {
 namespace {
@@ -32,6 +35,20 @@ class PhaseOnAll {
 
 void trace_memory(const std::vector<Device>& devices) {
   for (const Device& device : devices) device.trace_memory();
+}
+
+// Whether a checkpoint is written once `steps_done` steps are done: only at a synchronized
+// boundary (steps_done a multiple of sync_every: no gradient accumulated under no_sync is lost),
+// when --checkpoint-every steps have passed since the previous boundary, or when it is the run's
+// last synchronized boundary.
+bool checkpoint_due(const TrainConfig& config, const RunLength& length, int64_t steps_done) {
+  if (config.checkpoint_dir.empty() || steps_done % length.sync_every != 0) return false;
+  // Did (previous boundary, steps_done] pass a multiple of checkpoint_every? (With sync_every 1:
+  // is steps_done a multiple of it.)
+  const int64_t previous = steps_done - length.sync_every;
+  const bool every_passed = steps_done / length.checkpoint_every != previous / length.checkpoint_every;
+  const bool last_boundary = steps_done > length.total_steps - length.sync_every;
+  return every_passed || last_boundary;
 }
 
 }  // namespace
@@ -73,21 +90,25 @@ std::optional<double> run_step(TrainStrategy& strategy, const StepPlan& plan) {
   return loss;
 }
 
-LoopResult train_loop(TrainStrategy& strategy, const TrainConfig& config, const LoopOptions& options) {
+TrainResult train_loop(TrainStrategy& strategy, const TrainConfig& config, const LoopOptions& options) {
   const std::vector<Device>& devices = strategy.devices();
   const Device& first = devices.front();  // the loss counter's lane
   const RunLength& length = strategy.length();
   const std::string where = options.rank >= 0 ? fmt::format(" on rank {}", options.rank) : "";
-  LoopResult result;
+  TrainResult result;
   // What each device holds before the first step (the model; a resumed run's optimizer state; a
   // DataParallel replica's GPU nothing yet): the memory row shows it from the start, not from the
   // device's first finished kernel.
   trace_memory(devices);
-  const LoopPosition start = start_position(options.resumed);
-  int64_t step = start.steps_done;
-  for (int64_t epoch = start.epoch; step < length.total_steps; ++epoch) {
+  // From step 0, or where the --resume checkpoint left off: its epoch and batch are the next step's.
+  const CheckpointState* resumed = options.resumed;
+  result.resumed_from_step = resumed ? resumed->steps_done : -1;
+  int64_t step = resumed ? resumed->steps_done : 0;
+  const int64_t start_epoch = resumed ? resumed->epoch : 0;
+  const int64_t start_batch = resumed ? resumed->batch_in_epoch : 0;
+  for (int64_t epoch = start_epoch; step < length.total_steps; ++epoch) {
     strategy.begin_epoch(epoch);
-    for (int64_t b = epoch == start.epoch ? start.batch : 0;
+    for (int64_t b = epoch == start_epoch ? start_batch : 0;
          b < length.batches_per_epoch && step < length.total_steps; ++b) {
       const StepPlan plan{.step = step,
                           .epoch = epoch,
@@ -103,8 +124,9 @@ LoopResult train_loop(TrainStrategy& strategy, const TrainConfig& config, const 
         strategy.step_failed(e.what());
         throw;
       }
-      if (loss) {
-        check_loss_finite(*loss, step, where);
+      if (loss) {  // the message counts steps from 1, as the progress lines do
+        DPS_CHECK(std::isfinite(*loss), ErrorKind::kInvalidArgument,
+                  "loss became {} at step {}{} (try a smaller --lr)", *loss, step + 1, where);
         strategy.after_step(plan, *loss);
       }
       const int64_t end_ns = strategy.step_clock();

@@ -5,8 +5,8 @@
 // The loop owns what all modes share: the epochs and batches (from where a resumed checkpoint left
 // off), the step counter on every device, the four phases with their memory samples, the loss check
 // and its trace counter, the flush a live viewer follows, the step report, and the checkpoint
-// schedule. A strategy owns its model, data and optimizer and fills in each phase. Adding a mode is
-// one new TrainStrategy (docs/architecture.md, "Adding a mode").
+// schedule. A strategy owns its model, data and optimizer and fills in each phase
+// (docs/architecture.md, "Adding a training mode").
 #pragma once
 
 #include <cstdint>
@@ -72,14 +72,11 @@ struct LoopOptions {
   StepObserver on_step;
 };
 
-struct LoopResult {
-  int64_t steps = 0;            // steps done at the end, counting those of a resumed checkpoint
-  std::vector<double> losses;   // one per step this loop ran (none when forward computes none)
-  std::string last_checkpoint;  // the newest checkpoint this process wrote, "" when none
-};
-
-// Runs `strategy` from `options.resumed` (or step 0) to strategy.length().total_steps.
-LoopResult train_loop(TrainStrategy& strategy, const TrainConfig& config, const LoopOptions& options);
+// Runs `strategy` from `options.resumed` (or step 0) to strategy.length().total_steps. Returns the
+// part of the run's result the loop knows: the steps done (counting those of a resumed checkpoint),
+// the losses of the steps it ran (none when forward computes none), the newest checkpoint this
+// process wrote and the step it resumed after; the mode fills in the rest.
+TrainResult train_loop(TrainStrategy& strategy, const TrainConfig& config, const LoopOptions& options);
 
 // One step: data, forward, backward, and (when plan.sync) the optimizer, each in its phase.
 // Returns forward's loss.

@@ -9,6 +9,7 @@
 #include "dpscope/base/format_bytes.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/nn/sequential.hpp"
+#include "mode.hpp"
 
 namespace dpscope {
 namespace {
@@ -63,6 +64,7 @@ MemoryEstimate estimate_training_memory(const TrainConfig& config, int64_t rows)
     params = s.add(params, s.add(s.mul(widths.back(), widths.back()), widths.back()));
   const uint64_t param_bytes = s.mul(params, kF32Bytes);
   const auto devices = static_cast<uint64_t>(config.devices);
+  const detail::TrainModeSpec& spec = detail::mode_spec(config.mode);
 
   MemoryEstimate e;
   e.parameters_bytes = param_bytes;
@@ -70,26 +72,25 @@ MemoryEstimate estimate_training_memory(const TrainConfig& config, int64_t rows)
   uint64_t optimizer_bytes = 0;
   if (config.optim == "sgd" && config.momentum > 0.0) optimizer_bytes = param_bytes;  // momentum_buffer
   if (config.optim != "sgd") optimizer_bytes = s.mul(param_bytes, 2);                 // exp_avg, exp_avg_sq
-  if (config.mode == TrainMode::kDdp && config.zero)
+  if (spec.ranks && config.zero)
     optimizer_bytes = checked_ceil_div(optimizer_bytes, devices, "ZeRO shard", ErrorKind::kUsage);
   e.optimizer_bytes = optimizer_bytes;
-  if (config.mode == TrainMode::kDdp) e.buffers_bytes = param_bytes;  // gradient buckets (not views of .grad)
+  if (spec.memory.gradient_buckets) e.buffers_bytes = param_bytes;  // not views of .grad
 
-  // The rows one device holds, and what device 0 holds besides in dp.
+  // The rows one device holds, and what device 0 of a run with replicas holds besides.
   const uint64_t batch = static_cast<uint64_t>(config.batch);
   const uint64_t data_rows = static_cast<uint64_t>(std::max<int64_t>(rows, 0));
   uint64_t device_rows = 0;
   uint64_t gathered_bytes = 0;
   if (config.timing_only) {
     device_rows = batch;
-  } else if (config.mode == TrainMode::kDdp) {  // a rank's DistributedSampler shard bounds its batch
+  } else if (spec.memory.batch_per_rank) {  // a rank's DistributedSampler shard bounds its batch
     device_rows = std::min(batch, checked_ceil_div(data_rows, devices, "rows per rank", ErrorKind::kUsage));
   } else {
     const uint64_t whole = std::min(batch, data_rows);
     device_rows = checked_ceil_div(whole, devices, "rows per device", ErrorKind::kUsage);
-    // dp: device 0 gathers every replica's output and computes the loss over the whole batch.
-    if (config.mode == TrainMode::kDataParallel)
-      gathered_bytes = s.mul(s.mul(whole, widths.back()), 2 * kF32Bytes);
+    // Device 0 gathers every replica's output and computes the loss over the whole batch.
+    if (spec.memory.replicas) gathered_bytes = s.mul(s.mul(whole, widths.back()), 2 * kF32Bytes);
   }
   e.activations_bytes = s.add(activation_bytes(s, config, widths, device_rows), gathered_bytes);
   e.device_bytes =
@@ -99,7 +100,7 @@ MemoryEstimate estimate_training_memory(const TrainConfig& config, int64_t rows)
   if (config.timing_only || config.device == DeviceKind::kCuda) return e;  // no host memory for the tensors
   if (config.device == DeviceKind::kCpu) {
     e.host_bytes = e.device_bytes;
-  } else if (config.mode == TrainMode::kDataParallel) {
+  } else if (spec.memory.replicas) {
     // Device 0 as above; every other device a replica with its gradients and its chunk.
     const uint64_t replica =
         s.add(s.add(e.parameters_bytes, e.gradients_bytes), activation_bytes(s, config, widths, device_rows));
@@ -114,12 +115,13 @@ void check_training_memory(const TrainConfig& config, int64_t rows) {
   const MemoryEstimate e = estimate_training_memory(config, rows);
   if (config.device == DeviceKind::kSim) {
     const HardwarePreset preset = find_preset(config.preset);
-    DPS_CHECK(preset.memory_bytes == 0 || e.device_bytes <= preset.memory_bytes, ErrorKind::kUsage,
-              "--model {} needs about {} on sim:0 ({}) ({}), which holds {}; try a smaller --model or "
-              "--batch{}",
-              config.model, format_bytes(e.device_bytes), preset.name, describe(e),
-              format_bytes(preset.memory_bytes),
-              config.mode == TrainMode::kDdp && !config.zero && e.optimizer_bytes > 0 ? ", or --zero" : "");
+    DPS_CHECK(
+        preset.memory_bytes == 0 || e.device_bytes <= preset.memory_bytes, ErrorKind::kUsage,
+        "--model {} needs about {} on sim:0 ({}) ({}), which holds {}; try a smaller --model or "
+        "--batch{}",
+        config.model, format_bytes(e.device_bytes), preset.name, describe(e),
+        format_bytes(preset.memory_bytes),
+        detail::mode_spec(config.mode).ranks && !config.zero && e.optimizer_bytes > 0 ? ", or --zero" : "");
   }
   if (e.host_bytes == 0) return;
   const uint64_t available = host_memory_bytes();

@@ -1,11 +1,13 @@
 // A training mode as one descriptor: its --mode word, the flag rules it adds, how its world is made
 // and how it runs. Each mode's own file defines its TrainModeSpec (single and dp: train.cpp; ddp:
 // train_ddp.cpp); the generic code (parse_train_mode and name, TrainConfig::validate,
-// check_machine, make_world, run_training) looks the mode up here and never switches on it.
+// check_machine, make_world, run_training, the memory estimate and the CLI's summary) looks the
+// mode up here and never switches on it.
 // Private to runtime/src/train; docs/architecture.md, "Adding a training mode", has the recipe.
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "dpscope/train/train.hpp"
@@ -18,7 +20,7 @@ struct TrainModeSpec {
   std::string_view word;  // --mode's word, as traces, checkpoints and messages spell it
   // Whether the mode runs ranks that communicate: it takes --backend and DDP's flags (--bucket-mb,
   // --first-bucket-mb, --no-sync-every, --find-unused-parameters, --zero, --comm-hook, --algo),
-  // and the run object (TrainConfig::to_json) records them.
+  // the run object (TrainConfig::to_json) records them, and its loss is the mean over ranks.
   bool ranks = false;
   // The pitfalls it can show (the CLI's words); any other is refused naming the mode that has it.
   std::span<const std::string_view> pitfalls;
@@ -33,6 +35,20 @@ struct TrainModeSpec {
   World (*make_world)(const TrainConfig& config) = nullptr;
   // The whole run of a validated, checked `config` (run_training's last step).
   TrainResult (*run)(const TrainConfig& config, const StepObserver& on_step) = nullptr;
+  // What a device holds besides the model, its gradients and the optimizer state, for the memory
+  // estimate (memory_estimate.cpp).
+  struct MemoryShape {
+    // --batch is each rank's own, bounded by its DistributedSampler shard (ddp); otherwise the
+    // whole mini-batch, split over the devices.
+    bool batch_per_rank = false;
+    // Device 0 gathers every replica's output and its gradient; every other device holds a replica,
+    // its gradients and its chunk (dp).
+    bool replicas = false;
+    bool gradient_buckets = false;  // a copy of the gradients, 4 bytes a parameter (ddp)
+  } memory;
+  // The summary's line of the batch (`dpscope train`): "batch 64 (the whole mini-batch), 2000
+  // samples, 10 steps".
+  std::string (*describe_batch)(const TrainConfig& config, const TrainResult& result) = nullptr;
 
   bool takes_pitfall(std::string_view pitfall) const {
     for (std::string_view p : pitfalls)

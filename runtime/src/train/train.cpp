@@ -1,14 +1,11 @@
 // run_training(): `dpscope train`, which runs the mode's spec (mode.hpp), and the modes single and
-// dp: their specs, their world and their strategy of the training loop (train/loop.hpp). `--mode
-// ddp` is train_ddp.cpp's.
-//
-// A single/dp step: data (the batch to the device; the trace says which samples it holds), forward
-// (model and loss), backward (zero_grad, loss and model backward; gradients fire their ready
-// hooks), optimizer step. Every device of the run takes part in every phase.
+// dp: their specs, their world and their strategy of the training loop (train/loop.hpp), in which
+// every device of the run takes part in every phase. `--mode ddp` is train_ddp.cpp's.
 #include <algorithm>
 #include <chrono>
 #include <optional>
 
+#include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/core/cuda.hpp"
 #include "dpscope/core/preset.hpp"
@@ -27,12 +24,12 @@ namespace {
 // or device_ids[0], where DataParallel keeps the master weights.
 class SingleStrategy final : public TrainStrategy {
  public:
-  SingleStrategy(const TrainConfig& config, const CheckpointState* resumed)
+  SingleStrategy(const TrainConfig& config, bool data_parallel, const CheckpointState* resumed)
       : config_(config), data_(load_data(config)), devices_(make_world(config).devices) {
     std::unique_ptr<Module> owned_model = make_model(config_, device());
     model_ = owned_model.get();
     if (!config_.init.empty()) load_initial_weights(config_, *model_);
-    if (config_.mode == TrainMode::kDataParallel) {
+    if (data_parallel) {
       data_parallel_.emplace(std::move(owned_model), devices_);
     } else {
       single_model_ = std::move(owned_model);
@@ -131,31 +128,25 @@ class SingleStrategy final : public TrainStrategy {
 };
 
 // The single/dp run: `config` is validated.
-TrainResult run_single_or_dp(const TrainConfig& config, const StepObserver& on_step) {
-  const auto wall_start = std::chrono::steady_clock::now();
+TrainResult run_single_or_dp(const TrainConfig& config, bool data_parallel, const StepObserver& on_step) {
   std::optional<ResumeCheckpoint> resumed;
   if (config.resume) resumed = load_resume_checkpoint(config);
-  SingleStrategy run(config, resumed ? &resumed->state : nullptr);
+  SingleStrategy run(config, data_parallel, resumed ? &resumed->state : nullptr);
   if (resumed) check_resume_fits(*resumed, run.length());
   run.set_run_id(run_id_for(resumed ? &*resumed : nullptr));
   std::unique_ptr<TraceRecorder> tracer = open_trace(config, run.devices(), run.model());
 
-  TrainResult result;
+  const int64_t sim_start_ns = host_waits_for(run.devices());
+  TrainResult result =
+      train_loop(run, config, {.resumed = resumed ? &resumed->state : nullptr, .on_step = on_step});
+  result.sim_total_ns = host_waits_for(run.devices()) - sim_start_ns;
   result.device_name = describe_devices(run.devices());
   result.parameter_count = run.model().parameter_numel();
   result.samples = run.data().size();
   result.samples_per_step = std::min(config.batch, run.data().size());
-  result.resumed_from_step = resumed ? resumed->state.steps_done : -1;
-  const int64_t sim_start_ns = host_waits_for(run.devices());
-  LoopResult loop =
-      train_loop(run, config, {.resumed = resumed ? &resumed->state : nullptr, .on_step = on_step});
-  result.steps = loop.steps;
-  result.losses = std::move(loop.losses);
-  result.last_checkpoint = std::move(loop.last_checkpoint);
-  result.sim_total_ns = host_waits_for(run.devices()) - sim_start_ns;
 
   save_weights(config, run.model());
-  finish_run(tracer, wall_start, result);
+  close_trace(tracer, result);
   return result;
 }
 
@@ -211,7 +202,15 @@ const TrainModeSpec kSingleMode{
           check_process_flags(config);
         },
     .make_world = make_process_world,
-    .run = run_single_or_dp,
+    .run =
+        [](const TrainConfig& config, const StepObserver& on_step) {
+          return run_single_or_dp(config, /*data_parallel=*/false, on_step);
+        },
+    .describe_batch =
+        [](const TrainConfig& /*config*/, const TrainResult& result) {
+          return fmt::format("batch {} (the whole mini-batch), {} samples, {} steps", result.samples_per_step,
+                             result.samples, result.steps);
+        },
 };
 
 const TrainModeSpec kDataParallelMode{
@@ -220,7 +219,20 @@ const TrainModeSpec kDataParallelMode{
     .pitfalls = kDataParallelPitfalls,
     .check_flags = check_process_flags,
     .make_world = make_process_world,
-    .run = run_single_or_dp,
+    .run =
+        [](const TrainConfig& config, const StepObserver& on_step) {
+          return run_single_or_dp(config, /*data_parallel=*/true, on_step);
+        },
+    .memory = {.replicas = true},
+    .describe_batch =
+        [](const TrainConfig& config, const TrainResult& result) {
+          const int64_t batch = result.samples_per_step;
+          const int64_t chunk = checked_ceil_div<int64_t>(batch, config.devices, "--batch chunk per GPU");
+          return fmt::format(
+              "batch {} (the whole mini-batch, scattered in chunks of up to {} over {} GPUs), {} samples, {} "
+              "steps",
+              batch, chunk, config.devices, result.samples, result.steps);
+        },
 };
 
 }  // namespace dpscope::detail
@@ -233,7 +245,16 @@ TrainResult run_training(const TrainConfig& config, const StepObserver& on_step)
   check_output_paths(config);
   if (!config.resume && !config.checkpoint_dir.empty()) check_fresh_checkpoint_dir(config.checkpoint_dir);
   find_preset(config.preset);  // an unknown --preset is refused with --device cpu too
-  return detail::mode_spec(config.mode).run(config, on_step);
+  const auto wall_start = std::chrono::steady_clock::now();
+  TrainResult result = detail::mode_spec(config.mode).run(config, on_step);
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return result;
+}
+
+bool runs_ranks(TrainMode mode) { return detail::mode_spec(mode).ranks; }
+
+std::string describe_batch(const TrainConfig& config, const TrainResult& result) {
+  return detail::mode_spec(config.mode).describe_batch(config, result);
 }
 
 }  // namespace dpscope

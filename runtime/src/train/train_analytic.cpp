@@ -11,7 +11,6 @@
 // The run then repeats its last step on one GPU (no gradient exchange, untraced): the weak-scaling
 // baseline its efficiency is measured against.
 #include <algorithm>
-#include <chrono>
 #include <optional>
 
 #include "dpscope/base/error.hpp"
@@ -127,7 +126,6 @@ World make_timing_only_world(const TrainConfig& config) {
 }
 
 TrainResult run_analytic_training(const TrainConfig& config, const StepObserver& on_step) {
-  const auto wall_start = std::chrono::steady_clock::now();
   const HardwarePreset preset = find_preset(config.preset);
   // No data and no host memory: only the simulated GPU's capacity bounds the model.
   check_training_memory(config, /*rows=*/0);
@@ -139,19 +137,17 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
       open_trace(config, rank.devices(), rank.model(), world_model.cluster_info());
   rank.join();
 
-  TrainResult result;
+  int64_t last_step_ns = 0;
+  int64_t sim_total_ns = 0;
+  TrainResult result = train_loop(rank, config, {.on_step = [&](const StepReport& report) {
+                                    last_step_ns = report.sim_step_ns;
+                                    sim_total_ns += report.sim_step_ns;
+                                    if (on_step) on_step(report);
+                                  }});
+  result.sim_total_ns = sim_total_ns;
   result.device_name = fmt::format("sim:0 of {} ({} x {})", config.devices, config.devices, preset.name);
   result.parameter_count = rank.model().parameter_numel();
   result.samples_per_step = config.batch * config.devices;
-  int64_t last_step_ns = 0;
-  result.steps = train_loop(rank, config,
-                            {.on_step =
-                                 [&](const StepReport& report) {
-                                   last_step_ns = report.sim_step_ns;
-                                   result.sim_total_ns += report.sim_step_ns;
-                                   if (on_step) on_step(report);
-                                 }})
-                     .steps;
 
   // The weak-scaling baseline: the same step on one GPU, after a first step that builds DDP's
   // buckets (DDP rebuilds them after its first iteration, as the world's run did).
@@ -167,7 +163,7 @@ TrainResult run_analytic_training(const TrainConfig& config, const StepObserver&
       .exposed_comm_ns = std::max<int64_t>(0, last_step_ns - one_gpu_ns),
       .efficiency =
           last_step_ns > 0 ? static_cast<double>(one_gpu_ns) / static_cast<double>(last_step_ns) : 1.0};
-  finish_run(tracer, wall_start, result);
+  close_trace(tracer, result);
   return result;
 }
 

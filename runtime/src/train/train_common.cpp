@@ -1,7 +1,6 @@
 // Shared pieces of the training modes (see train_common.hpp): setup, run length, checkpoints.
 #include "train_common.hpp"
 
-#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -43,26 +42,6 @@ RunLength plan_run(const TrainConfig& config, int64_t batches_per_epoch) {
   return length;
 }
 
-bool checkpoint_due(const TrainConfig& config, const RunLength& length, int64_t steps_done) {
-  if (config.checkpoint_dir.empty() || steps_done % length.sync_every != 0) return false;
-  // Did (previous boundary, steps_done] pass a multiple of checkpoint_every? (With sync_every 1:
-  // is steps_done a multiple of it.)
-  const int64_t previous = steps_done - length.sync_every;
-  const bool every_passed = steps_done / length.checkpoint_every != previous / length.checkpoint_every;
-  const bool last_boundary = steps_done > length.total_steps - length.sync_every;
-  return every_passed || last_boundary;
-}
-
-LoopPosition start_position(const CheckpointState* resumed) {
-  if (resumed == nullptr) return {};
-  return {.steps_done = resumed->steps_done, .epoch = resumed->epoch, .batch = resumed->batch_in_epoch};
-}
-
-void check_loss_finite(double loss, int64_t step, const std::string& where) {
-  DPS_CHECK(std::isfinite(loss), ErrorKind::kInvalidArgument,
-            "loss became {} at step {}{} (try a smaller --lr)", loss, step + 1, where);
-}
-
 namespace {
 
 // Refuses (kIo) an input that is not a regular file, before opening it (a FIFO would block).
@@ -70,10 +49,6 @@ void refuse_unreadable_input(const char* flag, const std::string& path) {
   if (const std::string why = why_not_readable(path); !why.empty())
     throw Error(ErrorKind::kIo, fmt::format("{} {}: {}", flag, path, why));
 }
-
-}  // namespace
-
-namespace {
 
 // Checks that the data fits the model and the loss; every mismatch is one kUsage line.
 void check_data_fits(const TrainConfig& config, const Dataset& data) {
@@ -288,14 +263,11 @@ void trace_run_error(const Device& device, std::string_view message) {
   }
 }
 
-void finish_run(std::unique_ptr<TraceRecorder>& tracer, std::chrono::steady_clock::time_point wall_start,
-                TrainResult& result) {
-  if (tracer) {
-    result.trace_path = tracer->path().string();
-    tracer->close();
-    result.trace_events = tracer->events_written();
-  }
-  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+void close_trace(std::unique_ptr<TraceRecorder>& tracer, TrainResult& result) {
+  if (!tracer) return;
+  result.trace_path = tracer->path().string();
+  tracer->close();
+  result.trace_events = tracer->events_written();
 }
 
 }  // namespace dpscope::detail

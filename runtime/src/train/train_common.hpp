@@ -1,9 +1,8 @@
 // Pieces every training mode shares (the world, data, model, optimizer, loss, trace header, run
-// length, checkpoint schedule and writing); private to runtime/src/train. The training loop
+// length, checkpoints); private to runtime/src/train. The training loop
 // (loop.hpp) and each mode's strategy use them.
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,23 +77,6 @@ struct RunLength {
 };
 // Throws kUsage when --epochs x batches per epoch does not fit in 64 bits.
 RunLength plan_run(const TrainConfig& config, int64_t batches_per_epoch);
-// Whether a checkpoint is written once `steps_done` steps are done: only at a synchronized
-// boundary (steps_done a multiple of sync_every: no gradient accumulated under no_sync is lost),
-// when --checkpoint-every steps have passed since the previous boundary, or when it is the run's
-// last synchronized boundary.
-bool checkpoint_due(const TrainConfig& config, const RunLength& length, int64_t steps_done);
-
-// Where the loop starts: at step 0, or where the --resume checkpoint left off.
-struct LoopPosition {
-  int64_t steps_done = 0;
-  int64_t epoch = 0;  // of the next step
-  int64_t batch = 0;  // within that epoch
-};
-LoopPosition start_position(const CheckpointState* resumed);
-
-// Throws kInvalidArgument when the loss of (0-based) step `step` is not finite; the message counts
-// steps from 1, as the progress lines do. `where` is "" or " on rank 2".
-void check_loss_finite(double loss, int64_t step, const std::string& where);
 
 // --resume: the newest checkpoint in --checkpoint-dir that verifies, checked against `config`. A
 // damaged newer checkpoint is skipped with one warning line on stderr naming both files.
@@ -116,21 +98,14 @@ void save_weights(const TrainConfig& config, const Module& model);
 // traced: the rank stopped with `message`. Called where a failing rank's exception passes, before
 // the trace is closed, so the trace of a failed run says why and where it ended.
 void trace_run_error(const Device& device, std::string_view message);
-// Closes the trace (if any) and fills the result's trace and wall-time fields.
-void finish_run(std::unique_ptr<TraceRecorder>& tracer, std::chrono::steady_clock::time_point wall_start,
-                TrainResult& result);
+// Closes the trace (if any) and fills the result's trace fields.
+void close_trace(std::unique_ptr<TraceRecorder>& tracer, TrainResult& result);
 
-// `dpscope train --mode ddp` (train_ddp.cpp): make the world, spawn a thread per rank, run
-// train_rank() on each; `config` is validated.
+// The runs of --mode ddp, which its spec's run picks from (`config` validated; each file's comment
+// says more): rank threads (train_ddp.cpp), rank 0 standing for a whole --timing-only world
+// (train_analytic.cpp), and this process as one rank of mpirun or dpscope launch (train_processes.cpp).
 TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_step);
-
-// `dpscope train --mode ddp --timing-only` (train_analytic.cpp): rank 0 of the world on timing-only
-// tensors, its collectives timed for the whole world; `config` is validated.
 TrainResult run_analytic_training(const TrainConfig& config, const StepObserver& on_step);
-
-// `mpirun -np N dpscope train --mode ddp --device cpu --backend mpi`, or `dpscope launch --nproc N --
-// dpscope train --mode ddp --device cuda --backend nccl` (train_processes.cpp): this process is one
-// rank; `config` is validated.
 TrainResult run_process_training(const TrainConfig& config, const StepObserver& on_step);
 
 }  // namespace dpscope::detail

@@ -11,7 +11,6 @@
 // What the threads can share is read once here and handed to every rank through RankOptions: the
 // dataset, and the --resume checkpoint (so a bad checkpoint is one clear line, not one per rank).
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -31,42 +30,40 @@
 namespace dpscope::detail {
 namespace {
 
-// The mean over ranks of each step's local loss.
-std::vector<double> mean_over_ranks(const std::vector<RankResult>& ranks) {
-  std::vector<double> means(ranks.front().losses.size(), 0.0);
-  for (const RankResult& rank : ranks)
-    for (size_t s = 0; s < means.size(); ++s) means[s] += rank.losses[s];
-  for (double& mean : means) mean /= static_cast<double>(ranks.size());
-  return means;
-}
-
-// Turns the ranks' per-step reports into one report per step whose loss is the mean over ranks
-// (the loss the summary, TrainResult::losses and a single-GPU run report), sent when the last rank
-// of that step has reported. Called from the rank threads.
+// Turns the ranks' per-step reports into one report per step whose loss is the mean over ranks of
+// their local losses, summed in rank order (the loss the summary, TrainResult::losses and a
+// single-GPU run report), made when the last rank of that step has reported and sent to `observer`
+// (if any). Called from the rank threads; a step completes only after every earlier one.
 class StepMean {
  public:
   StepMean(int world_size, StepObserver observer) : world_size_(world_size), observer_(std::move(observer)) {}
 
   void report(const StepReport& rank_report) {
-    StepReport whole;
+    StepReport whole = rank_report;
     {
       std::lock_guard lock(mutex_);
       Pending& pending = pending_[rank_report.step];
-      pending.loss_sum += rank_report.loss;
+      pending.losses.resize(static_cast<size_t>(world_size_));
+      pending.losses[static_cast<size_t>(rank_report.rank)] = rank_report.loss;
       pending.sim_step_ns = std::max(pending.sim_step_ns, rank_report.sim_step_ns);
       if (++pending.ranks < world_size_) return;
-      whole = rank_report;
-      whole.loss = pending.loss_sum / static_cast<double>(world_size_);
+      whole.loss = 0.0;
+      for (double loss : pending.losses) whole.loss += loss;
+      whole.loss /= static_cast<double>(world_size_);
       whole.rank = -1;
       whole.sim_step_ns = pending.sim_step_ns;
+      means_.push_back(whole.loss);
       pending_.erase(rank_report.step);
     }
-    observer_(whole);
+    if (observer_) observer_(whole);
   }
+
+  // Each step's mean, in step order (once every rank has ended).
+  std::vector<double> take_means() { return std::move(means_); }
 
  private:
   struct Pending {
-    double loss_sum = 0.0;
+    std::vector<double> losses;  // [world_size]
     int ranks = 0;
     int64_t sim_step_ns = 0;
   };
@@ -74,6 +71,7 @@ class StepMean {
   const StepObserver observer_;
   std::mutex mutex_;
   std::map<int64_t, Pending> pending_;
+  std::vector<double> means_;
 };
 
 // DDP's flags (TrainModeSpec::check_flags): its ranks run where their backend runs: sim ranks on
@@ -159,6 +157,16 @@ TrainResult run_ddp(const TrainConfig& config, const StepObserver& on_step) {
   return run_ddp_training(config, on_step);
 }
 
+// --batch is each rank's; a rank's sampler shard may hold fewer samples than that.
+std::string describe_ddp_batch(const TrainConfig& config, const TrainResult& result) {
+  const int64_t per_rank = result.samples_per_step / config.devices;
+  return fmt::format(
+      "batch {} per rank x {} ranks = {} samples per step (global batch){}, {}, {} steps", config.batch,
+      config.devices, result.samples_per_step,
+      per_rank < config.batch ? fmt::format(" (a rank holds only {} samples per epoch)", per_rank) : "",
+      config.timing_only ? "no data (timing-only)" : fmt::format("{} samples", result.samples), result.steps);
+}
+
 constexpr std::string_view kDdpPitfalls[] = {"no-set-epoch", "no-average", "unused-parameter",
                                              "mismatched-collective"};
 
@@ -173,14 +181,14 @@ const TrainModeSpec kDdpMode{
     .check_launcher = check_ddp_launcher,
     .make_world = make_ddp_world,
     .run = run_ddp,
+    .memory = {.batch_per_rank = true, .gradient_buckets = true},
+    .describe_batch = describe_ddp_batch,
 };
 
 TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_step) {
-  const auto wall_start = std::chrono::steady_clock::now();
-  std::optional<StepMean> step_mean;
-  if (on_step) step_mean.emplace(config.devices, on_step);
-  RankOptions shared{.data = load_data(config), .resume_from = nullptr, .on_step = {}};
-  if (step_mean) shared.on_step = [&step_mean](const StepReport& report) { step_mean->report(report); };
+  StepMean step_mean(config.devices, on_step);
+  RankOptions shared{.data = load_data(config),
+                     .on_step = [&step_mean](const StepReport& report) { step_mean.report(report); }};
   if (config.resume)
     shared.resume_from = std::make_shared<const ResumeCheckpoint>(load_resume_checkpoint(config));
   shared.run_id = run_id_for(shared.resume_from.get());
@@ -188,12 +196,8 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
   // The ranks' machine: simulated GPUs (sim backend), or logical cuda GPUs (cuda and nccl backends).
   const World world = make_world(config);
   const std::vector<Device>& devices = world.devices;
-  std::unique_ptr<TraceRecorder> tracer;
-  {
-    // The header lists the parameters of the model every rank builds.
-    const std::unique_ptr<Module> shape_model = make_model(config, Device::cpu());
-    tracer = open_trace(config, devices, *shape_model);
-  }
+  // The header lists the parameters of the model every rank builds.
+  std::unique_ptr<TraceRecorder> tracer = open_trace(config, devices, *make_model(config, Device::cpu()));
 
   std::vector<RankResult> ranks(static_cast<size_t>(config.devices));
   spawn(
@@ -208,19 +212,13 @@ TrainResult run_ddp_training(const TrainConfig& config, const StepObserver& on_s
       },
       name(config.backend));
 
-  TrainResult result;
+  TrainResult result = ranks.front();  // rank 0's, but the losses
+  result.losses = step_mean.take_means();
   result.device_name = describe_devices(devices);
-  result.samples = shared.data->size();
-  result.resumed_from_step = shared.resume_from ? shared.resume_from->state.steps_done : -1;
-  result.steps = ranks.front().steps;
-  result.losses = mean_over_ranks(ranks);
-  result.parameter_count = ranks.front().parameter_count;
-  result.samples_per_step = ranks.front().samples_per_step;
-  result.last_checkpoint = ranks.front().last_checkpoint;
   int64_t end_ns = 0;
   for (const Device& device : devices) end_ns = std::max(end_ns, device.synchronize());
   result.sim_total_ns = end_ns;
-  finish_run(tracer, wall_start, result);
+  close_trace(tracer, result);
   return result;
 }
 

@@ -23,7 +23,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -122,10 +121,10 @@ std::vector<RunSetting> collective_settings(const TrainConfig& config) {
 }
 
 TrainResult train_as_process(const TrainConfig& config, const ProcessRank& process,
-                             std::chrono::steady_clock::time_point wall_start, const StepObserver& on_step) {
+                             const StepObserver& on_step) {
   ProcessGroup& group = *process.group;
   TrainResult result;
-  result.process_rank = group.rank();
+  std::vector<double> mean_losses;  // the run's: each step's mean over ranks
   std::unique_ptr<TraceRecorder> tracer;
   // Every rank learns of a difference at once (no rank needs telling, so no notice goes to a peer
   // that may have left already); after it, an error on this rank aborts the group, so that no peer
@@ -135,15 +134,13 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
     RankOptions options;
     options.own_tracer = true;  // one trace file per process
     options.data = load_data(config);
-    result.samples = options.data->size();
     if (!config.trace.empty()) {
       const ClockOffset clock = measure_clock_offset(group);
       std::filesystem::create_directories(config.trace);
-      const std::unique_ptr<Module> shape_model = make_model(config, Device::cpu());
       const std::string file = trace::rank_file_name(group.rank()) + (config.trace_zstd ? ".zst" : "");
       tracer = open_trace_at(std::filesystem::path(config.trace) / file,
                              rank_run_json(config, group.rank(), group.size(), clock), {group.device()},
-                             *shape_model, config.trace_kernels_every);
+                             *make_model(config, Device::cpu()), config.trace_kernels_every);
     }
     options.on_step = [&](const StepReport& report) {
       Tensor loss = Tensor::from_floats(std::vector<float>{static_cast<float>(report.loss)}, {1},
@@ -152,24 +149,21 @@ TrainResult train_as_process(const TrainConfig& config, const ProcessRank& proce
       StepReport whole = report;
       whole.loss = loss.item();
       whole.rank = -1;
-      result.losses.push_back(whole.loss);
+      mean_losses.push_back(whole.loss);
       if (on_step && group.rank() == 0) on_step(whole);
     };
-    const RankResult mine = train_rank(group, config, options);
-    result.steps = mine.steps;
-    result.parameter_count = mine.parameter_count;
-    result.samples_per_step = mine.samples_per_step;
-    result.last_checkpoint = mine.last_checkpoint;
+    result = train_rank(group, config, options);
   });
+  result.losses = std::move(mean_losses);
+  result.process_rank = group.rank();
   result.device_name = process.device_name;
-  finish_run(tracer, wall_start, result);
+  close_trace(tracer, result);
   return result;
 }
 
 }  // namespace
 
 TrainResult run_process_training(const TrainConfig& config, const StepObserver& on_step) {
-  const auto wall_start = std::chrono::steady_clock::now();
   ProcessRank process;
   // mpi under mpirun: the rank from OpenMPI's environment. Otherwise a launcher's RANK/WORLD_SIZE
   // (dpscope launch or torchrun): mpi singletons, or nccl ranks, joined through env://.
@@ -182,7 +176,7 @@ TrainResult run_process_training(const TrainConfig& config, const StepObserver& 
         {.backend = "mpi", .rank = launch.rank, .world_size = launch.size, .timeout = config.timeout()});
     process.device_name = fmt::format("{} processes on the CPU (rank {} of {}, mpi)", launch.size,
                                       process.group->rank(), launch.size);
-    return train_as_process(config, process, wall_start, on_step);
+    return train_as_process(config, process, on_step);
   }
   DPS_ASSERT(config.backend == PgBackend::kNccl || config.backend == PgBackend::kMpi,
              "env:// training on --backend {}", name(config.backend));
@@ -204,7 +198,7 @@ TrainResult run_process_training(const TrainConfig& config, const StepObserver& 
                         env->world_size, env->rank, env->world_size)
           : fmt::format("{} ({}), rank {} of {} processes (nccl)", device.name(),
                         cuda::physical_name(device.impl()), env->rank, env->world_size);
-  return train_as_process(config, process, wall_start, on_step);
+  return train_as_process(config, process, on_step);
 }
 
 }  // namespace dpscope::detail

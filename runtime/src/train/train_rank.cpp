@@ -219,15 +219,12 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
   RankStrategy rank(group, config, data, resumed_state);
   if (resumed) check_resume_fits(*resumed, rank.length());
   rank.set_run_id(options.run_id.empty() ? run_id_for(resumed.get()) : options.run_id);
-  LoopResult loop = train_loop(rank, config,
-                               {.rank = group.rank(),
-                                .flush_trace = group.rank() == 0 || options.own_tracer,
-                                .resumed = resumed_state,
-                                .on_step = options.on_step});
-  RankResult result;
-  result.steps = loop.steps;
-  result.losses = std::move(loop.losses);
-  result.last_checkpoint = std::move(loop.last_checkpoint);
+  RankResult result = train_loop(rank, config,
+                                 {.rank = group.rank(),
+                                  .flush_trace = group.rank() == 0 || options.own_tracer,
+                                  .resumed = resumed_state,
+                                  .on_step = options.on_step});
+  result.samples = data->size();
   result.parameter_count = rank.model().parameter_numel();
   result.samples_per_step = std::min(config.batch, rank.sampler().num_samples()) * group.size();
   if (group.rank() == 0) save_weights(config, rank.model());  // every rank holds the same weights

@@ -71,6 +71,23 @@ TEST(MpiTrain, ProcessesEndWithTheSimulatedDdpWeights) {
   }
 }
 
+// Regression test: ranks that are processes resumed without saying so (the summary's "resumed after
+// step N" line was missing, while rank threads printed it).
+TEST(MpiTrain, AResumedRunOfProcessesSaysWhichStepItResumedAfter) {
+  TempDir dir("mpi_resume");
+  const std::string run = fmt::format(
+      "train --mode ddp --dataset spirals:512 --model 2-8-3 --batch 16 --device cpu --backend mpi --devices "
+      "2 "
+      "--checkpoint-every 6 --checkpoint-dir {} ",
+      dir / "checkpoints");
+  const auto first = run_command(mpirun(2, run + "--steps 12"));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(first.output.find("resumed after step"), std::string::npos) << first.output;
+  const auto second = run_command(mpirun(2, run + "--steps 18 --resume"));
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_THAT(second.output, HasSubstr(fmt::format("resumed after step 12 from {}", dir / "checkpoints")));
+}
+
 // The same runs started by dpscope launch instead of mpirun: each process is an MPI singleton,
 // and they join one world through the launcher's env:// store (comm/mpi/mpi_singletons.hpp).
 TEST(MpiTrain, ProcessesOfDpscopeLaunchEndWithTheSimulatedDdpWeights) {

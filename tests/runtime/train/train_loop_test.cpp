@@ -83,7 +83,7 @@ TEST(TrainLoop, RunsEveryPhaseInOrderInItsPhaseAndReportsEachStep) {
   RecordingStrategy strategy(
       {.batches_per_epoch = 2, .total_steps = 3, .checkpoint_every = 2, .sync_every = 1}, {0.5, 0.25, 0.125});
   std::vector<StepReport> reports;
-  const LoopResult result =
+  const TrainResult result =
       train_loop(strategy, TrainConfig{}, {.on_step = [&](const StepReport& r) { reports.push_back(r); }});
   const std::vector<std::string> expected = {
       "epoch:0",       "data:0:batch0", "forward:0",  "backward:0", "optimizer", "after:0",
@@ -122,7 +122,7 @@ TEST(TrainLoop, CheckpointsAtDueSynchronizedBoundariesInTheCheckpointPhase) {
   RecordingStrategy strategy(
       {.batches_per_epoch = 4, .total_steps = 8, .checkpoint_every = 3, .sync_every = 1},
       {1, 1, 1, 1, 1, 1, 1, 1});
-  const LoopResult result = train_loop(strategy, config, {});
+  const TrainResult result = train_loop(strategy, config, {});
   EXPECT_EQ(only(strategy.calls, "checkpoint"),
             (std::vector<std::string>{"checkpoint:3:epoch0:batch2", "checkpoint:6:epoch1:batch1",
                                       "checkpoint:8:epoch1:batch3"}));
@@ -137,19 +137,20 @@ TEST(TrainLoop, AResumedRunStartsWhereItsCheckpointLeftOff) {
   resumed.steps_done = 5;
   resumed.epoch = 1;
   resumed.batch_in_epoch = 1;
-  const LoopResult result = train_loop(strategy, TrainConfig{}, {.resumed = &resumed});
+  const TrainResult result = train_loop(strategy, TrainConfig{}, {.resumed = &resumed});
   EXPECT_EQ(only(strategy.calls, "epoch"), (std::vector<std::string>{"epoch:1"}));
   EXPECT_EQ(only(strategy.calls, "data"), (std::vector<std::string>{"data:5:batch1", "data:6:batch2"}));
   EXPECT_EQ(result.steps, 7);
   EXPECT_EQ(result.losses.size(), 2u);  // the steps this loop ran
+  EXPECT_EQ(result.resumed_from_step, 5);
 }
 
 TEST(TrainLoop, AStepWithoutALossReportsNoneAndSkipsTheLossCheck) {
   RecordingStrategy strategy(
       {.batches_per_epoch = 2, .total_steps = 2, .checkpoint_every = 2, .sync_every = 1}, {});
   std::vector<double> reported;
-  const LoopResult result = train_loop(strategy, TrainConfig{},
-                                       {.on_step = [&](const StepReport& r) { reported.push_back(r.loss); }});
+  const TrainResult result = train_loop(
+      strategy, TrainConfig{}, {.on_step = [&](const StepReport& r) { reported.push_back(r.loss); }});
   EXPECT_TRUE(result.losses.empty());
   EXPECT_EQ(reported, (std::vector<double>{0.0, 0.0}));
   EXPECT_TRUE(only(strategy.calls, "after").empty());

@@ -35,7 +35,48 @@ TEST(TrainModes, EveryModeHasItsSpecAtItsIndexAndItsWord) {
     EXPECT_NE(spec.check_flags, nullptr) << spec.word;
     EXPECT_NE(spec.make_world, nullptr) << spec.word;
     EXPECT_NE(spec.run, nullptr) << spec.word;
+    EXPECT_NE(spec.describe_batch, nullptr) << spec.word;
   }
+}
+
+// The memory estimate and the summary take what differs from the mode's spec.
+TEST(TrainModes, MemoryShapeAndLossWordsAreTheModesOwn) {
+  EXPECT_FALSE(detail::kSingleMode.memory.batch_per_rank || detail::kSingleMode.memory.replicas ||
+               detail::kSingleMode.memory.gradient_buckets);
+  EXPECT_TRUE(detail::kDataParallelMode.memory.replicas);
+  EXPECT_FALSE(detail::kDataParallelMode.memory.batch_per_rank ||
+               detail::kDataParallelMode.memory.gradient_buckets);
+  EXPECT_TRUE(detail::kDdpMode.memory.batch_per_rank && detail::kDdpMode.memory.gradient_buckets);
+  EXPECT_FALSE(detail::kDdpMode.memory.replicas);
+  EXPECT_FALSE(runs_ranks(TrainMode::kSingle));
+  EXPECT_FALSE(runs_ranks(TrainMode::kDataParallel));
+  EXPECT_TRUE(runs_ranks(TrainMode::kDdp));
+}
+
+TEST(TrainModes, EachModeDescribesItsBatchInItsOwnWords) {
+  TrainConfig config;
+  config.devices = 4;
+  config.batch = 10;
+  TrainResult result;
+  result.samples = 30;
+  result.steps = 3;
+  result.samples_per_step = 10;
+  config.mode = TrainMode::kSingle;
+  EXPECT_EQ(describe_batch(config, result), "batch 10 (the whole mini-batch), 30 samples, 3 steps");
+  config.mode = TrainMode::kDataParallel;  // torch.chunk: ceil(10 / 4) = 3 rows a chunk
+  EXPECT_EQ(
+      describe_batch(config, result),
+      "batch 10 (the whole mini-batch, scattered in chunks of up to 3 over 4 GPUs), 30 samples, 3 steps");
+  config.mode = TrainMode::kDdp;  // 30 rows over 4 ranks: a shard of 8, so a rank's batch is 8
+  result.samples_per_step = 32;
+  EXPECT_EQ(describe_batch(config, result),
+            "batch 10 per rank x 4 ranks = 32 samples per step (global batch) (a rank holds only 8 samples "
+            "per epoch), 30 samples, 3 steps");
+  config.timing_only = true;
+  result.samples_per_step = 40;
+  EXPECT_EQ(
+      describe_batch(config, result),
+      "batch 10 per rank x 4 ranks = 40 samples per step (global batch), no data (timing-only), 3 steps");
 }
 
 TEST(TrainModes, ModeWordsInTheUsageErrorComeFromTheSpecs) {

@@ -44,7 +44,9 @@ TEST(TrainRank, RankThreadsCallingItGiveWhatRunTrainingReports) {
   for (const RankResult& rank : ranks) {
     EXPECT_EQ(rank.steps, 5);
     EXPECT_EQ(rank.parameter_count, 2 * 8 + 8 + 8 * 3 + 3);
+    EXPECT_EQ(rank.samples, 48);
     EXPECT_EQ(rank.samples_per_step, 12);  // 4 per rank x 3 ranks
+    EXPECT_EQ(rank.resumed_from_step, -1);
   }
   EXPECT_NE(ranks[0].losses, ranks[1].losses);  // each rank's loss is over its own batch
 }
@@ -104,6 +106,27 @@ TEST(TrainRank, WithNoSyncCheckpointsOnlyAtSynchronizedBoundaries) {
   EXPECT_EQ(run.last_checkpoint, (dir.path() / "checkpoint-00000006.safetensors").string());
   EXPECT_TRUE(std::filesystem::exists(dir / "checkpoint-00000003.safetensors"));
   EXPECT_FALSE(std::filesystem::exists(dir / "checkpoint-00000008.safetensors"));
+}
+
+// Regression test: a rank that is a process used to return no resumed step, so the summary of
+// `dpscope launch ... --resume` never said "resumed after step N" (rank threads did).
+TEST(TrainRank, AResumedRankSaysWhichStepItResumedAfter) {
+  TempDir dir("train_rank_resume");
+  TrainConfig config = small_ddp(2);
+  config.steps = 3;
+  config.checkpoint_every = 3;
+  config.checkpoint_dir = dir.path().string();
+  run_training(config);
+  config.steps = 5;
+  config.resume = true;
+  std::vector<RankResult> ranks(2);
+  spawn(2,
+        [&](ProcessGroup& group) { ranks[static_cast<size_t>(group.rank())] = train_rank(group, config); });
+  for (const RankResult& rank : ranks) {
+    EXPECT_EQ(rank.resumed_from_step, 3);
+    EXPECT_EQ(rank.steps, 5);
+    EXPECT_EQ(rank.losses.size(), 2u);  // the steps this call ran
+  }
 }
 
 }  // namespace

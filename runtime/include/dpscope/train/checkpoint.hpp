@@ -6,15 +6,11 @@
 // checksum over every metadata entry and every tensor's name, dtype, shape and bytes (so flipping
 // one bit of `"epoch":"0"` is caught as surely as one in a weight).
 //
-// A run owns its checkpoints: each carries the run's id (new_run_id(); a resumed run keeps the id of
-// the checkpoint it resumed from). A fresh run refuses a directory that already holds checkpoints
-// (check_fresh_checkpoint_dir), and save_checkpoint keeps *this run's* newest `keep` files, never
-// touching another run's. Writing is atomic (temporary file, fsync, rename, directory fsync), so a
-// crash leaves either the old or the new checkpoint, never half of one; temporary files a killed
-// writer left behind are removed by the next save. Resuming takes the newest checkpoint that
-// verifies (load_newest_valid_checkpoint), with a one-line warning naming the damaged newer one, and
-// check_resume_position refuses a position the run's configuration cannot continue from.
-// In DDP, rank 0 writes and every rank waits at a barrier (DistributedDataParallel lesson 05).
+// A run owns its checkpoints: each carries the run's id (a resumed run keeps the id of the
+// checkpoint it resumed from), and no function below touches another run's. Writing is atomic
+// (temporary file, fsync, rename, directory fsync), so a crash leaves either the old or the new
+// checkpoint, never half of one. In DDP, rank 0 writes and every rank waits at a barrier
+// (DistributedDataParallel lesson 05).
 #pragma once
 
 #include <cstdint>

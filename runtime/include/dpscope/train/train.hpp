@@ -172,6 +172,12 @@ using StepObserver = std::function<void(const StepReport&)>;
 void check_resumable(const std::string& checkpoint_config, const TrainConfig& current,
                      const std::string& file);
 
+// What `dpscope train` says of a mode, from its spec (runtime/src/train/mode.hpp): whether it runs
+// ranks with a process group (it takes --backend, and its loss is the mean over ranks),
+bool runs_ranks(TrainMode mode);
+// and its summary's line of the batch: "batch 64 (the whole mini-batch), 2000 samples, 10 steps".
+std::string describe_batch(const TrainConfig& config, const TrainResult& result);
+
 // Runs the whole training described by `config` (validated first, outputs checked). `on_step` is
 // called after each step (in ddp, on rank 0's thread). Throws dpscope::Error with a clear message on
 // bad input (files, shapes, unsupported mode).

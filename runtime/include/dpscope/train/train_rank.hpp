@@ -11,15 +11,10 @@
 //
 //   spawn(world, [&](ProcessGroup& group) { train_rank(group, config); });
 //
-// Per step: data (this rank's batch to its device), forward, backward (DDP all-reduces the bucket
-// gradients; with --no-sync-every K, K-1 of every K backwards run under no_sync() and accumulate),
-// optimizer step on the synchronized ones. The last step of a run always synchronizes, so no
-// accumulated gradient is left unused.
-//
-// Checkpoints are written only at synchronized boundaries (steps done a multiple of K), where no
-// gradient is accumulated: a run stopped and resumed follows the same path bit for bit. Rank 0
-// writes; then every rank meets in an all-reduce of each rank's outcome (the barrier of PyTorch's
-// recipe, carrying a status), so a failed write ends every rank with an error naming rank 0 and its cause.
+// With --no-sync-every K, K-1 of every K backwards run under no_sync() and accumulate; the optimizer
+// steps on the synchronized ones (the run's last among them), and checkpoints come only there, so a
+// run stopped and resumed follows the same path bit for bit. Rank 0 writes them; a failed write ends
+// every rank with an error naming rank 0 and its cause.
 #pragma once
 
 #include <cstdint>
@@ -50,13 +45,10 @@ struct RankOptions {
   bool own_tracer = false;
 };
 
-struct RankResult {
-  int64_t steps = 0;             // steps done at the end, including those of a resumed checkpoint
-  std::vector<double> losses;    // this rank's loss over its own batch, one per step this call ran
-  int64_t parameter_count = 0;   // of the model (the same on every rank)
-  int64_t samples_per_step = 0;  // every rank's batch together (see TrainResult::samples_per_step)
-  std::string last_checkpoint;   // rank 0: the newest checkpoint written, "" when none
-};
+// A rank's part of the run's result: steps, parameter_count, samples, samples_per_step (every
+// rank's batch together) and resumed_from_step as the run's, but `losses` this rank's own, over its
+// batch, one per step this call ran, and last_checkpoint rank 0's alone.
+using RankResult = TrainResult;
 
 // Runs the whole training of `config` (mode ddp, validated) as rank group.rank() of group.size().
 // Every rank of the group must call it with the same configuration. Throws dpscope::Error; in a
