@@ -8,8 +8,8 @@ moments `_on_backward_begin(tensor)`, `_on_backward_end()`, `_on_optimizer_begin
 `_on_optimizer_end(optimizer)`, `record_error(exc)` and `close()`."""
 
 _LIST_ITERATOR = type(iter([]))
-STATE_RECOUNT_STEPS = 3  # an optimizer's state is counted at each of its first steps (_optimizer_state_bytes)
 _RANGE_ITERATOR = type(iter(range(0)))
+STATE_RECOUNT_STEPS = 3  # an optimizer's state is counted at each of its first steps (_optimizer_state_bytes)
 
 
 class _SampleQueue:
@@ -118,7 +118,7 @@ class StepWatcher:
         """The bytes of the watched optimizers' state tensors (momentum, Adam's moments).
 
         Counted again only when an optimizer's state may have changed size: on its first steps
-        (state_recount_steps), when it gains or loses parameters' entries, or when it is replaced
+        (STATE_RECOUNT_STEPS), when it gains or loses parameters' entries, or when it is replaced
         (load_state_dict makes a new one). PyTorch's optimizers make a parameter's state tensors once,
         on its first step, and update them in place: walking every state tensor every step (one
         Python loop over all parameters) would be the only cost that grows with the model."""

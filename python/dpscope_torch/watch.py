@@ -521,7 +521,7 @@ class Watcher(StepWatcher):
         if not observed or len(observed) != max(observed) + 1:
             return
         layouts = [observed[i] for i in range(len(observed))]
-        if layouts == self._noted:  # the same _Layouts as last time (compared by identity first): unchanged
+        if layouts == self._noted:  # the same _Layout objects as last time: unchanged
             return
         self._noted = layouts
         seen = [(layout.params, layout.size) for layout in layouts]
