@@ -21,10 +21,19 @@ gradients alone (what scaling the buckets in the hook adds).
 Printed: the median ms per step of each, the spread (quartiles), and watched / plain as the ratio
 of the medians and as the median of the pairs' ratios (goal: <= 1.03).
 
+--floor KIND puts something else than watch() on the watched model, to say what any recorder built
+the same way must cost (the same pairs, the same timing):
+  torch-hook      PyTorch's own Python communication hook (default_hooks.allreduce_hook);
+  skeleton        what dpscope_torch hooks, doing nothing but take the time: the forward pre-hook, the
+                  Tensor.backward and optimizer.step wrappers, a hook per parameter's AccumulateGrad
+                  node, and the communication hook with its waiter thread (scale, all-reduce, a future
+                  of ours completed by the waiter); nothing formatted or written;
+  skeleton-write  the skeleton, and a step's worth of trace (5,000 bytes) written and flushed a step.
+
 Usage:
   /usr/bin/python3 bench/dpscope_torch_overhead.py [--dpscope build/release/bin/dpscope] [--pairs 40]
       [--block 10] [--launches 1] [--batch 64] [--model 784-512-512-10] [--values-every N] [--clock wall|cpu]
-      [--python-dir DIR] [--breakdown]
+      [--python-dir DIR] [--breakdown] [--floor torch-hook|skeleton|skeleton-write]
 Per rank (what the driver launches): dpscope_torch_overhead.py --rank-run --trace-dir DIR ...
 """
 import argparse
@@ -71,6 +80,107 @@ def time_entry_points(watch_module, spent):
     cls._grad_hook = lambda self, index: timed("gradient hooks", make_hook(self, index))
 
 
+class _Skeleton:
+    """--floor skeleton[-write]: the hooks watch() sets, each only taking the time (see the usage)."""
+
+    STEP_BYTES = 5000  # about what watch() writes a step here (a 2-bucket MLP, 6 parameters)
+
+    def __init__(self, torch, ddp, optimizer, path, write):
+        import queue
+        import threading
+
+        self._torch, self._stamp, self._log = torch, time.monotonic_ns, []
+        self._queue = queue.SimpleQueue()
+        self._group, self._scale, self._flats = ddp.process_group, 1.0 / ddp.process_group.size(), {}
+        self._waiter = threading.Thread(target=self._wait_loop, daemon=True)
+        self._waiter.start()
+        ddp.register_comm_hook(None, self._comm_hook)
+        ddp.register_forward_pre_hook(lambda module, inputs: self._log.append(self._stamp()))
+        self._nodes = []
+        for index, param in enumerate(ddp.parameters()):
+            node = param.expand_as(param).grad_fn.next_functions[0][0]
+            self._nodes.append(node)
+            node.register_hook(lambda *_, index=index: self._log.append((index, self._stamp())))
+        self._backward = original_backward = torch.Tensor.backward
+        self._file = open(path, "w", encoding="utf-8") if write else None
+        log, stamp, text, file = self._log, self._stamp, "x" * (self.STEP_BYTES - 1) + "\n", self._file
+
+        def backward(tensor, *a, **k):
+            log.append(stamp())
+            try:
+                return original_backward(tensor, *a, **k)
+            finally:
+                log.append(stamp())
+
+        original_step = optimizer.step
+
+        def step(*a, **k):
+            log.append(stamp())
+            try:
+                return original_step(*a, **k)
+            finally:
+                log.append(stamp())
+                log.clear()
+                if file is not None:
+                    file.write(text)
+                    file.flush()
+
+        torch.Tensor.backward, optimizer.step = backward, step
+
+    def _comm_hook(self, state, bucket):
+        self._log.append(self._stamp())
+        index, buffer = bucket.index(), bucket.buffer()
+        key = (buffer.data_ptr(), buffer.numel())
+        kept = self._flats.get(index)
+        if kept is None or kept[0] != key:
+            kept = self._flats[index] = (key, buffer.new_empty(0).set_(buffer.storage(), buffer.storage_offset(),
+                                                                      (buffer.numel(),)))
+        flat = kept[1]
+        flat.mul_(self._scale)
+        future = self._group.allreduce([flat]).get_future()
+        outer = self._torch.futures.Future()
+        self._queue.put((future, outer))
+        return outer
+
+    def _wait_loop(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, outer = item
+            result = future.wait()
+            self._log.append(self._stamp())
+            outer.set_result(result[0])
+            del item, future, outer, result
+
+    def close(self):
+        self._queue.put(None)
+        self._waiter.join()
+        self._torch.Tensor.backward = self._backward
+        if self._file is not None:
+            self._file.close()
+
+
+class _Nothing:
+    def close(self):
+        pass
+
+
+def watch_or_floor(args, dpscope_torch, torch, ddp, sampler, optimizer):
+    """watch() on the watched model, or what --floor asks for instead."""
+    if args.floor == "torch-hook":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+        return _Nothing()
+    if args.floor in ("skeleton", "skeleton-write"):
+        os.makedirs(args.trace_dir, exist_ok=True)
+        path = os.path.join(args.trace_dir, f"skeleton-{torch.distributed.get_rank()}.txt")
+        return _Skeleton(torch, ddp, optimizer, path, args.floor == "skeleton-write")
+    options = {} if args.values_every is None else {"values_every": args.values_every}
+    return dpscope_torch.watch(ddp, args.trace_dir, sampler=sampler, optimizer=optimizer, **options)
+
+
 def rank_run(args):
     import torch
     import torch.distributed as dist
@@ -109,8 +219,7 @@ def rank_run(args):
         return ddp, sampler, optimizer
 
     plain, watched = job(), job()
-    options = {} if args.values_every is None else {"values_every": args.values_every}
-    watcher = dpscope_torch.watch(watched[0], args.trace_dir, sampler=watched[1], optimizer=watched[2], **options)
+    watcher = watch_or_floor(args, dpscope_torch, torch, *watched)
     batches = {}
     for name, (ddp, sampler, _) in (("plain", plain), ("watched", watched)):
         sampler.set_epoch(0)
@@ -168,6 +277,8 @@ def run_once(args, tmp):
            "--clock", args.clock, "--python-dir", args.python_dir] + (["--breakdown"] if args.breakdown else [])
     if args.values_every is not None:
         cmd += ["--values-every", str(args.values_every)]
+    if args.floor:
+        cmd += ["--floor", args.floor]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     if out.returncode != 0:
@@ -207,6 +318,8 @@ def main():
                     help="wall: elapsed time; cpu: rank 0's CPU time, all its threads (less moved by other jobs)")
     ap.add_argument("--breakdown", action="store_true",
                     help="also print the thread CPU time of each of the watcher's entry points per watched step")
+    ap.add_argument("--floor", choices=["torch-hook", "skeleton", "skeleton-write"], default=None,
+                    help="instead of watch(): what any recorder hooked the same way costs (see the usage)")
     ap.add_argument("--python-dir", default=os.path.join(HERE, "..", "python"),
                     help="where dpscope_torch is imported from (e.g. an older checkout's python/)")
     args = ap.parse_args()
@@ -238,8 +351,10 @@ def main():
     ratios = [w / p for p, w in pairs]
     p, w = statistics.median(plain), statistics.median(watched)
     print(f"DDP step, MLP {args.model}, batch {args.batch} per rank, 2 gloo processes, torch {torch.__version__}, "
-          f"values_every {values_every}, {args.clock} clock, dpscope_torch from {os.path.abspath(args.python_dir)}: "
-          f"{args.launches} launch(es) x {args.pairs} pairs of {args.block}-step blocks")
+          f"values_every {values_every}, {args.clock} clock, "
+          + (f"--floor {args.floor} instead of watch(): " if args.floor else
+             f"dpscope_torch from {os.path.abspath(args.python_dir)}: ")
+          + f"{args.launches} launch(es) x {args.pairs} pairs of {args.block}-step blocks")
     print(f"plain   median {p:.3f} ms/step  (quartiles {quartiles(plain)}, range {min(plain):.3f}-{max(plain):.3f})")
     print(f"watched median {w:.3f} ms/step  (quartiles {quartiles(watched)}, range {min(watched):.3f}-{max(watched):.3f})")
     print(f"watched / plain: {w / p:.3f} (medians), {statistics.median(ratios):.3f} (median of pairs; quartiles "

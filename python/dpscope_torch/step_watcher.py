@@ -9,6 +9,7 @@ moments `_on_backward_begin(tensor)`, `_on_backward_end()`, `_on_optimizer_begin
 
 _LIST_ITERATOR = type(iter([]))
 _RANGE_ITERATOR = type(iter(range(0)))
+STATE_RECOUNT_STEPS = 3  # an optimizer's state is counted at each of its first steps (_optimizer_state_bytes)
 
 
 class _SampleQueue:
@@ -114,10 +115,22 @@ class StepWatcher:
         optimizer.step = step
 
     def _optimizer_state_bytes(self):
-        """The bytes of the watched optimizers' state tensors (momentum, Adam's moments)."""
+        """The bytes of the watched optimizers' state tensors (momentum, Adam's moments).
+
+        Counted again only when an optimizer's state may have changed size: on its first steps
+        (STATE_RECOUNT_STEPS), when it gains or loses parameters' entries, or when it is replaced
+        (load_state_dict makes a new one). PyTorch's optimizers make a parameter's state tensors once,
+        on its first step, and update them in place: walking every state tensor every step (one
+        Python loop over all parameters) would be the only cost that grows with the model."""
+        key = [(id(o.state), len(o.state)) for o in self._optimizers]
+        steps = getattr(self, "_state_steps", 0)
+        if key == getattr(self, "_state_key", None) and steps >= STATE_RECOUNT_STEPS:
+            return self._state_counted
+        self._state_key, self._state_steps = key, steps + 1
         torch = self._torch
-        return sum(v.numel() * v.element_size() for o in self._optimizers for s in o.state.values()
-                   for v in s.values() if isinstance(v, torch.Tensor))
+        self._state_counted = sum(v.numel() * v.element_size() for o in self._optimizers for s in o.state.values()
+                                  for v in s.values() if isinstance(v, torch.Tensor))
+        return self._state_counted
 
     def __enter__(self):
         return self

@@ -37,7 +37,8 @@ from . import schema
 from .clock import measure_offsets, now_ns
 from .clocks import CudaClock, HostClock
 from .step_watcher import StepWatcher, _SampleQueue
-from .writer import TraceError, TraceWriter, check_trace_dir
+from .writer import (TraceError, TraceWriter, all_reduce_lines, buckets_line, check_trace_dir, counter_line,
+                     grad_ready_lines, loss_line, samples_line, span_line, values_line)
 
 VALUE_SAMPLES = 32  # gradient elements per parameter in a `values` event (the runtime's count)
 WAITER_GRACE_S = 30.0  # close() waits this long for an all-reduce still running
@@ -160,13 +161,16 @@ def _one_line(exc):
 
 
 class _Layout:
-    """One bucket's parameters (indices, shapes) in packing order, and where its sampled gradient
-    values lie in the flat bucket: one gather and one norm per parameter per side."""
+    """One bucket as the communication hook last read it: its parameters (indices, shapes) in
+    packing order, its buffer (`key`: address and elements; `flat`, the tensor gloo gets), what its
+    all-reduce's lines say of it, and where its sampled gradient values lie in the flat bucket (one
+    gather and one norm per parameter per side)."""
 
-    __slots__ = ("params", "shapes", "size", "counts", "strides", "_plan")
+    __slots__ = ("params", "shapes", "size", "key", "flat", "count", "dtype", "name", "counts", "strides", "_plan")
 
-    def __init__(self, params, shapes, size):
+    def __init__(self, params, shapes, size, key=None, flat=None, count=0, dtype="", name=""):
         self.params, self.shapes, self.size = params, shapes, size
+        self.key, self.flat, self.count, self.dtype, self.name = key, flat, count, dtype, name
         self.counts = self.strides = self._plan = None
 
     def sample(self, tensor):
@@ -194,14 +198,12 @@ class _Layout:
 class _Collective:
     """One bucket's all-reduce in one backward: its launch, its end and the values sampled."""
 
-    __slots__ = ("coll", "index", "size", "count", "dtype", "layout", "step", "launch", "end", "before", "after",
-                 "unwrap")
+    __slots__ = ("coll", "index", "layout", "step", "launch", "end", "before", "after", "unwrap")
 
-    def __init__(self, coll, index, size, count, dtype, layout, step, launch):
-        self.coll, self.index, self.size, self.count, self.dtype = coll, index, size, count, dtype
-        self.layout, self.step, self.launch = layout, step, launch
+    def __init__(self, coll, index, layout, step, launch, unwrap):
+        self.coll, self.index, self.layout, self.step, self.launch = coll, index, layout, step, launch
         self.end = self.before = self.after = None
-        self.unwrap = False  # the future's value is [tensor] (our own all-reduce's)
+        self.unwrap = unwrap  # the future's value is [tensor] (our own all-reduce's)
 
 
 class Watcher(StepWatcher):
@@ -261,8 +263,11 @@ class Watcher(StepWatcher):
         self._log = []  # (param index, stamp) per gradient hook, (bucket's param indices, stamp) per launch
         self._ready = set()  # parameters whose gradient-ready was recorded this backward
         self._launch_of_param = {}  # parameter -> stamp of its bucket's launch, if that came first
-        self._observed = {}  # bucket index -> (param indices, bytes) this backward
+        self._observed = {}  # bucket index -> its _Layout, this backward
+        self._noted = None  # the _Layouts of the last assignment written (_note_buckets)
         self._bucket_cache = {}  # bucket index -> _Layout as last read from a bucket
+        self._out = []  # CPU runs: the step's lines, made on this thread, handed to the writer at its end
+        self._thread = threading.get_ident()  # the training thread (the one that calls watch())
         self._collectives = 0
         self._done = collections.deque()  # _Collectives done, written at the step's end
         self._held = []  # GPU runs: futures our callbacks hang on, freed on this thread (_hold)
@@ -411,25 +416,25 @@ class Watcher(StepWatcher):
         self._span(start, end, step, name, name, "phase")
 
     def _span(self, start, end, step, phase, name, cat):
-        writer, rank = self._writer, self.rank
         if not self._gpu:
-            writer.span(start, rank, 0, step, phase, name, cat, "compute", end - start)
+            self._out.append(span_line(start, self.rank, 0, step, phase, name, cat, end - start))
             return
+        writer, rank = self._writer, self.rank
         self._emit((start, end), lambda t0, t1: writer.span(t0, rank, 0, step, phase, name, cat, "compute", t1 - t0))
 
     def _memory(self, stamp, phase, step):
         values = self._memory_values()
-        writer, rank = self._writer, self.rank
         if not self._gpu:
-            writer.counter(stamp, rank, 0, step, phase, "memory", values)
+            self._out.append(counter_line(stamp, self.rank, 0, step, phase, "memory", values))
             return
+        writer, rank = self._writer, self.rank
         self._emit((stamp,), lambda t: writer.counter(t, rank, 0, step, phase, "memory", values))
 
     def _memory_values(self):
         """Bytes by category: tensors counted (the optimizer's state as of the last step); on a GPU
         the allocator's count, less those, is the activations (and the allocator's other blocks)."""
         torch = self._torch
-        grads = sum(size for p, size in self._param_sizes if p.grad is not None)
+        grads = sum([size for p, size in self._param_sizes if p.grad is not None])
         state = self._state_bytes
         buffers = self._buffer_bytes
         values = {"parameters": self._param_bytes, "gradients": grads, "optimizer_state": state,
@@ -463,10 +468,10 @@ class Watcher(StepWatcher):
         if count is not None:
             indices, epoch = self._samples.take(count)
             if indices:
-                writer, rank = self._writer, self.rank
                 if not self._gpu:
-                    writer.samples(t, rank, 0, step, indices, epoch)
+                    self._out.append(samples_line(t, self.rank, 0, step, indices, epoch))
                 else:
+                    writer, rank = self._writer, self.rank
                     self._emit((t,), lambda ts: writer.samples(ts, rank, 0, step, indices, epoch))
         return None
 
@@ -512,9 +517,14 @@ class Watcher(StepWatcher):
 
     def _note_buckets(self, t, step):
         """A `buckets` event when this backward's assignment is new (the first seen, or a rebuild)."""
-        if not self._observed or len(self._observed) != max(self._observed) + 1:
+        observed = self._observed
+        if not observed or len(observed) != max(observed) + 1:
             return
-        seen = [self._observed[i] for i in range(len(self._observed))]
+        layouts = [observed[i] for i in range(len(observed))]
+        if layouts == self._noted:  # the same _Layout objects as last time: unchanged
+            return
+        self._noted = layouts
+        seen = [(layout.params, layout.size) for layout in layouts]
         if self._buckets is not None and seen == [(list(p), b) for p, b in self._buckets]:
             return
         reason = "initial" if self._buckets is None else "rebuilt"
@@ -525,6 +535,9 @@ class Watcher(StepWatcher):
         # Reducer._rebuild_buckets), before any of them is launched; the comm hook only shows them
         # bucket by bucket, so they are known here and written at the moment they came to be.
         at, phase = (self._forward_start, "forward") if reason == "rebuilt" and self._forward_start else (t, "backward")
+        if not self._gpu:
+            self._out.append(buckets_line(at, rank, 0, step, phase, reason, buckets))
+            return
         self._emit((at,), lambda ts: self._writer.buckets(ts, rank, 0, step, phase, reason, buckets))
 
     def _on_optimizer_begin(self):
@@ -554,10 +567,10 @@ class Watcher(StepWatcher):
             loss, self._loss = self._loss, None
         if loss is not None:
             value, stamp, step = loss
-            writer, rank = self._writer, self.rank
             if not self._gpu:
-                writer.loss(stamp, rank, 0, step, value.item())
+                self._out.append(loss_line(stamp, self.rank, 0, step, value.item()))
             else:
+                writer, rank = self._writer, self.rank
                 self._emit((stamp,), lambda ts: writer.loss(ts, rank, 0, step, value.item()))
         if self._done:
             self._write_collectives()
@@ -565,7 +578,14 @@ class Watcher(StepWatcher):
             self._drain(wait=False)
         if self._held:
             self._release_done_futures()
-        self._writer.flush()
+        out, self._out = self._out, []
+        self._writer.flush(out)
+
+    def _hand_out(self):
+        """Hands the lines of the step so far to the writer (CPU runs; the training thread's)."""
+        out, self._out = self._out, []
+        if out:
+            self._writer.add_lines(out)
 
     # -- gradients and buckets (autograd's thread, and the waiter's) ---------------------------------
 
@@ -612,20 +632,27 @@ class Watcher(StepWatcher):
             self._last_grad = stamps[-1]
             step, rank, writer = self.step, self.rank, self._writer
         if not self._clock.gpu:
-            writer.grad_ready_all(rank, 0, step, params, stamps)
+            self._out.extend(grad_ready_lines(rank, 0, step, params, stamps))
             return
         self._emit(tuple(stamps), lambda *ts: writer.grad_ready_all(rank, 0, step, params, ts))
 
-    def _bucket_layout(self, bucket, index, size):
-        """The bucket's parameters in packing order (a _Layout). DDP rebuilds its buckets once, in the
-        second step (the order may change while the sizes stay: one bucket [0..5] becomes [5..0]), so
-        they are read from the bucket until step 3, then kept while the bucket's size stays the same."""
+    def _bucket_layout(self, bucket, index, buffer):
+        """The bucket as a _Layout: its parameters in packing order, its size and (without a user's
+        hook) the tensor of ours over its buffer (_flat). DDP rebuilds its buckets once, in the second
+        step (the order may change while the sizes stay: one bucket [0..5] becomes [5..0]), so they are
+        read from the bucket until step 3, then kept while the bucket's buffer stays the same (its
+        address and length: one lookup a bucket and step, the rest made once)."""
+        key = (buffer.data_ptr(), buffer.numel())
         cached = self._bucket_cache.get(index)
-        if cached is not None and cached.size == size and self.step >= 3:
+        if cached is not None and cached.key == key and self.step >= 3:
             return cached
         index_of = self._index_of
         tensors = bucket.parameters()
-        layout = _Layout([index_of.get(p.data_ptr(), -1) for p in tensors], [tuple(p.shape) for p in tensors], size)
+        count = key[1]
+        size = count * buffer.element_size()
+        flat = self._flat(index, buffer) if self._inner_hook is None else None
+        layout = _Layout([index_of.get(p.data_ptr(), -1) for p in tensors], [tuple(p.shape) for p in tensors], size,
+                         key, flat, count, str(buffer.dtype)[6:], f"all_reduce bucket {index} {_bytes_text(size)}")
         self._bucket_cache[index] = layout
         return layout
 
@@ -659,26 +686,24 @@ class Watcher(StepWatcher):
         t = self._clock.stamp()
         index = bucket.index()
         buffer = bucket.buffer()
-        if self._inner_hook is None:
-            buffer = self._flat(index, buffer)
-        count = buffer.numel()
-        size = count * buffer.element_size()
-        layout = self._bucket_layout(bucket, index, size)
+        layout = self._bucket_layout(bucket, index, buffer)
         step = self.step
         self._log.append((layout.params, t))  # (autograd's thread, as the gradient hooks)
-        self._observed[index] = (layout.params, size)
-        coll = _Collective(self._collectives, index, size, count, buffer.dtype, layout, step, t)
+        self._observed[index] = layout
+        inner = self._inner_hook
+        if inner is None:
+            buffer = layout.flat
+        coll = _Collective(self._collectives, index, layout, step, t, inner is None)
         self._collectives += 1
         if self._values_step(step):
             coll.before = layout.sample(buffer)  # before the all-reduce writes over the buffer
-        if self._inner_hook is not None:
-            future = self._inner_hook(self._inner_state, bucket)
+        if inner is not None:
+            future = inner(self._inner_state, bucket)
         else:
             # What DDP does without a hook: the gradients times 1/world_size (the reducer multiplies as
             # it copies them into the bucket), summed over the ranks; the same bits as an unwatched run.
             buffer.mul_(1.0 / self.world_size)
             future = self._ddp_group.allreduce([buffer]).get_future()  # a sum, as dist.all_reduce
-            coll.unwrap = True
         if self._clock.gpu:
             return self._then(coll, future)
         # On the CPU no Python runs on the communication library's threads (see _wait_loop): DDP
@@ -760,19 +785,21 @@ class Watcher(StepWatcher):
             if coll.end is None:
                 continue
             if self._clock.gpu:
-                self._emit((coll.launch, coll.end), lambda t0, t1, c=coll: self._write_collective(c, t0, t1))
+                self._emit((coll.launch, coll.end),
+                           lambda t0, t1, c=coll: self._writer.add_lines(self._collective_lines(c, t0, t1, [])))
             else:
-                self._write_collective(coll, coll.launch, coll.end)
+                self._collective_lines(coll, coll.launch, coll.end, self._out)
 
-    def _write_collective(self, coll, t0, t1):
-        writer, rank, step, index, size = self._writer, self.rank, coll.step, coll.index, coll.size
-        writer.all_reduce(t0, t1, rank, 0, step, coll.coll, index, size, coll.count, str(coll.dtype)[6:],
-                          len(coll.layout.params), self.world_size,
-                          f"all_reduce bucket {index} {_bytes_text(size)}")
+    def _collective_lines(self, coll, t0, t1, out):
+        """Appends to `out` the lines of one all-reduce (and its values, on a values step)."""
+        layout, step = coll.layout, coll.step
+        out.append(all_reduce_lines(t0, t1, self.rank, 0, step, coll.coll, coll.index, layout.size, layout.count,
+                                    layout.dtype, len(layout.params), self.world_size, layout.name))
         if coll.before is not None:
-            self._write_values(t0, step, "before_reduce", coll.layout, coll.before)
+            self._values_lines(out, t0, step, "before_reduce", layout, coll.before)
         if coll.after is not None:
-            self._write_values(t1, step, "after_reduce", coll.layout, coll.after)
+            self._values_lines(out, t1, step, "after_reduce", layout, coll.after)
+        return out
 
     def _hold(self, future):
         """Keeps `future` (and the Python callbacks attached to it) alive until this thread lets it go
@@ -790,12 +817,12 @@ class Watcher(StepWatcher):
             with self._lock:
                 self._held = keep + self._held
 
-    def _write_values(self, ts, step, when, layout, sampled):
+    def _values_lines(self, out, ts, step, when, layout, sampled):
         values, norms = sampled
         values, norms = values.tolist(), norms.tolist()
-        writer, rank, at = self._writer, self.rank, 0
+        rank, at = self.rank, 0
         for p, count, stride, norm in zip(layout.params, layout.counts, layout.strides, norms):
-            writer.values(ts, rank, 0, step, "backward", p, when, values[at:at + count], norm, stride)
+            out.append(values_line(ts, rank, 0, step, "backward", p, when, values[at:at + count], norm, stride))
             at += count
 
     # -- the end --------------------------------------------------------------------------------------
@@ -811,6 +838,8 @@ class Watcher(StepWatcher):
             # Between steps (the DataLoader, zero_grad) is the next step's data phase, as the data span
             # the next forward would have written says.
             step, phase = (self.step, self._phase) if self._in_step else (self.step + 1, "data")
+        if threading.get_ident() == self._thread:
+            self._hand_out()  # the step's lines so far, before the error
         self._drain(wait=False)
         try:
             self._writer.instant(now_ns(), self.rank, 0, step, phase, "error", {"message": _one_line(exc)})
@@ -839,6 +868,7 @@ class Watcher(StepWatcher):
             _retire(handed)
         self._take_log()
         self._write_collectives()
+        self._hand_out()
         try:
             self._drain(wait=True)
         except Exception:  # a GPU that failed: what could be resolved is written

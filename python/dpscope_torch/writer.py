@@ -3,15 +3,16 @@
 Lines are built on the thread that records them and handed to the file at flush(), once per
 training step, so that `dpscope-viz --follow DIR` sees each step moments after it ends. The
 all-reduce callbacks of gloo and NCCL run on threads of their own: every method takes the lock.
-The hot events (gradient-ready instants, spans) are formatted by hand, the rest with json.dumps;
-both give the compact form the C++ recorder writes (no spaces).
+The hot events (a step's spans, counters, samples, gradient-ready instants, all-reduces) are
+formatted by hand, by the *_line functions, which a CPU watcher calls directly and hands a step's
+lines to flush() at once; the rest with json.dumps. Both give the compact form the C++ recorder
+writes (no spaces).
 """
 import json
 import math
 import os
 import stat
 import threading
-
 
 
 class TraceError(Exception):
@@ -53,6 +54,65 @@ def _number(x):
     if math.isfinite(x):
         return repr(float(x))
     return "null"
+
+
+# -- the lines, as strings (ts and dur: int ns) ---------------------------------------------------
+
+
+def span_line(ts, rank, dev, step, phase, name, cat, dur, stream="compute"):
+    return (f'{{"type":"span","ts":{ts},"rank":{rank},"dev":{dev},"step":{step},"phase":"{phase}",'
+            f'"name":{_names.get(name) or _name(name)},"cat":"{cat}","stream":"{stream}","dur":{dur if dur > 0 else 0}}}\n')
+
+
+def counter_line(ts, rank, dev, step, phase, name, values):
+    """A counter: values, a dict of numbers (ints as they are)."""
+    body = ",".join([f'"{k}":{v}' if v.__class__ is int else f'"{k}":{_number(v)}' for k, v in values.items()])
+    return f'{{"type":"counter","ts":{ts},"rank":{rank},"dev":{dev},"step":{step},"phase":"{phase}","name":"{name}","values":{{{body}}}}}\n'
+
+
+def loss_line(ts, rank, dev, step, value):
+    """The step's loss: a counter `loss` in the backward phase."""
+    return (f'{{"type":"counter","ts":{ts},"rank":{rank},"dev":{dev},"step":{step},"phase":"backward","name":"loss",'
+            f'"values":{{"loss":{_number(float(value))}}}}}\n')
+
+
+def samples_line(ts, rank, dev, step, indices, epoch=None):
+    line = f'{{"type":"samples","ts":{ts},"rank":{rank},"dev":{dev},"step":{step},"phase":"data","indices":[{",".join(map(str, indices))}]'
+    if epoch is not None:
+        line += f',"epoch":{int(epoch)}'
+    return line + "}\n"
+
+
+def grad_ready_lines(rank, dev, step, params, stamps):
+    """One backward's gradient-ready instants (params[i] ready at stamps[i]), one line each: the
+    part after ts is the same for all but the parameter."""
+    middle = f',"rank":{rank},"dev":{dev},"step":{step},"phase":"backward","name":"grad_ready","args":{{"param":'
+    return [f'{{"type":"instant","ts":{int(ts)}{middle}{param}}}}}\n' for param, ts in zip(params, stamps)]
+
+
+def all_reduce_lines(t0, t1, rank, dev, step, coll, bucket, size, count, dtype, params, ranks, name):
+    """One bucket's all-reduce in a backward: bucket_launched at t0, its span on the comm stream, and
+    bucket_done at t1 (three lines: every bucket, every step)."""
+    common = f'"rank":{rank},"dev":{dev},"step":{step},"phase":"backward"'
+    bucket_args = f'{{"bucket":{bucket},"bytes":{size},"params":{params}}}'
+    return (f'{{"type":"instant","ts":{int(t0)},{common},"name":"bucket_launched","args":{bucket_args}}}\n'
+            f'{{"type":"span","ts":{int(t0)},{common},"name":{_name(name)},"cat":"collective","stream":"comm",'
+            f'"dur":{max(0, int(t1 - t0))},"args":{{"coll":{coll},"op":"all_reduce","bucket":{bucket},'
+            f'"bytes":{size},"count":{count},"dtype":{_name(dtype)},"redop":"sum","ranks":{ranks}}}}}\n'
+            f'{{"type":"instant","ts":{int(t1)},{common},"name":"bucket_done","args":{bucket_args}}}\n')
+
+
+def values_line(ts, rank, dev, step, phase, param, when, values, norm, stride):
+    line = (f'{{"type":"values","ts":{int(ts)},"rank":{rank},"dev":{dev},"step":{step},"phase":"{phase}","name":"grad",'
+            f'"param":{param},"when":"{when}","values":[{_numbers(values)}],"norm":{_number(norm)}')
+    if stride != 1:
+        line += f',"stride":{stride}'
+    return line + "}\n"
+
+
+def buckets_line(ts, rank, dev, step, phase, reason, buckets):
+    return (f'{{"type":"buckets","ts":{int(ts)},"rank":{rank},"dev":{dev},"step":{step},"phase":"{phase}",'
+            f'"reason":"{reason}","buckets":{_dumps(buckets)}}}\n')
 
 
 def check_trace_dir(trace_dir, rank, world_size):
@@ -116,23 +176,13 @@ class TraceWriter:
         return f'{{"type":"{kind}","ts":{int(ts)},"rank":{rank},"dev":{dev},"step":{step},"phase":"{phase}"'
 
     def span(self, ts, rank, dev, step, phase, name, cat, stream, dur, args=None):
-        line = (f'{{"type":"span","ts":{int(ts)},"rank":{rank},"dev":{dev},"step":{step},"phase":"{phase}",'
-                f'"name":{_names.get(name) or _name(name)},"cat":"{cat}","stream":"{stream}","dur":{max(0, int(dur))}')
+        line = span_line(int(ts), rank, dev, step, phase, name, cat, int(dur), stream)
         if args:
-            line += f',"args":{_dumps(args)}'
-        self._add(line + "}\n")
+            line = f'{line[:-2]},"args":{_dumps(args)}}}\n'
+        self._add(line)
 
     def all_reduce(self, t0, t1, rank, dev, step, coll, bucket, size, count, dtype, params, ranks, name):
-        """One bucket's all-reduce in a backward: bucket_launched at t0, its span on the comm stream, and
-        bucket_done at t1 (three lines, formatted here by hand: every bucket, every step)."""
-        common = f'"rank":{rank},"dev":{dev},"step":{step},"phase":"backward"'
-        bucket_args = f'{{"bucket":{bucket},"bytes":{size},"params":{params}}}'
-        lines = (f'{{"type":"instant","ts":{int(t0)},{common},"name":"bucket_launched","args":{bucket_args}}}\n'
-                 f'{{"type":"span","ts":{int(t0)},{common},"name":{_name(name)},"cat":"collective","stream":"comm",'
-                 f'"dur":{max(0, int(t1 - t0))},"args":{{"coll":{coll},"op":"all_reduce","bucket":{bucket},'
-                 f'"bytes":{size},"count":{count},"dtype":{_name(dtype)},"redop":"sum","ranks":{ranks}}}}}\n'
-                 f'{{"type":"instant","ts":{int(t1)},{common},"name":"bucket_done","args":{bucket_args}}}\n')
-        self._add(lines)
+        self._add(all_reduce_lines(t0, t1, rank, dev, step, coll, bucket, size, count, dtype, params, ranks, name))
 
     def instant(self, ts, rank, dev, step, phase, name, args):
         self._add(f'{self._common("instant", ts, rank, dev, step, phase)},"name":"{name}","args":{_dumps(args)}}}\n')
@@ -142,40 +192,28 @@ class TraceWriter:
                   f'"args":{{"param":{param}}}}}\n')
 
     def grad_ready_all(self, rank, dev, step, params, stamps):
-        """One backward's gradient-ready instants (params[i] ready at stamps[i]), one line each: the
-        part after ts is the same for all but the parameter."""
-        middle = f',"rank":{rank},"dev":{dev},"step":{step},"phase":"backward","name":"grad_ready","args":{{"param":'
-        lines = [f'{{"type":"instant","ts":{int(ts)}{middle}{param}}}}}\n' for param, ts in zip(params, stamps)]
+        self.add_lines(grad_ready_lines(rank, dev, step, params, stamps))
+
+    def counter(self, ts, rank, dev, step, phase, name, values):
+        self._add(counter_line(int(ts), rank, dev, step, phase, name, values))
+
+    def loss(self, ts, rank, dev, step, value):
+        self._add(loss_line(int(ts), rank, dev, step, value))
+
+    def values(self, ts, rank, dev, step, phase, param, when, values, norm, stride):
+        self._add(values_line(ts, rank, dev, step, phase, param, when, values, norm, stride))
+
+    def samples(self, ts, rank, dev, step, indices, epoch=None):
+        self._add(samples_line(int(ts), rank, dev, step, indices, epoch))
+
+    def buckets(self, ts, rank, dev, step, phase, reason, buckets):
+        self._add(buckets_line(ts, rank, dev, step, phase, reason, buckets))
+
+    def add_lines(self, lines):
+        """Lines made by the *_line functions, in order (a CPU watcher's step, handed at once)."""
         with self._lock:
             if self._lines is not None:
                 self._lines.extend(lines)
-
-    def counter(self, ts, rank, dev, step, phase, name, values):
-        body = ",".join([f'"{k}":{v}' if v.__class__ is int else f'"{k}":{_number(v)}' for k, v in values.items()])
-        self._add(f'{self._common("counter", ts, rank, dev, step, phase)},"name":"{name}","values":{{{body}}}}}\n')
-
-    def loss(self, ts, rank, dev, step, value):
-        """The step's loss: a counter `loss` in the backward phase."""
-        self._add(f'{self._common("counter", ts, rank, dev, step, "backward")},"name":"loss",'
-                  f'"values":{{"loss":{_number(float(value))}}}}}\n')
-
-    def values(self, ts, rank, dev, step, phase, param, when, values, norm, stride):
-        body = _numbers(values)
-        line = (f'{self._common("values", ts, rank, dev, step, phase)},"name":"grad","param":{param},'
-                f'"when":"{when}","values":[{body}],"norm":{_number(norm)}')
-        if stride != 1:
-            line += f',"stride":{stride}'
-        self._add(line + "}\n")
-
-    def samples(self, ts, rank, dev, step, indices, epoch=None):
-        line = f'{self._common("samples", ts, rank, dev, step, "data")},"indices":[{",".join(map(str, indices))}]'
-        if epoch is not None:
-            line += f',"epoch":{int(epoch)}'
-        self._add(line + "}\n")
-
-    def buckets(self, ts, rank, dev, step, phase, reason, buckets):
-        self._add(f'{self._common("buckets", ts, rank, dev, step, phase)},"reason":"{reason}",'
-                  f'"buckets":{_dumps(buckets)}}}\n')
 
     def _add(self, line):
         with self._lock:
@@ -184,10 +222,15 @@ class TraceWriter:
 
     # -- file ---------------------------------------------------------------------------------------
 
-    def flush(self):
-        """Writes every line recorded so far and flushes the file (a live reader sees them)."""
+    def flush(self, lines=()):
+        """Writes every line recorded so far, then `lines` (add_lines'), and flushes the file (a live
+        reader sees them)."""
         with self._lock:
-            if self._lines is None or not self._lines:
+            if self._lines is None:
+                return
+            if lines:
+                self._lines.extend(lines)
+            if not self._lines:
                 return
             text = "".join(self._lines)
             self._lines.clear()

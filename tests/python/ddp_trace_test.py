@@ -146,6 +146,21 @@ def sampler_batches(dataset, world, rank, epoch, batch, set_epoch):
     return [indices[i:i + batch] for i in range(0, len(indices), batch)]
 
 
+def check_bucket_times(rank, events, launched, done):
+    """A bucket's all-reduce ends after it is launched and before its backward returns: DDP's
+    backward waits for every bucket (on the CPU the waiter stamps the end before it hands the result
+    to DDP), so bucket_done can be late by the waiter's wake-up but never past the backward phase's end."""
+    backward = {e["step"]: (e["ts"], e["ts"] + e["dur"]) for e in events
+                if e["type"] == "span" and e["cat"] == "phase" and e["name"] == "backward"}
+    starts = {(e["step"], e["args"]["bucket"]): e["ts"] for e in launched}
+    for e in done:
+        step, bucket = e["step"], e["args"]["bucket"]
+        start = starts.get((step, bucket))
+        begin, end = backward.get(step, (None, None))
+        check(start is not None and end is not None and begin <= start <= e["ts"] <= end,
+              f"rank {rank} step {step} bucket {bucket}: launched {start}, done {e['ts']}, backward {begin}-{end}")
+
+
 def check_run(trace_dir, dump, world, used_params=None):
     """Everything a recorded run must agree with: PyTorch's logging data, the sampler, the losses."""
     strict_stats(trace_dir)
@@ -205,6 +220,8 @@ def check_run(trace_dir, dump, world, used_params=None):
         spans = [e for e in events if e["type"] == "span" and e["cat"] == "collective"]
         check(len(launched) == len(done) == len(spans) and len(launched) >= steps,
               f"rank {rank}: {len(launched)} launched, {len(done)} done, {len(spans)} all-reduce spans for {steps} steps")
+        if header["devices"][0]["kind"] == "cpu":  # (on a GPU the stamps are CUDA events: not checked yet)
+            check_bucket_times(rank, events, launched, done)
         # Samples: each step's indices are DistributedSampler's, epoch by epoch.
         samples = [e for e in events if e["type"] == "samples"]
         want = []

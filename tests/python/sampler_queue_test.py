@@ -2,14 +2,15 @@
 """How a watched sampler's indices reach the forwards (python/dpscope_torch/step_watcher.py): a pass
 known when it starts (an iterator over a list or a range, as DistributedSampler's) is queued whole,
 any other index by index as the sampler yields it; forwards take them in order, batch by batch, and a
-pass never hands its leftovers (drop_last) to the next. Needs no PyTorch.
+pass never hands its leftovers (drop_last) to the next. And the optimizer's state bytes (the memory
+counters' optimizer_state), counted when the state may have changed size. Needs no PyTorch.
 Usage: sampler_queue_test.py SOURCE_DIR
 """
 import os
 import sys
 
 sys.path.insert(0, os.path.join(sys.argv[1], "python"))
-from dpscope_torch.step_watcher import _SampleQueue, watch_sampler  # noqa: E402  (no torch imported)
+from dpscope_torch.step_watcher import STATE_RECOUNT_STEPS, StepWatcher, _SampleQueue, watch_sampler  # noqa: E402  (no torch imported)
 
 failures = []
 
@@ -112,6 +113,47 @@ list(iter(s))
 check("the new queue gets the pass", len(q2.take(100)[0]), 10)
 plain = type(s)(4)  # the watched subclass, without a queue of its own
 check("an unwatched instance", list(iter(plain)), [0, 3, 2, 1])
+
+
+# The optimizer's state bytes: counted on the first STATE_RECOUNT_STEPS steps, then again only when
+# a state gains or loses entries or is replaced (load_state_dict); PyTorch's optimizers make each
+# parameter's state tensors once and update them in place.
+class FakeTensor:  # numel and element_size, as a torch.Tensor
+    def __init__(self, n):
+        self.n = n
+
+    def numel(self):
+        return self.n
+
+    def element_size(self):
+        return 4
+
+
+class FakeTorch:
+    Tensor = FakeTensor
+
+
+class FakeOptimizer:
+    def __init__(self):
+        self.state = {}
+
+
+opt = FakeOptimizer()
+w = StepWatcher()
+w._torch, w._optimizers = FakeTorch, [opt]
+check("no state yet", w._optimizer_state_bytes(), 0)
+opt.state["w"] = {"momentum_buffer": FakeTensor(10), "step": 3}  # a new entry: counted
+check("an entry made on the first step", w._optimizer_state_bytes(), 40)
+opt.state["w"]["momentum_buffer"] = FakeTensor(20)  # within the first steps: counted
+check("a tensor replaced within the first steps", w._optimizer_state_bytes(), 80)
+for _ in range(STATE_RECOUNT_STEPS):
+    w._optimizer_state_bytes()
+opt.state["w"]["momentum_buffer"] = FakeTensor(30)  # in place, same entries: not walked again
+check("entries unchanged after the first steps: the count kept", w._optimizer_state_bytes(), 80)
+opt.state["b"] = {"momentum_buffer": FakeTensor(5)}  # a parameter's first step (once unused)
+check("a new entry: counted again", w._optimizer_state_bytes(), 140)
+opt.state = {"w": {"momentum_buffer": FakeTensor(1)}, "b": {"momentum_buffer": FakeTensor(1)}}  # load_state_dict
+check("a state replaced: counted again", w._optimizer_state_bytes(), 8)
 
 if failures:
     print("\n".join(failures))
