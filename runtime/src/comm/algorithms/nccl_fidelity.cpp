@@ -106,7 +106,8 @@ std::string pcie_finding(const std::vector<FidelityResult>& results) {
       "that uplink by collective (all_gather 6.2-7.6 GB/s and all_reduce 7.8-8.0 from 2 MiB, alltoall "
       "8.9-9.2 from 16 MiB), and the model has no term for what the receiving GPU's reads of host memory "
       "and its reduction cost there. From 2 KiB to 16 KiB it is {:.0f}-{:.0f} % too slow: it prices the "
-      "LL ring's bytes at one of the two channels' share of half the path's bandwidth, where the measured "
+      "LL ring's bytes at half the path's bandwidth, and up to 8 KiB at one of the two channels' share of "
+      "it, where the measured "
       "times stay within 1 us of the 8 B row up to 4 KiB (the bytes of a small LL message move within "
       "the hop latency that the model adds to them). NCCL's version is not printed, and no NCCL_DEBUG "
       "log shows the channels it built (the preset takes {}).\n",
