@@ -73,6 +73,11 @@ NetworkSpec read_network(const toml::table& table, const fs::path& file) {
   net.gpus_per_switch = static_cast<int>(optional_number(table, file, "network.gpus_per_switch", 0));
   if (table.at_path("network.switch_uplink"))
     net.switch_uplink = read_link(table, file, "network.switch_uplink");
+  if (const toml::node_view p2p = table.at_path("network.peer_to_peer")) {
+    DPS_CHECK(p2p.is_boolean(), ErrorKind::kFormat, "preset {}: network.peer_to_peer must be true or false",
+              file.string());
+    net.peer_to_peer = *p2p.value<bool>();
+  }
   net.nvlink_bandwidth_bytes_per_s = optional_number(table, file, "network.nvlink_gbps", 0.0) * 1e9;
   if (const toml::array* pairs = table.at_path("network.nvlinks").as_array()) {
     for (const toml::node& entry : *pairs) {

@@ -80,10 +80,11 @@ TEST(NcclCostModel, UnavailablePairsAreOneClearError) {
 // Real busbw curves rise smoothly with size; the model's must not jump back at a slice or channel
 // boundary (the old flow model's busbw fell at 8 -> 16 MiB).
 TEST(NcclCostModel, BusBandwidthNeverFallsFromOneSizeToTheNext) {
-  for (const std::string preset : {"h100-sxm", "h200", "a100-sxm", "v100-sxm2", "t4"}) {
-    const int n = preset == "t4" ? 4 : 8;
+  for (const std::string preset : {"h100-sxm", "h200", "a100-sxm", "v100-sxm2", "t4", "rtx-2080ti"}) {
+    const int n = preset == "t4" ? 4 : preset == "rtx-2080ti" ? 2 : 8;
     for (const int nodes : {1, 4}) {
-      if (nodes > 1 && (preset == "v100-sxm2" || preset == "t4")) continue;  // no [cluster]
+      if (nodes > 1 && (preset == "v100-sxm2" || preset == "t4" || preset == "rtx-2080ti"))
+        continue;  // no [cluster]
       const NcclFabric f = fabric(preset, n * nodes, nodes);
       for (OpType op : {OpType::kAllReduce, OpType::kAllGather, OpType::kBroadcast}) {
         double previous = 0.0;
@@ -95,6 +96,27 @@ TEST(NcclCostModel, BusBandwidthNeverFallsFromOneSizeToTheNext) {
       }
     }
   }
+}
+
+// PCIe without peer access (rtx-2080ti: two GeForce cards under one switch): NCCL's SHM transport
+// sends every ring hop up the switch's uplink into host memory and down again, so the GPUs under it
+// share it in each direction. With peer access (t4) a ring crosses an uplink once per direction.
+TEST(NcclCostModel, PcieWithoutPeerAccessSharesTheSwitchUplinkAmongItsGpus) {
+  const HardwarePreset rtx = find_preset("rtx-2080ti");
+  const double uplink = rtx.network.switch_uplink.bandwidth_bytes_per_s * rtx.network.protocol_efficiency;
+  EXPECT_DOUBLE_EQ(fabric("rtx-2080ti", 2).intra_bytes_per_s, uplink / 2);
+  EXPECT_EQ(fabric("rtx-2080ti", 2).intra, LinkClass::kPcie);
+  HardwarePreset with_p2p = rtx;
+  with_p2p.network.peer_to_peer = true;  // the same box if the driver allowed peer access
+  EXPECT_DOUBLE_EQ(nccl_fabric(with_p2p, 2, 1)->intra_bytes_per_s,
+                   rtx.peer_link.bandwidth_bytes_per_s * rtx.network.protocol_efficiency);
+  const HardwarePreset t4 = find_preset("t4");
+  EXPECT_DOUBLE_EQ(fabric("t4", 4).intra_bytes_per_s,
+                   t4.network.switch_uplink.bandwidth_bytes_per_s * t4.network.protocol_efficiency);
+  // 1 GiB is bandwidth-bound: the Simple ring at the shared uplink's share (busbw = algbw on 2 GPUs).
+  const NcclPrediction big = predict_nccl(fabric("rtx-2080ti", 2), OpType::kAllReduce, 1ull << 30);
+  EXPECT_EQ(big.label(), "ring/Simple");
+  EXPECT_NEAR(static_cast<double>(1ull << 30) / big.time_ns, uplink / 2 / 1e9, 0.01);
 }
 
 TEST(NcclCostModel, AcrossNodesTheNetworkBoundsTheRing) {

@@ -213,6 +213,34 @@ TEST(Network, PcieHostRoutesAcrossSwitchesThroughSharedUplinks) {
   EXPECT_EQ(within.ops[1].arrival_ns, 1000 + 4000);
 }
 
+// Without peer access (GeForce cards) NCCL's SHM transport goes through host memory, so even two
+// GPUs under one switch cross its uplink up and down, and two such transfers share it.
+TEST(Network, PcieWithoutPeerAccessGoesThroughHostMemoryEvenUnderOneSwitch) {
+  HardwarePreset p = round_preset("pcie-host");
+  p.network.gpus_per_switch = 2;
+  p.network.switch_uplink = {"pcie-uplink", 1e9, 500.0};
+  p.network.peer_to_peer = false;
+  const NetworkModel net(p, 2);
+  EXPECT_EQ(net.route(0, 1).hop_count, 4);
+  EXPECT_EQ(net.route(0, 1).latency_ns, 1500);
+  Schedule s;
+  s.algorithm = "test";
+  s.phases = {"x"};
+  CommOp a;
+  a.src = 0;
+  a.dst = 1;
+  a.from = a.to = {0, 4000};
+  CommOp b = a;
+  b.src = 1;
+  b.dst = 0;
+  s.ops = {a, b};
+  s.steps = 1;
+  // 4000 bytes each way; each direction of the uplink carries both: 8000 ns instead of 4000.
+  const ScheduleTiming both = time_on(s, net, 2);
+  EXPECT_EQ(both.ops[0].arrival_ns, 1500 + 8000);
+  EXPECT_EQ(both.ops[1].arrival_ns, 1500 + 8000);
+}
+
 TEST(Network, HybridCubeMeshRingFollowsNvlinkAndOtherPairsCrossPcie) {
   const HardwarePreset v100 = find_preset("v100-sxm2");
   const NetworkModel net(v100, 8);

@@ -18,7 +18,7 @@ namespace {
 
 TEST(Preset, ShipsTheDatasheetPresets) {
   const std::vector<std::string> ids = list_presets();
-  for (const char* id : {"a100-sxm", "h100-sxm", "h200", "t4", "v100-sxm2"})
+  for (const char* id : {"a100-sxm", "h100-sxm", "h200", "rtx-2080ti", "t4", "v100-sxm2"})
     EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
   const HardwarePreset h100 = find_preset("h100-sxm");
   EXPECT_EQ(h100.memory_bytes, 80'000'000'000u);
@@ -113,6 +113,30 @@ TEST(Preset, CalibrationScalesTheRooflineAndAddsHostIssueTime) {
   EXPECT_DOUBLE_EQ(plain.host_issue_ns, 0.0);
   EXPECT_TRUE(plain.calibrated_on.empty());
   std::filesystem::remove(path);
+}
+
+// network.peer_to_peer: GPUs that may not access each other's memory (GeForce) reach each other
+// through host memory; every other preset keeps peer access.
+TEST(Preset, PeerToPeerIsOnUnlessThePresetSaysTheDriverRefusesIt) {
+  EXPECT_FALSE(find_preset("rtx-2080ti").network.peer_to_peer);
+  for (const std::string& id : list_presets()) {
+    if (id != "rtx-2080ti") {
+      EXPECT_TRUE(find_preset(id).network.peer_to_peer) << id;
+    }
+  }
+  const auto off = write_preset("[network]\npeer_to_peer = false\n");
+  EXPECT_FALSE(load_preset_file(off).network.peer_to_peer);
+  const auto bad = write_preset("[network]\npeer_to_peer = \"no\"\n");
+  try {
+    load_preset_file(bad);
+    ADD_FAILURE() << "peer_to_peer = \"no\" was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+    EXPECT_EQ(std::string(e.what()),
+              "preset " + bad.string() + ": network.peer_to_peer must be true or false");
+  }
+  std::filesystem::remove(off);
+  std::filesystem::remove(bad);
 }
 
 TEST(Preset, CalibrationOutOfRangeNamesTheKey) {

@@ -36,6 +36,11 @@ struct NetworkSpec {
   LinkSpec switch_uplink;                     // pcie-host: PCIe switch <-> host root complex
   double nvlink_bandwidth_bytes_per_s = 0.0;  // hybrid-cube-mesh: one NVLink, per direction
   std::vector<NvlinkConnection> nvlinks;      // hybrid-cube-mesh: which GPU pairs have NVLinks
+  // pcie-host: whether the GPUs may read and write each other's memory over PCIe (CUDA peer access,
+  // NCCL's P2P transport). false where the driver refuses it (GeForce cards: `nvidia-smi topo -p2p`
+  // prints NS): every peer transfer then goes through host memory (NCCL's SHM transport), up the
+  // sender's switch uplink and down the receiver's, even between GPUs under one switch.
+  bool peer_to_peer = true;
 };
 
 // A cluster of such machines, from the optional [cluster] table: nodes of `gpus_per_node` GPUs

@@ -281,9 +281,16 @@ std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, i
   const double eff = preset.network.protocol_efficiency;
   double peer = preset.peer_link.bandwidth_bytes_per_s;
   // A ring through PCIe switches crosses each switch's uplink once per direction.
-  if (preset.topology == "pcie-host" && preset.network.gpus_per_switch > 0 &&
-      ranks / nodes > preset.network.gpus_per_switch)
+  const int g = ranks / nodes;
+  const int per_switch = preset.network.gpus_per_switch;
+  if (preset.topology == "pcie-host" && per_switch > 0 && preset.network.peer_to_peer && g > per_switch)
     peer = std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s);
+  // Without peer access NCCL connects the ring's neighbours with its SHM transport: the sender
+  // writes into host memory and the receiver reads it from there, so every GPU's send goes up its
+  // switch's uplink and every receive comes down it. The uplink carries one ring flow per GPU
+  // under it, in each direction, and each gets its share.
+  if (preset.topology == "pcie-host" && per_switch > 0 && !preset.network.peer_to_peer && g > 1)
+    peer = std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s / std::min(g, per_switch));
   f.intra_bytes_per_s = peer * eff;
   f.nic_bytes_per_s = preset.cluster.nic.bandwidth_bytes_per_s * eff;
   f.net_extra_latency_us = preset.cluster.nic.latency_ns / 1e3;

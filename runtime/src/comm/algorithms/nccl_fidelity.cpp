@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -70,6 +71,48 @@ std::string size_text(uint64_t b) {
   if (b >= (1ull << 20) && b % (1ull << 20) == 0) return fmt::format("{} MiB", b >> 20);
   if (b >= (1ull << 10) && b % (1ull << 10) == 0) return fmt::format("{} KiB", b >> 10);
   return fmt::format("{} B", b);
+}
+
+// The smallest and largest error of the rows from `from` to `to` bytes, rounded to whole percent.
+std::pair<double, double> error_range(const FidelityResult& r, uint64_t from, uint64_t to) {
+  double lo = 1e9, hi = 0.0;
+  for (const FidelityRow& row : r.rows) {
+    if (row.bytes < from || row.bytes > to) continue;
+    lo = std::min(lo, row.error);
+    hi = std::max(hi, row.error);
+  }
+  return {std::round(100 * lo), std::round(100 * hi)};
+}
+
+// The finding on a PCIe machine without peer access, from its table's rows; empty without one.
+std::string pcie_finding(const std::vector<FidelityResult>& results) {
+  const auto it = std::find_if(results.begin(), results.end(), [](const FidelityResult& r) {
+    const HardwarePreset p = fidelity_preset(r.system);
+    return r.system.nodes == 1 && p.topology == "pcie-host" && !p.network.peer_to_peer;
+  });
+  if (it == results.end()) return {};
+  const HardwarePreset preset = fidelity_preset(it->system);
+  const auto [large_lo, large_hi] = error_range(*it, 1u << 20, ~0ull);
+  const auto [small_lo, small_hi] = error_range(*it, 2u << 10, 16u << 10);
+  return fmt::format(
+      "- **A PCIe machine without peer access** ({}: two GeForce RTX 2080 Ti under one PCIe switch; "
+      "the driver refuses CUDA peer access, so NCCL joins them through host memory, its SHM transport). "
+      "The model sends every ring hop up the switch's one x16 uplink into host memory and back down it "
+      "(the preset's `network.peer_to_peer = false`), so the two GPUs' flows share the uplink in each "
+      "direction; what the uplink delivers with both directions loaded is the preset's "
+      "`protocol_efficiency`, {:g}, taken from the same page's alltoall_perf table (both GPUs copying "
+      "through host memory at once), not from the all_reduce table it is judged on. From 1 MiB up the "
+      "model is {:.0f}-{:.0f} % too fast: the page's tables move different rates per direction through "
+      "that uplink by collective (all_gather 6.2-7.6 GB/s and all_reduce 7.8-8.0 from 2 MiB, alltoall "
+      "8.9-9.2 from 16 MiB), and the model has no term for what the receiving GPU's reads of host memory "
+      "and its reduction cost there. From 2 KiB to 16 KiB it is {:.0f}-{:.0f} % too slow: it prices the "
+      "LL ring's bytes at half the path's bandwidth, and up to 8 KiB at one of the two channels' share of "
+      "it, where the measured "
+      "times stay within 1 us of the 8 B row up to 4 KiB (the bytes of a small LL message move within "
+      "the hop latency that the model adds to them). NCCL's version is not printed, and no NCCL_DEBUG "
+      "log shows the channels it built (the preset takes {}).\n",
+      it->system.id, preset.network.protocol_efficiency, large_lo, large_hi, small_lo, small_hi,
+      preset.nccl.channels);
 }
 
 }  // namespace
@@ -272,7 +315,7 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
   const std::pair<const char*, std::vector<std::string>> kinds[] = {
       {"an H100 or H200 NVSwitch node", {"h100-sxm", "h200"}},
       {"an A100 NVSwitch node", {"a100-sxm"}},
-      {"a PCIe machine", {"t4"}},
+      {"a PCIe machine", {"t4", "rtx-2080ti"}},
       {"a V100 cube mesh", {"v100-sxm2"}},
   };
   std::vector<std::string> covered, missing;
@@ -291,6 +334,9 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
         "no preset describes.\n",
         covered.empty() ? std::string("none") : fmt::format("{}", fmt::join(covered, ", ")),
         fmt::format("{}", fmt::join(missing, ", ")));
+  else
+    md += fmt::format("- **Single nodes validated size by size: every kind the goal names: {}.**\n",
+                      fmt::join(covered, ", "));
   md +=
       "- **Small messages across nodes** come close once the network's extra latency per hop is known: that "
       "one number per system is fitted on the table's 8 B row (stated in each section); the cloud "
@@ -325,7 +371,9 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "- **One A100 node: medium messages are predicted too fast.** The Azure ND A100 v4 table's bus "
       "bandwidth reaches its peak only past 256 MiB, where the model's ring, like NCCL's tuner whose "
       "structure it follows, has most of it by 32 MiB, so the rows from 8 MiB to 128 MiB are its worst. "
-      "The page does not print which algorithm NCCL ran.\n"
+      "The page does not print which algorithm NCCL ran.\n";
+  md += pcie_finding(results);
+  md +=
       "- **Across nodes the model has two terms NCCL's tuner lacks** (docs/collectives.md, \"Across "
       "nodes\"). *Two nodes*: a tree's one network edge carries each byte once up and once down, once per "
       "direction of the node's NICs, where a ring crosses them 2(n-1)/n times, so the tree's chains run at "

@@ -65,7 +65,10 @@ NetworkModel::NetworkModel(const HardwarePreset& preset, int gpu_count)
       for (int d = 0; d < gpu_count; ++d) {
         if (s == d) continue;
         const int ss = s / per_switch, ds = d / per_switch;
-        if (ss == ds || !has_uplinks) {
+        // Without peer access (network.peer_to_peer = false) a transfer between two GPUs under one
+        // switch also goes up to host memory and back down (NCCL's SHM transport).
+        const bool through_host = has_uplinks && (ss != ds || !preset.network.peer_to_peer);
+        if (!through_host) {
           set_route(s, d, {up[s], down[d]}, peer_latency_ns_);
         } else {
           set_route(s, d, {up[s], sw_up[ss], sw_down[ds], down[d]},
