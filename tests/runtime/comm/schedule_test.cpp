@@ -1,6 +1,7 @@
 // Schedules and the network timing model, without threads: the algorithms' structure, the
 // data-step invariants that make results deterministic, routes and link sharing per topology,
 // and closed-form times (ring: 2(n-1)a + 2(n-1)/n S/B + (n-1)/n S g, exactly, in whole ns).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,8 @@ namespace {
 
 using test::round_preset;
 using test::schedule_violation;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::vector<int> identity(int n) {
   std::vector<int> v(n);
@@ -239,6 +242,17 @@ TEST(Network, PcieWithoutPeerAccessGoesThroughHostMemoryEvenUnderOneSwitch) {
   const ScheduleTiming both = time_on(s, net, 2);
   EXPECT_EQ(both.ops[0].arrival_ns, 1500 + 8000);
   EXPECT_EQ(both.ops[1].arrival_ns, 1500 + 8000);
+}
+
+// bench's header line says where the transfers go and what each GPU gets of the shared uplink, not
+// only one link's rate (the rtx-2080ti preset: 16 GB/s x 0.57, halved between its 2 GPUs).
+TEST(Network, DescribeSaysAPcieSwitchWithoutPeerAccessSharesItsUplink) {
+  const NetworkModel shared(find_preset("rtx-2080ti"), 2);
+  EXPECT_THAT(shared.describe(),
+              HasSubstr("no peer access: through host memory, each switch's pcie3 16 GB/s uplink shared by "
+                        "its 2 GPUs (4.6 GB/s usable each)"));
+  const NetworkModel t4(find_preset("t4"), 4);
+  EXPECT_THAT(t4.describe(), Not(HasSubstr("no peer access")));
 }
 
 TEST(Network, HybridCubeMeshRingFollowsNvlinkAndOtherPairsCrossPcie) {

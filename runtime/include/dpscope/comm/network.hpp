@@ -84,6 +84,7 @@ class NetworkModel {
   double mem_bandwidth_bytes_per_s_ = 0.0;
   std::string peer_kind_;
   int64_t peer_latency_ns_ = 0;
+  std::string through_host_;  // describe()'s note where GPUs under one switch have no peer access
   std::vector<NetworkLink> links_;
   std::vector<NetworkRoute> routes_;    // gpu_count x gpu_count
   std::vector<double> pair_bandwidth_;  // cube-mesh NVLink bandwidth per pair (0 = none)

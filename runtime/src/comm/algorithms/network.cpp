@@ -61,6 +61,14 @@ NetworkModel::NetworkModel(const HardwarePreset& preset, int gpu_count)
       sw_up[s] = add_link(fmt::format("pcie switch{} -> host", s), uplink.bandwidth_bytes_per_s);
       sw_down[s] = add_link(fmt::format("host -> pcie switch{}", s), uplink.bandwidth_bytes_per_s);
     }
+    if (has_uplinks && !preset.network.peer_to_peer && gpu_count > 1) {
+      const int sharing = std::min(gpu_count, per_switch);
+      through_host_ = fmt::format(
+          "; no peer access: through host memory, each switch's {} {:.0f} GB/s uplink shared by its {} GPUs "
+          "({:.1f} GB/s usable each)",
+          uplink.kind, uplink.bandwidth_bytes_per_s / 1e9, sharing,
+          uplink.bandwidth_bytes_per_s * efficiency_ / sharing / 1e9);
+    }
     for (int s = 0; s < gpu_count; ++s) {
       for (int d = 0; d < gpu_count; ++d) {
         if (s == d) continue;
@@ -184,9 +192,9 @@ int64_t NetworkModel::scale_time_ns(uint64_t bytes) const {
 std::string NetworkModel::describe() const {
   double peer = 0.0;
   for (const NetworkLink& l : links_) peer = std::max(peer, l.bandwidth_bytes_per_s);
-  return fmt::format("{}, {} GPU{}, {} {:.0f} GB/s usable per direction ({:.0f}% of line rate), {} ns",
+  return fmt::format("{}, {} GPU{}, {} {:.0f} GB/s usable per direction ({:.0f}% of line rate), {} ns{}",
                      topology_, gpu_count_, gpu_count_ == 1 ? "" : "s", peer_kind_, peer / 1e9,
-                     efficiency_ * 100.0, peer_latency_ns_);
+                     efficiency_ * 100.0, peer_latency_ns_, through_host_);
 }
 
 // ---- trace header links ----
