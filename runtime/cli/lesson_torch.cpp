@@ -1,11 +1,8 @@
 // Running a lesson's PyTorch scenario (lesson_torch.hpp).
 #include "lesson_torch.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +16,7 @@
 
 #include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/free_port.hpp"
 #include "dpscope/base/process.hpp"
 #include "dpscope/lesson/sandbox.hpp"
 #include "dpscope/lesson/torch_scenario.hpp"
@@ -33,24 +31,6 @@ namespace fs = std::filesystem;
 bool imports_torch(const std::string& python) {
   if (python.empty() || access(python.c_str(), X_OK) != 0) return false;
   return run_process({python, "-c", "import torch"}, "/dev/null") == 0;
-}
-
-// A TCP port nobody listens on now, for rank 0's store (two lessons checked at once must not meet
-// on launch's default 29500). Another process may take it before rank 0 binds it: then the run fails
-// naming the port, and a rerun picks another.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 29500;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 29500;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
 }
 
 // Starts `argv` in `dir` with `pythonpath` in front of $PYTHONPATH; its output to `log` unless that
@@ -177,12 +157,15 @@ void run_torch_scenario(const std::string& python, const std::vector<std::string
             script.string());
   const fs::path dpscope = executable_dir() / "dpscope";
   const fs::path rank_dir = scratch / "trace";
+  // Not launch's default 29500, where two lessons checked at once would meet; a port another process
+  // binds first fails the run naming it, and a rerun draws another.
+  const int port = free_loopback_port();
   std::vector<std::string> argv = {dpscope.string(),
                                    "launch",
                                    "--nproc",
                                    std::to_string(scenario.nproc),
                                    "--master-port",
-                                   std::to_string(free_port()),
+                                   std::to_string(port),
                                    "--grace-s",
                                    "2",
                                    "--",
