@@ -39,7 +39,6 @@ Per rank (what the driver launches): dpscope_torch_overhead.py --rank-run --trac
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -266,12 +265,9 @@ def rank_run(args):
 
 
 def run_once(args, tmp):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a free port: never another run's
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     trace_dir = os.path.join(tmp, "trace")
     shutil.rmtree(trace_dir, ignore_errors=True)
-    cmd = [args.dpscope, "launch", "--nproc", "2", "--master-addr", "127.0.0.1", "--master-port", str(port), "--",
+    cmd = [args.dpscope, "launch", "--nproc", "2", "--master-addr", "127.0.0.1", "--master-port", "0", "--",
            sys.executable, os.path.abspath(__file__), "--rank-run", "--trace-dir", trace_dir,
            "--pairs", str(args.pairs), "--block", str(args.block), "--batch", str(args.batch), "--model", args.model,
            "--clock", args.clock, "--python-dir", args.python_dir] + (["--breakdown"] if args.breakdown else [])

@@ -1,6 +1,6 @@
 // dpscope launch: torchrun's launcher for this machine's share of a job.
 //
-//   dpscope launch --nproc N [--nnodes M --node-rank K --master-addr A --master-port P]
+//   dpscope launch --nproc N [--nnodes M --node-rank K --master-addr A --master-port P (0: draw one)]
 //                  [--grace-s S] -- PROGRAM ARGS...
 //
 // Starts N copies of PROGRAM, each with the environment torch.distributed's env:// rendezvous reads:
@@ -33,6 +33,7 @@
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/free_port.hpp"
 #include "dpscope/base/process.hpp"
 #include "dpscope/base/termination_notice.hpp"
 
@@ -174,8 +175,12 @@ void check_args(const LaunchArgs& a) {
             "launch: --nnodes must be from 1 to 4096, got {}", a.nnodes);
   DPS_CHECK(a.node_rank >= 0 && a.node_rank < a.nnodes, ErrorKind::kUsage,
             "launch: --node-rank must be from 0 to --nnodes - 1 = {}, got {}", a.nnodes - 1, a.node_rank);
-  DPS_CHECK(a.master_port >= 1 && a.master_port <= 65535, ErrorKind::kUsage,
-            "launch: --master-port must be from 1 to 65535, got {}", a.master_port);
+  DPS_CHECK(a.master_port >= 0 && a.master_port <= 65535, ErrorKind::kUsage,
+            "launch: --master-port must be from 1 to 65535 (or 0: draw a free one), got {}", a.master_port);
+  DPS_CHECK(a.master_port != 0 || a.nnodes == 1, ErrorKind::kUsage,
+            "launch: --master-port 0 draws a port on this machine only; with --nnodes {} every node must be "
+            "given the same port",
+            a.nnodes);
   DPS_CHECK(!a.master_addr.empty(), ErrorKind::kUsage, "launch: --master-addr is empty");
   DPS_CHECK(a.grace_s >= 0 && a.grace_s <= 3600, ErrorKind::kUsage,
             "launch: --grace-s must be from 0 to 3600, got {}", a.grace_s);
@@ -281,8 +286,10 @@ void signal_all(std::vector<Rank>& ranks, int sig) {
   }
 }
 
-void run_launch(const LaunchArgs& a) {
+void run_launch(LaunchArgs a) {
   check_args(a);
+  // One machine: a port nobody listens on, as torchrun --standalone picks one (base/free_port.hpp).
+  if (a.master_port == 0) a.master_port = free_loopback_port();
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);
@@ -420,7 +427,8 @@ void register_launch(CLI::App& app) {
   cmd->add_option("--node-rank", args->node_rank, "this machine's index, 0 .. nnodes-1")
       ->capture_default_str();
   cmd->add_option("--master-addr", args->master_addr, "where rank 0's store listens")->capture_default_str();
-  cmd->add_option("--master-port", args->master_port, "its port")->capture_default_str();
+  cmd->add_option("--master-port", args->master_port, "its port (0: draw a free one, one node only)")
+      ->capture_default_str();
   cmd->add_option("--grace-s", args->grace_s, "seconds between SIGTERM and SIGKILL when a rank fails")
       ->capture_default_str();
   cmd->add_option("command", args->command, "-- PROGRAM ARGS...")->expected(-1);

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "cli/run_limited.hpp"
@@ -163,12 +165,37 @@ TEST(Launch, TheFailingRanksErrorIsQuotedAndAUsageErrorKeepsExitCode2) {
       << err[1];
 }
 
+// --master-port 0, as torchrun --standalone: the launcher draws one free port below the kernel's
+// ephemeral range and gives every rank the same MASTER_PORT.
+TEST(Launch, MasterPortZeroGivesEveryRankOneFreePort) {
+  const LimitedRun r =
+      launch({"--nproc", "3", "--master-port", "0", "--", "sh", "-c", "echo port $MASTER_PORT"});
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> ports;
+  for (const std::string& line : lines(r.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, std::regex(R"(\[rank \d\] port (\d+))"))) << line;
+    ports.insert(m[1]);
+  }
+  ASSERT_EQ(ports.size(), 1u) << r.out;
+  const int port = std::stoi(*ports.begin());
+  int low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  EXPECT_GE(port, 10000);
+  EXPECT_LT(port, low);
+}
+
 TEST(Launch, BadFlagsAreOneUsageLine) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--nproc", "0", "--", "true"}, "--nproc must be from 1 to 1024, got 0"},
       {{"--nproc", "2"}, "no program to start"},
       {{"--nproc", "2", "--nnodes", "2", "--node-rank", "2", "--", "true"}, "--node-rank must be from 0 to"},
       {{"--nproc", "2", "--master-port", "70000", "--", "true"}, "--master-port must be from 1 to 65535"},
+      {{"--nproc", "2", "--master-port", "-1", "--", "true"}, "--master-port must be from 1 to 65535"},
+      {{"--nproc", "2", "--nnodes", "2", "--master-port", "0", "--", "true"},
+       "--master-port 0 draws a port on this machine only; with --nnodes 2 every node must be given the "
+       "same"},
       {{"--nproc", "2", "--", "/no/such/program"}, "cannot start '/no/such/program'"},
       {{"--", "true"}, "--nproc is required"},
       // An empty value is refused as empty (it read as 0: "got 0").

@@ -8,10 +8,8 @@ Exit 77 (ctest: skipped) when this Python has no PyTorch.
 import json
 import math
 import os
-import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,31 +39,10 @@ def check(condition, message):
     return condition
 
 
-def free_port():
-    """A TCP port nobody listens on now: tests run side by side (ctest -j), and torchrun's default
-    29500 would be shared (or still in TIME_WAIT from the last run). Drawn below the kernel's
-    ephemeral range, where no process's outgoing connection is given a port, as the C++ tests'
-    (runtime/include/dpscope/base/free_port.hpp): a port from bind(port 0) could be taken by one
-    before the launch binds it."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    candidates = [random.randint(10000, low - 1) for _ in range(64)] if low > 10001 else []
-    for port in candidates + [0]:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return s.getsockname()[1]
-    return 29500
-
-
 def launch_cmd(nproc):
-    return [DPSCOPE, "launch", "--nproc", str(nproc), "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-            "--"]
+    # --master-port 0: the launcher draws a port nobody listens on, below the kernel's ephemeral range,
+    # so neither a test beside this one (ctest -j) nor any process's outgoing connection takes it.
+    return [DPSCOPE, "launch", "--nproc", str(nproc), "--master-addr", "127.0.0.1", "--master-port", "0", "--"]
 
 
 def launch(nproc, args, zero_change_dir=None, expect_rc=0):
