@@ -16,7 +16,6 @@
 
 #include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/error.hpp"
-#include "dpscope/base/free_port.hpp"
 #include "dpscope/base/process.hpp"
 #include "dpscope/lesson/sandbox.hpp"
 #include "dpscope/lesson/torch_scenario.hpp"
@@ -157,15 +156,14 @@ void run_torch_scenario(const std::string& python, const std::vector<std::string
             script.string());
   const fs::path dpscope = executable_dir() / "dpscope";
   const fs::path rank_dir = scratch / "trace";
-  // Not launch's default 29500, where two lessons checked at once would meet; a port another process
-  // binds first fails the run naming it, and a rerun draws another.
-  const int port = free_loopback_port();
+  // --master-port 0: launch draws a free port (not its default 29500, where two lessons checked at
+  // once would meet); a port another process binds first fails the run naming it.
   std::vector<std::string> argv = {dpscope.string(),
                                    "launch",
                                    "--nproc",
                                    std::to_string(scenario.nproc),
                                    "--master-port",
-                                   std::to_string(port),
+                                   "0",
                                    "--grace-s",
                                    "2",
                                    "--",
