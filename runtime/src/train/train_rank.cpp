@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/rank_agreement.hpp"
 #include "dpscope/data/dataloader.hpp"
 #include "dpscope/data/distributed_sampler.hpp"
 #include "dpscope/parallel/distributed_data_parallel.hpp"
@@ -43,27 +44,6 @@ void all_reduce_loss_on_rank_zero_only(ProcessGroup& group, double loss) {
   const float own_loss[] = {static_cast<float>(loss)};
   Tensor mean_loss = Tensor::from_floats(own_loss, {1}, group.device(), MemoryCategory::kBuffers);
   group.all_reduce(mean_loss, {.op = ReduceOp::kAvg})->wait();
-}
-
-// Sends `text` (significant on `root`; its first 1024 bytes) from `root` to every rank of the group.
-// The bytes travel as floats, which hold 0..255 exactly, because collectives carry float32 tensors.
-std::string broadcast_text(ProcessGroup& group, int root, const std::string& text) {
-  constexpr size_t kMaxBytes = 1024;
-  const Device& dev = group.device();
-  const float own_length[] = {static_cast<float>(std::min(text.size(), kMaxBytes))};
-  Tensor length = Tensor::from_floats(own_length, {1}, dev, MemoryCategory::kBuffers);
-  group.broadcast(length, {.root = root})->wait();
-  const auto byte_count = static_cast<int64_t>(length.item());
-  if (byte_count == 0) return "";
-  std::vector<float> bytes(static_cast<size_t>(byte_count), 0.0f);  // [byte_count]
-  if (group.rank() == root)
-    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(text[i]);
-  Tensor payload = Tensor::from_floats(bytes, {byte_count}, dev, MemoryCategory::kBuffers);
-  group.broadcast(payload, {.root = root})->wait();
-  std::string received;
-  for (float byte : payload.to_vector())
-    received.push_back(static_cast<char>(static_cast<unsigned char>(byte)));
-  return received;
 }
 
 // The checkpoint after `steps_done` steps. Every rank takes part: rank 0 writes, then all ranks meet in an

@@ -98,5 +98,44 @@ TEST(RunAsRank, AnErrorAbortsThePeersInsteadOfLeavingThemWaiting) {
   EXPECT_THAT(errors[0], HasSubstr("aborted because rank 1 failed: --resume: no checkpoint in 'ckpt'"));
 }
 
+// broadcast_text(): the root's bytes, all 256 values of them, reach every rank; the others' own
+// text is ignored.
+TEST(BroadcastText, EveryRankGetsTheRootsBytes) {
+  std::string all_bytes;
+  for (int b = 0; b < 256; ++b) all_bytes.push_back(static_cast<char>(b));
+  std::vector<std::string> received(3);
+  const std::vector<std::string> errors = messages_of(3, [&](ProcessGroup& group) {
+    received[static_cast<size_t>(group.rank())] =
+        broadcast_text(group, 2, group.rank() == 2 ? all_bytes : "not mine");
+  });
+  EXPECT_EQ(errors, std::vector<std::string>(3, ""));
+  EXPECT_EQ(received, std::vector<std::string>(3, all_bytes));
+}
+
+TEST(BroadcastText, ARootSendsAtMostTheLimit) {
+  const std::string longer(static_cast<size_t>(kMaxBroadcastTextBytes) + 10, 'x');
+  std::vector<size_t> sizes(2);
+  messages_of(2, [&](ProcessGroup& group) {
+    sizes[static_cast<size_t>(group.rank())] = broadcast_text(group, 0, longer).size();
+  });
+  EXPECT_EQ(sizes, std::vector<size_t>(2, static_cast<size_t>(kMaxBroadcastTextBytes)));
+}
+
+// A root that is not this program (it announces more than the limit) is refused, not allocated.
+TEST(BroadcastText, ALengthOverTheLimitIsRefusedAsAnotherProgram) {
+  const std::vector<std::string> errors = messages_of(2, [](ProcessGroup& group) {
+    if (group.rank() == 0) {
+      Tensor length = Tensor::from_ints(std::vector<int64_t>{kMaxBroadcastTextBytes + 1}, {1}, group.device(),
+                                        MemoryCategory::kBuffers);
+      group.broadcast(length, {.root = 0, .algorithm = Algorithm::kAuto})->wait();
+      return;
+    }
+    broadcast_text(group, 0, "");
+  });
+  EXPECT_EQ(errors[1],
+            "rank 1 of 2: rank 0 sent a text of 1048577 bytes, more than the 1048576 a rank sends (is it "
+            "another program?)");
+}
+
 }  // namespace
 }  // namespace dpscope

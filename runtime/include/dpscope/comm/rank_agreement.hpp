@@ -6,6 +6,8 @@
 //     -e 2K benchmarks one size more). Rank 0 broadcasts its list, every rank compares, and an
 //     all-reduce tells every rank whether one differs, so all of them stop together. The rank that
 //     differs names the flag and both values.
+//   * broadcast_text(): one rank's text on every rank (rank 0's settings above; the cause of a failed
+//     checkpoint write, so that every rank's error names it).
 //   * run_as_rank(): runs a rank's work; an error aborts the group (its peers' pending and future
 //     collectives fail at once with "aborted because rank R failed: ..." instead of waiting for the
 //     timeout) and is rethrown; a normal end tells the group this rank finished (a peer still
@@ -37,6 +39,14 @@ struct RunSetting {
 // the others': "rank 1 runs another configuration than rank 0 (its error names the flag): ...".
 // A collective call on every rank of `group`; bounded by the group's timeout.
 void agree_on_settings(ProcessGroup& group, const std::vector<RunSetting>& settings);
+
+// The most bytes broadcast_text() sends; a receiver refuses a longer length as another program's.
+constexpr int64_t kMaxBroadcastTextBytes = int64_t{1} << 20;
+
+// The first kMaxBroadcastTextBytes of rank `root`'s `text` on every rank (the other ranks' `text` is
+// ignored). A collective call on every rank of `group`; throws kMismatch on a rank that receives a
+// longer length (a peer that is not this program).
+std::string broadcast_text(ProcessGroup& group, int root, const std::string& text);
 
 // Runs `work()` as this rank's part of the job on `group` (see the file comment).
 void run_as_rank(ProcessGroup& group, const std::function<void()>& work);

@@ -38,29 +38,6 @@ std::optional<std::string> value_of(const std::vector<RunSetting>& settings, con
   return std::nullopt;
 }
 
-// Its collectives name Algorithm::kAuto: ranks whose default algorithm differs ($DPSCOPE_ALGO, one
-// of the settings compared) still run the same ones, so the difference is named like any other.
-
-// rank 0's text on every rank.
-std::string broadcast_from_rank0(ProcessGroup& group, const std::string& mine) {
-  const Device& dev = group.device();
-  Tensor length = Tensor::from_ints(std::vector<int64_t>{static_cast<int64_t>(mine.size())}, {1}, dev,
-                                    MemoryCategory::kBuffers);
-  group.broadcast(length, {.root = 0, .algorithm = Algorithm::kAuto})->wait();
-  const int64_t count = length.to_ints()[0];
-  DPS_CHECK(count >= 0 && count <= (int64_t{1} << 20), ErrorKind::kMismatch,
-            "rank {} of {}: rank 0 sent a configuration of {} bytes (is it another program?)", group.rank(),
-            group.size(), count);
-  std::vector<int64_t> bytes(static_cast<size_t>(count));  // [count]
-  if (group.rank() == 0)
-    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(mine[i]);
-  Tensor text = Tensor::from_ints(bytes, {count}, dev, MemoryCategory::kBuffers);
-  if (count > 0) group.broadcast(text, {.root = 0, .algorithm = Algorithm::kAuto})->wait();
-  std::string received;
-  for (int64_t b : text.to_ints()) received.push_back(static_cast<char>(b));
-  return received;
-}
-
 // "" when `mine` equals `rank0`, else the first flag that differs and both values.
 std::string first_difference(const std::vector<RunSetting>& mine, const std::vector<RunSetting>& rank0) {
   std::vector<std::string> flags;
@@ -79,9 +56,32 @@ std::string first_difference(const std::vector<RunSetting>& mine, const std::vec
 
 }  // namespace
 
+// Its collectives name Algorithm::kAuto: ranks whose default algorithm differs ($DPSCOPE_ALGO, one of
+// the settings agree_on_settings() compares) still run the same ones, so the difference is named like
+// any other.
+std::string broadcast_text(ProcessGroup& group, int root, const std::string& text) {
+  const Device& dev = group.device();
+  const int64_t own_count = std::min(static_cast<int64_t>(text.size()), kMaxBroadcastTextBytes);
+  Tensor length = Tensor::from_ints(std::vector<int64_t>{own_count}, {1}, dev, MemoryCategory::kBuffers);
+  group.broadcast(length, {.root = root, .algorithm = Algorithm::kAuto})->wait();
+  const int64_t count = length.to_ints()[0];
+  DPS_CHECK(count >= 0 && count <= kMaxBroadcastTextBytes, ErrorKind::kMismatch,
+            "rank {} of {}: rank {} sent a text of {} bytes, more than the {} a rank sends (is it another "
+            "program?)",
+            group.rank(), group.size(), root, count, kMaxBroadcastTextBytes);
+  std::vector<int64_t> bytes(static_cast<size_t>(count));  // [count]
+  if (group.rank() == root)
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(text[i]);
+  Tensor payload = Tensor::from_ints(bytes, {count}, dev, MemoryCategory::kBuffers);
+  if (count > 0) group.broadcast(payload, {.root = root, .algorithm = Algorithm::kAuto})->wait();
+  std::string received;
+  for (int64_t b : payload.to_ints()) received.push_back(static_cast<char>(b));
+  return received;
+}
+
 void agree_on_settings(ProcessGroup& group, const std::vector<RunSetting>& settings) {
   const std::string mine = encode(settings);
-  const std::string rank0 = broadcast_from_rank0(group, mine);
+  const std::string rank0 = broadcast_text(group, 0, mine);
   const std::string difference = rank0 == mine ? "" : first_difference(settings, decode(rank0));
   const bool differs = rank0 != mine;
   // The highest differing rank + 1 (0: all agree), on every rank.
