@@ -21,10 +21,10 @@ skipped with a line saying so, and (a) vs (d) still run. Usage:
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 SIZE_BYTES = 16 << 20
@@ -74,11 +74,11 @@ def torch_available():
         return False
 
 
-def _gloo_worker(rank, port, queue):
+def _gloo_worker(rank, store_file, queue):
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=RANKS)
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=RANKS)
     t = torch.full((SIZE_BYTES // 4,), float(rank + 1))
     for _ in range(WARMUP):
         dist.all_reduce(t)
@@ -95,13 +95,13 @@ def _gloo_worker(rank, port, queue):
 
 def gloo_ms():
     import torch.multiprocessing as mp
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    mp.start_processes(_gloo_worker, args=(port, queue), nprocs=RANKS, join=True, start_method="spawn")
-    return queue.get()
+    # A file store: no port to pick, so no race with another program for one.
+    with tempfile.TemporaryDirectory(prefix="dpscope-gloo-") as store_dir:
+        store_file = os.path.join(store_dir, "store")
+        ctx = mp.get_context("spawn")
+        queue = ctx.SimpleQueue()
+        mp.start_processes(_gloo_worker, args=(store_file, queue), nprocs=RANKS, join=True, start_method="spawn")
+        return queue.get()
 
 
 def memcpy_gbps():

@@ -17,10 +17,10 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 SHORT, LONG = 10, 60  # dpscope: steps of the two runs whose difference is timed
@@ -46,12 +46,12 @@ def dpscope_step_ms(binary, ranks, model, batch):
     return (long - short) / (LONG - SHORT) * 1e3
 
 
-def _torch_worker(rank, ranks, port, sizes, batch, queue):
+def _torch_worker(rank, ranks, store_file, sizes, batch, queue):
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks)
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=ranks)
     layers = []
     for i in range(len(sizes) - 1):
         layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
@@ -82,14 +82,14 @@ def _torch_worker(rank, ranks, port, sizes, batch, queue):
 
 def torch_step_ms(ranks, sizes, batch):
     import torch.multiprocessing as mp
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    mp.start_processes(_torch_worker, args=(ranks, port, sizes, batch, queue), nprocs=ranks, join=True,
-                       start_method="spawn")
-    return queue.get()
+    # A file store: no port to pick, so no race with another program for one.
+    with tempfile.TemporaryDirectory(prefix="dpscope-gloo-") as store_dir:
+        store_file = os.path.join(store_dir, "store")
+        ctx = mp.get_context("spawn")
+        queue = ctx.SimpleQueue()
+        mp.start_processes(_torch_worker, args=(ranks, store_file, sizes, batch, queue), nprocs=ranks, join=True,
+                           start_method="spawn")
+        return queue.get()
 
 
 def main():
