@@ -217,36 +217,42 @@ def report(run_tsv, logs, out_dir):
 
 def allreduce_rows(bench_out, copy_out):
     """The rows of `dpscope bench all_reduce` at its largest size against the copy rate that
-    gpu_copy_bench measured (its `bench-value d2d_copy_gbps` line): busbw, and 4 ranks x busbw, the
-    share of the GPU's copy rate the 4 ranks use together. Raises InputError on no row or #wrong."""
+    gpu_copy_bench measured (its `bench-value d2d_copy_gbps` line): the out-of-place busbw, and 4 ranks
+    x busbw, the share of the GPU's copy rate the 4 ranks use together. Raises InputError on no row, or
+    on #wrong other than 0 in either column group (out-of-place, in-place: nccl-tests' layout, whose
+    header names time, algbw, busbw and #wrong once per group)."""
     columns, last = None, None
     for line in read_text(bench_out).splitlines():
         if line.startswith("#") and " busbw " in line and "#wrong" in line:
-            columns = line[1:].split()  # the header line names the columns (nccl-tests' layout)
+            columns = line[1:].split()
         elif columns and re.match(r"^ *[0-9]+ ", line):
-            last = dict(zip(columns, line.split()))
+            last = {}
+            for name, value in zip(columns, line.split()):
+                last.setdefault(name, []).append(value)  # [out-of-place, in-place]
     if last is None or "busbw" not in last:
         raise InputError(f"{bench_out}: no result row in the bench output")
-    busbw = last["busbw"]
+    busbw = last["busbw"][0]
     copy = None
     if copy_out and os.path.isfile(copy_out):
         for line in read_text(copy_out).splitlines():
             fields = line.split()
             if fields[:2] == ["bench-value", "d2d_copy_gbps"] and len(fields) >= 3:
                 copy = fields[2]
+    label = "ring all-reduce 256 MiB, 4 logical GPUs: out-of-place busbw (GB/s)"
     rows = []
     if copy is not None:
         ratio, share = float(busbw) / float(copy), 4 * float(busbw)
-        rows.append(f"bench-row\tring all-reduce 256 MiB, 4 logical GPUs: busbw (GB/s)\t{busbw}\t"
-                    f"d2d copy {copy}\t{ratio:.2f}\t-")
+        rows.append(f"bench-row\t{label}\t{busbw}\td2d copy {copy}\t{ratio:.2f}\t-")
         rows.append(f"bench-row\tsame, 4 ranks x busbw: GPU copy rate used (GB/s)\t{share:.1f}\t"
                     f"d2d copy {copy}\t{share / float(copy):.2f}\t-")
     else:
-        rows.append(f"bench-row\tring all-reduce 256 MiB, 4 logical GPUs: busbw (GB/s)\t{busbw}\t"
-                    "n/a (copy bench failed)\t-\t-")
+        rows.append(f"bench-row\t{label}\t{busbw}\tn/a (copy bench failed)\t-\t-")
     print("\n".join(rows))
-    if last.get("#wrong") != "0":
-        raise InputError(f"#wrong is '{last.get('#wrong')}' at the largest size")
+    groups = ("out-of-place", "in-place")
+    for i, wrong in enumerate(last.get("#wrong", [])):
+        if wrong != "0":
+            group = f" ({groups[i]})" if i < len(groups) else ""
+            raise InputError(f"#wrong is '{wrong}' at the largest size{group}")
 
 
 def main(argv):

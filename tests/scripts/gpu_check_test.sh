@@ -151,7 +151,8 @@ case_failed_stage_exits_1() {
 
 # The benchmark table from stand-in benchmark programs: the copy bench's row as printed, the
 # all-reduce row computed from the bench table's largest size (busbw 242.81 GB/s against a copy rate
-# of 1000 GB/s: ratio 0.24; 4 ranks x busbw = 971.2 GB/s: 0.97), and #wrong 3 fails the stage.
+# of 1000 GB/s: ratio 0.24; 4 ranks x busbw = 971.2 GB/s: 0.97), and #wrong 3 in the out-of-place
+# group fails the stage.
 case_benchmark_table() {
   fake_smi
   mkdir -p "$tmp/build/bin"
@@ -163,10 +164,11 @@ BENCH
   cat >"$tmp/build/bin/dpscope" <<'BENCH'
 #!/bin/sh
 echo "# dpscope bench all_reduce: backend cuda, 4 x Stand-in GPU"
-echo "#       size         count    type   redop  root        time     algbw     busbw        wall  #wrong"
-echo "#        (B)    (elements)                              (us)    (GB/s)    (GB/s)        (us)"
-echo "     1048576        262144   float     sum    -1       10.69     98.10    147.15       856.0       0"
-echo "   268435456      67108864   float     sum    -1     1659.00    161.87    242.81      1188.7       3"
+echo "#                                                              out-of-place                              in-place"
+echo "#       size         count    type   redop  root        time     algbw     busbw  #wrong        time     algbw     busbw  #wrong        wall  algo/proto"
+echo "#        (B)    (elements)                              (us)    (GB/s)    (GB/s)                (us)    (GB/s)    (GB/s)                (us)"
+echo "     1048576        262144   float     sum    -1       10.69     98.10    147.15       0       10.93     95.93    143.90       0       856.0  ring/LL128"
+echo "   268435456      67108864   float     sum    -1     1659.00    161.87    242.81       3     1671.20    160.62    240.94       0      1188.7  ring/Simple"
 BENCH
   chmod +x "$tmp/build/bin/gpu_copy_bench" "$tmp/build/bin/dpscope"
   run --build-dir "$tmp/build" --stages bench-copy,bench-allreduce "$tmp/out"
@@ -174,12 +176,12 @@ BENCH
   local report="$tmp/out/report.md"
   grep -qF '| DP scatter, 4 logical GPUs (GB/s) | 812.5 | cudaMemcpy D2D 1000.0 GB/s | 0.81 | >= 0.70 |' "$report" ||
     fail "copy row missing: $(cat "$report")"
-  grep -qF '| ring all-reduce 256 MiB, 4 logical GPUs: busbw (GB/s) | 242.81 | d2d copy 1000.000 | 0.24 | - |' "$report" ||
+  grep -qF '| ring all-reduce 256 MiB, 4 logical GPUs: out-of-place busbw (GB/s) | 242.81 | d2d copy 1000.000 | 0.24 | - |' "$report" ||
     fail "all-reduce row missing: $(cat "$report")"
   grep -qF '| same, 4 ranks x busbw: GPU copy rate used (GB/s) | 971.2 | d2d copy 1000.000 | 0.97 | - |' "$report" ||
     fail "all-reduce share row missing: $(cat "$report")"
   grep -qF "| bench-allreduce | FAILED |" "$report" || fail "#wrong 3 did not fail the stage: $(cat "$report")"
-  grep -qF "#wrong is '3' at the largest size" "$report" || fail "the reason is not in the report: $(cat "$report")"
+  grep -qF "#wrong is '3' at the largest size (out-of-place)" "$report" || fail "the reason is not in the report: $(cat "$report")"
 }
 
 # The tests section from a real ctest run over a stand-in test list: one test passes, one fails,

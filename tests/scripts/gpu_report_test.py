@@ -89,7 +89,7 @@ def case_report_sections():
         "| nccl-processes | FAILED | 5 | exit 1: a \\| in the note |",
         "| bench-mlp | not run | - | not in --stages |",
         "| DP scatter, 4 logical GPUs (GB/s) | 812.5 | cudaMemcpy D2D 1000.0 GB/s | 0.81 | >= 0.70 |",
-        "| ring all-reduce 256 MiB, 4 logical GPUs: busbw (GB/s) | 242.81 | d2d copy 1000.000 | 0.24 | - |",
+        "| ring all-reduce 256 MiB, 4 logical GPUs: out-of-place busbw (GB/s) | 242.81 | d2d copy 1000.000 | 0.24 | - |",
         "| same, 4 ranks x busbw: GPU copy rate used (GB/s) | 971.2 | d2d copy 1000.000 | 0.97 | - |",
         "gemm_efficiency = 0.71",
         "## nccl-processes failed: the last 40 lines of its log",
@@ -106,7 +106,8 @@ def case_report_sections():
 
 
 # The all-reduce rows from `dpscope bench` output: busbw at the largest size against the copy rate
-# (242.81 / 1000 = 0.24; 4 x 242.81 = 971.2, 0.97); #wrong other than 0, or no row, exits 1.
+# (the out-of-place busbw, 242.81 / 1000 = 0.24; 4 x 242.81 = 971.2, 0.97); #wrong other than 0 in
+# either column group (here the in-place one), or no row, exits 1.
 def case_allreduce_rows():
     logs = os.path.join(fixtures, "logs")
     rc, out, _ = run("allreduce-rows", os.path.join(logs, "bench-allreduce.out.txt"),
@@ -114,7 +115,7 @@ def case_allreduce_rows():
     if rc != 0:
         fail(f"exit {rc}: {out}")
     expect_lines(out, [
-        "bench-row\tring all-reduce 256 MiB, 4 logical GPUs: busbw (GB/s)\t242.81\td2d copy 1000.000\t0.24\t-",
+        "bench-row\tring all-reduce 256 MiB, 4 logical GPUs: out-of-place busbw (GB/s)\t242.81\td2d copy 1000.000\t0.24\t-",
         "bench-row\tsame, 4 ranks x busbw: GPU copy rate used (GB/s)\t971.2\td2d copy 1000.000\t0.97\t-",
     ])
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,13 +123,13 @@ def case_allreduce_rows():
         with open(os.path.join(logs, "bench-allreduce.out.txt")) as f:
             text = f.read()
         with open(wrong, "w") as f:
-            f.write(text.replace("1188.7       0", "1188.7       3"))
+            f.write(text.replace("240.94       0", "240.94       3"))
         rc, out, _ = run("allreduce-rows", wrong)
         if rc != 1:
             fail(f"#wrong 3 exits {rc}")
         expect_lines(out, [
-            "bench-row\tring all-reduce 256 MiB, 4 logical GPUs: busbw (GB/s)\t242.81\tn/a (copy bench failed)\t-\t-",
-            "gpu_report: #wrong is '3' at the largest size",
+            "bench-row\tring all-reduce 256 MiB, 4 logical GPUs: out-of-place busbw (GB/s)\t242.81\tn/a (copy bench failed)\t-\t-",
+            "gpu_report: #wrong is '3' at the largest size (in-place)",
         ])
         empty = os.path.join(tmp, "empty.txt")
         open(empty, "w").close()
