@@ -51,11 +51,20 @@ inline void expect_usage_error_line(const CommandResult& r, const std::string& a
   EXPECT_NE(r.output.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.output;
 }
 
-// The python3 the parity tests run: $DPSCOPE_PYTHON, else the first python3 on PATH (Debian's
-// python3-torch in CI; a GPU machine's own PyTorch there).
+// The python3 the parity tests run, chosen as tests/python/with_torch.sh chooses: $DPSCOPE_PYTHON
+// when set (only it), else the first of the python3 on PATH and Debian's /usr/bin/python3
+// (python3-torch) that imports torch and numpy, else the python3 on PATH (torch_available() is then
+// false). A machine whose PATH leads to another Python (pyenv) still checks against Debian's torch.
 inline std::string python3() {
-  const char* chosen = std::getenv("DPSCOPE_PYTHON");
-  return chosen != nullptr && *chosen != '\0' ? chosen : "python3";
+  static const std::string chosen = [] {
+    const char* env = std::getenv("DPSCOPE_PYTHON");
+    if (env != nullptr && *env != '\0') return std::string(env);
+    for (const char* candidate : {"python3", "/usr/bin/python3"})
+      if (run_command(std::string(candidate) + " -c 'import torch, numpy' 2>/dev/null").exit_code == 0)
+        return std::string(candidate);
+    return std::string("python3");
+  }();
+  return chosen;
 }
 
 inline bool torch_available() {
