@@ -599,6 +599,11 @@ TEST(Fidelity, TheAllGatherFindingFollowsItsTable) {
   EXPECT_NE(md.find("below both the model's 4.56 and the same machine's all_reduce table's 3.89-4.00 GB/s"),
             std::string::npos)
       << md.substr(0, 200);
+  EXPECT_NE(read_doc("collectives.md")
+                .find(fmt::format("all_gather_perf on the two RTX 2080 Ti without peer access (fidelity.md: "
+                                  "median error {:.0f} %,",
+                                  std::round(100 * ag.median_error))),
+            std::string::npos);
   // Without the all_gather table the bullet is absent.
   EXPECT_EQ(fidelity_markdown({ar}).find("Collectives other than all-reduce"), std::string::npos);
 }
