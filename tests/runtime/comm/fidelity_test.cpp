@@ -604,6 +604,12 @@ TEST(Fidelity, TheAllGatherFindingFollowsItsTable) {
                                   "median error {:.0f} %,",
                                   std::round(100 * ag.median_error))),
             std::string::npos);
+  EXPECT_NE(
+      md.find("Each table counts as one system here; tables of a collective other than all_reduce: 1 of "
+              "the " +
+              std::to_string(all.size()) + " (a machine may have a table per collective)."),
+      std::string::npos);
+  EXPECT_EQ(fidelity_markdown({ar}).find("Each table counts as one system here"), std::string::npos);
   // Without the all_gather table the bullet is absent.
   EXPECT_EQ(fidelity_markdown({ar}).find("Collectives other than all-reduce"), std::string::npos);
 }

@@ -66,7 +66,8 @@ std::optional<NcclAlgo> forced_algo(const MeasuredSystem& s) {
       fmt::format("{}: the command's NCCL_ALGO={}: only Ring, Tree and NVLS are modelled", s.id, value));
 }
 
-// nccl-tests' name of a collective (its <name>_perf binaries, the tables' `collective:` line).
+// nccl-tests' name of a collective (its <name>_perf binaries, the tables' `collective:` line); "?"
+// for one it does not measure.
 const char* nccl_tests_name(OpType op) {
   switch (op) {
     case OpType::kAllReduce: return "all_reduce";
@@ -75,7 +76,7 @@ const char* nccl_tests_name(OpType op) {
     case OpType::kBroadcast: return "broadcast";
     case OpType::kReduce: return "reduce";
     case OpType::kAllToAll: return "alltoall";
-    default: return nullptr;
+    default: return "?";  // not a collective nccl-tests measures
   }
 }
 
@@ -193,6 +194,20 @@ std::string other_collectives_finding(const std::vector<FidelityResult>& results
       "all-reduce (the PCIe finding above).\n",
       ag->system.id, model_gbps, large_lo, large_hi, ag_lo, ag_hi, model_gbps, all_reduce_rate, tiny_lo,
       tiny_hi, mid_lo, mid_hi);
+}
+
+// Where tables of other collectives are among the results, the summary's "systems" are tables: a
+// machine with an all_reduce and an all_gather table counts twice. Empty where every table is an
+// all_reduce one.
+std::string other_collective_tables(const std::vector<FidelityResult>& results) {
+  const auto others = std::count_if(results.begin(), results.end(), [](const FidelityResult& r) {
+    return r.system.op != OpType::kAllReduce;
+  });
+  if (others == 0) return {};
+  return fmt::format(
+      " Each table counts as one system here; tables of a collective other than all_reduce: {} of the {} "
+      "(a machine may have a table per collective).",
+      others, results.size());
 }
 
 }  // namespace
@@ -418,8 +433,9 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
   md += "## Where the goal is not reached, and why\n\n";
   md += fmt::format(
       "- **The median goal is met by {} of the {} systems, the worst-size goal by {}; {} of "
-      "them {} a single node.**\n",
-      median_met, results.size(), worst_met, single_node, single_node == 1 ? "is" : "are");
+      "them {} a single node.**{}\n",
+      median_met, results.size(), worst_met, single_node, single_node == 1 ? "is" : "are",
+      other_collective_tables(results));
   // The single-node topologies the goal covers, by the presets that model them.
   const std::pair<const char*, std::vector<std::string>> kinds[] = {
       {"an H100 or H200 NVSwitch node", {"h100-sxm", "h200"}},
