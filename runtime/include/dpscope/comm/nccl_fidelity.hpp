@@ -7,6 +7,8 @@
 // gpus_per_node, nodes, gpus_per_thread, nic_gbps, nic_latency_us, nic_latency_note, nvls_latency_us,
 // nvls_latency_note, nccl_proto, nccl_proto_note, median_bound, collective), then the CSV header
 // size_bytes,time_us,algbw_gbps,busbw_gbps and one row per size (out-of-place columns).
+// `collective` begins with nccl-tests' name of the collective the table measures: all_reduce,
+// all_gather, reduce_scatter, broadcast, reduce or alltoall; one table per collective and system.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +48,7 @@ struct MeasuredSystem {
   // The median error the test holds this system to: the goal's 10 %, or, where the model does not
   // reach it yet, today's error rounded up (a regression guard; docs/fidelity.md says "not met").
   double median_bound = 0.10;
-  OpType op = OpType::kAllReduce;
+  OpType op = OpType::kAllReduce;  // the `collective:` line's; bus bandwidth by its nccl-tests factor
   std::vector<MeasuredRow> rows;
 };
 
@@ -54,6 +56,16 @@ struct MeasuredSystem {
 MeasuredSystem load_measured_system(const std::filesystem::path& file);
 // Every *.csv of `dir`, sorted by file name.
 std::vector<MeasuredSystem> load_measured_systems(const std::filesystem::path& dir);
+
+// One row's size as nccl-tests counts it and as `dpscope bench` runs it (runtime/bench/collectives.cpp,
+// counts_for): all_gather and reduce_scatter take the size as all ranks' data, each rank's block
+// rounded down to a multiple of 4 floats; alltoall rounds the buffer down to a whole block per rank.
+struct FidelitySize {
+  int64_t count = 0;        // elements per rank's call (CollectiveQuery::count: the block for
+                            // all_gather and reduce_scatter, the whole buffer otherwise)
+  uint64_t nccl_bytes = 0;  // the bytes NCCL's cost model takes (predict_nccl's `bytes`)
+};
+FidelitySize fidelity_size(OpType op, uint64_t bytes, int ranks);
 
 // The preset the system runs on: the named preset with the table's NIC figures.
 HardwarePreset fidelity_preset(const MeasuredSystem& s);

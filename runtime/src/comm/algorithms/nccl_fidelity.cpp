@@ -66,6 +66,33 @@ std::optional<NcclAlgo> forced_algo(const MeasuredSystem& s) {
       fmt::format("{}: the command's NCCL_ALGO={}: only Ring, Tree and NVLS are modelled", s.id, value));
 }
 
+// nccl-tests' name of a collective (its <name>_perf binaries, the tables' `collective:` line); "?"
+// for one it does not measure.
+const char* nccl_tests_name(OpType op) {
+  switch (op) {
+    case OpType::kAllReduce: return "all_reduce";
+    case OpType::kAllGather: return "all_gather";
+    case OpType::kReduceScatter: return "reduce_scatter";
+    case OpType::kBroadcast: return "broadcast";
+    case OpType::kReduce: return "reduce";
+    case OpType::kAllToAll: return "alltoall";
+    default: return "?";  // not a collective nccl-tests measures
+  }
+}
+
+// The collective of a table: the first word of its `collective:` line, nccl-tests' name. kFormat
+// naming the file for a collective nccl-tests does not measure.
+OpType measured_collective(const std::string& text, const fs::path& file) {
+  const std::string name = text.substr(0, text.find_first_of(" \t("));
+  for (const OpType op : {OpType::kAllReduce, OpType::kAllGather, OpType::kReduceScatter, OpType::kBroadcast,
+                          OpType::kReduce, OpType::kAllToAll})
+    if (name == nccl_tests_name(op)) return op;
+  throw Error(ErrorKind::kFormat,
+              fmt::format("{}: collective '{}': expected all_reduce, all_gather, reduce_scatter, broadcast, "
+                          "reduce or alltoall (nccl-tests' names)",
+                          file.string(), name));
+}
+
 std::string size_text(uint64_t b) {
   if (b >= (1ull << 30) && b % (1ull << 30) == 0) return fmt::format("{} GiB", b >> 30);
   if (b >= (1ull << 20) && b % (1ull << 20) == 0) return fmt::format("{} MiB", b >> 20);
@@ -114,6 +141,73 @@ std::string pcie_finding(const std::vector<FidelityResult>& results) {
       "log shows the channels it built (the preset takes {}).\n",
       it->system.id, preset.network.protocol_efficiency, large_lo, large_hi, small_lo, small_hi,
       preset.nccl.channels);
+}
+
+// The smallest and largest measured busbw of the rows from `from` to `to` bytes, GB/s.
+std::pair<double, double> measured_busbw_range(const FidelityResult& r, uint64_t from, uint64_t to) {
+  double lo = 1e18, hi = 0.0;
+  for (const FidelityRow& row : r.rows) {
+    if (row.bytes < from || row.bytes > to) continue;
+    lo = std::min(lo, row.measured_busbw);
+    hi = std::max(hi, row.measured_busbw);
+  }
+  return {lo, hi};
+}
+
+// The finding on the collectives other than all-reduce: today the PCIe machine's all_gather table
+// (its page's broadcast and reduce tables wait in not-compared/, whose README says why), from its
+// rows and, where present, the same machine's all_reduce table; empty without the all_gather table.
+std::string other_collectives_finding(const std::vector<FidelityResult>& results) {
+  const auto find = [&](std::string_view id) {
+    return std::find_if(results.begin(), results.end(),
+                        [&](const FidelityResult& r) { return r.system.id == id; });
+  };
+  const auto ag = find("autodl-rtx2080ti-all_gather-1node");
+  if (ag == results.end()) return {};
+  const int n = ag->system.gpus_per_node * ag->system.nodes;
+  const std::optional<NcclFabric> fabric = nccl_fabric(fidelity_preset(ag->system), n, ag->system.nodes);
+  const double model_gbps = fabric ? fabric->intra_bytes_per_s / 1e9 : 0.0;
+  const auto [large_lo, large_hi] = error_range(*ag, 128u << 10, ~0ull);
+  const auto [mid_lo, mid_hi] = error_range(*ag, 2u << 10, 8u << 10);
+  const auto [tiny_lo, tiny_hi] = error_range(*ag, 0, 1u << 10);
+  const auto [ag_lo, ag_hi] = measured_busbw_range(*ag, 2u << 20, 512u << 20);
+  std::string all_reduce_rate;
+  if (const auto ar = find("autodl-rtx2080ti-1node"); ar != results.end()) {
+    const auto [ar_lo, ar_hi] = measured_busbw_range(*ar, 2u << 20, 512u << 20);
+    all_reduce_rate =
+        fmt::format(" and the same machine's all_reduce table's {:.2f}-{:.2f} GB/s", ar_lo, ar_hi);
+  }
+  return fmt::format(
+      "- **Collectives other than all-reduce: one table is compared, all_gather on the PCIe machine** "
+      "({}: the same page's all_gather_perf table; its broadcast_perf and reduce_perf tables are "
+      "transcribed in `not-compared/`, whose README says why and what the model lacks for them; no "
+      "per-size all_gather, reduce_scatter or alltoall table of an NVSwitch node with a citable source "
+      "and small sizes was found). The model times an all_gather as NCCL's ring runs it, n - 1 steps in "
+      "which every GPU sends one block to the next (NCCL's src/device/all_gather.h), at the same ring "
+      "bandwidth as the all-reduce: {:.2f} GB/s per flow through the shared uplink here. From 128 KiB up "
+      "it is {:.0f}-{:.0f} % too fast: with 2 GPUs each sends its half once, so the table's busbw is "
+      "the rate of each flow, and from 2 MiB to 512 MiB it stays at {:.2f}-{:.2f} GB/s, below both the "
+      "model's {:.2f}{}; the page gives no reason why all_gather moves less per direction than all-reduce "
+      "there, and the model has one rate for the uplink. Up to 8 KiB the measured times stay near 10 us, "
+      "about 2 us under the all_reduce table's, so the model is too slow there: {:.0f}-{:.0f} % up to "
+      "1 KiB, {:.0f}-{:.0f} % from 2 KiB to 8 KiB, where it prices the LL ring's bytes as for the "
+      "all-reduce (the PCIe finding above).\n",
+      ag->system.id, model_gbps, large_lo, large_hi, ag_lo, ag_hi, model_gbps, all_reduce_rate, tiny_lo,
+      tiny_hi, mid_lo, mid_hi);
+}
+
+// Where tables of other collectives are among the results, the summary's "systems" are tables: a
+// machine with an all_reduce and an all_gather table counts twice. Empty where every table is an
+// all_reduce one.
+std::string other_collective_tables(const std::vector<FidelityResult>& results) {
+  const auto others = std::count_if(results.begin(), results.end(), [](const FidelityResult& r) {
+    return r.system.op != OpType::kAllReduce;
+  });
+  if (others == 0) return {};
+  return fmt::format(
+      " Each table counts as one system here; tables of a collective other than all_reduce: {} of the {} "
+      "(a machine may have a table per collective).",
+      others, results.size());
 }
 
 }  // namespace
@@ -187,11 +281,7 @@ MeasuredSystem load_measured_system(const fs::path& file) {
     s.nccl_proto_note = need("nccl_proto_note");
   }
   if (header.count("median_bound")) s.median_bound = number(header["median_bound"], file, 0, "median_bound");
-  const std::string& collective = need("collective");
-  DPS_CHECK(collective.rfind("all_reduce", 0) == 0, ErrorKind::kFormat,
-            "{}: collective '{}': only all_reduce "
-            "tables are compared so far",
-            file.string(), collective);
+  s.op = measured_collective(need("collective"), file);
   DPS_CHECK(s.gpus_per_node >= 1 && s.nodes >= 1 && !s.rows.empty(), ErrorKind::kFormat,
             "{}: needs gpus_per_node >= 1, nodes >= 1 and at least one row", file.string());
   DPS_CHECK(s.gpus_per_thread >= 1 && s.gpus_per_thread <= s.gpus_per_node, ErrorKind::kFormat,
@@ -200,6 +290,12 @@ MeasuredSystem load_measured_system(const fs::path& file) {
   MeasuredSystem named = s;
   named.id = file.string();
   forced_algo(named);  // refuses an NCCL_ALGO the model lacks, naming the file
+  const int ranks = s.gpus_per_node * s.nodes;
+  for (const MeasuredRow& row : s.rows)
+    DPS_CHECK(fidelity_size(s.op, row.bytes, ranks).count > 0, ErrorKind::kFormat,
+              "{}: size {} holds no element per GPU for {} on {} GPUs once rounded down as nccl-tests "
+              "rounds it (leave out the 0-byte rows nccl-tests prints)",
+              file.string(), row.bytes, nccl_tests_name(s.op), ranks);
   return s;
 }
 
@@ -211,6 +307,26 @@ std::vector<MeasuredSystem> load_measured_systems(const fs::path& dir) {
   std::vector<MeasuredSystem> systems;
   for (const fs::path& f : files) systems.push_back(load_measured_system(f));
   return systems;
+}
+
+FidelitySize fidelity_size(OpType op, uint64_t bytes, int ranks) {
+  DPS_CHECK(ranks >= 1, ErrorKind::kInvalidArgument, "fidelity_size: {} ranks", ranks);
+  const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
+  const int64_t n = ranks;
+  switch (op) {
+    case OpType::kAllGather:
+    case OpType::kReduceScatter: {
+      // all_gather.cu and reduce_scatter.cu: each rank's block rounded down to a multiple of 4
+      // elements (16 bytes of floats); the size is all ranks' blocks.
+      const int64_t block = elems / (4 * n) * 4;
+      return {block, static_cast<uint64_t>(block * n) * sizeof(float)};
+    }
+    case OpType::kAllToAll: {  // alltoall.cu: the buffer rounded down to a whole block per rank
+      const int64_t whole = elems / n * n;
+      return {whole, static_cast<uint64_t>(whole) * sizeof(float)};
+    }
+    default: return {elems, static_cast<uint64_t>(elems) * sizeof(float)};
+  }
 }
 
 HardwarePreset fidelity_preset(const MeasuredSystem& s) {
@@ -243,18 +359,18 @@ FidelityResult evaluate_fidelity(const MeasuredSystem& s) {
     FidelityRow row;
     row.bytes = m.bytes;
     row.measured_us = m.time_us;
+    const FidelitySize size = fidelity_size(s.op, m.bytes, n);
     int64_t duration_ns = 0;
     if (algo) {
-      duration_ns = predict_nccl(*fabric, s.op, m.bytes, {.algo = algo}).time_ns;
+      duration_ns = predict_nccl(*fabric, s.op, size.nccl_bytes, {.algo = algo}).time_ns;
     } else {
-      duration_ns = model.estimate({.op = s.op, .count = static_cast<int64_t>(m.bytes / 4), .elem_bytes = 4})
-                        .duration_ns;
+      duration_ns = model.estimate({.op = s.op, .count = size.count, .elem_bytes = 4}).duration_ns;
     }
     row.simulated_us = static_cast<double>(duration_ns) / 1e3 + launch_us;
     row.measured_busbw = static_cast<double>(m.bytes) / (m.time_us * 1e3) * factor;
     row.simulated_busbw = static_cast<double>(m.bytes) / (row.simulated_us * 1e3) * factor;
     row.error = std::abs(row.simulated_busbw / row.measured_busbw - 1.0);
-    row.choice = predict_nccl(*fabric, s.op, m.bytes, {.algo = algo}).label();
+    row.choice = predict_nccl(*fabric, s.op, size.nccl_bytes, {.algo = algo}).label();
     errors.push_back(row.error);
     if (row.error > r.worst_error) {
       r.worst_error = row.error;
@@ -274,27 +390,34 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "tests/runtime/comm/fidelity_test.cpp fails when this file is stale. Do not edit by hand. -->\n\n";
   md +=
       "Every simulated collective time comes from one cost model of NCCL (docs/collectives.md, "
-      "`runtime/src/comm/algorithms/nccl_cost_model.cpp`). Here it meets published `all_reduce_perf` results "
-      "of real "
+      "`runtime/src/comm/algorithms/nccl_cost_model.cpp`). Here it meets published nccl-tests results "
+      "(`all_reduce_perf`, `all_gather_perf`, `broadcast_perf`, ...) of real "
       "systems: for each size, the measured time and the timing-only backend's time (`AnalyticCollectives`, "
-      "what `dpscope train --timing-only` and `dpscope bench --nodes` use) on the system's preset, and the "
+      "what `dpscope train --timing-only` and `dpscope bench --nodes` use; on one node the same time as "
+      "`dpscope bench COLLECTIVE --timing-only`) on the system's preset, and the "
       "error of the simulated bus bandwidth, |simulated / measured - 1|. Bus bandwidths are recomputed from "
       "size "
-      "and time (nccl-tests prints 0.00 for the small ones). The tables live in `tests/data/nccl-tests/` "
+      "and time (nccl-tests prints 0.00 for the small ones) with nccl-tests' factor of the table's "
+      "collective (its doc/PERFORMANCE.md): all_reduce 2(n-1)/n; all_gather, reduce_scatter and alltoall "
+      "(n-1)/n; broadcast and reduce 1. Sizes are nccl-tests': for all_gather and reduce_scatter the size is "
+      "all GPUs' data, each GPU's block a multiple of 4 elements. A system may have a table per collective. "
+      "The tables live in `tests/data/nccl-tests/` "
       "with "
       "their sources; nothing in the model is fitted to them except where a table's header says so.\n\n";
   md +=
       "Goal: median error <= 10 % and worst size <= 25 % per system. ASTRA-sim reports 9.7-20.6 % "
       "geometric-mean error against HGX-H100.\n\n";
   md +=
-      "| system | GPUs | sizes | median error | worst error (size) | median goal | worst goal | test bound "
+      "| system | collective | GPUs | sizes | median error | worst error (size) | median goal | worst goal | "
+      "test bound "
       "|\n";
-  md += "|---|---|---|---|---|---|---|---|\n";
+  md += "|---|---|---|---|---|---|---|---|---|\n";
   for (const FidelityResult& r : results) {
-    md += fmt::format("| {} | {} x {} | {} - {} | {:.1f} % | {:.1f} % ({}) | {} | {} | {:.0f} % |\n",
-                      r.system.id, r.system.nodes, r.system.gpus_per_node, size_text(r.rows.front().bytes),
-                      size_text(r.rows.back().bytes), 100 * r.median_error, 100 * r.worst_error,
-                      size_text(r.worst_bytes), r.median_error <= 0.10 ? "met" : "**not met**",
+    md += fmt::format("| {} | {} | {} x {} | {} - {} | {:.1f} % | {:.1f} % ({}) | {} | {} | {:.0f} % |\n",
+                      r.system.id, nccl_tests_name(r.system.op), r.system.nodes, r.system.gpus_per_node,
+                      size_text(r.rows.front().bytes), size_text(r.rows.back().bytes), 100 * r.median_error,
+                      100 * r.worst_error, size_text(r.worst_bytes),
+                      r.median_error <= 0.10 ? "met" : "**not met**",
                       r.worst_error <= 0.25 ? "met" : "**not met**", 100 * r.system.median_bound);
   }
   md +=
@@ -310,8 +433,9 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
   md += "## Where the goal is not reached, and why\n\n";
   md += fmt::format(
       "- **The median goal is met by {} of the {} systems, the worst-size goal by {}; {} of "
-      "them {} a single node.**\n",
-      median_met, results.size(), worst_met, single_node, single_node == 1 ? "is" : "are");
+      "them {} a single node.**{}\n",
+      median_met, results.size(), worst_met, single_node, single_node == 1 ? "is" : "are",
+      other_collective_tables(results));
   // The single-node topologies the goal covers, by the presets that model them.
   const std::pair<const char*, std::vector<std::string>> kinds[] = {
       {"an H100 or H200 NVSwitch node", {"h100-sxm", "h200"}},
@@ -374,6 +498,7 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "structure it follows, has most of it by 32 MiB, so the rows from 8 MiB to 128 MiB are its worst. "
       "The page does not print which algorithm NCCL ran.\n";
   md += pcie_finding(results);
+  md += other_collectives_finding(results);
   md +=
       "- **Across nodes the model has two terms NCCL's tuner lacks** (docs/collectives.md, \"Across "
       "nodes\"). *Two nodes*: a tree's one network edge carries each byte once up and once down, once per "
@@ -401,8 +526,8 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "the tree; the model's tree wins well before, so the 512 MiB row is the table's worst.\n";
   for (const FidelityResult& r : results) {
     const MeasuredSystem& s = r.system;
-    md += fmt::format("\n## {}\n\n{}\n\n- Source: {}\n- Command: `{}`\n- Preset: `{}`", s.id, s.system,
-                      s.source, s.command, s.preset);
+    md += fmt::format("\n## {}\n\n{}\n\n- Collective: {}\n- Source: {}\n- Command: `{}`\n- Preset: `{}`",
+                      s.id, s.system, nccl_tests_name(s.op), s.source, s.command, s.preset);
     if (s.nodes > 1) {
       md += fmt::format(", {} nodes of {} GPUs, NIC {:g} GB/s per GPU", s.nodes, s.gpus_per_node,
                         fidelity_preset(s).cluster.nic.bandwidth_bytes_per_s / 1e9);
