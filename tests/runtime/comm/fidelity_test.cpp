@@ -68,9 +68,10 @@ TEST(Fidelity, SummaryCountsTheSystemsThatMeetEachGoal) {
   two[1].median_error = 0.10;  // the median goal just met, the worst-size goal not
   two[1].worst_error = 0.26;
   const std::string md = fidelity_markdown(two);
-  EXPECT_NE(md.find("The median goal is met by 2 of the 2 systems, the worst-size goal by 1; 0 of them are a "
-                    "single node."),
-            std::string::npos)
+  EXPECT_NE(
+      md.find("The median goal is met by 2 of the 2 tables, the worst-size goal by 1; 0 of them are of a "
+              "single node."),
+      std::string::npos)
       << md.substr(0, 2000);
   EXPECT_NE(md.find("Single nodes validated size by size: none; not yet: an H100 or H200 NVSwitch node, an "
                     "A100 NVSwitch node, a PCIe machine, a V100 cube mesh."),
@@ -78,7 +79,7 @@ TEST(Fidelity, SummaryCountsTheSystemsThatMeetEachGoal) {
   two[1].system.nodes = 1;  // a single-node table moves its topology to the validated ones
   two[1].system.preset = "v100-sxm2";
   const std::string one_node = fidelity_markdown(two);
-  EXPECT_NE(one_node.find("; 1 of them is a single node."), std::string::npos);
+  EXPECT_NE(one_node.find("; 1 of them is of a single node."), std::string::npos);
   EXPECT_NE(one_node.find("Single nodes validated size by size: a V100 cube mesh; not yet: an H100 or H200 "
                           "NVSwitch node, an A100 NVSwitch node, a PCIe machine."),
             std::string::npos)
@@ -604,12 +605,10 @@ TEST(Fidelity, TheAllGatherFindingFollowsItsTable) {
                                   "median error {:.0f} %,",
                                   std::round(100 * ag.median_error))),
             std::string::npos);
-  EXPECT_NE(
-      md.find("Each table counts as one system here; tables of a collective other than all_reduce: 1 of "
-              "the " +
-              std::to_string(all.size()) + " (a machine may have a table per collective)."),
-      std::string::npos);
-  EXPECT_EQ(fidelity_markdown({ar}).find("Each table counts as one system here"), std::string::npos);
+  EXPECT_NE(md.find(" 1 of the " + std::to_string(all.size()) +
+                    " is of a collective other than all_reduce (a machine may have a table per collective)."),
+            std::string::npos);
+  EXPECT_EQ(fidelity_markdown({ar}).find("of a collective other than all_reduce"), std::string::npos);
   // Without the all_gather table the bullet is absent.
   EXPECT_EQ(fidelity_markdown({ar}).find("Collectives other than all-reduce"), std::string::npos);
 }

@@ -205,9 +205,9 @@ std::string other_collective_tables(const std::vector<FidelityResult>& results) 
   });
   if (others == 0) return {};
   return fmt::format(
-      " Each table counts as one system here; tables of a collective other than all_reduce: {} of the {} "
-      "(a machine may have a table per collective).",
-      others, results.size());
+      " {} of the {} {} of a collective other than all_reduce (a machine may have a table "
+      "per collective).",
+      others, results.size(), others == 1 ? "is" : "are");
 }
 
 }  // namespace
@@ -432,8 +432,8 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
   }
   md += "## Where the goal is not reached, and why\n\n";
   md += fmt::format(
-      "- **The median goal is met by {} of the {} systems, the worst-size goal by {}; {} of "
-      "them {} a single node.**{}\n",
+      "- **The median goal is met by {} of the {} tables, the worst-size goal by {}; {} of "
+      "them {} of a single node.**{}\n",
       median_met, results.size(), worst_met, single_node, single_node == 1 ? "is" : "are",
       other_collective_tables(results));
   // The single-node topologies the goal covers, by the presets that model them.
