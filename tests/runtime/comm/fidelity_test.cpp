@@ -457,7 +457,7 @@ TEST(Fidelity, ThePcieFindingFollowsItsTable) {
 
 // Past two nodes (NVIDIA/nccl-tests#309: 4 nodes of 8 H100 over InfiniBand NDR) the model is judged
 // with no fitted number: the network hop is NCCL's own InfiniBand figure. Its rows past the worst-size
-// goal are the run's spikes, each a multiple of its neighbours' time, as docs/fidelity.md says.
+// goal are the run's spikes, each a multiple of the next larger size's time, as docs/fidelity.md says.
 TEST(Fidelity, BeyondTwoNodesNothingIsFittedAndTheMedianGoalHolds) {
   const std::vector<FidelityResult> all = evaluate_all();
   int clusters = 0;
@@ -469,10 +469,10 @@ TEST(Fidelity, BeyondTwoNodesNothingIsFittedAndTheMedianGoalHolds) {
     EXPECT_LE(r.median_error, 0.10) << r.system.id;
     for (size_t i = 0; i < r.rows.size(); ++i) {
       if (r.rows[i].error <= 0.25) continue;
-      double neighbour_us = 1e300;
-      if (i > 0) neighbour_us = std::min(neighbour_us, r.rows[i - 1].measured_us);
-      if (i + 1 < r.rows.size()) neighbour_us = std::min(neighbour_us, r.rows[i + 1].measured_us);
-      EXPECT_GE(r.rows[i].measured_us / neighbour_us, 1.4) << r.system.id << " " << r.rows[i].bytes;
+      // A larger message took at least 1.2x less time: a spike of the run, not the model's miss.
+      ASSERT_LT(i + 1, r.rows.size()) << r.system.id;
+      EXPECT_GE(r.rows[i].measured_us / r.rows[i + 1].measured_us, 1.2)
+          << r.system.id << " " << r.rows[i].bytes;
     }
   }
   EXPECT_GE(clusters, 1);

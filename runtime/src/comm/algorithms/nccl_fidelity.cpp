@@ -116,9 +116,18 @@ std::string pcie_finding(const std::vector<FidelityResult>& results) {
       preset.nccl.channels);
 }
 
+// A row whose printed time is at least this many times the next larger size's is a disturbance of
+// the run (a spike): a larger message does not take less time in a steady run.
+constexpr double kSpikeRatio = 1.2;
+
+// Row i's printed time over the next larger size's; 0 for the last row.
+double spike_ratio(const FidelityResult& r, size_t i) {
+  return i + 1 < r.rows.size() ? r.rows[i].measured_us / r.rows[i + 1].measured_us : 0.0;
+}
+
 // The finding on the clusters of more than two nodes, from their rows: their medians, compared with
 // no fitted number, and the rows past the worst-size goal, each a row whose printed time is a
-// multiple of its neighbours' (a disturbance of that run: the source's in-place column of the same
+// multiple of the next larger size's (a disturbance of that run: the source's in-place column of the same
 // size is in line). Empty when no such cluster is among the results.
 std::string beyond_two_nodes_finding(const std::vector<FidelityResult>& results) {
   std::vector<std::string> systems, spikes, large;
@@ -152,11 +161,7 @@ std::string beyond_two_nodes_finding(const std::vector<FidelityResult>& results)
     }
     for (size_t i = 0; i < r.rows.size(); ++i) {
       if (r.rows[i].error <= 0.25) continue;
-      double neighbour_us = 1e300;
-      if (i > 0) neighbour_us = std::min(neighbour_us, r.rows[i - 1].measured_us);
-      if (i + 1 < r.rows.size()) neighbour_us = std::min(neighbour_us, r.rows[i + 1].measured_us);
-      spikes.push_back(
-          fmt::format("{} ({:.1f}x)", size_text(r.rows[i].bytes), r.rows[i].measured_us / neighbour_us));
+      spikes.push_back(fmt::format("{} ({:.1f}x)", size_text(r.rows[i].bytes), spike_ratio(r, i)));
     }
   }
   if (systems.empty()) return {};
@@ -166,9 +171,9 @@ std::string beyond_two_nodes_finding(const std::vector<FidelityResult>& results)
       "past two nodes is NCCL's tuner's (ring: 2(N-1) of its 2(n-1) steps over the network; tree: "
       "2 log2 N network hops and NCCL's per-channel caps for more than two nodes; NVLS-tree bounded by "
       "half of the node's NICs) plus the network pipeline's 2 log2 N steps. The rows past the worst-size "
-      "goal, {}, are each a printed time that many times the faster of its neighbours', while the "
-      "source's in-place column of the same size is in line with them: a disturbance of the run, kept "
-      "as printed. Large messages: {}.\n",
+      "goal, {}, are each a printed time that many times the next larger size's (a larger message does "
+      "not take less time in a steady run), while the source's in-place column of the same size is in "
+      "line with its neighbours: a disturbance of the run, kept as printed. Large messages: {}.\n",
       fmt::join(systems, "; "),
       spikes.empty() ? std::string("none") : fmt::format("{}", fmt::join(spikes, ", ")),
       fmt::join(large, "; "));
@@ -190,12 +195,24 @@ std::string infiniband_two_nodes_finding(const std::vector<FidelityResult>& resu
       if (row.bytes >= (16ull << 20)) all_faster = all_faster && row.simulated_busbw > row.measured_busbw;
     const auto [lo, hi] = error_range(r, 16ull << 20, ~0ull);
     const FidelityRow& last = r.rows.back();
+    // Below 16 MiB, the rows past the worst-size goal: a spike of the run or the model's miss.
+    std::vector<std::string> spikes, misses;
+    for (size_t i = 0; i < r.rows.size() && r.rows[i].bytes < (16ull << 20); ++i) {
+      if (r.rows[i].error <= 0.25) continue;
+      const double ratio = spike_ratio(r, i);
+      (ratio >= kSpikeRatio ? spikes : misses)
+          .push_back(fmt::format("{} ({:.1f}x)", size_text(r.rows[i].bytes), ratio));
+    }
     found.push_back(fmt::format(
         "{}: {:.0f}-{:.0f} % too {} from 16 MiB up; at {} {:.0f} GB/s of bus bandwidth measured, {:.0f} "
         "simulated ({}), the model's NVLS-tree algbw being the node's NVLS, {:.0f} GB/s, {} the NICs' "
-        "{:.0f} GB/s usable",
+        "{:.0f} GB/s usable; below 16 MiB its rows past 25 % are spikes of the run, {} times "
+        "the next larger size's time (the source's in-place column of the same size is in line with its "
+        "neighbours), and the model's misses {}",
         r.system.id, lo, hi, all_faster ? "fast" : "fast or slow", size_text(last.bytes), last.measured_busbw,
-        last.simulated_busbw, last.choice, nvls_gbps, nvls_gbps < nics_gbps ? "under" : "over", nics_gbps));
+        last.simulated_busbw, last.choice, nvls_gbps, nvls_gbps < nics_gbps ? "under" : "over", nics_gbps,
+        spikes.empty() ? std::string("none") : fmt::format("{}", fmt::join(spikes, ", ")),
+        misses.empty() ? std::string("none") : fmt::format("{}", fmt::join(misses, ", "))));
   }
   if (found.empty()) return {};
   return fmt::format(
