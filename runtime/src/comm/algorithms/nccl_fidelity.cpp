@@ -126,9 +126,9 @@ double spike_ratio(const FidelityResult& r, size_t i) {
 }
 
 // The finding on the clusters of more than two nodes, from their rows: their medians, compared with
-// no fitted number, and the rows past the worst-size goal, each a row whose printed time is a
-// multiple of the next larger size's (a disturbance of that run: the source's in-place column of the same
-// size is in line). Empty when no such cluster is among the results.
+// no fitted number; the rows past the worst-size goal, each a spike of the run (spike_ratio; the
+// source's in-place column of the same size is in line); large messages against the NICs. Empty
+// when no such cluster is among the results.
 std::string beyond_two_nodes_finding(const std::vector<FidelityResult>& results) {
   std::vector<std::string> systems, spikes, large;
   for (const FidelityResult& r : results) {
