@@ -58,7 +58,7 @@ namespace dpscope {
 // runs an all-to-all (ncclGroupStart, one ncclSend and ncclRecv per peer, ncclGroupEnd).
 enum class NcclAlgo : uint8_t { kRing, kTree, kNvls, kP2p };
 enum class NcclProto : uint8_t { kLL, kLL128, kSimple };
-const char* to_string(NcclAlgo a);   // "ring", "tree", "nvls" (across nodes: "nvls_tree"), "p2p"
+const char* to_string(NcclAlgo a);   // "ring", "tree", "nvls" (across nodes NVLS-tree, named nvls too), "p2p"
 const char* to_string(NcclProto p);  // "LL", "LL128", "Simple"
 // Parses "ll", "ll128", "simple" (case-insensitive); kUsage error naming `what` otherwise.
 NcclProto parse_nccl_proto(std::string_view text, std::string_view what = "--proto");
@@ -113,7 +113,7 @@ struct NcclPrediction {
   double pipeline_us = 0;  // the network pipeline's fill (trees across nodes), part of time_ns
   double algbw_gbps = 0;   // bytes / (time - latency - pipeline), GB/s
   int64_t time_ns = 0;
-  std::string label() const;  // "ring/LL128", "nvls_tree/Simple"
+  std::string label() const;  // "ring/LL128", "nvls/Simple"
 };
 
 // `bytes` as nccl-tests counts them: the buffer of all_reduce / broadcast / reduce, the whole
