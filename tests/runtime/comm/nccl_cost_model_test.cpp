@@ -119,6 +119,34 @@ TEST(NcclCostModel, PcieWithoutPeerAccessSharesTheSwitchUplinkAmongItsGpus) {
   EXPECT_NEAR(static_cast<double>(1ull << 30) / big.time_ns, uplink / 2 / 1e9, 0.01);
 }
 
+// A broadcast's or reduce's ring is a chain: the GPU before the root only receives. Under one switch
+// without peer access its uplink then carries g - 1 flows each way, not g: with 2 GPUs one flow has
+// the whole uplink. Under several switches (or with peer access) nothing changes.
+TEST(NcclCostModel, ChainsWithoutPeerAccessShareTheUplinkAmongOneFlowFewer) {
+  const HardwarePreset rtx = find_preset("rtx-2080ti");
+  const double uplink = rtx.network.switch_uplink.bandwidth_bytes_per_s * rtx.network.protocol_efficiency;
+  const NcclFabric two = fabric("rtx-2080ti", 2);
+  EXPECT_DOUBLE_EQ(two.chain_intra_bytes_per_s, uplink);
+  for (OpType op : {OpType::kBroadcast, OpType::kReduce}) {
+    const NcclPrediction big = predict_nccl(two, op, 1ull << 30);
+    EXPECT_NEAR(static_cast<double>(1ull << 30) / big.time_ns, uplink / 1e9, 0.01) << to_string(op);
+  }
+  // The all-reduce's and all-gather's rings keep the shared uplink: every GPU sends.
+  const NcclPrediction ag = predict_nccl(two, OpType::kAllGather, 1ull << 30);
+  EXPECT_NEAR(static_cast<double>(1ull << 30) / 2 / ag.time_ns, uplink / 2 / 1e9, 0.01);
+  HardwarePreset four = rtx;
+  four.network.gpus_per_switch = 4;
+  four.network.max_gpus = 4;
+  EXPECT_DOUBLE_EQ(nccl_fabric(four, 4, 1)->chain_intra_bytes_per_s, uplink / 3);
+  four.network.gpus_per_switch = 2;  // two switches: one of them still carries a flow per GPU
+  EXPECT_EQ(nccl_fabric(four, 4, 1)->chain_intra_bytes_per_s, 0.0);
+  HardwarePreset with_p2p = rtx;
+  with_p2p.network.peer_to_peer = true;
+  EXPECT_EQ(nccl_fabric(with_p2p, 2, 1)->chain_intra_bytes_per_s, 0.0);
+  EXPECT_EQ(fabric("t4", 4).chain_intra_bytes_per_s, 0.0);
+  EXPECT_EQ(fabric("h100-sxm", 8).chain_intra_bytes_per_s, 0.0);
+}
+
 TEST(NcclCostModel, AcrossNodesTheNetworkBoundsTheRing) {
   // 4 nodes of 8 H100: a ring's bus bandwidth is at most the node's 8 NICs (8 x 0.8 x 50 GB/s);
   // inside one node it is NVLink's 0.8 x 450.

@@ -73,14 +73,16 @@ struct NcclFabric {
   LinkClass intra = LinkClass::kNvlink;
   GpuArch arch = GpuArch::kHopper;
   int channels = 1;
-  double intra_bytes_per_s = 0.0;       // ring bus bandwidth inside a node at the Simple protocol
-  double nic_bytes_per_s = 0.0;         // one GPU's NIC (rail) at the Simple protocol
-  double net_extra_latency_us = 0.0;    // per network hop beyond NCCL's InfiniBand figure (NCCL's
-                                        // latencyInter: a slower transport such as EFA or TCPXO)
-  double nvls_algbw_bytes_per_s = 0.0;  // NVLink SHARP all-reduce algbw; 0 = no NVLS
-  double nvls_hw_latency_us = -1.0;     // NVLS's latency in a node as the hardware runs it; < 0 =
-                                        // NCCL's tuner figure (which always decides the choice)
-  bool net_simple_only = false;         // across nodes only the Simple protocol (ClusterSpec)
+  double intra_bytes_per_s = 0.0;        // ring bus bandwidth inside a node at the Simple protocol
+  double chain_intra_bytes_per_s = 0.0;  // the same for a chain (broadcast, reduce) where it differs:
+                                         // without peer access under one switch; 0 = intra's
+  double nic_bytes_per_s = 0.0;          // one GPU's NIC (rail) at the Simple protocol
+  double net_extra_latency_us = 0.0;     // per network hop beyond NCCL's InfiniBand figure (NCCL's
+                                         // latencyInter: a slower transport such as EFA or TCPXO)
+  double nvls_algbw_bytes_per_s = 0.0;   // NVLink SHARP all-reduce algbw; 0 = no NVLS
+  double nvls_hw_latency_us = -1.0;      // NVLS's latency in a node as the hardware runs it; < 0 =
+                                         // NCCL's tuner figure (which always decides the choice)
+  bool net_simple_only = false;          // across nodes only the Simple protocol (ClusterSpec)
   int gpus_per_node() const { return ranks / nodes; }
 };
 

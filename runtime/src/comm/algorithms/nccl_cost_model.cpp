@@ -100,7 +100,9 @@ Candidate candidate(const NcclFabric& f, OpType op, NcclAlgo algo, NcclProto pro
   if (N > 1 && f.net_simple_only && proto != NcclProto::kSimple) return c;    // NCCL_PROTO=simple
   // The ring's bus bandwidth: the peer links inside a node; across nodes, each ring leaves a node
   // through one NIC, and the channels spread over the g rails.
-  const double intra_gbps = f.intra_bytes_per_s / 1e9;
+  const bool chain = op == OpType::kBroadcast || op == OpType::kReduce;
+  const double intra_gbps =
+      (chain && f.chain_intra_bytes_per_s > 0.0 ? f.chain_intra_bytes_per_s : f.intra_bytes_per_s) / 1e9;
   const double ring_gbps = N == 1 ? intra_gbps : std::min(intra_gbps, g * f.nic_bytes_per_s / 1e9);
   const double ll_max = kLlMaxBw[arch][nodes_index];
   double intra_lat = kHopLatency[intra_hw][a][p];
@@ -122,7 +124,7 @@ Candidate candidate(const NcclFabric& f, OpType op, NcclAlgo algo, NcclProto pro
       if (proto == NcclProto::kLL) c.per_channel_bytes *= n;  // NCCL scales LL rings' threshold by n
       if (N > 1)
         intra_lat = std::max(intra_lat, proto == NcclProto::kSimple ? 3 * kNetOverheadUs : kNetOverheadUs);
-      if (op == OpType::kBroadcast || op == OpType::kReduce) {
+      if (chain) {
         // A pipelined chain: n-1 hops, N-1 of them between nodes.
         c.latency_us = kBaseLatency[a][p] + (n - N) * intra_lat + (N - 1) * inter_lat;
       } else {
@@ -289,7 +291,15 @@ std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, i
   // writes into host memory and the receiver reads it from there, so every GPU's send goes up its
   // switch's uplink and every receive comes down it. The uplink carries one ring flow per GPU
   // under it, in each direction, and each gets its share.
-  if (preset.topology == "pcie-host" && per_switch > 0 && !preset.network.peer_to_peer && g > 1)
+  // A broadcast's or reduce's ring is a chain (NCCL's src/device/broadcast.h, reduce.h): the GPU
+  // before the root only receives and the root only sends, so where every GPU sits under one
+  // switch its uplink carries g - 1 flows each way, not g. (Under several switches, some switch
+  // still carries one flow per GPU in a direction.)
+  const bool shm = preset.topology == "pcie-host" && per_switch > 0 && !preset.network.peer_to_peer && g > 1;
+  if (shm && g <= per_switch && g > 1)
+    f.chain_intra_bytes_per_s =
+        std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s / (g - 1)) * eff;
+  if (shm)
     peer = std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s / std::min(g, per_switch));
   f.intra_bytes_per_s = peer * eff;
   f.nic_bytes_per_s = preset.cluster.nic.bandwidth_bytes_per_s * eff;

@@ -154,9 +154,9 @@ std::pair<double, double> measured_busbw_range(const FidelityResult& r, uint64_t
   return {lo, hi};
 }
 
-// The finding on the collectives other than all-reduce: today the PCIe machine's all_gather table
-// (its page's broadcast and reduce tables wait in not-compared/, whose README says why), from its
-// rows and, where present, the same machine's all_reduce table; empty without the all_gather table.
+// The finding on the collectives other than all-reduce: today the PCIe machine's all_gather table,
+// from its rows and, where present, the same machine's all_reduce table; empty without the
+// all_gather table. Its broadcast and reduce tables have their own finding (chain_finding).
 std::string other_collectives_finding(const std::vector<FidelityResult>& results) {
   const auto find = [&](std::string_view id) {
     return std::find_if(results.begin(), results.end(),
@@ -178,11 +178,11 @@ std::string other_collectives_finding(const std::vector<FidelityResult>& results
         fmt::format(" and the same machine's all_reduce table's {:.2f}-{:.2f} GB/s", ar_lo, ar_hi);
   }
   return fmt::format(
-      "- **Collectives other than all-reduce: one table is compared, all_gather on the PCIe machine** "
-      "({}: the same page's all_gather_perf table; its broadcast_perf and reduce_perf tables are "
-      "transcribed in `not-compared/`, whose README says why and what the model lacks for them; no "
-      "per-size all_gather, reduce_scatter or alltoall table of an NVSwitch node with a citable source "
-      "and small sizes was found). The model times an all_gather as NCCL's ring runs it, n - 1 steps in "
+      "- **Collectives other than all-reduce: all_gather on the PCIe machine** "
+      "({}: the same page's all_gather_perf table; its broadcast_perf and reduce_perf tables are the "
+      "next finding; no per-size all_gather, reduce_scatter or alltoall table of an NVSwitch node with "
+      "a citable source and small sizes was found). The model times an all_gather as NCCL's ring runs it, n "
+      "- 1 steps in "
       "which every GPU sends one block to the next (NCCL's src/device/all_gather.h), at the same ring "
       "bandwidth as the all-reduce: {:.2f} GB/s per flow through the shared uplink here. From 128 KiB up "
       "it is {:.0f}-{:.0f} % too fast: with 2 GPUs each sends its half once, so the table's busbw is "
@@ -194,6 +194,44 @@ std::string other_collectives_finding(const std::vector<FidelityResult>& results
       "all-reduce (the PCIe finding above).\n",
       ag->system.id, model_gbps, large_lo, large_hi, ag_lo, ag_hi, model_gbps, all_reduce_rate, tiny_lo,
       tiny_hi, mid_lo, mid_hi);
+}
+
+// The finding on the PCIe machine's broadcast and reduce tables: NCCL runs both as a chain along
+// the ring, so under one switch without peer access one flow fewer shares the uplink each way than in
+// a ring where every GPU sends (nccl_fabric()). Empty without those tables.
+std::string chain_finding(const std::vector<FidelityResult>& results) {
+  std::vector<const FidelityResult*> chains;
+  for (const FidelityResult& r : results)
+    if ((r.system.op == OpType::kBroadcast || r.system.op == OpType::kReduce) &&
+        r.system.id.rfind("autodl-rtx2080ti-", 0) == 0)
+      chains.push_back(&r);
+  if (chains.empty()) return {};
+  const FidelityResult& first = *chains.front();
+  const int n = first.system.gpus_per_node * first.system.nodes;
+  const std::optional<NcclFabric> fabric = nccl_fabric(fidelity_preset(first.system), n, first.system.nodes);
+  if (!fabric || fabric->chain_intra_bytes_per_s <= 0.0) return {};
+  std::vector<std::string> tables;
+  for (const FidelityResult* r : chains) {
+    const auto [large_lo, large_hi] = error_range(*r, 1u << 20, ~0ull);
+    const auto [mid_lo, mid_hi] = error_range(*r, 2u << 10, 512u << 10);
+    const auto [meas_lo, meas_hi] = measured_busbw_range(*r, 16u << 20, ~0ull);
+    tables.push_back(
+        fmt::format("{} (median {:.1f} %): measured {:.1f}-{:.1f} GB/s from 16 MiB up, the "
+                    "model {:.0f}-{:.0f} % too slow from 1 MiB up and {:.0f}-{:.0f} % from "
+                    "2 KiB to 512 KiB",
+                    nccl_tests_name(r->system.op), 100 * r->median_error, meas_lo, meas_hi, large_lo,
+                    large_hi, mid_lo, mid_hi));
+  }
+  return fmt::format(
+      "- **Broadcast and reduce on the PCIe machine are chains.** NCCL runs both along the ring from "
+      "the root, and the GPU before the root only receives (NVIDIA/nccl src/device/broadcast.h, "
+      "reduce.h), so under one switch without peer access the uplink carries one flow fewer each way "
+      "than in a ring where every GPU sends: with {} GPUs, {}, which gets {:.2f} GB/s at the preset's "
+      "`protocol_efficiency` where the all-reduce's two flows get {:.2f} each. Still too slow: {}. One "
+      "flow alone moves more of the uplink than the efficiency measured with both GPUs copying at "
+      "once (the alltoall table it comes from), and the model has one efficiency for the uplink.\n",
+      n, n - 1 == 1 ? "one flow" : fmt::format("{} flows", n - 1), fabric->chain_intra_bytes_per_s / 1e9,
+      fabric->intra_bytes_per_s / 1e9, fmt::join(tables, "; "));
 }
 
 // Where tables of other collectives are among the results, the summary's "systems" are tables: a
@@ -609,6 +647,7 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "The page does not print which algorithm NCCL ran.\n";
   md += pcie_finding(results);
   md += other_collectives_finding(results);
+  md += chain_finding(results);
   md +=
       "- **Across nodes the model has two terms NCCL's tuner lacks** (docs/collectives.md, \"Across "
       "nodes\"). *Two nodes*: a tree's one network edge carries each byte once up and once down, once per "
