@@ -21,7 +21,10 @@
 //     correction factors at medium sizes.
 //   channels: a small message cannot fill every channel — NCCL gives each channel at least
 //     threads x threshold bytes — so fewer channels (and their share of B) carry it: the smooth
-//     ramp of real busbw curves, with no jump at a slice boundary.
+//     ramp of real busbw curves, with no jump at a slice boundary. The choice always takes the
+//     ramp; the time drops it where the GPUs meet in host memory (no peer access, NCCL's SHM
+//     transport): there every channel's flow crosses the one uplink that B already shares out, and
+//     the channels fewer than all take the whole path (docs/collectives.md, "Channels").
 //   across nodes, two terms NCCL's tuner lacks or keeps elsewhere:
 //     two nodes: the tree's one network edge carries each byte once per direction, so its chains
 //       run at up to twice the NICs' bus bandwidth (NCCL's search raises the tree's intra-node
@@ -83,6 +86,9 @@ struct NcclFabric {
   double nvls_hw_latency_us = -1.0;      // NVLS's latency in a node as the hardware runs it; < 0 =
                                          // NCCL's tuner figure (which always decides the choice)
   bool net_simple_only = false;          // across nodes only the Simple protocol (ClusterSpec)
+  bool host_memory_path = false;         // the GPUs meet in host memory (NCCL's SHM transport, no
+                                         // peer access): the shared uplink, not the channels a
+                                         // message fills, bounds its time (predict_nccl)
   int gpus_per_node() const { return ranks / nodes; }
 };
 

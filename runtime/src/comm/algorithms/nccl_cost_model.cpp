@@ -197,15 +197,18 @@ NcclPrediction all_to_all_p2p(const NcclFabric& f, uint64_t bytes) {
   return r;
 }
 
+// `whole_path`: the channels the message fills still get all of the path's bandwidth (the time of
+// a message through host memory, predict_nccl()); otherwise their share of it.
 NcclPrediction evaluate(const NcclFabric& f, OpType op, uint64_t bytes, NcclAlgo algo, NcclProto proto,
-                        const Candidate& c) {
+                        const Candidate& c, bool whole_path = false) {
   NcclPrediction r;
   r.algo = algo;
   r.proto = proto;
   // Channels the message fills: each needs per_channel_bytes before the next one is used.
   const double fill = std::floor(static_cast<double>(bytes) / c.per_channel_bytes);
   r.channels = static_cast<int>(std::clamp(fill, 1.0, static_cast<double>(f.channels)));
-  double algbw = c.busbw_gbps * c.bus_to_alg * r.channels / f.channels;
+  const double share = whole_path ? 1.0 : static_cast<double>(r.channels) / f.channels;
+  double algbw = c.busbw_gbps * c.bus_to_alg * share;
   if (algo == NcclAlgo::kTree) {
     const int log_size = log2_floor(bytes >> 6);
     if (log_size >= 0 && log_size < 23) algbw *= kTreeCorrection[static_cast<int>(proto)][log_size];
@@ -302,6 +305,7 @@ std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, i
   if (shm)
     peer = std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s / std::min(g, per_switch));
   f.intra_bytes_per_s = peer * eff;
+  f.host_memory_path = shm;
   f.nic_bytes_per_s = preset.cluster.nic.bandwidth_bytes_per_s * eff;
   f.net_extra_latency_us = preset.cluster.nic.latency_ns / 1e3;
   f.nvls_algbw_bytes_per_s = preset.nccl.nvls_algbw_fraction * preset.peer_link.bandwidth_bytes_per_s;
@@ -382,6 +386,20 @@ NcclPrediction predict_nccl(const NcclFabric& f, OpType op, uint64_t bytes, Nccl
     const double filled = std::min(1.0, static_cast<double>(bytes) / (f.channels * kNvlsStepBytes));
     c.latency_us += (f.nvls_hw_latency_us - tuner_hop_us) * (1.0 - filled);
     best = evaluate(f, op, bytes, NcclAlgo::kNvls, best.proto, c);
+  }
+  // The same separation for the channels a small message fills, where the GPUs meet in host memory.
+  // NCCL's tuner times every pair with all channels' bandwidth (src/graph/tuning.cc,
+  // ncclTopoGetAlgoTime: it scales by channels only where the user fixed their number) and cuts the
+  // channels for a small message only after choosing (src/enqueue.cc, topoGetAlgoInfo); the model's
+  // choice keeps its ramp (above: no choice changes). On NVLink the ramp is what the tables show: a
+  // channel is one SM's thread block, and fewer of them drive less of the links. Through host memory
+  // (NCCL's SHM transport) every channel's flow crosses the switch's one uplink, which the fabric's
+  // bandwidth already shares among the GPUs' flows, and NCCL's channels there are copies of the ring
+  // its topology search found, over the same links (src/graph/connect.cc duplicates them): the
+  // channels a message fills take the whole path, as the tuner's own time has it.
+  if (f.host_memory_path && best.channels < f.channels) {
+    const Candidate c = candidate(f, op, best.algo, best.proto);
+    best = evaluate(f, op, bytes, best.algo, best.proto, c, /*whole_path=*/true);
   }
   return best;
 }
