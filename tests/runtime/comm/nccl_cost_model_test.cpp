@@ -147,6 +147,49 @@ TEST(NcclCostModel, ChainsWithoutPeerAccessShareTheUplinkAmongOneFlowFewer) {
   EXPECT_EQ(fabric("h100-sxm", 8).chain_intra_bytes_per_s, 0.0);
 }
 
+// Through host memory (SHM, no peer access) the choice keeps the channel ramp, but the time gives
+// the channels a small message fills the whole path: NCCL's tuner times with all channels' bandwidth
+// and cuts the channels after choosing, and every channel's flow crosses the one shared uplink.
+TEST(NcclCostModel, ThroughHostMemoryTheChannelsAMessageFillsTakeTheWholePath) {
+  const NcclFabric shm = fabric("rtx-2080ti", 2);
+  EXPECT_TRUE(shm.host_memory_path);
+  EXPECT_FALSE(fabric("t4", 4).host_memory_path);  // peer access: NCCL's P2P transport
+  EXPECT_FALSE(fabric("h100-sxm", 8).host_memory_path);
+  EXPECT_FALSE(fabric("rtx-2080ti", 1).host_memory_path);  // one GPU: nothing to send
+  // 8 KiB all-reduce: ring/LL on 1 of the 2 channels (LL ring threshold 8 x 512 x 2 = 8 KiB), timed
+  // at LL's half of the whole ring bandwidth, algbw = busbw x n / 2(n-1) = busbw on 2 GPUs.
+  const uint64_t bytes = 8u << 10;
+  const NcclPrediction p = predict_nccl(shm, OpType::kAllReduce, bytes);
+  EXPECT_EQ(p.label(), "ring/LL");
+  EXPECT_EQ(p.channels, 1);
+  EXPECT_LT(p.channels, shm.channels);
+  const double ll_gbps = 0.5 * shm.intra_bytes_per_s / 1e9;
+  EXPECT_NEAR(p.algbw_gbps, ll_gbps, 1e-9);
+  EXPECT_NEAR(p.latency_us, 6.6 + 2 * 1.0, 1e-9);  // base + 2(n-1) PCIe LL hops
+  EXPECT_EQ(p.time_ns, std::llround((6.6 + 2 * 1.0 + bytes / (1e3 * ll_gbps)) * 1e3));
+  // The same fabric with the ramp in the time (as on NVLink): the one channel's share, half of it.
+  NcclFabric ramp = shm;
+  ramp.host_memory_path = false;
+  const NcclPrediction r = predict_nccl(ramp, OpType::kAllReduce, bytes);
+  EXPECT_NEAR(r.algbw_gbps, ll_gbps / 2, 1e-9);
+  EXPECT_GT(r.time_ns, p.time_ns);
+  // Only the time changes: every collective chooses the same pair on the same channels at every
+  // size, and a message that fills every channel gets the same time.
+  for (OpType op : {OpType::kAllReduce, OpType::kAllGather, OpType::kBroadcast, OpType::kReduce,
+                    OpType::kReduceScatter}) {
+    for (uint64_t b = 8; b <= (1ull << 30); b *= 2) {
+      const NcclPrediction a = predict_nccl(shm, op, b);
+      const NcclPrediction c = predict_nccl(ramp, op, b);
+      EXPECT_EQ(a.label(), c.label()) << to_string(op) << " " << b;
+      EXPECT_EQ(a.channels, c.channels) << to_string(op) << " " << b;
+      EXPECT_LE(a.time_ns, c.time_ns) << to_string(op) << " " << b;
+      if (a.channels == shm.channels) {
+        EXPECT_EQ(a.time_ns, c.time_ns) << to_string(op) << " " << b;
+      }
+    }
+  }
+}
+
 TEST(NcclCostModel, AcrossNodesTheNetworkBoundsTheRing) {
   // 4 nodes of 8 H100: a ring's bus bandwidth is at most the node's 8 NICs (8 x 0.8 x 50 GB/s);
   // inside one node it is NVLink's 0.8 x 450.

@@ -133,14 +133,22 @@ std::string pcie_finding(const std::vector<FidelityResult>& results) {
       "model is {:.0f}-{:.0f} % too fast: the page's tables move different rates per direction through "
       "that uplink by collective (all_gather 6.2-7.6 GB/s and all_reduce 7.8-8.0 from 2 MiB, alltoall "
       "8.9-9.2 from 16 MiB), and the model has no term for what the receiving GPU's reads of host memory "
-      "and its reduction cost there. From 2 KiB to 16 KiB it is {:.0f}-{:.0f} % too slow: it prices the "
-      "LL ring's bytes at half the path's bandwidth, and up to 8 KiB at one of the two channels' share of "
-      "it, where the measured "
-      "times stay within 1 us of the 8 B row up to 4 KiB (the bytes of a small LL message move within "
-      "the hop latency that the model adds to them). NCCL's version is not printed, and no NCCL_DEBUG "
-      "log shows the channels it built (the preset takes {}).\n",
-      it->system.id, preset.network.protocol_efficiency, large_lo, large_hi, small_lo, small_hi,
-      preset.nccl.channels);
+      "and its reduction cost there. Small messages: the model chooses as NCCL's tuner does, but "
+      "times the channels a message fills as the whole path, not their share of it: NCCL's tuner times "
+      "every pair with all channels' bandwidth (src/graph/tuning.cc, ncclTopoGetAlgoTime) and cuts the "
+      "channels of a small message only after choosing (src/enqueue.cc), and through host memory every "
+      "channel's flow crosses the one uplink that the model already shares out (its {} channels are "
+      "NCCL's copies of one ring, src/graph/connect.cc); this moves the rows up to 8 KiB. On NVLink the "
+      "tables show the channel ramp (an SM "
+      "per channel), so it stays there. From 2 KiB to 16 KiB it is {:.0f}-{:.0f} % too slow all the same: "
+      "it prices the LL ring's bytes at half the path's bandwidth (LL's 16-byte line carries 8 bytes of "
+      "data and two flags, src/include/device.h), where the measured times stay within 1 us of the 8 B "
+      "row up to 4 KiB: the bytes of a small LL message move within the latency that the model adds "
+      "to them, by how much no published figure says, and a number fitted on these rows would be "
+      "judged on the rows it came from. NCCL's version is not printed, and no NCCL_DEBUG log shows the "
+      "channels it built (the preset takes {}).\n",
+      it->system.id, preset.network.protocol_efficiency, large_lo, large_hi, preset.nccl.channels, small_lo,
+      small_hi, preset.nccl.channels);
 }
 
 // The smallest and largest measured busbw of the rows from `from` to `to` bytes, GB/s.
