@@ -137,8 +137,9 @@ std::string pcie_finding(const std::vector<FidelityResult>& results) {
       "times the channels a message fills as the whole path, not their share of it: NCCL's tuner times "
       "every pair with all channels' bandwidth (src/graph/tuning.cc, ncclTopoGetAlgoTime) and cuts the "
       "channels of a small message only after choosing (src/enqueue.cc), and through host memory every "
-      "channel's flow crosses the one uplink that the model already shares out (its {} channels are "
-      "NCCL's copies of one ring, src/graph/connect.cc); this moves the rows up to 8 KiB. On NVLink the "
+      "channel's flow crosses the one uplink that the model already shares out (NCCL doubles the "
+      "rings its topology search finds into copies over the same links, src/graph/connect.cc); this moves "
+      "the rows up to 8 KiB. On NVLink the "
       "tables show the channel ramp (an SM "
       "per channel), so it stays there. From 2 KiB to 16 KiB it is {:.0f}-{:.0f} % too slow all the same: "
       "it prices the LL ring's bytes at half the path's bandwidth (LL's 16-byte line carries 8 bytes of "
@@ -147,8 +148,8 @@ std::string pcie_finding(const std::vector<FidelityResult>& results) {
       "to them, by how much no published figure says, and a number fitted on these rows would be "
       "judged on the rows it came from. NCCL's version is not printed, and no NCCL_DEBUG log shows the "
       "channels it built (the preset takes {}).\n",
-      it->system.id, preset.network.protocol_efficiency, large_lo, large_hi, preset.nccl.channels, small_lo,
-      small_hi, preset.nccl.channels);
+      it->system.id, preset.network.protocol_efficiency, large_lo, large_hi, small_lo, small_hi,
+      preset.nccl.channels);
 }
 
 // The smallest and largest measured busbw of the rows from `from` to `to` bytes, GB/s.
