@@ -766,5 +766,20 @@ TEST(Fidelity, ThePcieSmallMessagesAreTimedOnTheWholePath) {
             std::string::npos);
 }
 
+// The NVLS finding names one known difference from NCCL it keeps: NCCL runs NVLS on all its NVLS
+// channels at every size, while the model's NVLS bandwidth grows with the channels a message fills
+// (32 KiB each, Simple's threshold). If the model changes, the finding must change with it.
+TEST(Fidelity, TheNvlsFindingNamesTheChannelRampItKeeps) {
+  const NcclFabric f = *nccl_fabric(find_preset("h100-sxm"), 8, 1);
+  const NcclChoice nvls{.algo = NcclAlgo::kNvls};
+  EXPECT_EQ(predict_nccl(f, OpType::kAllReduce, 64u << 10, nvls).channels, 2);
+  EXPECT_EQ(predict_nccl(f, OpType::kAllReduce, 32u << 10, nvls).channels, 1);
+  EXPECT_FALSE(f.host_memory_path);
+  const std::string md = fidelity_markdown(evaluate_all());
+  EXPECT_NE(md.find("where the model's NVLS bandwidth still grows with the channels a message fills, 32 KiB "
+                    "each (Simple's threshold)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace dpscope

@@ -394,9 +394,9 @@ NcclPrediction predict_nccl(const NcclFabric& f, OpType op, uint64_t bytes, Nccl
   // choice keeps its ramp (above: no choice changes). On NVLink the ramp is what the tables show: a
   // channel is one SM's thread block, and fewer of them drive less of the links. Through host memory
   // (NCCL's SHM transport) every channel's flow crosses the switch's one uplink, which the fabric's
-  // bandwidth already shares among the GPUs' flows, and NCCL's channels there are copies of the ring
-  // its topology search found, over the same links (src/graph/connect.cc duplicates them): the
-  // channels a message fills take the whole path, as the tuner's own time has it.
+  // bandwidth already shares among the GPUs' flows, and NCCL doubles the rings its topology search
+  // finds into copies over the same links (src/graph/connect.cc): the channels a message fills take
+  // the whole path, as the tuner's own time has it.
   if (f.host_memory_path && best.channels < f.channels) {
     const Candidate c = candidate(f, op, best.algo, best.proto);
     best = evaluate(f, op, bytes, best.algo, best.proto, c, /*whole_path=*/true);
