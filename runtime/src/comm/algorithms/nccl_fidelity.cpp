@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -100,14 +101,21 @@ std::string size_text(uint64_t b) {
   return fmt::format("{} B", b);
 }
 
-// The smallest and largest error of the rows from `from` to `to` bytes, rounded to whole percent.
-std::pair<double, double> error_range(const FidelityResult& r, uint64_t from, uint64_t to) {
-  double lo = 1e9, hi = 0.0;
+// The smallest and largest `field` of the rows from `from` to `to` bytes.
+std::pair<double, double> row_range(const FidelityResult& r, uint64_t from, uint64_t to,
+                                    double FidelityRow::*field) {
+  double lo = std::numeric_limits<double>::max(), hi = 0.0;
   for (const FidelityRow& row : r.rows) {
     if (row.bytes < from || row.bytes > to) continue;
-    lo = std::min(lo, row.error);
-    hi = std::max(hi, row.error);
+    lo = std::min(lo, row.*field);
+    hi = std::max(hi, row.*field);
   }
+  return {lo, hi};
+}
+
+// The smallest and largest error of the rows from `from` to `to` bytes, rounded to whole percent.
+std::pair<double, double> error_range(const FidelityResult& r, uint64_t from, uint64_t to) {
+  const auto [lo, hi] = row_range(r, from, to, &FidelityRow::error);
   return {std::round(100 * lo), std::round(100 * hi)};
 }
 
@@ -153,13 +161,7 @@ std::string pcie_finding(const std::vector<FidelityResult>& results) {
 
 // The smallest and largest measured busbw of the rows from `from` to `to` bytes, GB/s.
 std::pair<double, double> measured_busbw_range(const FidelityResult& r, uint64_t from, uint64_t to) {
-  double lo = 1e18, hi = 0.0;
-  for (const FidelityRow& row : r.rows) {
-    if (row.bytes < from || row.bytes > to) continue;
-    lo = std::min(lo, row.measured_busbw);
-    hi = std::max(hi, row.measured_busbw);
-  }
-  return {lo, hi};
+  return row_range(r, from, to, &FidelityRow::measured_busbw);
 }
 
 // The finding on the collectives other than all-reduce: today the PCIe machine's all_gather table,
