@@ -14,6 +14,7 @@
 #include <simdjson.h>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/trace_tools/compressed.hpp"
 #include "dpscope/trace_tools/json_text.hpp"
 #include "event_copy.hpp"
@@ -76,6 +77,11 @@ std::map<int, fs::path> find_rank_files(const fs::path& dir) {
   for (int k = 0; k < highest; ++k)
     DPS_CHECK(files.count(k) > 0, ErrorKind::kFormat, "'{}' has {} but no {}", dir.string(),
               rank_file_name(highest), rank_file_name(k));
+  // A rank "file" that is a directory, a FIFO or a dangling link is named for what it is here, before
+  // a reader takes a directory for another rank directory ("'DIR/rank-2.jsonl' has no rank-K.jsonl").
+  for (const auto& [rank, file] : files)
+    if (const std::string why = why_not_readable(file); !why.empty())
+      throw Error(ErrorKind::kIo, fmt::format("cannot read trace '{}': {}", file.string(), why));
   return files;
 }
 
