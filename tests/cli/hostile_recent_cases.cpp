@@ -192,6 +192,11 @@ std::vector<Case> hostile_recent_cases() {
        {},
        {},
        kFidelityReport},
+      // ---- lesson knobs ----
+      // "2.0" passed the knob's range and failed the scenario's integer flag, blamed on the lesson
+      // ("the scenario failed: ... Could not convert: --devices = 2.0 (... declares it: expect_error)").
+      {"LessonKnobWholeNumberWrittenAsDecimal", "lesson run 03 --no-viz --out {dir} --knob devices=2.0", 2,
+       "lesson 03-why-dp-is-slow: --devices takes whole numbers: write '2', not '2.0'"},
       // ---- the Pythons the lesson commands start ----
       // A python3 on PATH that hangs held `lesson check` forever (its py_compile was waited on unbounded).
       {"LessonCheckPythonThatHangs",
