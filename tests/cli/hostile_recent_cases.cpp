@@ -197,6 +197,10 @@ std::vector<Case> hostile_recent_cases() {
       // ("the scenario failed: ... Could not convert: --devices = 2.0 (... declares it: expect_error)").
       {"LessonKnobWholeNumberWrittenAsDecimal", "lesson run 03 --no-viz --out {dir} --knob devices=2.0", 2,
        "lesson 03-why-dp-is-slow: --devices takes whole numbers: write '2', not '2.0'"},
+      // An output directory that is a device: "directory '/dev/null' is a character device, not a
+      // regular file" (a directory was expected, not a regular file).
+      {"LessonHandoutIntoADevice", "lesson handout 01-one-gpu /dev/null", 2,
+       "directory '/dev/null' is a character device, not a directory"},
       // ---- the Pythons the lesson commands start ----
       // A python3 on PATH that hangs held `lesson check` forever (its py_compile was waited on unbounded).
       {"LessonCheckPythonThatHangs",
