@@ -96,6 +96,15 @@ std::vector<Case> hostile_recent_cases() {
       {"TraceMergeRankFileIsADirectory", "trace merge {dir}/run {dir}/merged.jsonl", 2,
        "run/rank-0.jsonl': is a directory",
        [](const fs::path& d, const Fixtures&) { fs::create_directories(d / "run" / "rank-0.jsonl"); }},
+      // A rank file of 512 MiB without a '\n' (sparse: no disk used): the header's '\n' was searched for
+      // from the start after every 64 KiB read, quadratic (256 MiB took 22 s, 1 GiB over 2 minutes).
+      {"TraceStatsRankFileWithoutANewline", "trace stats {dir}/run", 2,
+       "run/rank-0.jsonl:1: incomplete header line (the file ends before its '\\n')",
+       [](const fs::path& d, const Fixtures&) {
+         fs::create_directories(d / "run");
+         write_file(d / "run" / "rank-0.jsonl", "");
+         fs::resize_file(d / "run" / "rank-0.jsonl", uintmax_t{512} << 20);
+       }},
       // ---- bench: one machine's GPUs are bounded ----
       // --devices 2147483647 died of "vector::_M_default_append"; t4 with 1024 did not end in a minute.
       {"BenchDevicesPastOneMachine", "bench all_reduce --preset t4 --devices 2147483647 --timing-only", 2,
