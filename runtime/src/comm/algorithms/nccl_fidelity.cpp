@@ -409,7 +409,7 @@ MeasuredSystem load_measured_system(const fs::path& file) {
               cells.size());
     const int64_t bytes = whole(cells[0], n, "size_bytes", 1, int64_t{1} << 50);  // 1 PiB
     const double time = number(cells[1], file, n, "time_us");
-    DPS_CHECK(time > 0, ErrorKind::kFormat, "{}:{}: size and time must be positive", file.string(), n);
+    DPS_CHECK(time > 0, ErrorKind::kFormat, "{}:{}: time_us must be positive", file.string(), n);
     s.rows.push_back({static_cast<uint64_t>(bytes), time});
     row_lines.push_back(n);
   }
