@@ -2,30 +2,81 @@
 // (tests/data/nccl-tests) against the collectives' cost model and writes docs/fidelity.md.
 //
 //   build/ci/bin/fidelity_report tests/data/nccl-tests docs/fidelity.md
+//
+// A user may run it on tables of their own, so it keeps dpscope's promise for bad input
+// (docs/reliability.md): one line "fidelity_report: error: ...", exit code 2 for a bad argument or
+// table and 1 for a failure at run time; OUT is checked before any table is read (never one of the
+// tables, a directory or a FIFO) and replaced atomically.
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
+#include <new>
 
 #include <fmt/format.h>
 
+#include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/comm/nccl_fidelity.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_table_name(std::string_view name) { return name.ends_with(".csv"); }
+
+// DIR must be a directory; OUT neither one of its tables nor anything but a regular file to replace.
+void check_arguments(const fs::path& dir, const fs::path& out) {
+  const dpscope::PathStatus status = dpscope::path_status(dir);
+  if (status.kind != dpscope::FileKind::kDirectory) {
+    const std::string why = dpscope::why_not_readable(dir);
+    throw dpscope::Error(
+        dpscope::ErrorKind::kUsage,
+        fmt::format("TABLES_DIR '{}': {}", dir.string(),
+                    why.empty() ? "is a file, not a directory of nccl-tests tables (*.csv)" : why));
+  }
+  dpscope::OutputGuard guard;
+  guard.add_input_dir("TABLES_DIR", dir, is_table_name);
+  std::error_code ec;
+  int tables = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (!is_table_name(e.path().filename().string())) continue;
+    guard.add_input("table", e.path());
+    ++tables;
+  }
+  if (ec)
+    throw dpscope::Error(dpscope::ErrorKind::kIo,
+                         fmt::format("cannot list TABLES_DIR '{}': {}", dir.string(), ec.message()));
+  if (tables == 0)
+    throw dpscope::Error(dpscope::ErrorKind::kUsage,
+                         fmt::format("TABLES_DIR '{}' holds no nccl-tests table (*.csv)", dir.string()));
+  guard.add_output("OUT", out);
+  guard.check();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: fidelity_report TABLES_DIR OUT.md\n");
+    std::fprintf(stderr, "fidelity_report: error: usage: fidelity_report TABLES_DIR OUT.md\n");
     return 2;
   }
   try {
+    check_arguments(argv[1], argv[2]);
     std::vector<dpscope::FidelityResult> results;
     for (const dpscope::MeasuredSystem& s : dpscope::load_measured_systems(argv[1]))
       results.push_back(dpscope::evaluate_fidelity(s));
-    std::ofstream out(argv[2], std::ios::binary);
-    out << dpscope::fidelity_markdown(results);
-    out.close();
-    if (!out) throw dpscope::Error(dpscope::ErrorKind::kIo, fmt::format("cannot write {}", argv[2]));
+    dpscope::AtomicFileWriter out{fs::path(argv[2])};
+    out.write(dpscope::fidelity_markdown(results));
+    out.commit();
     for (const dpscope::FidelityResult& r : results)
       fmt::print("{}: median {:.1f} %, worst {:.1f} %\n", r.system.id, 100 * r.median_error,
                  100 * r.worst_error);
+  } catch (const dpscope::Error& e) {
+    std::fprintf(stderr, "fidelity_report: error: %s\n", e.what());
+    return e.is_usage_error() ? 2 : 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "fidelity_report: error: out of host memory (an allocation failed)\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fidelity_report: error: %s\n", e.what());
     return 1;

@@ -18,7 +18,6 @@
 // `check` without --out works in a TempRunDir (lesson/run_dir.hpp): removed on every way out,
 // SIGINT and SIGTERM included, and swept at the next start when the process was killed outright.
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -522,18 +521,24 @@ std::string check_snippet(const lesson::Lesson& lesson, const fs::path& dir, boo
   AtomicFileWriter snippet(file);
   snippet.write(lesson.snippet);
   snippet.commit();
-  const pid_t pid = spawn_process({python, "-m", "py_compile", file.string()}, log);
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid)
-    return fmt::format("{}: snippet: could not run {} -m py_compile", lesson.id, python);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  // Bounded: a python3 that hangs held `lesson check` forever.
+  constexpr double kPyCompileTimeoutS = 20.0;
+  const int status = run_process({python, "-m", "py_compile", file.string()}, log, kPyCompileTimeoutS);
+  if (status == 0) return "";
   // py_compile prints the SyntaxError last: keep its last non-empty line.
   std::ifstream in(log);
   std::string line, last;
   while (std::getline(in, line))
     if (line.find_first_not_of(" \t") != std::string::npos) last = line.substr(line.find_first_not_of(" \t"));
-  return fmt::format("{}: snippet does not compile as Python: {}", lesson.id,
-                     last.empty() ? "py_compile failed" : last);
+  // Only a SyntaxError (IndentationError, TabError) is the snippet's fault; anything else is the
+  // Python's (a python3 on PATH that exits 1, crashes or hangs), and the snippet was not checked.
+  if (last.find("Error") == std::string::npos)
+    return fmt::format(
+        "{}: snippet not checked: {} -m py_compile {}, and printed {}", lesson.id, python,
+        status < 0 ? fmt::format("did not finish within {:.0f} s (or died of a signal)", kPyCompileTimeoutS)
+                   : fmt::format("exited with status {}", status),
+        last.empty() ? std::string("nothing") : "no SyntaxError but: " + last);
+  return fmt::format("{}: snippet does not compile as Python: {}", lesson.id, last);
 }
 
 // Whether a window can open here (an X11 or Wayland display is set).
@@ -716,10 +721,10 @@ std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const les
          {std::string("--screenshot"), (out / name).string(), std::string("--size"), std::string("1600x900")})
       argv.push_back(a);
     const fs::path log = out / fmt::format("{}-chapter-{}.log", lesson.id, c + 1);
+    // Bounded like every wait: a viewer (or Xvfb) that hangs once held the handout forever.
+    constexpr double kPictureTimeoutS = 300.0;
     const pid_t pid = spawn_process(argv, log);
-    int status = 0;
-    const bool ok =
-        pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const bool ok = pid > 0 && wait_process(pid, kPictureTimeoutS) == 0;
     std::error_code ec;
     if (ok && fs::is_regular_file(out / name, ec)) {
       images[c] = name;

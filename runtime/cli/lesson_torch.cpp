@@ -27,9 +27,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Bounded: a Python that hangs on start (a broken site-packages, a stuck network mount) held every
+// `lesson` command forever. Debian's torch imports in a few seconds.
+constexpr double kImportTorchTimeoutS = 60.0;
+
 bool imports_torch(const std::string& python) {
   if (python.empty() || access(python.c_str(), X_OK) != 0) return false;
-  return run_process({python, "-c", "import torch"}, "/dev/null") == 0;
+  return run_process({python, "-c", "import torch"}, "/dev/null", kImportTorchTimeoutS) == 0;
 }
 
 // Starts `argv` in `dir` with `pythonpath` in front of $PYTHONPATH; its output to `log` unless that
@@ -211,6 +215,12 @@ void run_torch_scenario(const std::string& python, const std::vector<std::string
     }
     throw Error(ErrorKind::kProcess, fmt::format("the PyTorch run failed (exit {}): {}", status, why));
   }
+  // A Python that exits 0 without running the recorder (not PyTorch's, a wrapper that swallows the
+  // module) leaves no rank directory: say so, not "'.../trace' is not a directory" as a usage error.
+  DPS_CHECK(fs::is_directory(rank_dir, ec), ErrorKind::kProcess,
+            "the PyTorch run ended (exit 0) but wrote no trace into {}: {} did not run {} ({})",
+            rank_dir.string(), python, lesson::kTorchScenarioModule,
+            quiet ? "its log: " + log.string() : "its output is above");
   trace::merge_rank_traces(rank_dir, trace);
 }
 

@@ -40,10 +40,10 @@ struct Case {
   // Split on spaces; {dir} = the case's scratch directory, {fx} = the fixtures, {empty} = ''.
   std::string args;
   int exit_code = 2;
-  std::string error_contains;  // text the one error line must contain
+  std::string error_contains;  // text the one error line must contain ({dir} as in args)
   std::function<void(const fs::path& dir, const Fixtures& fx)> setup = {};
-  std::map<std::string, std::string> env = {};
-  std::string pending = {};  // non-empty: skipped with this reason until the fix is merged
+  std::map<std::string, std::string> env = {};  // {dir} in a value as in args
+  std::string pending = {};                     // non-empty: skipped with this reason until the fix is merged
   std::string program = DPSCOPE_CLI;
   seconds limit = seconds(30);
   // Expected "dpscope: error:" lines: 1 for one process; one per rank for a launcher's rows.
@@ -57,7 +57,9 @@ struct Case {
 };
 
 // gtest prints a failing row by its name, not as bytes.
-inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name << ": dpscope " << c.args; }
+inline void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name << ": " << fs::path(c.program).filename().string() << " " << c.args;
+}
 
 inline void write_file(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -104,5 +106,7 @@ std::vector<Case> hostile_io_cases();        // hostile_io_cases.cpp: input and 
 std::vector<Case> hostile_lesson_cases();    // hostile_lesson_cases.cpp: lesson files and their scenarios
 std::vector<Case> hostile_process_cases();   // hostile_process_cases.cpp: launch, mpirun, timeouts
 std::vector<Case> hostile_training_cases();  // hostile_training_cases.cpp: sizes, values, checkpoints
+std::vector<Case>
+hostile_recent_cases();  // hostile_recent_cases.cpp: import, bench, fidelity_report, lesson 14
 
 }  // namespace dpscope::testing

@@ -180,8 +180,8 @@ namespace {
 // Every area's rows, in one matrix.
 std::vector<Case> all_cases() {
   std::vector<Case> rows;
-  for (auto area :
-       {hostile_cases, hostile_io_cases, hostile_lesson_cases, hostile_process_cases, hostile_training_cases})
+  for (auto area : {hostile_cases, hostile_io_cases, hostile_lesson_cases, hostile_process_cases,
+                    hostile_training_cases, hostile_recent_cases})
     for (Case& c : area()) rows.push_back(std::move(c));
   return rows;
 }
@@ -227,7 +227,9 @@ TEST_P(HostileInput, EndsInTimeWithOneClearErrorLine) {
     argv.push_back(w == "{empty}"
                        ? std::string()  // an empty argument ('')
                        : replace_all(replace_all(w, "{dir}", dir.string()), "{fx}", fixtures_.dir.string()));
-  const LimitedRun r = run_limited(argv, c.env, c.limit);
+  std::map<std::string, std::string> env = c.env;  // {dir} in a value is the row's directory too
+  for (auto& [key, value] : env) value = replace_all(value, "{dir}", dir.string());
+  const LimitedRun r = run_limited(argv, env, c.limit);
   const std::string shown = "stdout:\n" + r.out + "stderr:\n" + r.err;
   ASSERT_FALSE(r.timed_out) << c.name << " still running after " << c.limit.count() << " s (killed)\n"
                             << shown;
@@ -239,7 +241,11 @@ TEST_P(HostileInput, EndsInTimeWithOneClearErrorLine) {
     // dpscope launch's rows: a rank's lines come prefixed "[rank R] " (docs/processes.md).
     if (const size_t end = line.find("] "); line.rfind("[rank ", 0) == 0 && end != std::string::npos)
       line.erase(0, end + 2);
-    const std::string prefix = viewer ? "dpscope-viz: " : "dpscope: ";
+    // Our other programs say their own name ("dpscope-viz: ", "fidelity_report: "); dpscope and the
+    // wrappers that run it (sh, mpiexec) "dpscope: ".
+    const std::string program = fs::path(c.program).filename().string();
+    const std::string prefix =
+        (program == "dpscope-viz" || program == "fidelity_report" ? program : std::string("dpscope")) + ": ";
     EXPECT_EQ(line.rfind(prefix, 0), 0u) << "stray stderr line: " << line;
     if (line.rfind(prefix + "error: ", 0) == 0) errors.push_back(line);
   }
@@ -250,15 +256,16 @@ TEST_P(HostileInput, EndsInTimeWithOneClearErrorLine) {
   }
   ASSERT_EQ(errors.size(), static_cast<size_t>(c.error_lines)) << shown;
   size_t naming_the_cause = 0;
+  const std::string expected = replace_all(c.error_contains, "{dir}", dir.string());
   for (const std::string& error : errors) {
-    if (error.find(c.error_contains) != std::string::npos) {
+    if (error.find(expected) != std::string::npos) {
       ++naming_the_cause;
       continue;
     }
     const bool stopped_peer =
         c.failing_rank >= 0 && error.find(" was stopped by SIGTERM: its launcher ") != std::string::npos &&
         error.find("rank " + std::to_string(c.failing_rank) + " was stopped") == std::string::npos;
-    EXPECT_TRUE(stopped_peer) << "expected '" << c.error_contains << "' in: " << error;
+    EXPECT_TRUE(stopped_peer) << "expected '" << expected << "' in: " << error;
   }
   // The failing rank's own line and the launcher's name the cause whoever else was stopped.
   if (c.failing_rank >= 0) {

@@ -121,6 +121,17 @@ std::string why_not_regular(const PathStatus& status) {
   }
 }
 
+// Why a path where a directory is expected is not one ("" when it is).
+std::string why_not_directory(const PathStatus& status) {
+  switch (status.kind) {
+    case FileKind::kDirectory: return "";
+    case FileKind::kMissing: return "does not exist";
+    case FileKind::kRegular: return "is a file, not a directory";
+    case FileKind::kUnreadable: return error_text(status.error);
+    default: return fmt::format("is {}, not a directory", describe_kind(status.kind));
+  }
+}
+
 // ---- input guard ----
 
 std::string why_not_readable(const fs::path& path) {
@@ -250,9 +261,7 @@ void OutputGuard::check() const {
     const PathStatus dir_status = path_status(dir);
     DPS_CHECK(dir_status.kind == FileKind::kDirectory, ErrorKind::kUsage,
               "{} {}: cannot write there: directory '{}' {}", flag, shown, dir.string(),
-              dir_status.kind == FileKind::kMissing   ? "does not exist"
-              : dir_status.kind == FileKind::kRegular ? "is a file, not a directory"
-                                                      : why_not_regular(dir_status));
+              why_not_directory(dir_status));
     DPS_CHECK(writable_directory(dir), ErrorKind::kUsage, "{} {}: directory '{}' is not writable", flag,
               shown, dir.string());
   }
@@ -264,8 +273,7 @@ void OutputGuard::check() const {
       existing = existing.parent_path();
     const PathStatus status = path_status(existing);
     DPS_CHECK(status.kind == FileKind::kDirectory, ErrorKind::kUsage, "{} {}: '{}' {}", out.flag,
-              out.path.string(), existing.string(),
-              status.kind == FileKind::kRegular ? "is a file, not a directory" : why_not_regular(status));
+              out.path.string(), existing.string(), why_not_directory(status));
     DPS_CHECK(writable_directory(existing), ErrorKind::kUsage, "{} {}: directory '{}' is not writable",
               out.flag, out.path.string(), existing.string());
   }

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -54,11 +56,30 @@ pid_t spawn_process(const std::vector<std::string>& argv, const fs::path& log) {
 
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
-int run_process(const std::vector<std::string>& argv, const fs::path& log) {
-  const pid_t pid = spawn_process(argv, log);
+int wait_process(pid_t pid, double timeout_s) {
   int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
+  if (timeout_s <= 0.0) {
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (done < 0) return -1;
+    if (Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+int run_process(const std::vector<std::string>& argv, const fs::path& log, double timeout_s) {
+  const pid_t pid = spawn_process(argv, log);
+  if (pid < 0) return -1;
+  return wait_process(pid, timeout_s);
 }
 
 std::string last_log_line(const fs::path& log) {

@@ -710,6 +710,11 @@ std::string Knob::check(const std::string& value) const {
   if (used == 0 || used != value.size() || !(number >= min && number <= max) || !on_grid)
     return fmt::format("{} must be a number from {} to {} in steps of {}, got '{}'", flag, min, max, step,
                        value);
+  // On a grid of whole numbers a value is written as one: "2.0" passed here and then failed the
+  // scenario's integer flag ("Could not convert: --devices = 2.0"), blamed on the lesson.
+  const auto whole = [](double v) { return v == std::round(v); };
+  if (whole(min) && whole(max) && whole(step) && value.find_first_not_of("0123456789-") != std::string::npos)
+    return fmt::format("{} takes whole numbers: write '{:g}', not '{}'", flag, number, value);
   return "";
 }
 

@@ -82,28 +82,41 @@ std::optional<uint64_t> dtype_bytes(std::string_view dtype) {
   return it->second;
 }
 
+// Sizes in a trace are user data: a product past int64 is refused, never wrapped (a wrapped size once
+// read "all_reduce 16777216.00 TiB"). `bad(what)` makes the Error naming the event.
+template <typename Bad>
+int64_t size_product(int64_t a, int64_t b, std::string_view what, const Bad& bad) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product))
+    throw bad(fmt::format("{}: {} x {} overflows a 64-bit integer", what, a, b));
+  return product;
+}
+
 // Product of a shape ([1188] or [4, 32]); nullopt when it is not an array of non-negative integers.
-std::optional<uint64_t> elements_of(dom::element shape) {
+template <typename Bad>
+std::optional<int64_t> elements_of(dom::element shape, const Bad& bad) {
   dom::array dims;
   if (shape.get_array().get(dims)) return std::nullopt;
-  uint64_t n = 1;
+  int64_t n = 1;
   for (dom::element d : dims) {
     int64_t v = 0;
     if (d.get_int64().get(v) || v < 0) return std::nullopt;
-    if (v != 0 && n > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(v)) return std::nullopt;
-    n *= static_cast<uint64_t>(v);
+    n = size_product(n, v, "'Input Dims'", bad);
   }
   return n;
 }
 
 // A collective's message bytes from its args: record_param_comms' "In msg nelems" and "dtype", or
 // the first input's "Input Dims" and "Input type" (record_shapes=True). 0 when neither is there.
-uint64_t collective_bytes(dom::object args) {
+template <typename Bad>
+uint64_t collective_bytes(dom::object args, const Bad& bad) {
   int64_t nelems = 0;
   std::string_view dtype;
   if (!args["In msg nelems"].get_int64().get(nelems) && nelems >= 0 &&
       !args["dtype"].get_string().get(dtype)) {
-    if (auto size = dtype_bytes(dtype)) return static_cast<uint64_t>(nelems) * *size;
+    if (auto size = dtype_bytes(dtype))
+      return static_cast<uint64_t>(
+          size_product(nelems, static_cast<int64_t>(*size), "'In msg nelems' x bytes per element", bad));
   }
   dom::array dims;
   dom::array types;
@@ -112,8 +125,10 @@ uint64_t collective_bytes(dom::object args) {
   std::string_view first_type;
   if (dims.at(0).get(first_dims) || types.at(0).get_string().get(first_type)) return 0;
   const std::optional<uint64_t> size = dtype_bytes(first_type);
-  const std::optional<uint64_t> n = elements_of(first_dims);
-  return size && n ? *size * *n : 0;
+  const std::optional<int64_t> n = elements_of(first_dims, bad);
+  if (!size || !n) return 0;
+  return static_cast<uint64_t>(
+      size_product(*n, static_cast<int64_t>(*size), "'Input Dims' x bytes per element", bad));
 }
 
 KinetoFile parse_kineto(const std::filesystem::path& path) {
@@ -219,7 +234,7 @@ KinetoFile parse_kineto(const std::filesystem::path& path) {
       int64_t device = -1;
       if (s.kernel && !args["device"].get_int64().get(device) && device >= 0 && device <= 65535)
         s.device = static_cast<int>(device);
-      s.bytes = collective_bytes(args);
+      s.bytes = collective_bytes(args, bad_field);
       std::string_view collective;
       if (!args["Collective name"].get_string().get(collective)) s.collective = std::string(collective);
     }

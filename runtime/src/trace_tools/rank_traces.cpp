@@ -14,6 +14,7 @@
 #include <simdjson.h>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/trace_tools/compressed.hpp"
 #include "dpscope/trace_tools/json_text.hpp"
 #include "event_copy.hpp"
@@ -76,6 +77,11 @@ std::map<int, fs::path> find_rank_files(const fs::path& dir) {
   for (int k = 0; k < highest; ++k)
     DPS_CHECK(files.count(k) > 0, ErrorKind::kFormat, "'{}' has {} but no {}", dir.string(),
               rank_file_name(highest), rank_file_name(k));
+  // A rank "file" that is a directory, a FIFO or a dangling link is named for what it is here, before
+  // a reader takes a directory for another rank directory ("'DIR/rank-2.jsonl' has no rank-K.jsonl").
+  for (const auto& [rank, file] : files)
+    if (const std::string why = why_not_readable(file); !why.empty())
+      throw Error(ErrorKind::kIo, fmt::format("cannot read trace '{}': {}", file.string(), why));
   return files;
 }
 
@@ -204,12 +210,15 @@ TraceData read_trace_header(const fs::path& path) {
     offset += more.size();
     if (offset == more.size() && starts_with_zstd_magic(more))
       decoder = std::make_unique<ZstdDecoder>(path.string());
+    // Only the new text is searched for the '\n': searched from the start each time, a rank file of
+    // 1 GiB without one took minutes (quadratic) before `trace stats DIR` said so.
+    const size_t searched = head.size();
     if (decoder != nullptr) {
       decoder->decode(more, head);
     } else {
       head += more;
     }
-    const size_t newline = head.find('\n');
+    const size_t newline = head.find('\n', searched);
     if (newline != std::string::npos) {
       head.resize(newline + 1);
       break;

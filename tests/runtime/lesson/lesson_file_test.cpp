@@ -428,11 +428,13 @@ TEST_F(LessonFile, CountsAreBounded) {
   EXPECT_EQ(error(kGood + chapters), "F:33: 'chapters' has 65 items; a lesson has at most 64");
 }
 
-// A number knob's value is a plain decimal number, as the command line reads it.
+// A number knob's value is a plain decimal number, as the command line reads it; on a grid of whole
+// numbers, written as one ("4.0" once reached the scenario's integer flag and failed the run there).
 TEST_F(LessonFile, NumberKnobValuesAreDecimal) {
   const Lesson l = load(kGood);
   EXPECT_EQ(l.knobs[0].check("4"), "");
-  EXPECT_EQ(l.knobs[0].check("4.0"), "");
+  EXPECT_EQ(l.knobs[0].check("4.0"), "--devices takes whole numbers: write '4', not '4.0'");
+  EXPECT_EQ(l.knobs[0].check("4e0"), "--devices takes whole numbers: write '4', not '4e0'");
   for (const std::string value : {" 4", "0x4", "+4", "inf", "nan", "4 ", ""})
     EXPECT_EQ(l.knobs[0].check(value),
               "--devices must be a number from 2 to 8 in steps of 2, got '" + value + "'");

@@ -25,8 +25,15 @@ pid_t spawn_process(const std::vector<std::string>& argv, const std::filesystem:
 // temporary files and of dead runs' scratch directories ask.
 bool process_exists(pid_t pid);
 
-// spawn_process() and waits: the exit status, or -1 when it could not start or did not exit.
-int run_process(const std::vector<std::string>& argv, const std::filesystem::path& log);
+// Waits for child `pid`: its exit status, or -1 when it died of a signal or, with `timeout_s` > 0,
+// did not exit within that many seconds (it is then killed with SIGKILL and reaped).
+int wait_process(pid_t pid, double timeout_s = 0.0);
+
+// spawn_process() and wait_process(): the exit status, or -1 when it could not start, did not exit
+// or (timeout_s > 0) was still running after timeout_s and was killed. A Python that hangs once
+// held `dpscope lesson` forever.
+int run_process(const std::vector<std::string>& argv, const std::filesystem::path& log,
+                double timeout_s = 0.0);
 
 // The last line of `log` that is not blank: what a child that failed said last ("" when none).
 std::string last_log_line(const std::filesystem::path& log);

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string_view>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/file_guard.hpp"
 #include "dpscope/comm/analytic_collectives.hpp"
 #include "dpscope/comm/nccl_cost_model.hpp"
 
@@ -370,14 +372,27 @@ std::string infiniband_two_nodes_finding(const std::vector<FidelityResult>& resu
 }  // namespace
 
 MeasuredSystem load_measured_system(const fs::path& file) {
-  std::ifstream in(file);
-  DPS_CHECK(in.good(), ErrorKind::kIo, "cannot read {}", file.string());
+  // Opened without blocking and bounded (a FIFO named *.csv once hung the report; a table is a few KiB).
+  constexpr uint64_t kMaxTableBytes = uint64_t{64} << 20;
+  std::istringstream in(
+      InputFile::open(file, "nccl-tests table", kMaxTableBytes).read_all("nccl-tests table"));
+  // A count or size is a whole number in [lo, hi], never a double cast to an integer (1e30 was
+  // undefined behaviour, 2.5 GPUs became 2).
+  auto whole = [&](const std::string& text, int line, std::string_view what, int64_t lo, int64_t hi) {
+    int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    DPS_CHECK(ec == std::errc() && ptr == text.data() + text.size() && v >= lo && v <= hi, ErrorKind::kFormat,
+              "{}:{}: {} '{}' must be a whole number from {} to {}", file.string(), line, what,
+              text.size() <= 40 ? text : text.substr(0, 40) + "...", lo, hi);
+    return v;
+  };
   MeasuredSystem s;
   s.id = file.stem().string();
   std::map<std::string, std::string> header;
   std::string line;
   int n = 0;
   bool columns = false;
+  std::vector<int> row_lines;  // the line of each row
   while (std::getline(in, line)) {
     ++n;
     line = trim(line);
@@ -402,11 +417,11 @@ MeasuredSystem load_measured_system(const fs::path& file) {
     cells.push_back(line.substr(begin));
     DPS_CHECK(cells.size() == 4, ErrorKind::kFormat, "{}:{}: expected 4 columns, got {}", file.string(), n,
               cells.size());
-    const double bytes = number(cells[0], file, n, "size_bytes");
+    const int64_t bytes = whole(cells[0], n, "size_bytes", 1, int64_t{1} << 50);  // 1 PiB
     const double time = number(cells[1], file, n, "time_us");
-    DPS_CHECK(bytes >= 1 && time > 0, ErrorKind::kFormat, "{}:{}: size and time must be positive",
-              file.string(), n);
+    DPS_CHECK(time > 0, ErrorKind::kFormat, "{}:{}: time_us must be positive", file.string(), n);
     s.rows.push_back({static_cast<uint64_t>(bytes), time});
+    row_lines.push_back(n);
   }
   auto need = [&](const char* key) -> const std::string& {
     const auto it = header.find(key);
@@ -418,10 +433,11 @@ MeasuredSystem load_measured_system(const fs::path& file) {
   s.source = need("source");
   s.command = need("command");
   s.preset = need("preset");
-  s.gpus_per_node = static_cast<int>(number(need("gpus_per_node"), file, 0, "gpus_per_node"));
-  s.nodes = static_cast<int>(number(need("nodes"), file, 0, "nodes"));
+  // The ranges of dpscope bench (--devices, --nodes), so that gpus_per_node x nodes fits an int.
+  s.gpus_per_node = static_cast<int>(whole(need("gpus_per_node"), 0, "gpus_per_node", 1, 64));
+  s.nodes = static_cast<int>(whole(need("nodes"), 0, "nodes", 1, 65536));
   if (header.count("gpus_per_thread"))
-    s.gpus_per_thread = static_cast<int>(number(header["gpus_per_thread"], file, 0, "gpus_per_thread"));
+    s.gpus_per_thread = static_cast<int>(whole(header["gpus_per_thread"], 0, "gpus_per_thread", 1, 64));
   if (header.count("nic_gbps")) s.nic_gbps = number(header["nic_gbps"], file, 0, "nic_gbps");
   if (header.count("nic_latency_us"))
     s.nic_latency_us = number(header["nic_latency_us"], file, 0, "nic_latency_us");
@@ -453,6 +469,11 @@ MeasuredSystem load_measured_system(const fs::path& file) {
               "{}: size {} holds no element per GPU for {} on {} GPUs once rounded down as nccl-tests "
               "rounds it (leave out the 0-byte rows nccl-tests prints)",
               file.string(), row.bytes, nccl_tests_name(s.op), ranks);
+  // nccl-tests prints sizes growing; the findings compare each row with the next larger one.
+  for (size_t i = 1; i < s.rows.size(); ++i)
+    DPS_CHECK(s.rows[i].bytes > s.rows[i - 1].bytes, ErrorKind::kFormat,
+              "{}:{}: size_bytes {} does not grow from the row before ({}): one row per size, smallest first",
+              file.string(), row_lines[i], s.rows[i].bytes, s.rows[i - 1].bytes);
   return s;
 }
 
