@@ -56,6 +56,15 @@ void print_rank_clocks(const std::vector<trace::RankSource>& ranks) {
                r.clock_uncertainty_ns / 1e3);
 }
 
+// One warning line per file whose incomplete last line was left out.
+void warn_partial(const std::vector<std::string>& files) {
+  for (const std::string& file : files) {
+    std::fprintf(
+        stderr, "dpscope: warning: %s ends with an incomplete line (still being written?); it was left out\n",
+        file.c_str());
+  }
+}
+
 trace::TraceData load(const std::string& path, bool lenient) {
   trace::TraceData data = trace::read_trace(path, {.strict = !lenient});
   for (size_t i = 0; i < data.problems.size() && i < kProblemsShown; ++i) {
@@ -71,11 +80,7 @@ trace::TraceData load(const std::string& path, bool lenient) {
   if (data.ranks.empty() && data.partial_last_line) partial.push_back(path);
   for (const trace::RankSource& r : data.ranks)
     if (r.partial_last_line) partial.push_back(r.path);
-  for (const std::string& file : partial) {
-    std::fprintf(
-        stderr, "dpscope: warning: %s ends with an incomplete line (still being written?); it was left out\n",
-        file.c_str());
-  }
+  warn_partial(partial);
   return data;
 }
 
@@ -166,6 +171,9 @@ void register_trace(CLI::App& app) {
   merge_cmd->add_option("OUT", *merge_out, "the merged trace (.jsonl)")->required();
   merge_cmd->callback([merge_in, merge_out] {
     const trace::MergeResult r = trace::merge_rank_traces(*merge_in, *merge_out);
+    std::vector<std::string> partial;
+    for (const std::filesystem::path& file : r.partial) partial.push_back(file.string());
+    warn_partial(partial);
     fmt::print("wrote {} ({} ranks, {} events on rank 0's clock)\n", *merge_out, r.ranks, r.events);
     print_rank_clocks(r.clocks);
   });

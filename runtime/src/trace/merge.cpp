@@ -29,8 +29,10 @@ MergeResult merge_rank_traces(const fs::path& dir, const fs::path& out) {
   // Every rank file is read whole first: a malformed line anywhere stops the merge before OUT is
   // touched, and the headers are all known before any line names another rank's device.
   std::vector<TraceData> headers;
+  std::vector<fs::path> partial;
   for (const auto& [rank, file] : files) {
     const TraceData data = read_trace(file);
+    if (data.partial_last_line) partial.push_back(file);
     TraceData header;
     header.path = data.path;
     header.version = data.version;
@@ -75,7 +77,10 @@ MergeResult merge_rank_traces(const fs::path& dir, const fs::path& out) {
   }
   file.close();
   target.commit();
-  return {.ranks = merge.rank_count(), .events = events.size(), .clocks = merge.sources()};
+  return {.ranks = merge.rank_count(),
+          .events = events.size(),
+          .clocks = merge.sources(),
+          .partial = std::move(partial)};
 }
 
 }  // namespace dpscope::trace

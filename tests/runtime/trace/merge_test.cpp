@@ -162,6 +162,20 @@ TEST(MergeRankTraces, WritesWhatReadingTheDirectoryMergesInMemory) {
   EXPECT_EQ(memory.transfer(memory.events[4]).src, 0) << "rank 0's cuda:0";
 }
 
+// A rank still writing (or cut off) ends with an incomplete line: it is left out, as every reader
+// leaves it out, and the result names the file so that `trace merge` warns as `stats` does.
+TEST(MergeRankTraces, NamesTheRankFilesWhoseIncompleteLastLineItLeftOut) {
+  const auto dir = scratch_dir();
+  write_file(dir / "rank-0.jsonl", rank_header(0, 2, 0) + rank_span(0, 1000, "a0"));
+  write_file(dir / "rank-1.jsonl",
+             rank_header(1, 2, 0) + rank_span(1, 100, "a1") + R"({"type":"span","ts":20,"ra)");
+  const MergeResult r = merge_rank_traces(dir, dir / "merged.jsonl");
+  EXPECT_EQ(r.events, 2u);
+  EXPECT_EQ(r.partial, std::vector<std::filesystem::path>{dir / "rank-1.jsonl"});
+  write_file(dir / "rank-1.jsonl", rank_header(1, 2, 0) + rank_span(1, 100, "a1"));
+  EXPECT_TRUE(merge_rank_traces(dir, dir / "merged.jsonl").partial.empty());
+}
+
 TEST(MergeRankTraces, KeepsFieldsItDoesNotMap) {
   const auto dir = scratch_dir();
   write_file(

@@ -163,5 +163,22 @@ TEST(TraceCli, LenientStatsOfADirectoryNameTheRankFileOfEachSkippedLine) {
       << r.output;
 }
 
+// `trace merge` leaves a rank file's incomplete last line out, as `stats` and `export` do, and says so
+// in the same warning line.
+TEST(TraceCli, MergeWarnsOfARankFilesIncompleteLastLine) {
+  const auto dir = testing::scratch_dir();
+  testing::write_file(dir / "rank-0.jsonl",
+                      testing::rank_header(0, 1, 0) + testing::rank_span(0, 5, "a") + "{\"type\":");
+  const auto out = dir / "merged.jsonl";
+  const RunResult r = run_cli("trace merge " + quoted(dir) + " " + quoted(out));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(fmt::format("dpscope: warning: {} ends with an incomplete line (still being "
+                                      "written?); it was left out\n",
+                                      (dir / "rank-0.jsonl").string())),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(read_trace(out).events.size(), 1u);
+}
+
 }  // namespace
 }  // namespace dpscope::trace

@@ -24,6 +24,9 @@ struct MergeResult {
   int ranks = 0;
   uint64_t events = 0;
   std::vector<RankSource> clocks;  // by rank: the file, its clock offset and uncertainty
+  // The rank files that end with an incomplete line (a rank still writing, or cut off): that line is
+  // left out of OUT, as every reader leaves it out, and the caller says so.
+  std::vector<std::filesystem::path> partial;
 };
 
 // Throws kIo (unreadable directory or file), kFormat (what read_trace refuses of a directory: no
