@@ -195,7 +195,8 @@ void validate_bench_options(const BenchOptions& o) {
     const int per_node = hw.cluster.gpus_per_node;
     DPS_CHECK(per_node == 0 || o.devices <= per_node, ErrorKind::kUsage,
               "--devices {}: a node of preset {} holds {} GPUs; for {} GPUs use --devices {} --nodes {}",
-              o.devices, o.preset, per_node, o.devices, per_node, (o.devices + per_node - 1) / per_node);
+              o.devices, o.preset, per_node, o.devices, per_node,
+              (int64_t{o.devices} + per_node - 1) / per_node);  // int64: no overflow near INT_MAX
     if (o.nodes > 1) {
       DPS_CHECK(
           per_node > 0, ErrorKind::kUsage,
