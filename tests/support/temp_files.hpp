@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,15 +25,41 @@ inline std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
-// `/tmp/dpscope_<pid>_<Suite>.<Test>_<name>`: a path no other test process writes.
+// Removes `path` (a file or a directory with everything in it) when this process exits, if every
+// test it ran passed: a failed test's files stay for a look, and a passing suite leaves nothing in
+// /tmp. Only the process that asked removes (a forked child that exits does not).
+inline void remove_at_exit_if_passed(const std::filesystem::path& path) {
+  struct Pending {
+    std::mutex mutex;
+    std::vector<std::filesystem::path> paths;
+    pid_t owner = 0;
+  };
+  static Pending* const pending = new Pending;  // never destroyed: the exit handler uses it
+  std::lock_guard lock(pending->mutex);
+  if (pending->owner == 0) {
+    pending->owner = ::getpid();
+    std::atexit([] {
+      if (::getpid() != pending->owner || !::testing::UnitTest::GetInstance()->Passed()) return;
+      std::lock_guard exit_lock(pending->mutex);
+      std::error_code ignored;
+      for (const std::filesystem::path& p : pending->paths) std::filesystem::remove_all(p, ignored);
+    });
+  }
+  pending->paths.push_back(path);
+}
+
+// `/tmp/dpscope_<pid>_<Suite>.<Test>_<name>`: a path no other test process writes, removed when the
+// process exits after its tests passed (remove_at_exit_if_passed).
 inline std::filesystem::path unique_temp_path(const std::string& name) {
   std::string test = "no-test";
   if (const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
     test = std::string(info->test_suite_name()) + "." + info->name();
     for (char& c : test) c = c == '/' ? '_' : c;  // parametrized names hold '/'
   }
-  return std::filesystem::temp_directory_path() /
-         ("dpscope_" + std::to_string(::getpid()) + "_" + test + "_" + name);
+  std::filesystem::path path = std::filesystem::temp_directory_path() /
+                               ("dpscope_" + std::to_string(::getpid()) + "_" + test + "_" + name);
+  remove_at_exit_if_passed(path);
+  return path;
 }
 
 // A fresh, empty directory under the system temp dir, removed with everything in it at scope exit.
@@ -65,7 +93,8 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// A fresh, empty directory for the running test, left in place afterwards for a look.
+// A fresh, empty directory for the running test, left in place for a look when a test of this
+// process failed (unique_temp_path).
 inline std::filesystem::path scratch_dir() {
   const std::filesystem::path dir = unique_temp_path("scratch");
   std::filesystem::remove_all(dir);
