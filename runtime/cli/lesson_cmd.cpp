@@ -723,7 +723,7 @@ std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const les
     const fs::path log = out / fmt::format("{}-chapter-{}.log", lesson.id, c + 1);
     // Bounded like every wait: a viewer (or Xvfb) that hangs once held the handout forever.
     constexpr double kPictureTimeoutS = 300.0;
-    const pid_t pid = spawn_process(argv, log);
+    const pid_t pid = spawn_process(argv, log, /*own_group=*/true);  // xvfb-run, Xvfb and the viewer
     const bool ok = pid > 0 && wait_process(pid, kPictureTimeoutS) == 0;
     std::error_code ec;
     if (ok && fs::is_regular_file(out / name, ec)) {

@@ -36,7 +36,7 @@ std::string find_on_path(const std::string& program) {
   return "";
 }
 
-pid_t spawn_process(const std::vector<std::string>& argv, const fs::path& log) {
+pid_t spawn_process(const std::vector<std::string>& argv, const fs::path& log, bool own_group) {
   if (argv.empty()) return -1;
   std::vector<char*> c_argv;
   for (const std::string& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
@@ -48,8 +48,15 @@ pid_t spawn_process(const std::vector<std::string>& argv, const fs::path& log) {
                                      0644);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  if (own_group) {
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);  // a group of its own, led by the child
+  }
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, c_argv[0], &actions, nullptr, c_argv.data(), environ);
+  const int rc = posix_spawn(&pid, c_argv[0], &actions, &attributes, c_argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   return rc == 0 ? pid : -1;
 }
@@ -71,13 +78,14 @@ int wait_process(pid_t pid, double timeout_s) {
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ::kill(pid, SIGKILL);
+  // A child that leads its own group (spawn_process's own_group) goes with all it started.
+  ::kill(::getpgid(pid) == pid ? -pid : pid, SIGKILL);
   waitpid(pid, &status, 0);
   return -1;
 }
 
 int run_process(const std::vector<std::string>& argv, const fs::path& log, double timeout_s) {
-  const pid_t pid = spawn_process(argv, log);
+  const pid_t pid = spawn_process(argv, log, /*own_group=*/timeout_s > 0.0);
   if (pid < 0) return -1;
   return wait_process(pid, timeout_s);
 }

@@ -17,8 +17,11 @@ std::filesystem::path executable_dir();
 std::string find_on_path(const std::string& program);
 
 // Starts `argv` (argv[0] a path) with stdout and stderr sent to `log`, or left alone when `log` is
-// empty; returns its pid, or -1 when it could not start.
-pid_t spawn_process(const std::vector<std::string>& argv, const std::filesystem::path& log);
+// empty; returns its pid, or -1 when it could not start. With `own_group` it leads a process group
+// of its own, so that wait_process() can end it with everything it started (xvfb-run's Xvfb and
+// viewer) when it runs past its time.
+pid_t spawn_process(const std::vector<std::string>& argv, const std::filesystem::path& log,
+                    bool own_group = false);
 
 // Whether process `pid` exists: kill(pid, 0) probes without signalling; ESRCH means no such
 // process, EPERM that it exists (owned by someone else). What the sweeps of a dead writer's
@@ -26,11 +29,13 @@ pid_t spawn_process(const std::vector<std::string>& argv, const std::filesystem:
 bool process_exists(pid_t pid);
 
 // Waits for child `pid`: its exit status, or -1 when it died of a signal or, with `timeout_s` > 0,
-// did not exit within that many seconds (it is then killed with SIGKILL and reaped).
+// did not exit within that many seconds (it is then killed with SIGKILL, with its process group
+// when it leads one, and reaped).
 int wait_process(pid_t pid, double timeout_s = 0.0);
 
 // spawn_process() and wait_process(): the exit status, or -1 when it could not start, did not exit
-// or (timeout_s > 0) was still running after timeout_s and was killed. A Python that hangs once
+// or (timeout_s > 0) was still running after timeout_s and was killed with all it started (it runs
+// in a process group of its own then). A Python that hangs once
 // held `dpscope lesson` forever.
 int run_process(const std::vector<std::string>& argv, const std::filesystem::path& log,
                 double timeout_s = 0.0);
