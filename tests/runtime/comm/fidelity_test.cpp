@@ -16,6 +16,7 @@
 #include "dpscope/comm/nccl_cost_model.hpp"
 #include "dpscope_bench/collective_bench.hpp"
 #include "support/errors.hpp"
+#include "support/temp_files.hpp"
 
 namespace dpscope {
 namespace {
@@ -252,8 +253,8 @@ TEST(Fidelity, TheDocsQuoteTheErrorsTheTablesGive) {
 }
 
 TEST(Fidelity, MalformedTablesAreRefusedWithFileAndLine) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "dpscope_fidelity_test";
-  std::filesystem::create_directories(dir);
+  const testing::TempDir temp;
+  const std::filesystem::path& dir = temp.path();
   const std::filesystem::path bad = dir / "bad.csv";
   std::ofstream(bad) << "# system: x\nsize_bytes,time_us,algbw_gbps,busbw_gbps\n8,fast,0,0\n";
   const testing::Outcome got = testing::error_of([&] { load_measured_system(bad); });
@@ -316,7 +317,8 @@ TEST(Fidelity, TheNvlsLatencyIsThePresetsAndFitsOneRowOfOneTable) {
 }
 
 TEST(Fidelity, AnNvlsLatencyWithoutItsNoteIsRefused) {
-  const std::filesystem::path bad = std::filesystem::temp_directory_path() / "dpscope_fidelity_nvls.csv";
+  const testing::TempDir temp;
+  const std::filesystem::path bad = temp.path() / "nvls.csv";
   std::ofstream(bad) << "# system: x\n# source: y\n# command: z\n# preset: h100-sxm\n# gpus_per_node: 8\n"
                         "# nodes: 1\n# nvls_latency_us: 2\n# collective: all_reduce\n"
                         "size_bytes,time_us,algbw_gbps,busbw_gbps\n8,1,0,0\n";
@@ -462,8 +464,8 @@ TEST(Fidelity, ThePcieFindingFollowsItsTable) {
 
 // A table's `collective:` line names nccl-tests' collective; each is compared by its own bus factor.
 TEST(Fidelity, EveryCollectiveNcclTestsMeasuresIsReadFromItsTable) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "dpscope_fidelity_collectives";
-  std::filesystem::create_directories(dir);
+  const testing::TempDir temp;  // per process and test, removed at the end
+  const std::filesystem::path& dir = temp.path();
   const std::filesystem::path file = dir / "t.csv";
   const std::pair<const char*, OpType> names[] = {{"all_reduce", OpType::kAllReduce},
                                                   {"all_gather", OpType::kAllGather},
@@ -491,8 +493,8 @@ TEST(Fidelity, EveryCollectiveNcclTestsMeasuresIsReadFromItsTable) {
 }
 
 TEST(Fidelity, AnUnknownCollectiveOrARowWithNoElementPerGpuIsRefused) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "dpscope_fidelity_collectives";
-  std::filesystem::create_directories(dir);
+  const testing::TempDir temp;  // per process and test, removed at the end
+  const std::filesystem::path& dir = temp.path();
   const std::filesystem::path bad = dir / "bad.csv";
   const std::string head =
       "# system: x\n# source: y\n# command: c\n# preset: rtx-2080ti\n# gpus_per_node: 2\n# nodes: 1\n";
