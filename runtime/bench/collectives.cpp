@@ -124,20 +124,13 @@ const CollectiveDescriptor& descriptor(OpType op) {
 }
 
 Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks) {
-  const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
-  if (d.splits_size) {
-    // all_gather.cu and reduce_scatter.cu round each rank's block down to a multiple of ALIGN = 4
-    // elements (their GetCollByteCount), so 1000 B over 4 ranks is 60 floats each, not 62.
-    constexpr int64_t kAlign = 4;
-    const int64_t block = elems / (kAlign * ranks) * kAlign;
-    return d.op == OpType::kAllGather ? Counts{block, block * ranks, block * ranks, block}
-                                      : Counts{block * ranks, block, block * ranks, block};
-  }
-  if (d.exchanges) {
-    const int64_t block = elems / ranks;
-    return {block * ranks, block * ranks, block * ranks, block};
-  }
-  return {elems, elems, elems, elems};
+  const int64_t total = nccl_tests_elements(d.op, bytes, ranks);  // nccl-tests' rounding (comm/types.hpp)
+  const int64_t block = total / ranks;
+  if (d.splits_size)
+    return d.op == OpType::kAllGather ? Counts{block, total, total, block}
+                                      : Counts{total, block, total, block};
+  if (d.exchanges) return {total, total, total, block};
+  return {total, total, total, total};
 }
 
 Buffers make_buffers(const CollectiveDescriptor& d, Counts counts, Placement placement, int rank,

@@ -134,4 +134,10 @@ struct NewGroupOptions {
 // broadcast, reduce 1; others 1.
 double bus_bandwidth_factor(OpType op, int ranks);
 
+// nccl-tests' elements of a `bytes` row of floats over `ranks` ranks (>= 1), all ranks' data:
+// all_gather.cu and reduce_scatter.cu round each rank's block down to a multiple of 4 elements
+// (ALIGN), alltoall.cu the buffer down to a whole block per rank; the others take the whole buffer.
+// What `dpscope bench` runs and the fidelity report compares for a row of that size.
+int64_t nccl_tests_elements(OpType op, uint64_t bytes, int ranks);
+
 }  // namespace dpscope

@@ -489,22 +489,9 @@ std::vector<MeasuredSystem> load_measured_systems(const fs::path& dir) {
 
 FidelitySize fidelity_size(OpType op, uint64_t bytes, int ranks) {
   DPS_CHECK(ranks >= 1, ErrorKind::kInvalidArgument, "fidelity_size: {} ranks", ranks);
-  const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
-  const int64_t n = ranks;
-  switch (op) {
-    case OpType::kAllGather:
-    case OpType::kReduceScatter: {
-      // all_gather.cu and reduce_scatter.cu: each rank's block rounded down to a multiple of 4
-      // elements (16 bytes of floats); the size is all ranks' blocks.
-      const int64_t block = elems / (4 * n) * 4;
-      return {block, static_cast<uint64_t>(block * n) * sizeof(float)};
-    }
-    case OpType::kAllToAll: {  // alltoall.cu: the buffer rounded down to a whole block per rank
-      const int64_t whole = elems / n * n;
-      return {whole, static_cast<uint64_t>(whole) * sizeof(float)};
-    }
-    default: return {elems, static_cast<uint64_t>(elems) * sizeof(float)};
-  }
+  const int64_t total = nccl_tests_elements(op, bytes, ranks);
+  const bool per_rank = op == OpType::kAllGather || op == OpType::kReduceScatter;
+  return {per_rank ? total / ranks : total, static_cast<uint64_t>(total) * sizeof(float)};
 }
 
 HardwarePreset fidelity_preset(const MeasuredSystem& s) {

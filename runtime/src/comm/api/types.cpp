@@ -115,4 +115,19 @@ double bus_bandwidth_factor(OpType op, int ranks) {
   }
 }
 
+int64_t nccl_tests_elements(OpType op, uint64_t bytes, int ranks) {
+  DPS_CHECK(ranks >= 1, ErrorKind::kInvalidArgument, "nccl_tests_elements: {} ranks", ranks);
+  const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
+  const int64_t n = ranks;
+  switch (op) {
+    case OpType::kAllGather:
+    case OpType::kReduceScatter: {
+      constexpr int64_t kAlign = 4;  // so 1000 B over 4 ranks is 60 floats each, not 62
+      return elems / (kAlign * n) * kAlign * n;
+    }
+    case OpType::kAllToAll: return elems / n * n;
+    default: return elems;
+  }
+}
+
 }  // namespace dpscope
