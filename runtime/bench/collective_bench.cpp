@@ -186,6 +186,14 @@ void validate_bench_options(const BenchOptions& o) {
             "collectives, --algo auto, run both)",
             to_string(effective_algorithm(o)));
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
+  // One machine's GPUs (a server holds up to 16). The simulated machine's cost grows faster than the
+  // square of its GPUs: --preset t4 --devices 512 took 39 s for one size, 1024 did not end in a minute,
+  // 2147483647 died of a raw "vector::_M_default_append". More GPUs are more nodes (--nodes).
+  constexpr int kMaxDevicesPerMachine = 64;
+  DPS_CHECK(o.devices <= kMaxDevicesPerMachine, ErrorKind::kUsage,
+            "--devices {}: at most {} GPUs in one machine; more are nodes: --devices 8 --nodes N with a "
+            "preset that has a [cluster] table (a100-sxm, h100-sxm, h200)",
+            o.devices, kMaxDevicesPerMachine);
   DPS_CHECK(o.nodes >= 1 && o.nodes <= 65536, ErrorKind::kUsage, "--nodes must be from 1 to 65536, got {}",
             o.nodes);
   {
