@@ -121,14 +121,19 @@ std::pair<double, double> error_range(const FidelityResult& r, uint64_t from, ui
   return {std::round(100 * lo), std::round(100 * hi)};
 }
 
+// The table `id` among the results; nullptr when it is not there (its finding is then left out).
+const FidelityResult* find_table(const std::vector<FidelityResult>& results, std::string_view id) {
+  const auto it = std::find_if(results.begin(), results.end(),
+                               [&](const FidelityResult& r) { return r.system.id == id; });
+  return it == results.end() ? nullptr : &*it;
+}
+
 // The finding on the one PCIe machine without peer access compared, from its table's rows (the
 // rates of its page's other tables are quoted from that page, so the finding is that table's alone);
 // empty when the table is not among the results.
 std::string pcie_finding(const std::vector<FidelityResult>& results) {
-  const auto it = std::find_if(results.begin(), results.end(), [](const FidelityResult& r) {
-    return r.system.id == "autodl-rtx2080ti-1node";
-  });
-  if (it == results.end()) return {};
+  const FidelityResult* it = find_table(results, "autodl-rtx2080ti-1node");
+  if (it == nullptr) return {};
   const HardwarePreset preset = fidelity_preset(it->system);
   const auto [large_lo, large_hi] = error_range(*it, 1u << 20, ~0ull);
   const auto [small_lo, small_hi] = error_range(*it, 2u << 10, 16u << 10);
@@ -170,12 +175,8 @@ std::pair<double, double> measured_busbw_range(const FidelityResult& r, uint64_t
 // from its rows and, where present, the same machine's all_reduce table; empty without the
 // all_gather table. Its broadcast and reduce tables have their own finding (chain_finding).
 std::string other_collectives_finding(const std::vector<FidelityResult>& results) {
-  const auto find = [&](std::string_view id) {
-    return std::find_if(results.begin(), results.end(),
-                        [&](const FidelityResult& r) { return r.system.id == id; });
-  };
-  const auto ag = find("autodl-rtx2080ti-all_gather-1node");
-  if (ag == results.end()) return {};
+  const FidelityResult* ag = find_table(results, "autodl-rtx2080ti-all_gather-1node");
+  if (ag == nullptr) return {};
   const int n = ag->system.gpus_per_node * ag->system.nodes;
   const std::optional<NcclFabric> fabric = nccl_fabric(fidelity_preset(ag->system), n, ag->system.nodes);
   const double model_gbps = fabric ? fabric->intra_bytes_per_s / 1e9 : 0.0;
@@ -184,7 +185,7 @@ std::string other_collectives_finding(const std::vector<FidelityResult>& results
   const auto [tiny_lo, tiny_hi] = error_range(*ag, 0, 1u << 10);
   const auto [ag_lo, ag_hi] = measured_busbw_range(*ag, 2u << 20, 512u << 20);
   std::string all_reduce_rate;
-  if (const auto ar = find("autodl-rtx2080ti-1node"); ar != results.end()) {
+  if (const FidelityResult* ar = find_table(results, "autodl-rtx2080ti-1node")) {
     const auto [ar_lo, ar_hi] = measured_busbw_range(*ar, 2u << 20, 512u << 20);
     all_reduce_rate =
         fmt::format(" and the same machine's all_reduce table's {:.2f}-{:.2f} GB/s", ar_lo, ar_hi);
@@ -246,9 +247,8 @@ std::string chain_finding(const std::vector<FidelityResult>& results) {
       fabric->intra_bytes_per_s / 1e9, fmt::join(tables, "; "));
 }
 
-// Where tables of other collectives are among the results, the summary's "systems" are tables: a
-// machine with an all_reduce and an all_gather table counts twice. Empty where every table is an
-// all_reduce one.
+// The summary counts tables, and a machine may have one per collective: how many are of a
+// collective other than all_reduce. Empty where every table is an all_reduce one.
 std::string other_collective_tables(const std::vector<FidelityResult>& results) {
   const auto others = std::count_if(results.begin(), results.end(), [](const FidelityResult& r) {
     return r.system.op != OpType::kAllReduce;
