@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -525,11 +524,9 @@ std::string check_snippet(const lesson::Lesson& lesson, const fs::path& dir, boo
   constexpr double kPyCompileTimeoutS = 20.0;
   const int status = run_process({python, "-m", "py_compile", file.string()}, log, kPyCompileTimeoutS);
   if (status == 0) return "";
-  // py_compile prints the SyntaxError last: keep its last non-empty line.
-  std::ifstream in(log);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t") != std::string::npos) last = line.substr(line.find_first_not_of(" \t"));
+  // py_compile prints the SyntaxError last: keep its last non-empty line, unindented.
+  std::string last = last_log_line(log);
+  last.erase(0, last.find_first_not_of(" \t"));
   // Only a SyntaxError (IndentationError, TabError) is the snippet's fault; anything else is the
   // Python's (a python3 on PATH that exits 1, crashes or hangs), and the snippet was not checked.
   if (last.find("Error") == std::string::npos)
