@@ -405,5 +405,48 @@ TEST(NcclCostModel, PastTwoNodesTheStructureIsNcclsTuners) {
   EXPECT_EQ(predict_nccl(fabric("h100-sxm", 80, 10), OpType::kAllReduce, bytes, nvls).label(), "nvls/Simple");
 }
 
+// NVLS as NCCL runs it (the fidelity report's comparison; predict_nccl() keeps its ramp): all 16
+// NVLS channels at any size, a head per GPU, NCCL's chunk per channel and head (16 KiB below 8 MiB,
+// 32 KiB below 64 MiB, 64 KiB below 1 GiB, 128 KiB from there), and a first loop that passes the
+// scatter and gather stages besides the reduce: latency + (bytes + 2 x min(bytes, loop)) / algbw.
+TEST(NcclCostModel, NvlsAsNcclRunsItTakesAllChannelsAndNcclsChunks) {
+  const NcclFabric f = fabric("h100-sxm", 8);
+  const double algbw_bytes_per_us = 0.61 * 450e3;
+  const auto expect_run = [&](uint64_t bytes, uint64_t chunk) {
+    const NvlsRun r = nvls_as_nccl_runs(f, bytes);
+    EXPECT_EQ(r.channels, 16) << bytes;
+    EXPECT_EQ(r.heads, 8) << bytes;
+    EXPECT_EQ(r.chunk_bytes, chunk) << bytes;
+    EXPECT_EQ(r.loop_bytes, 16 * 8 * chunk) << bytes;
+    EXPECT_EQ(r.loops, static_cast<int64_t>((bytes + r.loop_bytes - 1) / r.loop_bytes)) << bytes;
+    const double wire = static_cast<double>(bytes) + 2.0 * static_cast<double>(std::min(bytes, r.loop_bytes));
+    EXPECT_NEAR(static_cast<double>(r.time_ns), (2.1 + wire / algbw_bytes_per_us) * 1e3, 1.0) << bytes;
+  };
+  expect_run(1024, 16 << 10);             // one partial loop: three stages of 1 KiB
+  expect_run((8u << 20) - 4, 16 << 10);   // under 2 x 128 x 32 KiB
+  expect_run(8u << 20, 32 << 10);         // 2 loops of 4 MiB
+  expect_run((64u << 20) - 4, 32 << 10);  // under 8 x 128 x 64 KiB
+  expect_run(64u << 20, 64 << 10);
+  expect_run((1ull << 30) - 4, 64 << 10);  // under 64 x 128 x 128 KiB
+  expect_run(1ull << 30, 128 << 10);
+  // A small message is not spread over fewer channels: 32 KiB takes the same bandwidth as 1 MiB.
+  const double small_us = static_cast<double>(nvls_as_nccl_runs(f, 32u << 10).time_ns) / 1e3 - 2.1;
+  EXPECT_NEAR(small_us, 3.0 * (32u << 10) / algbw_bytes_per_us, 1e-3);
+}
+
+TEST(NcclCostModel, NvlsAsNcclRunsItNeedsOneNodeWithNvls) {
+  const testing::Outcome two_nodes =
+      testing::error_of([] { nvls_as_nccl_runs(fabric("h100-sxm", 16, 2), 1024); });
+  EXPECT_EQ(two_nodes.kind, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(
+      two_nodes.message,
+      "nvls_as_nccl_runs: needs one node of >= 2 GPUs with NVLS and its latency, and bytes > 0 (16 GPUs "
+      "in 2 nodes, 1024 bytes)");
+  EXPECT_EQ(testing::error_of([] { nvls_as_nccl_runs(fabric("a100-sxm", 8), 1024); }).kind,
+            ErrorKind::kInvalidArgument);
+  EXPECT_EQ(testing::error_of([] { nvls_as_nccl_runs(fabric("h100-sxm", 8), 0); }).kind,
+            ErrorKind::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace dpscope

@@ -130,4 +130,30 @@ struct NcclPrediction {
 // A forced algorithm or protocol the op or fabric lacks is a kUsage error naming it.
 NcclPrediction predict_nccl(const NcclFabric& fabric, OpType op, uint64_t bytes, NcclChoice choice = {});
 
+// An NVLS all-reduce in one node timed as NCCL runs it (NVIDIA/nccl 2.18-2.23), which predict_nccl()
+// does not do: docs/fidelity.md's NVLS finding compares the two on the measured tables and says why
+// the model keeps its own. The facts, from NCCL's source:
+//   channels: NCCL_NVLS_NCHANNELS (16) whatever the size; src/enqueue.cc cuts the channels of a
+//     small message for ring and tree only ("NVLS should not need more than 16 channels");
+//   heads: one per GPU of the node (src/graph/search.cc: the intra-node NVLS graph "pulls evenly
+//     from all GPUs"), each reducing its share through the switch;
+//   chunk: per channel and head, 128 KiB at most, 64 / 32 / 16 KiB when the message is under
+//     64 / 8 / 2 x channels x heads x the chunk so far (src/enqueue.cc); one loop of the kernel
+//     moves channels x heads x chunk (src/enqueue.cc, ncclPatternNvls: nchunksPerLoop = nHeads);
+//   stages: the kernel's thread groups scatter a loop into the heads' buffers, reduce it through
+//     the switch's multicast, gather it back (src/device/all_reduce.h), so the first loop passes
+//     three stages before the loops pipeline:
+//   time = nvls_hw_latency_us + (bytes + 2 x min(bytes, loop)) / NVLS algbw.
+struct NvlsRun {
+  int channels = 0;
+  int heads = 0;
+  uint64_t chunk_bytes = 0;  // per channel and head
+  uint64_t loop_bytes = 0;   // channels x heads x chunk
+  int64_t loops = 0;         // ceil(bytes / loop_bytes)
+  int64_t time_ns = 0;
+};
+// `f` one node with NVLS and its own latency (nvls_hw_latency_us >= 0), `bytes` > 0; otherwise a
+// kInvalidArgument error.
+NvlsRun nvls_as_nccl_runs(const NcclFabric& f, uint64_t bytes);
+
 }  // namespace dpscope

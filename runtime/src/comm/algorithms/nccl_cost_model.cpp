@@ -404,4 +404,31 @@ NcclPrediction predict_nccl(const NcclFabric& f, OpType op, uint64_t bytes, Nccl
   return best;
 }
 
+NvlsRun nvls_as_nccl_runs(const NcclFabric& f, uint64_t bytes) {
+  DPS_CHECK(
+      f.nodes == 1 && f.gpus_per_node() >= 2 && f.nvls_algbw_bytes_per_s > 0.0 &&
+          f.nvls_hw_latency_us >= 0.0 && bytes > 0,
+      ErrorKind::kInvalidArgument,
+      "nvls_as_nccl_runs: needs one node of >= 2 GPUs with NVLS and its latency, and bytes > 0 ({} GPUs in "
+      "{} nodes, {} bytes)",
+      f.ranks, f.nodes, bytes);
+  constexpr int kNvlsChannels = 16;  // NCCL_NVLS_NCHANNELS' default
+  constexpr int kCopyStages = 2;     // scatter and gather, around the reduce through the switch
+  NvlsRun r;
+  r.channels = kNvlsChannels;
+  r.heads = f.gpus_per_node();
+  const uint64_t concurrent = static_cast<uint64_t>(r.channels) * static_cast<uint64_t>(r.heads);
+  uint64_t chunk = 128 << 10;
+  if (bytes < 64 * concurrent * chunk && chunk > (64 << 10)) chunk = 64 << 10;
+  if (bytes < 8 * concurrent * chunk && chunk > (32 << 10)) chunk = 32 << 10;
+  if (bytes < 2 * concurrent * chunk && chunk > (16 << 10)) chunk = 16 << 10;
+  r.chunk_bytes = chunk;
+  r.loop_bytes = concurrent * chunk;
+  r.loops = static_cast<int64_t>((bytes + r.loop_bytes - 1) / r.loop_bytes);
+  const double wire_bytes =
+      static_cast<double>(bytes) + kCopyStages * static_cast<double>(std::min(bytes, r.loop_bytes));
+  r.time_ns = std::llround(f.nvls_hw_latency_us * 1e3 + wire_bytes / f.nvls_algbw_bytes_per_s * 1e9);
+  return r;
+}
+
 }  // namespace dpscope

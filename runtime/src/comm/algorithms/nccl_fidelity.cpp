@@ -369,6 +369,128 @@ std::string infiniband_two_nodes_finding(const std::vector<FidelityResult>& resu
       fmt::join(found, "; "));
 }
 
+// A one-node table with NVLS forced, timed as NCCL runs NVLS (nvls_as_nccl_runs) instead of by the
+// model: the median and worst error over its rows, as evaluate_fidelity() computes the model's.
+struct NvlsAsRunErrors {
+  double median = 0.0;
+  double worst = 0.0;
+  uint64_t worst_bytes = 0;
+};
+
+// The one-node fabric of a table's preset with NVLS's latency set to `latency_us`.
+NcclFabric nvls_fabric(const MeasuredSystem& s, double latency_us) {
+  NcclFabric f = *nccl_fabric(fidelity_preset(s), s.gpus_per_node, 1);
+  f.nvls_hw_latency_us = latency_us;
+  return f;
+}
+
+// The serial launches of a table's `-g` run, as evaluate_fidelity() adds them, in us.
+double launches_us(const MeasuredSystem& s) {
+  return (s.gpus_per_thread - 1) * fidelity_preset(s).launch_latency_ns / 1e3;
+}
+
+NvlsAsRunErrors nvls_as_run_errors(const FidelityResult& r, double latency_us) {
+  const NcclFabric f = nvls_fabric(r.system, latency_us);
+  NvlsAsRunErrors e;
+  std::vector<double> errors;
+  for (const FidelityRow& row : r.rows) {
+    const uint64_t bytes = fidelity_size(r.system.op, row.bytes, f.ranks).nccl_bytes;
+    const double simulated_us =
+        static_cast<double>(nvls_as_nccl_runs(f, bytes).time_ns) / 1e3 + launches_us(r.system);
+    const double error = std::abs(row.measured_us / simulated_us - 1.0);  // = the busbw error
+    errors.push_back(error);
+    if (error > e.worst) {
+      e.worst = error;
+      e.worst_bytes = row.bytes;
+    }
+  }
+  e.median = median(errors);
+  return e;
+}
+
+// The finding on NVLS inside a node, from the two Azure tables with NVLS forced (the H100 one, whose
+// 1 KiB row the presets' nccl.nvls_latency_us is fitted on, and the H200 one that judges it); empty
+// when either is not among the results.
+std::string nvls_finding(const std::vector<FidelityResult>& results) {
+  const FidelityResult* h100 = find_table(results, "azure-ndv5-h100-1node");
+  const FidelityResult* h200 = find_table(results, "azure-ndv5-h200-1node");
+  if (h100 == nullptr || h200 == nullptr) return {};
+  const MeasuredSystem& fit = h100->system;
+  const double latency_us = fidelity_preset(fit).nccl.nvls_latency_us;
+  // The fit redone for NCCL's timing: the 1 KiB row less its launches and its bytes' three stages.
+  const FidelityRow& first = h100->rows.front();
+  const uint64_t first_bytes = fidelity_size(fit.op, first.bytes, fit.gpus_per_node).nccl_bytes;
+  const double refit_us =
+      first.measured_us - launches_us(fit) -
+      static_cast<double>(nvls_as_nccl_runs(nvls_fabric(fit, 0.0), first_bytes).time_ns) / 1e3;
+  const NvlsAsRunErrors run100 = nvls_as_run_errors(*h100, latency_us);
+  const NvlsAsRunErrors run200 = nvls_as_run_errors(*h200, latency_us);
+  // Time over the launches: the H100 table's step from 64 KiB to 1 MiB, the H200 table's rows up to
+  // 512 KiB.
+  const auto [step_lo, step_hi] = row_range(*h100, 64u << 10, 1u << 20, &FidelityRow::measured_us);
+  const auto [flat_lo, flat_hi] = row_range(*h200, 0, 512u << 10, &FidelityRow::measured_us);
+  const double flat_us =
+      std::max(std::abs(flat_lo - launches_us(h200->system)), std::abs(flat_hi - launches_us(h200->system)));
+  const auto [fast_lo, fast_hi] = error_range(*h100, 16u << 10, 512u << 10);
+  const auto [slow_lo, slow_hi] = error_range(*h100, 2u << 20, 2u << 20);
+  const auto [small_lo, small_hi] = error_range(*h200, 0, 256u << 10);
+  const auto [mid_lo, mid_hi] = error_range(*h200, 512u << 10, 4u << 20);
+  const auto [large_lo, large_hi] = error_range(*h100, 128u << 20, ~0ull);
+  const auto [medium_lo, medium_hi] = error_range(*h100, 16u << 20, 64u << 20);
+  const HardwarePreset p100 = fidelity_preset(fit);
+  const HardwarePreset p200 = fidelity_preset(h200->system);
+  const NvlsRun small_loop = nvls_as_nccl_runs(nvls_fabric(fit, latency_us), 1);
+  const auto pct = [](double e) { return 100.0 * e; };
+  return fmt::format(
+      "- **NVLS inside a node: NCCL's choice is its tuner's, the time is the hardware's.** NCCL's tuner "
+      "prices NVLS at 25 us (which is why it picks ring or tree for small messages); the two Azure tables "
+      "with NVLS forced (NCCL_ALGO=NVLS) show that a small message takes far less: their 1 KiB rows are "
+      "about their `-g 8` runs' serial launches. The model still chooses by the tuner's figure (no choice "
+      "changes), but times NVLS with the presets' `nccl.nvls_latency_us`, {:g} us, fitted on the H100 "
+      "table's 1 KiB row and judged on the H200 table, moving linearly to the tuner's 25 us as the "
+      "message fills one 128 KiB NVLS step on each of the 16 channels (2 MiB), with a bandwidth that "
+      "grows with the channels a message fills, 32 KiB each (Simple's threshold). What it misses: from "
+      "16 KiB to 512 KiB the H100 table's rows are {:.0f}-{:.0f} % too fast (64 KiB is that table's worst "
+      "row) and its 2 MiB row {:.0f} % too slow; the H200 table's rows are too slow, {:.0f}-{:.0f} % up "
+      "to 256 KiB and {:.0f}-{:.0f} % from 512 KiB to 4 MiB. *NCCL runs NVLS otherwise; timing it so was "
+      "tried and is not taken.* NCCL runs NVLS on all its NVLS channels (NCCL_NVLS_NCHANNELS, {}) "
+      "whatever the size: src/enqueue.cc cuts the channels of a small message for ring and tree only "
+      "(\"NVLS should not need more than 16 channels to get peak BW\"); in a node every GPU is a head "
+      "that reduces its share through the switch (src/graph/search.cc: \"Force intra-node NVLS "
+      "algorithm to pull evenly from all GPUs\"); the chunk per channel and head is 128 KiB at most, and "
+      "64, 32 or 16 KiB when the message is under 64, 8 or 2 times channels x heads x the chunk so far "
+      "(src/enqueue.cc), so below 8 MiB one loop of the kernel moves {} ({} channels x {} heads x {}); "
+      "and the kernel's thread groups scatter a loop into the heads' buffers, reduce it through the "
+      "switch and gather it back (src/device/all_reduce.h), three stages before the loops pipeline. "
+      "Timed that way (`nvls_as_nccl_runs`: latency + (bytes + 2 x min(bytes, loop)) / NVLS algbw, on all "
+      "channels; the 1 KiB row then gives a latency of {:.1f} us, so no refit), the H100 table's median "
+      "error would be {:.1f} % (the model's: {:.1f} %) and its worst {:.1f} % at {} (the model's: "
+      "{:.1f} % at {}); the H200 table's median {:.1f} % ({:.1f} %) and its worst {:.1f} % at {} "
+      "({:.1f} % at {}). The medians and the H200 table's worst row come closer, but the H100 table's "
+      "worst row moves further off, so the model keeps its ramp: that table (NCCL 2.18.5) takes "
+      "{:.1f}-{:.1f} us more than its launches from 64 KiB to 1 MiB where its 1 KiB row takes {:.1f} us, a "
+      "step that neither a latency fitted on its 1 KiB row nor any fact of NCCL's NVLS found here gives, "
+      "and the ramp's lower bandwidth is what brings those rows closer; the H200 table (NCCL 2.20.5) has "
+      "no such step (its rows up to 512 KiB are within {:.1f} us of its launches). The two tables "
+      "disagree by that step, so one latency fitted on one row cannot meet both; a table of a newer NCCL "
+      "on H100s, or an NCCL_DEBUG log of the step, would decide it. The launches themselves are the "
+      "presets' measured kernel launch latency ({:g} us on the H100 preset, {:g} us on the H200's), not "
+      "NCCL's launch inside a group on Azure's hosts (the same Xeon 8480C for both): the H200 preset's "
+      "seven launches, {:.1f} us, are already more than that table's 1 KiB row, {:.1f} us. From 4 MiB up "
+      "the H100 table checks NVLS's bandwidth (the preset's {:g} x {:g} GB/s): within {:.0f} % from "
+      "128 MiB, {:.0f}-{:.0f} % too fast from 16 MiB to 64 MiB.\n",
+      latency_us, fast_lo, fast_hi, slow_hi, small_lo, small_hi, mid_lo, mid_hi, small_loop.channels,
+      size_text(small_loop.loop_bytes), small_loop.channels, small_loop.heads,
+      size_text(small_loop.chunk_bytes), refit_us, pct(run100.median), pct(h100->median_error),
+      pct(run100.worst), size_text(run100.worst_bytes), pct(h100->worst_error), size_text(h100->worst_bytes),
+      pct(run200.median), pct(h200->median_error), pct(run200.worst), size_text(run200.worst_bytes),
+      pct(h200->worst_error), size_text(h200->worst_bytes), step_lo - launches_us(fit),
+      step_hi - launches_us(fit), first.measured_us - launches_us(fit), flat_us, p100.launch_latency_ns / 1e3,
+      p200.launch_latency_ns / 1e3, launches_us(h200->system), h200->rows.front().measured_us,
+      p100.nccl.nvls_algbw_fraction, p100.peer_link.bandwidth_bytes_per_s / 1e9, large_hi, medium_lo,
+      medium_hi);
+}
+
 }  // namespace
 
 MeasuredSystem load_measured_system(const fs::path& file) {
@@ -640,36 +762,23 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "plain back-to-back launch measured by dpscope's calibration, not NCCL's launch inside a group; "
       "stated in the section). Where a table ran an older NCCL (Azure's A100 and H100 nodes: 2.18.5) or "
       "does not print its version, it may predate the NCCL releases (2.19-2.23) whose latencies the "
-      "model takes.\n"
-      "- **NVLS inside a node: NCCL's choice is its tuner's, the time is the hardware's.** NCCL's tuner "
-      "prices NVLS at 25 us (which is why it picks ring or tree for small messages); the two Azure tables "
-      "with NVLS forced (NCCL_ALGO=NVLS) show that a small message takes far less: their 1 KiB rows are "
-      "about their `-g 8` runs' serial launches. The model still chooses by the tuner's figure (no choice "
-      "changes), but times NVLS with the presets' `nccl.nvls_latency_us`, 2.1 us, fitted on the H100 "
-      "table's 1 KiB row and judged on the H200 table, moving linearly to the tuner's 25 us as the "
-      "message fills one 128 KiB NVLS step on each of the 16 channels (2 MiB): the sizes past it take at "
-      "least that much on both tables. What it still misses: the H100 table (NCCL 2.18.5) takes about "
-      "20 us more than its launches from 64 KiB to 2 MiB, a step the model's ramp lacks, so from 16 KiB to "
-      "512 KiB the model is too fast (13-50 %; 64 KiB is the table's worst row) and at 2 MiB too slow "
-      "(20 %); the H200 table (NCCL 2.20.5) has no such step and takes its rows up to 512 KiB within 1 us "
-      "of its launches alone, so the model is too slow on every row up to 4 MiB there: 6-17 % up to 256 "
-      "KiB, 23-35 % from 512 KiB to 4 MiB. The launches themselves are the presets' measured kernel "
-      "launch latency (3.35 us on the H100 preset, 4.39 us on the H200's), not NCCL's launch inside a "
-      "group on Azure's hosts (the same Xeon 8480C for both): the H200 preset's seven launches, 30.7 us, "
-      "are already more than that table's 1 KiB row, 29.9 us. From 4 "
-      "MiB up the H100 table checks NVLS's bandwidth (the preset's 0.61 x 450 GB/s): within 10 % from "
-      "128 MiB, up to 16 % too fast between 16 MiB and 64 MiB. One more difference from NCCL is known "
-      "and kept: NCCL runs NVLS on all its NVLS channels whatever the size (src/enqueue.cc cuts the "
-      "channels of small messages for ring and tree only), where the model's NVLS bandwidth still grows "
-      "with the channels a message fills, 32 KiB each (Simple's threshold). Timed on all 16 channels, "
-      "as the PCIe machine's small messages are, the H200 table's rows from 16 KiB to 256 KiB come "
-      "closer and the H100 table's, already too fast, move further off; `nccl.nvls_latency_us` was "
-      "fitted with the ramp in place, so the two go together and are left for a refit judged on both "
-      "tables.\n"
+      "model takes.\n";
+  md += nvls_finding(results);
+  // A ring all-reduce's loop on the A100 node: channels x GPUs x a chunk of ALLREDUCE_CHUNKSTEPS (4)
+  // Simple steps of NCCL_BUFFSIZE / NCCL_STEPS (512 KiB).
+  const int a100_channels = find_preset("a100-sxm").nccl.channels;
+  md += fmt::format(
       "- **One A100 node: medium messages are predicted too fast.** The Azure ND A100 v4 table's bus "
       "bandwidth reaches its peak only past 256 MiB, where the model's ring, like NCCL's tuner whose "
       "structure it follows, has most of it by 32 MiB, so the rows from 8 MiB to 128 MiB are its worst. "
-      "The page does not print which algorithm NCCL ran.\n";
+      "The page does not print which algorithm NCCL ran. No fact found gives these sizes' time. One "
+      "coincides with where the bus bandwidth rises: a Simple ring all-reduce moves a loop of channels x "
+      "GPUs x a 2 MiB chunk (ALLREDUCE_CHUNKSTEPS, 4 steps of NCCL_BUFFSIZE / NCCL_STEPS = 512 KiB, "
+      "src/include/collectives.h), {} with the preset's {} channels, and a smaller message runs one "
+      "partial loop of smaller slices; but what a smaller slice costs no published figure says, and the "
+      "channels NCCL builds on this machine are the preset's approximation, so a term for it would be "
+      "fitted on the rows it is judged on.\n",
+      size_text(static_cast<uint64_t>(a100_channels) * 8 * (2u << 20)), a100_channels);
   md += pcie_finding(results);
   md += other_collectives_finding(results);
   md += chain_finding(results);
