@@ -775,7 +775,8 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "coincides with where the bus bandwidth rises: a Simple ring all-reduce moves a loop of channels x "
       "GPUs x a 2 MiB chunk (ALLREDUCE_CHUNKSTEPS, 4 steps of NCCL_BUFFSIZE / NCCL_STEPS = 512 KiB, "
       "src/include/collectives.h), {} with the preset's {} channels, and a smaller message runs one "
-      "partial loop of smaller slices; but what a smaller slice costs no published figure says, and the "
+      "partial loop whose chunk is its share, bytes / (channels x GPUs) (src/device/all_reduce.h, "
+      "runRing); but what a smaller chunk costs no published figure says, and the "
       "channels NCCL builds on this machine are the preset's approximation, so a term for it would be "
       "fitted on the rows it is judged on.\n",
       size_text(static_cast<uint64_t>(a100_channels) * 8 * (2u << 20)), a100_channels);
