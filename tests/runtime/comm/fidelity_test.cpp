@@ -460,7 +460,7 @@ TEST(Fidelity, ThePcieFindingFollowsItsTable) {
   EXPECT_EQ(fidelity_markdown({*other}).find("A PCIe machine without peer access"), std::string::npos);
 }
 
-// ---- Collectives other than all-reduce (issue 24: every collective nccl-tests measures) ----
+// ---- Collectives other than all-reduce: every collective nccl-tests measures ----
 
 // A table's `collective:` line names nccl-tests' collective; each is compared by its own bus factor.
 TEST(Fidelity, EveryCollectiveNcclTestsMeasuresIsReadFromItsTable) {
@@ -745,7 +745,7 @@ TEST(Fidelity, TheDocsQuoteTheClusterOfEightNodes) {
   }
 }
 
-// The PCIe machine's small messages (issue 24): through host memory the model times the channels a
+// The PCIe machine's small messages: through host memory the model times the channels a
 // message fills as the whole path (nccl_cost_model.cpp), which brings the all_reduce table's rows up
 // to 16 KiB within the worst-size goal; the finding says so and cites NCCL's sources for it.
 TEST(Fidelity, ThePcieSmallMessagesAreTimedOnTheWholePath) {
