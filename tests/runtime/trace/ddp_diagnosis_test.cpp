@@ -30,7 +30,10 @@ struct Scenario {
   int64_t delay_ns = 0;             // added to late_rank's gradients of layer 0 (params 1 and 0)
   std::vector<int64_t> late_steps;  // the steps with the delay (empty: every step)
   int64_t start_delay_ns = 0;       // late_rank begins every step this much later
-  bool small_model = false;         // limits of 1 MiB and 25 MiB: one bucket, never rebuilt
+  // late_rank sees each step's last all-reduce complete this much later than the other rank, and so
+  // begins every step after the first this much later too (the lag carried, not a delay of its own)
+  int64_t done_lag_ns = 0;
+  bool small_model = false;  // limits of 1 MiB and 25 MiB: one bucket, never rebuilt
   int steps_per_epoch = 2;
   bool epochs_written = true;  // samples carry "epoch"
   bool set_epoch = true;       // false: every epoch repeats epoch 0's order
@@ -88,10 +91,11 @@ std::string ddp_trace(const Scenario& s) {
     const bool late_step = s.late_steps.empty() ||
                            std::find(s.late_steps.begin(), s.late_steps.end(), step) != s.late_steps.end();
     const int64_t step_delay = late_step ? s.delay_ns : 0;
-    const int64_t late_end = base + 700 * kUs + step_delay + s.start_delay_ns;
+    const int64_t late_shift = s.start_delay_ns + (step > 0 ? s.done_lag_ns : 0);
+    const int64_t late_end = base + 700 * kUs + step_delay + late_shift;
     for (int rank = 0; rank < 2; ++rank) {
       const int64_t delay = rank == s.late_rank ? step_delay : 0;
-      const int64_t rank_base = base + (rank == s.late_rank ? s.start_delay_ns : 0);
+      const int64_t rank_base = base + (rank == s.late_rank ? late_shift : 0);
       if (step == 1 && !s.small_model) text += event("buckets", base, rank, 1, "forward", rebuilt);
       std::string samples = fmt::format(R"("indices":[{}])", fmt::join(indices(s, rank, step), ","));
       if (s.epochs_written) samples += fmt::format(R"(,"epoch":{})", step / s.steps_per_epoch);
@@ -115,7 +119,8 @@ std::string ddp_trace(const Scenario& s) {
       ready(0, rank_base + 700 * kUs + delay);
       // The last all-reduce starts at this rank's launch and ends once the later rank's data came.
       const int64_t launch = rank_base + 710 * kUs + delay;
-      all_reduce(launch, late_end + 10 * kUs + kAllReduceNs - launch);
+      all_reduce(launch,
+                 late_end + 10 * kUs + kAllReduceNs + (rank == s.late_rank ? s.done_lag_ns : 0) - launch);
       text += event("span", rank_base + 900 * kUs, rank, step, "optimizer",
                     R"("name":"optimizer.step SGD","cat":"optimizer","stream":"compute","dur":100000)");
     }
@@ -201,6 +206,29 @@ TEST(DdpDiagnosis, ALateStartWithinNoiseIsTheCollectivesOrderNotLateness) {
   const DdpDiagnosis late = diagnose({.delay_ns = 200 * kUs, .start_delay_ns = 40 * kUs});
   EXPECT_EQ(late.straggler.rank, 1) << late.straggler.sentence;
   EXPECT_TRUE(late.straggler.steps[0].backward.above_noise);
+}
+
+// The ranks also see a collective complete one after another: a rank that learns each step's last
+// all-reduce is done later than the other (gloo's receiving rank, by a message's transfer) begins
+// the next step that much later, every step, beyond the noise, without a delay of its own. That
+// carried lag is not lateness; a late start beyond it (plus noise) still is.
+TEST(DdpDiagnosis, ALateStartCarriedFromThePreviousAllReducesCompletionIsNotLateness) {
+  // Steps of about 1 ms (noise about 55 us); rank 1 sees the last all-reduce end 200 us later.
+  const DdpDiagnosis carried = diagnose({.done_lag_ns = 200 * kUs});
+  ASSERT_EQ(carried.straggler.steps.size(), 4u);
+  const StepLateness& step = carried.straggler.steps[1];
+  EXPECT_EQ(step.backward.latest_rank, 1);
+  EXPECT_EQ(step.start_lead_ns, 200 * kUs);
+  EXPECT_GT(step.start_lead_ns, step.noise_ns);  // beyond noise, so only the carry excuses it
+  EXPECT_FALSE(step.backward.above_noise);
+  EXPECT_EQ(carried.straggler.rank, -1) << carried.straggler.sentence;
+  // The same carry and a further 300 us of late start (slow data loading): named, by its start.
+  const DdpDiagnosis slow_start = diagnose({.start_delay_ns = 300 * kUs, .done_lag_ns = 200 * kUs});
+  EXPECT_EQ(slow_start.straggler.rank, 1) << slow_start.straggler.sentence;
+  EXPECT_TRUE(slow_start.straggler.steps[1].backward.above_noise);
+  // And a delay of its own in backward on top of the carry: named.
+  const DdpDiagnosis slow_backward = diagnose({.delay_ns = 300 * kUs, .done_lag_ns = 200 * kUs});
+  EXPECT_EQ(slow_backward.straggler.rank, 1) << slow_backward.straggler.sentence;
 }
 
 TEST(DdpDiagnosis, ClockUncertaintyRaisesTheNoise) {
