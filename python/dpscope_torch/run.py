@@ -15,15 +15,12 @@ import runpy
 import sys
 import traceback
 
-from .watch import Watcher
-from .writer import TraceError
+from . import session as hooks
 
 USAGE = "python3 -m dpscope_torch.run --trace-dir DIR [--values-every N] SCRIPT [ARGS...]"
 
 
-def _fail(message, code):
-    print(f"dpscope: error: {message}", file=sys.stderr)
-    sys.exit(code)
+_fail = hooks.fail
 
 
 def _parse(argv):
@@ -46,97 +43,9 @@ def _parse(argv):
     return options
 
 
-class _Session:
-    """The watcher of the script's first DDP model, and what arrived before it existed."""
-
-    def __init__(self, options):
-        self.options = options
-        self.watcher = None
-        self.optimizers = []
-        self.samplers = []
-
-
-def _install(session):
-    import torch
-    from torch.nn.parallel import DistributedDataParallel
-    from torch.utils.data.distributed import DistributedSampler
-
-    ddp_init = DistributedDataParallel.__init__
-
-    def init(self, *args, **kwargs):
-        ddp_init(self, *args, **kwargs)
-        if session.watcher is not None:
-            print("dpscope_torch: a second DistributedDataParallel model is not recorded", file=sys.stderr)
-            return
-        run = {"script": os.path.basename(session.options.script), "argv": list(session.options.args)}
-        try:
-            session.watcher = Watcher(self, session.options.trace_dir, values_every=session.options.values_every,
-                                      run=run)
-        except TraceError as e:
-            _fail(str(e), 1)
-        for optimizer in session.optimizers:
-            session.watcher.watch_optimizer(optimizer)
-        for sampler in session.samplers:
-            session.watcher.watch_sampler(sampler)
-
-    DistributedDataParallel.__init__ = init
-
-    optimizer_init = torch.optim.Optimizer.__init__
-
-    def optimizer_init_watched(self, *args, **kwargs):
-        optimizer_init(self, *args, **kwargs)
-        session.optimizers.append(self)
-        if session.watcher is not None:
-            session.watcher.watch_optimizer(self)
-
-    torch.optim.Optimizer.__init__ = optimizer_init_watched
-
-    sampler_init = DistributedSampler.__init__
-
-    def sampler_init_watched(self, *args, **kwargs):
-        sampler_init(self, *args, **kwargs)
-        session.samplers.append(self)
-        if session.watcher is not None:
-            session.watcher.watch_sampler(self)
-
-    DistributedSampler.__init__ = sampler_init_watched
-    _install_data_parallel(session)
-
-
-def _install_data_parallel(session):
-    """nn.DataParallel (one process, several GPUs): the first one built is watched from its construction,
-    into TRACE_DIR/rank-0.jsonl, with every optimizer's step() ending a step (docs/pytorch.md)."""
-    from torch.nn import DataParallel
-
-    from .data_parallel import DataParallelWatcher
-
-    dp_init = DataParallel.__init__
-
-    def init(self, *args, **kwargs):
-        dp_init(self, *args, **kwargs)
-        if session.watcher is not None:
-            print("dpscope_torch: a second model (DataParallel) is not recorded", file=sys.stderr)
-            return
-        if not self.device_ids:
-            print("dpscope_torch: nn.DataParallel found no GPU and calls its module unsplit: not recorded",
-                  file=sys.stderr)
-            return
-        run = {"script": os.path.basename(session.options.script), "argv": list(session.options.args)}
-        try:
-            session.watcher = DataParallelWatcher(self, session.options.trace_dir,
-                                                  values_every=session.options.values_every, run=run)
-        except TraceError as e:
-            _fail(str(e), 1)
-        for optimizer in session.optimizers:
-            session.watcher.watch_optimizer(optimizer)
-
-    DataParallel.__init__ = init
-
-
 def main(argv=None):
     options = _parse(sys.argv[1:] if argv is None else argv)
-    session = _Session(options)
-    _install(session)
+    session = hooks.install(options)
     sys.argv = [options.script] + list(options.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(options.script)))
     code = 0
