@@ -16,6 +16,7 @@ import sys
 import traceback
 
 from . import session as hooks
+from .writer import values_every_problem
 
 USAGE = "python3 -m dpscope_torch.run --trace-dir DIR [--values-every N] SCRIPT [ARGS...]"
 
@@ -36,8 +37,9 @@ def _parse(argv):
 
     parser.error = error
     options = parser.parse_args(argv)
-    if options.values_every < 0:
-        _fail(f"dpscope_torch.run: --values-every must be >= 0, got {options.values_every}", 2)
+    problem = values_every_problem(options.values_every)
+    if problem is not None:
+        _fail(f"dpscope_torch.run: --{problem.replace('_', '-', 1)}", 2)
     if not os.path.isfile(options.script):
         _fail(f"dpscope_torch.run: script '{options.script}' is not a file", 2)
     return options

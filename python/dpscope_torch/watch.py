@@ -38,7 +38,7 @@ from .clock import measure_offsets, now_ns
 from .clocks import CudaClock, HostClock
 from .step_watcher import StepWatcher, _SampleQueue
 from .writer import (TraceError, TraceWriter, all_reduce_lines, buckets_line, check_trace_dir, counter_line,
-                     grad_ready_lines, loss_line, samples_line, span_line, values_line)
+                     grad_ready_lines, loss_line, samples_line, span_line, values_line, values_every_problem)
 
 VALUE_SAMPLES = 32  # gradient elements per parameter in a `values` event (the runtime's count)
 WAITER_GRACE_S = 30.0  # close() waits this long for an all-reduce still running
@@ -217,8 +217,9 @@ class Watcher(StepWatcher):
         if not dist.is_initialized():
             raise RuntimeError("dpscope_torch.watch: the default process group is not initialized (call "
                                "torch.distributed.init_process_group first)")
-        if int(values_every) < 0:
-            raise ValueError(f"dpscope_torch.watch: values_every must be >= 0, got {values_every}")
+        problem = values_every_problem(values_every)
+        if problem is not None:
+            raise ValueError(f"dpscope_torch.watch: {problem}")
         self._torch = torch
         self._ddp = ddp_model
         self._ddp_group = ddp_model.process_group

@@ -10,8 +10,10 @@ writes (no spaces).
 """
 import json
 import math
+import operator
 import os
 import stat
+import sys
 import threading
 
 
@@ -115,6 +117,20 @@ def buckets_line(ts, rank, dev, step, phase, reason, buckets):
             f'"reason":"{reason}","buckets":{_dumps(buckets)}}}\n')
 
 
+VALUES_EVERY_MAX = 2**31 - 1  # the header's `values_every`, an integer every reader holds
+
+
+def values_every_problem(values_every):
+    """What is wrong with a `values_every` (None: nothing): 0 (never) up to VALUES_EVERY_MAX."""
+    try:
+        values_every = operator.index(values_every)  # an int, a NumPy integer; not 2.5
+    except TypeError:
+        return f"values_every must be an integer, got {values_every!r}"
+    if not 0 <= values_every <= VALUES_EVERY_MAX:
+        return f"values_every must be between 0 and {VALUES_EVERY_MAX}, got {values_every}"
+    return None
+
+
 def check_trace_dir(trace_dir, rank, world_size):
     """Checks, before any work, that rank `rank` may write DIR/rank-K.jsonl; returns its path.
 
@@ -138,6 +154,7 @@ def check_trace_dir(trace_dir, rank, world_size):
     if os.path.lexists(path + ".zst"):
         raise TraceError(f"'{path}.zst' is another run's trace of rank {rank}: remove it or choose another directory")
     if rank == 0:
+        earlier = []
         for name in sorted(os.listdir(trace_dir)):
             stem = name[:-4] if name.endswith(".zst") else name
             if stem.startswith("rank-") and stem.endswith(".jsonl") and stem[5:-6].isdigit():
@@ -145,7 +162,29 @@ def check_trace_dir(trace_dir, rank, world_size):
                     ranks = f"{world_size} rank" + ("s" if world_size != 1 else "")
                     raise TraceError(f"'{os.path.join(trace_dir, name)}' is a rank of another run (this one has "
                                      f"{ranks}): remove it or choose another directory")
+                earlier.append(name)
+        _replace_earlier_run(trace_dir, earlier)
     return path
+
+
+def _replace_earlier_run(trace_dir, names):
+    """An earlier run's rank files (of no more ranks than this run has) are this run's to replace, and
+    are removed now, by rank 0, before any rank writes: a rank of this run that stops before its file
+    is made must not leave the earlier run's in its place, read as part of this run. Every other rank
+    opens its file only after the clock measurement, which rank 0 joins after this (watch.py)."""
+    if not names:
+        return
+    for name in names:
+        if name == "rank-0.jsonl":
+            continue  # (opened for writing, so emptied, in a moment)
+        try:
+            os.remove(os.path.join(trace_dir, name))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise TraceError(f"cannot replace '{os.path.join(trace_dir, name)}' of an earlier run: {e.strerror}") from None
+    print(f"dpscope_torch: '{trace_dir}' held an earlier run's trace ({', '.join(names)}): replaced by this run's",
+          file=sys.stderr)
 
 
 class TraceWriter:

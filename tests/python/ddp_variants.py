@@ -6,7 +6,8 @@ How the ranks start (--start):
   env    once per rank by a launcher (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: `dpscope launch`);
   spawn  PyTorch's DDP tutorial: one process that calls torch.multiprocessing.spawn(fn, nprocs=N),
          MASTER_ADDR/MASTER_PORT set in the script (--port);
-  fork   one process that starts N multiprocessing.Process(target=fn) with the fork start method.
+  fork   one process that starts N multiprocessing.Process(target=fn) with the fork start method;
+  process  the same with the spawn start method.
 
 Each rank writes DUMP.rankK (--dump): what PyTorch itself reports (DDP's logging data, each step's
 loss, the parameters that require grad, a hash of the weights), in ddp_trace_test.py's check_run form.
@@ -66,8 +67,8 @@ def build(args, device):
         model = Mlp(norm=args.model == "batchnorm" or args.model == "syncbn", dict_output=args.dict_output)
     if args.model == "syncbn":
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    if args.frozen:
-        for p in model.fc1.parameters():
+    if args.frozen:  # the first layer, as when fine-tuning
+        for p in (model.embed if args.model == "sequence" else model.fc1).parameters():
             p.requires_grad_(False)
     return model.to(device)
 
@@ -169,14 +170,15 @@ def train(rank, world, args):
                        "weights_sha256": hashlib.sha256(b"".join(
                            p.detach().cpu().numpy().tobytes() for p in ddp.module.parameters())).hexdigest(),
                        "dataset": len(dataset), "batch": args.batch, "epochs": args.epochs,
-                       "set_epoch": True, "sampler": sampler is not None}, f)
+                       "set_epoch": True, "sampler": sampler is not None, "micro_batches": args.accumulate,
+                       "batches_dropped": rank if args.uneven else 0, "hook": args.hook}, f)
     if args.destroy:
         dist.destroy_process_group()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--start", default="env", choices=["env", "spawn", "fork"])
+    ap.add_argument("--start", default="env", choices=["env", "spawn", "fork", "process"])
     ap.add_argument("--nproc", type=int, default=2, help="ranks to start (spawn, fork)")
     ap.add_argument("--port", type=int, default=29500, help="MASTER_PORT (spawn, fork)")
     ap.add_argument("--model", default="mlp", choices=["mlp", "batchnorm", "syncbn", "sequence"])
@@ -187,7 +189,7 @@ def main():
     ap.add_argument("--gradient-as-bucket-view", action="store_true")
     ap.add_argument("--static-graph", action="store_true")
     ap.add_argument("--hook", default="", choices=["", "fp16", "powersgd"], help="registered after DDP is built")
-    ap.add_argument("--frozen", action="store_true", help="fc1's parameters do not require grad")
+    ap.add_argument("--frozen", action="store_true", help="the first layer's parameters do not require grad")
     ap.add_argument("--param-groups", action="store_true", help="two parameter groups, momentum, StepLR")
     ap.add_argument("--dict-output", action="store_true", help="the model returns a dict")
     ap.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
@@ -204,8 +206,8 @@ def main():
         train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args)
     elif args.start == "spawn":
         mp.spawn(train, args=(args.nproc, args), nprocs=args.nproc, join=True)
-    else:
-        context = mp.get_context("fork")
+    else:  # multiprocessing.Process(target=train), under the fork or the spawn start method
+        context = mp.get_context("fork" if args.start == "fork" else "spawn")
         ranks = [context.Process(target=train, args=(r, args.nproc, args)) for r in range(args.nproc)]
         for p in ranks:
             p.start()
