@@ -113,6 +113,20 @@ print(f"rank {dist.get_rank()}: same weights as unwatched: {same}", flush=True)
 """
 
 
+WATCH_ERRORS_SCRIPT = """
+import sys, torch, torch.distributed as dist
+import dpscope_torch
+dist.init_process_group("gloo", rank=0, world_size=1)
+ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))
+for model, every in ((torch.nn.Linear(2, 2), 10), (ddp, 2.5), (ddp, 2**32)):
+    try:
+        dpscope_torch.watch(model, sys.argv[1], values_every=every)
+        print("accepted")
+    except (TypeError, ValueError) as e:
+        print(f"{type(e).__name__}: {e}")
+"""
+
+
 def read_rank(trace_dir, rank):
     with open(os.path.join(trace_dir, f"rank-{rank}.jsonl"), encoding="utf-8") as f:
         lines = [json.loads(line) for line in f]
@@ -533,7 +547,10 @@ def main():
                 (["--trace-dir", trace_dir, os.path.join(tmp, "missing.py")], 2,
                  f"dpscope: error: dpscope_torch.run: script '{os.path.join(tmp, 'missing.py')}' is not a file"),
                 (["--trace-dir", trace_dir, "--values-every", "-1", TUTORIAL], 2,
-                 "dpscope: error: dpscope_torch.run: --values-every must be >= 0, got -1"),
+                 "dpscope: error: dpscope_torch.run: --values-every must be between 0 and 2147483647, got -1"),
+                (["--trace-dir", trace_dir, "--values-every", "99999999999999999999", TUTORIAL], 2,
+                 "dpscope: error: dpscope_torch.run: --values-every must be between 0 and 2147483647, got 99999999999999999999"),
+                (["--trace-dir", trace_dir, tmp], 2, f"dpscope: error: dpscope_torch.run: script '{tmp}' is not a file"),
             ]:
                 out = subprocess.run(run + args, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
                 lines = out.stderr.strip().splitlines()
@@ -563,6 +580,45 @@ def main():
                 out = launch(1, [], zero_change_dir=trace_dir, expect_rc=1)
                 check(text in out.stderr and "dpscope: error:" in out.stderr, f"{text}: {out.stderr!r}")
                 check(sorted(os.listdir(trace_dir)) == before, f"{text}: the directory changed: {os.listdir(trace_dir)}")
+            # A FIFO as the trace directory: refused, not opened (which would wait for a reader).
+            shutil.rmtree(trace_dir)
+            os.mkfifo(trace_dir)
+            out = launch(1, [], zero_change_dir=trace_dir, expect_rc=1)
+            check(f"dpscope: error: trace directory '{trace_dir}' is not a directory" in out.stderr, f"FIFO: {out.stderr!r}")
+            os.remove(trace_dir)
+            # Two ranks, rank 0 refused: rank 1, waiting for it in the clock measurement, ends too (the
+            # launcher names rank 0's error), long before any timeout.
+            os.mkdir(trace_dir)
+            os.mkdir(os.path.join(trace_dir, "rank-0.jsonl"))
+            started = time.monotonic()
+            out = launch(2, ["--epochs", "1"], zero_change_dir=trace_dir, expect_rc=1)
+            check(time.monotonic() - started < 60 and "rank-0.jsonl' exists and is not a regular file" in out.stderr,
+                  f"two ranks, rank 0 refused: {time.monotonic() - started:.0f} s, {out.stderr[-600:]!r}")
+            # An earlier run's rank files: replaced, and said; none of them is left to be read with this run's.
+            shutil.rmtree(trace_dir)
+            os.mkdir(trace_dir)
+            for rank in range(2):
+                with open(os.path.join(trace_dir, f"rank-{rank}.jsonl"), "w", encoding="utf-8") as f:
+                    f.write('{"type":"header","earlier":true}\n')
+            out = launch(2, ["--epochs", "1"], zero_change_dir=trace_dir)
+            check(out.stderr.count(f"dpscope_torch: '{trace_dir}' held an earlier run's trace (rank-0.jsonl, "
+                                   "rank-1.jsonl): replaced by this run's") == 1, f"earlier run: {out.stderr!r}")
+            for rank in range(2):
+                header, _ = read_rank(trace_dir, rank)
+                check("earlier" not in header and header["run"]["process"]["rank"] == rank,
+                      f"earlier run: rank {rank}'s file is not this run's: {header}")
+            strict_stats(trace_dir)
+            # watch() itself: a model that is not DDP, a values_every that is not a count.
+            script = os.path.join(tmp, "watch_errors.py")
+            with open(script, "w", encoding="utf-8") as f:
+                f.write(WATCH_ERRORS_SCRIPT)
+            out = subprocess.run([sys.executable, script, os.path.join(tmp, "api")], capture_output=True, text=True,
+                                 env=dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())), timeout=TIMEOUT_S)
+            check(out.returncode == 0 and out.stdout.splitlines() == [
+                "TypeError: dpscope_torch.watch: expected a DistributedDataParallel model, got Linear",
+                "ValueError: dpscope_torch.watch: values_every must be an integer, got 2.5",
+                "ValueError: dpscope_torch.watch: values_every must be between 0 and 2147483647, got 4294967296",
+            ], f"watch() errors: exit {out.returncode}: {out.stdout!r} {out.stderr!r}")
         elif CASE in ("spawn_and_process", "ddp_options", "accumulate_and_join"):
             variants_case(tmp)
         else:
