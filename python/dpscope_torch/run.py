@@ -3,11 +3,12 @@
     python3 -m dpscope_torch.run --trace-dir DIR [--values-every N] SCRIPT [ARGS...]
 
 Started once per rank by a launcher (`dpscope launch --nproc N -- python3 -m dpscope_torch.run ...`,
-or torchrun). Before the script runs, three PyTorch classes learn to report to dpscope_torch:
-DistributedDataParallel (the first one the script builds is watched, from its construction, so
-that a communication hook the script registers later is wrapped), torch.optim.Optimizer (every
-optimizer's step() may end a step) and DistributedSampler (the indices it yields). The script then
-runs as `__main__` with its own arguments; if it raises, the trace gets an `error` instant first.
+or torchrun), or once for a script that starts its ranks itself (torch.multiprocessing.spawn).
+Before the script runs, session.py's hooks are installed: the first DistributedDataParallel (or
+DataParallel) model a process builds is watched from its construction, every optimizer's step()
+may end a step, every DistributedSampler reports its indices, and the processes the script starts
+install the same hooks. The script then runs as `__main__` with its own arguments; if it raises,
+the trace gets an `error` instant first.
 """
 import argparse
 import os
