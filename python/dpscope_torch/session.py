@@ -153,8 +153,8 @@ def _wrap_target(process, options):
     if target is None or isinstance(target, _Child) or _has_process_group():
         return
     module = getattr(target, "__module__", "") or ""
-    if module.startswith(("torch.utils.data", "multiprocessing.")):
-        return  # DataLoader workers, a Manager's server: helpers, never ranks
+    if module.startswith(("torch.utils.data", "multiprocessing.", "concurrent.")):
+        return  # DataLoader workers, a Manager's server, a process pool's workers: helpers, never ranks
     if module == "torch.multiprocessing.spawn" and getattr(target, "__name__", "") == "_wrap":
         args = tuple(process._args)
         if args and not isinstance(args[0], _Child):

@@ -336,7 +336,7 @@ def variants_case(tmp):
         # PyTorch's DDP tutorial shape: one process started under dpscope_torch.run that starts its
         # ranks itself, with torch.multiprocessing.spawn, or multiprocessing.Process under the fork
         # and the spawn start methods: every rank writes its own trace.
-        watched_and_plain(tmp, "spawn", [], start="spawn")
+        watched_and_plain(tmp, "spawn", ["--destroy"], start="spawn")  # (the tutorial's cleanup())
         watched_and_plain(tmp, "fork", [], start="fork", nproc=3)
         watched_and_plain(tmp, "process", [], start="process")
     elif CASE == "ddp_options":
