@@ -134,9 +134,10 @@ def values_every_problem(values_every):
 def check_trace_dir(trace_dir, rank, world_size):
     """Checks, before any work, that rank `rank` may write DIR/rank-K.jsonl; returns its path.
 
-    The directory is made if missing. A rank file from an earlier run is replaced (a follower starts
-    over); anything there that is not a regular file, a compressed rank file beside it (the readers
-    refuse a rank with both) or a rank beyond this run's world size is refused.
+    The directory is made if missing. An earlier run's rank files are replaced: rank 0 removes them
+    all first and says so (_replace_earlier_run; a follower starts over). Anything there that is not
+    a regular file, a compressed rank file (the readers refuse a rank with both) or a rank beyond this
+    run's world size is refused, by its rank and by rank 0, before anything is removed.
     """
     if os.path.exists(trace_dir) and not os.path.isdir(trace_dir):
         raise TraceError(f"trace directory '{trace_dir}' is not a directory")
@@ -162,6 +163,12 @@ def check_trace_dir(trace_dir, rank, world_size):
                     ranks = f"{world_size} rank" + ("s" if world_size != 1 else "")
                     raise TraceError(f"'{os.path.join(trace_dir, name)}' is a rank of another run (this one has "
                                      f"{ranks}): remove it or choose another directory")
+                other = os.path.join(trace_dir, name)
+                if name.endswith(".zst"):  # what that rank refuses, refused here before anything is removed
+                    raise TraceError(f"'{other}' is another run's trace of rank {stem[5:-6]}: remove it or choose "
+                                     "another directory")
+                if not stat.S_ISREG(os.lstat(other).st_mode):
+                    raise TraceError(f"'{other}' exists and is not a regular file: not written over")
                 earlier.append(name)
         _replace_earlier_run(trace_dir, earlier)
     return path

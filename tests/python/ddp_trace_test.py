@@ -608,6 +608,14 @@ def main():
                 check("earlier" not in header and header["run"]["process"]["rank"] == rank,
                       f"earlier run: rank {rank}'s file is not this run's: {header}")
             strict_stats(trace_dir)
+            # An earlier run's file that rank 1 would refuse (compressed): rank 0 refuses it too, before it
+            # removes anything.
+            with open(os.path.join(trace_dir, "rank-1.jsonl.zst"), "w", encoding="utf-8") as f:
+                f.write("zst")
+            before = sorted(os.listdir(trace_dir))
+            out = launch(2, ["--epochs", "1"], zero_change_dir=trace_dir, expect_rc=1)
+            check("rank-1.jsonl.zst' is another run's trace of rank 1" in out.stderr and
+                  sorted(os.listdir(trace_dir)) == before, f"compressed rank 1: {out.stderr[-600:]!r} {os.listdir(trace_dir)}")
             # watch() itself: a model that is not DDP, a values_every that is not a count.
             script = os.path.join(tmp, "watch_errors.py")
             with open(script, "w", encoding="utf-8") as f:
