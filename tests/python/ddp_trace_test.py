@@ -339,6 +339,17 @@ def variants_case(tmp):
         watched_and_plain(tmp, "spawn", ["--destroy"], start="spawn")  # (the tutorial's cleanup())
         watched_and_plain(tmp, "fork", [], start="fork", nproc=3)
         watched_and_plain(tmp, "process", [], start="process")
+        # A spawned rank that raises: the parent exits 1 as unwatched, each rank's trace ends with the
+        # error instant and stays readable.
+        failing = os.path.join(tmp, "failing")
+        run_variants(["--raise-at-end"], expect_rc=1)
+        out = run_variants(["--raise-at-end"], trace_dir=failing, expect_rc=1)
+        check("fails on purpose (--raise-at-end)" in out.stderr, f"the parent does not report the rank's error: {out.stderr[-800:]}")
+        strict_stats(failing)
+        for rank in range(2):
+            errors = [e for e in read_rank(failing, rank)[1] if e.get("name") == "error"]
+            check(len(errors) == 1 and f"rank {rank} fails on purpose" in errors[0]["args"]["message"],
+                  f"rank {rank}: error instants {errors}")
     elif CASE == "ddp_options":
         # DDP's options and the habits of real loops, in two launches (each variant compared with its
         # unwatched run): a user's comm hook registered after DDP is built (fp16 compression; PowerSGD

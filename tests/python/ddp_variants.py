@@ -174,6 +174,8 @@ def train(rank, world, args):
                        "batches_dropped": rank if args.uneven else 0, "hook": args.hook}, f)
     if args.destroy:
         dist.destroy_process_group()
+    if args.raise_at_end:
+        raise RuntimeError(f"rank {rank} fails on purpose (--raise-at-end)")
 
 
 def main():
@@ -200,6 +202,7 @@ def main():
     ap.add_argument("--accumulate", type=int, default=1, help="micro-batches per step, all but the last in no_sync()")
     ap.add_argument("--uneven", action="store_true", help="rank r runs r batches fewer, under Join([ddp])")
     ap.add_argument("--destroy", action="store_true", help="dist.destroy_process_group() at the end")
+    ap.add_argument("--raise-at-end", action="store_true", help="each rank raises after training")
     ap.add_argument("--dump", default="")
     args = ap.parse_args()
     if args.start == "env":
