@@ -42,7 +42,7 @@ from .clock import now_ns
 from .clocks import CudaClock, HostClock
 from .step_watcher import StepWatcher, _SampleQueue
 from .watch import VALUE_SAMPLES, _cpu_model, _one_line, _stride
-from .writer import TraceError, TraceWriter, _name, check_trace_dir
+from .writer import TraceError, TraceWriter, _name, check_trace_dir, values_every_problem
 
 
 class _Writer(TraceWriter):
@@ -113,8 +113,9 @@ class DataParallelWatcher(StepWatcher):
 
         if not isinstance(dp_model, torch.nn.DataParallel):
             raise TypeError(f"dpscope_torch.watch: expected an nn.DataParallel model, got {type(dp_model).__name__}")
-        if int(values_every) < 0:
-            raise ValueError(f"dpscope_torch.watch: values_every must be >= 0, got {values_every}")
+        problem = values_every_problem(values_every)
+        if problem is not None:
+            raise ValueError(f"dpscope_torch.watch: {problem}")
         if not dp_model.device_ids:
             raise ValueError("dpscope_torch.watch: this DataParallel has no device_ids (PyTorch found no GPU), so "
                              "it calls its module unsplit: there is no DataParallel run to record")

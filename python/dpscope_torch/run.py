@@ -3,11 +3,12 @@
     python3 -m dpscope_torch.run --trace-dir DIR [--values-every N] SCRIPT [ARGS...]
 
 Started once per rank by a launcher (`dpscope launch --nproc N -- python3 -m dpscope_torch.run ...`,
-or torchrun). Before the script runs, three PyTorch classes learn to report to dpscope_torch:
-DistributedDataParallel (the first one the script builds is watched, from its construction, so
-that a communication hook the script registers later is wrapped), torch.optim.Optimizer (every
-optimizer's step() may end a step) and DistributedSampler (the indices it yields). The script then
-runs as `__main__` with its own arguments; if it raises, the trace gets an `error` instant first.
+or torchrun), or once for a script that starts its ranks itself (torch.multiprocessing.spawn).
+Before the script runs, session.py's hooks are installed: the first DistributedDataParallel (or
+DataParallel) model a process builds is watched from its construction, every optimizer's step()
+may end a step, every DistributedSampler reports its indices, and the processes the script starts
+install the same hooks. The script then runs as `__main__` with its own arguments; if it raises,
+the trace gets an `error` instant first.
 """
 import argparse
 import os
@@ -15,15 +16,13 @@ import runpy
 import sys
 import traceback
 
-from .watch import Watcher
-from .writer import TraceError
+from . import session as hooks
+from .writer import values_every_problem
 
 USAGE = "python3 -m dpscope_torch.run --trace-dir DIR [--values-every N] SCRIPT [ARGS...]"
 
 
-def _fail(message, code):
-    print(f"dpscope: error: {message}", file=sys.stderr)
-    sys.exit(code)
+_fail = hooks.fail
 
 
 def _parse(argv):
@@ -39,104 +38,17 @@ def _parse(argv):
 
     parser.error = error
     options = parser.parse_args(argv)
-    if options.values_every < 0:
-        _fail(f"dpscope_torch.run: --values-every must be >= 0, got {options.values_every}", 2)
+    problem = values_every_problem(options.values_every)
+    if problem is not None:
+        _fail(f"dpscope_torch.run: --{problem.replace('_', '-', 1)}", 2)
     if not os.path.isfile(options.script):
         _fail(f"dpscope_torch.run: script '{options.script}' is not a file", 2)
     return options
 
 
-class _Session:
-    """The watcher of the script's first DDP model, and what arrived before it existed."""
-
-    def __init__(self, options):
-        self.options = options
-        self.watcher = None
-        self.optimizers = []
-        self.samplers = []
-
-
-def _install(session):
-    import torch
-    from torch.nn.parallel import DistributedDataParallel
-    from torch.utils.data.distributed import DistributedSampler
-
-    ddp_init = DistributedDataParallel.__init__
-
-    def init(self, *args, **kwargs):
-        ddp_init(self, *args, **kwargs)
-        if session.watcher is not None:
-            print("dpscope_torch: a second DistributedDataParallel model is not recorded", file=sys.stderr)
-            return
-        run = {"script": os.path.basename(session.options.script), "argv": list(session.options.args)}
-        try:
-            session.watcher = Watcher(self, session.options.trace_dir, values_every=session.options.values_every,
-                                      run=run)
-        except TraceError as e:
-            _fail(str(e), 1)
-        for optimizer in session.optimizers:
-            session.watcher.watch_optimizer(optimizer)
-        for sampler in session.samplers:
-            session.watcher.watch_sampler(sampler)
-
-    DistributedDataParallel.__init__ = init
-
-    optimizer_init = torch.optim.Optimizer.__init__
-
-    def optimizer_init_watched(self, *args, **kwargs):
-        optimizer_init(self, *args, **kwargs)
-        session.optimizers.append(self)
-        if session.watcher is not None:
-            session.watcher.watch_optimizer(self)
-
-    torch.optim.Optimizer.__init__ = optimizer_init_watched
-
-    sampler_init = DistributedSampler.__init__
-
-    def sampler_init_watched(self, *args, **kwargs):
-        sampler_init(self, *args, **kwargs)
-        session.samplers.append(self)
-        if session.watcher is not None:
-            session.watcher.watch_sampler(self)
-
-    DistributedSampler.__init__ = sampler_init_watched
-    _install_data_parallel(session)
-
-
-def _install_data_parallel(session):
-    """nn.DataParallel (one process, several GPUs): the first one built is watched from its construction,
-    into TRACE_DIR/rank-0.jsonl, with every optimizer's step() ending a step (docs/pytorch.md)."""
-    from torch.nn import DataParallel
-
-    from .data_parallel import DataParallelWatcher
-
-    dp_init = DataParallel.__init__
-
-    def init(self, *args, **kwargs):
-        dp_init(self, *args, **kwargs)
-        if session.watcher is not None:
-            print("dpscope_torch: a second model (DataParallel) is not recorded", file=sys.stderr)
-            return
-        if not self.device_ids:
-            print("dpscope_torch: nn.DataParallel found no GPU and calls its module unsplit: not recorded",
-                  file=sys.stderr)
-            return
-        run = {"script": os.path.basename(session.options.script), "argv": list(session.options.args)}
-        try:
-            session.watcher = DataParallelWatcher(self, session.options.trace_dir,
-                                                  values_every=session.options.values_every, run=run)
-        except TraceError as e:
-            _fail(str(e), 1)
-        for optimizer in session.optimizers:
-            session.watcher.watch_optimizer(optimizer)
-
-    DataParallel.__init__ = init
-
-
 def main(argv=None):
     options = _parse(sys.argv[1:] if argv is None else argv)
-    session = _Session(options)
-    _install(session)
+    session = hooks.install(options)
     sys.argv = [options.script] + list(options.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(options.script)))
     code = 0

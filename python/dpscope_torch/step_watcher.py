@@ -7,6 +7,8 @@ A subclass provides `_torch`, `_samples` (a _SampleQueue), `_optimizers` (a list
 moments `_on_backward_begin(tensor)`, `_on_backward_end()`, `_on_optimizer_begin()`,
 `_on_optimizer_end(optimizer)`, `record_error(exc)` and `close()`."""
 
+import types
+
 _LIST_ITERATOR = type(iter([]))
 _RANGE_ITERATOR = type(iter(range(0)))
 STATE_RECOUNT_STEPS = 3  # an optimizer's state is counted at each of its first steps (_optimizer_state_bytes)
@@ -105,14 +107,16 @@ class StepWatcher:
         original = optimizer.step
         watcher = self
 
-        def step(*args, **kwargs):
+        def step(_optimizer, *args, **kwargs):
             watcher._on_optimizer_begin()
             try:
                 return original(*args, **kwargs)
             finally:
                 watcher._on_optimizer_end(optimizer)
 
-        optimizer.step = step
+        # A bound method, as the attribute was: an LR scheduler made afterwards wraps optimizer.step
+        # through its __self__ and __func__ (torch.optim.lr_scheduler's with_counter).
+        optimizer.step = types.MethodType(step, optimizer)
 
     def _optimizer_state_bytes(self):
         """The bytes of the watched optimizers' state tensors (momentum, Adam's moments).

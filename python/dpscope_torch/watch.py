@@ -38,7 +38,7 @@ from .clock import measure_offsets, now_ns
 from .clocks import CudaClock, HostClock
 from .step_watcher import StepWatcher, _SampleQueue
 from .writer import (TraceError, TraceWriter, all_reduce_lines, buckets_line, check_trace_dir, counter_line,
-                     grad_ready_lines, loss_line, samples_line, span_line, values_line)
+                     grad_ready_lines, loss_line, samples_line, span_line, values_line, values_every_problem)
 
 VALUE_SAMPLES = 32  # gradient elements per parameter in a `values` event (the runtime's count)
 WAITER_GRACE_S = 30.0  # close() waits this long for an all-reduce still running
@@ -217,8 +217,9 @@ class Watcher(StepWatcher):
         if not dist.is_initialized():
             raise RuntimeError("dpscope_torch.watch: the default process group is not initialized (call "
                                "torch.distributed.init_process_group first)")
-        if int(values_every) < 0:
-            raise ValueError(f"dpscope_torch.watch: values_every must be >= 0, got {values_every}")
+        problem = values_every_problem(values_every)
+        if problem is not None:
+            raise ValueError(f"dpscope_torch.watch: {problem}")
         self._torch = torch
         self._ddp = ddp_model
         self._ddp_group = ddp_model.process_group
@@ -253,6 +254,8 @@ class Watcher(StepWatcher):
         # Step state (the main thread's, except where noted).
         self.step = -1
         self._in_step = False
+        self._grads_on = False  # gradient-ready instants are logged: in a step, in a backward DDP reduces
+        self._shadow_bucket = None  # a joined rank's last shadow all-reduce's bucket (_shadow_step)
         self._phase = "none"
         self._phase_start = None
         self._step_end = self._clock.stamp()  # step 0's data phase starts here
@@ -453,6 +456,10 @@ class Watcher(StepWatcher):
         t = self._clock.stamp()
         self._take_log()  # a backward without Tensor.backward() (torch.autograd.backward) ends here
         with self._lock:
+            # A backward under DDP's no_sync() (gradient accumulation) reduces nothing: its gradients
+            # are not ready for any bucket yet, the last micro-batch's are (docs/pytorch.md).
+            self._grads_on = bool(getattr(self._ddp, "require_backward_grad_sync", True))
+            self._shadow_bucket = None
             if not self._in_step:
                 self.step += 1
                 self._in_step = True
@@ -508,8 +515,9 @@ class Watcher(StepWatcher):
         self._take_log()
         with self._lock:
             step = self.step
-            if self._last_grad is not None:
-                self._span(self._backward_start, self._last_grad, step, "backward", "backward", "compute")
+            # (to the last gradient; a backward under no_sync() logs none: to its end)
+            last = self._last_grad if self._last_grad is not None else t
+            self._span(self._backward_start, last, step, "backward", "backward", "compute")
             self._end_phase(t)
             self._note_buckets(t, step)
         if not self._optimizers:
@@ -563,6 +571,7 @@ class Watcher(StepWatcher):
         self._take_log()
         with self._lock:
             self._in_step = False
+            self._grads_on = False
             self._step_end = t
             loss, self._loss = self._loss, None
         if loss is not None:
@@ -598,7 +607,7 @@ class Watcher(StepWatcher):
         watcher = self
 
         def hook(*_):
-            if watcher._in_step:
+            if watcher._grads_on:
                 log.append((index, stamp()))
 
         return hook
@@ -685,6 +694,8 @@ class Watcher(StepWatcher):
             return self._closed_hook(bucket)
         t = self._clock.stamp()
         index = bucket.index()
+        if not self._in_step:
+            self._shadow_step(index)
         buffer = bucket.buffer()
         layout = self._bucket_layout(bucket, index, buffer)
         step = self.step
@@ -711,6 +722,20 @@ class Watcher(StepWatcher):
         outer = self._torch.futures.Future()
         self._queue.put((coll, future, outer))
         return outer
+
+    def _shadow_step(self, index):
+        """An all-reduce outside any step of this rank's: DDP's Join (uneven inputs) on a rank past its
+        last batch, which joins, with zeros, each bucket's all-reduce of every step its peers still
+        take (`_match_all_reduce_for_bwd_pass`, on the training thread, bucket by bucket in order).
+        Each pass over the buckets is the next step, as it is on the peers: a bucket index not above
+        the last one begins it, and the previous pass's lines are written then."""
+        if self._shadow_bucket is None or index <= self._shadow_bucket:
+            if threading.get_ident() == self._thread:
+                self._write_collectives()
+                self._hand_out()
+                self._writer.flush()
+            self.step += 1
+        self._shadow_bucket = index
 
     def _closed_hook(self, bucket):
         """The communication hook once closed (PyTorch 1.13 cannot remove it): the user's hook, or

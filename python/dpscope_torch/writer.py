@@ -10,8 +10,10 @@ writes (no spaces).
 """
 import json
 import math
+import operator
 import os
 import stat
+import sys
 import threading
 
 
@@ -115,12 +117,27 @@ def buckets_line(ts, rank, dev, step, phase, reason, buckets):
             f'"reason":"{reason}","buckets":{_dumps(buckets)}}}\n')
 
 
+VALUES_EVERY_MAX = 2**31 - 1  # the header's `values_every`, an integer every reader holds
+
+
+def values_every_problem(values_every):
+    """What is wrong with a `values_every` (None: nothing): 0 (never) up to VALUES_EVERY_MAX."""
+    try:
+        values_every = operator.index(values_every)  # an int, a NumPy integer; not 2.5
+    except TypeError:
+        return f"values_every must be an integer, got {values_every!r}"
+    if not 0 <= values_every <= VALUES_EVERY_MAX:
+        return f"values_every must be between 0 and {VALUES_EVERY_MAX}, got {values_every}"
+    return None
+
+
 def check_trace_dir(trace_dir, rank, world_size):
     """Checks, before any work, that rank `rank` may write DIR/rank-K.jsonl; returns its path.
 
-    The directory is made if missing. A rank file from an earlier run is replaced (a follower starts
-    over); anything there that is not a regular file, a compressed rank file beside it (the readers
-    refuse a rank with both) or a rank beyond this run's world size is refused.
+    The directory is made if missing. An earlier run's rank files are replaced: rank 0 removes them
+    all first and says so (_replace_earlier_run; a follower starts over). Anything there that is not
+    a regular file, a compressed rank file (the readers refuse a rank with both) or a rank beyond this
+    run's world size is refused, by its rank and by rank 0, before anything is removed.
     """
     if os.path.exists(trace_dir) and not os.path.isdir(trace_dir):
         raise TraceError(f"trace directory '{trace_dir}' is not a directory")
@@ -138,6 +155,7 @@ def check_trace_dir(trace_dir, rank, world_size):
     if os.path.lexists(path + ".zst"):
         raise TraceError(f"'{path}.zst' is another run's trace of rank {rank}: remove it or choose another directory")
     if rank == 0:
+        earlier = []
         for name in sorted(os.listdir(trace_dir)):
             stem = name[:-4] if name.endswith(".zst") else name
             if stem.startswith("rank-") and stem.endswith(".jsonl") and stem[5:-6].isdigit():
@@ -145,7 +163,35 @@ def check_trace_dir(trace_dir, rank, world_size):
                     ranks = f"{world_size} rank" + ("s" if world_size != 1 else "")
                     raise TraceError(f"'{os.path.join(trace_dir, name)}' is a rank of another run (this one has "
                                      f"{ranks}): remove it or choose another directory")
+                other = os.path.join(trace_dir, name)
+                if name.endswith(".zst"):  # what that rank refuses, refused here before anything is removed
+                    raise TraceError(f"'{other}' is another run's trace of rank {stem[5:-6]}: remove it or choose "
+                                     "another directory")
+                if not stat.S_ISREG(os.lstat(other).st_mode):
+                    raise TraceError(f"'{other}' exists and is not a regular file: not written over")
+                earlier.append(name)
+        _replace_earlier_run(trace_dir, earlier)
     return path
+
+
+def _replace_earlier_run(trace_dir, names):
+    """An earlier run's rank files (of no more ranks than this run has) are this run's to replace, and
+    are removed now, by rank 0, before any rank writes: a rank of this run that stops before its file
+    is made must not leave the earlier run's in its place, read as part of this run. Every other rank
+    opens its file only after the clock measurement, which rank 0 joins after this (watch.py)."""
+    if not names:
+        return
+    for name in names:
+        if name == "rank-0.jsonl":
+            continue  # (opened for writing, so emptied, in a moment)
+        try:
+            os.remove(os.path.join(trace_dir, name))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise TraceError(f"cannot replace '{os.path.join(trace_dir, name)}' of an earlier run: {e.strerror}") from None
+    print(f"dpscope_torch: '{trace_dir}' held an earlier run's trace ({', '.join(names)}): replaced by this run's",
+          file=sys.stderr)
 
 
 class TraceWriter:

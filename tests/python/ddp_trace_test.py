@@ -24,6 +24,7 @@ except ImportError:
 
 SRC, DPSCOPE, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
 TUTORIAL = os.path.join(SRC, "examples", "pytorch", "ddp_tutorial.py")
+VARIANTS = os.path.join(SRC, "tests", "python", "ddp_variants.py")  # DDP's options and loops' habits
 TIMEOUT_S = 180
 failures = []
 
@@ -112,6 +113,20 @@ print(f"rank {dist.get_rank()}: same weights as unwatched: {same}", flush=True)
 """
 
 
+WATCH_ERRORS_SCRIPT = """
+import sys, torch, torch.distributed as dist
+import dpscope_torch
+dist.init_process_group("gloo", rank=0, world_size=1)
+ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))
+for model, every in ((torch.nn.Linear(2, 2), 10), (ddp, 2.5), (ddp, 2**32)):
+    try:
+        dpscope_torch.watch(model, sys.argv[1], values_every=every)
+        print("accepted")
+    except (TypeError, ValueError) as e:
+        print(f"{type(e).__name__}: {e}")
+"""
+
+
 def read_rank(trace_dir, rank):
     with open(os.path.join(trace_dir, f"rank-{rank}.jsonl"), encoding="utf-8") as f:
         lines = [json.loads(line) for line in f]
@@ -153,7 +168,7 @@ def check_bucket_times(rank, events, launched, done):
               f"rank {rank} step {step} bucket {bucket}: launched {start}, done {e['ts']}, backward {begin}-{end}")
 
 
-def check_run(trace_dir, dump, world, used_params=None):
+def check_run(trace_dir, dump, world, used_params=None, lossy=False):
     """Everything a recorded run must agree with: PyTorch's logging data, the sampler, the losses."""
     strict_stats(trace_dir)
     headers = {}
@@ -182,11 +197,14 @@ def check_run(trace_dir, dump, world, used_params=None):
                 got = rebuilt[0]["buckets"]
                 check([b["params"] for b in got] == want_params and [b["bytes"] for b in got] == want_bytes,
                       f"rank {rank}: rebuilt buckets {got} != PyTorch's {want_params} {want_bytes}")
-                check(rebuilt[0]["step"] == 1, f"rank {rank}: buckets rebuilt at step {rebuilt[0]['step']}, DDP rebuilds in the 2nd")
-                # DDP rebuilds as the 2nd step's forward begins: before any bucket of that step is
-                # launched (the viewer shows the new buckets from their first launch on).
+                # DDP rebuilds as the 2nd step's forward begins (with static_graph the 3rd's: its first
+                # backward only records the graph; checked by hand with _get_ddp_logging_data() after
+                # each forward): before any bucket of that step is launched (the viewer shows the new
+                # buckets from their first launch on).
+                at = 2 if run.get("static_graph") else 1
+                check(rebuilt[0]["step"] == at, f"rank {rank}: buckets rebuilt at step {rebuilt[0]['step']}, DDP rebuilds in step {at}")
                 launches = [e["ts"] for e in events if e["type"] == "instant" and e["name"] == "bucket_launched"
-                            and e["step"] == 1]
+                            and e["step"] == at]
                 check(rebuilt[0]["phase"] == "forward" and launches and rebuilt[0]["ts"] < min(launches),
                       f"rank {rank}: rebuilt buckets stamped {rebuilt[0]['ts']} ({rebuilt[0]['phase']}), "
                       f"after the step's first launch {min(launches) if launches else None}")
@@ -213,16 +231,25 @@ def check_run(trace_dir, dump, world, used_params=None):
         check(len(launched) == len(done) == len(spans) and len(launched) >= steps,
               f"rank {rank}: {len(launched)} launched, {len(done)} done, {len(spans)} all-reduce spans for {steps} steps")
         if header["devices"][0]["kind"] == "cpu":  # (on a GPU the stamps are CUDA events: not checked yet)
-            check_bucket_times(rank, events, launched, done)
-        # Samples: each step's indices are DistributedSampler's, epoch by epoch.
+            own = [e for e in launched if e["step"] < steps]  # (not a joined rank's shadow steps: no backward)
+            check_bucket_times(rank, events, own, [e for e in done if e["step"] < steps])
+        # Samples: each step's indices are DistributedSampler's, epoch by epoch (a step of several
+        # micro-batches has one samples event for each; together they are the step's batch).
         samples = [e for e in events if e["type"] == "samples"]
-        want = []
-        for epoch in range(ref["epochs"]):
-            for batch in sampler_batches(ref["dataset"], world, rank, epoch, ref["batch"], ref["set_epoch"]):
-                want.append((epoch, batch))
-        check([(s.get("epoch"), s["indices"]) for s in samples] == want,
-              f"rank {rank}: samples differ from DistributedSampler's ({len(samples)} events, {len(want)} batches)")
-        check([s["step"] for s in samples] == list(range(steps)), f"rank {rank}: samples steps")
+        if ref.get("sampler", True):
+            want = []
+            for epoch in range(ref["epochs"]):
+                batches = sampler_batches(ref["dataset"], world, rank, epoch, ref["batch"], ref["set_epoch"])
+                want += [(epoch, batch) for batch in batches[:len(batches) - ref.get("batches_dropped", 0)]]
+            by_step = {}
+            for e in samples:
+                by_step.setdefault(e["step"], (e.get("epoch"), []))[1].extend(e["indices"])
+            check([by_step[k] for k in sorted(by_step)] == want,
+                  f"rank {rank}: samples differ from DistributedSampler's ({len(samples)} events, {len(want)} batches)")
+            check(sorted(by_step) == list(range(steps)) and len(samples) == steps * ref.get("micro_batches", 1),
+                  f"rank {rank}: samples steps")
+        else:
+            check(not samples, f"rank {rank}: {len(samples)} samples events without a watched sampler")
         # The loss of every step, as the script saw it.
         losses = [e["values"]["loss"] for e in sorted((e for e in events if e["type"] == "counter" and e["name"] == "loss"),
                                                       key=lambda e: e["step"])]
@@ -231,7 +258,8 @@ def check_run(trace_dir, dump, world, used_params=None):
         for step in range(steps):
             phases = [e["name"] for e in sorted((e for e in events if e["type"] == "span" and e["cat"] == "phase"
                                                  and e["step"] == step), key=lambda e: e["ts"])]
-            check(phases == ["data", "forward", "backward", "optimizer"], f"rank {rank} step {step}: phases {phases}")
+            want_phases = ["data"] + ["forward", "backward"] * ref.get("micro_batches", 1) + ["optimizer"]
+            check(phases == want_phases, f"rank {rank} step {step}: phases {phases}")
     # Averaged gradients: identical on every rank, the mean of the ranks' own (values events).
     values = {}
     for rank in range(world):
@@ -247,10 +275,108 @@ def check_run(trace_dir, dump, world, used_params=None):
         if not check(all(a == after[0] for a in after) and None not in before,
                      f"step {step} param {param}: averaged gradients differ across ranks"):
             continue
+        if lossy:
+            continue  # (a compressing hook's result is not the exact mean)
         mean = [sum(col) / world for col in zip(*before)]
         check(all(math.isclose(a, m, rel_tol=1e-5, abs_tol=1e-7) for a, m in zip(after[0], mean)),
               f"step {step} param {param}: the average {after[0][:3]} is not the ranks' mean {mean[:3]}")
     return headers
+
+
+def run_variants(args, trace_dir=None, start="spawn", nproc=2, expect_rc=0):
+    """Runs tests/python/ddp_variants.py (watched under `python3 -m dpscope_torch.run` when trace_dir is
+    given): `start` env under `dpscope launch`, else one process that starts its `nproc` ranks itself."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
+    program = [sys.executable]
+    if trace_dir is not None:
+        program += ["-m", "dpscope_torch.run", "--trace-dir", trace_dir]
+    cmd = [*program, VARIANTS, "--start", start, *args]
+    if start == "env":
+        cmd = [*launch_cmd(nproc), *cmd]
+    else:
+        cmd += ["--nproc", str(nproc), "--port", str(free_port())]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    if out.returncode != expect_rc:
+        fail(f"exit {out.returncode} (expected {expect_rc}): {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
+    return out
+
+
+def free_port():
+    """A port for MASTER_PORT that nothing listens on now (a script that spawns its ranks sets it)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def watched_and_plain(tmp, name, args, start="spawn", nproc=2, lossy=False, used_params=None):
+    """One variant run twice, unwatched and watched: the same exit status, the same weights and losses
+    on every rank, and the trace checked against PyTorch's own account (check_run). Returns the
+    trace directory."""
+    trace_dir, dump, plain = (os.path.join(tmp, name, part) for part in ("trace", "dump.json", "plain.json"))
+    os.makedirs(os.path.join(tmp, name))
+    run_variants(args + ["--dump", plain], start=start, nproc=nproc)
+    run_variants(args + ["--dump", dump], trace_dir=trace_dir, start=start, nproc=nproc)
+    for rank in range(nproc):
+        if not check(os.path.exists(f"{dump}.rank{rank}") and os.path.exists(f"{plain}.rank{rank}"),
+                     f"{name}: rank {rank} wrote no account of its run"):
+            return trace_dir
+        a, b = dump_of(plain, rank), dump_of(dump, rank)
+        check(a["weights_sha256"] == b["weights_sha256"] and a["losses"] == b["losses"],
+              f"{name}: rank {rank}: the watched run's weights or losses differ from the unwatched run's")
+    files = sorted(os.listdir(trace_dir)) if os.path.isdir(trace_dir) else []
+    if check(files == [f"rank-{r}.jsonl" for r in range(nproc)], f"{name}: trace files {files}, expected one per rank"):
+        check_run(trace_dir, dump, nproc, used_params=used_params, lossy=lossy)
+    return trace_dir
+
+
+def variants_case(tmp):
+    if CASE == "spawn_and_process":
+        # PyTorch's DDP tutorial shape: one process started under dpscope_torch.run that starts its
+        # ranks itself, with torch.multiprocessing.spawn, or multiprocessing.Process under the fork
+        # and the spawn start methods: every rank writes its own trace.
+        watched_and_plain(tmp, "spawn", ["--destroy"], start="spawn")  # (the tutorial's cleanup())
+        watched_and_plain(tmp, "fork", [], start="fork", nproc=3)
+        watched_and_plain(tmp, "process", [], start="process")
+        # A spawned rank that raises: the parent exits 1 as unwatched, each rank's trace ends with the
+        # error instant and stays readable.
+        failing = os.path.join(tmp, "failing")
+        run_variants(["--raise-at-end"], expect_rc=1)
+        out = run_variants(["--raise-at-end"], trace_dir=failing, expect_rc=1)
+        check("fails on purpose (--raise-at-end)" in out.stderr, f"the parent does not report the rank's error: {out.stderr[-800:]}")
+        strict_stats(failing)
+        for rank in range(2):
+            errors = [e for e in read_rank(failing, rank)[1] if e.get("name") == "error"]
+            check(len(errors) == 1 and f"rank {rank} fails on purpose" in errors[0]["args"]["message"],
+                  f"rank {rank}: error instants {errors}")
+    elif CASE == "ddp_options":
+        # DDP's options and the habits of real loops, in two launches (each variant compared with its
+        # unwatched run): a user's comm hook registered after DDP is built (fp16 compression; PowerSGD
+        # with its state), gradient_as_bucket_view, static_graph, BatchNorm's broadcast buffers, two
+        # parameter groups with momentum and an LR scheduler (which wraps optimizer.step), a forward
+        # returning a dict (and a tuple), zero_grad(set_to_none=True), an eval forward under no_grad
+        # between steps, a second DDP model, DataLoader workers, destroy_process_group() at the end,
+        # an embedding + LSTM + Transformer encoder layer, three ranks.
+        watched_and_plain(tmp, "mlp", ["--model", "batchnorm", "--gradient-as-bucket-view", "--hook", "fp16",
+                                       "--param-groups", "--dict-output", "--set-to-none", "--eval-between",
+                                       "--second-model", "--workers", "2", "--destroy"], start="env", lossy=True)
+        trace_dir = watched_and_plain(tmp, "sequence", ["--model", "sequence", "--static-graph", "--hook", "powersgd",
+                                                        "--frozen"], start="env", nproc=3, lossy=True)
+        stats = strict_stats(trace_dir)
+        check("straggler:" in stats, f"trace stats says nothing of stragglers:\n{stats}")
+    elif CASE == "accumulate_and_join":
+        # Gradient accumulation under no_sync(): a backward that reduces nothing logs no gradient-ready
+        # (the step's gradients are ready in its last micro-batch's backward, whose buckets launch).
+        watched_and_plain(tmp, "accumulate", ["--accumulate", "2"], start="env")
+        # Uneven inputs under DDP's Join (and no DistributedSampler): rank 1 runs out of batches one
+        # step early, then joins the all-reduces of rank 0's last step with zeros; they are that step's.
+        trace_dir = watched_and_plain(tmp, "join", ["--uneven", "--no-sampler", "--epochs", "1"], start="env")
+        launched = [{e["step"] for e in read_rank(trace_dir, r)[1] if e.get("name") == "bucket_launched"}
+                    for r in range(2)]
+        check(launched[0] == launched[1] and len(launched[0]) == len(dump_of(os.path.join(tmp, "join", "dump.json"), 0)["losses"]),
+              f"the joined rank's all-reduces are not its peer's steps: steps {sorted(launched[0])} and {sorted(launched[1])}")
+        strict_stats(trace_dir)
 
 
 def main():
@@ -432,7 +558,10 @@ def main():
                 (["--trace-dir", trace_dir, os.path.join(tmp, "missing.py")], 2,
                  f"dpscope: error: dpscope_torch.run: script '{os.path.join(tmp, 'missing.py')}' is not a file"),
                 (["--trace-dir", trace_dir, "--values-every", "-1", TUTORIAL], 2,
-                 "dpscope: error: dpscope_torch.run: --values-every must be >= 0, got -1"),
+                 "dpscope: error: dpscope_torch.run: --values-every must be between 0 and 2147483647, got -1"),
+                (["--trace-dir", trace_dir, "--values-every", "99999999999999999999", TUTORIAL], 2,
+                 "dpscope: error: dpscope_torch.run: --values-every must be between 0 and 2147483647, got 99999999999999999999"),
+                (["--trace-dir", trace_dir, tmp], 2, f"dpscope: error: dpscope_torch.run: script '{tmp}' is not a file"),
             ]:
                 out = subprocess.run(run + args, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
                 lines = out.stderr.strip().splitlines()
@@ -462,6 +591,55 @@ def main():
                 out = launch(1, [], zero_change_dir=trace_dir, expect_rc=1)
                 check(text in out.stderr and "dpscope: error:" in out.stderr, f"{text}: {out.stderr!r}")
                 check(sorted(os.listdir(trace_dir)) == before, f"{text}: the directory changed: {os.listdir(trace_dir)}")
+            # A FIFO as the trace directory: refused, not opened (which would wait for a reader).
+            shutil.rmtree(trace_dir)
+            os.mkfifo(trace_dir)
+            out = launch(1, [], zero_change_dir=trace_dir, expect_rc=1)
+            check(f"dpscope: error: trace directory '{trace_dir}' is not a directory" in out.stderr, f"FIFO: {out.stderr!r}")
+            os.remove(trace_dir)
+            # Two ranks, rank 0 refused: rank 1, waiting for it in the clock measurement, ends too (the
+            # launcher names rank 0's error), long before any timeout.
+            os.mkdir(trace_dir)
+            os.mkdir(os.path.join(trace_dir, "rank-0.jsonl"))
+            started = time.monotonic()
+            out = launch(2, ["--epochs", "1"], zero_change_dir=trace_dir, expect_rc=1)
+            check(time.monotonic() - started < 60 and "rank-0.jsonl' exists and is not a regular file" in out.stderr,
+                  f"two ranks, rank 0 refused: {time.monotonic() - started:.0f} s, {out.stderr[-600:]!r}")
+            # An earlier run's rank files: replaced, and said; none of them is left to be read with this run's.
+            shutil.rmtree(trace_dir)
+            os.mkdir(trace_dir)
+            for rank in range(2):
+                with open(os.path.join(trace_dir, f"rank-{rank}.jsonl"), "w", encoding="utf-8") as f:
+                    f.write('{"type":"header","earlier":true}\n')
+            out = launch(2, ["--epochs", "1"], zero_change_dir=trace_dir)
+            check(out.stderr.count(f"dpscope_torch: '{trace_dir}' held an earlier run's trace (rank-0.jsonl, "
+                                   "rank-1.jsonl): replaced by this run's") == 1, f"earlier run: {out.stderr!r}")
+            for rank in range(2):
+                header, _ = read_rank(trace_dir, rank)
+                check("earlier" not in header and header["run"]["process"]["rank"] == rank,
+                      f"earlier run: rank {rank}'s file is not this run's: {header}")
+            strict_stats(trace_dir)
+            # An earlier run's file that rank 1 would refuse (compressed): rank 0 refuses it too, before it
+            # removes anything.
+            with open(os.path.join(trace_dir, "rank-1.jsonl.zst"), "w", encoding="utf-8") as f:
+                f.write("zst")
+            before = sorted(os.listdir(trace_dir))
+            out = launch(2, ["--epochs", "1"], zero_change_dir=trace_dir, expect_rc=1)
+            check("rank-1.jsonl.zst' is another run's trace of rank 1" in out.stderr and
+                  sorted(os.listdir(trace_dir)) == before, f"compressed rank 1: {out.stderr[-600:]!r} {os.listdir(trace_dir)}")
+            # watch() itself: a model that is not DDP, a values_every that is not a count.
+            script = os.path.join(tmp, "watch_errors.py")
+            with open(script, "w", encoding="utf-8") as f:
+                f.write(WATCH_ERRORS_SCRIPT)
+            out = subprocess.run([sys.executable, script, os.path.join(tmp, "api")], capture_output=True, text=True,
+                                 env=dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())), timeout=TIMEOUT_S)
+            check(out.returncode == 0 and out.stdout.splitlines() == [
+                "TypeError: dpscope_torch.watch: expected a DistributedDataParallel model, got Linear",
+                "ValueError: dpscope_torch.watch: values_every must be an integer, got 2.5",
+                "ValueError: dpscope_torch.watch: values_every must be between 0 and 2147483647, got 4294967296",
+            ], f"watch() errors: exit {out.returncode}: {out.stdout!r} {out.stderr!r}")
+        elif CASE in ("spawn_and_process", "ddp_options", "accumulate_and_join"):
+            variants_case(tmp)
         else:
             fail(f"unknown case {CASE}")
     finally:

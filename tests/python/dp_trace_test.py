@@ -287,7 +287,9 @@ def main():
             net = torch.nn.Linear(3, 2)
             for make, error, text in [
                 (lambda: dpscope_torch.watch(CpuDataParallel(net, 2), tmp, values_every=-1), ValueError,
-                 "dpscope_torch.watch: values_every must be >= 0, got -1"),
+                 "dpscope_torch.watch: values_every must be between 0 and 2147483647, got -1"),
+                (lambda: dpscope_torch.watch(CpuDataParallel(net, 2), tmp, values_every=1.5), ValueError,
+                 "dpscope_torch.watch: values_every must be an integer, got 1.5"),
                 (lambda: dpscope_torch.watch(CpuDataParallel(net, 2), os.path.join(tmp, "d.jsonl")),
                  dpscope_torch.TraceError, f"trace file '{os.path.join(tmp, 'd.jsonl')}' is a directory"),
                 (lambda: dpscope_torch.watch(CpuDataParallel(net, 2), os.path.join(tmp, "missing", "t.jsonl")),

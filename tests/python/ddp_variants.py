@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""A DDP training script in the shapes people write (tests/python/ddp_trace_test.py runs it, watched and
+unwatched): the tutorial's MLP or other models, under DDP's options and the training loops' habits.
+
+How the ranks start (--start):
+  env    once per rank by a launcher (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: `dpscope launch`);
+  spawn  PyTorch's DDP tutorial: one process that calls torch.multiprocessing.spawn(fn, nprocs=N),
+         MASTER_ADDR/MASTER_PORT set in the script (--port);
+  fork   one process that starts N multiprocessing.Process(target=fn) with the fork start method;
+  process  the same with the spawn start method.
+
+Each rank writes DUMP.rankK (--dump): what PyTorch itself reports (DDP's logging data, each step's
+loss, the parameters that require grad, a hash of the weights), in ddp_trace_test.py's check_run form.
+"""
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+FEATURES, CLASSES, VOCAB, SEQ = 16, 4, 50, 6
+KEPT = []  # the trained model, kept until the process ends (main(), with a communication hook)
+
+
+class Mlp(nn.Module):
+    def __init__(self, norm=False, dict_output=False):
+        super().__init__()
+        self.fc1 = nn.Linear(FEATURES, 32)
+        self.norm = nn.BatchNorm1d(32) if norm else None
+        self.fc2 = nn.Linear(32, CLASSES)
+        self.dict_output = dict_output
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        if self.norm is not None:
+            h = self.norm(h)
+        out = self.fc2(h)
+        return {"logits": out, "hidden": h} if self.dict_output else out
+
+
+class Sequence(nn.Module):
+    """An embedding (dense), an LSTM and a Transformer encoder layer over token sequences."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 16)
+        self.lstm = nn.LSTM(16, 16, batch_first=True)
+        self.encoder = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(16, CLASSES)
+
+    def forward(self, tokens):
+        h, _ = self.lstm(self.embed(tokens))
+        return self.head(self.encoder(h).mean(1)), h
+
+
+def build(args, device):
+    if args.model == "sequence":
+        model = Sequence()
+    else:
+        model = Mlp(norm=args.model == "batchnorm" or args.model == "syncbn", dict_output=args.dict_output)
+    if args.model == "syncbn":
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    if args.frozen:  # the first layer, as when fine-tuning
+        for p in (model.embed if args.model == "sequence" else model.fc1).parameters():
+            p.requires_grad_(False)
+    return model.to(device)
+
+
+def data(args):
+    g = torch.Generator().manual_seed(1)
+    if args.model == "sequence":
+        x = torch.randint(0, VOCAB, (args.samples, SEQ), generator=g)
+    else:
+        x = torch.randn(args.samples, FEATURES, generator=g)
+    return TensorDataset(x, torch.randint(0, CLASSES, (args.samples,), generator=g))
+
+
+def logits_of(output):
+    if isinstance(output, dict):
+        return output["logits"]
+    if isinstance(output, tuple):
+        return output[0]
+    return output
+
+
+def train(rank, world, args):
+    if args.start != "env":
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(args.port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    device = torch.device("cpu")
+    model = build(args, device)
+    ddp = DDP(model, gradient_as_bucket_view=args.gradient_as_bucket_view, static_graph=args.static_graph,
+              broadcast_buffers=True)
+    if args.hook == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif args.hook == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    dataset = data(args)
+    sampler = None
+    if not args.no_sampler:
+        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
+    loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers)
+    if args.param_groups:
+        optimizer = torch.optim.SGD([{"params": ddp.module.fc1.parameters(), "lr": args.lr / 2},
+                                     {"params": ddp.module.fc2.parameters()}], lr=args.lr, momentum=0.9)
+    else:
+        optimizer = torch.optim.SGD([p for p in ddp.parameters() if p.requires_grad], lr=args.lr)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5) if args.param_groups else None
+    loss_fn = nn.CrossEntropyLoss()
+    if args.second_model:  # another DDP model (an EMA, a critic): built, used in no_grad, not trained here
+        other = DDP(build(args, device))
+    losses = []
+    join = contextlib.nullcontext()
+    if args.uneven:  # rank r stops r batches early each epoch; DDP's join shadows the others' all-reduces
+        from torch.distributed.algorithms.join import Join
+
+        join = Join([ddp])
+    with join:
+        for epoch in range(args.epochs):
+            if sampler is not None:
+                sampler.set_epoch(epoch)
+            batches = list(loader)
+            if args.uneven:
+                batches = batches[:len(batches) - rank]
+            for inputs, targets in batches:
+                if args.accumulate > 1:  # gradient accumulation: no all-reduce until the last micro-batch
+                    optimizer.zero_grad(set_to_none=args.set_to_none)
+                    micro = inputs.chunk(args.accumulate), targets.chunk(args.accumulate)
+                    for k, (x, y) in enumerate(zip(*micro)):
+                        sync = ddp.no_sync() if k < len(micro[0]) - 1 else contextlib.nullcontext()
+                        with sync:
+                            loss = loss_fn(logits_of(ddp(x)), y) / len(micro[0])
+                            loss.backward()
+                else:
+                    optimizer.zero_grad(set_to_none=args.set_to_none)
+                    loss = loss_fn(logits_of(ddp(inputs)), targets)
+                    loss.backward()
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                losses.append(loss.item())
+                if args.eval_between:
+                    ddp.eval()
+                    with torch.no_grad():
+                        logits_of(ddp(inputs[:2]))
+                        if args.second_model:
+                            logits_of(other(inputs[:2]))
+                    ddp.train()
+    if args.dump:
+        logging = {k: (v if isinstance(v, (int, float, str)) else str(v))
+                   for k, v in ddp._get_ddp_logging_data().items()}
+        with open(f"{args.dump}.rank{rank}", "w", encoding="utf-8") as f:
+            json.dump({"rank": rank, "world_size": world, "losses": losses, "logging": logging,
+                       "params": [n for n, p in ddp.module.named_parameters() if p.requires_grad],
+                       "weights_sha256": hashlib.sha256(b"".join(
+                           p.detach().cpu().numpy().tobytes() for p in ddp.module.parameters())).hexdigest(),
+                       "dataset": len(dataset), "batch": args.batch, "epochs": args.epochs,
+                       "set_epoch": True, "sampler": sampler is not None, "micro_batches": args.accumulate,
+                       "batches_dropped": rank if args.uneven else 0, "hook": args.hook}, f)
+    if args.destroy:
+        dist.destroy_process_group()
+    if args.raise_at_end:
+        raise RuntimeError(f"rank {rank} fails on purpose (--raise-at-end)")
+    return ddp  # (main() may keep it: see there)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--start", default="env", choices=["env", "spawn", "fork", "process"])
+    ap.add_argument("--nproc", type=int, default=2, help="ranks to start (spawn, fork)")
+    ap.add_argument("--port", type=int, default=29500, help="MASTER_PORT (spawn, fork)")
+    ap.add_argument("--model", default="mlp", choices=["mlp", "batchnorm", "syncbn", "sequence"])
+    ap.add_argument("--samples", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--gradient-as-bucket-view", action="store_true")
+    ap.add_argument("--static-graph", action="store_true")
+    ap.add_argument("--hook", default="", choices=["", "fp16", "powersgd"], help="registered after DDP is built")
+    ap.add_argument("--frozen", action="store_true", help="the first layer's parameters do not require grad")
+    ap.add_argument("--param-groups", action="store_true", help="two parameter groups, momentum, StepLR")
+    ap.add_argument("--dict-output", action="store_true", help="the model returns a dict")
+    ap.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
+    ap.add_argument("--no-sampler", action="store_true", help="no DistributedSampler: every rank reads all")
+    ap.add_argument("--set-to-none", action="store_true", help="optimizer.zero_grad(set_to_none=True)")
+    ap.add_argument("--eval-between", action="store_true", help="an eval forward under no_grad after each step")
+    ap.add_argument("--second-model", action="store_true", help="a second DDP model, evaluated only")
+    ap.add_argument("--accumulate", type=int, default=1, help="micro-batches per step, all but the last in no_sync()")
+    ap.add_argument("--uneven", action="store_true", help="rank r runs r batches fewer, under Join([ddp])")
+    ap.add_argument("--destroy", action="store_true", help="dist.destroy_process_group() at the end")
+    ap.add_argument("--raise-at-end", action="store_true", help="each rank raises after training")
+    ap.add_argument("--dump", default="")
+    args = ap.parse_args()
+    if args.start == "env":
+        KEPT.append(train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args))
+        if args.hook:
+            # PyTorch 1.13 with gloo and a Python communication hook: destroying the model (its
+            # reducer holds the last reference to the process group once destroy_process_group() has
+            # run) can hang the rank: ~ProcessGroupGloo joins gloo's threads with the GIL held while
+            # one of them still has to free the hook's Python callback (docs/pytorch.md, "Limits").
+            # Seen here in the unwatched run, 1 in 6 under load, as train() returned (faulthandler:
+            # no Python frame). So the model is kept and the process ends without that teardown, as
+            # dpscope_torch.run ends its own.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+    elif args.start == "spawn":
+        mp.spawn(train, args=(args.nproc, args), nprocs=args.nproc, join=True)
+    else:  # multiprocessing.Process(target=train), under the fork or the spawn start method
+        context = mp.get_context("fork" if args.start == "fork" else "spawn")
+        ranks = [context.Process(target=train, args=(r, args.nproc, args)) for r in range(args.nproc)]
+        for p in ranks:
+            p.start()
+        for p in ranks:
+            p.join()
+        bad = [p.exitcode for p in ranks if p.exitcode != 0]
+        if bad:
+            raise SystemExit(f"a rank failed with exit code {bad[0]}")
+
+
+if __name__ == "__main__":
+    main()
