@@ -102,6 +102,33 @@ void ZstdDecoder::decode(std::string_view compressed, detail::TextBuffer& out) {
   decode_into(compressed, room);
 }
 
+bool ZstdDecoder::decode_some(std::string_view compressed, size_t* consumed, detail::TextBuffer& out,
+                              size_t max_out) {
+  ZSTD_inBuffer in{compressed.data(), compressed.size(), *consumed};
+  const size_t chunk = ZSTD_DStreamOutSize();
+  size_t produced = 0;
+  while (produced < max_out) {
+    const size_t want = std::min(chunk, max_out - produced);
+    ZSTD_outBuffer dst{out.room(want), want, 0};
+    const size_t hint = ZSTD_decompressStream(context_, &dst, &in);
+    out.grow(dst.pos);
+    produced += dst.pos;
+    if (ZSTD_isError(hint)) {
+      ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
+      throw Error(ErrorKind::kFormat,
+                  fmt::format("{}: not a valid zstd stream ({})", name_, ZSTD_getErrorName(hint)));
+    }
+    frame_end_ = hint == 0;
+    // Done once the input is taken and the output had room to spare (zstd holds nothing back).
+    if (in.pos == in.size && dst.pos < dst.size) {
+      *consumed = in.pos;
+      return false;
+    }
+  }
+  *consumed = in.pos;
+  return true;
+}
+
 std::string cut_off_message(std::string_view name) {
   return fmt::format(
       "{}: the zstd frame is cut off (the file ends mid-frame: still being written, or truncated)", name);
