@@ -59,11 +59,20 @@ std::string require_string(const toml::table& table, const fs::path& file, std::
   throw Error(ErrorKind::kFormat, fmt::format("preset {}: missing string key '{}'", file.string(), key));
 }
 
-LinkSpec read_link(const toml::table& table, const fs::path& file, const std::string& prefix) {
+// A link's kind, bandwidth and latency; both numbers in range unless `checked` is false (the caller
+// then checks them with a message of its own).
+LinkSpec read_link(const toml::table& table, const fs::path& file, const std::string& prefix,
+                   bool checked = true) {
   LinkSpec link;
   link.kind = require_string(table, file, prefix + ".kind");
-  link.bandwidth_bytes_per_s = require_in_range(table, file, prefix + ".bandwidth_gbps", kPositiveRate) * 1e9;
-  link.latency_ns = require_in_range(table, file, prefix + ".latency_us", kLatencyUs) * 1e3;
+  const std::string bandwidth = prefix + ".bandwidth_gbps";
+  const std::string latency = prefix + ".latency_us";
+  link.bandwidth_bytes_per_s = (checked ? require_in_range(table, file, bandwidth, kPositiveRate)
+                                        : require_number(table, file, bandwidth)) *
+                               1e9;
+  link.latency_ns =
+      (checked ? require_in_range(table, file, latency, kLatencyUs) : require_number(table, file, latency)) *
+      1e3;
   return link;
 }
 
@@ -126,10 +135,8 @@ NetworkSpec read_network(const toml::table& table, const fs::path& file) {
       const int64_t b = triple->get(1)->value<int64_t>().value_or(-1);
       const int64_t links = triple->get(2)->value<int64_t>().value_or(0);
       DPS_CHECK(a >= 0 && a < 1024 && b >= 0 && b < 1024 && a != b && links > 0 && links <= 64,
-                ErrorKind::kFormat,
-                "preset {}: bad network.nvlinks entry [{}, {}, {}]: two different GPUs from 0 to 1023 and 1 "
-                "to 64 links",
-                file.string(), a, b, links);
+                ErrorKind::kFormat, "preset {}: bad network.nvlinks entry [{}, {}, {}]", file.string(), a, b,
+                links);
       NvlinkConnection c;
       c.a = static_cast<int>(a);
       c.b = static_cast<int>(b);
@@ -152,9 +159,16 @@ ClusterSpec read_cluster(const toml::table& table, const fs::path& file) {
             "preset {}: cluster.gpus_per_node must be a whole number in [1, 1024], got {}", file.string(),
             per_node);
   cluster.gpus_per_node = static_cast<int>(per_node);
-  cluster.nic = read_link(table, file, "cluster.nic");
-  DPS_CHECK(cluster.nic.bandwidth_bytes_per_s > 0 && cluster.nic.latency_ns >= 0, ErrorKind::kFormat,
-            "preset {}: cluster.nic needs a positive bandwidth and a latency >= 0", file.string());
+  cluster.nic = read_link(table, file, "cluster.nic", /*checked=*/false);
+  const double nic_gbps = cluster.nic.bandwidth_bytes_per_s / 1e9;
+  const double nic_us = cluster.nic.latency_ns / 1e3;
+  DPS_CHECK(
+      std::isfinite(nic_gbps) && nic_gbps > 0 && nic_gbps <= kPositiveRate.hi && std::isfinite(nic_us) &&
+          nic_us >= 0 && nic_us <= kLatencyUs.hi,
+      ErrorKind::kFormat,
+      "preset {}: cluster.nic needs a positive bandwidth and a latency >= 0 (bandwidth_gbps in (0, {}], "
+      "latency_us in [0, {}]; got {} and {})",
+      file.string(), kPositiveRate.hi, kLatencyUs.hi, nic_gbps, nic_us);
   if (const toml::node_view simple = table.at_path("cluster.simple_only")) {
     DPS_CHECK(simple.is_boolean(), ErrorKind::kFormat, "preset {}: cluster.simple_only must be true or false",
               file.string());

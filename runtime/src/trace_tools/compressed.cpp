@@ -104,6 +104,7 @@ void ZstdDecoder::decode(std::string_view compressed, detail::TextBuffer& out) {
 
 bool ZstdDecoder::decode_some(std::string_view compressed, size_t* consumed, detail::TextBuffer& out,
                               size_t max_out) {
+  if (compressed.empty()) return false;  // as decode(): no bytes fed leave the frame state alone
   ZSTD_inBuffer in{compressed.data(), compressed.size(), *consumed};
   const size_t chunk = ZSTD_DStreamOutSize();
   size_t produced = 0;

@@ -50,6 +50,13 @@ bool read_some(int fd, TextBuffer& out, size_t want, const std::string& path) {
 
 }  // namespace
 
+void check_line_length(std::string_view path, uint32_t line, size_t bytes) {
+  DPS_CHECK(bytes <= kMaxLineBytes, ErrorKind::kFormat,
+            "{}:{}: a line longer than {} MiB (a trace line is at most a few MiB): not a dpscope trace, or "
+            "a damaged one",
+            path, line, kMaxLineBytes >> 20);
+}
+
 TextPieces::TextPieces(const std::filesystem::path& path, size_t piece_bytes) : path_(path.string()) {
   InputFile file = InputFile::open(path, "trace");  // a regular file, never a FIFO: reading never blocks
   file_bytes_ = file.size_bytes();

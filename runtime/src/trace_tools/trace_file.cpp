@@ -32,20 +32,6 @@ void finish_whole_read(TraceData& data, std::string_view rest, bool has_header, 
       fmt::format("{}:{}: incomplete header line (the file ends before its '\\n')", data.path, next_line));
 }
 
-// A line is gathered whole before it is parsed. A line of gigabytes (a zstd bomb: 92 KiB that
-// decode to a 3 GB line of spaces; a file of a single 1 GB line) was gathered into memory twice
-// its size (5.8 GB resident for 3 GB) and then read as "0 events". The longest lines dpscope and
-// dpscope_torch write are a huge model's header (1,000,000 parameters: 64 MB) and a samples event
-// of a huge batch; 256 MiB leaves room for both.
-constexpr size_t kMaxLineBytes = size_t{256} << 20;
-
-void check_line_length(std::string_view path, uint32_t line, size_t bytes) {
-  DPS_CHECK(bytes <= kMaxLineBytes, ErrorKind::kFormat,
-            "{}:{}: a line longer than {} MiB (a trace line is at most a few MiB): not a dpscope trace, or "
-            "a damaged one",
-            path, line, kMaxLineBytes >> 20);
-}
-
 }  // namespace
 
 TraceData parse_trace(std::string_view text, std::string_view name, ReadOptions options) {
@@ -99,7 +85,7 @@ TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options
     if (!carry.empty()) {
       const size_t newline = text.find('\n');
       carry.append(text.substr(0, newline == std::string_view::npos ? text.size() : newline + 1));
-      check_line_length(data.path, parser.next_line(), carry.size());
+      detail::check_line_length(data.path, parser.next_line(), carry.size());
       if (newline == std::string_view::npos) continue;
       parse(carry);
       carry.clear();
