@@ -167,6 +167,13 @@ std::vector<Case> hostile_pass4_cases() {
       viz_row("VizFollowMissingScreenshot",
               "--follow {dir}/absent.jsonl --screenshot {dir}/s.png --size 320x200", 1,
               "absent.jsonl: no such file or directory"),
+      // A trace of its header alone: "--seek event:0: the trace has 0 events (event:0..0)".
+      viz_row("VizSeekEventInATraceOfNoEvents", "{dir}/t.jsonl --screenshot {dir}/s.png --seek event:0", 2,
+              "--seek event:0: the trace has no events",
+              [](const fs::path& d, const Fixtures& fx) {
+                const std::string t = read_file(fx.trace);
+                write_file(d / "t.jsonl", t.substr(0, t.find('\n') + 1));
+              }),
       // ---- sampler: a seed past 64 bits ----
       // 2^64 and more became 2^64 - 1 (CLI11 saturates), printing that seed's order.
       {"SamplerSeedPast64Bits", "sampler --len 4 --seed 18446744073709551616", 2,
