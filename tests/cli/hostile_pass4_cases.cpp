@@ -231,6 +231,10 @@ std::vector<Case> hostile_pass4_cases() {
        [](const fs::path& d, const Fixtures&) {
          EXPECT_FALSE(fs::exists(d / "out.json")) << "an export was written from a refused trace";
        }},
+      // Followed, it was decoded whole at the first poll (4.4 GB) and shown as a trace of no events.
+      viz_row("VizFollowZstdBomb", "--follow {dir}/t.jsonl.zst --screenshot {dir}/s.png --size 320x200", 1,
+              "t.jsonl.zst:2: a line longer than 256 MiB",
+              [](const fs::path& d, const Fixtures& fx) { write_zstd_bomb(d / "t.jsonl.zst", fx, 300); }),
       // A rank file's header line is looked for in its first bytes: 64 KiB of a bomb were decoded
       // whole (2 GB) before the '\n' was searched for.
       {"TraceStatsRankFileZstdBomb", "trace stats {dir}/run", 2,
