@@ -260,8 +260,13 @@ LessonRun run_lesson(const lesson::Lesson& lesson, const fs::path& out_dir,
   run.args = lesson::scenario_args(lesson, knobs);
   std::error_code ec;
   fs::create_directories(out_dir, ec);
-  DPS_CHECK(fs::is_directory(out_dir, ec), ErrorKind::kIo, "cannot create the output directory {}",
-            out_dir.string());
+  // The reason too: `--out FILE` said only "cannot create the output directory FILE".
+  const PathStatus out_status = path_status(out_dir);
+  DPS_CHECK(out_status.kind == FileKind::kDirectory, ErrorKind::kIo,
+            "cannot create the output directory {}: {}", out_dir.string(),
+            out_status.kind == FileKind::kMissing || out_status.kind == FileKind::kUnreadable
+                ? (ec ? ec.message() : why_not_regular(out_status))
+                : fmt::format("it is {}, not a directory", describe_kind(out_status.kind)));
   run.trace = out_dir / (lesson.id + ".trace.jsonl");
   // The trace is neither the lesson file nor anything but a regular file (a FIFO, a directory).
   OutputGuard guard;

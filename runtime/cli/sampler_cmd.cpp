@@ -1,6 +1,7 @@
 // `dpscope sampler`: prints one rank's DistributedSampler indices, one per line (PyTorch-identical).
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdint>
 #include <string>
 
@@ -23,9 +24,13 @@ void register_sampler(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--rank", args->options.rank, "this rank")->capture_default_str();
   cmd->add_option("--seed", args->options.seed, "seed")
-      ->check(CLI::Validator(  // "-1" would otherwise wrap to 2^64 - 1; CLI11's range check printed 1.8e308
+      // "-1" would otherwise wrap to 2^64 - 1 (CLI11's range check printed 1.8e308), and 2^64 or more
+      // became 2^64 - 1 without a word (CLI11 saturates): the digits must fit 64 bits.
+      ->check(CLI::Validator(
           [](std::string& value) {
-            return value.find_first_not_of("0123456789") == std::string::npos
+            uint64_t seed = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seed);
+            return !value.empty() && ec == std::errc() && end == value.data() + value.size()
                        ? std::string()
                        : fmt::format("must be an integer from 0 to {}, got '{}'", UINT64_MAX, value);
           },

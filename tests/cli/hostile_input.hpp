@@ -108,5 +108,6 @@ std::vector<Case> hostile_process_cases();   // hostile_process_cases.cpp: launc
 std::vector<Case> hostile_training_cases();  // hostile_training_cases.cpp: sizes, values, checkpoints
 std::vector<Case>
 hostile_recent_cases();  // hostile_recent_cases.cpp: import, bench, fidelity_report, lesson 14
+std::vector<Case> hostile_pass4_cases();  // hostile_pass4_cases.cpp: presets, viewer flags, report headers
 
 }  // namespace dpscope::testing

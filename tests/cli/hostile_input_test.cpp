@@ -181,7 +181,7 @@ namespace {
 std::vector<Case> all_cases() {
   std::vector<Case> rows;
   for (auto area : {hostile_cases, hostile_io_cases, hostile_lesson_cases, hostile_process_cases,
-                    hostile_training_cases, hostile_recent_cases})
+                    hostile_training_cases, hostile_recent_cases, hostile_pass4_cases})
     for (Case& c : area()) rows.push_back(std::move(c));
   return rows;
 }

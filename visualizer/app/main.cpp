@@ -141,8 +141,15 @@ int run_screenshot(const AppOptions& o) {
   }
   const Document* doc = viewer.active_document();
   if (!doc->error().empty()) return fail(kExitTraceError, doc->error());
-  if (doc->model() == nullptr)
-    return fail(kExitTraceError, fmt::format("{}: no complete header line yet", doc->path().string()));
+  if (doc->model() == nullptr) {
+    // --follow waits for a trace that is not there yet; one frame cannot: a missing path said "no
+    // complete header line yet".
+    const bool missing = path_status(doc->path()).kind == FileKind::kMissing;
+    return fail(kExitTraceError, fmt::format("{}: {}", doc->path().string(),
+                                             missing ? "no such file or directory (a screenshot of --follow "
+                                                       "needs a trace that has begun)"
+                                                     : "no complete header line yet"));
+  }
   if (const std::optional<int> chapter = parse_chapter_seek(o.seek)) {
     seek_to_chapter(viewer, *chapter);
   } else {
@@ -256,6 +263,20 @@ int run_interactive(const AppOptions& o) {
   return 0;
 }
 
+// No option takes an empty value (as in dpscope, runtime/cli/main.cpp): CLI11 takes `--screenshot ''`
+// for no screenshot at all, and the viewer opened its window instead and waited for ever under
+// xvfb-run; `--seek ''` and `--size ''` were the defaults. Positional traces are checked as files.
+void refuse_empty_values(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (!option->nonpositional() || option->get_expected_min() == 0) continue;  // flags take no value
+    option->check(CLI::Validator(
+        [](std::string& value) {
+          return value.empty() ? std::string("the value is empty: give one") : std::string();
+        },
+        "", "not empty"));
+  }
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"dpscope-viz: replay a dpscope trace step by step (recorded or live)"};
   AppOptions o;
@@ -297,6 +318,7 @@ int run(int argc, char** argv) {
   app.add_option("--lessons-dir", o.lesson.lessons_dir, "where the lessons are (default: beside the assets)");
   app.add_option("--knob", o.lesson.knobs, "with --lesson: turn a knob, FLAG=VALUE (repeatable)");
   app.set_version_flag("--version", std::string("dpscope-viz ") + DPSCOPE_VERSION);
+  refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

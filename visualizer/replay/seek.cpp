@@ -141,10 +141,12 @@ Cursor resolve_seek(const ReplayModel& model, const SeekSpec& spec) {
                                 format_time(model.begin_ns()), format_time(model.end_ns())));
       return model.at_time(spec.t_ns);
     case SeekSpec::Kind::kEvent:
+      // A trace of no events has no event:0 ("the trace has 0 events (event:0..0)" named one).
+      if (model.event_count() == 0)
+        throw Error(ErrorKind::kUsage, fmt::format("--seek event:{}: the trace has no events", spec.event));
       if (static_cast<uint64_t>(spec.event) >= model.event_count())
-        throw Error(ErrorKind::kUsage,
-                    fmt::format("--seek event:{}: the trace has {} events (event:0..{})", spec.event,
-                                model.event_count(), model.event_count() == 0 ? 0 : model.event_count() - 1));
+        throw Error(ErrorKind::kUsage, fmt::format("--seek event:{}: the trace has {} events (event:0..{})",
+                                                   spec.event, model.event_count(), model.event_count() - 1));
       return model.after_event(static_cast<size_t>(spec.event));
   }
   return model.end();

@@ -53,7 +53,12 @@ struct StringRoom {
   std::string& out;
   size_t used = out.size();
   std::span<char> room(size_t n) {
-    if (out.size() - used < n) out.resize(std::max(used + n, 2 * used));
+    // Capacity grows geometrically, but only the `n` bytes asked for are zeroed: a string kept
+    // between calls (a follower's undecoded tail) is not zero-filled to twice its size each time.
+    if (out.size() - used < n) {
+      if (out.capacity() < used + n) out.reserve(std::max(used + n, 2 * used));
+      out.resize(used + n);
+    }
     return {out.data() + used, out.size() - used};
   }
   void grow(size_t n) { used += n; }
@@ -100,6 +105,49 @@ void ZstdDecoder::decode(std::string_view compressed, std::string& out) {
 void ZstdDecoder::decode(std::string_view compressed, detail::TextBuffer& out) {
   BufferRoom room{out};
   decode_into(compressed, room);
+}
+
+template <class Room>
+bool ZstdDecoder::decode_some_into(std::string_view compressed, size_t* consumed, Room& out, size_t max_out) {
+  if (compressed.empty()) return false;  // as decode(): no bytes fed leave the frame state alone
+  ZSTD_inBuffer in{compressed.data(), compressed.size(), *consumed};
+  const size_t chunk = ZSTD_DStreamOutSize();
+  size_t produced = 0;
+  bool limited = true;
+  while (produced < max_out) {
+    const size_t want = std::min(chunk, max_out - produced);
+    ZSTD_outBuffer dst{out.room(want).data(), want, 0};
+    const size_t hint = ZSTD_decompressStream(context_, &dst, &in);
+    out.grow(dst.pos);
+    produced += dst.pos;
+    if (ZSTD_isError(hint)) {
+      out.finish();
+      ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
+      throw Error(ErrorKind::kFormat,
+                  fmt::format("{}: not a valid zstd stream ({})", name_, ZSTD_getErrorName(hint)));
+    }
+    frame_end_ = hint == 0;
+    // Done once the input is taken and the output had room to spare (zstd holds nothing back).
+    if (in.pos == in.size && dst.pos < dst.size) {
+      limited = false;
+      break;
+    }
+  }
+  out.finish();
+  *consumed = in.pos;
+  return limited;
+}
+
+bool ZstdDecoder::decode_some(std::string_view compressed, size_t* consumed, detail::TextBuffer& out,
+                              size_t max_out) {
+  BufferRoom room{out};
+  return decode_some_into(compressed, consumed, room, max_out);
+}
+
+bool ZstdDecoder::decode_some(std::string_view compressed, size_t* consumed, std::string& out,
+                              size_t max_out) {
+  StringRoom room{out};
+  return decode_some_into(compressed, consumed, room, max_out);
 }
 
 std::string cut_off_message(std::string_view name) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <span>
@@ -20,6 +21,8 @@
 #include "event_copy.hpp"
 #include "posix_file.hpp"
 #include "reserve.hpp"
+#include "text_buffer.hpp"
+#include "text_pieces.hpp"
 #include "trace_parser.hpp"
 
 namespace dpscope::trace {
@@ -201,35 +204,43 @@ std::string merged_device_name(std::string_view name, int rank,
 
 TraceData read_trace_header(const fs::path& path) {
   const detail::FileDescriptor file{detail::open_trace_file(path.string())};
-  std::string head;
+  detail::TextBuffer head;
   constexpr uint64_t kChunk = 1 << 16;
   std::unique_ptr<ZstdDecoder> decoder;  // a compressed file (by content): its head is decoded
   uint64_t offset = 0;
+  // Only the new text is searched for the '\n': searched from the start each time, a rank file of
+  // 1 GiB without one took minutes (quadratic) before `trace stats DIR` said so.
+  size_t searched = 0;
+  size_t newline = std::string_view::npos;
+  auto find_newline = [&] {
+    newline = head.view().find('\n', searched);
+    searched = head.size();
+    if (newline == std::string_view::npos) detail::check_line_length(path.string(), 1, head.size());
+    return newline != std::string_view::npos;
+  };
   for (;;) {
     const std::string more = detail::read_at(file.fd, offset, kChunk, path.string());
     offset += more.size();
     if (offset == more.size() && starts_with_zstd_magic(more))
       decoder = std::make_unique<ZstdDecoder>(path.string());
-    // Only the new text is searched for the '\n': searched from the start each time, a rank file of
-    // 1 GiB without one took minutes (quadratic) before `trace stats DIR` said so.
-    const size_t searched = head.size();
     if (decoder != nullptr) {
-      decoder->decode(more, head);
+      // In bounded steps: 64 KiB of a zstd bomb decoded whole took 2 GB before the '\n' was looked for.
+      size_t consumed = 0;
+      while (decoder->decode_some(more, &consumed, head, kChunk * 16) && !find_newline()) {
+      }
     } else {
-      head += more;
+      std::memcpy(head.room(more.size()), more.data(), more.size());
+      head.grow(more.size());
     }
-    const size_t newline = head.find('\n', searched);
-    if (newline != std::string::npos) {
-      head.resize(newline + 1);
-      break;
-    }
+    if (newline != std::string_view::npos || find_newline()) break;
     if (more.size() < kChunk) {  // the file ends before its first '\n': parse_trace says so
       DPS_CHECK(decoder == nullptr || decoder->at_frame_end() || !head.empty(), ErrorKind::kFormat, "{}",
                 cut_off_message(path.string()));
       break;
     }
   }
-  return parse_trace(head, path.string());
+  const std::string_view text = head.view();
+  return parse_trace(newline == std::string_view::npos ? text : text.substr(0, newline + 1), path.string());
 }
 
 // ---- RankMerge ----

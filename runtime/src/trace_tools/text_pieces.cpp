@@ -22,6 +22,10 @@ constexpr size_t kCompressedPieceBytes = size_t{256} << 10;
 constexpr size_t kPlainPieceBytes = size_t{8} << 20;
 // Pieces decoded ahead of the parser: enough to keep both threads busy, few enough to hold little.
 constexpr size_t kQueued = 2;
+// The most text one compressed piece decodes to (a typical one: about 10 MB). zstd's ratio has no
+// useful bound (92 KiB decoded to 3 GB in one piece), so the decoded text is cut into pieces of at
+// most this, and memory stays bounded by the queue and the reader's longest line.
+constexpr size_t kMaxDecodedPieceBytes = size_t{32} << 20;
 
 // Appends up to `want` bytes to `out`; false at the end of the file.
 bool read_some(int fd, TextBuffer& out, size_t want, const std::string& path) {
@@ -45,6 +49,13 @@ bool read_some(int fd, TextBuffer& out, size_t want, const std::string& path) {
 }
 
 }  // namespace
+
+void check_line_length(std::string_view path, uint32_t line, size_t bytes) {
+  DPS_CHECK(bytes <= kMaxLineBytes, ErrorKind::kFormat,
+            "{}:{}: a line longer than {} MiB (a trace line is at most a few MiB): not a dpscope trace, or "
+            "a damaged one",
+            path, line, kMaxLineBytes >> 20);
+}
 
 TextPieces::TextPieces(const std::filesystem::path& path, size_t piece_bytes) : path_(path.string()) {
   InputFile file = InputFile::open(path, "trace");  // a regular file, never a FIFO: reading never blocks
@@ -87,6 +98,20 @@ void TextPieces::read_all() {
     std::optional<ZstdDecoder> decoder;
     if (compressed_) decoder.emplace(path_);
     TextBuffer bytes = std::move(head_);  // compressed: the file's bytes for one piece
+    // Queues a piece for next() (an empty one goes back to the spares); false once stopped.
+    auto hand_over = [this](TextBuffer& piece) {
+      std::unique_lock lock(mutex_);
+      if (piece.empty()) {
+        spare_.push_back(std::move(piece));
+        return true;
+      }
+      changed_.wait(lock, [&] { return ready_.size() < kQueued || stop_; });
+      if (stop_) return false;
+      ready_.push_back(std::move(piece));
+      lock.unlock();
+      changed_.notify_all();
+      return true;
+    };
     bool more = true;
     while (more) {
       TextBuffer piece = take_spare();
@@ -94,19 +119,14 @@ void TextPieces::read_all() {
       TextBuffer& raw = decoder ? bytes : piece;
       more = read_some(fd_, raw, piece_bytes_ - std::min(piece_bytes_, raw.size()), path_);
       if (decoder) {
-        decoder->decode(raw.view(), piece);  // throws for a broken stream
+        size_t consumed = 0;  // throws for a broken stream
+        while (decoder->decode_some(raw.view(), &consumed, piece, kMaxDecodedPieceBytes - piece.size())) {
+          if (!hand_over(piece)) return;
+          piece = take_spare();
+        }
         raw.clear();
       }
-      std::unique_lock lock(mutex_);
-      if (piece.empty()) {
-        spare_.push_back(std::move(piece));
-        continue;
-      }
-      changed_.wait(lock, [&] { return ready_.size() < kQueued || stop_; });
-      if (stop_) return;
-      ready_.push_back(std::move(piece));
-      lock.unlock();
-      changed_.notify_all();
+      if (!hand_over(piece)) return;
     }
     cut_off = decoder && !decoder->at_frame_end();
   } catch (...) {

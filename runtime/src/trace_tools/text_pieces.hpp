@@ -13,12 +13,22 @@
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "text_buffer.hpp"
 
 namespace dpscope::trace::detail {
+
+// A line is gathered whole before it is parsed. A line of gigabytes (a zstd bomb: 92 KiB that
+// decode to a 3 GB line of spaces; a file of a single 1 GB line) was gathered into memory twice
+// its size (5.8 GB resident for 3 GB) and then read as "0 events". The longest lines dpscope and
+// dpscope_torch write are a huge model's header (1,000,000 parameters: 64 MB) and a samples event
+// of a huge batch; 256 MiB leaves room for both.
+constexpr size_t kMaxLineBytes = size_t{256} << 20;
+// Throws Error(kFormat) "PATH:LINE: a line longer than 256 MiB ..." when `bytes` > kMaxLineBytes.
+void check_line_length(std::string_view path, uint32_t line, size_t bytes);
 
 class TextPieces {
  public:

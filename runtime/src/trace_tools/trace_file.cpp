@@ -85,6 +85,7 @@ TraceData read_trace_file(const std::filesystem::path& path, ReadOptions options
     if (!carry.empty()) {
       const size_t newline = text.find('\n');
       carry.append(text.substr(0, newline == std::string_view::npos ? text.size() : newline + 1));
+      detail::check_line_length(data.path, parser.next_line(), carry.size());
       if (newline == std::string_view::npos) continue;
       parse(carry);
       carry.clear();

@@ -43,6 +43,12 @@ class ZstdDecoder {
   // Error(kFormat) "NAME: not a valid zstd stream (REASON)" for bytes zstd refuses.
   void decode(std::string_view compressed, std::string& out);
   void decode(std::string_view compressed, detail::TextBuffer& out);  // the same, into reused room
+  // The same, bounded: decodes `compressed` from `*consumed` on until it is all taken or `out` grew
+  // by `max_out` bytes; advances `*consumed`. True when it stopped at `max_out` (more text may
+  // follow from the same bytes: call again with the same `compressed`). A zstd bomb (92 KiB that
+  // decode to 3 GB) is then read in bounded pieces instead of decoded whole.
+  bool decode_some(std::string_view compressed, size_t* consumed, detail::TextBuffer& out, size_t max_out);
+  bool decode_some(std::string_view compressed, size_t* consumed, std::string& out, size_t max_out);
   // The bytes fed so far end a frame (or none were fed): nothing is cut off.
   bool at_frame_end() const { return frame_end_; }
   void reset();
@@ -50,6 +56,8 @@ class ZstdDecoder {
  private:
   template <class Room>
   void decode_into(std::string_view compressed, Room& out);
+  template <class Room>
+  bool decode_some_into(std::string_view compressed, size_t* consumed, Room& out, size_t max_out);
 
   std::string name_;
   ZSTD_DCtx_s* context_ = nullptr;

@@ -493,6 +493,30 @@ std::string nvls_finding(const std::vector<FidelityResult>& results) {
 
 }  // namespace
 
+namespace {
+
+// A table's header keys (nccl_fidelity.hpp). An unknown key (a typo: `median_bnd`) was ignored and
+// its value silently replaced by the default; a key given twice kept the last value. Both are
+// refused, naming the line.
+void check_header_key(const fs::path& file, int line, const std::string& key,
+                      const std::map<std::string, int>& seen) {
+  static constexpr std::string_view kKeys[] = {"system",           "source",          "command",
+                                               "preset",           "gpus_per_node",   "nodes",
+                                               "gpus_per_thread",  "nic_gbps",        "nic_latency_us",
+                                               "nic_latency_note", "nvls_latency_us", "nvls_latency_note",
+                                               "nccl_proto",       "nccl_proto_note", "median_bound",
+                                               "collective"};
+  DPS_CHECK(std::find(std::begin(kKeys), std::end(kKeys), key) != std::end(kKeys), ErrorKind::kFormat,
+            "{}:{}: unknown header key '{}' (expected one of: {})", file.string(), line,
+            key.size() <= 40 ? key : key.substr(0, 40) + "...", fmt::join(kKeys, ", "));
+  const auto before = seen.find(key);
+  DPS_CHECK(before == seen.end(), ErrorKind::kFormat,
+            "{}:{}: header key '{}' is given twice (first on line {})", file.string(), line, key,
+            before == seen.end() ? 0 : before->second);
+}
+
+}  // namespace
+
 MeasuredSystem load_measured_system(const fs::path& file) {
   // Opened without blocking and bounded (a FIFO named *.csv once hung the report; a table is a few KiB).
   constexpr uint64_t kMaxTableBytes = uint64_t{64} << 20;
@@ -511,6 +535,7 @@ MeasuredSystem load_measured_system(const fs::path& file) {
   MeasuredSystem s;
   s.id = file.stem().string();
   std::map<std::string, std::string> header;
+  std::map<std::string, int> header_lines;  // the line of each header key, for messages
   std::string line;
   int n = 0;
   bool columns = false;
@@ -523,7 +548,10 @@ MeasuredSystem load_measured_system(const fs::path& file) {
       const size_t colon = line.find(':');
       DPS_CHECK(colon != std::string::npos, ErrorKind::kFormat, "{}:{}: expected '# key: value'",
                 file.string(), n);
-      header[trim(line.substr(1, colon - 1))] = trim(line.substr(colon + 1));
+      const std::string key = trim(line.substr(1, colon - 1));
+      check_header_key(file, n, key, header_lines);
+      header[key] = trim(line.substr(colon + 1));
+      header_lines[key] = n;
       continue;
     }
     if (!columns) {
@@ -556,16 +584,28 @@ MeasuredSystem load_measured_system(const fs::path& file) {
   s.command = need("command");
   s.preset = need("preset");
   // The ranges of dpscope bench (--devices, --nodes), so that gpus_per_node x nodes fits an int.
-  s.gpus_per_node = static_cast<int>(whole(need("gpus_per_node"), 0, "gpus_per_node", 1, 64));
-  s.nodes = static_cast<int>(whole(need("nodes"), 0, "nodes", 1, 65536));
+  s.gpus_per_node =
+      static_cast<int>(whole(need("gpus_per_node"), header_lines["gpus_per_node"], "gpus_per_node", 1, 64));
+  s.nodes = static_cast<int>(whole(need("nodes"), header_lines["nodes"], "nodes", 1, 65536));
   if (header.count("gpus_per_thread"))
-    s.gpus_per_thread = static_cast<int>(whole(header["gpus_per_thread"], 0, "gpus_per_thread", 1, 64));
-  if (header.count("nic_gbps")) s.nic_gbps = number(header["nic_gbps"], file, 0, "nic_gbps");
-  if (header.count("nic_latency_us"))
-    s.nic_latency_us = number(header["nic_latency_us"], file, 0, "nic_latency_us");
+    s.gpus_per_thread = static_cast<int>(
+        whole(header["gpus_per_thread"], header_lines["gpus_per_thread"], "gpus_per_thread", 1, 64));
+  // A header value given is a finite number in its range, never taken as the "use the preset's"
+  // sentinel it may collide with (a negative nic_latency_us) nor as a bound that means nothing
+  // (median_bound -0.1 was reported as a "test bound -10 %", 1e300 as one no table can fail): the
+  // line and the range are named.
+  auto bounded = [&](const char* key, double lo, double hi, bool lo_open) {
+    const double v = number(header[key], file, header_lines[key], key);
+    DPS_CHECK((lo_open ? v > lo : v >= lo) && v <= hi, ErrorKind::kFormat,
+              "{}:{}: {} '{}' must be in {}{}, {}]", file.string(), header_lines[key], key, header[key],
+              lo_open ? "(" : "[", lo, hi);
+    return v;
+  };
+  if (header.count("nic_gbps")) s.nic_gbps = bounded("nic_gbps", 0.0, 1e6, true);
+  if (header.count("nic_latency_us")) s.nic_latency_us = bounded("nic_latency_us", 0.0, 1e6, false);
   if (header.count("nic_latency_note")) s.nic_latency_note = header["nic_latency_note"];
   if (header.count("nvls_latency_us")) {
-    s.nvls_latency_us = number(header["nvls_latency_us"], file, 0, "nvls_latency_us");
+    s.nvls_latency_us = bounded("nvls_latency_us", 0.0, 1000.0, false);  // the presets' nccl.nvls_latency_us
     s.nvls_latency_note = need("nvls_latency_note");
   }
   if (header.count("nccl_proto")) {
@@ -575,7 +615,7 @@ MeasuredSystem load_measured_system(const fs::path& file) {
               file.string(), s.nccl_proto);
     s.nccl_proto_note = need("nccl_proto_note");
   }
-  if (header.count("median_bound")) s.median_bound = number(header["median_bound"], file, 0, "median_bound");
+  if (header.count("median_bound")) s.median_bound = bounded("median_bound", 0.0, 1.0, true);  // a fraction
   s.op = measured_collective(need("collective"), file);
   DPS_CHECK(s.gpus_per_node >= 1 && s.nodes >= 1 && !s.rows.empty(), ErrorKind::kFormat,
             "{}: needs gpus_per_node >= 1, nodes >= 1 and at least one row", file.string());
