@@ -18,10 +18,6 @@ void register_presets(CLI::App& app);
 void register_lesson(CLI::App& app);
 void register_launch(CLI::App& app);
 
-// Refuses an empty value for every option of `app` and its subcommands (main.cpp): CLI11 reads ''
-// as 0, so `--lr ''` trained with lr 0. A lesson's scenario is parsed with the same rule.
-void refuse_empty_values(CLI::App& app);
-
 // For a process that is one rank of a job (mpirun, dpscope launch): when the launcher stops it with
 // SIGTERM because another rank failed, it says so in one "dpscope: error:" line, then ends by that
 // signal as before; a rank that has told its peers of its own error prints that error instead

@@ -39,6 +39,7 @@
 #include "commands.hpp"
 #include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/atomic_file.hpp"
+#include "dpscope/base/cli_empty_values.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
 #include "dpscope/base/process.hpp"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "dpscope/base/cli_empty_values.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/termination_notice.hpp"
 
@@ -37,25 +38,6 @@ std::string unknown_command_message(const CLI::App& app, int argc, char** argv) 
 
 }  // namespace
 
-namespace dpscope::cli {
-
-// `--lr ''` used to train with lr 0 (CLI11 reads an empty string as a zero), `launch --nproc ''`
-// said "got 0": no option of any command takes an empty value. Positional arguments are left alone
-// (a program launched after `--` may take an empty argument).
-void refuse_empty_values(CLI::App& app) {
-  for (CLI::Option* option : app.get_options()) {
-    if (!option->nonpositional() || option->get_expected_min() == 0) continue;  // flags take no value
-    option->check(CLI::Validator(
-        [](std::string& value) {
-          return value.empty() ? std::string("the value is empty: give one") : std::string();
-        },
-        "", "not empty"));
-  }
-  for (CLI::App* sub : app.get_subcommands({})) refuse_empty_values(*sub);
-}
-
-}  // namespace dpscope::cli
-
 int main(int argc, char** argv) {
   CLI::App app{"dpscope: watch how multi-GPU data-parallel training works", "dpscope"};
   app.set_version_flag("--version", "dpscope " DPSCOPE_VERSION);
@@ -69,7 +51,7 @@ int main(int argc, char** argv) {
   dpscope::cli::register_presets(app);
   dpscope::cli::register_lesson(app);
   dpscope::cli::register_launch(app);
-  dpscope::cli::refuse_empty_values(app);
+  dpscope::refuse_empty_values(app);  // a lesson's scenario is parsed with the same rule
   try {
     if (const std::string unknown = unknown_command_message(app, argc, argv); !unknown.empty()) {
       std::fprintf(stderr, "dpscope: error: %s\n", unknown.c_str());

@@ -139,6 +139,12 @@ TEST(ParseSize, AcceptsWidthByHeightWithinLimits) {
   EXPECT_NE(usage_error([] { parse_size("1600"); }).find("expected WIDTHxHEIGHT"), std::string::npos);
   EXPECT_NE(usage_error([] { parse_size("12x900"); }).find("between 64 and 16384"), std::string::npos);
   EXPECT_NE(usage_error([] { parse_size("x"); }).find("--size 'x'"), std::string::npos);
+  // Each side may reach 16384 pixels, the frame 8192x8192 in all.
+  EXPECT_EQ(parse_size("16384x4096").width, 16384);
+  EXPECT_EQ(parse_size("8192x8192").height, 8192);
+  EXPECT_NE(
+      usage_error([] { parse_size("16384x16384"); }).find("268435456 pixels is more than a frame holds"),
+      std::string::npos);
 }
 
 TEST(FormatTime, PicksTheUnitAndFourSignificantDigits) {

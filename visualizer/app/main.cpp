@@ -29,6 +29,7 @@
 #include "app/lesson_mode.hpp"
 #include "app/platform.hpp"
 #include "dpscope/base/atomic_file.hpp"
+#include "dpscope/base/cli_empty_values.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
 #include "dpscope/trace_tools/rank_traces.hpp"
@@ -261,20 +262,6 @@ int run_interactive(const AppOptions& o) {
     platform->swap_buffers();
   }
   return 0;
-}
-
-// No option takes an empty value (as in dpscope, runtime/cli/main.cpp): CLI11 takes `--screenshot ''`
-// for no screenshot at all, and the viewer opened its window instead and waited for ever under
-// xvfb-run; `--seek ''` and `--size ''` were the defaults. Positional traces are checked as files.
-void refuse_empty_values(CLI::App& app) {
-  for (CLI::Option* option : app.get_options()) {
-    if (!option->nonpositional() || option->get_expected_min() == 0) continue;  // flags take no value
-    option->check(CLI::Validator(
-        [](std::string& value) {
-          return value.empty() ? std::string("the value is empty: give one") : std::string();
-        },
-        "", "not empty"));
-  }
 }
 
 int run(int argc, char** argv) {
