@@ -17,7 +17,7 @@ import sys
 import traceback
 
 from . import session as hooks
-from .writer import values_every_problem
+from .writer import TraceError, check_trace_dir_before_run, values_every_problem
 
 USAGE = "python3 -m dpscope_torch.run --trace-dir DIR [--values-every N] SCRIPT [ARGS...]"
 
@@ -43,6 +43,10 @@ def _parse(argv):
         _fail(f"dpscope_torch.run: --{problem.replace('_', '-', 1)}", 2)
     if not os.path.isfile(options.script):
         _fail(f"dpscope_torch.run: script '{options.script}' is not a file", 2)
+    try:
+        check_trace_dir_before_run(options.trace_dir)  # an output refused before any work starts
+    except TraceError as e:
+        _fail(str(e), 2)
     return options
 
 

@@ -131,6 +131,39 @@ def values_every_problem(values_every):
     return None
 
 
+def _rank_file_problem(trace_dir, name):
+    """Why no rank of any run may write beside DIR/`name`, or None: a compressed rank file (the readers
+    refuse a rank with both), or a rank file that is not a regular file (never written over)."""
+    stem = name[:-4] if name.endswith(".zst") else name
+    if not (stem.startswith("rank-") and stem.endswith(".jsonl") and stem[5:-6].isdigit()):
+        return None
+    other = os.path.join(trace_dir, name)
+    if name.endswith(".zst"):
+        return f"'{other}' is another run's trace of rank {stem[5:-6]}: remove it or choose another directory"
+    if not stat.S_ISREG(os.lstat(other).st_mode):
+        return f"'{other}' exists and is not a regular file: not written over"
+    return None
+
+
+def check_trace_dir_before_run(trace_dir):
+    """What `python3 -m dpscope_torch.run` checks once, before the script starts: that DIR is (or can be
+    made) a directory it may write in, holding nothing any rank would refuse whatever the world size.
+    A script that starts its own ranks (torch.multiprocessing.spawn) is so refused in one line, not by
+    each spawned rank and then the parent's traceback of their exits. Raises TraceError."""
+    if os.path.exists(trace_dir) and not os.path.isdir(trace_dir):
+        raise TraceError(f"trace directory '{trace_dir}' is not a directory")
+    try:
+        os.makedirs(trace_dir, exist_ok=True)
+    except OSError as e:
+        raise TraceError(f"cannot make trace directory '{trace_dir}': {e.strerror}") from None
+    if not os.access(trace_dir, os.W_OK | os.X_OK):
+        raise TraceError(f"trace directory '{trace_dir}' is not writable")
+    for name in sorted(os.listdir(trace_dir)):
+        problem = _rank_file_problem(trace_dir, name)
+        if problem is not None:
+            raise TraceError(problem)
+
+
 def check_trace_dir(trace_dir, rank, world_size):
     """Checks, before any work, that rank `rank` may write DIR/rank-K.jsonl; returns its path.
 
@@ -163,12 +196,9 @@ def check_trace_dir(trace_dir, rank, world_size):
                     ranks = f"{world_size} rank" + ("s" if world_size != 1 else "")
                     raise TraceError(f"'{os.path.join(trace_dir, name)}' is a rank of another run (this one has "
                                      f"{ranks}): remove it or choose another directory")
-                other = os.path.join(trace_dir, name)
-                if name.endswith(".zst"):  # what that rank refuses, refused here before anything is removed
-                    raise TraceError(f"'{other}' is another run's trace of rank {stem[5:-6]}: remove it or choose "
-                                     "another directory")
-                if not stat.S_ISREG(os.lstat(other).st_mode):
-                    raise TraceError(f"'{other}' exists and is not a regular file: not written over")
+                problem = _rank_file_problem(trace_dir, name)  # what that rank refuses, before anything is removed
+                if problem is not None:
+                    raise TraceError(problem)
                 earlier.append(name)
         _replace_earlier_run(trace_dir, earlier)
     return path

@@ -567,43 +567,52 @@ def main():
                 lines = out.stderr.strip().splitlines()
                 check(out.returncode == code and len(lines) == 1 and lines[0].startswith(text),
                       f"{args}: exit {out.returncode}, stderr {out.stderr!r}")
-            # A trace directory that is a file: the rank stops before training, one line, exit 1.
+            # A trace directory that is a file: refused before the script starts, one line, exit 2.
             with open(trace_dir, "w", encoding="utf-8") as f:
                 f.write("not a directory\n")
-            out = launch(1, [], zero_change_dir=trace_dir, expect_rc=1)
+            out = launch(1, [], zero_change_dir=trace_dir, expect_rc=2)
             check(f"dpscope: error: trace directory '{trace_dir}' is not a directory" in out.stderr, f"{out.stderr!r}")
             with open(trace_dir, encoding="utf-8") as f:
                 check(f.read() == "not a directory\n", "the file given as trace directory was changed")
-            # What the directory may hold: never written over, each refused in one line, exit 1.
+            # The same for a script that starts its own ranks: one line from the parent, no rank started.
+            out = subprocess.run(run + ["--trace-dir", trace_dir, VARIANTS, "--start", "spawn", "--port",
+                                        str(free_port())], capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+            check(out.returncode == 2 and out.stderr.strip().splitlines() ==
+                  [f"dpscope: error: trace directory '{trace_dir}' is not a directory"],
+                  f"spawn: exit {out.returncode}, stderr {out.stderr!r}")
+            # What the directory may hold: never written over, each refused in one line (before the script
+            # starts, exit 2, where no rank of any world size could write there).
             os.remove(trace_dir)
-            for setup, text in [
-                (lambda d: os.mkdir(os.path.join(d, "rank-0.jsonl")), "rank-0.jsonl' exists and is not a regular file"),
-                (lambda d: os.mkfifo(os.path.join(d, "rank-0.jsonl")), "rank-0.jsonl' exists and is not a regular file"),
+            for setup, text, rc in [
+                (lambda d: os.mkdir(os.path.join(d, "rank-0.jsonl")), "rank-0.jsonl' exists and is not a regular file", 2),
+                (lambda d: os.mkfifo(os.path.join(d, "rank-0.jsonl")), "rank-0.jsonl' exists and is not a regular file", 2),
                 (lambda d: open(os.path.join(d, "rank-0.jsonl.zst"), "w").close(),
-                 "rank-0.jsonl.zst' is another run's trace of rank 0"),
+                 "rank-0.jsonl.zst' is another run's trace of rank 0", 2),
                 (lambda d: open(os.path.join(d, "rank-3.jsonl"), "w").close(),
-                 "rank-3.jsonl' is a rank of another run (this one has 1 rank)"),
+                 "rank-3.jsonl' is a rank of another run (this one has 1 rank)", 1),
             ]:
                 shutil.rmtree(trace_dir, ignore_errors=True)
                 os.mkdir(trace_dir)
                 setup(trace_dir)
                 before = sorted(os.listdir(trace_dir))
-                out = launch(1, [], zero_change_dir=trace_dir, expect_rc=1)
+                out = launch(1, [], zero_change_dir=trace_dir, expect_rc=rc)
                 check(text in out.stderr and "dpscope: error:" in out.stderr, f"{text}: {out.stderr!r}")
                 check(sorted(os.listdir(trace_dir)) == before, f"{text}: the directory changed: {os.listdir(trace_dir)}")
             # A FIFO as the trace directory: refused, not opened (which would wait for a reader).
             shutil.rmtree(trace_dir)
             os.mkfifo(trace_dir)
-            out = launch(1, [], zero_change_dir=trace_dir, expect_rc=1)
+            out = launch(1, [], zero_change_dir=trace_dir, expect_rc=2)
             check(f"dpscope: error: trace directory '{trace_dir}' is not a directory" in out.stderr, f"FIFO: {out.stderr!r}")
             os.remove(trace_dir)
             # Two ranks, rank 0 refused: rank 1, waiting for it in the clock measurement, ends too (the
             # launcher names rank 0's error), long before any timeout.
+            # (A rank file beyond this run's world size: only rank 0 refuses it, once the group is made.)
             os.mkdir(trace_dir)
-            os.mkdir(os.path.join(trace_dir, "rank-0.jsonl"))
+            open(os.path.join(trace_dir, "rank-3.jsonl"), "w").close()
             started = time.monotonic()
             out = launch(2, ["--epochs", "1"], zero_change_dir=trace_dir, expect_rc=1)
-            check(time.monotonic() - started < 60 and "rank-0.jsonl' exists and is not a regular file" in out.stderr,
+            check(time.monotonic() - started < 60 and "rank-3.jsonl' is a rank of another run (this one has 2 ranks)"
+                  in out.stderr,
                   f"two ranks, rank 0 refused: {time.monotonic() - started:.0f} s, {out.stderr[-600:]!r}")
             # An earlier run's rank files: replaced, and said; none of them is left to be read with this run's.
             shutil.rmtree(trace_dir)
@@ -624,7 +633,7 @@ def main():
             with open(os.path.join(trace_dir, "rank-1.jsonl.zst"), "w", encoding="utf-8") as f:
                 f.write("zst")
             before = sorted(os.listdir(trace_dir))
-            out = launch(2, ["--epochs", "1"], zero_change_dir=trace_dir, expect_rc=1)
+            out = launch(2, ["--epochs", "1"], zero_change_dir=trace_dir, expect_rc=2)
             check("rank-1.jsonl.zst' is another run's trace of rank 1" in out.stderr and
                   sorted(os.listdir(trace_dir)) == before, f"compressed rank 1: {out.stderr[-600:]!r} {os.listdir(trace_dir)}")
             # watch() itself: a model that is not DDP, a values_every that is not a count.
