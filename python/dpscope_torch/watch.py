@@ -255,6 +255,7 @@ class Watcher(StepWatcher):
         self.step = -1
         self._in_step = False
         self._grads_on = False  # gradient-ready instants are logged: in a step, in a backward DDP reduces
+        self._reduced = None  # the stamp at which this step's backward that DDP reduced returned
         self._shadow_bucket = None  # a joined rank's last shadow all-reduce's bucket (_shadow_step)
         self._phase = "none"
         self._phase_start = None
@@ -455,6 +456,12 @@ class Watcher(StepWatcher):
             return None
         t = self._clock.stamp()
         self._take_log()  # a backward without Tensor.backward() (torch.autograd.backward) ends here
+        if self._in_step and self._reduced is not None and self._phase == "none":
+            # The step's gradients were averaged and no optimizer.step() followed (GradScaler skipping a
+            # step whose gradients are not finite; micro-batches accumulated without no_sync()): that
+            # step ended with its backward, and this forward begins the next (one all-reduce of every
+            # bucket, one gradient-ready per parameter, one loss per step).
+            self._end_step(self._reduced)
         with self._lock:
             # A backward under DDP's no_sync() (gradient accumulation) reduces nothing: its gradients
             # are not ready for any bucket yet, the last micro-batch's are (docs/pytorch.md).
@@ -520,6 +527,8 @@ class Watcher(StepWatcher):
             self._span(self._backward_start, last, step, "backward", "backward", "compute")
             self._end_phase(t)
             self._note_buckets(t, step)
+            if self._grads_on:
+                self._reduced = t
         if not self._optimizers:
             self._end_step(t)
 
@@ -572,6 +581,7 @@ class Watcher(StepWatcher):
         with self._lock:
             self._in_step = False
             self._grads_on = False
+            self._reduced = None
             self._step_end = t
             loss, self._loss = self._loss, None
         if loss is not None:
@@ -891,6 +901,8 @@ class Watcher(StepWatcher):
         self._flats = {}  # any made after close() is kept until the process ends
         if handed:
             _retire(handed)
+        if self._in_step and self._reduced is not None and self._phase == "none":
+            self._end_step(self._reduced)  # a last step without optimizer.step(): its loss, its all-reduces
         self._take_log()
         self._write_collectives()
         self._hand_out()

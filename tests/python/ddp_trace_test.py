@@ -145,8 +145,9 @@ def strict_stats(trace_dir):
     return out.stdout
 
 
-def sampler_batches(dataset, world, rank, epoch, batch, set_epoch):
-    sampler = DistributedSampler(range(dataset), num_replicas=world, rank=rank, shuffle=True, seed=0)
+def sampler_batches(dataset, world, rank, epoch, batch, set_epoch, shuffle=True, drop_last=False):
+    sampler = DistributedSampler(range(dataset), num_replicas=world, rank=rank, shuffle=shuffle, seed=0,
+                                 drop_last=drop_last)
     if set_epoch:
         sampler.set_epoch(epoch)
     indices = list(sampler)
@@ -210,13 +211,17 @@ def check_run(trace_dir, dump, world, used_params=None, lossy=False):
                       f"after the step's first launch {min(launches) if launches else None}")
         steps = len(ref["losses"])
         # One gradient-ready per used parameter per step; the last step's order is PyTorch's.
-        params = len(names) if used_params is None else used_params
+        # (a dynamic graph or parameters frozen in training: the script counted each step's own)
+        per_step = ref.get("used_params") if used_params == "per_step" else None
+        params = len(names) if used_params is None or per_step is not None else used_params
         ready = {}
         for e in events:
             if e["type"] == "instant" and e["name"] == "grad_ready":
                 ready.setdefault(e["step"], []).append((e["ts"], e["args"]["param"]))
         check(sorted(ready) == list(range(steps)), f"rank {rank}: gradient-ready steps {sorted(ready)} != 0..{steps - 1}")
         for step, got in ready.items():
+            if per_step is not None:
+                params = per_step[step]
             check(len(got) == params and len({p for _, p in got}) == params,
                   f"rank {rank} step {step}: {len(got)} gradient-ready instants for {params} parameters")
         order = [int(i) for i in log.get("prev_iteration_grad_ready_order_indices", "").split(",") if i.strip()]
@@ -239,7 +244,8 @@ def check_run(trace_dir, dump, world, used_params=None, lossy=False):
         if ref.get("sampler", True):
             want = []
             for epoch in range(ref["epochs"]):
-                batches = sampler_batches(ref["dataset"], world, rank, epoch, ref["batch"], ref["set_epoch"])
+                batches = sampler_batches(ref["dataset"], world, rank, epoch, ref["batch"], ref["set_epoch"],
+                                          ref.get("shuffle", True), ref.get("drop_last", False))
                 want += [(epoch, batch) for batch in batches[:len(batches) - ref.get("batches_dropped", 0)]]
             by_step = {}
             for e in samples:
@@ -258,7 +264,9 @@ def check_run(trace_dir, dump, world, used_params=None, lossy=False):
         for step in range(steps):
             phases = [e["name"] for e in sorted((e for e in events if e["type"] == "span" and e["cat"] == "phase"
                                                  and e["step"] == step), key=lambda e: e["ts"])]
-            want_phases = ["data"] + ["forward", "backward"] * ref.get("micro_batches", 1) + ["optimizer"]
+            want_phases = ["data"] + ["forward", "backward"] * ref.get("micro_batches", 1)
+            if step not in ref.get("skipped", ()):  # (a step whose optimizer.step() was not called: none)
+                want_phases.append("optimizer")
             check(phases == want_phases, f"rank {rank} step {step}: phases {phases}")
     # Averaged gradients: identical on every rank, the mean of the ranks' own (values events).
     values = {}

@@ -7,7 +7,8 @@ How the ranks start (--start):
   spawn  PyTorch's DDP tutorial: one process that calls torch.multiprocessing.spawn(fn, nprocs=N),
          MASTER_ADDR/MASTER_PORT set in the script (--port);
   fork   one process that starts N multiprocessing.Process(target=fn) with the fork start method;
-  process  the same with the spawn start method.
+  process  the same with the spawn start method;
+  forkserver  the same with the forkserver start method.
 
 Each rank writes DUMP.rankK (--dump): what PyTorch itself reports (DDP's logging data, each step's
 loss, the parameters that require grad, a hash of the weights), in ddp_trace_test.py's check_run form.
@@ -62,9 +63,44 @@ class Sequence(nn.Module):
         return self.head(self.encoder(h).mean(1)), h
 
 
+class Branches(nn.Module):
+    """Two heads, one used on even forwards and the other on odd ones: a dynamic graph, whose unused
+    head DDP finds each step (find_unused_parameters=True)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(FEATURES, 32)
+        self.even = nn.Linear(32, CLASSES)
+        self.odd = nn.Linear(32, CLASSES)
+        self.calls = 0
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        self.calls += 1
+        return (self.even if self.calls % 2 else self.odd)(h)
+
+
+class Tied(nn.Module):
+    """A language-model shape: the output layer's weight is the embedding's (one shared parameter)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 16)
+        self.hidden = nn.Linear(16, 16)
+        self.out = nn.Linear(16, VOCAB, bias=False)
+        self.out.weight = self.embed.weight
+
+    def forward(self, tokens):
+        return self.out(torch.tanh(self.hidden(self.embed(tokens).mean(1))))
+
+
 def build(args, device):
     if args.model == "sequence":
         model = Sequence()
+    elif args.model == "branches":
+        model = Branches()
+    elif args.model == "tied":
+        model = Tied()
     else:
         model = Mlp(norm=args.model == "batchnorm" or args.model == "syncbn", dict_output=args.dict_output)
     if args.model == "syncbn":
@@ -77,7 +113,7 @@ def build(args, device):
 
 def data(args):
     g = torch.Generator().manual_seed(1)
-    if args.model == "sequence":
+    if args.model in ("sequence", "tied"):
         x = torch.randint(0, VOCAB, (args.samples, SEQ), generator=g)
     else:
         x = torch.randn(args.samples, FEATURES, generator=g)
@@ -93,16 +129,20 @@ def logits_of(output):
 
 
 def train(rank, world, args):
+    autocast = autocast_of(args)
     if args.start != "env":
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(args.port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.manual_seed(0)
+    torch.manual_seed(rank if args.seed_per_rank else 0)  # DDP broadcasts rank 0's weights either way
     torch.set_num_threads(1)
     device = torch.device("cpu")
     model = build(args, device)
+    if args.resume:  # a checkpoint of model.module's state_dict, loaded before DDP is built
+        model.load_state_dict(torch.load(args.resume))
     ddp = DDP(model, gradient_as_bucket_view=args.gradient_as_bucket_view, static_graph=args.static_graph,
-              broadcast_buffers=True)
+              broadcast_buffers=True, find_unused_parameters=args.find_unused,
+              **({"bucket_cap_mb": args.bucket_cap_mb} if args.bucket_cap_mb else {}))
     if args.hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
@@ -115,7 +155,8 @@ def train(rank, world, args):
     dataset = data(args)
     sampler = None
     if not args.no_sampler:
-        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=0)
+        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=not args.no_shuffle, seed=0,
+                                     drop_last=args.drop_last)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers)
     if args.param_groups:
         optimizer = torch.optim.SGD([{"params": ddp.module.fc1.parameters(), "lr": args.lr / 2},
@@ -127,6 +168,8 @@ def train(rank, world, args):
     if args.second_model:  # another DDP model (an EMA, a critic): built, used in no_grad, not trained here
         other = DDP(build(args, device))
     losses = []
+    skipped = []  # the steps whose optimizer.step() was not called (--skip-every)
+    used = []  # the parameters that got a gradient in each step (--model branches, --freeze-after)
     join = contextlib.nullcontext()
     if args.uneven:  # rank r stops r batches early each epoch; DDP's join shadows the others' all-reduces
         from torch.distributed.algorithms.join import Join
@@ -139,6 +182,9 @@ def train(rank, world, args):
             batches = list(loader)
             if args.uneven:
                 batches = batches[:len(batches) - rank]
+            if args.freeze_after and epoch == args.freeze_after:  # fine-tuning: the first layer stops training
+                for p in ddp.module.fc1.parameters():
+                    p.requires_grad_(False)
             for inputs, targets in batches:
                 if args.accumulate > 1:  # gradient accumulation: no all-reduce until the last micro-batch
                     optimizer.zero_grad(set_to_none=args.set_to_none)
@@ -149,13 +195,25 @@ def train(rank, world, args):
                             loss = loss_fn(logits_of(ddp(x)), y) / len(micro[0])
                             loss.backward()
                 else:
-                    optimizer.zero_grad(set_to_none=args.set_to_none)
-                    loss = loss_fn(logits_of(ddp(inputs)), targets)
+                    optimizer.zero_grad(set_to_none=args.set_to_none or args.model == "branches")
+                    with autocast():
+                        loss = loss_fn(logits_of(ddp(inputs)), targets)
                     loss.backward()
-                optimizer.step()
+                used.append(sum(1 for p in ddp.module.parameters() if p.grad is not None and p.requires_grad))
+                if args.clip:  # between backward and step, on the averaged gradients
+                    torch.nn.utils.clip_grad_norm_(ddp.parameters(), args.clip)
+                if args.skip_every and len(losses) % args.skip_every == args.skip_every - 1:
+                    skipped.append(len(losses))  # as GradScaler does when a gradient is not finite
+                else:
+                    optimizer.step()
                 if scheduler is not None:
                     scheduler.step()
                 losses.append(loss.item())
+                if args.checkpoint_every and len(losses) % args.checkpoint_every == 0:
+                    dist.barrier()
+                    if rank == 0:
+                        torch.save(ddp.module.state_dict(), args.checkpoint)
+                    dist.barrier()
                 if args.eval_between:
                     ddp.eval()
                     with torch.no_grad():
@@ -173,7 +231,9 @@ def train(rank, world, args):
                            p.detach().cpu().numpy().tobytes() for p in ddp.module.parameters())).hexdigest(),
                        "dataset": len(dataset), "batch": args.batch, "epochs": args.epochs,
                        "set_epoch": True, "sampler": sampler is not None, "micro_batches": args.accumulate,
-                       "batches_dropped": rank if args.uneven else 0, "hook": args.hook}, f)
+                       "batches_dropped": rank if args.uneven else 0, "hook": args.hook,
+                       "shuffle": not args.no_shuffle, "drop_last": args.drop_last, "skipped": skipped,
+                       "used_params": used}, f)
     if args.destroy:
         dist.destroy_process_group()
     if args.raise_at_end:
@@ -181,12 +241,18 @@ def train(rank, world, args):
     return ddp  # (main() may keep it: see there)
 
 
+def autocast_of(args):
+    if args.autocast:
+        return lambda: torch.cpu.amp.autocast(dtype=torch.bfloat16)
+    return contextlib.nullcontext
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--start", default="env", choices=["env", "spawn", "fork", "process"])
+    ap.add_argument("--start", default="env", choices=["env", "spawn", "fork", "process", "forkserver"])
     ap.add_argument("--nproc", type=int, default=2, help="ranks to start (spawn, fork)")
     ap.add_argument("--port", type=int, default=29500, help="MASTER_PORT (spawn, fork)")
-    ap.add_argument("--model", default="mlp", choices=["mlp", "batchnorm", "syncbn", "sequence"])
+    ap.add_argument("--model", default="mlp", choices=["mlp", "batchnorm", "syncbn", "sequence", "branches", "tied"])
     ap.add_argument("--samples", type=int, default=64)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--epochs", type=int, default=2)
@@ -206,6 +272,18 @@ def main():
     ap.add_argument("--uneven", action="store_true", help="rank r runs r batches fewer, under Join([ddp])")
     ap.add_argument("--destroy", action="store_true", help="dist.destroy_process_group() at the end")
     ap.add_argument("--raise-at-end", action="store_true", help="each rank raises after training")
+    ap.add_argument("--find-unused", action="store_true", help="find_unused_parameters=True")
+    ap.add_argument("--bucket-cap-mb", type=float, default=0.0, help="DDP's bucket_cap_mb (0: its default)")
+    ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ to this norm before each step")
+    ap.add_argument("--autocast", action="store_true", help="forward and loss under CPU autocast (bfloat16)")
+    ap.add_argument("--skip-every", type=int, default=0, help="no optimizer.step() on one step in K (GradScaler)")
+    ap.add_argument("--checkpoint", default="", help="rank 0 saves model.module's state_dict here (--checkpoint-every)")
+    ap.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints, between barriers")
+    ap.add_argument("--resume", default="", help="load this state_dict into the model before DDP is built")
+    ap.add_argument("--freeze-after", type=int, default=0, help="fc1 stops requiring grad from this epoch on")
+    ap.add_argument("--no-shuffle", action="store_true", help="DistributedSampler(shuffle=False)")
+    ap.add_argument("--drop-last", action="store_true", help="DistributedSampler(drop_last=True)")
+    ap.add_argument("--seed-per-rank", action="store_true", help="torch.manual_seed(rank) before the model is built")
     ap.add_argument("--dump", default="")
     args = ap.parse_args()
     if args.start == "env":
@@ -223,8 +301,8 @@ def main():
             os._exit(0)
     elif args.start == "spawn":
         mp.spawn(train, args=(args.nproc, args), nprocs=args.nproc, join=True)
-    else:  # multiprocessing.Process(target=train), under the fork or the spawn start method
-        context = mp.get_context("fork" if args.start == "fork" else "spawn")
+    else:  # multiprocessing.Process(target=train), under the fork, spawn or forkserver start method
+        context = mp.get_context({"fork": "fork", "forkserver": "forkserver"}.get(args.start, "spawn"))
         ranks = [context.Process(target=train, args=(r, args.nproc, args)) for r in range(args.nproc)]
         for p in ranks:
             p.start()
