@@ -546,6 +546,8 @@ class Watcher(StepWatcher):
             return
         reason = "initial" if self._buckets is None else "rebuilt"
         self._buckets = seen
+        for index in [i for i in self._flats if i >= len(layouts)]:  # buckets the new assignment has not
+            self._retire_flat(index)
         buckets = self._bucket_list(seen)
         rank = self.rank
         # PyTorch rebuilds the buckets as this step's forward begins (DDP's pre-forward calls
@@ -693,11 +695,30 @@ class Watcher(StepWatcher):
         cached = self._flats.get(index)
         if cached is not None and cached[0] == key:
             return cached[1]
+        if cached is not None:
+            self._retire_flat(index)  # the bucket's buffer was replaced (DDP rebuilt its buckets)
         flat = buffer.new_empty(0).set_(buffer.storage(), buffer.storage_offset(), (buffer.numel(),))
         self._flats[index] = (key, flat)
         _HANDED[id(flat)] = flat
         self._handed.append(id(flat))
         return flat
+
+    def _retire_flat(self, index):
+        """Lets our tensor over bucket `index`'s former buffer go RETIRE_S from now: the buffer DDP
+        replaced when it rebuilt its buckets (the first assignment, in PyTorch 1.13 one bucket of
+        every parameter) is otherwise kept for the whole run, as large as all the gradients. Its
+        all-reduces ended in an earlier backward, so gloo has long dropped its reference by then."""
+        entry = self._flats.pop(index, None)
+        cached = self._bucket_cache.get(index)
+        if cached is not None and entry is not None and cached.flat is entry[1]:
+            del self._bucket_cache[index]
+        if entry is None:
+            return
+        handed = id(entry[1])
+        if handed in self._handed:
+            self._handed.remove(handed)
+        del entry
+        _retire([handed])
 
     def _comm_hook(self, state, bucket):
         if self._closed:

@@ -225,9 +225,12 @@ def check_run(trace_dir, dump, world, used_params=None, lossy=False):
             check(len(got) == params and len({p for _, p in got}) == params,
                   f"rank {rank} step {step}: {len(got)} gradient-ready instants for {params} parameters")
         order = [int(i) for i in log.get("prev_iteration_grad_ready_order_indices", "").split(",") if i.strip()]
+        # (with a dynamic graph, whose steps differ, PyTorch's order is one of the steps', not always
+        # the last's: with two heads used in turn, it gave the first step's for the last)
         if order and steps - 1 in ready:
             last = [p for _, p in sorted(ready[steps - 1], key=lambda x: x[0])]
-            check(last == order[:len(last)] or last == order,
+            orders = [[p for _, p in sorted(got, key=lambda x: x[0])] for got in ready.values()]
+            check(last == order[:len(last)] or last == order or (per_step is not None and order in orders),
                   f"rank {rank}: last step's gradient-ready order {last} != PyTorch's {order}")
         # Every bucket launched is done, once per step, with its all-reduce span.
         launched = [e for e in events if e["type"] == "instant" and e["name"] == "bucket_launched"]
@@ -385,6 +388,75 @@ def variants_case(tmp):
         check(launched[0] == launched[1] and len(launched[0]) == len(dump_of(os.path.join(tmp, "join", "dump.json"), 0)["losses"]),
               f"the joined rank's all-reduces are not its peer's steps: steps {sorted(launched[0])} and {sorted(launched[1])}")
         strict_stats(trace_dir)
+
+
+def loop_habits_case(tmp):
+    if CASE == "loop_habits":
+        # Habits of real loops, in one launch each way: clip_grad_norm_ between backward and step, the
+        # forward under CPU autocast (bfloat16), one step in 5 without optimizer.step() (GradScaler's
+        # skip; the last of the 10 steps is one), rank 0 saving a checkpoint between barriers every 3 steps,
+        # DistributedSampler(shuffle=False, drop_last=True) over 67 samples, a seed per rank (DDP
+        # broadcasts rank 0's weights).
+        checkpoint = os.path.join(tmp, "checkpoint.pt")
+        trace_dir = watched_and_plain(tmp, "habits", ["--clip", "0.5", "--autocast", "--skip-every", "5",
+                                                      "--checkpoint", checkpoint, "--checkpoint-every", "3",
+                                                      "--no-shuffle", "--drop-last", "--samples", "67",
+                                                      "--seed-per-rank"], start="env")
+        ref = dump_of(os.path.join(tmp, "habits", "dump.json"), 0)
+        check(len(ref["losses"]) == 10 and ref["skipped"] == [4, 9], f"the skipped steps: {ref['skipped']}")
+        for rank in range(2):
+            optimizer = {e["step"] for e in read_rank(trace_dir, rank)[1] if e.get("name") == "optimizer"}
+            check(optimizer == set(range(10)) - {4, 9}, f"rank {rank}: optimizer phases in steps {sorted(optimizer)}")
+        check(os.path.exists(checkpoint), "rank 0 saved no checkpoint")
+        # A script that resumes from it (loaded before DDP is built), with a seed per rank, on 3 ranks
+        # started by forkserver, each parameter in a bucket of its own after the rebuild.
+        trace_dir = watched_and_plain(tmp, "resume", ["--resume", checkpoint, "--seed-per-rank", "--samples", "66",
+                                                      "--bucket-cap-mb", "0.000001"], start="forkserver", nproc=3)
+        _, events = read_rank(trace_dir, 0)
+        before = [e for e in events if e["type"] == "values" and e["when"] == "before_reduce" and e["step"] == 0]
+        check(len(before) == 4, f"before_reduce values of step 0: {len(before)} events")
+    elif CASE == "dynamic_graph":
+        # find_unused_parameters=True with a dynamic graph: one head on even steps, the other on odd
+        # ones; the first layer frozen (requires_grad_(False)) from the second epoch on, as when
+        # fine-tuning (without find_unused_parameters DDP itself stops: checked below); tied weights
+        # (an embedding shared with the output layer) on 4 ranks.
+        watched_and_plain(tmp, "branches", ["--model", "branches", "--find-unused", "--freeze-after", "1",
+                                            "--epochs", "3"], start="env", used_params="per_step")
+        ref = dump_of(os.path.join(tmp, "branches", "dump.json"), 0)
+        check(ref["used_params"][:4] == [4] * 4 and ref["used_params"][4:] == [2] * 8,
+              f"the parameters with gradients per step: {ref['used_params']}")
+        watched_and_plain(tmp, "tied", ["--model", "tied", "--samples", "128"], start="spawn", nproc=4)
+        # Frozen without find_unused_parameters: DDP raises at the next forward, watched or not (exit
+        # 1 both ways), and the trace ends with that error.
+        frozen = os.path.join(tmp, "frozen")
+        run_variants(["--freeze-after", "1"], start="env", expect_rc=1)
+        run_variants(["--freeze-after", "1"], trace_dir=frozen, start="env", expect_rc=1)
+        strict_stats(frozen)
+        for rank in range(2):
+            errors = [e for e in read_rank(frozen, rank)[1] if e.get("name") == "error"]
+            check(len(errors) == 1 and "Expected to have finished reduction" in errors[0]["args"]["message"]
+                  and errors[0]["step"] == 5, f"rank {rank}: error instants {errors}")
+    elif CASE == "long_run":
+        # 1,500 steps in one process (a one-rank group): what the watcher keeps does not grow with the
+        # steps, nor does its step time, nor the trace's lines per step; the bucket buffer DDP replaced
+        # when it rebuilt its buckets is let go (before, our tensor over it was kept for the whole
+        # run: as many bytes again as all the gradients).
+        env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
+        out = subprocess.run([sys.executable, os.path.join(SRC, "tests", "python", "long_run.py"),
+                              os.path.join(tmp, "long"), "1500"], capture_output=True, text=True, env=env,
+                             timeout=TIMEOUT_S)
+        if not check(out.returncode == 0, f"long_run.py: exit {out.returncode}: {out.stderr[-2000:]}"):
+            return
+        got = json.loads(out.stdout.splitlines()[-1])
+        early, late = got["marks"]["300"], got["marks"]["1500"]
+        check(early["state"] == late["state"], f"the watcher's containers grew: {early['state']} -> {late['state']}")
+        check(late["objects"] - early["objects"] <= 50, f"Python objects {early['objects']} -> {late['objects']}")
+        check(late["handed_bytes"] == got["bucket_bytes"],
+              f"the watcher holds {late['handed_bytes']} bytes of bucket buffers, the buckets have {got['bucket_bytes']}")
+        check(got["last_ms"] < 2 * got["first_ms"] + 0.5,
+              f"step time grew: {got['first_ms']:.3f} ms (steps 300-499) -> {got['last_ms']:.3f} ms (last 200)")
+        check(got["lines_first"] == got["lines_last"], f"lines per step {got['lines_first']} -> {got['lines_last']}")
+        strict_stats(os.path.join(tmp, "long"))
 
 
 def main():
@@ -657,6 +729,8 @@ def main():
             ], f"watch() errors: exit {out.returncode}: {out.stdout!r} {out.stderr!r}")
         elif CASE in ("spawn_and_process", "ddp_options", "accumulate_and_join"):
             variants_case(tmp)
+        elif CASE in ("loop_habits", "dynamic_graph", "long_run"):
+            loop_habits_case(tmp)
         else:
             fail(f"unknown case {CASE}")
     finally:

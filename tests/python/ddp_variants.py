@@ -101,6 +101,10 @@ def build(args, device):
         model = Branches()
     elif args.model == "tied":
         model = Tied()
+    elif args.model == "big":  # 50.4 M parameters in 5 Linear layers (202 MB of fp32 weights)
+        model = nn.Sequential(nn.Linear(FEATURES, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                              nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                              nn.Linear(4096, CLASSES))
     else:
         model = Mlp(norm=args.model == "batchnorm" or args.model == "syncbn", dict_output=args.dict_output)
     if args.model == "syncbn":
@@ -152,6 +156,7 @@ def train(rank, world, args):
 
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    names = [n for n, p in ddp.module.named_parameters() if p.requires_grad]  # DDP's, fixed at construction
     dataset = data(args)
     sampler = None
     if not args.no_sampler:
@@ -226,7 +231,7 @@ def train(rank, world, args):
                    for k, v in ddp._get_ddp_logging_data().items()}
         with open(f"{args.dump}.rank{rank}", "w", encoding="utf-8") as f:
             json.dump({"rank": rank, "world_size": world, "losses": losses, "logging": logging,
-                       "params": [n for n, p in ddp.module.named_parameters() if p.requires_grad],
+                       "params": names,
                        "weights_sha256": hashlib.sha256(b"".join(
                            p.detach().cpu().numpy().tobytes() for p in ddp.module.parameters())).hexdigest(),
                        "dataset": len(dataset), "batch": args.batch, "epochs": args.epochs,
@@ -252,7 +257,7 @@ def main():
     ap.add_argument("--start", default="env", choices=["env", "spawn", "fork", "process", "forkserver"])
     ap.add_argument("--nproc", type=int, default=2, help="ranks to start (spawn, fork)")
     ap.add_argument("--port", type=int, default=29500, help="MASTER_PORT (spawn, fork)")
-    ap.add_argument("--model", default="mlp", choices=["mlp", "batchnorm", "syncbn", "sequence", "branches", "tied"])
+    ap.add_argument("--model", default="mlp", choices=["mlp", "batchnorm", "syncbn", "sequence", "branches", "tied", "big"])
     ap.add_argument("--samples", type=int, default=64)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--epochs", type=int, default=2)
