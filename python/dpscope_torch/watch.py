@@ -11,10 +11,11 @@
 What is recorded, and from where (docs/pytorch.md says the same for users):
 - steps and phases: a step starts at the first training forward of the DDP model after the previous
   step ended and ends when the optimizer's step() returns (or, when no step() follows a backward whose
-  gradients DDP averaged, as when GradScaler skips one, with that backward: at the next forward); `data` is the time before the forward,
-  `forward` runs to the call of backward() (the loss included), `backward` to its return (DDP waits
-  there for the last bucket), `optimizer` is step(). Each phase is a span of category `phase`; the
-  forward, the backward's computation (to the last gradient) and step() are also work spans;
+  gradients DDP averaged, as when GradScaler skips one, with that backward, seen at the next forward);
+  `data` is the time before the forward, `forward` runs to the call of backward() (the loss
+  included), `backward` to its return (DDP waits there for the last bucket), `optimizer` is step().
+  Each phase is a span of category `phase`; the forward, the backward's computation (to the last
+  gradient) and step() are also work spans;
 - gradient-ready instants, one per parameter and backward, from a hook on the parameter's
   AccumulateGrad node (register_post_accumulate_grad_hook where PyTorch has it, >= 2.1);
 - buckets as DDP first builds them (header) and every assignment after (`buckets` events, from the

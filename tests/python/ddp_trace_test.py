@@ -452,7 +452,8 @@ def loop_habits_case(tmp):
         check(early["state"] == late["state"], f"the watcher's containers grew: {early['state']} -> {late['state']}")
         check(late["objects"] - early["objects"] <= 50, f"Python objects {early['objects']} -> {late['objects']}")
         check(late["handed_bytes"] == got["bucket_bytes"],
-              f"the watcher holds {late['handed_bytes']} bytes of bucket buffers, the buckets have {got['bucket_bytes']}")
+              f"the watcher holds {late['handed_bytes']} bytes of bucket buffers, "
+              f"the buckets have {got['bucket_bytes']}")
         check(got["last_ms"] < 2 * got["first_ms"] + 0.5,
               f"step time grew: {got['first_ms']:.3f} ms (steps 300-499) -> {got['last_ms']:.3f} ms (last 200)")
         check(got["lines_first"] == got["lines_last"], f"lines per step {got['lines_first']} -> {got['lines_last']}")

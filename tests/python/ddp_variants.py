@@ -257,7 +257,8 @@ def main():
     ap.add_argument("--start", default="env", choices=["env", "spawn", "fork", "process", "forkserver"])
     ap.add_argument("--nproc", type=int, default=2, help="ranks to start (spawn, fork)")
     ap.add_argument("--port", type=int, default=29500, help="MASTER_PORT (spawn, fork)")
-    ap.add_argument("--model", default="mlp", choices=["mlp", "batchnorm", "syncbn", "sequence", "branches", "tied", "big"])
+    ap.add_argument("--model", default="mlp",
+                    choices=["mlp", "batchnorm", "syncbn", "sequence", "branches", "tied", "big"])
     ap.add_argument("--samples", type=int, default=64)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--epochs", type=int, default=2)
