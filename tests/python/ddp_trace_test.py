@@ -454,7 +454,7 @@ def loop_habits_case(tmp):
         check(late["handed_bytes"] == got["bucket_bytes"],
               f"the watcher holds {late['handed_bytes']} bytes of bucket buffers, "
               f"the buckets have {got['bucket_bytes']}")
-        check(got["last_ms"] < 2 * got["first_ms"] + 0.5,
+        check(got["last_ms"] < 3 * got["first_ms"] + 1.0,  # (loose: CI shares its cores; the sizes above are exact)
               f"step time grew: {got['first_ms']:.3f} ms (steps 300-499) -> {got['last_ms']:.3f} ms (last 200)")
         check(got["lines_first"] == got["lines_last"], f"lines per step {got['lines_first']} -> {got['lines_last']}")
         strict_stats(os.path.join(tmp, "long"))
