@@ -181,7 +181,7 @@ namespace {
 std::vector<Case> all_cases() {
   std::vector<Case> rows;
   for (auto area : {hostile_cases, hostile_io_cases, hostile_lesson_cases, hostile_process_cases,
-                    hostile_training_cases, hostile_recent_cases, hostile_pass4_cases})
+                    hostile_training_cases, hostile_recent_cases, hostile_pass4_cases, hostile_pass5_cases})
     for (Case& c : area()) rows.push_back(std::move(c));
   return rows;
 }
@@ -247,6 +247,10 @@ TEST_P(HostileInput, EndsInTimeWithOneClearErrorLine) {
     const std::string prefix =
         (program == "dpscope-viz" || program == "fidelity_report" ? program : std::string("dpscope")) + ": ";
     EXPECT_EQ(line.rfind(prefix, 0), 0u) << "stray stderr line: " << line;
+    // Nothing a file, a trace or a rank wrote reaches the terminal as a control character: an escape
+    // sequence would act on the user's terminal (base/terminal_text.hpp).
+    EXPECT_EQ(line.find_first_of(std::string("\x1b\x07\x08\x7f\r\0", 6)), std::string::npos)
+        << "a control character on stderr: " << line;
     if (line.rfind(prefix + "error: ", 0) == 0) errors.push_back(line);
   }
   if (c.verify) c.verify(dir, fixtures_);

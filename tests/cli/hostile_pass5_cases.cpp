@@ -1,0 +1,48 @@
+// Hostile-input rows of the fifth pass: text from a trace (a step's name) that reaches the user's
+// terminal in an error line, directly or quoted by `dpscope launch`, and a store address where
+// another program answers. Each row failed before its fix (docs/reliability.md, "Fifth pass").
+#include "cli/hostile_input.hpp"
+#include "support/ports.hpp"
+
+namespace dpscope::testing {
+
+namespace {
+
+// A torch.profiler trace whose step is named "ProfilerStep#" ESC "[31m" LF "5": a colour escape and
+// a newline, written as JSON escapes, as {dir}/step.json.
+void step_name_with_escapes(const fs::path& d, const Fixtures&) {
+  write_file(d / "step.json",
+             R"({"baseTimeNanoseconds":1000000,"traceEvents":[)"
+             R"({"ph":"X","name":"ProfilerStep#\u001b[31m\n5","tid":1,"ts":1000,"dur":100}]})");
+}
+
+// The one line that names the step, its escape and newline written out.
+const std::string kStepNamed = R"('ProfilerStep#\x1b[31m\n5' has no step number)";
+
+}  // namespace
+
+std::vector<Case> hostile_pass5_cases() {
+  std::vector<Case> rows = {
+      // ---- a trace's text never reaches the terminal raw ----
+      // The name split the error line in two and turned the user's terminal red.
+      {"TraceImportStepNameWithEscapes", "trace import {dir}/step.json {dir}/out.jsonl", 2, kStepNamed,
+       step_name_with_escapes},
+  };
+  // The same error on a rank of `dpscope launch`: the rank's line and the launcher's, which quotes it.
+  Case launched{"LaunchQuotesARankErrorWithEscapes",
+                "launch --nproc 2 --grace-s 1 --master-port " + std::to_string(free_port()) +
+                    " -- /bin/sh {dir}/rank.sh",
+                2, kStepNamed, [](const fs::path& d, const Fixtures& fx) {
+                  step_name_with_escapes(d, fx);
+                  write_file(d / "rank.sh", "if [ $RANK = 1 ]; then exec sleep 30; fi; exec " +
+                                                std::string(DPSCOPE_CLI) + " trace import " +
+                                                (d / "step.json").string() + " " +
+                                                (d / "out.jsonl").string() + "\n");
+                }};
+  launched.error_lines = 2;
+  launched.failing_rank = 0;
+  rows.push_back(launched);
+  return rows;
+}
+
+}  // namespace dpscope::testing
