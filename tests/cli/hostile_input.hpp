@@ -54,6 +54,8 @@ struct Case {
   // peer heard why says "was stopped by SIGTERM" instead; the failing rank's own line and the
   // launcher's always name the cause.
   int failing_rank = -1;
+  // Text stdout must contain ({dir} as in args): what a row that succeeds printed of its input.
+  std::string stdout_contains = {};
 };
 
 // gtest prints a failing row by its name, not as bytes.

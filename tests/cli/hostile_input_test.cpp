@@ -235,6 +235,15 @@ TEST_P(HostileInput, EndsInTimeWithOneClearErrorLine) {
                             << shown;
   ASSERT_EQ(r.signal, 0) << c.name << " died of signal " << r.signal << "\n" << shown;
   EXPECT_EQ(r.exit_code, c.exit_code) << shown;
+  // stdout, too, carries no control character from an input to the terminal (it keeps its '\n').
+  EXPECT_EQ(r.out.find_first_of(std::string("\x1b\x07\x08\x7f\r\0", 6)), std::string::npos)
+      << "a control character on stdout\n"
+      << shown;
+  if (!c.stdout_contains.empty()) {
+    EXPECT_NE(r.out.find(replace_all(c.stdout_contains, "{dir}", dir.string())), std::string::npos)
+        << "expected '" << c.stdout_contains << "' on stdout\n"
+        << shown;
+  }
   std::istringstream err(r.err);
   std::vector<std::string> errors;
   for (std::string line; std::getline(err, line);) {

@@ -28,6 +28,17 @@ std::vector<Case> hostile_pass5_cases() {
       {"TraceImportStepNameWithEscapes", "trace import {dir}/step.json {dir}/out.jsonl", 2, kStepNamed,
        step_name_with_escapes},
   };
+  // A trace whose device is named "sim" ESC "]0;PWNED" BEL ESC "[2J:0": `trace stats` printed it raw,
+  // which retitled the terminal's window and cleared its screen; now the name is written out.
+  Case stats{"TraceStatsDeviceNameWithEscapes", "trace stats {dir}/t.jsonl", 0, "",
+             [](const fs::path& d, const Fixtures& fx) {
+               const std::string trace = read_file(fx.trace);
+               ASSERT_NE(trace.find(R"("name":"sim:0")"), std::string::npos);
+               write_file(d / "t.jsonl", replace_all(trace, R"("name":"sim:0")",
+                                                     R"("name":"sim\u001b]0;PWNED\u0007\u001b[2J:0")"));
+             }};
+  stats.stdout_contains = R"(sim\x1b]0;PWNED\x07\x1b[2J:0 )";
+  rows.push_back(stats);
   // The same error on a rank of `dpscope launch`: the rank's line and the launcher's, which quotes it.
   Case launched{"LaunchQuotesARankErrorWithEscapes",
                 "launch --nproc 2 --grace-s 1 --master-port " + std::to_string(free_port()) +

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace dpscope {
 
 std::string printable_line(std::string_view text) {
@@ -25,6 +27,18 @@ std::string printable_line(std::string_view text) {
     } else {
       out += static_cast<char>(byte);
     }
+  }
+  return out;
+}
+
+std::string printable_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find('\n', begin), text.size());
+    out += printable_line(text.substr(begin, end - begin));
+    if (end < text.size()) out += '\n';
+    begin = end + 1;
   }
   return out;
 }

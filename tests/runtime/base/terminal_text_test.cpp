@@ -32,5 +32,13 @@ TEST(PrintableLine, C1ControlsInUtf8AreWrittenOut) {
   EXPECT_EQ(printable_line("end\xc2"), "end\xc2");  // a cut sequence is kept, not read past the end
 }
 
+TEST(PrintableText, KeepsTheLinesAndWritesOutEverythingElse) {
+  EXPECT_EQ(printable_text("device  busy\nsim\x1b]0;t\x07:0  1 us\n"),
+            "device  busy\nsim\\x1b]0;t\\x07:0  1 us\n");
+  EXPECT_EQ(printable_text("no newline\tat the end"), "no newline\\tat the end");
+  EXPECT_EQ(printable_text("\n\n"), "\n\n");
+  EXPECT_EQ(printable_text(""), "");
+}
+
 }  // namespace
 }  // namespace dpscope

@@ -17,4 +17,9 @@ namespace dpscope {
 // backslash stays a backslash; every other byte, UTF-8 or not, is kept.
 std::string printable_line(std::string_view text);
 
+// Text of several lines (a table, a report) whose cells quote a trace: each line as printable_line
+// writes it, the '\n' between lines kept. A '\n' inside a quoted name still ends a line there, but no
+// escape sequence reaches the terminal (`dpscope trace stats`).
+std::string printable_text(std::string_view text);
+
 }  // namespace dpscope
