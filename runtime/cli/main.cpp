@@ -6,6 +6,7 @@
 // file, a trace or a rank is written out, control characters escaped (base/terminal_text.hpp).
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -60,6 +61,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     app.parse(argc, argv);
+    // What a command printed is its result (a report, a table): a full disk or a closed stdout lost it
+    // with exit code 0. fflush() says whether the last of it reached the file; ferror() whether an
+    // earlier write failed.
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+      std::fprintf(stderr, "dpscope: error: cannot write standard output: %s (what it shows is incomplete)\n",
+                   errno != 0 ? std::strerror(errno) : "a write failed");
+      return 1;
+    }
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

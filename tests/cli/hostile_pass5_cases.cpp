@@ -39,6 +39,15 @@ std::vector<Case> hostile_pass5_cases() {
              }};
   stats.stdout_contains = R"(sim\x1b]0;PWNED\x07\x1b[2J:0 )";
   rows.push_back(stats);
+  // stdout on a full disk: `trace stats` wrote its table into nothing and exited 0 (as every command).
+  Case full{"TraceStatsOntoAFullDevice", "{dir}/stats.sh", 1,
+            "cannot write standard output: No space left on device",
+            [](const fs::path& d, const Fixtures& fx) {
+              write_file(d / "stats.sh", "exec " + std::string(DPSCOPE_CLI) + " trace stats " +
+                                             fx.trace.string() + " >/dev/full\n");
+            }};
+  full.program = "/bin/sh";
+  rows.push_back(full);
   // The same error on a rank of `dpscope launch`: the rank's line and the launcher's, which quotes it.
   Case launched{"LaunchQuotesARankErrorWithEscapes",
                 "launch --nproc 2 --grace-s 1 --master-port " + std::to_string(free_port()) +
