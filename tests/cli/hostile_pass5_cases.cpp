@@ -1,6 +1,8 @@
-// Hostile-input rows of the fifth pass: text from a trace (a step's name) that reaches the user's
-// terminal in an error line, directly or quoted by `dpscope launch`, and a store address where
-// another program answers. Each row failed before its fix (docs/reliability.md, "Fifth pass").
+// Hostile-input rows of the fifth pass: text from a trace or a lesson file (a step's name, a device's,
+// a key) that reached the user's terminal raw, in an error line (directly or quoted by `dpscope
+// launch`) or in `trace stats`' table; stdout on a full disk; `bench` started by `dpscope launch`.
+// The TCP store's rows are unit tests (comm_tests: TcpStore.*). Each row failed before its fix
+// (docs/reliability.md, "Fifth pass").
 #include "cli/hostile_input.hpp"
 #include "support/ports.hpp"
 
@@ -39,6 +41,27 @@ std::vector<Case> hostile_pass5_cases() {
              }};
   stats.stdout_contains = R"(sim\x1b]0;PWNED\x07\x1b[2J:0 )";
   rows.push_back(stats);
+  // A lesson file's quoted key with an escape and a newline: `lesson check` quoted it raw.
+  rows.push_back({"LessonUnknownKeyWithEscapes", "lesson check {dir}/01-hostile.toml", 2,
+                  R"(01-hostile.toml:6: unknown key '\x1b[31mbad\nkey' in the lesson)",
+                  [](const fs::path& d, const Fixtures&) {
+                    write_file(d / "01-hostile.toml",
+                               "id = \"01-hostile\"\ntitle = \"Hostile\"\nminutes = 1\ngoals = [\"none\"]\n"
+                               "snippet = \"x = 1\\n\"\n\"\\u001b[31mbad\\nkey\" = 1\n");
+                  }});
+  // `bench` (sim) under dpscope launch: each rank ran the whole bench and printed the same table.
+  // Rank 1 only sleeps, so the launcher stops it without a word whichever moment rank 0 fails.
+  Case bench{
+      "LaunchBenchOnTheSimulatedBackend",
+      "launch --nproc 2 --grace-s 1 --master-port " + std::to_string(free_port()) +
+          " -- /bin/sh {dir}/rank.sh",
+      2, "but bench --backend sim runs all 2 devices in one process", [](const fs::path& d, const Fixtures&) {
+        write_file(d / "rank.sh", "if [ $RANK = 1 ]; then exec sleep 30; fi; exec " +
+                                      std::string(DPSCOPE_CLI) + " bench all_reduce --devices 2 -e 1K\n");
+      }};
+  bench.error_lines = 2;
+  bench.failing_rank = 0;
+  rows.push_back(bench);
   // stdout on a full disk: `trace stats` wrote its table into nothing and exited 0 (as every command).
   Case full{"TraceStatsOntoAFullDevice", "{dir}/stats.sh", 1,
             "cannot write standard output: No space left on device",
