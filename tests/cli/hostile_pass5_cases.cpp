@@ -49,6 +49,11 @@ std::vector<Case> hostile_pass5_cases() {
                                "id = \"01-hostile\"\ntitle = \"Hostile\"\nminutes = 1\ngoals = [\"none\"]\n"
                                "snippet = \"x = 1\\n\"\n\"\\u001b[31mbad\\nkey\" = 1\n");
                   }});
+  // dpscope-viz quoted a trace path holding ESC "[31m" raw (the path as a user might paste it).
+  Case viz{"VizTracePathWithEscapes", "{dir}/a\x1b[31mb.jsonl --screenshot {dir}/s.png --size 320x200", 1,
+           R"(cannot read trace '{dir}/a\x1b[31mb.jsonl': no such file)"};
+  viz.program = kViz;
+  rows.push_back(viz);
   // `bench` (sim) under dpscope launch: each rank ran the whole bench and printed the same table.
   // Rank 1 only sleeps, so the launcher stops it without a word whichever moment rank 0 fails.
   Case bench{

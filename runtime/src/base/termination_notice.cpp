@@ -1,14 +1,14 @@
 // The line a stopped rank prints (termination_notice.hpp).
 #include "dpscope/base/termination_notice.hpp"
 
-#include "dpscope/base/terminal_text.hpp"
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <string>
+
+#include "dpscope/base/terminal_text.hpp"
 
 namespace dpscope {
 

@@ -1,9 +1,10 @@
 // Text from files, traces and other processes on its way to a terminal: an error line quotes a
 // trace's event name, a lesson's question, a rank's own error. Such text may hold a newline (which
 // would split the one `dpscope: error:` line in two) or an escape sequence (which a terminal obeys:
-// it can recolour, retitle or clear the user's terminal). Used by the CLIs' error lines
-// (runtime/cli/main.cpp, visualizer/app/main.cpp, bench/fidelity_report.cpp) and by `dpscope
-// launch` when it quotes a rank's error; docs/reliability.md, "Fifth pass".
+// it can recolour, retitle or clear the user's terminal). Used by the error lines of `dpscope`
+// (runtime/cli/main.cpp) and `dpscope-viz` (visualizer/app/main.cpp), by the line a stopped rank
+// prints (base/termination_notice.cpp), which `dpscope launch` quotes, and by `trace stats`'
+// table; docs/reliability.md, "Fifth pass".
 #pragma once
 
 #include <string>
