@@ -22,11 +22,13 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
+#include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/core/preset.hpp"
@@ -265,6 +267,16 @@ void register_bench(CLI::App& app, Registration registration) {
     BenchOptions options = to_options(*args);
     if (cmd->count("--algo") == 0) options.algorithm = Algorithm::kDefault;  // DPSCOPE_ALGO or auto
     validate_bench_options(options);
+    // Under dpscope launch (or torchrun) every copy ran the whole simulated bench and printed the
+    // same table once per process, without a word; train refuses the same (train/world.cpp).
+    if (const std::optional<EnvRendezvous> env = read_env_rendezvous();
+        env && env->world_size > 1 && options.backend != "mpi")
+      throw Error(
+          ErrorKind::kUsage,
+          fmt::format("this process is rank {} of {} (RANK and WORLD_SIZE are set, as dpscope launch and "
+                      "torchrun do), but bench --backend {} runs all {} devices in one process: start "
+                      "one process, or --backend mpi for one process per rank",
+                      env->rank, env->world_size, options.backend, options.devices));
     if (options.backend == "mpi" && options.devices > 1)  // a rank of mpirun's job (checked above)
       say_why_when_terminated(mpi::launch_from_environment()->rank);
     const HardwarePreset hw = find_preset(options.preset);

@@ -2,9 +2,11 @@
 //
 // Every failure is one line on stderr, "dpscope: error: <what>", with exit code 2 for usage
 // errors (bad flags, missing or malformed files) and 1 for runtime failures; never a crash, never a
-// raw exception text (std::bad_alloc becomes "out of host memory").
+// raw exception text (std::bad_alloc becomes "out of host memory"). What the line quotes from a
+// file, a trace or a rank is written out, control characters escaped (base/terminal_text.hpp).
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -15,6 +17,7 @@
 #include "commands.hpp"
 #include "dpscope/base/cli_empty_values.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "dpscope/base/termination_notice.hpp"
 
 namespace {
@@ -54,10 +57,19 @@ int main(int argc, char** argv) {
   dpscope::refuse_empty_values(app);  // a lesson's scenario is parsed with the same rule
   try {
     if (const std::string unknown = unknown_command_message(app, argc, argv); !unknown.empty()) {
-      std::fprintf(stderr, "dpscope: error: %s\n", unknown.c_str());
+      std::fprintf(stderr, "dpscope: error: %s\n", dpscope::printable_line(unknown).c_str());
       return 2;
     }
     app.parse(argc, argv);
+    // What a command printed is its result (a report, a table): a full disk or a closed stdout lost it
+    // with exit code 0. fflush() says whether the last of it reached the file; ferror() whether an
+    // earlier write failed.
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+      std::fprintf(stderr, "dpscope: error: cannot write standard output: %s (what it shows is incomplete)\n",
+                   errno != 0 ? std::strerror(errno) : "a write failed");
+      return 1;
+    }
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -65,11 +77,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "dpscope: error: %s\n", e.what());
+    std::fprintf(stderr, "dpscope: error: %s\n", dpscope::printable_line(e.what()).c_str());
     return 2;
   } catch (const dpscope::Error& e) {
     dpscope::hold_termination();  // a rank of a job prints its own error, once (base/termination_notice.hpp)
-    std::fprintf(stderr, "dpscope: error: %s\n", e.what());
+    std::fprintf(stderr, "dpscope: error: %s\n", dpscope::printable_line(e.what()).c_str());
     if (verbose)
       std::fprintf(stderr, "  (raised at %s, kind: %s)\n", e.where().c_str(), dpscope::to_string(e.kind()));
     return e.is_usage_error() ? 2 : 1;
@@ -79,7 +91,7 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     dpscope::hold_termination();
-    std::fprintf(stderr, "dpscope: error: %s\n", e.what());
+    std::fprintf(stderr, "dpscope: error: %s\n", dpscope::printable_line(e.what()).c_str());
     return 1;
   }
   return 0;

@@ -18,6 +18,7 @@
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "dpscope/trace/merge.hpp"
 #include "dpscope/trace_tools/chrome_export.hpp"
 #include "dpscope/trace_tools/ddp_diagnosis.hpp"
@@ -195,15 +196,19 @@ void register_trace(CLI::App& app) {
   stats_cmd->callback([stats_options] {
     const trace::TraceData data = load(stats_options->in, stats_options->lenient);
     const trace::TraceStats stats = trace::compute_stats(data, stats_options->per_step);
-    fmt::print("{}: {} events, {} clock, {} devices\n", stats_options->in, data.events.size(),
-               data.header.clock, data.header.devices.size());
+    // What the trace names (devices, parameters, its clock) is written out, not sent to the terminal
+    // raw: a device named "sim\x1b]0;...\x07" retitled the user's window (base/terminal_text.hpp).
+    fmt::print(
+        "{}", printable_text(fmt::format("{}: {} events, {} clock, {} devices\n", stats_options->in,
+                                         data.events.size(), data.header.clock, data.header.devices.size())));
     if (!data.ranks.empty()) {
       fmt::print("{} process ranks (rank-K.jsonl) on rank 0's clock:\n", data.ranks.size());
       print_rank_clocks(data.ranks);
     }
-    fmt::print("{}", trace::format_stats(stats, data, stats_options->per_step));
+    fmt::print("{}", printable_text(trace::format_stats(stats, data, stats_options->per_step)));
     // DDP traces: the straggler, exposed communication, buckets and sampler findings (nothing else).
-    fmt::print("{}", trace::format_diagnosis(trace::diagnose_ddp(data), stats_options->per_step));
+    fmt::print("{}",
+               printable_text(trace::format_diagnosis(trace::diagnose_ddp(data), stats_options->per_step)));
   });
 }
 

@@ -83,10 +83,16 @@ TEST(EnvRendezvous, ReadsTheLaunchersVariablesAndNamesABadOne) {
             "env:// needs both RANK and WORLD_SIZE, but only RANK is set (start the processes with dpscope "
             "launch)");
   EXPECT_EQ(message({{"RANK", "4"}, {"WORLD_SIZE", "4"}}).message, "RANK=4 must be below WORLD_SIZE=4");
-  EXPECT_EQ(message({{"RANK", "x"}, {"WORLD_SIZE", "4"}}).message, "RANK='x' is not a rank (0 or more)");
+  EXPECT_EQ(message({{"RANK", "x"}, {"WORLD_SIZE", "4"}}).message,
+            "RANK='x' is not a rank (0 to WORLD_SIZE - 1)");
   const Outcome port = message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}});
   EXPECT_EQ(port.kind, ErrorKind::kUsage);
   EXPECT_EQ(port.message, "MASTER_PORT='70000' is not a port number (1 to 65535)");
+  // Past the bound, the message names the bound (it said "1 or more" of 1048577).
+  EXPECT_EQ(message({{"RANK", "0"}, {"WORLD_SIZE", "1048577"}}).message,
+            "WORLD_SIZE='1048577' is not a world size (1 to 1048576)");
+  EXPECT_EQ(message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "-5"}}).message,
+            "LOCAL_RANK='-5' is not a local rank (0 to LOCAL_WORLD_SIZE - 1)");
   set_env({});  // the tests after this one in the same process (the hostile matrix's runs) inherit them
 }
 

@@ -54,6 +54,8 @@ struct Case {
   // peer heard why says "was stopped by SIGTERM" instead; the failing rank's own line and the
   // launcher's always name the cause.
   int failing_rank = -1;
+  // Text stdout must contain ({dir} as in args): what a row that succeeds printed of its input.
+  std::string stdout_contains = {};
 };
 
 // gtest prints a failing row by its name, not as bytes.
@@ -109,5 +111,6 @@ std::vector<Case> hostile_training_cases();  // hostile_training_cases.cpp: size
 std::vector<Case>
 hostile_recent_cases();  // hostile_recent_cases.cpp: import, bench, fidelity_report, lesson 14
 std::vector<Case> hostile_pass4_cases();  // hostile_pass4_cases.cpp: presets, viewer flags, report headers
+std::vector<Case> hostile_pass5_cases();  // hostile_pass5_cases.cpp: trace text on the terminal, the store
 
 }  // namespace dpscope::testing

@@ -181,7 +181,7 @@ namespace {
 std::vector<Case> all_cases() {
   std::vector<Case> rows;
   for (auto area : {hostile_cases, hostile_io_cases, hostile_lesson_cases, hostile_process_cases,
-                    hostile_training_cases, hostile_recent_cases, hostile_pass4_cases})
+                    hostile_training_cases, hostile_recent_cases, hostile_pass4_cases, hostile_pass5_cases})
     for (Case& c : area()) rows.push_back(std::move(c));
   return rows;
 }
@@ -235,6 +235,15 @@ TEST_P(HostileInput, EndsInTimeWithOneClearErrorLine) {
                             << shown;
   ASSERT_EQ(r.signal, 0) << c.name << " died of signal " << r.signal << "\n" << shown;
   EXPECT_EQ(r.exit_code, c.exit_code) << shown;
+  // stdout, too, carries no control character from an input to the terminal (it keeps its '\n').
+  EXPECT_EQ(r.out.find_first_of(std::string("\x1b\x07\x08\x7f\r\0", 6)), std::string::npos)
+      << "a control character on stdout\n"
+      << shown;
+  if (!c.stdout_contains.empty()) {
+    EXPECT_NE(r.out.find(replace_all(c.stdout_contains, "{dir}", dir.string())), std::string::npos)
+        << "expected '" << c.stdout_contains << "' on stdout\n"
+        << shown;
+  }
   std::istringstream err(r.err);
   std::vector<std::string> errors;
   for (std::string line; std::getline(err, line);) {
@@ -247,6 +256,10 @@ TEST_P(HostileInput, EndsInTimeWithOneClearErrorLine) {
     const std::string prefix =
         (program == "dpscope-viz" || program == "fidelity_report" ? program : std::string("dpscope")) + ": ";
     EXPECT_EQ(line.rfind(prefix, 0), 0u) << "stray stderr line: " << line;
+    // Nothing a file, a trace or a rank wrote reaches the terminal as a control character: an escape
+    // sequence would act on the user's terminal (base/terminal_text.hpp).
+    EXPECT_EQ(line.find_first_of(std::string("\x1b\x07\x08\x7f\r\0", 6)), std::string::npos)
+        << "a control character on stderr: " << line;
     if (line.rfind(prefix + "error: ", 0) == 0) errors.push_back(line);
   }
   if (c.verify) c.verify(dir, fixtures_);

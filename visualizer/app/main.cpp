@@ -32,6 +32,7 @@
 #include "dpscope/base/cli_empty_values.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "dpscope/trace_tools/rank_traces.hpp"
 #include "replay/seek.hpp"
 #include "ui/viewer.hpp"
@@ -87,7 +88,7 @@ constexpr int kExitTraceError = 1;
 constexpr int kExitUsage = 2;
 
 int fail(int code, const std::string& message) {
-  fmt::print(stderr, "dpscope-viz: error: {}\n", message);
+  fmt::print(stderr, "dpscope-viz: error: {}\n", dpscope::printable_line(message));  // one line, no escapes
   return code;
 }
 

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <string>
+
+#include "dpscope/base/terminal_text.hpp"
 
 namespace dpscope {
 
@@ -35,11 +38,14 @@ void fill(int which, std::string_view head, std::string_view text) {
   char* line = g_lines[which - 1];
   size_t n = std::min(head.size(), kLineBytes - 1);
   std::memcpy(line, head.data(), n);
-  const size_t body = std::min(text.size(), kLineBytes - 1 - n);
-  std::memcpy(line + n, text.data(), body);
+  // One line: a message may span lines (a run's error) or quote escape sequences (a trace's name);
+  // control characters are written out (base/terminal_text.hpp). The last character is the newline.
+  std::string printable(text);
+  std::replace(printable.begin(), printable.end(), '\n', ' ');
+  printable = printable_line(printable);
+  const size_t body = std::min(printable.size(), kLineBytes - 1 - n);
+  std::memcpy(line + n, printable.data(), body);
   n += body;
-  // One line: a message may span lines (a run's error); the last character is the newline.
-  std::replace(line, line + n, '\n', ' ');
   if (n == 0 || line[n - 1] != '\n') line[n++] = '\n';
   g_lengths[which - 1] = n;
 }

@@ -84,5 +84,16 @@ TEST(TerminationNotice, OnceHeldTheProcessPrintsAndExitsItsOwnWay) {
   EXPECT_EQ(WEXITSTATUS(e.status), 1);
 }
 
+// An error quoting a trace's text: its escape sequence is written out, not sent to the terminal.
+TEST(TerminationNotice, ARanksOwnErrorWritesOutControlCharacters) {
+  const Ended e = in_child([] {
+    arm_termination_notice("dpscope: error: rank 0 was stopped by SIGTERM\n");
+    own_error_on_termination("'ProfilerStep#\x1b[31m5' has no step number");
+    ::raise(SIGTERM);
+  });
+  EXPECT_EQ(e.err, "dpscope: error: 'ProfilerStep#\\x1b[31m5' has no step number\n");
+  ASSERT_TRUE(WIFSIGNALED(e.status));
+}
+
 }  // namespace
 }  // namespace dpscope

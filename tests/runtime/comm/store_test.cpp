@@ -9,6 +9,11 @@
 #include <memory>
 #include <thread>
 
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/store.hpp"
 #include "dpscope/comm/tcp_store.hpp"
@@ -241,6 +246,77 @@ TEST(TcpStore, AServerThatGoesAwayEndsAWaitingClientsGetAtOnce) {
   const Outcome after = error_of([&] { client.set("k", "v"); });
   EXPECT_EQ(after.kind, ErrorKind::kIo);
   EXPECT_THAT(after.message, HasSubstr("the store's server closed the connection (did its process end?)"));
+}
+
+// A program that is no store listens on the port: it accepts one connection, reads the request,
+// answers `reply` and keeps the connection open until `hold_ms` pass (0: it closes at once).
+class ForeignProgram {
+ public:
+  ForeignProgram(std::string reply, int hold_ms) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    EXPECT_EQ(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(::listen(listen_fd_, 1), 0);
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this, reply, hold_ms] {
+      const int fd = ::accept(listen_fd_, nullptr, nullptr);
+      char request[256];
+      [[maybe_unused]] const ssize_t got = ::recv(fd, request, sizeof(request), 0);
+      [[maybe_unused]] const ssize_t sent = ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+      ::close(fd);
+    });
+  }
+  ~ForeignProgram() {
+    thread_.join();
+    ::close(listen_fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+long peak_rss_kb() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+// A web server on MASTER_PORT answers "HTTP/1.1 400 ..." (read as a 1.35 GB message) and keeps the
+// connection: the error once said "the store's server closed the connection (did its process
+// end?)", which sent the user looking at rank 0 instead of at the port.
+TEST(TcpStore, AnotherProgramOnThePortIsNamedAsNoStore) {
+  ForeignProgram web("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", 2000);
+  TCPStore client("127.0.0.1", web.port(), false, Milliseconds(1000));
+  const auto begun = steady_clock::now();
+  const Outcome e = error_of([&] { client.set("k", "v"); });
+  EXPECT_LT(std::chrono::duration_cast<Milliseconds>(steady_clock::now() - begun).count(), 1500);
+  EXPECT_EQ(e.kind, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(e.message, fmt::format("TCPStore(127.0.0.1:{0}): what answers there is not a dpscope store (its "
+                                   "reply is no store message; does another program listen on port {0}? "
+                                   "pick another MASTER_PORT)",
+                                   web.port()));
+}
+
+// An ssh server's "SSH-" reads as a 759,718,739-byte message: the client allocated all of it before
+// reading a byte of it. The buffer now grows with what arrives.
+TEST(TcpStore, AForeignReplyCostsNoMoreMemoryThanItSends) {
+  const long before_kb = peak_rss_kb();
+  {
+    ForeignProgram ssh("SSH-2.0-OpenSSH_9.2p1\r\n", 0);
+    TCPStore client("127.0.0.1", ssh.port(), false, Milliseconds(1000));
+    const Outcome e = error_of([&] { client.set("k", "v"); });
+    EXPECT_EQ(e.kind, ErrorKind::kIo);
+    EXPECT_THAT(e.message, HasSubstr("the store's server closed the connection"));
+  }
+  EXPECT_LT(peak_rss_kb() - before_kb, 64 * 1024) << "KB more at the peak";
 }
 
 }  // namespace

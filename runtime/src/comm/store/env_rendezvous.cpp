@@ -39,13 +39,15 @@ std::optional<EnvRendezvous> read_env_rendezvous() {
       "env:// needs both RANK and WORLD_SIZE, but only {} is set (start the processes with dpscope launch)",
       has_rank ? "RANK" : "WORLD_SIZE");
   EnvRendezvous r;
-  r.world_size = static_cast<int>(integer("WORLD_SIZE", 1, 1, 1 << 20, "a world size (1 or more)"));
-  r.rank = static_cast<int>(integer("RANK", 0, 0, 1 << 20, "a rank (0 or more)"));
+  // The bounds are in the message: WORLD_SIZE=1048577 once said "not a world size (1 or more)".
+  r.world_size = static_cast<int>(integer("WORLD_SIZE", 1, 1, 1 << 20, "a world size (1 to 1048576)"));
+  r.rank = static_cast<int>(integer("RANK", 0, 0, 1 << 20, "a rank (0 to WORLD_SIZE - 1)"));
   DPS_CHECK(r.rank < r.world_size, ErrorKind::kUsage, "RANK={} must be below WORLD_SIZE={}", r.rank,
             r.world_size);
   r.local_world_size = static_cast<int>(
       integer("LOCAL_WORLD_SIZE", r.world_size, 1, r.world_size, "a local world size (1 to WORLD_SIZE)"));
-  r.local_rank = static_cast<int>(integer("LOCAL_RANK", r.rank, 0, 1 << 20, "a local rank (0 or more)"));
+  r.local_rank =
+      static_cast<int>(integer("LOCAL_RANK", r.rank, 0, 1 << 20, "a local rank (0 to LOCAL_WORLD_SIZE - 1)"));
   DPS_CHECK(r.local_rank < r.local_world_size, ErrorKind::kUsage,
             "LOCAL_RANK={} must be below LOCAL_WORLD_SIZE={}", r.local_rank, r.local_world_size);
   if (const char* addr = env("MASTER_ADDR")) r.master_addr = addr;

@@ -102,7 +102,14 @@ StoreBytes TCPStore::call(const StoreBytes& request, int64_t wait_ms) {
   DPS_CHECK(detail::wire::send_message(fd_, request), ErrorKind::kIo,
             "{}: the store's server closed the connection (did its process end?)", name());
   bool timed_out = false;
-  std::optional<StoreBytes> response = detail::wire::receive_message(fd_, &timed_out);
+  bool oversized = false;
+  std::optional<StoreBytes> response = detail::wire::receive_message(fd_, &timed_out, &oversized);
+  // Another program on the port (a web server, ssh) answers with bytes that are no store message: it
+  // did not close the connection, and the hint is the port, not rank 0's process.
+  DPS_CHECK(!oversized, ErrorKind::kInvalidArgument,
+            "{}: what answers there is not a dpscope store (its reply is no store message; does another "
+            "program listen on port {}? pick another MASTER_PORT)",
+            name(), port_);
   DPS_CHECK(!timed_out, ErrorKind::kTimeout, "{}: the store's server did not answer within {} ms", name(),
             limit_ms);
   DPS_CHECK(response.has_value() && !response->empty(), ErrorKind::kIo,

@@ -35,8 +35,9 @@ bool send_message(int fd, const StoreBytes& message) {
   return send_all(header, 4) && send_all(message.data(), message.size());
 }
 
-std::optional<StoreBytes> receive_message(int fd, bool* timed_out) {
+std::optional<StoreBytes> receive_message(int fd, bool* timed_out, bool* oversized) {
   if (timed_out != nullptr) *timed_out = false;
+  if (oversized != nullptr) *oversized = false;
   auto receive_all = [&](uint8_t* p, size_t left) {
     while (left > 0) {
       const ssize_t got = ::recv(fd, p, left, 0);
@@ -52,9 +53,19 @@ std::optional<StoreBytes> receive_message(int fd, bool* timed_out) {
   if (!receive_all(header, 4)) return std::nullopt;
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(header[i]) << (8 * i);
-  if (n > kMaxMessageBytes) return std::nullopt;
-  StoreBytes message(n);
-  if (!receive_all(message.data(), n)) return std::nullopt;
+  if (n > kMaxMessageBytes) {
+    if (oversized != nullptr) *oversized = true;
+    return std::nullopt;
+  }
+  // The buffer grows with what arrives, 1 MiB at a time: a peer that is no store (ssh's "SSH-"
+  // reads as 759,718,739 bytes) costs no more memory than it sends.
+  constexpr size_t kChunkBytes = size_t{1} << 20;
+  StoreBytes message;
+  while (message.size() < n) {
+    const size_t at = message.size();
+    message.resize(at + std::min<size_t>(kChunkBytes, n - at));
+    if (!receive_all(message.data() + at, message.size() - at)) return std::nullopt;
+  }
   return message;
 }
 

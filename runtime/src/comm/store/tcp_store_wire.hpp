@@ -104,7 +104,8 @@ class Reader {
 // Writes a whole message (length prefix, then `message`) to `fd`; false when the peer is gone.
 bool send_message(int fd, const StoreBytes& message);
 // Reads one whole message; nullopt when the peer closed the connection, the socket's receive
-// timeout passed (`timed_out` set) or the message is larger than kMaxMessageBytes.
-std::optional<StoreBytes> receive_message(int fd, bool* timed_out = nullptr);
+// timeout passed (`timed_out` set) or the message is larger than kMaxMessageBytes (`oversized` set:
+// the peer speaks another protocol, e.g. another program listens on the store's port).
+std::optional<StoreBytes> receive_message(int fd, bool* timed_out = nullptr, bool* oversized = nullptr);
 
 }  // namespace dpscope::detail::wire
