@@ -16,6 +16,7 @@
 #include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "dpscope/comm/nccl_fidelity.hpp"
 
 namespace {
@@ -72,13 +73,13 @@ int main(int argc, char** argv) {
       fmt::print("{}: median {:.1f} %, worst {:.1f} %\n", r.system.id, 100 * r.median_error,
                  100 * r.worst_error);
   } catch (const dpscope::Error& e) {
-    std::fprintf(stderr, "fidelity_report: error: %s\n", e.what());
+    std::fprintf(stderr, "fidelity_report: error: %s\n", dpscope::printable_line(e.what()).c_str());
     return e.is_usage_error() ? 2 : 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "fidelity_report: error: out of host memory (an allocation failed)\n");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fidelity_report: error: %s\n", e.what());
+    std::fprintf(stderr, "fidelity_report: error: %s\n", dpscope::printable_line(e.what()).c_str());
     return 1;
   }
   return 0;

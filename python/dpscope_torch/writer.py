@@ -145,17 +145,22 @@ def _rank_file_problem(trace_dir, name):
     return None
 
 
-def check_trace_dir_before_run(trace_dir):
-    """What `python3 -m dpscope_torch.run` checks once, before the script starts: that DIR is (or can be
-    made) a directory it may write in, holding nothing any rank would refuse whatever the world size.
-    A script that starts its own ranks (torch.multiprocessing.spawn) is so refused in one line, not by
-    each spawned rank and then the parent's traceback of their exits. Raises TraceError."""
+def _make_trace_dir(trace_dir):
+    """Makes DIR if missing; refuses one that is not a directory (a regular file, a FIFO: never opened)."""
     if os.path.exists(trace_dir) and not os.path.isdir(trace_dir):
         raise TraceError(f"trace directory '{trace_dir}' is not a directory")
     try:
         os.makedirs(trace_dir, exist_ok=True)
     except OSError as e:
         raise TraceError(f"cannot make trace directory '{trace_dir}': {e.strerror}") from None
+
+
+def check_trace_dir_before_run(trace_dir):
+    """What `python3 -m dpscope_torch.run` checks once, before the script starts: that DIR is (or can be
+    made) a directory it may write in, holding nothing any rank would refuse whatever the world size.
+    A script that starts its own ranks (torch.multiprocessing.spawn) is so refused in one line, not by
+    each spawned rank and then the parent's traceback of their exits. Raises TraceError."""
+    _make_trace_dir(trace_dir)
     if not os.access(trace_dir, os.W_OK | os.X_OK):
         raise TraceError(f"trace directory '{trace_dir}' is not writable")
     for name in sorted(os.listdir(trace_dir)):
@@ -172,12 +177,7 @@ def check_trace_dir(trace_dir, rank, world_size):
     a regular file, a compressed rank file (the readers refuse a rank with both) or a rank beyond this
     run's world size is refused, by its rank and by rank 0, before anything is removed.
     """
-    if os.path.exists(trace_dir) and not os.path.isdir(trace_dir):
-        raise TraceError(f"trace directory '{trace_dir}' is not a directory")
-    try:
-        os.makedirs(trace_dir, exist_ok=True)
-    except OSError as e:
-        raise TraceError(f"cannot make trace directory '{trace_dir}': {e.strerror}") from None
+    _make_trace_dir(trace_dir)
     path = os.path.join(trace_dir, f"rank-{rank}.jsonl")
     try:
         mode = os.lstat(path).st_mode
