@@ -73,38 +73,15 @@ struct BufferRoom {
 
 }  // namespace
 
-template <class Room>
-void ZstdDecoder::decode_into(std::string_view compressed, Room& out) {
-  if (compressed.empty()) return;
-  ZSTD_inBuffer in{compressed.data(), compressed.size(), 0};
-  // Decode straight into `out`, growing it geometrically, by one block (ZSTD_DStreamOutSize) at least.
-  const size_t chunk = ZSTD_DStreamOutSize();
-  for (;;) {
-    const std::span<char> room = out.room(chunk);
-    ZSTD_outBuffer dst{room.data(), room.size(), 0};
-    const size_t hint = ZSTD_decompressStream(context_, &dst, &in);
-    out.grow(dst.pos);
-    if (ZSTD_isError(hint)) {
-      out.finish();
-      ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
-      throw Error(ErrorKind::kFormat,
-                  fmt::format("{}: not a valid zstd stream ({})", name_, ZSTD_getErrorName(hint)));
-    }
-    frame_end_ = hint == 0;
-    // Done once the input is taken and the output had room to spare (zstd holds nothing back).
-    if (in.pos == in.size && dst.pos < dst.size) break;
-  }
-  out.finish();
-}
-
+// decode(): all of it, as decode_some() without a bound on what it makes.
 void ZstdDecoder::decode(std::string_view compressed, std::string& out) {
-  StringRoom room{out};
-  decode_into(compressed, room);
+  size_t consumed = 0;
+  decode_some(compressed, &consumed, out, SIZE_MAX);
 }
 
 void ZstdDecoder::decode(std::string_view compressed, detail::TextBuffer& out) {
-  BufferRoom room{out};
-  decode_into(compressed, room);
+  size_t consumed = 0;
+  decode_some(compressed, &consumed, out, SIZE_MAX);
 }
 
 template <class Room>

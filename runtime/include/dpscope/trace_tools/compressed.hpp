@@ -55,8 +55,6 @@ class ZstdDecoder {
 
  private:
   template <class Room>
-  void decode_into(std::string_view compressed, Room& out);
-  template <class Room>
   bool decode_some_into(std::string_view compressed, size_t* consumed, Room& out, size_t max_out);
 
   std::string name_;
