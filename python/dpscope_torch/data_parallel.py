@@ -154,6 +154,7 @@ class DataParallelWatcher(StepWatcher):
         # Step state (the main thread's, except where noted).
         self.step = -1
         self._in_step = False
+        self._backward_end = None  # the stamp at which this step's backward returned (a step may end there)
         self._phase = "none"
         self._phase_start = None
         self._step_end = self._stamp(0)
@@ -372,6 +373,12 @@ class DataParallelWatcher(StepWatcher):
         if self._closed or not module.training or not self._torch.is_grad_enabled():
             return None
         t = self._stamp(0)
+        if self._in_step and self._backward_end is not None and self._phase == "none":
+            # The step's backward summed its gradients and no optimizer.step() followed (GradScaler
+            # skipping a step whose gradients are not finite; gradients accumulated over batches):
+            # that step ended with its backward, and this forward begins the next (one scatter, one
+            # reduce-add and one loss per step, as every forward and backward of DataParallel does).
+            self._end_step(self._backward_end)
         with self._lock:
             if not self._in_step:
                 self.step += 1
@@ -680,6 +687,7 @@ class DataParallelWatcher(StepWatcher):
                 self._emit((t,), self._values(0, when, step, after))
             self._replication = None  # the replicas live for one iteration, as in PyTorch
             self._end_phase(t)
+            self._backward_end = t
         if not self._optimizers:
             self._end_step(t)
 
@@ -716,6 +724,7 @@ class DataParallelWatcher(StepWatcher):
     def _end_step(self, t):
         with self._lock:
             self._in_step = False
+            self._backward_end = None
             self._step_end = t
             loss, self._loss = self._loss, None
         if loss is not None:

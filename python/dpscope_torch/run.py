@@ -13,7 +13,9 @@ the trace gets an `error` instant first.
 import argparse
 import os
 import runpy
+import shutil
 import sys
+import tempfile
 import traceback
 
 from . import session as hooks
@@ -56,18 +58,30 @@ def main(argv=None):
     sys.argv = [options.script] + list(options.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(options.script)))
     code = 0
+    refusals = tempfile.mkdtemp(prefix="dpscope_torch-")  # where a child process says it was refused
+    os.environ[hooks.REFUSAL_ENV] = f"{os.getpid()}:{os.path.join(refusals, 'refused')}"
     try:
         runpy.run_path(options.script, run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if code != 0 and session.watcher is not None:
             session.watcher.record_error(RuntimeError(f"the script exited with status {code}"))
+        refused = hooks.child_refusal() if code != 0 else None
+        if refused is not None:
+            code = refused  # the script's report that a rank it started failed: that rank's line said why
+        elif e.code is not None and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)  # sys.exit("text"): the interpreter prints the text
     except BaseException as e:
         if session.watcher is not None:
             session.watcher.record_error(e)
             session.watcher.close(keep_model=True)
+        refused = hooks.child_refusal()
+        if refused is not None:
+            return refused  # a rank it started was refused, in one line: not the script's report of it
         traceback.print_exc()  # as the interpreter would have, then the same exit status
         return 1
+    finally:
+        shutil.rmtree(refusals, ignore_errors=True)
     if session.watcher is not None:
         session.watcher.close(keep_model=True)
     return code

@@ -40,11 +40,43 @@ class Session:
         return {"script": os.path.basename(self.options.script), "argv": list(self.options.args)}
 
 
+REFUSAL_ENV = "DPSCOPE_TORCH_REFUSAL"  # "PID:PATH": run.py's process, and the file its children say a refusal in
+
+
 def fail(message, code):
-    """One line, `dpscope: error: ...`, and the exit status (2: usage, 1: at run time)."""
+    """One line, `dpscope: error: ...`, and the exit status (2: usage, 1: at run time).
+
+    In a process the script started (its ranks, under torch.multiprocessing.spawn or Process), the
+    first to be refused says so in the file run.py named (REFUSAL_ENV) and prints its line; the
+    others, refused alike, only exit; run.py then ends with that status instead of the traceback of
+    the script's own report that a child failed (one line in all, as for a refusal before the start)."""
+    marker = os.environ.get(REFUSAL_ENV, "")
+    parent, _, path = marker.partition(":")
+    if path and parent != str(os.getpid()):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            sys.exit(code)  # a sibling said it
+        except OSError:
+            pass  # (the line is printed all the same)
+        else:
+            os.write(fd, str(code).encode())
+            os.close(fd)
     print(f"dpscope: error: {message}", file=sys.stderr)
     sys.stderr.flush()
     sys.exit(code)
+
+
+def child_refusal():
+    """The exit status of a refusal a child process of this one reported (fail()), or None."""
+    parent, _, path = os.environ.get(REFUSAL_ENV, "").partition(":")
+    if not path or parent != str(os.getpid()):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return int(f.read() or 1)
+    except (OSError, ValueError):
+        return None
 
 
 def install(options):

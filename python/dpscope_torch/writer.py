@@ -140,8 +140,11 @@ def _rank_file_problem(trace_dir, name):
     other = os.path.join(trace_dir, name)
     if name.endswith(".zst"):
         return f"'{other}' is another run's trace of rank {stem[5:-6]}: remove it or choose another directory"
-    if not stat.S_ISREG(os.lstat(other).st_mode):
-        return f"'{other}' exists and is not a regular file: not written over"
+    try:
+        if not stat.S_ISREG(os.lstat(other).st_mode):
+            return f"'{other}' exists and is not a regular file: not written over"
+    except FileNotFoundError:
+        pass  # an earlier run's file that rank 0 replaced while this rank looked
     return None
 
 
@@ -175,7 +178,8 @@ def check_trace_dir(trace_dir, rank, world_size):
     The directory is made if missing. An earlier run's rank files are replaced: rank 0 removes them
     all first and says so (_replace_earlier_run; a follower starts over). Anything there that is not
     a regular file, a compressed rank file (the readers refuse a rank with both) or a rank beyond this
-    run's world size is refused, by its rank and by rank 0, before anything is removed.
+    run's world size is refused before anything is removed, by every rank alike (what it looks at is
+    the same for all): no rank goes on to wait in a collective for one that stopped.
     """
     _make_trace_dir(trace_dir)
     path = os.path.join(trace_dir, f"rank-{rank}.jsonl")
@@ -187,19 +191,19 @@ def check_trace_dir(trace_dir, rank, world_size):
         pass
     if os.path.lexists(path + ".zst"):
         raise TraceError(f"'{path}.zst' is another run's trace of rank {rank}: remove it or choose another directory")
+    earlier = []
+    for name in sorted(os.listdir(trace_dir)):
+        stem = name[:-4] if name.endswith(".zst") else name
+        if stem.startswith("rank-") and stem.endswith(".jsonl") and stem[5:-6].isdigit():
+            if int(stem[5:-6]) >= world_size:
+                ranks = f"{world_size} rank" + ("s" if world_size != 1 else "")
+                raise TraceError(f"'{os.path.join(trace_dir, name)}' is a rank of another run (this one has "
+                                 f"{ranks}): remove it or choose another directory")
+            problem = _rank_file_problem(trace_dir, name)  # what that rank refuses, before anything is removed
+            if problem is not None:
+                raise TraceError(problem)
+            earlier.append(name)
     if rank == 0:
-        earlier = []
-        for name in sorted(os.listdir(trace_dir)):
-            stem = name[:-4] if name.endswith(".zst") else name
-            if stem.startswith("rank-") and stem.endswith(".jsonl") and stem[5:-6].isdigit():
-                if int(stem[5:-6]) >= world_size:
-                    ranks = f"{world_size} rank" + ("s" if world_size != 1 else "")
-                    raise TraceError(f"'{os.path.join(trace_dir, name)}' is a rank of another run (this one has "
-                                     f"{ranks}): remove it or choose another directory")
-                problem = _rank_file_problem(trace_dir, name)  # what that rank refuses, before anything is removed
-                if problem is not None:
-                    raise TraceError(problem)
-                earlier.append(name)
         _replace_earlier_run(trace_dir, earlier)
     return path
 

@@ -648,6 +648,14 @@ def main():
                 lines = out.stderr.strip().splitlines()
                 check(out.returncode == code and len(lines) == 1 and lines[0].startswith(text),
                       f"{args}: exit {out.returncode}, stderr {out.stderr!r}")
+            # A script that ends with sys.exit("text"): the text on stderr and status 1, as the interpreter does.
+            script = os.path.join(tmp, "exit_text.py")
+            with open(script, "w", encoding="utf-8") as f:
+                f.write("import sys\nsys.exit('stopped: no data')\n")
+            out = subprocess.run(run + ["--trace-dir", os.path.join(tmp, "exit_text"), script], capture_output=True,
+                                 text=True, env=env, timeout=TIMEOUT_S)
+            check(out.returncode == 1 and out.stderr == "stopped: no data\n", f"sys.exit(text): exit {out.returncode}, "
+                  f"stderr {out.stderr!r}")
             # A trace directory that is a file: refused before the script starts, one line, exit 2.
             with open(trace_dir, "w", encoding="utf-8") as f:
                 f.write("not a directory\n")
@@ -685,9 +693,8 @@ def main():
             out = launch(1, [], zero_change_dir=trace_dir, expect_rc=2)
             check(f"dpscope: error: trace directory '{trace_dir}' is not a directory" in out.stderr, f"FIFO: {out.stderr!r}")
             os.remove(trace_dir)
-            # Two ranks, rank 0 refused: rank 1, waiting for it in the clock measurement, ends too (the
-            # launcher names rank 0's error), long before any timeout.
-            # (A rank file beyond this run's world size: only rank 0 refuses it, once the group is made.)
+            # Two ranks refused by what only the world size tells (a rank file beyond it): every rank
+            # refuses it, before any collective, long before any timeout.
             os.mkdir(trace_dir)
             open(os.path.join(trace_dir, "rank-3.jsonl"), "w").close()
             started = time.monotonic()
@@ -695,6 +702,16 @@ def main():
             check(time.monotonic() - started < 60 and "rank-3.jsonl' is a rank of another run (this one has 2 ranks)"
                   in out.stderr,
                   f"two ranks, rank 0 refused: {time.monotonic() - started:.0f} s, {out.stderr[-600:]!r}")
+            # The same in a script that starts its own ranks (torch.multiprocessing.spawn, as the tutorial):
+            # one line, the spawned ranks' exit status, not the traceback of the parent's spawn().
+            for start in ("spawn", "process"):
+                out = subprocess.run(run + ["--trace-dir", trace_dir, VARIANTS, "--start", start, "--port",
+                                            str(free_port())], capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+                check(out.returncode == 1 and out.stderr.strip().splitlines() ==
+                      [f"dpscope: error: '{os.path.join(trace_dir, 'rank-3.jsonl')}' is a rank of another run (this "
+                       "one has 2 ranks): remove it or choose another directory"],
+                      f"{start}, refused after the start: exit {out.returncode}, stderr {out.stderr!r}")
+                check(sorted(os.listdir(trace_dir)) == ["rank-3.jsonl"], f"{start}: {os.listdir(trace_dir)}")
             # An earlier run's rank files: replaced, and said; none of them is left to be read with this run's.
             shutil.rmtree(trace_dir)
             os.mkdir(trace_dir)

@@ -43,6 +43,8 @@ def main():
     parser.add_argument("--sizes", default="6-16-16-3")
     parser.add_argument("--values-every", type=int, default=1)
     parser.add_argument("--fail-at-step", type=int, default=-1)
+    parser.add_argument("--skip-step-every", type=int, default=0,
+                        help="every Nth batch ends without optimizer.step() (as GradScaler skips a step)")
     parser.add_argument("--dim", type=int, default=0, help="DataParallel's dim: 1 feeds the batch as columns")
     args = parser.parse_args()
 
@@ -81,7 +83,7 @@ def main():
 
         watcher = dpscope_torch.watch(model, args.watch, sampler=loader.sampler, optimizer=optimizer,
                                       values_every=args.values_every)
-    losses, batches, step = [], [], 0
+    losses, batches, skipped, step = [], [], [], 0
     try:
         for _ in range(args.epochs):
             for xb, yb, idx in loader:
@@ -92,7 +94,10 @@ def main():
                 loss = loss_fn(out.t() if args.dim == 1 else out, yb.to(target_device))
                 loss.backward()
                 grads = [p.grad.detach().cpu().reshape(-1).tolist() for p in net.parameters()]
-                optimizer.step()
+                if args.skip_step_every > 0 and (step + 1) % args.skip_step_every == 0:
+                    skipped.append(step)
+                else:
+                    optimizer.step()
                 losses.append(loss.item())
                 batches.append(idx.tolist())
                 step += 1
@@ -106,7 +111,7 @@ def main():
         with open(args.dump, "w", encoding="utf-8") as f:
             json.dump({"losses": losses, "batches": batches, "params": [n for n, _ in net.named_parameters()],
                        "weights": [p.detach().cpu().reshape(-1).tolist() for p in net.parameters()],
-                       "last_grads": grads}, f)
+                       "last_grads": grads, "skipped": skipped}, f)
 
 
 if __name__ == "__main__":
