@@ -84,6 +84,8 @@ def main(argv=None):
         shutil.rmtree(refusals, ignore_errors=True)
     if session.watcher is not None:
         session.watcher.close(keep_model=True)
+        if code == 0 and session.watcher.trace_failure is not None:
+            code = 1  # the run went on, its trace did not (the line was said when it stopped)
     return code
 
 

@@ -136,6 +136,11 @@ class StepWatcher:
                                   for v in s.values() if isinstance(v, torch.Tensor))
         return self._state_counted
 
+    @property
+    def trace_failure(self):
+        """Why the trace ended before the run did (a write failed: the disk full), or None."""
+        return self._writer.failure
+
     def __enter__(self):
         return self
 

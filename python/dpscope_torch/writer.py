@@ -229,24 +229,25 @@ def _replace_earlier_run(trace_dir, names):
 
 
 class TraceWriter:
-    """Writes the header at once, then events; flush() hands the lines recorded so far to the file."""
+    """Writes the header at once, then events; flush() hands the lines recorded so far to the file.
+
+    The header is written before any work: a trace that cannot be begun raises TraceError. Once the
+    run is going, a write that fails (the disk full, a file size limit) ends the trace, never the
+    user's run: the file is cut back to its last whole step, so that every reader takes it, one line
+    says why on stderr, `failure` keeps it, and every later line is dropped."""
 
     def __init__(self, path, header):
         self.path = path
+        self.failure = None  # "cannot write trace 'PATH': REASON" once a write after the header failed
         self._lock = threading.Lock()
         self._lines = []
         try:
             self._file = open(path, "w", encoding="utf-8")
+            self._file.write(_dumps(header) + "\n")
+            self._file.flush()
+            self._whole = self._file.tell()  # bytes up to the last line flushed whole
         except OSError as e:
             raise TraceError(f"cannot write trace '{path}': {e.strerror}") from None
-        self._write(_dumps(header) + "\n")
-        self._file.flush()
-
-    def _write(self, text):
-        try:
-            self._file.write(text)
-        except OSError as e:
-            raise TraceError(f"cannot write trace '{self.path}': {e.strerror}") from None
 
     # -- events ------------------------------------------------------------------------------------
     # Each takes the common fields: ts (int ns), rank, dev, step, phase.
@@ -314,11 +315,31 @@ class TraceWriter:
                 return
             text = "".join(self._lines)
             self._lines.clear()
-            self._write(text)
             try:
+                self._file.write(text)
                 self._file.flush()
+                self._whole = os.lseek(self._file.fileno(), 0, os.SEEK_CUR)
             except OSError as e:
-                raise TraceError(f"cannot write trace '{self.path}': {e.strerror}") from None
+                self._fail(e)
+
+    def _fail(self, e):
+        """Ends the trace after a failed write (the lock held): see the class."""
+        self._lines = None
+        self.failure = f"cannot write trace '{self.path}': {e.strerror or e}"
+        fd = None
+        try:
+            fd = os.dup(self._file.fileno())
+            self._file.close()  # (its buffer's flush fails again: the file is closed all the same)
+        except OSError:
+            pass
+        if fd is not None:  # the file itself, not whatever its name may stand for by now
+            try:
+                os.ftruncate(fd, self._whole)
+            except OSError:
+                pass
+            os.close(fd)
+        print(f"dpscope: error: {self.failure}; the trace ends at its last whole step, the run goes on "
+              "unrecorded", file=sys.stderr, flush=True)
 
     def close(self):
         self.flush()
@@ -329,4 +350,4 @@ class TraceWriter:
             try:
                 self._file.close()
             except OSError as e:
-                raise TraceError(f"cannot write trace '{self.path}': {e.strerror}") from None
+                self._fail(e)

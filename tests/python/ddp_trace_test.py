@@ -8,6 +8,7 @@ Exit 77 (ctest: skipped) when this Python has no PyTorch.
 import json
 import math
 import os
+import resource
 import re
 import shutil
 import subprocess
@@ -46,14 +47,16 @@ def launch_cmd(nproc):
     return [DPSCOPE, "launch", "--nproc", str(nproc), "--master-addr", "127.0.0.1", "--master-port", "0", "--"]
 
 
-def launch(nproc, args, zero_change_dir=None, expect_rc=0):
-    """Runs the tutorial on `nproc` ranks; zero_change_dir: under `python3 -m dpscope_torch.run`."""
+def launch(nproc, args, zero_change_dir=None, expect_rc=0, file_limit=None):
+    """Runs the tutorial on `nproc` ranks; zero_change_dir: under `python3 -m dpscope_torch.run`;
+    file_limit: no file written larger than that many bytes (RLIMIT_FSIZE: a disk that fills)."""
     env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
     program = [sys.executable]
     if zero_change_dir is not None:
         program += ["-m", "dpscope_torch.run", "--trace-dir", zero_change_dir]
     cmd = [*launch_cmd(nproc), *program, TUTORIAL, *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    limit = None if file_limit is None else (lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit,) * 2))
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S, preexec_fn=limit)
     if out.returncode != expect_rc:
         fail(f"exit {out.returncode} (expected {expect_rc}): {' '.join(cmd)}\n{out.stdout}\n{out.stderr}")
     return out
@@ -511,6 +514,23 @@ def main():
                     # that step's data phase.
                     check("failing on purpose at step 3" in errors[0]["args"]["message"] and errors[0]["step"] == 3
                           and errors[0]["phase"] == "data", f"rank {rank}: error instant {errors[0]}")
+            # The trace's disk full mid-run (a file size limit stands in; Python ignores SIGXFSZ, so a
+            # write past it fails with EFBIG): the run goes on to its end unrecorded from there, each rank
+            # says so in one line, its trace is cut back to its last whole step (the strict reader takes
+            # it), and the run's status is 1.
+            full = os.path.join(tmp, "full")
+            limit = 24_000
+            out = launch(2, ["--epochs", "2"], zero_change_dir=full, expect_rc=1, file_limit=limit)
+            check("epoch 2/2" in out.stdout, f"the run did not go on to its end: {out.stdout!r}")
+            line = (f"dpscope: error: cannot write trace '{os.path.join(full, 'rank-0.jsonl')}': File too large; the "
+                    "trace ends at its last whole step, the run goes on unrecorded")
+            check(out.stderr.count(line) == 1 and "Traceback" not in out.stderr, f"disk full: {out.stderr!r}")
+            strict_stats(full)
+            with open(os.path.join(full, "rank-0.jsonl"), "rb") as f:
+                written = f.read()
+            steps = {json.loads(l).get("step") for l in written.splitlines()} - {None}
+            check(0 < len(written) <= limit and written.endswith(b"\n") and 0 < len(steps) < 16,
+                  f"disk full: rank 0's trace has {len(written)} bytes, steps {sorted(steps)}")
         elif CASE in ("straggler_mlp", "straggler_conv"):
             # A delay in rank 1's backward (mid-backward, where per-rank step times cannot show it:
             # the all-reduce makes every rank's backward as long): `trace stats` names rank 1; the
