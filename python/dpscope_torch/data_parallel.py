@@ -148,6 +148,8 @@ class DataParallelWatcher(StepWatcher):
         self._buffer_bytes = _nbytes(list(dp_model.module.buffers()))
         self._state_bytes = 0
 
+        target = os.fspath(trace)
+        self._claim(dp_model, target if target.endswith(".jsonl") else os.path.join(target, "rank-0.jsonl"))
         self.path = trace_path(trace)
         self._writer = _Writer(self.path, self._header(run or {}))
 
@@ -250,7 +252,7 @@ class DataParallelWatcher(StepWatcher):
                 node = param.expand_as(param).grad_fn.next_functions[0][0]  # the AccumulateGrad node
                 self._grad_nodes.append(node)
                 self._hooks.append(node.register_hook(lambda *_, h=hook: h()))
-        self._wrap_backward()  # where the forward phase ends and the loss is
+        self._wrap_backward(self._dp)  # where the forward phase ends and the loss is
 
     # -- clocks ---------------------------------------------------------------------------------------
 
@@ -769,8 +771,7 @@ class DataParallelWatcher(StepWatcher):
                 dp.__dict__.pop(name, None)
             else:
                 setattr(dp, name, original)
-        if self._torch.Tensor.backward is not self._original_backward:
-            self._torch.Tensor.backward = self._original_backward
+        self._unwrap_backward()
         try:
             self._drain(wait=True)
         except Exception:  # a GPU that failed: what could be resolved is written

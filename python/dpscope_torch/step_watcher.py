@@ -7,7 +7,9 @@ A subclass provides `_torch`, `_samples` (a _SampleQueue), `_optimizers` (a list
 moments `_on_backward_begin(tensor)`, `_on_backward_end()`, `_on_optimizer_begin()`,
 `_on_optimizer_end(optimizer)`, `record_error(exc)` and `close()`."""
 
+import os
 import types
+import weakref
 
 _LIST_ITERATOR = type(iter([]))
 _RANGE_ITERATOR = type(iter(range(0)))
@@ -78,22 +80,60 @@ def _reporting(indices, put):
         yield index
 
 
+class _Backward:
+    """This process's Tensor.backward wrapper, and the open watchers it tells (in the order they were
+    made): several models may be watched at once (a GAN's two DDP models, each into a trace of its
+    own), and closed in any order."""
+
+    watchers = []
+    original = None
+    wrapper = None
+
+
 class StepWatcher:
-    def _wrap_backward(self):
-        """Tensor.backward() for every tensor, while watched: where forward ends and the loss is. close()
-        puts `_original_backward` back."""
-        torch = self._torch
-        self._original_backward = torch.Tensor.backward
-        watcher = self
+    def _claim(self, model, path):
+        """Refuses, before anything is set, a model another open watcher records (its hooks would
+        record each event twice, into two traces that each lack half) and a trace this process is
+        already writing (two watchers in one file corrupt it: the second truncates the first's)."""
+        other = getattr(model, "_dpscope_watcher", lambda: None)()
+        if other is not None and not other._closed:
+            raise RuntimeError(f"dpscope_torch.watch: this model is already watched (into '{other._writer.path}'): "
+                               "close() that watcher first")
+        real = os.path.realpath(path)
+        for w in _Backward.watchers:
+            if not w._closed and os.path.realpath(w._writer.path) == real:
+                raise RuntimeError(f"dpscope_torch.watch: trace '{path}' is being written by another watcher of this "
+                                   "process: give each watched model a trace of its own")
 
-        def backward(tensor, *args, **kwargs):
-            watcher._on_backward_begin(tensor)
-            try:
-                return watcher._original_backward(tensor, *args, **kwargs)
-            finally:
-                watcher._on_backward_end()
+    def _wrap_backward(self, model):
+        """Tensor.backward() for every tensor, while watched: where forward ends and the loss is. Each
+        open watcher hears every backward (newest first as it begins, oldest first as it ends); the
+        last close() puts the original back. A wrapper serves the watchers made while it was the one
+        (its own list): one left beneath a wrapper of someone else's after the last close() tells no one."""
+        model._dpscope_watcher = weakref.ref(self)
+        if not _Backward.watchers:
+            torch = self._torch
+            original, watchers = torch.Tensor.backward, []
 
-        torch.Tensor.backward = backward
+            def backward(tensor, *args, **kwargs):
+                told = list(watchers)
+                for w in reversed(told):
+                    w._on_backward_begin(tensor)
+                try:
+                    return original(tensor, *args, **kwargs)
+                finally:
+                    for w in told:
+                        w._on_backward_end()
+
+            _Backward.watchers, _Backward.original, _Backward.wrapper = watchers, original, backward
+            torch.Tensor.backward = backward
+        _Backward.watchers.append(self)
+
+    def _unwrap_backward(self):
+        if self in _Backward.watchers:
+            _Backward.watchers.remove(self)
+        if not _Backward.watchers and self._torch.Tensor.backward is _Backward.wrapper:
+            self._torch.Tensor.backward = _Backward.original
 
     def watch_sampler(self, sampler):
         """Records the indices `sampler` yields (the forward that consumes them gets them)."""

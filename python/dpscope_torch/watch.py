@@ -240,6 +240,7 @@ class Watcher(StepWatcher):
         self._gpu = self._clock.gpu  # on the CPU every stamp is a time at once: events are written directly
 
         # Everything that can fail on bad input is checked before any hook is set.
+        self._claim(ddp_model, os.path.join(os.fspath(trace_dir), f"rank-{self.rank}.jsonl"))
         self.path = check_trace_dir(trace_dir, self.rank, self.world_size)
         offset, uncertainty = self._measure_clock()
 
@@ -289,6 +290,7 @@ class Watcher(StepWatcher):
             self._writer.buckets(self._step_end_ns(), self.rank, 0, -1, "none", "initial",
                                  self._bucket_list(self._buckets))
         self._hooks = []
+        self._hook_registered = False
         self._install_hooks()
         if not self._clock.gpu:
             self._waiter = threading.Thread(target=self._wait_loop, name="dpscope_torch waiter", daemon=True)
@@ -376,13 +378,23 @@ class Watcher(StepWatcher):
         # The communication hook: ours wraps the user's (registered now or later) or does DDP's work.
         self._inner_hook = None
         self._inner_state = None
-        if self._logging_data().get("comm_hook"):
+        self._successor = None  # a watcher of the same model made after close(): our hook forwards to it
+        previous = getattr(ddp, "_dpscope_watcher", lambda: None)()
+        if isinstance(previous, Watcher) and previous._closed and previous._hook_registered:
+            # Watched before (PyTorch 1.13 cannot remove a communication hook): the one registered then
+            # is that watcher's, which hands each bucket on to this one, the user's hook with it.
+            self._inner_state, self._inner_hook = previous._inner_state, previous._inner_hook
+            previous._successor = self
+            ddp.register_comm_hook = self._register_user_hook
+            self._hook_registered = True
+        elif self._logging_data().get("comm_hook"):
             print(f"dpscope_torch: rank {self.rank}: a communication hook was registered before watch(); "
                   "buckets are not recorded (call watch() before register_comm_hook)", file=sys.stderr)
         else:
             ddp.register_comm_hook(None, self._comm_hook)
             ddp.register_comm_hook = self._register_user_hook  # the instance's: the user's hook goes inside
-        self._wrap_backward()  # where the forward phase ends and the loss is
+            self._hook_registered = True
+        self._wrap_backward(self._ddp)  # where the forward phase ends and the loss is
 
     def _register_user_hook(self, state, hook):
         if self._inner_hook is not None:
@@ -724,6 +736,8 @@ class Watcher(StepWatcher):
 
     def _comm_hook(self, state, bucket):
         if self._closed:
+            if self._successor is not None:  # (closed too: its own successor's, or its closed hook)
+                return self._successor._comm_hook(state, bucket)
             return self._closed_hook(bucket)
         t = self._clock.stamp()
         index = bucket.index()
@@ -917,8 +931,7 @@ class Watcher(StepWatcher):
         for handle in self._hooks:
             handle.remove()
         self._hooks = []
-        if self._torch.Tensor.backward is not self._original_backward:
-            self._torch.Tensor.backward = self._original_backward
+        self._unwrap_backward()
         self._stop_waiter()
         self._handed, handed = [], self._handed
         self._flats = {}  # any made after close() is kept until the process ends

@@ -105,10 +105,23 @@ def run(trace_dir):
             optimizer.step()
     if trace_dir:
         with dpscope_torch.watch(ddp, trace_dir, optimizer=optimizer):
+            # Refused while it is open: the same model again, another model into the same trace.
+            for args in ((ddp, trace_dir + "-other"), (DDP(torch.nn.Linear(2, 2)), trace_dir)):
+                try:
+                    dpscope_torch.watch(*args).close()
+                    print("accepted")
+                except RuntimeError as e:
+                    print(f"rank {dist.get_rank()}: RuntimeError: {e}", flush=True)
             steps(3)
     else:
         steps(3)
     steps(3)
+    if trace_dir:  # watched again: the hook registered the first time hands its buckets on
+        with dpscope_torch.watch(ddp, trace_dir + "-again", optimizer=optimizer):
+            steps(2)
+    else:
+        steps(2)
+    steps(1)
     return [p.detach().clone() for p in model.parameters()]
 plain, watched = run(None), run(sys.argv[1])
 same = all(torch.equal(a, b) for a, b in zip(plain, watched))
@@ -651,6 +664,22 @@ def main():
             _, events = read_rank(trace_dir, 0)
             steps = {e["step"] for e in events if "step" in e}
             check(max(steps) == 2, f"steps recorded {sorted(steps)}: only the three watched ones")
+            for rank in range(2):
+                path = os.path.join(trace_dir, f"rank-{rank}.jsonl")
+                for text in (f"this model is already watched (into '{path}'): close() that watcher first",
+                             f"trace '{path}' is being written by another watcher of this process: give each "
+                             "watched model a trace of its own"):
+                    check(f"rank {rank}: RuntimeError: dpscope_torch.watch: {text}" in out.stdout,
+                          f"rank {rank}: not refused: {text}: {out.stdout!r}")
+            check(not os.path.exists(trace_dir + "-other"), "a refused watch() made its trace directory")
+            # Watched again after close(): two steps, each with its gradients and all-reduces.
+            again = trace_dir + "-again"
+            strict_stats(again)
+            _, events = read_rank(again, 0)
+            launched = sorted(e["step"] for e in events if e.get("name") == "bucket_launched")
+            ready = sorted(e["step"] for e in events if e.get("name") == "grad_ready")
+            check(launched == [0, 1] and ready == [0] * 4 + [1] * 4, f"watched again: all-reduces in steps {launched}, "
+                  f"gradient-ready in {ready}")
         elif CASE == "usage_errors":
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
             run = [sys.executable, "-m", "dpscope_torch.run"]
