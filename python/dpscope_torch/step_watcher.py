@@ -90,6 +90,49 @@ class _Backward:
     wrapper = None
 
 
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks")
+
+
+def _ours(value):
+    """A hook, method or wrapper of a watcher's, or the model's reference to its watcher."""
+    if isinstance(value, weakref.ref):
+        return isinstance(value(), StepWatcher)
+    return callable(value) and (getattr(value, "__module__", None) or "").startswith("dpscope_torch.")
+
+
+def _without_ours(state):
+    """A module's pickled state less what watching added to it (the instance attributes and hooks of a
+    watcher): `torch.save(model)` and `copy.deepcopy(model)` of a watched model work as unwatched, and
+    neither the file nor the copy carries a watcher's hooks (a copy that did would record its forwards
+    into the watched model's trace)."""
+    if not isinstance(state, dict) or not any(_ours(v) or (k in _HOOK_DICTS and isinstance(v, dict) and
+                                                          any(_ours(h) for h in v.values()))
+                                              for k, v in state.items()):
+        return state
+    clean = {}
+    for key, value in state.items():
+        if _ours(value):
+            continue
+        if key in _HOOK_DICTS and isinstance(value, dict):
+            value = value.__class__((k, h) for k, h in value.items() if not _ours(h))
+        clean[key] = value
+    return clean
+
+
+def _filter_pickles(torch):
+    """Makes Module's and DDP's __getstate__ leave out what watching added (_without_ours), once."""
+    for cls in (torch.nn.Module, torch.nn.parallel.DistributedDataParallel):
+        if cls.__dict__.get("_dpscope_filtered"):
+            continue
+        own = cls.__dict__.get("__getstate__")
+
+        def __getstate__(self, _own=own):
+            return _without_ours(_own(self) if _own is not None else self.__dict__.copy())
+
+        cls.__getstate__ = __getstate__
+        cls._dpscope_filtered = True
+
+
 class StepWatcher:
     def _claim(self, model, path):
         """Refuses, before anything is set, a model another open watcher records (its hooks would
@@ -111,6 +154,7 @@ class StepWatcher:
         last close() puts the original back. A wrapper serves the watchers made while it was the one
         (its own list): one left beneath a wrapper of someone else's after the last close() tells no one."""
         model._dpscope_watcher = weakref.ref(self)
+        _filter_pickles(self._torch)
         if not _Backward.watchers:
             torch = self._torch
             original, watchers = torch.Tensor.backward, []

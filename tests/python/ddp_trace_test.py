@@ -88,7 +88,7 @@ def end_session(job):
 
 
 AFTER_CLOSE_SCRIPT = """
-import sys, torch, torch.distributed as dist
+import copy, io, sys, torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 import dpscope_torch
 dist.init_process_group("gloo")
@@ -113,6 +113,7 @@ def run(trace_dir):
                 except RuntimeError as e:
                     print(f"rank {dist.get_rank()}: RuntimeError: {e}", flush=True)
             steps(3)
+            saved(ddp)
     else:
         steps(3)
     steps(3)
@@ -122,7 +123,18 @@ def run(trace_dir):
     else:
         steps(2)
     steps(1)
+    if trace_dir:
+        saved(ddp)
     return [p.detach().clone() for p in model.parameters()]
+def saved(ddp):
+    # torch.save of the whole DDP object, and a deep copy of the model, as unwatched: without our hooks.
+    buffer = io.BytesIO()
+    torch.save(ddp, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    clean = not loaded._forward_pre_hooks and "register_comm_hook" not in loaded.__dict__
+    print(f"rank {dist.get_rank()}: saved whole: {clean and not copy.deepcopy(ddp.module)._forward_pre_hooks}",
+          flush=True)
 plain, watched = run(None), run(sys.argv[1])
 same = all(torch.equal(a, b) for a, b in zip(plain, watched))
 print(f"rank {dist.get_rank()}: same weights as unwatched: {same}", flush=True)
@@ -661,6 +673,7 @@ def main():
             check(out.returncode == 0, f"exit {out.returncode}: {out.stderr}")
             for rank in range(2):
                 check(f"rank {rank}: same weights as unwatched: True" in out.stdout, f"rank {rank}: {out.stdout!r}")
+                check(out.stdout.count(f"rank {rank}: saved whole: True") == 2, f"rank {rank}: {out.stdout!r}")
             _, events = read_rank(trace_dir, 0)
             steps = {e["step"] for e in events if "step" in e}
             check(max(steps) == 2, f"steps recorded {sorted(steps)}: only the three watched ones")

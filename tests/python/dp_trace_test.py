@@ -9,6 +9,7 @@ nn.DataParallel and is skipped (exit 77), saying so, where no GPU is found.
 
 Usage: /usr/bin/python3 dp_trace_test.py SOURCE_DIR DPSCOPE_BIN CASE
 """
+import copy
 import json
 import math
 import os
@@ -309,6 +310,13 @@ def main():
                     fail(f"no error: expected {text}")
                 except error as e:
                     check(str(e).startswith(text), f"error {e!r}, expected {text}")
+            # A deep copy of a watched model's module (an EMA copy, say) and of the model carry no hook of
+            # ours: their forwards are not recorded into the watched model's trace.
+            dp = CpuDataParallel(torch.nn.Linear(3, 2), 2)
+            with dpscope_torch.watch(dp, os.path.join(tmp, "copied.jsonl")):
+                module, whole = copy.deepcopy(dp.module), copy.deepcopy(dp)
+                check(not module._forward_pre_hooks and not module._forward_hooks and not whole._forward_pre_hooks
+                      and "scatter" not in whole.__dict__, "a deep copy of a watched model carries its hooks")
             if not torch.cuda.is_available():
                 # The real nn.DataParallel without a GPU keeps no device_ids and runs its module unsplit:
                 # watch() refuses it; the zero-change mode says so and runs the script unrecorded.
