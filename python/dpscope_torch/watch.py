@@ -36,7 +36,7 @@ import threading
 import traceback
 
 from . import schema
-from .clock import measure_offsets, now_ns
+from .clock import await_peers, measure_offsets, now_ns
 from .clocks import CudaClock, HostClock
 from .step_watcher import StepWatcher, _SampleQueue
 from .writer import (TraceError, TraceWriter, all_reduce_lines, buckets_line, check_trace_dir, counter_line,
@@ -308,6 +308,7 @@ class Watcher(StepWatcher):
         dist = torch.distributed
         if self.world_size == 1:
             return 0, 0
+        await_peers(dist, self.rank, self.world_size)
         group = None
         if self.backend != "gloo":
             group = dist.new_group(backend="gloo")  # every rank calls watch(), so every rank makes it

@@ -141,6 +141,22 @@ print(f"rank {dist.get_rank()}: same weights as unwatched: {same}", flush=True)
 """
 
 
+RANK0_ONLY_SCRIPT = """
+import datetime, sys, time, torch, torch.distributed as dist
+import dpscope_torch
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=8))
+ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+watcher = dpscope_torch.watch(ddp, sys.argv[1], optimizer=optimizer) if dist.get_rank() == 0 else None
+if dist.get_rank() != 0:
+    time.sleep(3)  # (its all-reduce then times out after rank 0's wait, which is what is checked)
+for _ in range(3):
+    optimizer.zero_grad()
+    ddp(torch.randn(8, 4)).sum().backward()
+    optimizer.step()
+"""
+
+
 WATCH_ERRORS_SCRIPT = """
 import sys, torch, torch.distributed as dist
 import dpscope_torch
@@ -796,6 +812,18 @@ def main():
             out = launch(2, ["--epochs", "1"], zero_change_dir=trace_dir, expect_rc=2)
             check("rank-1.jsonl.zst' is another run's trace of rank 1" in out.stderr and
                   sorted(os.listdir(trace_dir)) == before, f"compressed rank 1: {out.stderr[-600:]!r} {os.listdir(trace_dir)}")
+            # watch() on rank 0 only: the clock measurement needs every rank, so rank 0 waits for rank 1
+            # through the store, bounded by the process group's timeout (8 s here), then names it.
+            script = os.path.join(tmp, "rank0_only.py")
+            with open(script, "w", encoding="utf-8") as f:
+                f.write(RANK0_ONLY_SCRIPT)
+            started = time.monotonic()
+            out = subprocess.run([*launch_cmd(2), sys.executable, script, os.path.join(tmp, "rank0")], capture_output=True,
+                                 text=True, env=env, timeout=TIMEOUT_S)
+            check(out.returncode == 1 and time.monotonic() - started < 60 and
+                  "RuntimeError: dpscope_torch.watch: rank 0: rank(s) 1 did not call watch() within 8 s: every rank must "
+                  "call it (each writes its own rank-K.jsonl)" in out.stderr,
+                  f"rank 0 only: exit {out.returncode} after {time.monotonic() - started:.0f} s: {out.stderr[-1500:]!r}")
             # watch() itself: a model that is not DDP, a values_every that is not a count.
             script = os.path.join(tmp, "watch_errors.py")
             with open(script, "w", encoding="utf-8") as f:
