@@ -20,7 +20,7 @@ import multiprocessing.process
 import os
 import sys
 
-from .writer import TraceError
+from .writer import TraceError, printable_line
 
 _SESSION = None  # this process's Session, once install() has run
 
@@ -62,7 +62,7 @@ def fail(message, code):
         else:
             os.write(fd, str(code).encode())
             os.close(fd)
-    print(f"dpscope: error: {message}", file=sys.stderr)
+    print(printable_line(f"dpscope: error: {message}"), file=sys.stderr)
     sys.stderr.flush()
     sys.exit(code)
 
@@ -239,4 +239,4 @@ def close(session, keep_model=False):
         try:
             session.watcher.close(keep_model=keep_model)
         except TraceError as e:
-            print(f"dpscope: error: {e}", file=sys.stderr)
+            print(printable_line(f"dpscope: error: {e}"), file=sys.stderr)

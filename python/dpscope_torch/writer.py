@@ -21,6 +21,27 @@ class TraceError(Exception):
     """A trace that cannot be written: the message names the file and the reason."""
 
 
+def printable_line(text):
+    """`text` with every control character written out as an escape a reader can see, as dpscope's own
+    lines do (runtime/include/dpscope/base/terminal_text.hpp): a path holding a newline would split the
+    one `dpscope: error:` line in two, and an escape sequence in it would be obeyed by the terminal."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in "\n\t\r":
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif 0x80 <= code <= 0x9F:
+            out.append(f"\\u00{code:02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def _dumps(obj):
     return json.dumps(obj, separators=(",", ":"), allow_nan=False)
 
@@ -224,7 +245,8 @@ def _replace_earlier_run(trace_dir, names):
             pass
         except OSError as e:
             raise TraceError(f"cannot replace '{os.path.join(trace_dir, name)}' of an earlier run: {e.strerror}") from None
-    print(f"dpscope_torch: '{trace_dir}' held an earlier run's trace ({', '.join(names)}): replaced by this run's",
+    print(printable_line(f"dpscope_torch: '{trace_dir}' held an earlier run's trace ({', '.join(names)}): replaced by "
+                         "this run's"),
           file=sys.stderr)
 
 
@@ -338,8 +360,8 @@ class TraceWriter:
             except OSError:
                 pass
             os.close(fd)
-        print(f"dpscope: error: {self.failure}; the trace ends at its last whole step, the run goes on "
-              "unrecorded", file=sys.stderr, flush=True)
+        print(printable_line(f"dpscope: error: {self.failure}; the trace ends at its last whole step, the run goes "
+                             "on unrecorded"), file=sys.stderr, flush=True)
 
     def close(self):
         self.flush()

@@ -726,6 +726,14 @@ def main():
                 lines = out.stderr.strip().splitlines()
                 check(out.returncode == code and len(lines) == 1 and lines[0].startswith(text),
                       f"{args}: exit {out.returncode}, stderr {out.stderr!r}")
+            # A path holding a newline and an escape sequence: one line, the control characters written out.
+            odd = os.path.join(tmp, "odd\n\x1b[31mdir")
+            with open(odd, "w", encoding="utf-8") as f:
+                f.write("a file\n")
+            out = subprocess.run(run + ["--trace-dir", odd, TUTORIAL], capture_output=True, text=True, env=env,
+                                 timeout=TIMEOUT_S)
+            check(out.returncode == 2 and out.stderr == f"dpscope: error: trace directory '{tmp}/odd\\n\\x1b[31mdir' is not "
+                  "a directory\n", f"odd path: exit {out.returncode}, stderr {out.stderr!r}")
             # A script that ends with sys.exit("text"): the text on stderr and status 1, as the interpreter does.
             script = os.path.join(tmp, "exit_text.py")
             with open(script, "w", encoding="utf-8") as f:
