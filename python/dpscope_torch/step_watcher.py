@@ -126,8 +126,11 @@ def _filter_pickles(torch):
             continue
         own = cls.__dict__.get("__getstate__")
 
-        def __getstate__(self, _own=own):
-            return _without_ours(_own(self) if _own is not None else self.__dict__.copy())
+        def __getstate__(self, _own=own, _cls=cls):
+            if _own is not None:
+                return _without_ours(_own(self))
+            above = getattr(super(_cls, self), "__getstate__", None)  # a mixin's, or object's (3.11)
+            return _without_ours(above() if above is not None else self.__dict__)
 
         cls.__getstate__ = __getstate__
         cls._dpscope_filtered = True
