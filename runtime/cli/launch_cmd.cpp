@@ -10,7 +10,9 @@
 // time). SIGINT and SIGTERM are passed on to every rank. When one rank fails (a non-zero exit or a
 // signal), the others get SIGTERM (and SIGCONT), then SIGKILL after --grace-s seconds, and the
 // command fails naming the first rank that failed, how, and the error line it printed (a usage
-// error, status 2, stays one). Exit 0 only when every rank exited 0.
+// error, status 2, stays one). Exit 0 only when every rank exited 0 and every line they printed
+// was passed on: a stdout or stderr that cannot be written (a full disk, closed) fails the job once
+// its ranks end, naming the stream.
 //
 // Also here: say_why_when_terminated(), the one line a rank of a job prints when its launcher
 // stops it (commands.hpp).
@@ -399,8 +401,9 @@ void run_launch(LaunchArgs a) {
     }
     if (!any_running && any_output) {
       // Exited, but a grandchild may hold the pipes open: read what is there, then let go. One that
-      // never stops writing (a rank's `yes &`) always has something there: it held the launcher
-      // forever, so what arrives after kDrainAfterExit is no longer waited for.
+      // writes faster than the launcher reads (a rank's background writer) always has something
+      // there: it held the launcher forever, SIGTERM or not, so what arrives after kDrainAfterExit
+      // is no longer waited for.
       const auto now = std::chrono::steady_clock::now();
       if (!exited_at) exited_at = now;
       const bool drained = now >= *exited_at + kDrainAfterExit;
@@ -448,7 +451,7 @@ void run_launch(LaunchArgs a) {
   for (const Sink* sink : {&out_sink, &err_sink})
     if (sink->failed_errno != 0)
       throw output_lost(sink->name, sink->failed_errno,
-                        fmt::format("every rank exited 0, but what they printed there is incomplete"));
+                        "every rank exited 0, but what they printed there is incomplete");
 }
 
 }  // namespace
