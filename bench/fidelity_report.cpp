@@ -70,8 +70,9 @@ int main(int argc, char** argv) {
     out.write(dpscope::fidelity_markdown(results));
     out.commit();
     for (const dpscope::FidelityResult& r : results)
-      fmt::print("{}: median {:.1f} %, worst {:.1f} %\n", r.system.id, 100 * r.median_error,
-                 100 * r.worst_error);
+      // A system's id is its table's file name: written out (base/terminal_text.hpp).
+      fmt::print("{}: median {:.1f} %, worst {:.1f} %\n", dpscope::printable_line(r.system.id),
+                 100 * r.median_error, 100 * r.worst_error);
   } catch (const dpscope::Error& e) {
     std::fprintf(stderr, "fidelity_report: error: %s\n", dpscope::printable_line(e.what()).c_str());
     return e.is_usage_error() ? 2 : 1;

@@ -28,6 +28,7 @@
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/network.hpp"
@@ -128,20 +129,23 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
                ours ? fmt::format("our {} schedule over MPI point-to-point", to_string(effective))
                     : std::string("MPI's own algorithms"));
   } else {
+    // A preset's names are its file's (DPSCOPE_ASSETS: a user's own): written out
+    // (base/terminal_text.hpp).
     const NetworkModel net(hw, o.devices);
     fmt::print("# dpscope bench {}: backend {}, {} x {} (preset {})\n", api_name(o.collective), o.backend,
-               o.devices, hw.name, hw.id);
-    fmt::print("# network: {}\n", net.describe());
+               o.devices, printable_line(hw.name), printable_line(hw.id));
+    fmt::print("# network: {}\n", printable_line(net.describe()));
     if (o.nodes > 1)
       fmt::print(
           "# nodes: {} x {} GPUs, {} {:.0f} GB/s per GPU (rail-optimized); timed by NCCL's cost model\n",
-          o.nodes, o.devices, hw.cluster.nic.kind, hw.cluster.nic.bandwidth_bytes_per_s / 1e9);
+          o.nodes, o.devices, printable_line(hw.cluster.nic.kind),
+          hw.cluster.nic.bandwidth_bytes_per_s / 1e9);
   }
   const std::string algo = o.algorithm != Algorithm::kDefault ? to_string(o.algorithm)
                            : from_env                         ? fmt::format("{} (DPSCOPE_ALGO)", env)
                                                               : std::string("auto");
   fmt::print(
-      "# algorithm: {}, slices: {}, data: {}, iterations: {} (+{} warm-up)\n", algo,
+      "# algorithm: {}, slices: {}, data: {}, iterations: {} (+{} warm-up)\n", printable_line(algo),
       o.slices == 0 ? std::string("by size") : std::to_string(o.slices),
       o.timing_only ? "none (timing-only)" : (o.check ? "real, checked exactly" : "real, not checked (-c 0)"),
       o.iterations, o.warmup);

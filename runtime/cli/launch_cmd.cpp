@@ -10,7 +10,9 @@
 // time). SIGINT and SIGTERM are passed on to every rank. When one rank fails (a non-zero exit or a
 // signal), the others get SIGTERM (and SIGCONT), then SIGKILL after --grace-s seconds, and the
 // command fails naming the first rank that failed, how, and the error line it printed (a usage
-// error, status 2, stays one). Exit 0 only when every rank exited 0.
+// error, status 2, stays one). Exit 0 only when every rank exited 0 and every line they printed
+// was passed on: a stdout or stderr that cannot be written (a full disk, closed) fails the job once
+// its ranks end, naming the stream.
 //
 // Also here: say_why_when_terminated(), the one line a rank of a job prints when its launcher
 // stops it (commands.hpp).
@@ -26,6 +28,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +78,16 @@ struct Rank {
 // bounded, and so does the time: every byte is scanned once).
 constexpr size_t kMaxLineBytes = 1 << 20;
 constexpr std::string_view kErrorPrefix = "dpscope: error: ";
+// How long the launcher still reads the pipes once every rank has exited (what a process a rank
+// started writes after it).
+constexpr auto kDrainAfterExit = std::chrono::seconds(1);
+
+// Where the ranks' lines go: the launcher's own stdout or stderr, and whether it still takes them.
+struct Sink {
+  int fd;                // STDOUT_FILENO or STDERR_FILENO
+  const char* name;      // "standard output", as the error names it
+  int failed_errno = 0;  // the first failed write's errno (0: none); every line since was dropped
+};
 
 // One output stream of a rank: its fd, its unfinished line, and where lines go.
 struct Stream {
@@ -82,22 +95,25 @@ struct Stream {
   std::string& partial;
   bool& cut;
   int rank;
-  int to;                   // STDOUT_FILENO or STDERR_FILENO
+  Sink& to;
   std::string* last_error;  // stderr: remembers the rank's last error line; null for stdout
 };
 
-Stream stream_of(Rank& r, bool err) {
-  return err ? Stream{r.err_fd, r.err_partial, r.err_cut, r.rank, STDERR_FILENO, &r.last_error}
-             : Stream{r.out_fd, r.out_partial, r.out_cut, r.rank, STDOUT_FILENO, nullptr};
+Stream stream_of(Rank& r, bool err, Sink& out, Sink& errs) {
+  return err ? Stream{r.err_fd, r.err_partial, r.err_cut, r.rank, errs, &r.last_error}
+             : Stream{r.out_fd, r.out_partial, r.out_cut, r.rank, out, nullptr};
 }
 
-void write_all(int fd, const std::string& text) {
+// Writes `text` to the sink, unless an earlier write to it failed. A failed write (a full disk, a
+// closed stdout) is remembered: the job then fails with the reason once its ranks end (run_launch).
+void write_all(Sink& sink, const std::string& text) {
   size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+  while (sink.failed_errno == 0 && done < text.size()) {
+    const ssize_t n = ::write(sink.fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      if (n < 0 && errno == EINTR) continue;
-      return;  // the terminal went away: nothing more can be said
+      sink.failed_errno = n < 0 ? errno : EIO;
+      break;
     }
     done += static_cast<size_t>(n);
   }
@@ -306,6 +322,15 @@ void run_launch(LaunchArgs a) {
     throw;
   }
 
+  // When a line cannot be written (stdout on a full disk, or closed), the ranks run on to their end
+  // and their lines are dropped: what a job makes that matters (checkpoints, traces, --save) the ranks
+  // write to files of their own, and an hour of training is not thrown away for its log. Their pipes
+  // are still read, so no rank blocks on a full one. The job then fails (exit 1) naming the stream,
+  // never reported as a success; stderr, while it works, says so at once.
+  Sink out_sink{STDOUT_FILENO, "standard output"};
+  Sink err_sink{STDERR_FILENO, "standard error"};
+  bool warned = false;
+  std::optional<std::chrono::steady_clock::time_point> exited_at;  // when the last rank exited
   const Rank* first_failure = nullptr;
   int passed_on = 0;  // the signal passed on to the ranks, 0 if none
   std::chrono::steady_clock::time_point kill_at{};
@@ -333,7 +358,7 @@ void run_launch(LaunchArgs a) {
       const int n = ::poll(fds.data(), fds.size(), 100);
       for (size_t i = 0; n > 0 && i < fds.size(); ++i) {
         if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-        const Stream stream = stream_of(*owners[i].first, owners[i].second);
+        const Stream stream = stream_of(*owners[i].first, owners[i].second, out_sink, err_sink);
         if (!pump(stream)) {
           ::close(stream.fd);
           stream.fd = -1;
@@ -341,6 +366,12 @@ void run_launch(LaunchArgs a) {
       }
     } else {
       ::usleep(20'000);
+    }
+    if (out_sink.failed_errno != 0 && !warned) {
+      warned = true;
+      write_all(err_sink, fmt::format("dpscope: warning: launch: cannot write standard output: {}; the ranks "
+                                      "run on, and the lines they print there are lost\n",
+                                      std::strerror(out_sink.failed_errno)));
     }
     if (g_signal != 0 && passed_on == 0) {
       passed_on = g_signal;
@@ -369,13 +400,26 @@ void run_launch(LaunchArgs a) {
       killed = true;
     }
     if (!any_running && any_output) {
-      // Exited, but a grandchild may hold the pipes open: read what is there, then let go.
+      // Exited, but a grandchild may hold the pipes open: read what is there, then let go. One that
+      // writes faster than the launcher reads (a rank's background writer) always has something
+      // there: it held the launcher forever, SIGTERM or not, so what arrives after kDrainAfterExit
+      // is no longer waited for.
+      const auto now = std::chrono::steady_clock::now();
+      if (!exited_at) exited_at = now;
+      const bool drained = now >= *exited_at + kDrainAfterExit;
       for (Rank& r : ranks)
         for (const bool err : {false, true}) {
-          const Stream stream = stream_of(r, err);
+          const Stream stream = stream_of(r, err, out_sink, err_sink);
           if (stream.fd < 0) continue;
           pollfd p{stream.fd, POLLIN, 0};
-          if (::poll(&p, 1, 0) <= 0 || !pump(stream)) {
+          if (drained || ::poll(&p, 1, 0) <= 0 || !pump(stream)) {
+            if (!stream.partial.empty()) {  // the unfinished line it wrote last, as at end of file
+              std::string out;
+              emit_line(out, stream, stream.partial);
+              write_all(stream.to, out);
+              stream.partial.clear();
+              stream.cut = false;
+            }
             ::close(stream.fd);
             stream.fd = -1;
           }
@@ -404,6 +448,10 @@ void run_launch(LaunchArgs a) {
                             f.last_error.empty() ? "" : fmt::format(" (its error: {})", f.last_error),
                             ranks.size() - 1, ranks.size() == 2 ? "" : "s"));
   }
+  for (const Sink* sink : {&out_sink, &err_sink})
+    if (sink->failed_errno != 0)
+      throw output_lost(sink->name, sink->failed_errno,
+                        "every rank exited 0, but what they printed there is incomplete");
 }
 
 }  // namespace

@@ -43,6 +43,7 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
 #include "dpscope/base/process.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope/lesson/catalog.hpp"
 #include "dpscope/lesson/lesson.hpp"
@@ -130,11 +131,12 @@ void parse_scenario(const std::vector<std::string>& args, bool dry_run) {
   }
 }
 
-// Prints a lesson's problem as one "dpscope: ..." line (a run's error may span lines).
+// Prints a lesson's problem as one "dpscope: ..." line (a run's error may span lines; what it quotes
+// of a lesson file is written out, base/terminal_text.hpp).
 void print_problem(const std::string& problem) {
   std::string line = problem;
   std::replace(line.begin(), line.end(), '\n', ' ');
-  std::fprintf(stderr, "dpscope: %s\n", line.c_str());
+  std::fprintf(stderr, "dpscope: %s\n", printable_line(line).c_str());
 }
 
 // Whether every knob of `knobs` is at its default value (no knob given counts too).
@@ -157,7 +159,7 @@ void print_run_problems(const lesson::Lesson& lesson, const lesson::LessonReport
     fmt::print(
         "note: with these knobs {} of the chapters' declared pictures show another moment of the story "
         "than at the default knobs, where `dpscope lesson check {}` proves them\n",
-        report.picture_problems.size(), lesson.id);
+        report.picture_problems.size(), printable_line(lesson.id));
   }
 }
 
@@ -562,7 +564,9 @@ void open_viewer(const lesson::Lesson& lesson, const fs::path& lessons_dir, cons
     argv.push_back("--knob");
     argv.push_back(k);
   }
-  const std::string watch = fmt::format("dpscope-viz --lesson {} {}", lesson.id, trace.string());
+  // Printed: the lesson's id and the trace's path are written out (base/terminal_text.hpp).
+  const std::string watch =
+      printable_line(fmt::format("dpscope-viz --lesson {} {}", lesson.id, trace.string()));
   if (!has_display()) {
     fmt::print("\nno display: watch it later with  {}\n", watch);
     return;
@@ -579,8 +583,10 @@ void open_viewer(const lesson::Lesson& lesson, const fs::path& lessons_dir, cons
 void list_command(const LessonArgs& args) {
   const fs::path dir = lessons_dir(args);
   const std::vector<lesson::Lesson> lessons = lesson::load_lessons(dir);
-  for (const lesson::Lesson& l : lessons) fmt::print("{:<28} {:>3} min  {}\n", l.id, l.minutes, l.title);
-  fmt::print("{} lessons in {}; run one with  dpscope lesson run ID\n", lessons.size(), dir.string());
+  for (const lesson::Lesson& l : lessons)
+    fmt::print("{:<28} {:>3} min  {}\n", printable_line(l.id), l.minutes, printable_line(l.title));
+  fmt::print("{} lessons in {}; run one with  dpscope lesson run ID\n", lessons.size(),
+             printable_line(dir.string()));
 }
 
 void run_command(const LessonArgs& args) {
@@ -590,11 +596,12 @@ void run_command(const LessonArgs& args) {
   if (!args.reuse_runs.empty()) cache.emplace(args.reuse_runs);
   const LessonRun run =
       run_lesson(lesson, out, lesson::parse_knobs(args.knobs), /*quiet=*/false, cache ? &*cache : nullptr);
-  fmt::print("\n{}", lesson::format_report(lesson, run.report));
+  fmt::print("\n{}", printable_text(lesson::format_report(lesson, run.report)));
   print_run_problems(lesson, run.report, lesson::parse_knobs(args.knobs));
-  fmt::print("\ntrace: {}\n", run.trace.string());
+  fmt::print("\ntrace: {}\n", printable_line(run.trace.string()));
   for (size_t i = 0; i < run.other_traces.size(); ++i)
-    fmt::print("scenario {}: {}\n", lesson.scenarios[i].name, run.other_traces[i].string());
+    fmt::print("scenario {}: {}\n", printable_line(lesson.scenarios[i].name),
+               printable_line(run.other_traces[i].string()));
   if (!args.no_viz) open_viewer(lesson, lessons_dir(args), run.trace, args.knobs);
 }
 
@@ -630,7 +637,8 @@ void check_command(const LessonArgs& args) {
           lesson_problems = lesson::lint_lesson(lesson);
           for (std::string& p : knob_problems(lesson)) lesson_problems.push_back(std::move(p));
           if (lesson_problems.empty()) {
-            fmt::print("{:<4} {:<28} skipped: {}\n", "skip", file.stem().string(), no_torch_reason(python));
+            fmt::print("{:<4} {:<28} skipped: {}\n", "skip", printable_line(file.stem().string()),
+                       printable_line(no_torch_reason(python)));
             std::fflush(stdout);
             ++skipped_lessons;
             continue;
@@ -662,7 +670,8 @@ void check_command(const LessonArgs& args) {
     } catch (const Error& e) {
       lesson_problems.push_back(fmt::format("{}: {}", file.stem().string(), e.what()));
     }
-    fmt::print("{:<4} {:<28} {}\n", lesson_problems.empty() ? "ok" : "FAIL", file.stem().string(),
+    fmt::print("{:<4} {:<28} {}\n", lesson_problems.empty() ? "ok" : "FAIL",
+               printable_line(file.stem().string()),
                lesson_problems.empty() ? summary : fmt::format("{} problem(s)", lesson_problems.size()));
     std::fflush(stdout);
     for (const std::string& p : lesson_problems) print_problem(p);
@@ -734,10 +743,12 @@ std::vector<std::string> render_chapters(const lesson::Lesson& lesson, const les
       ++drawn;
       fs::remove(log, ec);
     } else {
-      std::fprintf(stderr, "dpscope: chapter %zu's picture failed: see %s\n", c + 1, log.c_str());
+      std::fprintf(stderr, "dpscope: chapter %zu's picture failed: see %s\n", c + 1,
+                   printable_line(log.string()).c_str());
     }
   }
-  fmt::print("chapter pictures: {} of {} in {}\n", drawn, lesson.chapters.size(), out.string());
+  fmt::print("chapter pictures: {} of {} in {}\n", drawn, lesson.chapters.size(),
+             printable_line(out.string()));
   return images;
 }
 
@@ -766,7 +777,7 @@ void handout_command(const LessonArgs& args) {
   file.write(lesson::handout_markdown(lesson, run.shown_args, run.report, run.trace.filename().string(),
                                       images, exercises));
   file.commit();
-  fmt::print("handout: {} (trace {})\n", page.string(), run.trace.string());
+  fmt::print("handout: {} (trace {})\n", printable_line(page.string()), printable_line(run.trace.string()));
 }
 
 }  // namespace

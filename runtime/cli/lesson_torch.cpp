@@ -17,6 +17,7 @@
 #include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/process.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "dpscope/lesson/sandbox.hpp"
 #include "dpscope/lesson/torch_scenario.hpp"
 #include "dpscope/trace/merge.hpp"
@@ -190,7 +191,7 @@ void run_torch_scenario(const std::string& python, const std::vector<std::string
     fmt::print(
         "recording the PyTorch run into {0}; watch it live from another terminal:\n  dpscope-viz --follow "
         "{0}\n",
-        rank_dir.string());
+        printable_line(rank_dir.string()));
   std::fflush(stdout);
   const pid_t pid = start_in(argv, scratch, pythonpath, quiet ? log : fs::path());
   DPS_CHECK(pid > 0, ErrorKind::kProcess, "cannot start {}", dpscope.string());

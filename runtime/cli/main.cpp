@@ -4,6 +4,9 @@
 // errors (bad flags, missing or malformed files) and 1 for runtime failures; never a crash, never a
 // raw exception text (std::bad_alloc becomes "out of host memory"). What the line quotes from a
 // file, a trace or a rank is written out, control characters escaped (base/terminal_text.hpp).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -12,6 +15,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "commands.hpp"
@@ -39,9 +43,34 @@ std::string unknown_command_message(const CLI::App& app, int argc, char** argv) 
   return fmt::format("a command is required: one of {} (dpscope --help lists them)", fmt::join(names, ", "));
 }
 
+// `dpscope ... >&-` starts it with stdout closed: the first file it opened took descriptor 1, and what
+// the command printed went into that file (a trace being recorded, a rank's pipe in `launch`). /dev/null,
+// opened read-only, holds each closed one of 0, 1 and 2 instead: nothing else lands there, and a write
+// still fails (EBADF), which the check after the command reports.
+void hold_closed_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int held = ::open("/dev/null", O_RDONLY);  // the lowest free descriptor: `fd`
+    if (held > fd) {
+      ::dup2(held, fd);
+      ::close(held);
+    }
+  }
+}
+
 }  // namespace
 
+namespace dpscope::cli {
+
+Error output_lost(std::string_view stream, int err, std::string_view what) {
+  return Error(ErrorKind::kWriteFailed, fmt::format("cannot write {}: {} ({})", stream,
+                                                    err != 0 ? std::strerror(err) : "a write failed", what));
+}
+
+}  // namespace dpscope::cli
+
 int main(int argc, char** argv) {
+  hold_closed_standard_descriptors();
   CLI::App app{"dpscope: watch how multi-GPU data-parallel training works", "dpscope"};
   app.set_version_flag("--version", "dpscope " DPSCOPE_VERSION);
   app.require_subcommand(1);
@@ -65,11 +94,8 @@ int main(int argc, char** argv) {
     // with exit code 0. fflush() says whether the last of it reached the file; ferror() whether an
     // earlier write failed.
     errno = 0;
-    if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
-      std::fprintf(stderr, "dpscope: error: cannot write standard output: %s (what it shows is incomplete)\n",
-                   errno != 0 ? std::strerror(errno) : "a write failed");
-      return 1;
-    }
+    if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)
+      throw dpscope::cli::output_lost("standard output", errno, "what it shows is incomplete");
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -85,6 +111,18 @@ int main(int argc, char** argv) {
     if (verbose)
       std::fprintf(stderr, "  (raised at %s, kind: %s)\n", e.where().c_str(), dpscope::to_string(e.kind()));
     return e.is_usage_error() ? 2 : 1;
+  } catch (const std::system_error& e) {
+    // fmt::print throws this ("cannot write to file") when stdio's buffer for stdout fills and cannot
+    // be written (a long output on a full disk or a closed stdout): the loss the check above reports,
+    // named the same way.
+    dpscope::hold_termination();
+    const std::string what =
+        std::ferror(stdout) != 0
+            ? dpscope::cli::output_lost("standard output", e.code().value(), "what it shows is incomplete")
+                  .what()
+            : std::string(e.what());
+    std::fprintf(stderr, "dpscope: error: %s\n", dpscope::printable_line(what).c_str());
+    return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr,
                  "dpscope: error: out of host memory (an allocation failed); try smaller sizes or counts\n");

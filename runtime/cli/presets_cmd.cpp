@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "dpscope/base/asset_dir.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "dpscope/core/preset.hpp"
 
 namespace dpscope::cli {
@@ -27,7 +28,9 @@ void print_table(const std::vector<std::string>& ids) {
     const HardwarePreset p = find_preset(id);
     std::string peer = link_text(p.peer_link);
     if (!p.network.peer_to_peer) peer += ", no peer access";  // through host memory (presets' [network])
-    rows.push_back({id, p.name, fmt::format("{:.0f} GB", p.memory_bytes / 1e9),
+    // The name is a preset file's (DPSCOPE_ASSETS: a user's own): written out (base/terminal_text.hpp).
+    rows.push_back({printable_line(id), printable_line(p.name),
+                    fmt::format("{:.0f} GB", p.memory_bytes / 1e9),
                     fmt::format("{:.0f} GB/s", p.mem_bandwidth_bytes_per_s / 1e9),
                     fmt::format("{:.1f} TFLOP/s", p.peak_flops / 1e12), peer, link_text(p.host_link)});
   }

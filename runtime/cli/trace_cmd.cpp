@@ -7,6 +7,8 @@
 // IN is a trace file or a directory of process ranks' rank-K.jsonl files, merged as it is read
 // (trace_tools/rank_traces.hpp). export and stats read strictly (the first malformed line is an
 // error, exit code 2) unless --lenient is given, which skips malformed lines and lists them on stderr.
+// Every path, name and reason printed comes from the user or a file: it is written out through
+// printable_line() (base/terminal_text.hpp), so no control character reaches the terminal.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -62,7 +64,7 @@ void warn_partial(const std::vector<std::string>& files) {
   for (const std::string& file : files) {
     std::fprintf(
         stderr, "dpscope: warning: %s ends with an incomplete line (still being written?); it was left out\n",
-        file.c_str());
+        printable_line(file).c_str());
   }
 }
 
@@ -70,8 +72,9 @@ trace::TraceData load(const std::string& path, bool lenient) {
   trace::TraceData data = trace::read_trace(path, {.strict = !lenient});
   for (size_t i = 0; i < data.problems.size() && i < kProblemsShown; ++i) {
     const trace::Problem& p = data.problems[i];
-    std::fprintf(stderr, "dpscope: warning: skipped %s:%u: %s\n", (p.file.empty() ? path : p.file).c_str(),
-                 p.line, p.reason.c_str());
+    std::fprintf(
+        stderr, "dpscope: warning: skipped %s\n",
+        printable_line(fmt::format("{}:{}: {}", p.file.empty() ? path : p.file, p.line, p.reason)).c_str());
   }
   if (data.problems.size() > kProblemsShown) {
     std::fprintf(stderr, "dpscope: warning: ... and %zu more malformed lines\n",
@@ -119,14 +122,14 @@ void register_trace_import(CLI::App* trace_cmd) {
     const trace::KinetoImportResult r = trace::import_kineto(*in, *out);
     uint64_t events = 0;
     for (const trace::KinetoRankSummary& k : r.ranks) events += k.events;
-    fmt::print("wrote {} ({} {}, {} events)\n", *out, r.ranks.size(), r.ranks.size() == 1 ? "rank" : "ranks",
-               events);
+    fmt::print("wrote {} ({} {}, {} events)\n", printable_line(*out), r.ranks.size(),
+               r.ranks.size() == 1 ? "rank" : "ranks", events);
     for (const trace::KinetoRankSummary& k : r.ranks) {
       fmt::print(
           "  rank {}: {} -> {}: {} steps (ProfilerStep#{} is step 0), {} collectives, {} bucket "
           "assignments, {} grad_ready\n",
-          k.rank, k.source.string(), k.written.string(), k.steps, k.first_profiler_step, k.collectives,
-          k.bucket_assignments, k.grad_ready);
+          k.rank, printable_line(k.source.string()), printable_line(k.written.string()), k.steps,
+          k.first_profiler_step, k.collectives, k.bucket_assignments, k.grad_ready);
     }
   });
 }
@@ -159,7 +162,7 @@ void register_trace(CLI::App& app) {
     const trace::TraceData data = load(export_options->in, export_options->lenient);
     trace::export_chrome(data, std::filesystem::path(export_options->out));
     fmt::print("wrote {} ({} trace events as Chrome Trace Event JSON)\nopen it at https://ui.perfetto.dev\n",
-               export_options->out, data.events.size());
+               printable_line(export_options->out), data.events.size());
   });
 
   auto merge_in = std::make_shared<std::string>();
@@ -175,7 +178,8 @@ void register_trace(CLI::App& app) {
     std::vector<std::string> partial;
     for (const std::filesystem::path& file : r.partial) partial.push_back(file.string());
     warn_partial(partial);
-    fmt::print("wrote {} ({} ranks, {} events on rank 0's clock)\n", *merge_out, r.ranks, r.events);
+    fmt::print("wrote {} ({} ranks, {} events on rank 0's clock)\n", printable_line(*merge_out), r.ranks,
+               r.events);
     print_rank_clocks(r.clocks);
   });
 

@@ -5,12 +5,16 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/train/train.hpp"
@@ -53,53 +57,64 @@ class Progress {
   bool timing_only_;
 };
 
+// Appends one formatted piece of the summary to `out`.
+template <typename... Args>
+void add(std::string& out, fmt::format_string<Args...> format, Args&&... args) {
+  fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
+}
+
 // --timing-only: the world, the step against one GPU's, and where the time went.
-void print_scaling(const TrainConfig& config, const TrainResult::Scaling& s) {
-  fmt::print("timing-only world: {}\n", s.world);
-  fmt::print(
+void format_scaling(std::string& out, const TrainConfig& config, const TrainResult::Scaling& s) {
+  add(out, "timing-only world: {}\n", s.world);
+  add(out,
       "step {:.3f} ms on {} GPUs vs {:.3f} ms on one GPU: {:.3f} ms of communication not hidden by "
       "backward\n",
       s.step_ns / 1e6, config.devices, s.one_gpu_step_ns / 1e6, s.exposed_comm_ns / 1e6);
-  fmt::print(
+  add(out,
       "scaling efficiency {:.1f}% (weak scaling: {} GPUs process {:.0f}x one GPU's samples per second)\n",
       s.efficiency * 100.0, config.devices, s.efficiency * config.devices);
 }
 
+// The summary names what the user gave (paths, the model, a preset's name from its file): it is
+// written out through printable_text() (base/terminal_text.hpp), no control character reaching the
+// terminal.
 void print_summary(const TrainConfig& config, const TrainResult& result) {
-  fmt::print("\n== dpscope train: {} on {} ==\n", name(config.mode), result.device_name);
-  fmt::print("model {} ({} parameters), loss {}, optimizer {} (lr {})\n", config.model,
-             result.parameter_count, config.loss, config.optim, config.lr);
-  fmt::print("{}\n", describe_batch(config, result));
+  std::string out;
+  add(out, "\n== dpscope train: {} on {} ==\n", name(config.mode), result.device_name);
+  add(out, "model {} ({} parameters), loss {}, optimizer {} (lr {})\n", config.model, result.parameter_count,
+      config.loss, config.optim, config.lr);
+  add(out, "{}\n", describe_batch(config, result));
   if (!result.losses.empty())
-    fmt::print("{}: first {:.6f}, final {:.6f}\n", runs_ranks(config.mode) ? "mean loss over ranks" : "loss",
-               result.losses.front(), result.losses.back());
+    add(out, "{}: first {:.6f}, final {:.6f}\n", runs_ranks(config.mode) ? "mean loss over ranks" : "loss",
+        result.losses.front(), result.losses.back());
   const double steps_per_s = result.wall_seconds > 0 ? result.steps / result.wall_seconds : 0.0;
-  fmt::print("wall time {:.3f} s ({:.1f} steps/s on this machine)\n", result.wall_seconds, steps_per_s);
+  add(out, "wall time {:.3f} s ({:.1f} steps/s on this machine)\n", result.wall_seconds, steps_per_s);
   if (result.sim_total_ns > 0 && result.steps > 0 && config.device == DeviceKind::kSim)
-    fmt::print("simulated time {:.3f} ms ({:.1f} us per step on {})\n", result.sim_total_ns / 1e6,
-               result.sim_total_ns / 1e3 / static_cast<double>(result.steps), config.preset);
-  if (result.scaling) print_scaling(config, *result.scaling);
+    add(out, "simulated time {:.3f} ms ({:.1f} us per step on {})\n", result.sim_total_ns / 1e6,
+        result.sim_total_ns / 1e3 / static_cast<double>(result.steps), config.preset);
+  if (result.scaling) format_scaling(out, config, *result.scaling);
   if (result.resumed_from_step >= 0)
-    fmt::print("resumed after step {} from {}\n", result.resumed_from_step, config.checkpoint_dir);
+    add(out, "resumed after step {} from {}\n", result.resumed_from_step, config.checkpoint_dir);
   if (!result.last_checkpoint.empty()) {
-    fmt::print("checkpoint: {}\n", result.last_checkpoint);
+    add(out, "checkpoint: {}\n", result.last_checkpoint);
   } else if (!config.checkpoint_dir.empty() && config.no_sync_every > 1) {  // (ddp's flag)
-    fmt::print("checkpoint: none written (one needs a synchronized step: a multiple of --no-sync-every {})\n",
-               config.no_sync_every);
+    add(out, "checkpoint: none written (one needs a synchronized step: a multiple of --no-sync-every {})\n",
+        config.no_sync_every);
   }
-  if (!config.save.empty()) fmt::print("weights saved to {}\n", config.save);
+  if (!config.save.empty()) add(out, "weights saved to {}\n", config.save);
   if (!result.trace_path.empty() && config.one_process_per_rank()) {
-    fmt::print("traces: {}/rank-K.jsonl{}, one per rank on its own clock\n", config.trace,
-               config.trace_zstd ? ".zst" : "");
-    fmt::print("  watch them as one run: dpscope-viz {}\n", config.trace);
-    fmt::print("  per-device stats:      dpscope trace stats {}\n", config.trace);
-    fmt::print("  one merged file:       dpscope trace merge {0} {0}/merged.jsonl\n", config.trace);
+    add(out, "traces: {}/rank-K.jsonl{}, one per rank on its own clock\n", config.trace,
+        config.trace_zstd ? ".zst" : "");
+    add(out, "  watch them as one run: dpscope-viz {}\n", config.trace);
+    add(out, "  per-device stats:      dpscope trace stats {}\n", config.trace);
+    add(out, "  one merged file:       dpscope trace merge {0} {0}/merged.jsonl\n", config.trace);
   } else if (!result.trace_path.empty()) {
-    fmt::print("trace: {} ({} events)\n", result.trace_path, result.trace_events);
-    fmt::print("  export for Perfetto:  dpscope trace export --chrome {} {}.perfetto.json\n",
-               result.trace_path, std::filesystem::path(result.trace_path).replace_extension().string());
-    fmt::print("  per-device stats:     dpscope trace stats {}\n", result.trace_path);
+    add(out, "trace: {} ({} events)\n", result.trace_path, result.trace_events);
+    add(out, "  export for Perfetto:  dpscope trace export --chrome {} {}.perfetto.json\n", result.trace_path,
+        std::filesystem::path(result.trace_path).replace_extension().string());
+    add(out, "  per-device stats:     dpscope trace stats {}\n", result.trace_path);
   }
+  fmt::print("{}", printable_text(out));
 }
 
 // Flags whose meaning changed or whose value CLI11 would take wrongly, resolved after parsing.

@@ -112,5 +112,6 @@ std::vector<Case>
 hostile_recent_cases();  // hostile_recent_cases.cpp: import, bench, fidelity_report, lesson 14
 std::vector<Case> hostile_pass4_cases();  // hostile_pass4_cases.cpp: presets, viewer flags, report headers
 std::vector<Case> hostile_pass5_cases();  // hostile_pass5_cases.cpp: trace text on the terminal, the store
+std::vector<Case> hostile_pass6_cases();  // hostile_pass6_cases.cpp: launch's own output, paths on success
 
 }  // namespace dpscope::testing

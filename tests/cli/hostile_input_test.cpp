@@ -180,8 +180,9 @@ namespace {
 // Every area's rows, in one matrix.
 std::vector<Case> all_cases() {
   std::vector<Case> rows;
-  for (auto area : {hostile_cases, hostile_io_cases, hostile_lesson_cases, hostile_process_cases,
-                    hostile_training_cases, hostile_recent_cases, hostile_pass4_cases, hostile_pass5_cases})
+  for (auto area :
+       {hostile_cases, hostile_io_cases, hostile_lesson_cases, hostile_process_cases, hostile_training_cases,
+        hostile_recent_cases, hostile_pass4_cases, hostile_pass5_cases, hostile_pass6_cases})
     for (Case& c : area()) rows.push_back(std::move(c));
   return rows;
 }

@@ -12,6 +12,7 @@
 #include <imgui.h>
 
 #include "app/fonts.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "ui/viewer.hpp"
 
 namespace dpscope::viz {
@@ -38,7 +39,7 @@ int run_frame_bench(const BenchOptions& options) {
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   if (!doc->error().empty()) {
-    fmt::print(stderr, "dpscope-viz: error: {}\n", doc->error());
+    fmt::print(stderr, "dpscope-viz: error: {}\n", printable_line(doc->error()));  // it quotes the path
     return 1;
   }
   const ReplayModel& model = *doc->model();
@@ -103,7 +104,7 @@ int run_frame_bench(const BenchOptions& options) {
           : std::string("DDP diagnosis not computed");
   ImGui::DestroyContext();
 
-  fmt::print("dpscope-viz frame benchmark: {}\n", options.trace.string());
+  fmt::print("dpscope-viz frame benchmark: {}\n", printable_line(options.trace.string()));
   fmt::print("events {} · lanes {} · display {}x{} · load {:.1f} ms (read {:.1f} ms + index {:.1f} ms)\n",
              events, lanes, options.size.width, options.size.height, load_ms, read_ms, index_ms);
   fmt::print("{}\n", diagnosis_line);

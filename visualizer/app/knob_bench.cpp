@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "dpscope/base/terminal_text.hpp"
 #include "replay/document.hpp"
 
 namespace dpscope::viz {
@@ -76,7 +77,8 @@ int run_knob_bench(const LessonModeOptions& options, int rounds) {
       const LessonRun run = mode.run(knobs);
       const double total = seconds_since(start);
       if (!run.error.empty()) {
-        fmt::print(stderr, "dpscope-viz: error: lesson {}: {}\n", id, run.error);
+        fmt::print(stderr, "dpscope-viz: error: {}\n",
+                   printable_line(fmt::format("lesson {}: {}", id, run.error)));
         return false;
       }
       r.run_s = run.seconds;
@@ -85,7 +87,7 @@ int run_knob_bench(const LessonModeOptions& options, int rounds) {
       const std::unique_ptr<Document> doc = Document::open(run.trace, OpenOptions{.strict = true});
       r.load_s = seconds_since(load_start);
       if (!doc->error().empty()) {
-        fmt::print(stderr, "dpscope-viz: error: {}\n", doc->error());
+        fmt::print(stderr, "dpscope-viz: error: {}\n", printable_line(doc->error()));
         return false;
       }
       return true;
@@ -108,15 +110,15 @@ int run_knob_bench(const LessonModeOptions& options, int rounds) {
     }
   }
 
-  fmt::print("dpscope-viz knob benchmark: lesson {} ({} knob{}, {} round{})\n", id, rows.size(),
-             rows.size() == 1 ? "" : "s", rounds, rounds == 1 ? "" : "s");
+  fmt::print("dpscope-viz knob benchmark: lesson {} ({} knob{}, {} round{})\n", printable_line(id),
+             rows.size(), rows.size() == 1 ? "" : "s", rounds, rounds == 1 ? "" : "s");
   fmt::print("{:<14} {:<18} {:>10} {:>10} {:>10} {:>10} {:>11}\n", "knob", "change", "run s", "text+load s",
              "mean s", "max s", "back s");
   double slowest = 0;
   for (const Row& r : rows) {
     slowest = std::max(slowest, max_total(r.to_new));
-    fmt::print("{:<14} {:<18} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>11.3f}\n", r.knob, r.change,
-               mean_of(r.to_new, [](const Reload& x) { return x.run_s; }),
+    fmt::print("{:<14} {:<18} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>11.3f}\n", printable_line(r.knob),
+               printable_line(r.change), mean_of(r.to_new, [](const Reload& x) { return x.run_s; }),
                mean_of(r.to_new, [](const Reload& x) { return x.script_s + x.load_s; }),
                mean_of(r.to_new, [](const Reload& x) { return x.total(); }), max_total(r.to_new),
                mean_of(r.to_seen, [](const Reload& x) { return x.total(); }));

@@ -2,9 +2,11 @@
 // trace's event name, a lesson's question, a rank's own error. Such text may hold a newline (which
 // would split the one `dpscope: error:` line in two) or an escape sequence (which a terminal obeys:
 // it can recolour, retitle or clear the user's terminal). Used by the error lines of `dpscope`
-// (runtime/cli/main.cpp) and `dpscope-viz` (visualizer/app/main.cpp), by the line a stopped rank
-// prints (base/termination_notice.cpp), which `dpscope launch` quotes, and by `trace stats`'
-// table; docs/reliability.md, "Fifth pass".
+// (runtime/cli/main.cpp), `dpscope-viz` (visualizer/app/main.cpp) and fidelity_report, by the line a
+// stopped rank prints (base/termination_notice.cpp), which `dpscope launch` quotes, by `trace stats`'
+// table, and wherever a path, a file's text or a flag's value is printed on success or in a warning
+// (`trace`'s "wrote ..." lines, `train`'s summary, `lesson`, `presets`, `bench`'s header,
+// dpscope-viz's benchmarks); docs/reliability.md, "Fifth pass" and "Sixth pass".
 #pragma once
 
 #include <string>
