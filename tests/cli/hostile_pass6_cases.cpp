@@ -44,6 +44,27 @@ Case shows(std::string name, std::string args, std::string shown,
 
 std::vector<Case> hostile_pass6_cases() {
   std::vector<Case> rows;
+  // ---- train --resume's warning names the checkpoint files it passed over: their paths written out ----
+  {
+    Case c =
+        shell_row("ResumeWarningPathWithEscapes",
+                  "ck='{dir}/ck" + kEsc +
+                      "'\n"
+                      "DPSCOPE " +
+                      kTrain +
+                      " --steps 4 --checkpoint-dir \"$ck\" --checkpoint-every 2 >/dev/null || "
+                      "exit 9\n"
+                      "cp \"$ck/checkpoint-00000002.safetensors\" \"$ck/checkpoint-00000009.safetensors\"\n"
+                      "exec DPSCOPE " +
+                      kTrain +
+                      " --steps 6 --checkpoint-dir \"$ck\" --checkpoint-every 2 --resume "
+                      "2>&1\n",
+                  0, "");
+    c.error_lines = 0;
+    c.stdout_contains =
+        "dpscope: warning: checkpoint {dir}/ck" + kEscWritten + "/checkpoint-00000009.safetensors: its name";
+    rows.push_back(c);
+  }
   // ---- dpscope launch: the ranks' output that cannot be written is a failure, not a success ----
   // Its write_all() dropped the ranks' lines on a full disk and the launcher exited 0.
   rows.push_back(shell_row("LaunchStdoutOntoAFullDevice",

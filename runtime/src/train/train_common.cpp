@@ -8,6 +8,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
+#include "dpscope/base/terminal_text.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/io/finite_values.hpp"
 #include "dpscope/io/safetensors.hpp"
@@ -199,7 +200,7 @@ std::unique_ptr<Module> make_model(const TrainConfig& config, const Device& devi
 
 ResumeCheckpoint load_resume_checkpoint(const TrainConfig& config) {
   ResumeCheckpoint resumed = load_newest_valid_checkpoint(config.checkpoint_dir);
-  if (!resumed.warning.empty()) fmt::print(stderr, "dpscope: warning: {}\n", resumed.warning);
+  if (!resumed.warning.empty()) fmt::print(stderr, "dpscope: warning: {}\n", printable_line(resumed.warning));
   const std::string file = resumed.file.string();
   check_resumable(resumed.state.config_json, config, file);
   // Gradients accumulated under no_sync are not in a checkpoint: resuming between two synchronized
