@@ -32,7 +32,12 @@ inline const std::string kTrain = "train --dataset spirals:64 --model 2-8-3 --ba
 #ifdef DPSCOPE_VIZ
 inline const std::string kViz = DPSCOPE_VIZ;
 #else
-inline const std::string kViz;  // the visualizer is not built: its rows skip
+inline const std::string kViz;     // the visualizer is not built: its rows skip
+#endif
+#ifdef DPSCOPE_FIDELITY_REPORT
+inline const std::string kReport = DPSCOPE_FIDELITY_REPORT;
+#else
+inline const std::string kReport;  // fidelity_report is not built: its rows skip
 #endif
 
 struct Case {

@@ -11,12 +11,6 @@ namespace dpscope::testing {
 
 namespace {
 
-#ifdef DPSCOPE_FIDELITY_REPORT
-const std::string kReport = DPSCOPE_FIDELITY_REPORT;
-#else
-const std::string kReport;  // not built: its rows skip
-#endif
-
 // A complete preset (a PCIe box as t4.toml, without its optional tables) whose line starting with
 // `key = ` is replaced by `key = value`, or with `extra` appended; written as {dir}/presets/bad.toml,
 // which DPSCOPE_ASSETS={dir} makes `--preset bad`.

@@ -9,12 +9,6 @@ namespace dpscope::testing {
 
 namespace {
 
-#ifdef DPSCOPE_FIDELITY_REPORT
-const std::string kReport = DPSCOPE_FIDELITY_REPORT;
-#else
-const std::string kReport;  // not built: its rows skip
-#endif
-
 // A colour escape as a user might paste it into a name, and how every line prints it.
 const std::string kEsc = "\x1b[31m";
 const std::string kEscWritten = R"(\x1b[31m)";

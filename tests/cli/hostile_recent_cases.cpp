@@ -10,12 +10,6 @@ namespace dpscope::testing {
 
 namespace {
 
-#ifdef DPSCOPE_FIDELITY_REPORT
-const std::string kFidelityReport = DPSCOPE_FIDELITY_REPORT;
-#else
-const std::string kFidelityReport;  // not built: its rows skip
-#endif
-
 // A torch.profiler trace of one step whose one collective (record_param_comms) claims `nelems`
 // elements of `dtype`, as {dir}/p.json.
 std::function<void(const fs::path&, const Fixtures&)> kineto_with_message(std::string args) {
@@ -121,7 +115,7 @@ std::vector<Case> hostile_recent_cases() {
        table(kRows),
        {},
        {},
-       kFidelityReport,
+       kReport,
        seconds(30),
        1,
        [](const fs::path& d, const Fixtures&) {
@@ -139,7 +133,7 @@ std::vector<Case> hostile_recent_cases() {
        },
        {},
        {},
-       kFidelityReport},
+       kReport},
       {"FidelityReportTableIsAFifo",
        "{dir}/tables {dir}/o.md",
        2,
@@ -150,7 +144,7 @@ std::vector<Case> hostile_recent_cases() {
        },
        {},
        {},
-       kFidelityReport},
+       kReport},
       // A size of 1e30 was cast from a double (undefined behaviour: "size 0 holds no element").
       {"FidelityReportSizeNotAWholeNumber",
        "{dir}/tables {dir}/o.md",
@@ -159,7 +153,7 @@ std::vector<Case> hostile_recent_cases() {
        table("1e30,5.0,0,0\n"),
        {},
        {},
-       kFidelityReport},
+       kReport},
       // 1000000000 nodes x 2 GPUs overflowed an int ("fidelity_size: -589934592 ranks").
       {"FidelityReportNodesOverflow",
        "{dir}/tables {dir}/o.md",
@@ -168,7 +162,7 @@ std::vector<Case> hostile_recent_cases() {
        table(kRows, {{"nodes", "1000000000"}}),
        {},
        {},
-       kFidelityReport},
+       kReport},
       {"FidelityReportGpusNotAWholeNumber",
        "{dir}/tables {dir}/o.md",
        2,
@@ -176,7 +170,7 @@ std::vector<Case> hostile_recent_cases() {
        table(kRows, {{"gpus_per_node", "2.5"}}),
        {},
        {},
-       kFidelityReport},
+       kReport},
       {"FidelityReportSizesOutOfOrder",
        "{dir}/tables {dir}/o.md",
        2,
@@ -184,7 +178,7 @@ std::vector<Case> hostile_recent_cases() {
        table("1048576,180.5,5.81,5.81\n1024,12.1,0.08,0.08\n"),
        {},
        {},
-       kFidelityReport},
+       kReport},
       // A missing TABLES_DIR was a raw "filesystem error: directory iterator cannot open directory".
       {"FidelityReportTablesDirMissing",
        "{dir}/missing {dir}/o.md",
@@ -193,7 +187,7 @@ std::vector<Case> hostile_recent_cases() {
        {},
        {},
        {},
-       kFidelityReport},
+       kReport},
       {"FidelityReportTablesDirEmpty",
        "{dir} {dir}/o.md",
        2,
@@ -201,7 +195,7 @@ std::vector<Case> hostile_recent_cases() {
        {},
        {},
        {},
-       kFidelityReport},
+       kReport},
       // ---- lesson knobs ----
       // "2.0" passed the knob's range and failed the scenario's integer flag, blamed on the lesson
       // ("the scenario failed: ... Could not convert: --devices = 2.0 (... declares it: expect_error)").
