@@ -48,6 +48,9 @@ void check_arguments(const fs::path& dir, const fs::path& out) {
   if (ec)
     throw dpscope::Error(dpscope::ErrorKind::kIo,
                          fmt::format("cannot list TABLES_DIR '{}': {}", dir.string(), ec.message()));
+  if (tables == 0)
+    throw dpscope::Error(dpscope::ErrorKind::kUsage,
+                         fmt::format("TABLES_DIR '{}' holds no nccl-tests table (*.csv)", dir.string()));
   // The tables outside the goal's size range are read too (their own section of OUT). A folder that
   // cannot be listed is reported when they are loaded.
   const fs::path not_compared = dir / dpscope::kNotComparedDir;
