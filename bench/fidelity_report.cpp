@@ -1,5 +1,6 @@
 // fidelity_report DIR OUT.md: evaluates every published nccl-tests table of DIR
-// (tests/data/nccl-tests) against the collectives' cost model and writes docs/fidelity.md.
+// (tests/data/nccl-tests) against the collectives' cost model and writes docs/fidelity.md; the
+// tables of DIR/not-compared (outside the goal's size range) get a section of their own.
 //
 //   build/ci/bin/fidelity_report tests/data/nccl-tests docs/fidelity.md
 //
@@ -50,6 +51,13 @@ void check_arguments(const fs::path& dir, const fs::path& out) {
   if (tables == 0)
     throw dpscope::Error(dpscope::ErrorKind::kUsage,
                          fmt::format("TABLES_DIR '{}' holds no nccl-tests table (*.csv)", dir.string()));
+  // The tables outside the goal's size range are read too (their own section of OUT). A folder that
+  // cannot be listed is reported when they are loaded.
+  const fs::path not_compared = dir / dpscope::kNotComparedDir;
+  std::error_code folder_ec;
+  if (fs::is_directory(not_compared, folder_ec))
+    for (const fs::directory_entry& e : fs::directory_iterator(not_compared, folder_ec))
+      if (is_table_name(e.path().filename().string())) guard.add_input("table", e.path());
   guard.add_output("OUT", out);
   guard.check();
 }
@@ -63,16 +71,21 @@ int main(int argc, char** argv) {
   }
   try {
     check_arguments(argv[1], argv[2]);
-    std::vector<dpscope::FidelityResult> results;
+    std::vector<dpscope::FidelityResult> results, not_compared;
     for (const dpscope::MeasuredSystem& s : dpscope::load_measured_systems(argv[1]))
       results.push_back(dpscope::evaluate_fidelity(s));
+    for (const dpscope::MeasuredSystem& s : dpscope::load_not_compared_systems(argv[1]))
+      not_compared.push_back(dpscope::evaluate_fidelity(s));
     dpscope::AtomicFileWriter out{fs::path(argv[2])};
-    out.write(dpscope::fidelity_markdown(results));
+    out.write(dpscope::fidelity_markdown(results, not_compared));
     out.commit();
     for (const dpscope::FidelityResult& r : results)
       // A system's id is its table's file name: written out (base/terminal_text.hpp).
       fmt::print("{}: median {:.1f} %, worst {:.1f} %\n", dpscope::printable_line(r.system.id),
                  100 * r.median_error, 100 * r.worst_error);
+    for (const dpscope::FidelityResult& r : not_compared)
+      fmt::print("{} ({}): median {:.1f} %, worst {:.1f} %\n", dpscope::printable_line(r.system.id),
+                 dpscope::kNotComparedDir, 100 * r.median_error, 100 * r.worst_error);
   } catch (const dpscope::Error& e) {
     std::fprintf(stderr, "fidelity_report: error: %s\n", dpscope::printable_line(e.what()).c_str());
     return e.is_usage_error() ? 2 : 1;

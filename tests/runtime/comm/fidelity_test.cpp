@@ -29,11 +29,18 @@ std::vector<FidelityResult> evaluate_all() {
   return results;
 }
 
+// The tables of not-compared/ (outside the goal's size range), as fidelity_report reads them.
+std::vector<FidelityResult> evaluate_not_compared() {
+  std::vector<FidelityResult> results;
+  for (const MeasuredSystem& s : load_not_compared_systems(kTables)) results.push_back(evaluate_fidelity(s));
+  return results;
+}
+
 TEST(Fidelity, DocsFidelityIsRegeneratedFromTheTables) {
   std::ifstream in(std::filesystem::path(DPSCOPE_SOURCE_DIR) / "docs/fidelity.md", std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
-  EXPECT_EQ(text.str(), fidelity_markdown(evaluate_all()))
+  EXPECT_EQ(text.str(), fidelity_markdown(evaluate_all(), evaluate_not_compared()))
       << "docs/fidelity.md is stale: run build/ci/bin/fidelity_report tests/data/nccl-tests docs/fidelity.md";
 }
 
@@ -843,6 +850,52 @@ TEST(Fidelity, NvlsTimedAsNcclRunsItIsComparedAndNotTaken) {
   EXPECT_NEAR(fitted_us, find_preset("h100-sxm").nccl.nvls_latency_us, 0.05);
   EXPECT_NE(md.find(fmt::format("the 1 KiB row then gives a latency of {:.1f} us, so no refit", fitted_us)),
             std::string::npos);
+}
+
+// The tables of not-compared/ start above 1 KiB, so the goal does not judge them; docs/fidelity.md
+// gives them a section of their own (a summary row and their rows) and the many-nodes finding, whose
+// numbers are their rows' and the model's: the 8-node cluster's largest size, and the same system on
+// 10 nodes, where the model's bounds past two nodes (NICs for the ring, half of them for NVLS-tree)
+// leave the bus bandwidth where 8 nodes have it.
+TEST(Fidelity, TheTablesOutsideTheSizeRangeHaveTheirOwnSection) {
+  const std::vector<FidelityResult> outside = evaluate_not_compared();
+  ASSERT_GE(outside.size(), 3u);
+  const std::string md = fidelity_markdown(evaluate_all(), outside);
+  const size_t section = md.find("\n## Tables outside the goal's size range (not compared)\n");
+  ASSERT_NE(section, std::string::npos);
+  const FidelityResult* eight = nullptr;
+  for (const FidelityResult& r : outside) {
+    EXPECT_GT(r.rows.front().bytes, 1024u) << r.system.id << ": it belongs among the compared tables";
+    const std::string row =
+        fmt::format("| {} | all_reduce | {} x {} |", r.system.id, r.system.nodes, r.system.gpus_per_node);
+    EXPECT_GT(md.find(row), section) << row;
+    EXPECT_GT(md.find("\n## " + r.system.id + "\n"), section) << r.system.id;
+    EXPECT_NE(md.find(fmt::format("{} ({} x {}, 1 MiB - 8 GiB): median {:.1f} %", r.system.id, r.system.nodes,
+                                  r.system.gpus_per_node, 100 * r.median_error)),
+              std::string::npos)
+        << r.system.id;
+    if (r.system.nodes == 8) eight = &r;
+  }
+  ASSERT_NE(eight, nullptr);
+  EXPECT_LE(eight->median_error, 0.10);
+  const FidelityRow& last = eight->rows.back();
+  EXPECT_NE(
+      md.find(fmt::format("at 8 GiB it measured {:.0f} GB/s of bus bandwidth where the model gives {:.0f}",
+                          last.measured_busbw, last.simulated_busbw)),
+      std::string::npos);
+  MeasuredSystem ten = eight->system;
+  ten.nodes = 10;
+  ten.rows = {eight->system.rows.back()};
+  const FidelityRow at_ten = evaluate_fidelity(ten).rows.front();
+  EXPECT_NEAR(at_ten.simulated_busbw, last.simulated_busbw, 0.02 * last.simulated_busbw);
+  EXPECT_NE(
+      md.find(fmt::format("on 10 such nodes (80 GPUs) it gives 8 GiB {:.0f} GB/s", at_ten.simulated_busbw)),
+      std::string::npos);
+  // The summary counts only the compared tables; without not-compared tables there is no section.
+  const std::string compared_only = fidelity_markdown(evaluate_all());
+  EXPECT_EQ(compared_only.find("Tables outside the goal's size range"), std::string::npos);
+  EXPECT_EQ(compared_only.find("Many nodes"), std::string::npos);
+  EXPECT_EQ(md.substr(0, md.find("- **Many nodes")), compared_only.substr(0, md.find("- **Many nodes")));
 }
 
 }  // namespace

@@ -405,6 +405,25 @@ TEST(NcclCostModel, PastTwoNodesTheStructureIsNcclsTuners) {
   EXPECT_EQ(predict_nccl(fabric("h100-sxm", 80, 10), OpType::kAllReduce, bytes, nvls).label(), "nvls/Simple");
 }
 
+// Past two nodes the bandwidth bounds are the node's NICs, whatever the node count: a rail-aligned
+// ring at most g NICs, NVLS-tree at most half of them (NCCL's `bwInter/2` for more than two nodes,
+// src/graph/tuning.cc). So a large all-reduce on 10 or 16 nodes takes the bus bandwidth of 4 or 8.
+TEST(NcclCostModel, PastTwoNodesTheBandwidthBoundsDoNotShrinkWithTheNodeCount) {
+  const uint64_t bytes = 8ull << 30;
+  const double nics_gbps = 8 * 0.8 * 50.0;                             // 8 rails of 50 GB/s at 0.8
+  const double nvls_alg_gbps = std::min(0.61 * 450.0, nics_gbps / 2);  // h100-sxm's NVLS, half the NICs
+  for (const int nodes : {4, 8, 10, 16}) {
+    const int n = 8 * nodes;
+    const NcclFabric f = fabric("h100-sxm", n, nodes);
+    const NcclPrediction ring =
+        predict_nccl(f, OpType::kAllReduce, bytes, {.algo = NcclAlgo::kRing, .proto = NcclProto::kSimple});
+    // busbw = algbw x 2(n-1)/n: the NICs' 320 GB/s under NVLink's 0.8 x 450.
+    EXPECT_NEAR(ring.algbw_gbps * 2.0 * (n - 1) / n, nics_gbps, 1e-9) << nodes;
+    const NcclPrediction nvls = predict_nccl(f, OpType::kAllReduce, bytes, {.algo = NcclAlgo::kNvls});
+    EXPECT_NEAR(nvls.algbw_gbps, nvls_alg_gbps, 1e-9) << nodes;
+  }
+}
+
 // NVLS as NCCL runs it (the fidelity report's comparison; predict_nccl() keeps its ramp): all 16
 // NVLS channels at any size, a head per GPU, NCCL's chunk per channel and head (16 KiB below 8 MiB,
 // 32 KiB below 64 MiB, 64 KiB below 1 GiB, 128 KiB from there), and a first loop that passes the

@@ -57,6 +57,12 @@ MeasuredSystem load_measured_system(const std::filesystem::path& file);
 // Every *.csv of `dir`, sorted by file name.
 std::vector<MeasuredSystem> load_measured_systems(const std::filesystem::path& dir);
 
+// The folder of `dir` (tests/data/nccl-tests) whose tables are transcribed like the others but lie
+// outside the goal's size range (they start above 1 KiB): reported apart, not judged by the goal.
+inline constexpr const char* kNotComparedDir = "not-compared";
+// Every *.csv of `dir`/not-compared, sorted by file name; none when that folder is absent.
+std::vector<MeasuredSystem> load_not_compared_systems(const std::filesystem::path& dir);
+
 // One row's size as nccl-tests counts it and as `dpscope bench` runs it (runtime/bench/collectives.cpp,
 // counts_for): all_gather and reduce_scatter take the size as all ranks' data, each rank's block
 // rounded down to a multiple of 4 floats; alltoall rounds the buffer down to a whole block per rank.
@@ -91,7 +97,9 @@ struct FidelityResult {
 // The timing-only backend's prediction for every row (AnalyticCollectives on the system's world).
 FidelityResult evaluate_fidelity(const MeasuredSystem& s);
 
-// docs/fidelity.md: the method, a summary line per system and the per-size tables.
-std::string fidelity_markdown(const std::vector<FidelityResult>& results);
+// docs/fidelity.md: the method, a summary line per system and the per-size tables; `not_compared`
+// (load_not_compared_systems) in a section of its own, outside the goal's counts.
+std::string fidelity_markdown(const std::vector<FidelityResult>& results,
+                              const std::vector<FidelityResult>& not_compared = {});
 
 }  // namespace dpscope

@@ -323,6 +323,66 @@ std::string beyond_two_nodes_finding(const std::vector<FidelityResult>& results)
       fmt::join(large, "; "));
 }
 
+// The finding on the tables outside the goal's size range, from their rows: per table its median
+// and the rows past the worst-size goal (each a spike of the run or the model's miss, spike_ratio);
+// for the cluster of the most nodes (8 or more) its largest size, and what the model gives the same
+// system on 10 nodes, where NCCL's structure past two nodes changes nothing: NVLS-tree at most half
+// the node's NICs whatever the node count, and the trees' network depth log2i(N), 3 from 8 to 15
+// nodes. Empty without such tables.
+std::string many_nodes_finding(const std::vector<FidelityResult>& not_compared) {
+  if (not_compared.empty()) return {};
+  std::vector<std::string> tables;
+  const FidelityResult* most = nullptr;
+  bool beyond_two_met = true;
+  for (const FidelityResult& r : not_compared) {
+    std::vector<std::string> spikes, misses;
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+      if (r.rows[i].error <= 0.25) continue;
+      const double ratio = spike_ratio(r, i);
+      if (ratio >= kSpikeRatio)
+        spikes.push_back(fmt::format("{} ({:.0f} %, a spike: {:.1f}x the next larger size's time)",
+                                     size_text(r.rows[i].bytes), 100 * r.rows[i].error, ratio));
+      else
+        misses.push_back(fmt::format("{} ({:.0f} %)", size_text(r.rows[i].bytes), 100 * r.rows[i].error));
+    }
+    tables.push_back(fmt::format(
+        "{} ({} x {}, {} - {}): median {:.1f} %; past 25 %: {}{}", r.system.id, r.system.nodes,
+        r.system.gpus_per_node, size_text(r.rows.front().bytes), size_text(r.rows.back().bytes),
+        100 * r.median_error,
+        spikes.empty() ? std::string("no spike") : fmt::format("{}", fmt::join(spikes, ", ")),
+        misses.empty() ? std::string() : fmt::format("; the model's misses {}", fmt::join(misses, ", "))));
+    if (r.system.nodes > 2) beyond_two_met = beyond_two_met && r.median_error <= 0.10;
+    if (r.system.nodes >= 8 && (most == nullptr || r.system.nodes > most->system.nodes)) most = &r;
+  }
+  std::string cluster;
+  if (most != nullptr) {
+    const FidelityRow& last = most->rows.back();
+    MeasuredSystem ten = most->system;
+    ten.nodes = 10;
+    ten.rows = {most->system.rows.back()};
+    const FidelityRow at_ten = evaluate_fidelity(ten).rows.front();
+    int within = 0;
+    for (const FidelityRow& row : most->rows) within += row.error <= 0.25 ? 1 : 0;
+    cluster = fmt::format(
+        " On {} nodes of {} GPUs ({} GPUs) {} of its {} rows are within the worst-size goal, and at {} it "
+        "measured {:.0f} GB/s of bus bandwidth where the model gives {:.0f} ({}, {:.2f}x). The model's "
+        "structure past two nodes does not change with more of them: a ring at most at the node's NICs, "
+        "NVLS-tree at most at half of them whatever the node count (NCCL's `bwInter/2` for more than two "
+        "nodes, src/graph/tuning.cc), the trees' network depth NCCL's log2i(N), 3 from 8 to 15 nodes; so "
+        "on 10 such nodes ({} GPUs) it gives {} {:.0f} GB/s ({}), which no published table checks yet.",
+        most->system.nodes, most->system.gpus_per_node, most->system.nodes * most->system.gpus_per_node,
+        within, most->rows.size(), size_text(last.bytes), last.measured_busbw, last.simulated_busbw,
+        last.choice, last.simulated_busbw / last.measured_busbw, 10 * most->system.gpus_per_node,
+        size_text(at_ten.bytes), at_ten.simulated_busbw, at_ten.choice);
+  }
+  return fmt::format(
+      "- **Many nodes: the tables outside the goal's size range** (they start above 1 KiB; the last "
+      "section gives them row by row){}: {}.{}\n",
+      beyond_two_met ? " meet the median goal wherever they have more than two nodes"
+                     : " do not all meet the median goal past two nodes",
+      fmt::join(tables, "; "), cluster);
+}
+
 // The finding on two H100 nodes over InfiniBand (no extra network latency fitted): large messages
 // are predicted too fast there as over the clouds' transports. Empty without such a table.
 std::string infiniband_two_nodes_finding(const std::vector<FidelityResult>& results) {
@@ -649,6 +709,13 @@ std::vector<MeasuredSystem> load_measured_systems(const fs::path& dir) {
   return systems;
 }
 
+std::vector<MeasuredSystem> load_not_compared_systems(const fs::path& dir) {
+  const fs::path folder = dir / kNotComparedDir;
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return {};
+  return load_measured_systems(folder);
+}
+
 FidelitySize fidelity_size(OpType op, uint64_t bytes, int ranks) {
   DPS_CHECK(ranks >= 1, ErrorKind::kInvalidArgument, "fidelity_size: {} ranks", ranks);
   const int64_t total = nccl_tests_elements(op, bytes, ranks);
@@ -709,7 +776,58 @@ FidelityResult evaluate_fidelity(const MeasuredSystem& s) {
   return r;
 }
 
-std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
+namespace {
+
+// One table's section: its system, source, command and what the comparison took from it, then its
+// rows.
+std::string system_section(const FidelityResult& r) {
+  std::string md;
+  const MeasuredSystem& s = r.system;
+  md += fmt::format("\n## {}\n\n{}\n\n- Collective: {}\n- Source: {}\n- Command: `{}`\n- Preset: `{}`", s.id,
+                    s.system, nccl_tests_name(s.op), s.source, s.command, s.preset);
+  if (s.nodes > 1) {
+    md += fmt::format(", {} nodes of {} GPUs, NIC {:g} GB/s per GPU", s.nodes, s.gpus_per_node,
+                      fidelity_preset(s).cluster.nic.bandwidth_bytes_per_s / 1e9);
+    if (s.nic_latency_us >= 0) md += fmt::format(", {:g} us extra per network hop", s.nic_latency_us);
+  }
+  md += "\n";
+  if (s.gpus_per_thread > 1) {
+    const double launch_ns = fidelity_preset(s).launch_latency_ns;
+    md += fmt::format(
+        "- Launch: one thread drives {} GPUs (nccl-tests `-g {}`), so {:g} us, {} x the preset's kernel "
+        "launch latency of {:g} us, are added to every simulated time\n",
+        s.gpus_per_thread, s.gpus_per_thread, (s.gpus_per_thread - 1) * launch_ns / 1e3,
+        s.gpus_per_thread - 1, launch_ns / 1e3);
+  }
+  if (const std::optional<NcclAlgo> algo = forced_algo(s))
+    md += fmt::format(
+        "- Algorithm: {} for every size, as the command's NCCL_ALGO forces it; the cost model is forced "
+        "the "
+        "same way (`predict_nccl` with that algorithm, its best protocol)\n",
+        to_string(*algo));
+  if (!s.nccl_proto.empty())
+    md += fmt::format("- Protocol: {} only across nodes ({})\n", s.nccl_proto, s.nccl_proto_note);
+  if (!s.nic_latency_note.empty()) md += fmt::format("- Fitted: {}\n", s.nic_latency_note);
+  if (!s.nvls_latency_note.empty())
+    md += fmt::format("- NVLS latency: {:g} us, {}\n", s.nvls_latency_us, s.nvls_latency_note);
+  md += fmt::format("- Median error {:.1f} %, worst {:.1f} % at {}\n\n", 100 * r.median_error,
+                    100 * r.worst_error, size_text(r.worst_bytes));
+  md +=
+      "| size | measured us | simulated us | measured busbw GB/s | simulated busbw GB/s | error | model's "
+      "choice |\n";
+  md += "|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const FidelityRow& row : r.rows)
+    md += fmt::format("| {} | {:.1f} | {:.1f} | {:.3g} | {:.3g} | {:.1f} % | {} |\n", size_text(row.bytes),
+                      row.measured_us, row.simulated_us, row.measured_busbw, row.simulated_busbw,
+                      100 * row.error, row.choice);
+
+  return md;
+}
+
+}  // namespace
+
+std::string fidelity_markdown(const std::vector<FidelityResult>& results,
+                              const std::vector<FidelityResult>& not_compared) {
   std::string md;
   md += "# Fidelity of the simulated collectives\n\n";
   md +=
@@ -850,45 +968,24 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results) {
       "the tree; the model's tree wins well before, so the 512 MiB row is the table's worst.\n";
   md += infiniband_two_nodes_finding(results);
   md += beyond_two_nodes_finding(results);
-  for (const FidelityResult& r : results) {
-    const MeasuredSystem& s = r.system;
-    md += fmt::format("\n## {}\n\n{}\n\n- Collective: {}\n- Source: {}\n- Command: `{}`\n- Preset: `{}`",
-                      s.id, s.system, nccl_tests_name(s.op), s.source, s.command, s.preset);
-    if (s.nodes > 1) {
-      md += fmt::format(", {} nodes of {} GPUs, NIC {:g} GB/s per GPU", s.nodes, s.gpus_per_node,
-                        fidelity_preset(s).cluster.nic.bandwidth_bytes_per_s / 1e9);
-      if (s.nic_latency_us >= 0) md += fmt::format(", {:g} us extra per network hop", s.nic_latency_us);
-    }
-    md += "\n";
-    if (s.gpus_per_thread > 1) {
-      const double launch_ns = fidelity_preset(s).launch_latency_ns;
-      md += fmt::format(
-          "- Launch: one thread drives {} GPUs (nccl-tests `-g {}`), so {:g} us, {} x the preset's kernel "
-          "launch latency of {:g} us, are added to every simulated time\n",
-          s.gpus_per_thread, s.gpus_per_thread, (s.gpus_per_thread - 1) * launch_ns / 1e3,
-          s.gpus_per_thread - 1, launch_ns / 1e3);
-    }
-    if (const std::optional<NcclAlgo> algo = forced_algo(s))
-      md += fmt::format(
-          "- Algorithm: {} for every size, as the command's NCCL_ALGO forces it; the cost model is forced "
-          "the "
-          "same way (`predict_nccl` with that algorithm, its best protocol)\n",
-          to_string(*algo));
-    if (!s.nccl_proto.empty())
-      md += fmt::format("- Protocol: {} only across nodes ({})\n", s.nccl_proto, s.nccl_proto_note);
-    if (!s.nic_latency_note.empty()) md += fmt::format("- Fitted: {}\n", s.nic_latency_note);
-    if (!s.nvls_latency_note.empty())
-      md += fmt::format("- NVLS latency: {:g} us, {}\n", s.nvls_latency_us, s.nvls_latency_note);
-    md += fmt::format("- Median error {:.1f} %, worst {:.1f} % at {}\n\n", 100 * r.median_error,
-                      100 * r.worst_error, size_text(r.worst_bytes));
-    md +=
-        "| size | measured us | simulated us | measured busbw GB/s | simulated busbw GB/s | error | model's "
-        "choice |\n";
-    md += "|---:|---:|---:|---:|---:|---:|---|\n";
-    for (const FidelityRow& row : r.rows)
-      md += fmt::format("| {} | {:.1f} | {:.1f} | {:.3g} | {:.3g} | {:.1f} % | {} |\n", size_text(row.bytes),
-                        row.measured_us, row.simulated_us, row.measured_busbw, row.simulated_busbw,
-                        100 * row.error, row.choice);
+  md += many_nodes_finding(not_compared);
+  for (const FidelityResult& r : results) md += system_section(r);
+  if (!not_compared.empty()) {
+    md += fmt::format(
+        "\n## Tables outside the goal's size range (not compared)\n\n"
+        "The tables of `tests/data/nccl-tests/{}/` are transcribed from their sources like the others but "
+        "start above 1 KiB, so they miss the latency-bound sizes the goal is judged on: they are compared "
+        "here with the same model and method, and are not counted in the summary above (its README says "
+        "why each waits there).\n\n",
+        kNotComparedDir);
+    md += "| system | collective | GPUs | sizes | median error | worst error (size) |\n";
+    md += "|---|---|---|---|---|---|\n";
+    for (const FidelityResult& r : not_compared)
+      md += fmt::format("| {} | {} | {} x {} | {} - {} | {:.1f} % | {:.1f} % ({}) |\n", r.system.id,
+                        nccl_tests_name(r.system.op), r.system.nodes, r.system.gpus_per_node,
+                        size_text(r.rows.front().bytes), size_text(r.rows.back().bytes), 100 * r.median_error,
+                        100 * r.worst_error, size_text(r.worst_bytes));
+    for (const FidelityResult& r : not_compared) md += system_section(r);
   }
   return md;
 }
