@@ -122,6 +122,26 @@ std::vector<Case> hostile_recent_cases() {
          EXPECT_NE(read_file(d / "tables" / "t.csv").find("size_bytes,time_us"), std::string::npos)
              << "the table was overwritten";
        }},
+      // The tables of TABLES_DIR/not-compared/ are inputs too (their own section of the report).
+      {"FidelityReportOntoANotComparedTable",
+       "{dir}/tables {dir}/tables/not-compared/t.csv",
+       2,
+       "OUT {dir}/tables/not-compared/t.csv is the same file as the input table",
+       [](const fs::path& d, const Fixtures& fx) {
+         table(kRows)(d, fx);
+         fs::create_directories(d / "tables" / "not-compared");
+         fs::copy_file(d / "tables" / "t.csv", d / "tables" / "not-compared" / "t.csv");
+       },
+       {},
+       {},
+       kReport,
+       seconds(30),
+       1,
+       [](const fs::path& d, const Fixtures&) {
+         EXPECT_NE(read_file(d / "tables" / "not-compared" / "t.csv").find("size_bytes,time_us"),
+                   std::string::npos)
+             << "the table was overwritten";
+       }},
       // A FIFO as OUT or as a table blocked the report forever.
       {"FidelityReportIntoAFifo",
        "{dir}/tables {dir}/o.md",
