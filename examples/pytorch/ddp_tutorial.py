@@ -117,7 +117,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32, help="batch per rank")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--bucket-cap-mb", type=float, default=25.0)
+    ap.add_argument("--bucket-cap-mb", type=float, default=None,
+                    help="passed to DDP when given (left out, DDP's default: 25 MiB, and a first bucket of 1 MiB)")
     ap.add_argument("--straggler", default="", help="RANK:MS: that rank's backward sleeps MS ms each step")
     ap.add_argument("--no-set-epoch", action="store_true", help="the pitfall: never call sampler.set_epoch")
     ap.add_argument("--dump", default="", help="write PyTorch's own account of the run here (JSON)")
@@ -145,14 +146,16 @@ def main():
 
     features = 64
     sizes = [int(s) for s in args.sizes.split("-")]
+    # Only when given: PyTorch 2.x caps the first bucket at an explicit bucket_cap_mb too, even 25.
+    bucket_cap = {} if args.bucket_cap_mb is None else {"bucket_cap_mb": args.bucket_cap_mb}
     if args.model == "mlp":
         features, classes = sizes[0], sizes[-1]
         model = Mlp(sizes, delay_s).to(device)
-        ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb, **on_gpu)
+        ddp = DDP(model, **bucket_cap, **on_gpu)
     else:
         classes = 10
         model = ConvNet(classes, delay_s).to(device)
-        ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb, find_unused_parameters=True, **on_gpu)
+        ddp = DDP(model, find_unused_parameters=True, **bucket_cap, **on_gpu)
 
     data = torch.Generator().manual_seed(1)
     x = torch.randn(args.samples, features, generator=data)

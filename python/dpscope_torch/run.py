@@ -11,6 +11,7 @@ install the same hooks. The script then runs as `__main__` with its own argument
 the trace gets an `error` instant first.
 """
 import argparse
+import logging
 import os
 import runpy
 import shutil
@@ -52,9 +53,16 @@ def _parse(argv):
     return options
 
 
+def _quiet_spawn_after_refusal():
+    """PyTorch 2.x's spawn() logs a warning for each rank it stops once one has failed ("Terminating
+    process N via signal SIGTERM"): after a refusal, whose one line said why, those are not said."""
+    logging.getLogger("torch.multiprocessing.spawn").addFilter(lambda record: hooks.child_refusal() is None)
+
+
 def main(argv=None):
     options = _parse(sys.argv[1:] if argv is None else argv)
     session = hooks.install(options)
+    _quiet_spawn_after_refusal()
     sys.argv = [options.script] + list(options.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(options.script)))
     code = 0

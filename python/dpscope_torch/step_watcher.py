@@ -91,6 +91,8 @@ class _Backward:
 
 
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks")
+# DDP's list of (hook, state) pairs, PyTorch 2.x: register_comm_hook appends to it.
+_HOOK_LISTS = ("_comm_hooks",)
 
 
 def _ours(value):
@@ -100,14 +102,23 @@ def _ours(value):
     return callable(value) and (getattr(value, "__module__", None) or "").startswith("dpscope_torch.")
 
 
+def _holds_ours(key, value):
+    """Whether a module's state entry is, or holds, a hook of a watcher's."""
+    if _ours(value):
+        return True
+    if key in _HOOK_DICTS and isinstance(value, dict):
+        return any(_ours(h) for h in value.values())
+    if key in _HOOK_LISTS and isinstance(value, list):
+        return any(_ours(e) or (isinstance(e, tuple) and any(_ours(x) for x in e)) for e in value)
+    return False
+
+
 def _without_ours(state):
     """A module's pickled state less what watching added to it (the instance attributes and hooks of a
     watcher): `torch.save(model)` and `copy.deepcopy(model)` of a watched model work as unwatched, and
     neither the file nor the copy carries a watcher's hooks (a copy that did would record its forwards
     into the watched model's trace)."""
-    if not isinstance(state, dict) or not any(_ours(v) or (k in _HOOK_DICTS and isinstance(v, dict) and
-                                                          any(_ours(h) for h in v.values()))
-                                              for k, v in state.items()):
+    if not isinstance(state, dict) or not any(_holds_ours(k, v) for k, v in state.items()):
         return state
     clean = {}
     for key, value in state.items():
@@ -115,6 +126,8 @@ def _without_ours(state):
             continue
         if key in _HOOK_DICTS and isinstance(value, dict):
             value = value.__class__((k, h) for k, h in value.items() if not _ours(h))
+        elif key in _HOOK_LISTS and isinstance(value, list):
+            value = [e for e in value if not _holds_ours(key, [e])]
         clean[key] = value
     return clean
 

@@ -162,6 +162,14 @@ def _one_line(exc):
     return first[:2000]
 
 
+def _first_bucket_bytes(torch, ddp):
+    """The limit of the first bucket DDP rebuilds (the last layers' gradients). PyTorch 1.13:
+    dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB) always. PyTorch 2.x (2.11 checked): only while
+    bucket_cap_mb is left at its default; a bucket_cap_mb given, even 25, caps the first bucket too."""
+    if getattr(ddp, "bucket_bytes_cap_default", True) is False:
+        return ddp.bucket_bytes_cap
+    return getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES", 1 << 20)
+
 class _Layout:
     """One bucket as the communication hook last read it: its parameters (indices, shapes) in
     packing order, its buffer (`key`: address and elements; `flat`, the tensor gloo gets), what its
@@ -345,7 +353,7 @@ class Watcher(StepWatcher):
             "model": type(ddp.module).__name__,
             "host": socket.gethostname(),
             "bucket_cap_mb": round(ddp.bucket_bytes_cap / (1 << 20), 6),
-            "first_bucket_mb": getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES", 1 << 20) / (1 << 20),
+            "first_bucket_mb": round(_first_bucket_bytes(torch, ddp) / (1 << 20), 6),
             "find_unused_parameters": bool(ddp.find_unused_parameters),
             "gradient_as_bucket_view": bool(getattr(ddp, "gradient_as_bucket_view", False)),
             "static_graph": bool(getattr(ddp, "static_graph", False)),
@@ -712,7 +720,9 @@ class Watcher(StepWatcher):
             return cached[1]
         if cached is not None:
             self._retire_flat(index)  # the bucket's buffer was replaced (DDP rebuilt its buckets)
-        flat = buffer.new_empty(0).set_(buffer.storage(), buffer.storage_offset(), (buffer.numel(),))
+        # untyped_storage(): PyTorch 2.x (its storage() warns that TypedStorage is deprecated); 1.13 lacks it.
+        storage = buffer.untyped_storage() if hasattr(buffer, "untyped_storage") else buffer.storage()
+        flat = buffer.new_empty(0).set_(storage, buffer.storage_offset(), (buffer.numel(),))
         self._flats[index] = (key, flat)
         _HANDED[id(flat)] = flat
         self._handed.append(id(flat))

@@ -88,7 +88,7 @@ def end_session(job):
 
 
 AFTER_CLOSE_SCRIPT = """
-import copy, io, sys, torch, torch.distributed as dist
+import copy, inspect, io, sys, torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 import dpscope_torch
 dist.init_process_group("gloo")
@@ -131,7 +131,9 @@ def saved(ddp):
     buffer = io.BytesIO()
     torch.save(ddp, buffer)
     buffer.seek(0)
-    loaded = torch.load(buffer)
+    # The whole object, not weights: PyTorch >= 2.6 loads weights only unless told (1.13 has no such switch).
+    whole = {"weights_only": False} if "weights_only" in inspect.signature(torch.load).parameters else {}
+    loaded = torch.load(buffer, **whole)
     clean = not loaded._forward_pre_hooks and "register_comm_hook" not in loaded.__dict__
     print(f"rank {dist.get_rank()}: saved whole: {clean and not copy.deepcopy(ddp.module)._forward_pre_hooks}",
           flush=True)
@@ -213,6 +215,22 @@ def check_bucket_times(rank, events, launched, done):
               f"rank {rank} step {step} bucket {bucket}: launched {start}, done {e['ts']}, backward {begin}-{end}")
 
 
+def check_bucket_limits(rank, run, params, rebuilt):
+    """The header's limits (first_bucket_mb, bucket_cap_mb) cut PyTorch's rebuilt buckets where PyTorch
+    cut them: one dtype, so bucket i closed as the parameter that brought it to its limit came (the
+    first bucket's limit is its own; PyTorch 2.x lowers it to a bucket_cap_mb given explicitly)."""
+    if len({p["bytes"] // max(1, math.prod(p["shape"])) for p in params}) != 1:
+        return  # several dtypes: each has buckets of its own
+    limits = [round(run["first_bucket_mb"] * (1 << 20)), round(run["bucket_cap_mb"] * (1 << 20))]
+    for i, group in enumerate(rebuilt):
+        sizes = [params[index]["bytes"] for index in group]
+        limit = limits[min(i, 1)]
+        closed = sum(sizes) >= limit or i == len(rebuilt) - 1
+        check(sum(sizes) - sizes[-1] < limit and closed,
+              f"rank {rank}: rebuilt bucket {i} of {sum(sizes)} bytes ({sizes}) was not cut at the header's limit "
+              f"{limit} (first_bucket_mb {run['first_bucket_mb']}, bucket_cap_mb {run['bucket_cap_mb']})")
+
+
 def check_run(trace_dir, dump, world, used_params=None, lossy=False):
     """Everything a recorded run must agree with: PyTorch's logging data, the sampler, the losses."""
     strict_stats(trace_dir)
@@ -242,6 +260,7 @@ def check_run(trace_dir, dump, world, used_params=None, lossy=False):
                 got = rebuilt[0]["buckets"]
                 check([b["params"] for b in got] == want_params and [b["bytes"] for b in got] == want_bytes,
                       f"rank {rank}: rebuilt buckets {got} != PyTorch's {want_params} {want_bytes}")
+                check_bucket_limits(rank, run, header["params"], want_params)
                 # DDP rebuilds as the 2nd step's forward begins (with static_graph the 3rd's: its first
                 # backward only records the graph; checked by hand with _get_ddp_logging_data() after
                 # each forward): before any bucket of that step is launched (the viewer shows the new

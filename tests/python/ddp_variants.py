@@ -292,6 +292,11 @@ def main():
     ap.add_argument("--seed-per-rank", action="store_true", help="torch.manual_seed(rank) before the model is built")
     ap.add_argument("--dump", default="")
     args = ap.parse_args()
+    if args.hook == "powersgd":
+        # These runs are on the CPU, but PyTorch 2.x's PowerSGD hook calls torch.cuda.synchronize(the
+        # bucket's device) whenever a GPU is visible, which fails for a CPU tensor ("Expected a cuda
+        # device, but got: cpu"): hide the GPUs, before anything has asked CUDA for them.
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     if args.start == "env":
         KEPT.append(train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args))
         if args.hook:

@@ -478,10 +478,9 @@ BucketFinding explain_buckets(const TraceData& data, const Tables& t) {
     } else if (last->size() == 1) {
       x.sentence = fmt::format(
           "{}: every parameter fits under {}, so the one all-reduce cannot start before the last gradient "
-          "and "
-          "none of it overlaps backward (a lower first-bucket limit splits it: "
-          "dist._DEFAULT_FIRST_BUCKET_BYTES "
-          "in PyTorch, --first-bucket-mb in dpscope)",
+          "and none of it overlaps backward (a lower first-bucket limit splits it: "
+          "dist._DEFAULT_FIRST_BUCKET_BYTES in PyTorch, or in PyTorch 2.x a bucket_cap_mb given to DDP; "
+          "--first-bucket-mb in dpscope)",
           head, label);
     } else if (i + 1 == last->size()) {
       x.sentence = fmt::format("{}: the parameters left over, under {}", head, label);

@@ -335,7 +335,8 @@ TEST(DdpDiagnosis, AModelUnderTheFirstBucketsLimitHasOneBucketThatCannotOverlap)
       fmt::format("bucket 0: {} in 4 parameters (0.weight ... 2.bias): every parameter fits under the first "
                   "bucket's own {} limit (first_bucket_mb), so the one all-reduce cannot start before the "
                   "last gradient and none of it overlaps backward (a lower first-bucket limit splits it: "
-                  "dist._DEFAULT_FIRST_BUCKET_BYTES in PyTorch, --first-bucket-mb in dpscope)",
+                  "dist._DEFAULT_FIRST_BUCKET_BYTES in PyTorch, or in PyTorch 2.x a bucket_cap_mb given to "
+                  "DDP; --first-bucket-mb in dpscope)",
                   format_bytes(26664), format_bytes(1024 * 1024)));
 }
 
