@@ -3,6 +3,7 @@
 #include "dpscope/trace_tools/compressed.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -170,6 +171,36 @@ std::FILE* open_for_streaming(const std::filesystem::path& path) {
   return file;
 }
 
+// Cuts a plain trace that a failed write left mid-line back to its last whole line, so that what
+// the run wrote before the disk filled stays readable (a strict reader refuses a broken last line).
+// `fd` is the trace's write-only descriptor; the bytes are read through `path`, opened again, if it
+// is still the same file. Only a regular file: a device or a pipe keeps what reached it.
+// The offset just past the last newline among the first `size` bytes of `in` (0: none), or -1
+// when they cannot be read.
+off_t end_of_last_line(int in, off_t size) {
+  char chunk[4096];
+  for (off_t end = size; end > 0;) {
+    const off_t start = std::max<off_t>(0, end - static_cast<off_t>(sizeof chunk));
+    if (::pread(in, chunk, static_cast<size_t>(end - start), start) != end - start) return -1;
+    for (off_t i = end - start; i > 0; --i)
+      if (chunk[i - 1] == '\n') return start + i;
+    end = start;
+  }
+  return 0;
+}
+
+void cut_back_to_last_line(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
+  const int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (in < 0) return;
+  struct stat again {};
+  const bool same = ::fstat(in, &again) == 0 && again.st_dev == st.st_dev && again.st_ino == st.st_ino;
+  const off_t keep = same ? end_of_last_line(in, st.st_size) : -1;
+  ::close(in);
+  if (keep >= 0 && keep < st.st_size) (void)!::ftruncate(fd, keep);
+}
+
 }  // namespace
 
 TraceFileWriter::TraceFileWriter(const std::filesystem::path& path, bool compress) : path_(path.string()) {
@@ -210,9 +241,17 @@ void TraceFileWriter::compress(std::string_view text, int mode) {
 // A write failure after the run started (the disk filled up, an I/O error) is a runtime failure
 // (kWriteFailed, exit code 1), reported with the system's reason at the first write that fails.
 // The file is closed quietly first: nothing more is written, and close() then has nothing to report
-// twice.
+// twice. A plain trace then ends at its last whole line (stdio's buffer may have reached the file in
+// part, at the failed write or at fclose: the cut comes after both).
 void TraceFileWriter::fail(int err) {
-  if (file_ != nullptr) std::fclose(std::exchange(file_, nullptr));
+  if (file_ != nullptr) {
+    const int fd = context_ == nullptr ? ::dup(::fileno(file_)) : -1;
+    std::fclose(std::exchange(file_, nullptr));
+    if (fd >= 0) {
+      cut_back_to_last_line(fd, path_);
+      ::close(fd);
+    }
+  }
   throw Error(ErrorKind::kWriteFailed, fmt::format("cannot write trace '{}': {}", path_,
                                                    err != 0 ? std::strerror(err) : "write error"));
 }

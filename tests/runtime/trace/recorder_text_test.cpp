@@ -349,5 +349,41 @@ TEST(TraceRecorderWriting, AWriteThatFailsMidRunIsReportedByTheNextFlushSoon) {
   }
 }
 
+// The disk fills mid-line: what was written before stays readable, strictly, up to its last whole
+// line (before, the file ended in half a line and the strict reader refused the whole trace).
+TEST(TraceRecorderWriting, AWriteThatFailsMidLineLeavesTheTraceAtItsLastWholeLine) {
+  const auto path = trace::testing::scratch_dir() / "cut.jsonl";
+  OneGpuRecorder r(path);
+  const uintmax_t header_bytes = std::filesystem::file_size(path);
+  bool failed = false;
+  {
+    // 1000 bytes past the header: no line boundary falls on it (an instant's line is ~70 bytes).
+    const dpscope::testing::FileSizeLimit limit(header_bytes + 1000);
+    for (int step = 0; step < 500 && !failed; ++step) {
+      for (int i = 0; i < 100; ++i) r.recorder->instant(r.gpu, step * 100 + i, GradReady{.param = 1});
+      try {
+        r.recorder->flush_soon();
+      } catch (const Error&) {
+        failed = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  ASSERT_TRUE(failed);
+  try {
+    r.recorder->close();
+  } catch (const Error&) {
+    // said again; the file is what this test reads
+  }
+  const std::string text = trace::testing::read_file(path);
+  ASSERT_GT(text.size(), header_bytes);
+  EXPECT_LE(text.size(), header_bytes + 1000);
+  EXPECT_EQ(text.back(), '\n') << "the file ends mid-line";
+  const trace::TraceData data = trace::read_trace(path, {.strict = true});
+  EXPECT_TRUE(data.problems.empty());
+  EXPECT_EQ(data.events.size(), static_cast<size_t>(std::count(text.begin(), text.end(), '\n') - 1));
+  EXPECT_GT(data.events.size(), 0u);
+}
+
 }  // namespace
 }  // namespace dpscope
