@@ -2,12 +2,15 @@
 // where the old `--backend cpu|sim` (which named the device) is mapped to `--device`, with a note.
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iterator>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -22,15 +25,43 @@
 namespace dpscope::cli {
 namespace {
 
+// What `dpscope train` prints on stdout: the step lines and the summary. A full disk or a closed
+// stdout loses those lines, not the run: training goes on to its end (the trace, the checkpoints and
+// --save are written; stopping at the first line lost them all), stderr says so at once, and the
+// command then fails naming the loss (exit code 1).
+class StdoutLines {
+ public:
+  void print(std::string_view text) {
+    errno = 0;
+    if (std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0) return;
+    if (lost_ != 0) return;
+    lost_ = errno != 0 ? errno : EIO;
+    std::fprintf(
+        stderr,
+        "dpscope: warning: cannot write standard output: %s; the run goes on (its trace, checkpoints "
+        "and --save are written) and ends with exit code 1\n",
+        std::strerror(lost_));
+  }
+  // Throws kWriteFailed "cannot write standard output: REASON (...)" if a line was lost.
+  void finish() const {
+    if (lost_ != 0)
+      throw output_lost("standard output", lost_, "the run ended; what it printed there is incomplete");
+  }
+
+ private:
+  int lost_ = 0;  // the errno of the first line lost
+};
+
 // One line that redraws itself on a terminal; plain lines (about ten per run) otherwise.
 class Progress {
  public:
-  Progress(bool tty, bool timing_only) : tty_(tty), timing_only_(timing_only) {}
+  Progress(bool tty, bool timing_only, StdoutLines& out) : tty_(tty), timing_only_(timing_only), out_(out) {}
 
   void update(const StepReport& report) {
     const int64_t done = report.step + 1;
     if (timing_only_) {  // no data, no loss: the simulated step time is what a step yields
-      fmt::print("step {}/{}  simulated {:.3f} ms\n", done, report.total_steps, report.sim_step_ns / 1e6);
+      out_.print(fmt::format("step {}/{}  simulated {:.3f} ms\n", done, report.total_steps,
+                             report.sim_step_ns / 1e6));
       return;
     }
     // The step's loss, defined as the summary's (in ddp: the mean over ranks).
@@ -47,14 +78,15 @@ class Progress {
     } else {
       const int64_t every = std::max<int64_t>(1, report.total_steps / 10);
       if (done % every == 0 || done == report.total_steps || report.step == 0)
-        fmt::print("step {}/{}  epoch {}  {} {:.6f}\n", done, report.total_steps, report.epoch, loss_label,
-                   report.loss);
+        out_.print(fmt::format("step {}/{}  epoch {}  {} {:.6f}\n", done, report.total_steps, report.epoch,
+                               loss_label, report.loss));
     }
   }
 
  private:
   bool tty_;
   bool timing_only_;
+  StdoutLines& out_;
 };
 
 // Appends one formatted piece of the summary to `out`.
@@ -78,7 +110,7 @@ void format_scaling(std::string& out, const TrainConfig& config, const TrainResu
 // The summary names what the user gave (paths, the model, a preset's name from its file): it is
 // written out through printable_text() (base/terminal_text.hpp), no control character reaching the
 // terminal.
-void print_summary(const TrainConfig& config, const TrainResult& result) {
+void print_summary(const TrainConfig& config, const TrainResult& result, StdoutLines& lines) {
   std::string out;
   add(out, "\n== dpscope train: {} on {} ==\n", name(config.mode), result.device_name);
   add(out, "model {} ({} parameters), loss {}, optimizer {} (lr {})\n", config.model, result.parameter_count,
@@ -114,7 +146,7 @@ void print_summary(const TrainConfig& config, const TrainResult& result) {
         std::filesystem::path(result.trace_path).replace_extension().string());
     add(out, "  per-device stats:     dpscope trace stats {}\n", result.trace_path);
   }
-  fmt::print("{}", printable_text(out));
+  lines.print(printable_text(out));
 }
 
 // Flags whose meaning changed or whose value CLI11 would take wrongly, resolved after parsing.
@@ -280,7 +312,8 @@ void register_train(CLI::App& app, Registration registration) {
     }
     if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());  // only once the flags are known good
     const bool tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
-    Progress progress(tty, run_config.timing_only);
+    StdoutLines lines;
+    Progress progress(tty, run_config.timing_only, lines);
     TrainResult result;
     try {
       result = run_training(run_config, [&](const StepReport& report) { progress.update(report); });
@@ -288,7 +321,9 @@ void register_train(CLI::App& app, Registration registration) {
       keep_quiet_when_terminated();  // its own error is the line this process prints
       throw;
     }
-    if (result.process_rank == 0) print_summary(run_config, result);  // processes: rank 0 speaks for the run
+    if (result.process_rank == 0)
+      print_summary(run_config, result, lines);  // processes: rank 0 speaks for the run
+    lines.finish();
   });
 }
 
