@@ -4,8 +4,6 @@
 // errors (bad flags, missing or malformed files) and 1 for runtime failures; never a crash, never a
 // raw exception text (std::bad_alloc becomes "out of host memory"). What the line quotes from a
 // file, a trace or a rank is written out, control characters escaped (base/terminal_text.hpp).
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -21,6 +19,7 @@
 #include "commands.hpp"
 #include "dpscope/base/cli_empty_values.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/standard_descriptors.hpp"
 #include "dpscope/base/terminal_text.hpp"
 #include "dpscope/base/termination_notice.hpp"
 
@@ -43,21 +42,6 @@ std::string unknown_command_message(const CLI::App& app, int argc, char** argv) 
   return fmt::format("a command is required: one of {} (dpscope --help lists them)", fmt::join(names, ", "));
 }
 
-// `dpscope ... >&-` starts it with stdout closed: the first file it opened took descriptor 1, and what
-// the command printed went into that file (a trace being recorded, a rank's pipe in `launch`). /dev/null,
-// opened read-only, holds each closed one of 0, 1 and 2 instead: nothing else lands there, and a write
-// still fails (EBADF), which the check after the command reports.
-void hold_closed_standard_descriptors() {
-  for (int fd = 0; fd <= 2; ++fd) {
-    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
-    const int held = ::open("/dev/null", O_RDONLY);  // the lowest free descriptor: `fd`
-    if (held > fd) {
-      ::dup2(held, fd);
-      ::close(held);
-    }
-  }
-}
-
 }  // namespace
 
 namespace dpscope::cli {
@@ -70,7 +54,7 @@ Error output_lost(std::string_view stream, int err, std::string_view what) {
 }  // namespace dpscope::cli
 
 int main(int argc, char** argv) {
-  hold_closed_standard_descriptors();
+  dpscope::hold_closed_standard_descriptors();
   CLI::App app{"dpscope: watch how multi-GPU data-parallel training works", "dpscope"};
   app.set_version_flag("--version", "dpscope " DPSCOPE_VERSION);
   app.require_subcommand(1);

@@ -61,6 +61,9 @@ struct Case {
   int failing_rank = -1;
   // Text stdout must contain ({dir} as in args): what a row that succeeds printed of its input.
   std::string stdout_contains = {};
+  // The program that speaks on stderr when `program` is a wrapper (/bin/sh running dpscope-viz):
+  // its lines start with that name. Empty: `program`'s own.
+  std::string speaker = {};
 };
 
 // gtest prints a failing row by its name, not as bytes.
@@ -84,6 +87,19 @@ inline std::string replace_all(std::string s, const std::string& from, const std
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
     s.replace(at, from.size(), to);
   return s;
+}
+
+// A row that runs `script` under /bin/sh ({dir}/run.sh): for redirections of dpscope's own stdout
+// and stderr, which the matrix cannot give on a command line. DPSCOPE in it is the release dpscope.
+inline Case shell_row(std::string name, std::string script, int exit_code, std::string error_contains) {
+  Case c{std::move(name), "{dir}/run.sh", exit_code, std::move(error_contains),
+         [script](const fs::path& d, const Fixtures& fx) {
+           write_file(d / "run.sh", replace_all(replace_all(replace_all(script, "DPSCOPE", DPSCOPE_CLI),
+                                                            "{dir}", d.string()),
+                                                "{fx}", fx.dir.string()));
+         }};
+  c.program = "/bin/sh";
+  return c;
 }
 
 inline std::vector<std::string> split_words(const std::string& text) {
@@ -118,5 +134,6 @@ hostile_recent_cases();  // hostile_recent_cases.cpp: import, bench, fidelity_re
 std::vector<Case> hostile_pass4_cases();  // hostile_pass4_cases.cpp: presets, viewer flags, report headers
 std::vector<Case> hostile_pass5_cases();  // hostile_pass5_cases.cpp: trace text on the terminal, the store
 std::vector<Case> hostile_pass6_cases();  // hostile_pass6_cases.cpp: launch's own output, paths on success
+std::vector<Case> hostile_pass7_cases();  // hostile_pass7_cases.cpp: training and the viewer on a lost stdout
 
 }  // namespace dpscope::testing

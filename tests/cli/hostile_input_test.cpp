@@ -180,9 +180,9 @@ namespace {
 // Every area's rows, in one matrix.
 std::vector<Case> all_cases() {
   std::vector<Case> rows;
-  for (auto area :
-       {hostile_cases, hostile_io_cases, hostile_lesson_cases, hostile_process_cases, hostile_training_cases,
-        hostile_recent_cases, hostile_pass4_cases, hostile_pass5_cases, hostile_pass6_cases})
+  for (auto area : {hostile_cases, hostile_io_cases, hostile_lesson_cases, hostile_process_cases,
+                    hostile_training_cases, hostile_recent_cases, hostile_pass4_cases, hostile_pass5_cases,
+                    hostile_pass6_cases, hostile_pass7_cases})
     for (Case& c : area()) rows.push_back(std::move(c));
   return rows;
 }
@@ -253,7 +253,7 @@ TEST_P(HostileInput, EndsInTimeWithOneClearErrorLine) {
       line.erase(0, end + 2);
     // Our other programs say their own name ("dpscope-viz: ", "fidelity_report: "); dpscope and the
     // wrappers that run it (sh, mpiexec) "dpscope: ".
-    const std::string program = fs::path(c.program).filename().string();
+    const std::string program = fs::path(c.speaker.empty() ? c.program : c.speaker).filename().string();
     const std::string prefix =
         (program == "dpscope-viz" || program == "fidelity_report" ? program : std::string("dpscope")) + ": ";
     EXPECT_EQ(line.rfind(prefix, 0), 0u) << "stray stderr line: " << line;

@@ -13,8 +13,10 @@
 // This file reads like the table of contents of the app: parse the command line (CLI11), then
 // one of three modes — interactive (GLFW loop), screenshot (offscreen frame to PNG), benchmark
 // (window-less frames). Exit codes: 0 ok, 1 a trace or display problem, 2 a usage error.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +34,7 @@
 #include "dpscope/base/cli_empty_values.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
+#include "dpscope/base/standard_descriptors.hpp"
 #include "dpscope/base/terminal_text.hpp"
 #include "dpscope/trace_tools/rank_traces.hpp"
 #include "replay/seek.hpp"
@@ -266,6 +269,7 @@ int run_interactive(const AppOptions& o) {
 }
 
 int run(int argc, char** argv) {
+  hold_closed_standard_descriptors();  // `dpscope-viz ... >&-`: a screenshot must not become stdout
   CLI::App app{"dpscope-viz: replay a dpscope trace step by step (recorded or live)"};
   AppOptions o;
   app.add_option("traces", o.traces,
@@ -372,7 +376,18 @@ int run(int argc, char** argv) {
   }
 }
 
+// What a successful run printed (--bench-frames' and --bench-knobs' tables, the screenshot's line)
+// is its result: a full disk or a closed stdout lost it with exit code 0. The last of it reaches the
+// file here; an earlier write that failed left stdio's error flag set.
+int check_standard_output(int code) {
+  if (code != 0) return code;
+  errno = 0;
+  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return 0;
+  return fail(kExitTraceError, fmt::format("cannot write standard output: {} (what it shows is incomplete)",
+                                           errno != 0 ? std::strerror(errno) : "a write failed"));
+}
+
 }  // namespace
 }  // namespace dpscope::viz
 
-int main(int argc, char** argv) { return dpscope::viz::run(argc, argv); }
+int main(int argc, char** argv) { return dpscope::viz::check_standard_output(dpscope::viz::run(argc, argv)); }
