@@ -156,6 +156,39 @@ def _first_batch_size(value, depth=0):
     return None
 
 
+def _output_nodes(value, nodes, depth=0):
+    """Adds the autograd nodes of a forward's output tensors (in tuples, lists, dicts) to `nodes`."""
+    torch = _torch()
+    if isinstance(value, torch.Tensor):
+        if value.grad_fn is not None:
+            nodes.add(value.grad_fn)
+    elif depth < 3 and isinstance(value, (list, tuple)):
+        for v in value:
+            _output_nodes(v, nodes, depth + 1)
+    elif depth < 3 and isinstance(value, dict):
+        for v in value.values():
+            _output_nodes(v, nodes, depth + 1)
+
+
+def _reaches(root, targets):
+    """Whether the autograd graph below `root` holds one of `targets` (nodes, compared by identity: a
+    node's Python object stays the same while one reference to it lives, and `targets` holds one). A
+    loss made of the model's outputs reaches them a few nodes down; a backward that never does (another
+    model's loss, in a GAN, on a detached output of this one) is walked to its leaves."""
+    if root is None:
+        return False
+    seen, stack = {root}, [root]
+    while stack:
+        node = stack.pop()
+        if node in targets:
+            return True
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return False
+
+
 def _one_line(exc):
     text = f"{type(exc).__name__}: {exc}".strip()
     first = text.splitlines()[0] if text else type(exc).__name__
@@ -273,6 +306,10 @@ class Watcher(StepWatcher):
         self._step_end = self._clock.stamp()  # step 0's data phase starts here
         self._backward_start = None
         self._forward_start = None
+        # The autograd nodes of this step's forward outputs: a backward that reaches none of them is not
+        # this model's (_on_backward_begin). Kept until the step ends: a forward whose output is never
+        # backpropagated keeps its graph that long.
+        self._outputs = set()
         self._last_grad = None  # stamp of this backward's latest gradient
         self._loss = None
         self._log = []  # (param index, stamp) per gradient hook, (bucket's param indices, stamp) per launch
@@ -375,6 +412,7 @@ class Watcher(StepWatcher):
     def _install_hooks(self):
         ddp = self._ddp
         self._hooks.append(ddp.register_forward_pre_hook(self._on_forward))
+        self._hooks.append(ddp.register_forward_hook(self._on_forward_end))
         self._grad_nodes = []
         for index, (_, param) in enumerate(self._params):
             hook = self._grad_hook(index)
@@ -523,9 +561,17 @@ class Watcher(StepWatcher):
         self._memory(t, phase, step)
         self._phase, self._phase_start = "none", None
 
+    def _on_forward_end(self, module, inputs, output):
+        if self._closed or not self._in_step or not module.training or not self._torch.is_grad_enabled():
+            return None
+        _output_nodes(output, self._outputs)
+        return None
+
     def _on_backward_begin(self, tensor):
         if self._closed or not self._in_step or self._phase != "forward":
             return
+        if self._outputs and not _reaches(tensor.grad_fn, self._outputs):
+            return  # another model's backward (every watcher hears every Tensor.backward): not this step's
         t = self._clock.stamp()
         with self._lock:
             self._end_phase(t)
@@ -607,6 +653,7 @@ class Watcher(StepWatcher):
             self._in_step = False
             self._grads_on = False
             self._reduced = None
+            self._outputs = set()
             self._step_end = t
             loss, self._loss = self._loss, None
         if loss is not None:

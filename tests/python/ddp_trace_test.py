@@ -87,6 +87,40 @@ def end_session(job):
     job.communicate()
 
 
+# Two DDP models in one process (a GAN's generator and discriminator), each watched into a trace of
+# its own, closed out of order: the first opened is closed first, the other goes on recording; the
+# last close() puts Tensor.backward back. argv: TRACE_DIR, or nothing for the unwatched run.
+TWO_MODELS_SCRIPT = """
+import sys, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+import dpscope_torch
+dist.init_process_group("gloo")
+original_backward = torch.Tensor.backward
+torch.manual_seed(0)
+g = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)))
+d = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)))
+opt_g = torch.optim.SGD(g.parameters(), lr=0.1)
+opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
+data = torch.Generator().manual_seed(dist.get_rank())
+watched = len(sys.argv) > 1
+wg = dpscope_torch.watch(g, sys.argv[1] + "/g", optimizer=opt_g) if watched else None
+wd = dpscope_torch.watch(d, sys.argv[1] + "/d", optimizer=opt_d) if watched else None
+for step in range(5):
+    if step == 3 and watched:
+        wg.close()  # the first opened, closed first: d's watcher goes on
+    opt_d.zero_grad()
+    d(g(torch.randn(8, 4, generator=data)).detach()).mean().backward()
+    opt_d.step()
+    opt_g.zero_grad()
+    (-d(g(torch.randn(8, 4, generator=data))).mean()).backward()
+    opt_g.step()
+if watched:
+    wd.close()
+print(f"rank {dist.get_rank()}: backward restored: {torch.Tensor.backward is original_backward}", flush=True)
+weights = [p.detach().clone() for m in (g, d) for p in m.parameters()]
+print(f"rank {dist.get_rank()}: weights " + ",".join(f"{float(w.double().sum()):.17g}" for w in weights), flush=True)
+"""
+
 AFTER_CLOSE_SCRIPT = """
 import copy, inspect, io, sys, torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -728,6 +762,37 @@ def main():
             ready = sorted(e["step"] for e in events if e.get("name") == "grad_ready")
             check(launched == [0, 1] and ready == [0] * 4 + [1] * 4, f"watched again: all-reduces in steps {launched}, "
                   f"gradient-ready in {ready}")
+        elif CASE == "two_models":
+            script = os.path.join(tmp, "two_models.py")
+            with open(script, "w", encoding="utf-8") as f:
+                f.write(TWO_MODELS_SCRIPT)
+            env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
+            runs = {}
+            for label, args in (("plain", []), ("watched", [trace_dir])):
+                out = subprocess.run([*launch_cmd(2), sys.executable, script, *args], capture_output=True, text=True,
+                                     env=env, timeout=TIMEOUT_S)
+                check(out.returncode == 0, f"{label}: exit {out.returncode}: {out.stderr}")
+                runs[label] = sorted(line for line in out.stdout.splitlines() if "weights" in line)
+                for rank in range(2):
+                    check(f"rank {rank}: backward restored: True" in out.stdout, f"{label}: {out.stdout!r}")
+            check(runs["plain"] == runs["watched"] and len(runs["plain"]) == 2,
+                  f"the watched run's weights differ: {runs}")
+            # g: one step an iteration, ended by opt_g.step(); the discriminator's backward on g's
+            # detached output is not g's. d: two an iteration, as DDP reduces d's gradients twice (its
+            # own loss, then the generator's through it, after which no opt_d.step() comes).
+            for model, steps in (("g", [0, 1, 2]), ("d", list(range(10)))):
+                strict_stats(os.path.join(trace_dir, model))
+                for rank in range(2):
+                    _, events = read_rank(os.path.join(trace_dir, model), rank)
+                    launched = sorted({e["step"] for e in events if e.get("name") == "bucket_launched"})
+                    ready = [e for e in events if e.get("name") == "grad_ready"]
+                    per_step = 4  # parameters of each model
+                    check(launched == steps and len(ready) == per_step * len(steps),
+                          f"{model} rank {rank}: all-reduces in steps {launched}, expected {steps}; "
+                          f"{len(ready)} gradient-ready")
+                    phases = [e["name"] for e in events if e.get("cat") == "phase" and e.get("step") == 0]
+                    if model == "g":
+                        check(phases.count("backward") == 1, f"g rank {rank}: step 0's phases {phases}")
         elif CASE == "usage_errors":
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
             run = [sys.executable, "-m", "dpscope_torch.run"]
