@@ -38,6 +38,8 @@ import traceback
 from . import schema
 from .clock import await_peers, measure_offsets, now_ns
 from .clocks import CudaClock, HostClock
+from .ddp_layout import ddp_parameters, first_bucket_bytes, initial_buckets, parse_sizes
+from .forward_io import first_batch_size, output_nodes, reaches
 from .step_watcher import StepWatcher, _SampleQueue
 from .writer import (TraceError, TraceWriter, all_reduce_lines, buckets_line, check_trace_dir, counter_line,
                      grad_ready_lines, loss_line, samples_line, span_line, values_line, values_every_problem)
@@ -67,62 +69,6 @@ def _torch():
     return torch
 
 
-def ddp_parameters(ddp):
-    """(name, parameter) in DDP's order: the reducer's parameter indices are positions in this list.
-
-    DDP takes the parameters that require grad, module by module (named_modules order), without those
-    in parameters_to_ignore, each shared parameter once (DistributedDataParallel._build_params_for_reducer).
-    """
-    ignore = set(getattr(ddp, "parameters_to_ignore", ()) or ())
-    seen = set()
-    out = []
-    for module_name, module in ddp.module.named_modules():
-        for param_name, param in module.named_parameters(recurse=False):
-            if not param.requires_grad or f"{module_name}.{param_name}" in ignore or id(param) in seen:
-                continue
-            seen.add(id(param))
-            out.append((f"{module_name}.{param_name}" if module_name else param_name, param))
-    return out
-
-
-def initial_buckets(ddp, params, logging_sizes):
-    """DDP's first bucket assignment, [(param indices in packing order, bytes)] with bucket 0 first,
-    or None when it cannot be known.
-
-    DDP builds it with dist._compute_bucket_assignment_by_size over its parameters, under size limits
-    that depend on the PyTorch version and on find_unused_parameters / static_graph (1.13: one bucket
-    of everything unless find_unused_parameters, which uses [first bucket cap, bucket_cap_mb]); the
-    buckets are reduced in reverse. Both limit sets are tried; the one whose sizes DDP's own logging
-    data reports (`bucket_sizes`) is kept.
-    """
-    torch = _torch()
-    dist = torch.distributed
-    compute = getattr(dist, "_compute_bucket_assignment_by_size", None)
-    if compute is None or not logging_sizes:
-        return None
-    tensors = [p for _, p in params]
-    sparse = [False] * len(tensors)
-    first = getattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES", 1024 * 1024)
-    for limits in ([sys.maxsize], [first, ddp.bucket_bytes_cap]):
-        try:
-            indices, _ = compute(tensors, limits, sparse)
-        except (TypeError, RuntimeError):
-            return None
-        buckets = [(list(group), sum(tensors[i].numel() * tensors[i].element_size() for i in group))
-                   for group in reversed(indices)]
-        if [b for _, b in buckets] == logging_sizes:
-            return buckets
-    return None
-
-
-def _sizes(text):
-    """DDP's logging data lists sizes as "1071144, 1607680"."""
-    try:
-        return [int(s) for s in str(text).split(",") if s.strip()]
-    except ValueError:
-        return []
-
-
 def _stride(shape):
     """Elements 0, stride, 2*stride, ... of the flattened tensor: VALUE_SAMPLES spread over all of it;
     for a matrix, lowered until prime to the row length so that they fall in different columns."""
@@ -135,73 +81,11 @@ def _stride(shape):
     return stride
 
 
-def _first_batch_size(value, depth=0):
-    """The leading dimension of the first tensor in a forward's inputs (tuples, lists, dicts)."""
-    torch = _torch()
-    if depth == 0 and value.__class__ is tuple and value and value[0].__class__ is torch.Tensor:
-        shape = value[0].shape  # model(x, ...): the common case, without the search
-        return int(shape[0]) if shape else None
-    if isinstance(value, torch.Tensor):
-        return int(value.shape[0]) if value.dim() > 0 else None
-    if depth < 3 and isinstance(value, (list, tuple)):
-        for v in value:
-            n = _first_batch_size(v, depth + 1)
-            if n is not None:
-                return n
-    if depth < 3 and isinstance(value, dict):
-        for v in value.values():
-            n = _first_batch_size(v, depth + 1)
-            if n is not None:
-                return n
-    return None
-
-
-def _output_nodes(value, nodes, depth=0):
-    """Adds the autograd nodes of a forward's output tensors (in tuples, lists, dicts) to `nodes`."""
-    torch = _torch()
-    if isinstance(value, torch.Tensor):
-        if value.grad_fn is not None:
-            nodes.add(value.grad_fn)
-    elif depth < 3 and isinstance(value, (list, tuple)):
-        for v in value:
-            _output_nodes(v, nodes, depth + 1)
-    elif depth < 3 and isinstance(value, dict):
-        for v in value.values():
-            _output_nodes(v, nodes, depth + 1)
-
-
-def _reaches(root, targets):
-    """Whether the autograd graph below `root` holds one of `targets` (nodes, compared by identity: a
-    node's Python object stays the same while one reference to it lives, and `targets` holds one). A
-    loss made of the model's outputs reaches them a few nodes down; a backward that never does (another
-    model's loss, in a GAN, on a detached output of this one) is walked to its leaves."""
-    if root is None:
-        return False
-    seen, stack = {root}, [root]
-    while stack:
-        node = stack.pop()
-        if node in targets:
-            return True
-        for child, _ in node.next_functions:
-            if child is not None and child not in seen:
-                seen.add(child)
-                stack.append(child)
-    return False
-
-
 def _one_line(exc):
     text = f"{type(exc).__name__}: {exc}".strip()
     first = text.splitlines()[0] if text else type(exc).__name__
     return first[:2000]
 
-
-def _first_bucket_bytes(torch, ddp):
-    """The limit of the first bucket DDP rebuilds (the last layers' gradients). PyTorch 1.13:
-    dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB) always. PyTorch 2.x (2.11 checked): only while
-    bucket_cap_mb is left at its default; a bucket_cap_mb given, even 25, caps the first bucket too."""
-    if getattr(ddp, "bucket_bytes_cap_default", True) is False:
-        return ddp.bucket_bytes_cap
-    return getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES", 1 << 20)
 
 class _Layout:
     """One bucket as the communication hook last read it: its parameters (indices, shapes) in
@@ -291,7 +175,7 @@ class Watcher(StepWatcher):
         self._buffer_bytes = sum(b.numel() * b.element_size() for b in ddp_model.module.buffers())
         self._state_bytes = 0
         logging = self._logging_data()
-        self._buckets = initial_buckets(ddp_model, self._params, _sizes(logging.get("bucket_sizes", "")))
+        self._buckets = initial_buckets(ddp_model, self._params, parse_sizes(logging.get("bucket_sizes", "")))
         header = self._header(run or {}, offset, uncertainty)
         self._writer = TraceWriter(self.path, header)
 
@@ -390,7 +274,7 @@ class Watcher(StepWatcher):
             "model": type(ddp.module).__name__,
             "host": socket.gethostname(),
             "bucket_cap_mb": round(ddp.bucket_bytes_cap / (1 << 20), 6),
-            "first_bucket_mb": round(_first_bucket_bytes(torch, ddp) / (1 << 20), 6),
+            "first_bucket_mb": round(first_bucket_bytes(torch, ddp) / (1 << 20), 6),
             "find_unused_parameters": bool(ddp.find_unused_parameters),
             "gradient_as_bucket_view": bool(getattr(ddp, "gradient_as_bucket_view", False)),
             "static_graph": bool(getattr(ddp, "static_graph", False)),
@@ -539,7 +423,7 @@ class Watcher(StepWatcher):
             self._phase, self._phase_start = "forward", t
             self._forward_start = t
             step = self.step
-        count = _first_batch_size(inputs)
+        count = first_batch_size(inputs)
         if count is not None:
             indices, epoch = self._samples.take(count)
             if indices:
@@ -564,13 +448,13 @@ class Watcher(StepWatcher):
     def _on_forward_end(self, module, inputs, output):
         if self._closed or not self._in_step or not module.training or not self._torch.is_grad_enabled():
             return None
-        _output_nodes(output, self._outputs)
+        output_nodes(output, self._outputs)
         return None
 
     def _on_backward_begin(self, tensor):
         if self._closed or not self._in_step or self._phase != "forward":
             return
-        if self._outputs and not _reaches(tensor.grad_fn, self._outputs):
+        if self._outputs and not reaches(tensor.grad_fn, self._outputs):
             return  # another model's backward (every watcher hears every Tensor.backward): not this step's
         t = self._clock.stamp()
         with self._lock:
