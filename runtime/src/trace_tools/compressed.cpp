@@ -171,10 +171,6 @@ std::FILE* open_for_streaming(const std::filesystem::path& path) {
   return file;
 }
 
-// Cuts a plain trace that a failed write left mid-line back to its last whole line, so that what
-// the run wrote before the disk filled stays readable (a strict reader refuses a broken last line).
-// `fd` is the trace's write-only descriptor; the bytes are read through `path`, opened again, if it
-// is still the same file. Only a regular file: a device or a pipe keeps what reached it.
 // The offset just past the last newline among the first `size` bytes of `in` (0: none), or -1
 // when they cannot be read.
 off_t end_of_last_line(int in, off_t size) {
@@ -189,6 +185,11 @@ off_t end_of_last_line(int in, off_t size) {
   return 0;
 }
 
+// Cuts a plain trace that a failed write left mid-line back to its last whole line: what the run
+// wrote before the disk filled reads as a finished trace (a reader otherwise warns that the file
+// ends with an incomplete line, as one still being written does, and leaves that line out). `fd` is
+// the trace's write-only descriptor; the bytes are read through `path`, opened again, if it is still
+// the same file. Only a regular file: a device or a pipe keeps what reached it.
 void cut_back_to_last_line(int fd, const std::string& path) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;

@@ -349,8 +349,8 @@ TEST(TraceRecorderWriting, AWriteThatFailsMidRunIsReportedByTheNextFlushSoon) {
   }
 }
 
-// The disk fills mid-line: what was written before stays readable, strictly, up to its last whole
-// line (before, the file ended in half a line and the strict reader refused the whole trace).
+// The disk fills mid-line: the file ends at its last whole line, a finished trace (before, it ended
+// in half a line, which readers take for a trace still being written: a warning, the line left out).
 TEST(TraceRecorderWriting, AWriteThatFailsMidLineLeavesTheTraceAtItsLastWholeLine) {
   const auto path = trace::testing::scratch_dir() / "cut.jsonl";
   OneGpuRecorder r(path);
