@@ -87,96 +87,6 @@ def end_session(job):
     job.communicate()
 
 
-# Two DDP models in one process (a GAN's generator and discriminator), each watched into a trace of
-# its own, closed out of order: the first opened is closed first, the other goes on recording; the
-# last close() puts Tensor.backward back. argv: TRACE_DIR, or nothing for the unwatched run.
-TWO_MODELS_SCRIPT = """
-import sys, torch, torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-import dpscope_torch
-dist.init_process_group("gloo")
-original_backward = torch.Tensor.backward
-torch.manual_seed(0)
-g = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)))
-d = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)))
-opt_g = torch.optim.SGD(g.parameters(), lr=0.1)
-opt_d = torch.optim.SGD(d.parameters(), lr=0.1)
-data = torch.Generator().manual_seed(dist.get_rank())
-watched = len(sys.argv) > 1
-wg = dpscope_torch.watch(g, sys.argv[1] + "/g", optimizer=opt_g) if watched else None
-wd = dpscope_torch.watch(d, sys.argv[1] + "/d", optimizer=opt_d) if watched else None
-for step in range(5):
-    if step == 3 and watched:
-        wg.close()  # the first opened, closed first: d's watcher goes on
-    opt_d.zero_grad()
-    d(g(torch.randn(8, 4, generator=data)).detach()).mean().backward()
-    opt_d.step()
-    opt_g.zero_grad()
-    (-d(g(torch.randn(8, 4, generator=data))).mean()).backward()
-    opt_g.step()
-if watched:
-    wd.close()
-print(f"rank {dist.get_rank()}: backward restored: {torch.Tensor.backward is original_backward}", flush=True)
-weights = [p.detach().clone() for m in (g, d) for p in m.parameters()]
-print(f"rank {dist.get_rank()}: weights " + ",".join(f"{float(w.double().sum()):.17g}" for w in weights), flush=True)
-"""
-
-AFTER_CLOSE_SCRIPT = """
-import copy, inspect, io, sys, torch, torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-import dpscope_torch
-dist.init_process_group("gloo")
-def run(trace_dir):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    ddp = DDP(model)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    data = torch.Generator().manual_seed(dist.get_rank())
-    def steps(n):
-        for _ in range(n):
-            optimizer.zero_grad()
-            ddp(torch.randn(4, 8, generator=data)).sum().backward()
-            optimizer.step()
-    if trace_dir:
-        with dpscope_torch.watch(ddp, trace_dir, optimizer=optimizer):
-            # Refused while it is open: the same model again, another model into the same trace.
-            for args in ((ddp, trace_dir + "-other"), (DDP(torch.nn.Linear(2, 2)), trace_dir)):
-                try:
-                    dpscope_torch.watch(*args).close()
-                    print("accepted")
-                except RuntimeError as e:
-                    print(f"rank {dist.get_rank()}: RuntimeError: {e}", flush=True)
-            steps(3)
-            saved(ddp)
-    else:
-        steps(3)
-    steps(3)
-    if trace_dir:  # watched again: the hook registered the first time hands its buckets on
-        with dpscope_torch.watch(ddp, trace_dir + "-again", optimizer=optimizer):
-            steps(2)
-    else:
-        steps(2)
-    steps(1)
-    if trace_dir:
-        saved(ddp)
-    return [p.detach().clone() for p in model.parameters()]
-def saved(ddp):
-    # torch.save of the whole DDP object, and a deep copy of the model, as unwatched: without our hooks.
-    buffer = io.BytesIO()
-    torch.save(ddp, buffer)
-    buffer.seek(0)
-    # The whole object, not weights: PyTorch >= 2.6 loads weights only unless told (1.13 has no such switch).
-    whole = {"weights_only": False} if "weights_only" in inspect.signature(torch.load).parameters else {}
-    loaded = torch.load(buffer, **whole)
-    clean = not loaded._forward_pre_hooks and "register_comm_hook" not in loaded.__dict__
-    print(f"rank {dist.get_rank()}: saved whole: {clean and not copy.deepcopy(ddp.module)._forward_pre_hooks}",
-          flush=True)
-plain, watched = run(None), run(sys.argv[1])
-same = all(torch.equal(a, b) for a, b in zip(plain, watched))
-print(f"rank {dist.get_rank()}: same weights as unwatched: {same}", flush=True)
-"""
-
-
 RANK0_ONLY_SCRIPT = """
 import datetime, sys, time, torch, torch.distributed as dist
 import dpscope_torch
@@ -733,9 +643,7 @@ def main():
             # PyTorch 1.13 cannot remove a communication hook: after close() the model keeps ours, which
             # must still average the gradients (no waiter thread any more) and record nothing. Three
             # steps watched, three after: the weights equal an unwatched run's, bit for bit.
-            script = os.path.join(tmp, "after_close.py")
-            with open(script, "w", encoding="utf-8") as f:
-                f.write(AFTER_CLOSE_SCRIPT)
+            script = os.path.join(SRC, "tests", "python", "after_close.py")
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
             cmd = [*launch_cmd(2), sys.executable, script, trace_dir]
             out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
@@ -763,9 +671,7 @@ def main():
             check(launched == [0, 1] and ready == [0] * 4 + [1] * 4, f"watched again: all-reduces in steps {launched}, "
                   f"gradient-ready in {ready}")
         elif CASE == "two_models":
-            script = os.path.join(tmp, "two_models.py")
-            with open(script, "w", encoding="utf-8") as f:
-                f.write(TWO_MODELS_SCRIPT)
+            script = os.path.join(SRC, "tests", "python", "two_models.py")
             env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
             runs = {}
             for label, args in (("plain", []), ("watched", [trace_dir])):
