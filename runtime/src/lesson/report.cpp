@@ -107,6 +107,7 @@ void check_compared_runs(const Chapter& chapter, const std::string& where, const
 LessonReport evaluate_lesson(const Lesson& lesson, const trace::TraceData& data,
                              const ScenarioTraces& others) {
   LessonReport report;
+  report.measured_clock = data.header.clock == "measured";
   bool declared_error_traced = false;
   int64_t first_error_ns = 0;
   for (const trace::Event& e : data.events) {
@@ -326,8 +327,9 @@ std::string handout_markdown(const Lesson& lesson, const std::vector<std::string
       command_line(args), trace_name, lesson.id, trace_name);
   for (size_t c = 0; c < lesson.chapters.size(); ++c) {
     const Chapter& chapter = lesson.chapters[c];
-    md += fmt::format("\n## {}. {}\n\n*At {} of simulated time; snippet line {}.*\n\n", c + 1, chapter.title,
-                      time_text(report.chapters[c].time_ns), chapter.snippet_line);
+    md += fmt::format("\n## {}. {}\n\n*At {} of {} time; snippet line {}.*\n\n", c + 1, chapter.title,
+                      time_text(report.chapters[c].time_ns), report.measured_clock ? "measured" : "simulated",
+                      chapter.snippet_line);
     if (c < images.size() && !images[c].empty())
       md += fmt::format("![Chapter {}: {}]({})\n\n", c + 1, chapter.title, images[c]);
     md += fmt::format("{}\n", report.chapters[c].narration);

@@ -197,6 +197,17 @@ TEST(LessonReport, HandoutHasNarrationQuestionsSnippetAndAnswersApart) {
   EXPECT_EQ(md.find("2000 bytes"), answers + key.size());
 }
 
+// A real run's trace (lesson 14: PyTorch's own job) has a measured clock: its chapters' times are
+// not simulated time (the handout said so for every lesson).
+TEST(LessonReport, HandoutSaysAMeasuredRunsTimesAreMeasured) {
+  const Lesson l = sample_lesson();
+  trace::TraceData measured = testing::hand_trace();
+  measured.header.clock = "measured";
+  const std::string md = handout_markdown(l, scenario_args(l), evaluate_lesson(l, measured), "t.jsonl");
+  EXPECT_NE(md.find("*At 100 ns of measured time; snippet line 1.*"), std::string::npos) << md;
+  EXPECT_EQ(md.find("simulated time"), std::string::npos) << md;
+}
+
 Lesson knob_lesson() {
   Lesson l;
   l.id = "09-knobs";

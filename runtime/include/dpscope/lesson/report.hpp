@@ -52,6 +52,9 @@ struct LessonReport {
   // The first `error` event of the trace (the run failed; docs/trace-format.md): its rank and message.
   std::optional<int> error_rank;
   std::string error_message;
+  // The trace's clock was measured (a real run: lesson 14's PyTorch job), not simulated: the
+  // chapters' times are said as such.
+  bool measured_clock = false;
 };
 
 // Chapter times and answers on `data`; with [scenario] expect_error, also a problem when the trace
