@@ -40,6 +40,7 @@ import traceback
 from . import schema
 from .clock import now_ns
 from .clocks import CudaClock, HostClock
+from .forward_io import output_nodes, reaches
 from .step_watcher import StepWatcher, _SampleQueue
 from .watch import VALUE_SAMPLES, _cpu_model, _one_line, _stride
 from .writer import TraceError, TraceWriter, _name, check_trace_dir, values_every_problem
@@ -157,6 +158,7 @@ class DataParallelWatcher(StepWatcher):
         self.step = -1
         self._in_step = False
         self._backward_end = None  # the stamp at which this step's backward returned (a step may end there)
+        self._outputs = set()  # this step's forward outputs' autograd nodes (watch.py's Watcher._outputs)
         self._phase = "none"
         self._phase_start = None
         self._step_end = self._stamp(0)
@@ -231,6 +233,7 @@ class DataParallelWatcher(StepWatcher):
     def _install_hooks(self):
         dp = self._dp
         self._hooks.append(dp.register_forward_pre_hook(self._on_forward))
+        self._hooks.append(dp.register_forward_hook(self._on_forward_end))
         # The module's forward hooks are shared with its replicas (replicate copies the module's
         # __dict__), so these fire for every replica's forward, on parallel_apply's threads.
         self._hooks.append(dp.module.register_forward_pre_hook(self._on_replica_forward))
@@ -653,9 +656,17 @@ class DataParallelWatcher(StepWatcher):
 
         return hook
 
+    def _on_forward_end(self, module, inputs, output):
+        if self._closed or not self._in_step or not module.training or not self._torch.is_grad_enabled():
+            return None
+        output_nodes(output, self._outputs)
+        return None
+
     def _on_backward_begin(self, tensor):
         if self._closed or not self._in_step or self._phase != "forward":
             return
+        if self._outputs and not reaches(tensor.grad_fn, self._outputs):
+            return  # another model's backward: not this step's (watch.py's Watcher does the same)
         t = self._stamp(0)
         with self._lock:
             self._end_phase(t)
@@ -727,6 +738,7 @@ class DataParallelWatcher(StepWatcher):
         with self._lock:
             self._in_step = False
             self._backward_end = None
+            self._outputs = set()
             self._step_end = t
             loss, self._loss = self._loss, None
         if loss is not None:
