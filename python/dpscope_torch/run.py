@@ -11,10 +11,11 @@ install the same hooks. The script then runs as `__main__` with its own argument
 the trace gets an `error` instant first.
 """
 import argparse
+import contextlib
 import logging
 import os
 import runpy
-import shutil
+import secrets
 import sys
 import tempfile
 import traceback
@@ -66,8 +67,10 @@ def main(argv=None):
     sys.argv = [options.script] + list(options.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(options.script)))
     code = 0
-    refusals = tempfile.mkdtemp(prefix="dpscope_torch-")  # where a child process says it was refused
-    os.environ[hooks.REFUSAL_ENV] = f"{os.getpid()}:{os.path.join(refusals, 'refused')}"
+    # Where a child process says it was refused: a file the first refused child creates (O_EXCL), so
+    # that a run without a refusal leaves nothing behind, even when it is killed.
+    refusal = os.path.join(tempfile.gettempdir(), f"dpscope_torch-{os.getpid()}-{secrets.token_hex(8)}.refused")
+    os.environ[hooks.REFUSAL_ENV] = f"{os.getpid()}:{refusal}"
     try:
         runpy.run_path(options.script, run_name="__main__")
     except SystemExit as e:
@@ -89,7 +92,8 @@ def main(argv=None):
         traceback.print_exc()  # as the interpreter would have, then the same exit status
         return 1
     finally:
-        shutil.rmtree(refusals, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(refusal)
     if session.watcher is not None:
         session.watcher.close(keep_model=True)
         if code == 0 and session.watcher.trace_failure is not None:

@@ -780,9 +780,14 @@ def main():
                   f"two ranks, rank 0 refused: {time.monotonic() - started:.0f} s, {out.stderr[-600:]!r}")
             # The same in a script that starts its own ranks (torch.multiprocessing.spawn, as the tutorial):
             # one line, the spawned ranks' exit status, not the traceback of the parent's spawn().
+            # The refusal's marker file is left nowhere (a temporary folder per run was, when a run was killed).
+            scratch = os.path.join(tmp, "tmpdir")
             for start in ("spawn", "process"):
+                os.makedirs(scratch, exist_ok=True)
                 out = subprocess.run(run + ["--trace-dir", trace_dir, VARIANTS, "--start", start, "--port",
-                                            str(free_port())], capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+                                            str(free_port())], capture_output=True, text=True,
+                                     env=dict(env, TMPDIR=scratch), timeout=TIMEOUT_S)
+                check(not os.listdir(scratch), f"{start}: left in TMPDIR: {os.listdir(scratch)}")
                 check(out.returncode == 1 and out.stderr.strip().splitlines() ==
                       [f"dpscope: error: '{os.path.join(trace_dir, 'rank-3.jsonl')}' is a rank of another run (this "
                        "one has 2 ranks): remove it or choose another directory"],
