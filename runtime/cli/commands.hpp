@@ -32,10 +32,4 @@ void say_why_when_terminated(int rank);
 // is printed once, and its exit status is its own).
 void keep_quiet_when_terminated();
 
-// The error of a command whose output did not reach its file (a full disk, a closed stdout): lost
-// output is a failure (exit code 1), never reported as a success. `stream` is "standard output" or
-// "standard error", `err` the failed write's errno (0: unknown), `what` what the loss means. main.cpp
-// raises it for what any command printed; `launch` for the ranks' lines it passes on.
-Error output_lost(std::string_view stream, int err, std::string_view what);
-
 }  // namespace dpscope::cli

@@ -38,6 +38,7 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/free_port.hpp"
 #include "dpscope/base/process.hpp"
+#include "dpscope/base/standard_descriptors.hpp"
 #include "dpscope/base/termination_notice.hpp"
 
 extern char** environ;

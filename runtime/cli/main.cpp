@@ -7,9 +7,7 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -44,15 +42,6 @@ std::string unknown_command_message(const CLI::App& app, int argc, char** argv) 
 
 }  // namespace
 
-namespace dpscope::cli {
-
-Error output_lost(std::string_view stream, int err, std::string_view what) {
-  return Error(ErrorKind::kWriteFailed, fmt::format("cannot write {}: {} ({})", stream,
-                                                    err != 0 ? std::strerror(err) : "a write failed", what));
-}
-
-}  // namespace dpscope::cli
-
 int main(int argc, char** argv) {
   dpscope::hold_closed_standard_descriptors();
   CLI::App app{"dpscope: watch how multi-GPU data-parallel training works", "dpscope"};
@@ -74,12 +63,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     app.parse(argc, argv);
-    // What a command printed is its result (a report, a table): a full disk or a closed stdout lost it
-    // with exit code 0. fflush() says whether the last of it reached the file; ferror() whether an
-    // earlier write failed.
-    errno = 0;
-    if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)
-      throw dpscope::cli::output_lost("standard output", errno, "what it shows is incomplete");
+    dpscope::check_standard_output_written();  // what a command printed is its result
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -102,8 +86,7 @@ int main(int argc, char** argv) {
     dpscope::hold_termination();
     const std::string what =
         std::ferror(stdout) != 0
-            ? dpscope::cli::output_lost("standard output", e.code().value(), "what it shows is incomplete")
-                  .what()
+            ? dpscope::output_lost("standard output", e.code().value(), "what it shows is incomplete").what()
             : std::string(e.what());
     std::fprintf(stderr, "dpscope: error: %s\n", dpscope::printable_line(what).c_str());
     return 1;

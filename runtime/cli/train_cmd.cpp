@@ -17,6 +17,7 @@
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
+#include "dpscope/base/standard_descriptors.hpp"
 #include "dpscope/base/terminal_text.hpp"
 #include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/comm/mpi_backend.hpp"

@@ -13,10 +13,8 @@
 // This file reads like the table of contents of the app: parse the command line (CLI11), then
 // one of three modes — interactive (GLFW loop), screenshot (offscreen frame to PNG), benchmark
 // (window-less frames). Exit codes: 0 ok, 1 a trace or display problem, 2 a usage error.
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -377,14 +375,15 @@ int run(int argc, char** argv) {
 }
 
 // What a successful run printed (--bench-frames' and --bench-knobs' tables, the screenshot's line)
-// is its result: a full disk or a closed stdout lost it with exit code 0. The last of it reaches the
-// file here; an earlier write that failed left stdio's error flag set.
+// is its result: lost, the run fails.
 int check_standard_output(int code) {
   if (code != 0) return code;
-  errno = 0;
-  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return 0;
-  return fail(kExitTraceError, fmt::format("cannot write standard output: {} (what it shows is incomplete)",
-                                           errno != 0 ? std::strerror(errno) : "a write failed"));
+  try {
+    check_standard_output_written();
+  } catch (const Error& e) {
+    return fail(kExitTraceError, e.what());
+  }
+  return 0;
 }
 
 }  // namespace
