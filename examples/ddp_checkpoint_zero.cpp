@@ -22,7 +22,7 @@
 #include "dpscope/optim/adam.hpp"
 #include "dpscope/parallel/distributed_data_parallel.hpp"
 #include "dpscope/parallel/zero_redundancy_optimizer.hpp"
-#include "dpscope/train/checkpoint.hpp"
+#include "dpscope/io/checkpoint.hpp"
 
 namespace {
 

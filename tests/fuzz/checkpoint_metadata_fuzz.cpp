@@ -1,4 +1,4 @@
-// libFuzzer target for the checkpoint reader (train/checkpoint.hpp): the bytes of a would-be
+// libFuzzer target for the checkpoint reader (io/checkpoint.hpp): the bytes of a would-be
 // checkpoint file go through load_checkpoint (file, safetensors header, metadata, checksum), then,
 // so the fuzzer gets past the checksum, through decode_checkpoint with the checksum recomputed over
 // whatever metadata and tensors were read, and on to check_resume_position.
@@ -18,7 +18,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/io/safetensors.hpp"
-#include "dpscope/train/checkpoint.hpp"
+#include "dpscope/io/checkpoint.hpp"
 
 namespace {
 

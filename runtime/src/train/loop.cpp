@@ -101,7 +101,10 @@ TrainResult train_loop(TrainStrategy& strategy, const TrainConfig& config, const
   // device's first finished kernel.
   trace_memory(devices);
   // From step 0, or where the --resume checkpoint left off: its epoch and batch are the next step's.
-  const CheckpointState* resumed = options.resumed;
+  const CheckpointState* resumed = options.resumed ? &options.resumed->state : nullptr;
+  const std::string run_id = !options.run_id.empty()         ? options.run_id
+                             : config.checkpoint_dir.empty() ? std::string()
+                                                             : run_id_for(options.resumed);
   result.resumed_from_step = resumed ? resumed->steps_done : -1;
   int64_t step = resumed ? resumed->steps_done : 0;
   const int64_t start_epoch = resumed ? resumed->epoch : 0;
@@ -146,7 +149,11 @@ TrainResult train_loop(TrainStrategy& strategy, const TrainConfig& config, const
       ++step;
       if (checkpoint_due(config, length, step)) {
         PhaseOnAll phase(devices, Phase::kCheckpoint);
-        if (std::string file = strategy.checkpoint(step, plan); !file.empty())
+        const CheckpointSpot spot{.steps_done = step,
+                                  .last = plan,
+                                  .run_id = run_id,
+                                  .batches_per_epoch = length.batches_per_epoch};
+        if (std::string file = strategy.checkpoint(spot); !file.empty())
           result.last_checkpoint = std::move(file);
       }
     }

@@ -30,6 +30,15 @@ struct StepPlan {
   bool last = false;  // the run's last step
 };
 
+// Where a checkpoint is taken: after `steps_done` steps, the last of which was `last`; written under
+// the run's id.
+struct CheckpointSpot {
+  int64_t steps_done = 0;
+  StepPlan last;
+  std::string_view run_id;
+  int64_t batches_per_epoch = 0;
+};
+
 // What one mode does in each phase of a step. The loop calls each phase method inside that phase
 // (Device::set_phase) on every device of devices(), and samples their memory after forward,
 // backward and the optimizer. All calls come from the thread that runs the loop.
@@ -54,9 +63,9 @@ class TrainStrategy {
   virtual void optimizer_step() = 0;                // Phase::kOptimizer, on synchronized steps only
   // After a step whose loss is known (DDP's mismatched-collective pitfall adds a collective here).
   virtual void after_step(const StepPlan& /*plan*/, double /*loss*/) {}
-  // Inside Phase::kCheckpoint, when checkpoint_due() after plan's step: the checkpoint of
-  // `steps_done` steps. Returns the file written, "" when this process wrote none.
-  virtual std::string checkpoint(int64_t steps_done, const StepPlan& plan) = 0;
+  // Inside Phase::kCheckpoint, when a checkpoint is due. Returns the file written, "" when this
+  // process wrote none.
+  virtual std::string checkpoint(const CheckpointSpot& spot) = 0;
   // The message of an error leaving a step, before it propagates (single and dp trace it here;
   // rank threads and processes trace theirs where they catch them, which covers their setup too).
   virtual void step_failed(std::string_view /*message*/) {}
@@ -68,7 +77,9 @@ struct LoopOptions {
   // Whether this loop flushes the trace after each step: rank threads share one recorder, which
   // rank 0 flushes.
   bool flush_trace = true;
-  const CheckpointState* resumed = nullptr;  // start where this checkpoint left off
+  // Start where this checkpoint left off (its mode checked that its run can: check_resume_fits).
+  const ResumeCheckpoint* resumed = nullptr;
+  std::string run_id;  // the id checkpoints are written under; empty: the resumed run's, or a new one
   StepObserver on_step;
 };
 

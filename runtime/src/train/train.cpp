@@ -54,7 +54,6 @@ class SingleStrategy final : public TrainStrategy {
   const Device& device() const { return devices_.front(); }
   const Module& model() const { return *model_; }
   const TensorDataset& data() const { return *data_; }
-  void set_run_id(std::string run_id) { run_id_ = std::move(run_id); }
 
   const std::vector<Device>& devices() const override { return devices_; }
   const RunLength& length() const override { return length_; }
@@ -100,9 +99,8 @@ class SingleStrategy final : public TrainStrategy {
 
   void optimizer_step() override { optimizer_->step(); }
 
-  std::string checkpoint(int64_t steps_done, const StepPlan& plan) override {
-    return write_checkpoint(config_, run_id_, device(), steps_done, plan.epoch, plan.batch,
-                            length_.batches_per_epoch, *model_, optimizer_->state_tensors());
+  std::string checkpoint(const CheckpointSpot& spot) override {
+    return write_checkpoint(config_, spot, device(), *model_, optimizer_->state_tensors());
   }
 
   void step_failed(std::string_view message) override {
@@ -121,8 +119,7 @@ class SingleStrategy final : public TrainStrategy {
   std::optional<DataLoader> loader_;
   RunLength length_;
   bool mse_flat_targets_ = false;
-  std::string run_id_;  // checkpoints are written under it
-  Tensor x_, y_;        // the step's batch
+  Tensor x_, y_;  // the step's batch
   std::vector<int64_t> indices_;
   Tensor out_;  // the model's outputs, from forward until backward starts
 };
@@ -132,13 +129,12 @@ TrainResult run_single_or_dp(const TrainConfig& config, bool data_parallel, cons
   std::optional<ResumeCheckpoint> resumed;
   if (config.resume) resumed = load_resume_checkpoint(config);
   SingleStrategy run(config, data_parallel, resumed ? &resumed->state : nullptr);
-  if (resumed) check_resume_fits(*resumed, run.length());
-  run.set_run_id(run_id_for(resumed ? &*resumed : nullptr));
+  if (resumed) check_resume_fits(*resumed, run.length());  // before the trace is written
   std::unique_ptr<TraceRecorder> tracer = open_trace(config, run.devices(), run.model());
 
   const int64_t sim_start_ns = host_waits_for(run.devices());
   TrainResult result =
-      train_loop(run, config, {.resumed = resumed ? &resumed->state : nullptr, .on_step = on_step});
+      train_loop(run, config, {.resumed = resumed ? &*resumed : nullptr, .on_step = on_step});
   result.sim_total_ns = host_waits_for(run.devices()) - sim_start_ns;
   result.device_name = describe_devices(run.devices());
   result.parameter_count = run.model().parameter_numel();

@@ -91,7 +91,7 @@ class AnalyticStrategy final : public TrainStrategy {
     optimizer_->zero_grad();
   }
 
-  std::string checkpoint(int64_t /*steps_done*/, const StepPlan& /*plan*/) override {
+  std::string checkpoint(const CheckpointSpot& /*spot*/) override {
     DPS_ASSERT(false, "--timing-only writes no checkpoints (TrainConfig::validate refuses --checkpoint-dir)");
     return "";
   }

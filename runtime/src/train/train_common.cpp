@@ -19,6 +19,7 @@
 #include "dpscope/optim/adam.hpp"
 #include "dpscope/optim/sgd.hpp"
 #include "dpscope/train/memory_estimate.hpp"
+#include "loop.hpp"
 
 namespace dpscope::detail {
 
@@ -221,21 +222,22 @@ std::string run_id_for(const ResumeCheckpoint* resumed) {
   return resumed != nullptr && !resumed->state.run_id.empty() ? resumed->state.run_id : new_run_id();
 }
 
-std::string write_checkpoint(const TrainConfig& config, const std::string& run_id, const Device& device,
-                             int64_t steps_done, int64_t epoch_done, int64_t batch_done,
-                             int64_t batches_per_epoch, const Module& model, StateDict optimizer_state) {
+std::string write_checkpoint(const TrainConfig& config, const CheckpointSpot& spot, const Device& device,
+                             const Module& model, StateDict optimizer_state) {
   CheckpointState state;
-  state.run_id = run_id;
-  state.steps_done = steps_done;
-  const bool epoch_ended = batch_done + 1 >= batches_per_epoch;
-  state.epoch = epoch_ended ? epoch_done + 1 : epoch_done;
-  state.batch_in_epoch = epoch_ended ? 0 : batch_done + 1;
+  state.run_id = spot.run_id;
+  state.steps_done = spot.steps_done;
+  // The position of the next step.
+  const bool epoch_ended = spot.last.batch + 1 >= spot.batches_per_epoch;
+  state.epoch = epoch_ended ? spot.last.epoch + 1 : spot.last.epoch;
+  state.batch_in_epoch = epoch_ended ? 0 : spot.last.batch + 1;
   state.config_json = config.to_json();
   state.model = model.state_dict();
   state.optimizer = std::move(optimizer_state);
   std::string file = save_checkpoint(config.checkpoint_dir, state).string();
   if (TraceSink* tracer = device.tracer())
-    tracer->instant(device, device.clock_ns(StreamKind::kCompute), CheckpointSaved{.steps_done = steps_done});
+    tracer->instant(device, device.clock_ns(StreamKind::kCompute),
+                    CheckpointSaved{.steps_done = spot.steps_done});
   return file;
 }
 

@@ -11,11 +11,11 @@
 #include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/comm/sim_world.hpp"
 #include "dpscope/data/dataset.hpp"
+#include "dpscope/io/checkpoint.hpp"
 #include "dpscope/nn/loss.hpp"
 #include "dpscope/optim/optimizer.hpp"
 #include "dpscope/parallel/distributed_data_parallel.hpp"
 #include "dpscope/trace/recorder.hpp"
-#include "dpscope/train/checkpoint.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope::detail {
@@ -86,12 +86,10 @@ ResumeCheckpoint load_resume_checkpoint(const TrainConfig& config);
 void check_resume_fits(const ResumeCheckpoint& resumed, const RunLength& length);
 // The run id checkpoints are written under: the resumed run's, or a new one for a fresh run.
 std::string run_id_for(const ResumeCheckpoint* resumed);
-// Writes the checkpoint after `steps_done` steps, the last of which was batch `batch_done` of
-// `epoch_done` (an epoch has `batches_per_epoch` batches), traces `checkpoint_saved` on `device`;
-// returns the file.
-std::string write_checkpoint(const TrainConfig& config, const std::string& run_id, const Device& device,
-                             int64_t steps_done, int64_t epoch_done, int64_t batch_done,
-                             int64_t batches_per_epoch, const Module& model, StateDict optimizer_state);
+struct CheckpointSpot;  // loop.hpp
+// Writes the checkpoint at `spot` and traces `checkpoint_saved` on `device`; returns the file.
+std::string write_checkpoint(const TrainConfig& config, const CheckpointSpot& spot, const Device& device,
+                             const Module& model, StateDict optimizer_state);
 // --save: the model's weights with plain nn.Sequential names, so PyTorch loads them directly.
 void save_weights(const TrainConfig& config, const Module& model);
 // Writes an `error` instant (docs/trace-format.md) on `device` at its compute clock, when it is

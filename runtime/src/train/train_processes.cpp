@@ -15,19 +15,17 @@
 // After each step the ranks average their local losses (a one-float all-reduce), so rank 0
 // reports the same loss a simulated DDP run reports; rank 0 also writes --save and the checkpoints.
 //
-// --trace DIR: each rank writes DIR/rank-K.jsonl on its own clock. Before training, rank 0 meets
-// every other rank for a few ping-pongs (send/recv of its clock, NTP's estimate: the offset from
-// the round trip with the least delay, half that round trip its uncertainty); each rank's header
-// records them in the run object's "process" entry, and `dpscope trace merge DIR OUT` puts the
-// ranks on rank 0's clock.
+// --trace DIR: each rank writes DIR/rank-K.jsonl on its own clock. Before training every rank
+// measures its clock against rank 0's (comm/clock_offset.hpp); each rank's header records it in the
+// run object's "process" entry, and `dpscope trace merge DIR OUT` puts the ranks on rank 0's clock.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <limits>
 
 #include "dpscope/base/error.hpp"
+#include "dpscope/comm/clock_offset.hpp"
 #include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
@@ -40,42 +38,6 @@
 
 namespace dpscope::detail {
 namespace {
-
-struct ClockOffset {
-  int64_t offset_ns = 0;       // add to this rank's trace times to get rank 0's
-  int64_t uncertainty_ns = 0;  // half the best round trip
-};
-
-// This rank's clock against rank 0's (see the file comment); every rank of the group calls it.
-ClockOffset measure_clock_offset(ProcessGroup& group) {
-  constexpr int kRounds = 8;
-  const Device& dev = group.device();
-  auto clock_tensor = [&](int64_t value) {
-    return Tensor::from_ints(std::vector<int64_t>{value}, {1}, dev, MemoryCategory::kBuffers);
-  };
-  ClockOffset best{0, std::numeric_limits<int64_t>::max()};
-  for (int peer = 1; peer < group.size(); ++peer) {
-    if (group.rank() != 0 && group.rank() != peer) continue;
-    for (int round = 0; round < kRounds; ++round) {
-      if (group.rank() == peer) {
-        const int64_t sent = dev.clock_ns(StreamKind::kCompute);
-        Tensor ping = clock_tensor(sent);
-        group.send(ping, 0)->wait();
-        Tensor pong = clock_tensor(0);
-        group.recv(pong, 0)->wait();
-        const int64_t back = dev.clock_ns(StreamKind::kCompute);
-        const int64_t half_trip = (back - sent) / 2;
-        if (half_trip < best.uncertainty_ns) best = {pong.to_ints()[0] - (sent + half_trip), half_trip};
-      } else {
-        Tensor ping = clock_tensor(0);
-        group.recv(ping, peer)->wait();
-        Tensor pong = clock_tensor(dev.clock_ns(StreamKind::kCompute));
-        group.send(pong, peer)->wait();
-      }
-    }
-  }
-  return group.rank() == 0 ? ClockOffset{} : best;
-}
 
 // The run object of rank K's trace: the configuration plus where the rank stands and its clock.
 std::string rank_run_json(const TrainConfig& config, int rank, int world_size, ClockOffset clock) {

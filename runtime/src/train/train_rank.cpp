@@ -113,7 +113,6 @@ class RankStrategy final : public TrainStrategy {
 
   const Module& model() const { return *model_; }
   const DistributedSampler& sampler() const { return sampler_; }
-  void set_run_id(std::string run_id) { run_id_ = std::move(run_id); }
 
   const std::vector<Device>& devices() const override { return devices_; }
   const RunLength& length() const override { return length_; }
@@ -155,11 +154,10 @@ class RankStrategy final : public TrainStrategy {
   }
 
   // The optimizer's state gathers on rank 0 first (a collective for ZeRO).
-  std::string checkpoint(int64_t steps_done, const StepPlan& plan) override {
+  std::string checkpoint(const CheckpointSpot& spot) override {
     optimizer_->consolidate_state_dict(0);
-    return checkpoint_collectively(group_, steps_done, [&] {
-      return write_checkpoint(config_, run_id_, dev(), steps_done, plan.epoch, plan.batch,
-                              length_.batches_per_epoch, *model_, optimizer_->state_tensors());
+    return checkpoint_collectively(group_, spot.steps_done, [&] {
+      return write_checkpoint(config_, spot, dev(), *model_, optimizer_->state_tensors());
     });
   }
 
@@ -178,7 +176,6 @@ class RankStrategy final : public TrainStrategy {
   DataLoader loader_;  // its sampler reads sampler_ above
   RunLength length_;
   bool mse_flat_targets_ = false;
-  std::string run_id_;  // rank 0 writes checkpoints under it
   std::optional<DistributedDataParallel::NoSync> no_sync_;
   Tensor x_, y_;  // the step's batch
 };
@@ -194,15 +191,13 @@ RankResult train_rank(ProcessGroup& group, const TrainConfig& config, const Rank
   std::shared_ptr<const ResumeCheckpoint> resumed = options.resume_from;
   if (config.resume && !resumed)
     resumed = std::make_shared<const ResumeCheckpoint>(load_resume_checkpoint(config));
-  const CheckpointState* resumed_state = resumed ? &resumed->state : nullptr;
-
-  RankStrategy rank(group, config, data, resumed_state);
+  RankStrategy rank(group, config, data, resumed ? &resumed->state : nullptr);
   if (resumed) check_resume_fits(*resumed, rank.length());
-  rank.set_run_id(options.run_id.empty() ? run_id_for(resumed.get()) : options.run_id);
   RankResult result = train_loop(rank, config,
                                  {.rank = group.rank(),
                                   .flush_trace = group.rank() == 0 || options.own_tracer,
-                                  .resumed = resumed_state,
+                                  .resumed = resumed.get(),
+                                  .run_id = options.run_id,
                                   .on_step = options.on_step});
   result.samples = data->size();
   result.parameter_count = rank.model().parameter_numel();

@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "dpscope/io/safetensors.hpp"
-#include "dpscope/train/checkpoint.hpp"
+#include "dpscope/io/checkpoint.hpp"
 #include "support/cli.hpp"
 #include "support/errors.hpp"
 #include "support/file_size_limit.hpp"

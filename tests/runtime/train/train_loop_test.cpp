@@ -28,6 +28,7 @@ class RecordingStrategy final : public TrainStrategy {
   std::vector<std::string> calls;
   std::optional<int64_t> fail_at_step;  // load_batch throws on this step
   std::string failure_seen;
+  std::vector<std::string> run_ids;  // of each checkpoint
 
   const std::vector<Device>& devices() const override { return devices_; }
   const RunLength& length() const override { return length_; }
@@ -51,10 +52,13 @@ class RecordingStrategy final : public TrainStrategy {
   void after_step(const StepPlan& plan, double /*loss*/) override {
     calls.push_back(fmt::format("after:{}", plan.step));
   }
-  std::string checkpoint(int64_t steps_done, const StepPlan& plan) override {
+  std::string checkpoint(const CheckpointSpot& spot) override {
     EXPECT_EQ(devices_.front().phase(), Phase::kCheckpoint);
-    calls.push_back(fmt::format("checkpoint:{}:epoch{}:batch{}", steps_done, plan.epoch, plan.batch));
-    return fmt::format("ckpt-{}", steps_done);
+    EXPECT_EQ(spot.batches_per_epoch, length_.batches_per_epoch);
+    run_ids.emplace_back(spot.run_id);
+    calls.push_back(
+        fmt::format("checkpoint:{}:epoch{}:batch{}", spot.steps_done, spot.last.epoch, spot.last.batch));
+    return fmt::format("ckpt-{}", spot.steps_done);
   }
   void step_failed(std::string_view message) override { failure_seen = message; }
 
@@ -127,22 +131,38 @@ TEST(TrainLoop, CheckpointsAtDueSynchronizedBoundariesInTheCheckpointPhase) {
             (std::vector<std::string>{"checkpoint:3:epoch0:batch2", "checkpoint:6:epoch1:batch1",
                                       "checkpoint:8:epoch1:batch3"}));
   EXPECT_EQ(result.last_checkpoint, "ckpt-8");
+  // A fresh run's checkpoints are all written under one new id.
+  ASSERT_EQ(strategy.run_ids.size(), 3u);
+  EXPECT_EQ(strategy.run_ids[0].size(), 16u);
+  EXPECT_EQ(strategy.run_ids[1], strategy.run_ids[0]);
+  EXPECT_EQ(strategy.run_ids[2], strategy.run_ids[0]);
+  // The id given to the loop (rank threads share one) is the one used.
+  RecordingStrategy given({.batches_per_epoch = 4, .total_steps = 3, .checkpoint_every = 3, .sync_every = 1},
+                          {1, 1, 1});
+  train_loop(given, config, {.run_id = "00000000000000ab"});
+  EXPECT_EQ(given.run_ids, (std::vector<std::string>{"00000000000000ab"}));
 }
 
 TEST(TrainLoop, AResumedRunStartsWhereItsCheckpointLeftOff) {
   RecordingStrategy strategy(
       {.batches_per_epoch = 4, .total_steps = 7, .checkpoint_every = 4, .sync_every = 1},
       {1, 1, 1, 1, 1, 1, 1});
-  CheckpointState resumed;
-  resumed.steps_done = 5;
-  resumed.epoch = 1;
-  resumed.batch_in_epoch = 1;
-  const TrainResult result = train_loop(strategy, TrainConfig{}, {.resumed = &resumed});
+  ResumeCheckpoint resumed;
+  resumed.file = "dir/checkpoint-00000005.safetensors";
+  resumed.state.run_id = "0123456789abcdef";
+  resumed.state.steps_done = 5;
+  resumed.state.epoch = 1;
+  resumed.state.batch_in_epoch = 1;
+  TrainConfig config;
+  config.checkpoint_dir = "dir";
+  const TrainResult result = train_loop(strategy, config, {.resumed = &resumed});
   EXPECT_EQ(only(strategy.calls, "epoch"), (std::vector<std::string>{"epoch:1"}));
   EXPECT_EQ(only(strategy.calls, "data"), (std::vector<std::string>{"data:5:batch1", "data:6:batch2"}));
   EXPECT_EQ(result.steps, 7);
   EXPECT_EQ(result.losses.size(), 2u);  // the steps this loop ran
   EXPECT_EQ(result.resumed_from_step, 5);
+  // It goes on writing checkpoints under the resumed run's id.
+  EXPECT_EQ(strategy.run_ids, (std::vector<std::string>{"0123456789abcdef"}));
 }
 
 TEST(TrainLoop, AStepWithoutALossReportsNoneAndSkipsTheLossCheck) {

@@ -24,7 +24,7 @@
 
 #include "dpscope/comm/process_group.hpp"
 #include "dpscope/data/dataset.hpp"
-#include "dpscope/train/checkpoint.hpp"
+#include "dpscope/io/checkpoint.hpp"
 #include "dpscope/train/train.hpp"
 
 namespace dpscope {

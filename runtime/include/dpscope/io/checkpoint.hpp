@@ -1,4 +1,8 @@
-// Training checkpoints: model, optimizer state and loop position in one safetensors file.
+// Training checkpoints as files: model, optimizer state and loop position in one safetensors file.
+// This is the file format and its directory (which run owns which file, the newest valid one);
+// when a run writes one and what it checks on --resume is the training layer's
+// (runtime/src/train/train_common.cpp; in DDP rank 0 writes while every rank waits,
+// train/train_rank.hpp).
 //
 // <dir>/checkpoint-00000040.safetensors holds tensors "model.<name>" (PyTorch state_dict names) and
 // "optim.<param>.<slot>" (momentum_buffer, exp_avg, exp_avg_sq, step), and in __metadata__ the run
@@ -9,8 +13,7 @@
 // A run owns its checkpoints: each carries the run's id (a resumed run keeps the id of the
 // checkpoint it resumed from), and no function below touches another run's. Writing is atomic
 // (temporary file, fsync, rename, directory fsync), so a crash leaves either the old or the new
-// checkpoint, never half of one. In DDP, rank 0 writes and every rank waits at a barrier
-// (DistributedDataParallel lesson 05).
+// checkpoint, never half of one.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +22,6 @@
 #include <string>
 
 #include "dpscope/io/safetensors.hpp"
-#include "dpscope/nn/module.hpp"
 
 namespace dpscope {
 
@@ -29,8 +31,8 @@ struct CheckpointState {
   int64_t epoch = 0;           // epoch of the next step
   int64_t batch_in_epoch = 0;  // batch index (within that epoch) of the next step
   std::string config_json;     // TrainConfig::to_json() of the run that wrote it
-  StateDict model;             // model.state_dict()
-  StateDict optimizer;         // optimizer.state_tensors()
+  NamedTensors model;          // model.state_dict()
+  NamedTensors optimizer;      // optimizer.state_tensors()
 };
 
 // A fresh run's id: 16 hex digits from std::random_device and the clock.

@@ -1,6 +1,6 @@
 // Checkpoint files (see the header): safetensors + metadata + checksum over both, atomic, owned by
 // one run, the newest valid one taken on resume.
-#include "dpscope/train/checkpoint.hpp"
+#include "dpscope/io/checkpoint.hpp"
 
 #include <algorithm>
 #include <charconv>
