@@ -102,6 +102,11 @@ def _ours(value):
     return callable(value) and (getattr(value, "__module__", None) or "").startswith("dpscope_torch.")
 
 
+def _entry_is_ours(entry):
+    """Whether an entry of a hook list (a hook, or a tuple holding one) is a watcher's."""
+    return _ours(entry) or (isinstance(entry, tuple) and any(_ours(x) for x in entry))
+
+
 def _holds_ours(key, value):
     """Whether a module's state entry is, or holds, a hook of a watcher's."""
     if _ours(value):
@@ -109,7 +114,7 @@ def _holds_ours(key, value):
     if key in _HOOK_DICTS and isinstance(value, dict):
         return any(_ours(h) for h in value.values())
     if key in _HOOK_LISTS and isinstance(value, list):
-        return any(_ours(e) or (isinstance(e, tuple) and any(_ours(x) for x in e)) for e in value)
+        return any(_entry_is_ours(e) for e in value)
     return False
 
 
@@ -127,7 +132,7 @@ def _without_ours(state):
         if key in _HOOK_DICTS and isinstance(value, dict):
             value = value.__class__((k, h) for k, h in value.items() if not _ours(h))
         elif key in _HOOK_LISTS and isinstance(value, list):
-            value = [e for e in value if not _holds_ours(key, [e])]
+            value = [e for e in value if not _entry_is_ours(e)]
         clean[key] = value
     return clean
 
