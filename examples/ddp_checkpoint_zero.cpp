@@ -17,12 +17,12 @@
 #include "dpscope/comm/spawn.hpp"
 #include "dpscope/data/dataloader.hpp"
 #include "dpscope/data/distributed_sampler.hpp"
+#include "dpscope/io/checkpoint.hpp"
 #include "dpscope/nn/loss.hpp"
 #include "dpscope/nn/sequential.hpp"
 #include "dpscope/optim/adam.hpp"
 #include "dpscope/parallel/distributed_data_parallel.hpp"
 #include "dpscope/parallel/zero_redundancy_optimizer.hpp"
-#include "dpscope/io/checkpoint.hpp"
 
 namespace {
 

@@ -17,8 +17,8 @@
 #include <string_view>
 
 #include "dpscope/base/error.hpp"
-#include "dpscope/io/safetensors.hpp"
 #include "dpscope/io/checkpoint.hpp"
+#include "dpscope/io/safetensors.hpp"
 
 namespace {
 
