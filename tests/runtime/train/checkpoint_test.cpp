@@ -9,8 +9,8 @@
 #include <iterator>
 #include <limits>
 
-#include "dpscope/io/safetensors.hpp"
 #include "dpscope/io/checkpoint.hpp"
+#include "dpscope/io/safetensors.hpp"
 #include "support/cli.hpp"
 #include "support/errors.hpp"
 #include "support/file_size_limit.hpp"
