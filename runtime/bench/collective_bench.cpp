@@ -18,6 +18,7 @@
 #include "dpscope/base/error.hpp"
 #include "dpscope/comm/gpu_backends.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
+#include "dpscope/comm/nccl_fidelity.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/comm/process_group.hpp"
 #include "dpscope/comm/rank_agreement.hpp"
@@ -186,6 +187,12 @@ void validate_bench_options(const BenchOptions& o) {
             "collectives, --algo auto, run both)",
             to_string(effective_algorithm(o)));
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
+  DPS_CHECK(o.gpus_per_thread >= 1 && o.devices % o.gpus_per_thread == 0, ErrorKind::kUsage,
+            "{} GPUs per thread do not divide {} GPUs into threads", o.gpus_per_thread, o.devices);
+  DPS_CHECK(o.gpus_per_thread == 1 || (o.backend == "sim" && o.nodes == 1), ErrorKind::kUsage,
+            "{} GPUs per thread: only the sim backend on one node models a thread that launches on "
+            "several GPUs",
+            o.gpus_per_thread);
   // One machine's GPUs (a server holds up to 16). The simulated machine's cost grows faster than the
   // square of its GPUs: --preset t4 --devices 512 took 39 s for one size, 1024 did not end in a minute,
   // 2147483647 died of a raw "vector::_M_default_append". More GPUs are more nodes (--nodes).
@@ -465,11 +472,12 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     if (on_gpu(o)) header.clock = "measured";
     header.run_json = fmt::format(
         R"({{"command":"bench","collective":"{}","backend":"{}","devices":{},"preset":"{}","algo":"{}",)"
-        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}{}}})",
+        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}{}{}}})",
         api_name(o.collective), o.backend, n, o.preset, to_string(o.algorithm), to_string(o.op),
         o.timing_only, o.min_bytes, o.max_bytes, o.factor,
         o.step_bytes > 0 ? fmt::format(R"(,"step_bytes":{})", o.step_bytes) : std::string(),
         o.cycles > 1 ? fmt::format(R"(,"cycles":{})", o.cycles) : std::string(),
+        o.gpus_per_thread > 1 ? fmt::format(R"(,"gpus_per_thread":{})", o.gpus_per_thread) : std::string(),
         o.only ? fmt::format(R"(,"placement":"{}")", to_string(*o.only)) : std::string());
     if (!on_gpu(o))
       for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
@@ -490,6 +498,9 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
   const RankFunction rank_fn = [&](ProcessGroup& pg) {
     const int rank = pg.rank();
     const Device& device = pg.device();
+    // When this GPU's kernel starts after its thread's first (nccl-tests' -g: threads drive GPUs
+    // rank / g, each launching on its GPUs in order).
+    const int64_t launch_offset_ns = grouped_launch_offset_ns(hardware, rank % o.gpus_per_thread);
     for (size_t row = 0; row < sizes.size(); ++row) {
       device.set_step(static_cast<int64_t>(row));
       const Counts c = counts_for(d, sizes[row], n);
@@ -514,7 +525,7 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
           const int64_t t0 = clock_ns.load();
           if (!on_gpu(o)) {  // measured clocks cannot be moved
             device.wait_until(StreamKind::kComm, t0);
-            device.wait_until(StreamKind::kCompute, t0);
+            device.wait_until(StreamKind::kCompute, t0 + launch_offset_ns);
           }
           sync.arrive_and_wait();  // no rank reads clock_ns after this until the next round
           if (rank == 0) started = std::chrono::steady_clock::now();

@@ -10,8 +10,10 @@
 // (busbw averaged over both groups, as nccl-tests does). --placement runs one group only (a lesson
 // that shows one collective per size); the other prints -.
 // nccl-tests' flags keep their meanings and its -n 20 / -w 5 defaults: -b -e with -f (a factor) or
-// -i (a fixed step), -g, -n, -w, -c, -d (float only), -o, -r, -N (cycles of the sweep), and -a,
-// accepted and said once (a simulated collective has one time, not one per rank). One default
+// -i (a fixed step), -g (GPUs one thread drives, their kernels launched in turn) with -t (threads),
+// -n, -w, -c, -d (float only), -o, -r, -N (cycles of the sweep), and -a, accepted and said once (a
+// simulated collective has one time, not one per rank). --devices N is dpscope's own count: N GPUs,
+// a rank thread each, as DDP runs (nccl-tests' -t N -g 1). One default
 // differs on purpose: without -b/-e the table sweeps 8 B to 128 MiB by x2 (nccl-tests: 32 MiB once).
 // The harness is run_collective_bench() (dpscope_bench/collective_bench.hpp, runtime/bench/). Bad flags exit
 // with code 2.
@@ -26,11 +28,13 @@
 #include <string>
 
 #include "commands.hpp"
+#include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
 #include "dpscope/base/terminal_text.hpp"
 #include "dpscope/comm/env_rendezvous.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
+#include "dpscope/comm/nccl_fidelity.hpp"
 #include "dpscope/comm/network.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope_bench/collective_bench.hpp"
@@ -41,7 +45,10 @@ namespace {
 struct BenchArgs {
   std::string collective;
   std::string backend = "sim";
-  int devices = 4;
+  int devices = 4;          // --devices: GPUs, a rank thread each; with --nodes, GPUs per node
+  int gpus = 1;             // -g: GPUs one thread drives (nccl-tests); with --nodes, GPUs per node
+  int threads = 1;          // -t: threads of -g GPUs each (nccl-tests; one node)
+  bool gpus_given = false;  // -g or -t given: nccl-tests' way of counting GPUs
   int nodes = 1;
   std::string proto;  // empty: the cost model's tuner
   std::string preset = "h100-sxm";
@@ -69,8 +76,24 @@ BenchOptions to_options(const BenchArgs& a) {
   BenchOptions o;
   o.backend = a.backend;  // checked by run_collective_bench before anything runs
   o.collective = parse_bench_collective(a.collective);
-  o.devices = a.devices;
   o.nodes = a.nodes;
+  DPS_CHECK(a.threads >= 1 && a.threads <= 64, ErrorKind::kUsage, "-t must be from 1 to 64 threads, got {}",
+            a.threads);
+  // nccl-tests runs across nodes under mpirun with a process per GPU (`mpirun -np 16 all_reduce_perf
+  // -g 1`, how published multi-node tables are run): -g is then the GPUs of a node, and no thread
+  // drives several of them.
+  DPS_CHECK(a.threads == 1 || a.nodes == 1, ErrorKind::kUsage,
+            "-t {} with --nodes {}: across nodes every GPU is a process of its own (as mpirun -np N runs "
+            "nccl-tests with -g 1); give the GPUs of a node with -g",
+            a.threads, a.nodes);
+  o.devices = a.devices;
+  if (a.gpus_given) {
+    o.devices = a.gpus;
+    if (a.gpus >= 1) o.devices = checked_mul(a.gpus, a.threads, "-t * -g", ErrorKind::kUsage);
+    // One thread launching on its -g GPUs in turn is a host's launch mode, simulated on the sim
+    // backend of one node; real GPUs (cuda, nccl) are driven by a rank thread each, mpi by processes.
+    o.gpus_per_thread = a.backend == "sim" && a.nodes == 1 && a.gpus >= 1 ? a.gpus : 1;
+  }
   if (!a.proto.empty()) o.proto = parse_nccl_proto(a.proto, "--proto");
   o.preset = a.preset;
   o.min_bytes = parse_byte_size(a.min_bytes, "-b");
@@ -114,6 +137,35 @@ BenchOptions to_options(const BenchArgs& a) {
   return o;
 }
 
+// How the GPUs' kernels start, which is most of a small message's time when one thread drives
+// several GPUs (nccl-tests' -g).
+void print_launches(const BenchOptions& o, const HardwarePreset& hw) {
+  if (o.devices * o.nodes < 2) return;
+  if (o.nodes > 1) {
+    fmt::print(
+        "# launches: a process per GPU (as mpirun -np {} runs nccl-tests with -g 1): every GPU's kernel "
+        "starts together\n",
+        o.devices * o.nodes);
+  } else if (o.backend != "sim") {
+    fmt::print("# launches: a rank thread per GPU, each launching its own kernel (nccl-tests -t {} -g 1)\n",
+               o.devices);
+  } else if (o.gpus_per_thread == 1) {
+    fmt::print(
+        "# launches: a rank thread per GPU (nccl-tests -t {} -g 1): every GPU's kernel starts together\n",
+        o.devices);
+  } else {
+    const int threads = o.devices / o.gpus_per_thread;
+    fmt::print(
+        "# launches: {} thread{} of {} GPUs (nccl-tests -t {} -g {}): a thread launches the kernel on its "
+        "GPUs in "
+        "turn, {:g} us apart (the preset's kernel launch latency), so every time includes its last GPU's "
+        "{:g} us late start; --devices {} (-t {} -g 1) gives every GPU a thread of its own\n",
+        threads, threads == 1 ? "" : "s", o.gpus_per_thread, threads, o.gpus_per_thread,
+        static_cast<double>(grouped_launch_offset_ns(hw, 1)) / 1e3,
+        static_cast<double>(grouped_launch_offset_ns(hw, o.gpus_per_thread - 1)) / 1e3, o.devices, o.devices);
+  }
+}
+
 // `average`: nccl-tests' -a when the command line gave it (`average_given`), said once.
 void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_given, int average) {
   const char* env = std::getenv("DPSCOPE_ALGO");
@@ -140,6 +192,7 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
           "# nodes: {} x {} GPUs, {} {:.0f} GB/s per GPU (rail-optimized); timed by NCCL's cost model\n",
           o.nodes, o.devices, printable_line(hw.cluster.nic.kind),
           hw.cluster.nic.bandwidth_bytes_per_s / 1e9);
+    print_launches(o, hw);
   }
   const std::string algo = o.algorithm != Algorithm::kDefault ? to_string(o.algorithm)
                            : from_env                         ? fmt::format("{} (DPSCOPE_ALGO)", env)
@@ -222,7 +275,15 @@ void register_bench(CLI::App& app, Registration registration) {
   cmd->add_option("--backend", args->backend,
                   "sim (simulated GPUs) | cuda (logical GPUs, our schedules) | nccl | mpi (under mpirun)")
       ->capture_default_str();
-  cmd->add_option("--devices,-g", args->devices, "number of (simulated) GPUs, one rank each")
+  cmd->add_option("--devices", args->devices,
+                  "number of (simulated) GPUs, a rank thread each, as DDP's process per GPU (nccl-tests' "
+                  "-t N -g 1); with --nodes, GPUs per node")
+      ->capture_default_str();
+  cmd->add_option("-g,--ngpus", args->gpus,
+                  "nccl-tests' -g: GPUs one thread drives, a rank each, their kernels launched in turn "
+                  "(not with --devices); with --nodes, GPUs per node")
+      ->capture_default_str();
+  cmd->add_option("-t,--nthreads", args->threads, "nccl-tests' -t: threads of -g GPUs each (one node)")
       ->capture_default_str();
   cmd->add_option("--nodes", args->nodes,
                   "nodes of --devices GPUs joined by the preset's [cluster] network (timing-only)")
@@ -268,6 +329,11 @@ void register_bench(CLI::App& app, Registration registration) {
               "--timeout must be a number of seconds from 0.001 to 86400, got 0");
     DPS_CHECK(cmd->count("-f") == 0 || cmd->count("-i") == 0, ErrorKind::kUsage,
               "-f and -i both given: sizes grow by a factor (-f) or by a fixed step (-i), not both");
+    args->gpus_given = cmd->count("-g") > 0 || cmd->count("-t") > 0;
+    DPS_CHECK(!args->gpus_given || cmd->count("--devices") == 0, ErrorKind::kUsage,
+              "--devices and {} both given: --devices N gives every GPU a thread of its own; -t threads "
+              "of -g GPUs count them nccl-tests' way",
+              cmd->count("-g") > 0 ? "-g" : "-t");
     BenchOptions options = to_options(*args);
     if (cmd->count("--algo") == 0) options.algorithm = Algorithm::kDefault;  // DPSCOPE_ALGO or auto
     validate_bench_options(options);

@@ -15,6 +15,7 @@
 #include "dpscope/comm/analytic_collectives.hpp"
 #include "dpscope/comm/mpi_backend.hpp"
 #include "dpscope/comm/nccl_cost_model.hpp"
+#include "dpscope/comm/nccl_fidelity.hpp"
 #include "dpscope/core/preset.hpp"
 #include "dpscope_bench/collective_bench.hpp"
 #include "support/temp_files.hpp"
@@ -162,6 +163,54 @@ TEST(BenchCli, NaivePaysALaunchAndAHopPerRoundLikeNcclPointToPoint) {
   EXPECT_GE(naive, 2 * nccl_round_latency_ns(h100x8) / 1e3) << "two rounds, each a launch and a hop";
   EXPECT_LT(std::fabs(naive - ring), 0.25 * ring) << "naive " << naive << " us, ring " << ring << " us";
   EXPECT_NEAR(nccl_round_latency_ns(h100x8) / 1e3, 6.6 + 0.6, 1e-9) << "NCCL's ring LL base + one NVLink hop";
+}
+
+// nccl-tests' -g: one thread launches the collective's kernel on its GPUs in turn, so its last GPU
+// starts g - 1 kernel launches after its first. Every published table run so (the fidelity check's
+// gpus_per_thread) is what `bench -g G` prints, size by size; -t T -g 1 starts every GPU together.
+TEST(BenchCli, OneThreadsGpusStartOneLaunchApartAsInTheFidelityTables) {
+  int compared = 0;
+  for (const MeasuredSystem& s :
+       load_measured_systems(std::filesystem::path(DPSCOPE_SOURCE_DIR) / "tests/data/nccl-tests")) {
+    // A command that forces NCCL_ALGO=NVLS is compared with the model forced so; bench has no such flag.
+    if (s.gpus_per_thread < 2 || s.nodes > 1 || s.command.find("NCCL_ALGO=") != std::string::npos) continue;
+    SCOPED_TRACE(s.id);
+    const FidelityResult expected = evaluate_fidelity(s);
+    const Result r =
+        run_bench(fmt::format("{} --preset {} -g {} -b {} -e {} -f 2 --timing-only -n 1 -w 0", api_name(s.op),
+                              s.preset, s.gpus_per_thread, s.rows.front().bytes, s.rows.back().bytes));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(fmt::format("# launches: 1 thread of {} GPUs (nccl-tests -t 1 -g {})",
+                                                s.gpus_per_thread, s.gpus_per_thread)));
+    const auto rows = rows_of(r.output);
+    ASSERT_EQ(rows.size(), expected.rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(std::stoull(rows[i][0]), expected.rows[i].bytes);
+      EXPECT_NEAR(std::stod(rows[i][5]), expected.rows[i].simulated_us, 0.006) << rows[i][0] << " B";
+      EXPECT_EQ(rows[i][14], expected.rows[i].choice) << rows[i][0] << " B";
+    }
+    ++compared;
+  }
+  EXPECT_GE(compared, 3) << "the PCIe, A100 and V100 tables were run with one thread driving every GPU";
+
+  // The same GPUs, a thread each (--devices 8, -t 8 -g 1) or two threads of four: 0 or 3 launches late.
+  const HardwarePreset h100 = find_preset("h100-sxm");
+  const AnalyticCollectives node(h100, 8);
+  const double alone_us = node.estimate({.op = OpType::kAllReduce, .count = 2}).duration_ns / 1e3;
+  for (const auto& [args, late] : {std::pair{"--devices 8", 0}, std::pair{"-t 8 -g 1", 0},
+                                   std::pair{"-t 2 -g 4", 3}, std::pair{"-g 8", 7}}) {
+    const Result r = run_bench(fmt::format("all_reduce {} -b 8 -e 8 --timing-only -n 1 -w 0", args));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto rows = rows_of(r.output);
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0][5], fmt::format("{:.2f}", alone_us + late * h100.launch_latency_ns / 1e3)) << args;
+  }
+  EXPECT_THAT(
+      run_bench("all_reduce -t 8 -g 1 -b 8 -e 8 --timing-only -n 1 -w 0").output,
+      HasSubstr(
+          "# launches: a rank thread per GPU (nccl-tests -t 8 -g 1): every GPU's kernel starts together"));
+  EXPECT_THAT(run_bench("all_reduce -g 8 --nodes 2 -b 8 -e 8 --timing-only").output,
+              HasSubstr("# launches: a process per GPU (as mpirun -np 16 runs nccl-tests with -g 1)"));
 }
 
 // --nodes: nodes of --devices GPUs over the preset's [cluster], timed by the same model as the
@@ -347,6 +396,16 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
         Case{"all_reduce --devices 8 --nodes 2 --timing-only --preset v100-sxm2",
              "--nodes 2: preset v100-sxm2 describes one machine (it has no [cluster] table)"},
         Case{"all_reduce --nodes 0", "--nodes must be from 1 to 65536, got 0"},
+        Case{"all_reduce -t 0", "-t must be from 1 to 64 threads, got 0"},
+        Case{"all_reduce -t 2 -g 8", "--devices 16: a node of preset h100-sxm holds 8 GPUs"},
+        Case{"all_reduce -t 2 -g 4 --nodes 2 --timing-only",
+             "-t 2 with --nodes 2: across nodes every GPU is a process of its own (as mpirun -np N runs "
+             "nccl-tests with -g 1); give the GPUs of a node with -g"},
+        Case{"all_reduce -t 64 -g 2147483647", "-t * -g: 2147483647 * 64 overflows"},
+        Case{"all_reduce --devices 4 -g 2",
+             "--devices and -g both given: --devices N gives every GPU a thread of its own; -t threads of -g "
+             "GPUs count them nccl-tests' way"},
+        Case{"all_reduce --devices 4 -t 2", "--devices and -t both given"},
         Case{"all_reduce --proto fast", "--proto 'fast': expected LL, LL128 or Simple"},
         Case{"all_reduce --devices 4 --preset t4 --proto LL128 --timing-only",
              "LL128 is not available for all_reduce on this fabric (4 GPUs, 1 node, PCIe)"},

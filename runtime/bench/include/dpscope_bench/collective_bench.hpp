@@ -51,7 +51,14 @@ struct BenchOptions {
   OpType collective = OpType::kAllReduce;  // all_reduce, all_gather, reduce_scatter, broadcast, reduce,
                                            // alltoall
   std::string backend = "sim";             // sim, cuda (logical GPUs), nccl (one rank per GPU), mpi
-  int devices = 4;                         // GPUs per node (nccl-tests' -g)
+  int devices = 4;                         // GPUs per node (nccl-tests' threads -t x GPUs each -g)
+  // GPUs one host thread drives (nccl-tests' -g). That thread launches the collective's kernel on
+  // its GPUs one after another inside a group, so on the sim backend the k-th GPU of a thread starts
+  // k of the preset's kernel launches after the first (comm/nccl_fidelity.hpp,
+  // grouped_launch_offset_ns) and every time includes that wait. 1: every GPU has a thread (or
+  // process) of its own and they start together, as on real GPUs (cuda, nccl: a rank thread per
+  // GPU), under mpirun and across nodes.
+  int gpus_per_thread = 1;
   // Nodes of `devices` GPUs joined by the preset's [cluster] network; > 1 is timed by the cost model
   // alone (timing-only: NCCL's collectives across nodes, comm/nccl_cost_model.hpp).
   int nodes = 1;

@@ -76,6 +76,13 @@ FidelitySize fidelity_size(OpType op, uint64_t bytes, int ranks);
 // The preset the system runs on: the named preset with the table's NIC figures.
 HardwarePreset fidelity_preset(const MeasuredSystem& s);
 
+// How long after its thread's first GPU the GPU at `index_in_thread` starts a collective when one
+// host thread drives several GPUs (nccl-tests' -g): the thread launches the collective's kernel on
+// each of its GPUs in turn inside one group, one `preset.launch_latency_ns` apart. The fidelity
+// check adds it for the thread's last GPU (gpus_per_thread - 1); `dpscope bench` waits each
+// simulated GPU by its own index.
+int64_t grouped_launch_offset_ns(const HardwarePreset& preset, int index_in_thread);
+
 struct FidelityRow {
   uint64_t bytes = 0;
   double measured_us = 0.0;

@@ -283,6 +283,12 @@ HardwarePreset fidelity_preset(const MeasuredSystem& s) {
   return p;
 }
 
+int64_t grouped_launch_offset_ns(const HardwarePreset& preset, int index_in_thread) {
+  DPS_CHECK(index_in_thread >= 0, ErrorKind::kInvalidArgument, "grouped_launch_offset_ns: index {}",
+            index_in_thread);
+  return static_cast<int64_t>(std::llround(index_in_thread * preset.launch_latency_ns));
+}
+
 FidelityResult evaluate_fidelity(const MeasuredSystem& s) {
   const HardwarePreset preset = fidelity_preset(s);
   const int n = s.gpus_per_node * s.nodes;
@@ -293,7 +299,7 @@ FidelityResult evaluate_fidelity(const MeasuredSystem& s) {
   r.system = s;
   std::vector<double> errors;
   const double factor = bus_bandwidth_factor(s.op, n);
-  const double launch_us = (s.gpus_per_thread - 1) * preset.launch_latency_ns / 1e3;
+  const double launch_us = static_cast<double>(grouped_launch_offset_ns(preset, s.gpus_per_thread - 1)) / 1e3;
   // A command that forces NCCL_ALGO is compared with the cost model forced so (the timing-only
   // backend takes no NVLS choice; it runs the model's own choice).
   const std::optional<NcclAlgo> algo = forced_algo(s);

@@ -376,7 +376,7 @@ NcclFabric nvls_fabric(const MeasuredSystem& s, double latency_us) {
 
 // The serial launches of a table's `-g` run, as evaluate_fidelity() adds them, in us.
 double launches_us(const MeasuredSystem& s) {
-  return (s.gpus_per_thread - 1) * fidelity_preset(s).launch_latency_ns / 1e3;
+  return static_cast<double>(grouped_launch_offset_ns(fidelity_preset(s), s.gpus_per_thread - 1)) / 1e3;
 }
 
 NvlsAsRunErrors nvls_as_run_errors(const FidelityResult& r, double latency_us) {
@@ -502,9 +502,9 @@ std::string system_section(const FidelityResult& r) {
     const double launch_ns = fidelity_preset(s).launch_latency_ns;
     md += fmt::format(
         "- Launch: one thread drives {} GPUs (nccl-tests `-g {}`), so {:g} us, {} x the preset's kernel "
-        "launch latency of {:g} us, are added to every simulated time\n",
+        "launch latency of {:g} us, are added to every simulated time, as `dpscope bench -g {}` adds them\n",
         s.gpus_per_thread, s.gpus_per_thread, (s.gpus_per_thread - 1) * launch_ns / 1e3,
-        s.gpus_per_thread - 1, launch_ns / 1e3);
+        s.gpus_per_thread - 1, launch_ns / 1e3, s.gpus_per_thread);
   }
   if (const std::optional<NcclAlgo> algo = forced_algo(s))
     md += fmt::format(
@@ -546,7 +546,9 @@ std::string fidelity_markdown(const std::vector<FidelityResult>& results,
       "(`all_reduce_perf`, `all_gather_perf`, `broadcast_perf`, ...) of real "
       "systems: for each size, the measured time and the timing-only backend's time (`AnalyticCollectives`, "
       "what `dpscope train --timing-only` and `dpscope bench --nodes` use; on one node the same time as "
-      "`dpscope bench COLLECTIVE --timing-only`) on the system's preset, and the "
+      "`dpscope bench COLLECTIVE --timing-only` with the table's own nccl-tests `-g`) on the system's "
+      "preset, "
+      "and the "
       "error of the simulated bus bandwidth, |simulated / measured - 1|. Bus bandwidths are recomputed from "
       "size "
       "and time (nccl-tests prints 0.00 for the small ones) with nccl-tests' factor of the table's "
