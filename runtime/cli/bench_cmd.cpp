@@ -88,11 +88,17 @@ BenchOptions to_options(const BenchArgs& a) {
             a.threads, a.nodes);
   o.devices = a.devices;
   if (a.gpus_given) {
-    o.devices = a.gpus;
-    if (a.gpus >= 1) o.devices = checked_mul(a.gpus, a.threads, "-t * -g", ErrorKind::kUsage);
+    DPS_CHECK(a.gpus >= 1, ErrorKind::kUsage, "-g must be at least 1 GPU, got {}", a.gpus);
+    o.devices = checked_mul(a.gpus, a.threads, "-t * -g", ErrorKind::kUsage);
     // One thread launching on its -g GPUs in turn is a host's launch mode, simulated on the sim
     // backend of one node; real GPUs (cuda, nccl) are driven by a rank thread each, mpi by processes.
-    o.gpus_per_thread = a.backend == "sim" && a.nodes == 1 && a.gpus >= 1 ? a.gpus : 1;
+    o.gpus_per_thread = a.backend == "sim" && a.nodes == 1 ? a.gpus : 1;
+    // Said in the flags given (validate_bench_options names --devices, which -t x -g amounts to).
+    const int per_node = find_preset(a.preset).cluster.gpus_per_node;
+    DPS_CHECK(per_node == 0 || o.devices <= per_node, ErrorKind::kUsage,
+              "-t {} -g {}: {} GPUs, but a node of preset {} holds {}; across nodes use -g {} --nodes {}",
+              a.threads, a.gpus, o.devices, a.preset, per_node, per_node,
+              (int64_t{o.devices} + per_node - 1) / per_node);
   }
   if (!a.proto.empty()) o.proto = parse_nccl_proto(a.proto, "--proto");
   o.preset = a.preset;

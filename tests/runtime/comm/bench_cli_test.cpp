@@ -397,7 +397,9 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
              "--nodes 2: preset v100-sxm2 describes one machine (it has no [cluster] table)"},
         Case{"all_reduce --nodes 0", "--nodes must be from 1 to 65536, got 0"},
         Case{"all_reduce -t 0", "-t must be from 1 to 64 threads, got 0"},
-        Case{"all_reduce -t 2 -g 8", "--devices 16: a node of preset h100-sxm holds 8 GPUs"},
+        Case{"all_reduce -t 2 -g 8",
+             "-t 2 -g 8: 16 GPUs, but a node of preset h100-sxm holds 8; across nodes use -g 8 --nodes 2"},
+        Case{"all_reduce -g 0", "-g must be at least 1 GPU, got 0"},
         Case{"all_reduce -t 2 -g 4 --nodes 2 --timing-only",
              "-t 2 with --nodes 2: across nodes every GPU is a process of its own (as mpirun -np N runs "
              "nccl-tests with -g 1); give the GPUs of a node with -g"},
