@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "dpscope/base/checked.hpp"
@@ -70,6 +71,37 @@ struct BenchArgs {
   std::string placement = "both";  // --placement
   std::string trace;
   double timeout_s = 0.0;  // 0: not given
+  // nccl-tests' flags of how its host drives the GPUs, which a simulated collective has no part
+  // for: accepted, so its command lines run as they are, and said once each (kHostFlags).
+  int agg_iters = 1;       // -m
+  int parallel_init = 0;   // -p
+  int blocking = 0;        // -z
+  int stream_null = 0;     // -y
+  int cudagraph = 0;       // -G
+  int report_cputime = 0;  // -C
+};
+
+// nccl-tests' host flags (BenchArgs): its short and long names, the smallest value it takes, and
+// what a simulated run makes of it.
+struct HostFlag {
+  const char* flag;
+  const char* name;
+  int BenchArgs::*value;
+  int min;
+  const char* note;
+};
+constexpr HostFlag kHostFlags[] = {
+    {"-m", "--agg_iters", &BenchArgs::agg_iters, 1,
+     "each collective is timed alone, as with -m 1 (NCCL would run that many in one launch)"},
+    {"-p", "--parallel_init", &BenchArgs::parallel_init, 0, "accepted; setting up the ranks is not timed"},
+    {"-z", "--blocking", &BenchArgs::blocking, 0,
+     "accepted; each collective is waited for before the next either way"},
+    {"-y", "--stream_null", &BenchArgs::stream_null, 0,
+     "accepted; every GPU runs its collectives on its comm stream"},
+    {"-G", "--cudagraph", &BenchArgs::cudagraph, 0,
+     "accepted; no CUDA graph is captured: every collective is launched on its own"},
+    {"-C", "--report_cputime", &BenchArgs::report_cputime, 0,
+     "accepted; the time columns are the collectives' own time (the wall column is this host's)"},
 };
 
 BenchOptions to_options(const BenchArgs& a) {
@@ -173,7 +205,8 @@ void print_launches(const BenchOptions& o, const HardwarePreset& hw) {
 }
 
 // `average`: nccl-tests' -a when the command line gave it (`average_given`), said once.
-void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_given, int average) {
+void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_given, int average,
+                  const std::vector<std::string>& host_notes) {
   const char* env = std::getenv("DPSCOPE_ALGO");
   const bool from_env = o.algorithm == Algorithm::kDefault && env != nullptr && *env != '\0';
   if (o.backend == "mpi") {
@@ -218,6 +251,7 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
                    ? "each time is the slowest rank's (nccl-tests' -a 3), whatever -a asks"
                    : "each time is the whole collective's, from the earliest rank's start to the latest "
                      "rank's end: one number, whatever -a asks");
+  for (const std::string& note : host_notes) fmt::print("# {}\n", note);
   for (const Placement placement : {Placement::kOutOfPlace, Placement::kInPlace})
     if (o.only && *o.only != placement)
       fmt::print("# {}: not run (--placement {}); its columns print -\n", to_string(placement),
@@ -324,7 +358,10 @@ void register_bench(CLI::App& app, Registration registration) {
       ->capture_default_str();
   cmd->add_flag("--timing-only", args->timing_only, "no data: time and trace only (any size, any GPU count)");
   cmd->add_option("--trace", args->trace, "write a dpscope trace (JSON Lines)");
-  cmd->add_option("--timeout", args->timeout_s,
+  for (const HostFlag& f : kHostFlags)
+    cmd->add_option(fmt::format("{},{}", f.flag, f.name), (*args).*f.value,
+                    fmt::format("nccl-tests' {}: {}", f.flag, f.note));
+  cmd->add_option("-T,--timeout", args->timeout_s,
                   "seconds a collective may wait for the other ranks before failing (default 600; mpi 1800)");
   if (registration == Registration::kParseOnly) {
     cmd->callback([args] {});  // keeps what the options write into alive
@@ -358,7 +395,14 @@ void register_bench(CLI::App& app, Registration registration) {
     const HardwarePreset hw = find_preset(options.preset);
     // --backend mpi: every process is a rank; rank 0 prints the table.
     const bool speaks = options.backend != "mpi" || mpi::launch_from_environment()->rank == 0;
-    if (speaks) print_header(options, hw, cmd->count("-a") > 0, args->average);
+    std::vector<std::string> host_notes;
+    for (const HostFlag& f : kHostFlags) {
+      if (cmd->count(f.flag) == 0) continue;
+      const int value = (*args).*f.value;
+      DPS_CHECK(value >= f.min, ErrorKind::kUsage, "{} must be at least {}, got {}", f.flag, f.min, value);
+      host_notes.push_back(fmt::format("{} {}: {}", f.flag, value, f.note));
+    }
+    if (speaks) print_header(options, hw, cmd->count("-a") > 0, args->average, host_notes);
     std::fflush(stdout);
     double busbw_sum = 0.0;
     int64_t columns = 0, wrong = 0;

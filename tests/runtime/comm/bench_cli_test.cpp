@@ -24,6 +24,7 @@ namespace dpscope {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Result {
   int exit_code = -1;
@@ -213,6 +214,27 @@ TEST(BenchCli, OneThreadsGpusStartOneLaunchApartAsInTheFidelityTables) {
               HasSubstr("# launches: a process per GPU (as mpirun -np 16 runs nccl-tests with -g 1)"));
 }
 
+// nccl-tests' flags of how its host drives the GPUs run as they are, each said once; -T is its
+// timeout, --timeout's short name.
+TEST(BenchCli, NcclTestsHostFlagsAreAcceptedAndSaidOnce) {
+  const Result r = run_bench("all_reduce -b 8 -e 64 -f 8 -g 2 -m 4 -p 1 -z 1 -y 0 -G 2 -C 1 -T 30 -n 1 -w 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* note :
+       {"# -m 4: each collective is timed alone, as with -m 1 (NCCL would run that many in one launch)\n",
+        "# -p 1: accepted; setting up the ranks is not timed\n",
+        "# -z 1: accepted; each collective is waited for before the next either way\n",
+        "# -y 0: accepted; every GPU runs its collectives on its comm stream\n",
+        "# -G 2: accepted; no CUDA graph is captured: every collective is launched on its own\n",
+        "# -C 1: accepted; the time columns are the collectives' own time (the wall column is this "
+        "host's)\n"}) {
+    const size_t at = r.output.find(note);
+    EXPECT_NE(at, std::string::npos) << note;
+    EXPECT_EQ(r.output.find(note, at + 1), std::string::npos) << "said twice: " << note;
+  }
+  EXPECT_EQ(rows_of(r.output).size(), 2u);
+  EXPECT_THAT(run_bench("all_reduce -b 8 -e 8 -n 1 -w 0").output, Not(HasSubstr("# -m")));
+}
+
 // --nodes: nodes of --devices GPUs over the preset's [cluster], timed by the same model as the
 // analytic timing-only backend.
 TEST(BenchCli, NodesRunTheClusterThroughTheCostModel) {
@@ -400,6 +422,8 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
         Case{"all_reduce -t 2 -g 8",
              "-t 2 -g 8: 16 GPUs, but a node of preset h100-sxm holds 8; across nodes use -g 8 --nodes 2"},
         Case{"all_reduce -g 0", "-g must be at least 1 GPU, got 0"},
+        Case{"all_reduce -m 0", "-m must be at least 1, got 0"},
+        Case{"all_reduce -G -1", "-G must be at least 0, got -1"},
         Case{"all_reduce -t 2 -g 4 --nodes 2 --timing-only",
              "-t 2 with --nodes 2: across nodes every GPU is a process of its own (as mpirun -np N runs "
              "nccl-tests with -g 1); give the GPUs of a node with -g"},
