@@ -341,7 +341,7 @@ TEST(BenchCli, TheAllToAllNumbersInDocsCollectivesAreTodaysRuns) {
   ASSERT_EQ(four.exit_code, 0) << four.output;
   const auto across = rows_of(four.output);
   ASSERT_EQ(across.size(), 4u);
-  EXPECT_THAT(doc, HasSubstr(fmt::format("8 KiB {} µs (24 network", across[0][5])));
+  EXPECT_THAT(doc, HasSubstr(fmt::format("8 KiB {} µs (3 network messages", across[0][5])));
   EXPECT_THAT(doc, HasSubstr(fmt::format("256 MiB {} µs (busbw {} GB/s)", across[3][5], across[3][7])));
 }
 

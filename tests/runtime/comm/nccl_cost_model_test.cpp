@@ -301,14 +301,23 @@ TEST(NcclCostModel, AllToAllIsPointToPointBoundByNvlinkInANodeAndByTheRailAcross
   const double wire_us = 7.0 * (bytes / 8.0) / (one.intra_bytes_per_s / 1e6);
   EXPECT_EQ(p.time_ns, std::llround((8.4 + 7 * 3.4 + wire_us) * 1e3));
 
+  // Across 4 nodes, PXN: a block for a remote GPU crosses NVLink to the GPU on its rail, whose NIC
+  // sends the 8 local GPUs' blocks for it as one message: 3 network messages (one per remote node)
+  // where each of the 24 remote peers would be one, one more NVLink hop, and 7 x 4 blocks over NVLink.
   const NcclFabric four = fabric("h100-sxm", 32, 4);
   const NcclPrediction q = predict_nccl(four, OpType::kAllToAll, bytes);
   const double block = bytes / 32.0;
-  const double latency = 8.4 + 7 * 3.4 + 24 * (14.0 + 2 * four.net_extra_latency_us);
+  const double latency = 8.4 + 8 * 3.4 + 3 * (14.0 + 2 * four.net_extra_latency_us);
   EXPECT_NEAR(q.latency_us, latency, 1e-9);
   const double net_us = 24 * block / (four.nic_bytes_per_s / 1e6);
-  ASSERT_GT(net_us, 7 * block / (four.intra_bytes_per_s / 1e6)) << "the rail is the bound across nodes";
+  ASSERT_GT(net_us, 7 * 4 * block / (four.intra_bytes_per_s / 1e6)) << "the rail is the bound across nodes";
   EXPECT_EQ(q.time_ns, std::llround((latency + net_us) * 1e3));
+  // Without NVLink between a node's GPUs NCCL has no PXN: each of the 24 remote peers is a message.
+  NcclFabric pcie = four;
+  pcie.intra = LinkClass::kPcie;
+  const NcclPrediction direct = predict_nccl(pcie, OpType::kAllToAll, bytes);
+  EXPECT_GE(direct.latency_us - q.latency_us, 21 * 14.0 - 3.4)
+      << "21 more network messages, one NVLink hop fewer";
 
   const testing::Outcome ring =
       testing::error_of([&] { predict_nccl(one, OpType::kAllToAll, bytes, {.algo = NcclAlgo::kRing}); });

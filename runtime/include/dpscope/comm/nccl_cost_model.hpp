@@ -37,12 +37,21 @@
 // (like NCCL_ALGO / NCCL_PROTO).
 //
 // all_to_all is NCCL point-to-point (algo kP2p, always the Simple protocol here): each rank sends
-// bytes/n to each of its n-1 peers and receives as much. On g GPUs per node, (g-1) blocks leave
-// over the GPU's NVLink and (n-g) over its NIC rail, concurrently, so
-//   time = base(ring, Simple) + (g-1) x hop(intra, Simple) + (n-g) x hop(network, Simple)
-//        + max((g-1) x bytes/n / B_intra, (n-g) x bytes/n / B_nic)
-// (one hop latency per peer, paid in turn: an upper bound; B_intra, B_nic as above). Not fitted to
-// any measurement and not yet in docs/fidelity.md.
+// bytes/n to each of its n-1 peers and receives as much. On one node of g GPUs the g-1 blocks
+// leave over the GPU's NVLink (or PCIe):
+//   time = base(ring, Simple) + (g-1) x hop(intra, Simple) + (g-1) x bytes/n / B_intra.
+// Across N nodes of NVLink-joined GPUs with a NIC each, NCCL uses PXN (NCCL_P2P_PXN_LEVEL, default
+// 2, "use PXN as much as possible to maximize aggregation", src/graph/search.cc): a block for a
+// remote GPU first crosses NVLink to the local GPU on that GPU's rail, whose NIC sends it, and the
+// blocks of all local GPUs for one remote GPU go as one message. The NICs carry the same (n-g)
+// blocks on rail-aligned paths, NVLink carries (g-1) x N (the local peers' and the relayed ones),
+// and each NIC sends N-1 messages, one per remote node:
+//   time = base + g x hop(intra) + (N-1) x hop(network)
+//        + max((g-1) N x bytes/n / B_intra, (n-g) x bytes/n / B_nic);
+// without NVLink (no PXN) every remote peer is a message of its own: (g-1) x hop(intra) +
+// (n-g) x hop(network), (g-1) blocks over the intra link. One hop latency per message, paid in
+// turn: an upper bound; B_intra, B_nic as above. Not fitted to any measurement and not yet in
+// docs/fidelity.md.
 //
 // Thread semantics: pure functions of their arguments.
 #pragma once

@@ -183,14 +183,19 @@ NcclPrediction all_to_all_p2p(const NcclFabric& f, uint64_t bytes) {
   const int g = f.gpus_per_node();
   const int intra_hw = f.intra == LinkClass::kNvlink ? kHwNvlink : kHwPcie;
   const double block = static_cast<double>(bytes) / n;
-  const double intra_us = (g - 1) * block / (f.intra_bytes_per_s / 1e6);
+  // PXN across nodes of NVLink-joined GPUs (the header): the relayed blocks cross NVLink too, and
+  // each NIC sends one message per remote node.
+  const bool pxn = f.nodes > 1 && g > 1 && f.intra == LinkClass::kNvlink;
+  const double intra_blocks = pxn ? static_cast<double>(g - 1) * f.nodes : g - 1;
+  const double intra_us = intra_blocks * block / (f.intra_bytes_per_s / 1e6);
   const double net_us = n > g ? (n - g) * block / (f.nic_bytes_per_s / 1e6) : 0.0;
+  const int net_messages = pxn ? f.nodes - 1 : n - g;
   NcclPrediction r;
   r.algo = NcclAlgo::kP2p;
   r.proto = NcclProto::kSimple;
   r.channels = 1;
-  r.latency_us = kBaseLatency[ring][simple] + (g - 1) * kHopLatency[intra_hw][ring][simple] +
-                 (n - g) * (kHopLatency[kHwNet][ring][simple] + 2.0 * f.net_extra_latency_us);
+  r.latency_us = kBaseLatency[ring][simple] + (g - 1 + (pxn ? 1 : 0)) * kHopLatency[intra_hw][ring][simple] +
+                 net_messages * (kHopLatency[kHwNet][ring][simple] + 2.0 * f.net_extra_latency_us);
   const double wire_us = std::max(intra_us, net_us);
   r.algbw_gbps = wire_us > 0 ? static_cast<double>(bytes) / (wire_us * 1e3) : 0.0;
   r.time_ns = std::llround((r.latency_us + wire_us) * 1e3);
