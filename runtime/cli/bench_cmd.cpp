@@ -194,10 +194,9 @@ void print_launches(const BenchOptions& o, const HardwarePreset& hw) {
   } else {
     const int threads = o.devices / o.gpus_per_thread;
     fmt::print(
-        "# launches: {} thread{} of {} GPUs (nccl-tests -t {} -g {}): a thread launches the kernel on its "
-        "GPUs in "
-        "turn, {:g} us apart (the preset's kernel launch latency), so every time includes its last GPU's "
-        "{:g} us late start; --devices {} (-t {} -g 1) gives every GPU a thread of its own\n",
+        "# launches: {} thread{} of {} GPUs (nccl-tests -t {} -g {}): a thread launches the kernel on "
+        "its GPUs in turn, {:g} us apart (the preset's kernel launch latency), so every time includes "
+        "its last GPU's {:g} us late start; --devices {} (-t {} -g 1) gives every GPU a thread of its own\n",
         threads, threads == 1 ? "" : "s", o.gpus_per_thread, threads, o.gpus_per_thread,
         static_cast<double>(grouped_launch_offset_ns(hw, 1)) / 1e3,
         static_cast<double>(grouped_launch_offset_ns(hw, o.gpus_per_thread - 1)) / 1e3, o.devices, o.devices);
@@ -326,7 +325,7 @@ void register_bench(CLI::App& app, Registration registration) {
   cmd->add_option("-t,--nthreads", args->threads, "nccl-tests' -t: threads of -g GPUs each (one node)")
       ->capture_default_str();
   cmd->add_option("--nodes", args->nodes,
-                  "nodes of --devices GPUs joined by the preset's [cluster] network (timing-only)")
+                  "nodes of --devices (or -g) GPUs joined by the preset's [cluster] network (timing-only)")
       ->capture_default_str();
   cmd->add_option("--proto", args->proto,
                   "NCCL protocol: LL, LL128 or Simple (default: the cost model's tuner)");
