@@ -226,6 +226,18 @@ void validate_bench_options(const BenchOptions& o) {
                 "--nodes {}: --trace is not written across nodes (the cost model has no per-rank events)",
                 o.nodes);
     }
+    if (o.nccl_algo) {
+      DPS_CHECK(o.backend == "sim" && o.collective == OpType::kAllReduce, ErrorKind::kUsage,
+                "--algo {}: NVLink SHARP is a simulated all_reduce's algorithm (--backend sim, all_reduce)",
+                to_string(*o.nccl_algo));
+      // A preset without NVLS says so here, in predict_nccl's words, before anything runs.
+      const int n = o.devices * o.nodes;
+      if (const std::optional<NcclFabric> fabric = nccl_fabric(hw, n, o.nodes); fabric && n > 1)
+        predict_nccl(*fabric, OpType::kAllReduce, 1u << 20, {.algo = o.nccl_algo, .proto = o.proto});
+      else
+        throw Error(ErrorKind::kUsage, fmt::format("--algo {}: preset {} on {} GPU{} has no NVLS",
+                                                   to_string(*o.nccl_algo), o.preset, n, n == 1 ? "" : "s"));
+    }
     DPS_CHECK(!o.proto || (o.backend == "sim" && hw.nccl.present), ErrorKind::kUsage,
               "--proto {}: only the sim backend on a preset with an [nccl] table models NCCL's protocols",
               o.proto ? to_string(*o.proto) : "");
@@ -416,7 +428,9 @@ std::string model_choice(const BenchOptions& o, const HardwarePreset& hw, uint64
   const std::optional<NcclFabric> fabric = nccl_fabric(hw, n, o.nodes);
   const Algorithm algorithm = effective_algorithm(o);  // --algo, else DPSCOPE_ALGO, as the sim world
   if (!fabric || n < 2 || algorithm == Algorithm::kNaive) return "";
-  return predict_nccl(*fabric, o.collective, bytes, nccl_choice(o.collective, algorithm, o.proto)).label();
+  NcclChoice choice = nccl_choice(o.collective, algorithm, o.proto);
+  if (o.nccl_algo) choice.algo = o.nccl_algo;
+  return predict_nccl(*fabric, o.collective, bytes, choice).label();
 }
 
 // --nodes > 1: every size timed by NCCL's cost model over the preset's cluster (as the analytic
@@ -426,7 +440,8 @@ std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePres
   const int n = o.devices * o.nodes;
   const NcclFabric fabric = *nccl_fabric(hw, n, o.nodes);
   const Algorithm algorithm = effective_algorithm(o);
-  const NcclChoice choice = nccl_choice(o.collective, algorithm, o.proto);
+  NcclChoice choice = nccl_choice(o.collective, algorithm, o.proto);
+  if (o.nccl_algo) choice.algo = o.nccl_algo;
   DPS_CHECK(algorithm != Algorithm::kNaive, ErrorKind::kUsage,
             "--algo naive is not modelled across nodes: use ring, tree or auto");
   const CollectiveDescriptor& d = descriptor(o.collective);
@@ -463,6 +478,7 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
                                 .timeout = o.timeout.count() > 0 ? o.timeout : Milliseconds(10 * 60 * 1000)};
   if (o.algorithm != Algorithm::kDefault) world_options.algorithm = o.algorithm;
   world_options.proto = o.proto;
+  world_options.nccl_algo = o.nccl_algo;
   const HardwarePreset hardware = find_preset(o.preset);
   world_options.hardware = hardware;
   std::unique_ptr<TraceRecorder> recorder;
@@ -472,12 +488,13 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     if (on_gpu(o)) header.clock = "measured";
     header.run_json = fmt::format(
         R"({{"command":"bench","collective":"{}","backend":"{}","devices":{},"preset":"{}","algo":"{}",)"
-        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}{}{}}})",
+        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}{}{}{}}})",
         api_name(o.collective), o.backend, n, o.preset, to_string(o.algorithm), to_string(o.op),
         o.timing_only, o.min_bytes, o.max_bytes, o.factor,
         o.step_bytes > 0 ? fmt::format(R"(,"step_bytes":{})", o.step_bytes) : std::string(),
         o.cycles > 1 ? fmt::format(R"(,"cycles":{})", o.cycles) : std::string(),
         o.gpus_per_thread > 1 ? fmt::format(R"(,"gpus_per_thread":{})", o.gpus_per_thread) : std::string(),
+        o.nccl_algo ? fmt::format(R"(,"nccl_algo":"{}")", to_string(*o.nccl_algo)) : std::string(),
         o.only ? fmt::format(R"(,"placement":"{}")", to_string(*o.only)) : std::string());
     if (!on_gpu(o))
       for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));

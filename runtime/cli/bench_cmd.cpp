@@ -19,6 +19,8 @@
 // with code 2.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.hpp"
@@ -104,6 +107,13 @@ constexpr HostFlag kHostFlags[] = {
      "accepted; the time columns are the collectives' own time (the wall column is this host's)"},
 };
 
+// Whether --algo names NVLS (case-insensitive, as the other algorithms' names).
+bool names_nvls(std::string_view text) {
+  constexpr std::string_view kNvls = "nvls";
+  return std::equal(text.begin(), text.end(), kNvls.begin(), kNvls.end(),
+                    [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
+}
+
 BenchOptions to_options(const BenchArgs& a) {
   BenchOptions o;
   o.backend = a.backend;  // checked by run_collective_bench before anything runs
@@ -150,7 +160,14 @@ BenchOptions to_options(const BenchArgs& a) {
   DPS_CHECK(a.average >= 0 && a.average <= 3, ErrorKind::kUsage,
             "-a must be 0 (rank 0), 1 (average), 2 (min) or 3 (max), got {}", a.average);
   try {
-    o.algorithm = parse_algorithm(a.algo, "--algo");
+    // NCCL_ALGO=NVLS: NVLink SHARP times the all-reduce; no schedule of ours is that algorithm, so
+    // the data moves by the ring or tree one auto picks.
+    if (names_nvls(a.algo)) {
+      o.nccl_algo = NcclAlgo::kNvls;
+      o.algorithm = Algorithm::kAuto;
+    } else {
+      o.algorithm = parse_algorithm(a.algo, "--algo");
+    }
     o.op = parse_reduce_op(a.op);
   } catch (const Error& e) {
     throw Error(ErrorKind::kUsage, e.what());
@@ -232,9 +249,11 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
           hw.cluster.nic.bandwidth_bytes_per_s / 1e9);
     print_launches(o, hw);
   }
-  const std::string algo = o.algorithm != Algorithm::kDefault ? to_string(o.algorithm)
-                           : from_env                         ? fmt::format("{} (DPSCOPE_ALGO)", env)
-                                                              : std::string("auto");
+  const std::string algo = o.nccl_algo ? "nvls (NCCL_ALGO=NVLS: NVLink SHARP's time; the data moves by the "
+                                         "ring or tree schedule auto picks)"
+                           : o.algorithm != Algorithm::kDefault ? to_string(o.algorithm)
+                           : from_env                           ? fmt::format("{} (DPSCOPE_ALGO)", env)
+                                                                : std::string("auto");
   fmt::print(
       "# algorithm: {}, slices: {}, data: {}, iterations: {} (+{} warm-up)\n", printable_line(algo),
       o.slices == 0 ? std::string("by size") : std::to_string(o.slices),
@@ -338,7 +357,9 @@ void register_bench(CLI::App& app, Registration registration) {
                   "add this many bytes between rows instead (not with -f)");
   cmd->add_option("-N,--run_cycles", args->cycles, "run the whole sweep this many times, every row printed")
       ->capture_default_str();
-  cmd->add_option("--algo", args->algo, "ring, tree, naive or auto (DPSCOPE_ALGO when not given)");
+  cmd->add_option(
+      "--algo", args->algo,
+      "ring, tree, naive, auto (DPSCOPE_ALGO when not given) or nvls (all_reduce: NCCL_ALGO=NVLS)");
   cmd->add_option("-o,--op", args->op, "reduce op: sum, avg, prod, min, max")->capture_default_str();
   cmd->add_option("-r,--root", args->root, "root rank of broadcast/reduce")->capture_default_str();
   cmd->add_option("--slices", args->slices, "pipeline slices per chunk (0: by size, 1: not pipelined)")

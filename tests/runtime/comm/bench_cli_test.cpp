@@ -168,18 +168,22 @@ TEST(BenchCli, NaivePaysALaunchAndAHopPerRoundLikeNcclPointToPoint) {
 
 // nccl-tests' -g: one thread launches the collective's kernel on its GPUs in turn, so its last GPU
 // starts g - 1 kernel launches after its first. Every published table run so (the fidelity check's
-// gpus_per_thread) is what `bench -g G` prints, size by size; -t T -g 1 starts every GPU together.
+// gpus_per_thread) is what `bench -g G` prints, size by size (with --algo for one that forced
+// NCCL_ALGO); -t T -g 1 starts every GPU together.
 TEST(BenchCli, OneThreadsGpusStartOneLaunchApartAsInTheFidelityTables) {
   int compared = 0;
   for (const MeasuredSystem& s :
        load_measured_systems(std::filesystem::path(DPSCOPE_SOURCE_DIR) / "tests/data/nccl-tests")) {
-    // A command that forces NCCL_ALGO=NVLS is compared with the model forced so; bench has no such flag.
-    if (s.gpus_per_thread < 2 || s.nodes > 1 || s.command.find("NCCL_ALGO=") != std::string::npos) continue;
+    if (s.gpus_per_thread < 2 || s.nodes > 1) continue;
     SCOPED_TRACE(s.id);
+    // A command that forces NCCL_ALGO (the H100 and H200 tables: NVLS) runs with bench's --algo.
+    std::string algo;
+    if (const size_t at = s.command.find("NCCL_ALGO="); at != std::string::npos)
+      algo = " --algo " + s.command.substr(at + 10, s.command.find(' ', at) - at - 10);
     const FidelityResult expected = evaluate_fidelity(s);
-    const Result r =
-        run_bench(fmt::format("{} --preset {} -g {} -b {} -e {} -f 2 --timing-only -n 1 -w 0", api_name(s.op),
-                              s.preset, s.gpus_per_thread, s.rows.front().bytes, s.rows.back().bytes));
+    const Result r = run_bench(fmt::format("{} --preset {} -g {} -b {} -e {} -f 2 --timing-only -n 1 -w 0{}",
+                                           api_name(s.op), s.preset, s.gpus_per_thread, s.rows.front().bytes,
+                                           s.rows.back().bytes, algo));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_THAT(r.output, HasSubstr(fmt::format("# launches: 1 thread of {} GPUs (nccl-tests -t 1 -g {})",
                                                 s.gpus_per_thread, s.gpus_per_thread)));
@@ -192,7 +196,8 @@ TEST(BenchCli, OneThreadsGpusStartOneLaunchApartAsInTheFidelityTables) {
     }
     ++compared;
   }
-  EXPECT_GE(compared, 3) << "the PCIe, A100 and V100 tables were run with one thread driving every GPU";
+  EXPECT_GE(compared, 5)
+      << "the PCIe, A100, H100, H200 and V100 tables were run with one thread driving every GPU";
 
   // The same GPUs, a thread each (--devices 8, -t 8 -g 1) or two threads of four: 0 or 3 launches late.
   const HardwarePreset h100 = find_preset("h100-sxm");
@@ -423,6 +428,10 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
              "-t 2 -g 8: 16 GPUs, but a node of preset h100-sxm holds 8; across nodes use -g 8 --nodes 2"},
         Case{"all_reduce -g 0", "-g must be at least 1 GPU, got 0"},
         Case{"all_reduce -m 0", "-m must be at least 1, got 0"},
+        Case{"all_gather --algo nvls --timing-only",
+             "--algo nvls: NVLink SHARP is a simulated all_reduce's algorithm (--backend sim, all_reduce)"},
+        Case{"all_reduce --algo nvls --preset a100-sxm --timing-only",
+             "nvls is not available for all_reduce on this fabric (4 GPUs, 1 node)"},
         Case{"all_reduce -G -1", "-G must be at least 0, got -1"},
         Case{"all_reduce -t 2 -g 4 --nodes 2 --timing-only",
              "-t 2 with --nodes 2: across nodes every GPU is a process of its own (as mpirun -np N runs "

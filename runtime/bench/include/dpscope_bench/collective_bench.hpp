@@ -63,6 +63,9 @@ struct BenchOptions {
   // alone (timing-only: NCCL's collectives across nodes, comm/nccl_cost_model.hpp).
   int nodes = 1;
   std::optional<NcclProto> proto;  // NCCL_PROTO (sim): nullopt = the cost model's tuner
+  // NCCL_ALGO=NVLS (sim, all_reduce, `--algo nvls`): the cost model forced to NVLS (NVLS-tree across
+  // nodes) while `algorithm`'s schedule moves the data; nullopt = as `algorithm` says.
+  std::optional<NcclAlgo> nccl_algo;
   std::string preset = "h100-sxm";
   uint64_t min_bytes = 8;
   uint64_t max_bytes = 128ull << 20;

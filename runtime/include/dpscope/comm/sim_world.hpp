@@ -42,6 +42,9 @@ struct SimWorldOptions {
   std::optional<Algorithm> algorithm;
   // NCCL_PROTO for every collective's timing (comm/nccl_cost_model.hpp); unset: the tuner's choice.
   std::optional<NcclProto> proto;
+  // NCCL_ALGO for the all-reduces' timing where it names an algorithm no schedule is (NVLS: the
+  // data still moves by the ring or tree schedule `algorithm` picks); unset: as `algorithm` says.
+  std::optional<NcclAlgo> nccl_algo;
 };
 
 // Who failed first and why (the root cause spawn() reports).
@@ -68,6 +71,7 @@ class SimWorld {
   Milliseconds timeout() const { return timeout_; }
   Algorithm default_algorithm() const { return algorithm_; }
   std::optional<NcclProto> proto() const { return proto_; }
+  std::optional<NcclAlgo> nccl_algo() const { return nccl_algo_; }
 
   // Rank `rank` failed with (kind, message): pending and later operations fail fast. The first
   // call wins; later ones are ignored.
@@ -87,6 +91,7 @@ class SimWorld {
   Milliseconds timeout_{0};
   Algorithm algorithm_ = Algorithm::kAuto;
   std::optional<NcclProto> proto_;
+  std::optional<NcclAlgo> nccl_algo_;
   std::unique_ptr<detail::WorldState> state_;
 };
 

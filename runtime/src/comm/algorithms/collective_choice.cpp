@@ -105,7 +105,9 @@ std::optional<NcclPrediction> nccl_time(const CollectiveShape& c, const NetworkM
     case OpType::kBarrier: break;
     default: return std::nullopt;  // scatter, gather: no NCCL collective; the links' flow timing
   }
-  return predict_nccl(*fabric, c.op, nccl_bytes(c, n), nccl_choice(c.op, c.algorithm, c.proto));
+  NcclChoice choice = nccl_choice(c.op, c.algorithm, c.proto);
+  if (c.nccl_algo && c.op == OpType::kAllReduce) choice.algo = c.nccl_algo;
+  return predict_nccl(*fabric, c.op, nccl_bytes(c, n), choice);
 }
 
 TimedSchedule choose_schedule(const CollectiveShape& c, const NetworkModel& net, std::span<const int> gpus,

@@ -31,6 +31,9 @@ struct CollectiveShape {
   int slices = 0;  // pipeline slices requested (0: pipeline_slices' choice)
   uint64_t elem_bytes = 4;
   std::optional<NcclProto> proto;  // NCCL_PROTO (nullopt: NCCL's tuner chooses)
+  // NCCL_ALGO where no schedule is that algorithm (NVLS): the all-reduce's time is its, the data
+  // moves by `algorithm`'s schedule. nullopt: `algorithm` says.
+  std::optional<NcclAlgo> nccl_algo;
 };
 
 struct TimedSchedule {

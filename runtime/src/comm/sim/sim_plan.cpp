@@ -37,7 +37,8 @@ TimedSchedule choose(const Signature& sig, int slices, const SimWorld& world, co
                           .root = sig.root,
                           .slices = slices,
                           .elem_bytes = element_size(sig.dtype),
-                          .proto = world.proto()},
+                          .proto = world.proto(),
+                          .nccl_algo = world.nccl_algo()},
                          world.network(), g.gpus, g.ring, starts);
 }
 

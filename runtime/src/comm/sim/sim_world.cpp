@@ -43,6 +43,7 @@ std::shared_ptr<SimWorld> SimWorld::create(int world_size, SimWorldOptions optio
   world->network_ = std::make_unique<NetworkModel>(world->hardware_, gpus);
   world->timeout_ = options.timeout;
   world->proto_ = options.proto;
+  world->nccl_algo_ = options.nccl_algo;
   if (options.algorithm) {
     world->algorithm_ = *options.algorithm == Algorithm::kDefault ? Algorithm::kAuto : *options.algorithm;
   } else {
