@@ -339,8 +339,7 @@ void register_bench(CLI::App& app, Registration registration) {
       ->capture_default_str();
   cmd->add_option("-g,--ngpus", args->gpus,
                   "nccl-tests' -g: GPUs one thread drives, a rank each, their kernels launched in turn "
-                  "(not with --devices); with --nodes, GPUs per node")
-      ->capture_default_str();
+                  "(not with --devices; neither given: --devices 4); with --nodes, GPUs per node");
   cmd->add_option("-t,--nthreads", args->threads, "nccl-tests' -t: threads of -g GPUs each (one node)")
       ->capture_default_str();
   cmd->add_option("--nodes", args->nodes,
