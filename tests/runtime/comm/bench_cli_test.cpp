@@ -240,6 +240,76 @@ TEST(BenchCli, NcclTestsHostFlagsAreAcceptedAndSaidOnce) {
   EXPECT_THAT(run_bench("all_reduce -b 8 -e 8 -n 1 -w 0").output, Not(HasSubstr("# -m")));
 }
 
+// The preset `id` (assets/presets/ID.toml) as a user's own cluster would be written
+// (docs/scaling.md): its [cluster.nic] set to `table`'s NIC figures, Simple only where they say.
+std::string preset_with_nic(const std::string& id, const HardwarePreset& table) {
+  std::stringstream in(
+      testing::read_file(std::filesystem::path(DPSCOPE_SOURCE_DIR) / "assets/presets" / (id + ".toml")));
+  std::string out, line, section;
+  while (std::getline(in, line)) {
+    if (line.starts_with("[")) section = line;
+    if (section == "[cluster.nic]" && line.starts_with("bandwidth_gbps"))
+      line = fmt::format("bandwidth_gbps = {}", table.cluster.nic.bandwidth_bytes_per_s / 1e9);
+    if (section == "[cluster.nic]" && line.starts_with("latency_us"))
+      line = fmt::format("latency_us = {}", table.cluster.nic.latency_ns / 1e3);
+    out += line + "\n";
+    if (line == "[cluster]" && table.cluster.simple_only) out += "simple_only = true\n";
+  }
+  return out;
+}
+
+// Across nodes, every published table (one process per GPU) is what `bench --nodes N -g G` prints,
+// size by size, on a preset whose [cluster.nic] holds the table's NIC figures: the preset's own
+// for the InfiniBand clusters, a user's preset for the clouds' networks (DPSCOPE_ASSETS).
+TEST(BenchCli, NodesReproduceEveryMultiNodeFidelityTable) {
+  const std::filesystem::path dir = std::filesystem::path(DPSCOPE_SOURCE_DIR) / "tests/data/nccl-tests";
+  const std::filesystem::path assets = testing::unique_temp_path("bench-nic-presets");
+  std::filesystem::create_directories(assets / "presets");
+  testing::remove_at_exit_if_passed(assets);
+  std::vector<MeasuredSystem> systems = load_measured_systems(dir);
+  for (MeasuredSystem& s : load_not_compared_systems(dir)) systems.push_back(std::move(s));
+  int compared = 0, own_cluster = 0;
+  for (const MeasuredSystem& s : systems) {
+    if (s.nodes < 2) continue;
+    SCOPED_TRACE(s.id);
+    ASSERT_EQ(s.gpus_per_thread, 1) << "published multi-node tables run a process per GPU";
+    const HardwarePreset stock = find_preset(s.preset), table = fidelity_preset(s);
+    const bool own = table.cluster.nic.bandwidth_bytes_per_s == stock.cluster.nic.bandwidth_bytes_per_s &&
+                     table.cluster.nic.latency_ns == stock.cluster.nic.latency_ns &&
+                     !table.cluster.simple_only;
+    std::string env;
+    std::string preset = s.preset;
+    if (!own) {
+      preset = s.id;
+      std::ofstream(assets / "presets" / (preset + ".toml")) << preset_with_nic(s.preset, table);
+      env = "DPSCOPE_ASSETS=" + assets.string();
+    }
+    const FidelityResult expected = evaluate_fidelity(s);
+    const Result r = run_bench(
+        fmt::format("{} --preset {} -g {} --nodes {} -b {} -e {} -f 2 --timing-only", api_name(s.op), preset,
+                    s.gpus_per_node, s.nodes, s.rows.front().bytes, s.rows.back().bytes),
+        env);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto rows = rows_of(r.output);
+    ASSERT_EQ(rows.size(), expected.rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_NEAR(std::stod(rows[i][5]), expected.rows[i].simulated_us, 0.006) << rows[i][0] << " B";
+      EXPECT_EQ(rows[i][14], expected.rows[i].choice) << rows[i][0] << " B";
+    }
+    if (s.id == "aws-p5-2nodes") {  // docs/scaling.md quotes its 8 B row, run so
+      std::ifstream in(std::filesystem::path(DPSCOPE_SOURCE_DIR) / "docs/scaling.md");
+      const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(rows[0][0], "8");
+      EXPECT_THAT(
+          doc, HasSubstr(fmt::format("prints {} µs ({}), the simulated 8 B row", rows[0][5], rows[0][14])));
+    }
+    ++compared;
+    own_cluster += own ? 1 : 0;
+  }
+  EXPECT_GE(compared, 9) << "six multi-node tables in fidelity.md, three outside its size range";
+  EXPECT_GE(own_cluster, 4) << "the Dell and NVIDIA/nccl-tests#309 InfiniBand H100 clusters";
+}
+
 // --nodes: nodes of --devices GPUs over the preset's [cluster], timed by the same model as the
 // analytic timing-only backend.
 TEST(BenchCli, NodesRunTheClusterThroughTheCostModel) {
