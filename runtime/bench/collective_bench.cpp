@@ -189,6 +189,8 @@ void validate_bench_options(const BenchOptions& o) {
   DPS_CHECK(o.devices >= 1, ErrorKind::kUsage, "--devices must be at least 1, got {}", o.devices);
   DPS_CHECK(o.gpus_per_thread >= 1 && o.devices % o.gpus_per_thread == 0, ErrorKind::kUsage,
             "{} GPUs per thread do not divide {} GPUs into threads", o.gpus_per_thread, o.devices);
+  DPS_CHECK(o.agg_iters >= 1 && o.agg_iters <= kMaxBenchIterations, ErrorKind::kUsage,
+            "-m must be from 1 to {}, got {}", kMaxBenchIterations, o.agg_iters);
   DPS_CHECK(o.gpus_per_thread == 1 || (o.backend == "sim" && o.nodes == 1), ErrorKind::kUsage,
             "{} GPUs per thread: only the sim backend on one node models a thread that launches on "
             "several GPUs",
@@ -517,7 +519,8 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     const Device& device = pg.device();
     // When this GPU's kernel starts after its thread's first (nccl-tests' -g: threads drive GPUs
     // rank / g, each launching on its GPUs in order).
-    const int64_t launch_offset_ns = grouped_launch_offset_ns(hardware, rank % o.gpus_per_thread);
+    const int64_t launch_offset_ns =
+        grouped_launch_offset_ns(hardware, rank % o.gpus_per_thread) / o.agg_iters;
     for (size_t row = 0; row < sizes.size(); ++row) {
       device.set_step(static_cast<int64_t>(row));
       const Counts c = counts_for(d, sizes[row], n);

@@ -95,7 +95,8 @@ struct HostFlag {
 };
 constexpr HostFlag kHostFlags[] = {
     {"-m", "--agg_iters", &BenchArgs::agg_iters, 1,
-     "each collective is timed alone, as with -m 1 (NCCL would run that many in one launch)"},
+     "NCCL runs a group's collectives in one launch, so one thread's late starts on its -g GPUs are paid "
+     "once per that many collectives"},
     {"-p", "--parallel_init", &BenchArgs::parallel_init, 0, "accepted; setting up the ranks is not timed"},
     {"-z", "--blocking", &BenchArgs::blocking, 0,
      "accepted; each collective is waited for before the next either way"},
@@ -172,6 +173,7 @@ BenchOptions to_options(const BenchArgs& a) {
   } catch (const Error& e) {
     throw Error(ErrorKind::kUsage, e.what());
   }
+  o.agg_iters = a.agg_iters;
   o.root = a.root;
   o.slices = a.slices;
   o.iterations = a.iterations;
@@ -210,13 +212,20 @@ void print_launches(const BenchOptions& o, const HardwarePreset& hw) {
         o.devices);
   } else {
     const int threads = o.devices / o.gpus_per_thread;
+    const double late_us = static_cast<double>(grouped_launch_offset_ns(hw, o.gpus_per_thread - 1)) / 1e3;
     fmt::print(
         "# launches: {} thread{} of {} GPUs (nccl-tests -t {} -g {}): a thread launches the kernel on "
         "its GPUs in turn, {:g} us apart (the preset's kernel launch latency), so every time includes "
-        "its last GPU's {:g} us late start; --devices {} (-t {} -g 1) gives every GPU a thread of its own\n",
+        "its last GPU's {:g} us late start{}; --devices {} (-t {} -g 1) gives every GPU a thread of its "
+        "own\n",
         threads, threads == 1 ? "" : "s", o.gpus_per_thread, threads, o.gpus_per_thread,
-        static_cast<double>(grouped_launch_offset_ns(hw, 1)) / 1e3,
-        static_cast<double>(grouped_launch_offset_ns(hw, o.gpus_per_thread - 1)) / 1e3, o.devices, o.devices);
+        static_cast<double>(grouped_launch_offset_ns(hw, 1)) / 1e3, late_us,
+        o.agg_iters > 1 ? fmt::format(", paid once per -m {} collectives: {:.2f} us each", o.agg_iters,
+                                      static_cast<double>(
+                                          grouped_launch_offset_ns(hw, o.gpus_per_thread - 1) / o.agg_iters) /
+                                          1e3)
+                        : std::string(),
+        o.devices, o.devices);
   }
 }
 

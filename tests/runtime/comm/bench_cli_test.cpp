@@ -211,6 +211,13 @@ TEST(BenchCli, OneThreadsGpusStartOneLaunchApartAsInTheFidelityTables) {
     ASSERT_EQ(rows.size(), 1u);
     EXPECT_EQ(rows[0][5], fmt::format("{:.2f}", alone_us + late * h100.launch_latency_ns / 1e3)) << args;
   }
+  // -m 4: NCCL runs a group's four collectives in one launch, so the late starts are paid once per four.
+  const Result aggregated = run_bench("all_reduce -g 8 -m 4 -b 8 -e 8 --timing-only -n 1 -w 0");
+  ASSERT_EQ(aggregated.exit_code, 0) << aggregated.output;
+  EXPECT_EQ(rows_of(aggregated.output)[0][5],
+            fmt::format("{:.2f}",
+                        alone_us + static_cast<double>(std::llround(7 * h100.launch_latency_ns) / 4) / 1e3));
+  EXPECT_THAT(aggregated.output, HasSubstr("late start, paid once per -m 4 collectives: 5.86 us each;"));
   EXPECT_THAT(
       run_bench("all_reduce -t 8 -g 1 -b 8 -e 8 --timing-only -n 1 -w 0").output,
       HasSubstr(
@@ -225,7 +232,9 @@ TEST(BenchCli, NcclTestsHostFlagsAreAcceptedAndSaidOnce) {
   const Result r = run_bench("all_reduce -b 8 -e 64 -f 8 -g 2 -m 4 -p 1 -z 1 -y 0 -G 2 -C 1 -T 30 -n 1 -w 0");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* note :
-       {"# -m 4: each collective is timed alone, as with -m 1 (NCCL would run that many in one launch)\n",
+       {"# -m 4: NCCL runs a group's collectives in one launch, so one thread's late starts on its -g GPUs "
+        "are "
+        "paid once per that many collectives\n",
         "# -p 1: accepted; setting up the ranks is not timed\n",
         "# -z 1: accepted; each collective is waited for before the next either way\n",
         "# -y 0: accepted; every GPU runs its collectives on its comm stream\n",
@@ -497,7 +506,7 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
         Case{"all_reduce -t 2 -g 8",
              "-t 2 -g 8: 16 GPUs, but a node of preset h100-sxm holds 8; across nodes use -g 8 --nodes 2"},
         Case{"all_reduce -g 0", "-g must be at least 1 GPU, got 0"},
-        Case{"all_reduce -m 0", "-m must be at least 1, got 0"},
+        Case{"all_reduce -m 0", "-m must be from 1 to 1000000, got 0"},
         Case{"all_gather --algo nvls --timing-only",
              "--algo nvls: NVLink SHARP is a simulated all_reduce's algorithm (--backend sim, all_reduce)"},
         Case{"all_reduce --algo nvls --preset a100-sxm --timing-only",

@@ -59,6 +59,11 @@ struct BenchOptions {
   // process) of its own and they start together, as on real GPUs (cuda, nccl: a rank thread per
   // GPU), under mpirun and across nodes.
   int gpus_per_thread = 1;
+  // nccl-tests' -m: collectives a group aggregates. NCCL runs a group's collectives in one launch
+  // (its user guide, "Aggregated Operations"), so a thread's late starts are paid once per
+  // agg_iters collectives: each starts 1/agg_iters of its late start late, the mean per collective
+  // nccl-tests reports.
+  int agg_iters = 1;
   // Nodes of `devices` GPUs joined by the preset's [cluster] network; > 1 is timed by the cost model
   // alone (timing-only: NCCL's collectives across nodes, comm/nccl_cost_model.hpp).
   int nodes = 1;
