@@ -469,6 +469,10 @@ std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePres
 
 }  // namespace
 
+int64_t bench_late_start_ns(const BenchOptions& o, const HardwarePreset& preset, int rank) {
+  return grouped_launch_offset_ns(preset, rank % o.gpus_per_thread) / o.agg_iters;
+}
+
 std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
                                            const std::function<void(const BenchRow&)>& on_row) {
   validate_bench_options(o);
@@ -519,8 +523,7 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     const Device& device = pg.device();
     // When this GPU's kernel starts after its thread's first (nccl-tests' -g: threads drive GPUs
     // rank / g, each launching on its GPUs in order).
-    const int64_t launch_offset_ns =
-        grouped_launch_offset_ns(hardware, rank % o.gpus_per_thread) / o.agg_iters;
+    const int64_t launch_offset_ns = bench_late_start_ns(o, hardware, rank);
     for (size_t row = 0; row < sizes.size(); ++row) {
       device.set_step(static_cast<int64_t>(row));
       const Counts c = counts_for(d, sizes[row], n);

@@ -20,7 +20,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -84,38 +83,31 @@ struct BenchArgs {
   int report_cputime = 0;  // -C
 };
 
-// nccl-tests' host flags (BenchArgs): its short and long names, the smallest value it takes, and
-// what a simulated run makes of it.
+// nccl-tests' host flags (BenchArgs): its short and long names, and what a simulated run makes of
+// it. Each takes a count from 0 (-m from 1 to a million: validate_bench_options).
 struct HostFlag {
   const char* flag;
   const char* name;
   int BenchArgs::*value;
-  int min;
   const char* note;
 };
 constexpr HostFlag kHostFlags[] = {
-    {"-m", "--agg_iters", &BenchArgs::agg_iters, 1,
+    {"-m", "--agg_iters", &BenchArgs::agg_iters,
      "NCCL runs a group's collectives in one launch, so one thread's late starts on its -g GPUs are paid "
      "once per that many collectives"},
-    {"-p", "--parallel_init", &BenchArgs::parallel_init, 0, "accepted; setting up the ranks is not timed"},
-    {"-z", "--blocking", &BenchArgs::blocking, 0,
+    {"-p", "--parallel_init", &BenchArgs::parallel_init, "accepted; setting up the ranks is not timed"},
+    {"-z", "--blocking", &BenchArgs::blocking,
      "accepted; each collective is waited for before the next either way"},
-    {"-y", "--stream_null", &BenchArgs::stream_null, 0,
+    {"-y", "--stream_null", &BenchArgs::stream_null,
      "accepted; every GPU runs its collectives on its comm stream"},
-    {"-G", "--cudagraph", &BenchArgs::cudagraph, 0,
+    {"-G", "--cudagraph", &BenchArgs::cudagraph,
      "accepted; no CUDA graph is captured: every collective is launched on its own"},
-    {"-C", "--report_cputime", &BenchArgs::report_cputime, 0,
+    {"-C", "--report_cputime", &BenchArgs::report_cputime,
      "accepted; the time columns are the collectives' own time (the wall column is this host's)"},
 };
 
-// Whether --algo names NVLS (case-insensitive, as the other algorithms' names).
-bool names_nvls(std::string_view text) {
-  constexpr std::string_view kNvls = "nvls";
-  return std::equal(text.begin(), text.end(), kNvls.begin(), kNvls.end(),
-                    [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
-}
-
-BenchOptions to_options(const BenchArgs& a) {
+// `hw`: the preset a.preset names.
+BenchOptions to_options(const BenchArgs& a, const HardwarePreset& hw) {
   BenchOptions o;
   o.backend = a.backend;  // checked by run_collective_bench before anything runs
   o.collective = parse_bench_collective(a.collective);
@@ -137,7 +129,7 @@ BenchOptions to_options(const BenchArgs& a) {
     // backend of one node; real GPUs (cuda, nccl) are driven by a rank thread each, mpi by processes.
     o.gpus_per_thread = a.backend == "sim" && a.nodes == 1 ? a.gpus : 1;
     // Said in the flags given (validate_bench_options names --devices, which -t x -g amounts to).
-    const int per_node = find_preset(a.preset).cluster.gpus_per_node;
+    const int per_node = hw.cluster.gpus_per_node;
     DPS_CHECK(per_node == 0 || o.devices <= per_node, ErrorKind::kUsage,
               "-t {} -g {}: {} GPUs, but a node of preset {} holds {}; across nodes use -g {} --nodes {}",
               a.threads, a.gpus, o.devices, a.preset, per_node, per_node,
@@ -163,12 +155,8 @@ BenchOptions to_options(const BenchArgs& a) {
   try {
     // NCCL_ALGO=NVLS: NVLink SHARP times the all-reduce; no schedule of ours is that algorithm, so
     // the data moves by the ring or tree one auto picks.
-    if (names_nvls(a.algo)) {
-      o.nccl_algo = NcclAlgo::kNvls;
-      o.algorithm = Algorithm::kAuto;
-    } else {
-      o.algorithm = parse_algorithm(a.algo, "--algo");
-    }
+    o.nccl_algo = parse_nccl_only_algo(a.algo);
+    o.algorithm = o.nccl_algo ? Algorithm::kAuto : parse_algorithm(a.algo, "--algo");
     o.op = parse_reduce_op(a.op);
   } catch (const Error& e) {
     throw Error(ErrorKind::kUsage, e.what());
@@ -212,7 +200,8 @@ void print_launches(const BenchOptions& o, const HardwarePreset& hw) {
         o.devices);
   } else {
     const int threads = o.devices / o.gpus_per_thread;
-    const double late_us = static_cast<double>(grouped_launch_offset_ns(hw, o.gpus_per_thread - 1)) / 1e3;
+    const int last = o.gpus_per_thread - 1;  // a thread's last GPU
+    const double late_us = static_cast<double>(grouped_launch_offset_ns(hw, last)) / 1e3;
     fmt::print(
         "# launches: {} thread{} of {} GPUs (nccl-tests -t {} -g {}): a thread launches the kernel on "
         "its GPUs in turn, {:g} us apart (the preset's kernel launch latency), so every time includes "
@@ -221,9 +210,7 @@ void print_launches(const BenchOptions& o, const HardwarePreset& hw) {
         threads, threads == 1 ? "" : "s", o.gpus_per_thread, threads, o.gpus_per_thread,
         static_cast<double>(grouped_launch_offset_ns(hw, 1)) / 1e3, late_us,
         o.agg_iters > 1 ? fmt::format(", paid once per -m {} collectives: {:.2f} us each", o.agg_iters,
-                                      static_cast<double>(
-                                          grouped_launch_offset_ns(hw, o.gpus_per_thread - 1) / o.agg_iters) /
-                                          1e3)
+                                      static_cast<double>(bench_late_start_ns(o, hw, last)) / 1e3)
                         : std::string(),
         o.devices, o.devices);
   }
@@ -405,7 +392,8 @@ void register_bench(CLI::App& app, Registration registration) {
               "--devices and {} both given: --devices N gives every GPU a thread of its own; -t threads "
               "of -g GPUs count them nccl-tests' way",
               cmd->count("-g") > 0 ? "-g" : "-t");
-    BenchOptions options = to_options(*args);
+    const HardwarePreset hw = find_preset(args->preset);
+    BenchOptions options = to_options(*args, hw);
     if (cmd->count("--algo") == 0) options.algorithm = Algorithm::kDefault;  // DPSCOPE_ALGO or auto
     validate_bench_options(options);
     // Under dpscope launch (or torchrun) every copy ran the whole simulated bench and printed the
@@ -420,14 +408,13 @@ void register_bench(CLI::App& app, Registration registration) {
                       env->rank, env->world_size, options.backend, options.devices));
     if (options.backend == "mpi" && options.devices > 1)  // a rank of mpirun's job (checked above)
       say_why_when_terminated(mpi::launch_from_environment()->rank);
-    const HardwarePreset hw = find_preset(options.preset);
     // --backend mpi: every process is a rank; rank 0 prints the table.
     const bool speaks = options.backend != "mpi" || mpi::launch_from_environment()->rank == 0;
     std::vector<std::string> host_notes;
     for (const HostFlag& f : kHostFlags) {
       if (cmd->count(f.flag) == 0) continue;
       const int value = (*args).*f.value;
-      DPS_CHECK(value >= f.min, ErrorKind::kUsage, "{} must be at least {}, got {}", f.flag, f.min, value);
+      DPS_CHECK(value >= 0, ErrorKind::kUsage, "{} must be at least 0, got {}", f.flag, value);
       host_notes.push_back(fmt::format("{} {}: {}", f.flag, value, f.note));
     }
     if (speaks) print_header(options, hw, cmd->count("-a") > 0, args->average, host_notes);

@@ -139,6 +139,11 @@ bool bench_runs(const BenchOptions& options, Placement placement);
 // Parses --placement: "both" (nullopt), "out-of-place", "in-place"; throws kUsage otherwise.
 std::optional<Placement> parse_bench_placement(std::string_view text);
 
+// How late the GPU of `rank` starts each collective after its thread's first GPU: nccl-tests' -g
+// GPUs launched in turn (grouped_launch_offset_ns, comm/nccl_fidelity.hpp), paid once per -m
+// agg_iters collectives; 0 where every GPU has a thread of its own.
+int64_t bench_late_start_ns(const BenchOptions& options, const HardwarePreset& preset, int rank);
+
 // Throws kUsage naming the flag for inconsistent options (kInvalidArgument for an unknown preset
 // or more devices than its topology holds).
 void validate_bench_options(const BenchOptions& options);

@@ -245,6 +245,12 @@ NcclPrediction evaluate(const NcclFabric& f, OpType op, uint64_t bytes, NcclAlgo
   return r;
 }
 
+std::string lowercase(std::string_view text) {
+  std::string t;
+  for (char ch : text) t.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+  return t;
+}
+
 }  // namespace
 
 const char* to_string(NcclAlgo a) {
@@ -267,12 +273,16 @@ const char* to_string(NcclProto p) {
 }
 
 NcclProto parse_nccl_proto(std::string_view text, std::string_view what) {
-  std::string t;
-  for (char ch : text) t.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+  const std::string t = lowercase(text);
   if (t == "ll") return NcclProto::kLL;
   if (t == "ll128") return NcclProto::kLL128;
   if (t == "simple") return NcclProto::kSimple;
   throw Error(ErrorKind::kUsage, fmt::format("{} '{}': expected LL, LL128 or Simple", what, text));
+}
+
+std::optional<NcclAlgo> parse_nccl_only_algo(std::string_view text) {
+  if (lowercase(text) == "nvls") return NcclAlgo::kNvls;
+  return std::nullopt;
 }
 
 std::string NcclPrediction::label() const { return fmt::format("{}/{}", to_string(algo), to_string(proto)); }
