@@ -155,8 +155,12 @@ BenchOptions to_options(const BenchArgs& a, const HardwarePreset& hw) {
   try {
     // NCCL_ALGO=NVLS: NVLink SHARP times the all-reduce; no schedule of ours is that algorithm, so
     // the data moves by the ring or tree one auto picks.
-    o.nccl_algo = parse_nccl_only_algo(a.algo);
-    o.algorithm = o.nccl_algo ? Algorithm::kAuto : parse_algorithm(a.algo, "--algo");
+    if (parse_nccl_algo(a.algo) == NcclAlgo::kNvls) {
+      o.nccl_algo = NcclAlgo::kNvls;
+      o.algorithm = Algorithm::kAuto;
+    } else {
+      o.algorithm = parse_algorithm(a.algo, "--algo");  // ring and tree: our schedules, NCCL's names
+    }
     o.op = parse_reduce_op(a.op);
   } catch (const Error& e) {
     throw Error(ErrorKind::kUsage, e.what());

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "dpscope/base/ascii.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/trace_tools/stats.hpp"
 
@@ -88,8 +89,7 @@ std::string prose_only(std::string_view text) {
 bool is_reference(std::string_view prose, size_t pos) {
   std::string before(prose.substr(0, pos));
   while (!before.empty() && before.back() == ' ') before.pop_back();
-  std::transform(before.begin(), before.end(), before.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
+  before = ascii_lower(before);
   for (const std::string_view word :
        {"lesson", "lessons", "chapter", "chapters", "question", "questions", "gpu", "gpus", "rank", "ranks",
         "parameter", "bucket", "exercise", "pitfall"})
@@ -267,9 +267,7 @@ std::vector<std::string> lint_text(std::string_view text) {
                                        std::string_view(prose).substr(i, end - i),
                                        excerpt(text, i, end - i)));
     } else {
-      std::string lower(word);
-      std::transform(lower.begin(), lower.end(), lower.begin(),
-                     [](unsigned char c) { return std::tolower(c); });
+      const std::string lower = ascii_lower(word);
       if (std::find(std::begin(kNumberWords), std::end(kNumberWords), lower) != std::end(kNumberWords))
         findings.push_back(fmt::format("number word '{}' in {}", word, excerpt(text, i, word.size())));
     }

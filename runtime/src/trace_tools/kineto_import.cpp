@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "dpscope/base/ascii.hpp"
 #include "dpscope/base/atomic_file.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
@@ -70,8 +71,7 @@ struct KinetoFile {
 
 // Bytes of one element of a Kineto dtype: "float" (Input type) or "Float" (record_param_comms).
 std::optional<uint64_t> dtype_bytes(std::string_view dtype) {
-  std::string t;
-  for (char c : dtype) t.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  std::string t = ascii_lower(dtype);
   if (t.starts_with("c10::")) t.erase(0, 5);
   static const std::map<std::string, uint64_t, std::less<>> kSizes = {
       {"float", 4},    {"double", 8},        {"half", 2},  {"bfloat16", 2},      {"long", 8},

@@ -75,11 +75,12 @@ TEST(NcclCostModel, UnavailablePairsAreOneClearError) {
   EXPECT_EQ(parse_nccl_proto("ll128"), NcclProto::kLL128);
   const testing::Outcome bad = testing::error_of([] { parse_nccl_proto("fast"); });
   EXPECT_EQ(bad.message, "--proto 'fast': expected LL, LL128 or Simple");
-  // NCCL_ALGO's NVLS, in any case; ring and tree are our schedules' words (parse_algorithm).
-  EXPECT_EQ(parse_nccl_only_algo("NVLS"), NcclAlgo::kNvls);
-  EXPECT_EQ(parse_nccl_only_algo("nvls"), NcclAlgo::kNvls);
-  EXPECT_EQ(parse_nccl_only_algo("ring"), std::nullopt);
-  EXPECT_EQ(parse_nccl_only_algo("nvlsx"), std::nullopt);
+  // NCCL_ALGO's words, in any case.
+  EXPECT_EQ(parse_nccl_algo("NVLS"), NcclAlgo::kNvls);
+  EXPECT_EQ(parse_nccl_algo("Tree"), NcclAlgo::kTree);
+  EXPECT_EQ(parse_nccl_algo("ring"), NcclAlgo::kRing);
+  EXPECT_EQ(parse_nccl_algo("nvlsx"), std::nullopt);
+  EXPECT_EQ(parse_nccl_algo("naive"), std::nullopt);  // ours, not NCCL's
 }
 
 // Real busbw curves rise smoothly with size; the model's must not jump back at a slice or channel

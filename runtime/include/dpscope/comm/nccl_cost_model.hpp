@@ -74,9 +74,8 @@ const char* to_string(NcclAlgo a);   // "ring", "tree", "nvls" (across nodes NVL
 const char* to_string(NcclProto p);  // "LL", "LL128", "Simple"
 // Parses "ll", "ll128", "simple" (case-insensitive); kUsage error naming `what` otherwise.
 NcclProto parse_nccl_proto(std::string_view text, std::string_view what = "--proto");
-// An algorithm NCCL has and no schedule of dpscope's runs: "nvls" (case-insensitive, as NCCL_ALGO)
-// gives kNvls; any other word nullopt (ring and tree are parse_algorithm's, comm/types.hpp).
-std::optional<NcclAlgo> parse_nccl_only_algo(std::string_view text);
+// NCCL_ALGO's words: "ring", "tree", "nvls" (case-insensitive); nullopt for any other.
+std::optional<NcclAlgo> parse_nccl_algo(std::string_view text);
 
 enum class LinkClass : uint8_t { kNvlink, kPcie };
 enum class GpuArch : uint8_t { kVolta, kAmpere, kHopper };  // NCCL's tables' rows (Turing: Volta)

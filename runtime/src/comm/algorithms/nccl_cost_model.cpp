@@ -11,12 +11,12 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
 
+#include "dpscope/base/ascii.hpp"
 #include "dpscope/base/error.hpp"
 
 namespace dpscope {
@@ -245,12 +245,6 @@ NcclPrediction evaluate(const NcclFabric& f, OpType op, uint64_t bytes, NcclAlgo
   return r;
 }
 
-std::string lowercase(std::string_view text) {
-  std::string t;
-  for (char ch : text) t.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
-  return t;
-}
-
 }  // namespace
 
 const char* to_string(NcclAlgo a) {
@@ -273,15 +267,18 @@ const char* to_string(NcclProto p) {
 }
 
 NcclProto parse_nccl_proto(std::string_view text, std::string_view what) {
-  const std::string t = lowercase(text);
+  const std::string t = ascii_lower(text);
   if (t == "ll") return NcclProto::kLL;
   if (t == "ll128") return NcclProto::kLL128;
   if (t == "simple") return NcclProto::kSimple;
   throw Error(ErrorKind::kUsage, fmt::format("{} '{}': expected LL, LL128 or Simple", what, text));
 }
 
-std::optional<NcclAlgo> parse_nccl_only_algo(std::string_view text) {
-  if (lowercase(text) == "nvls") return NcclAlgo::kNvls;
+std::optional<NcclAlgo> parse_nccl_algo(std::string_view text) {
+  const std::string t = ascii_lower(text);
+  if (t == "ring") return NcclAlgo::kRing;
+  if (t == "tree") return NcclAlgo::kTree;
+  if (t == "nvls") return NcclAlgo::kNvls;
   return std::nullopt;
 }
 

@@ -41,11 +41,7 @@ std::optional<NcclAlgo> forced_algo(const MeasuredSystem& s) {
   const size_t end = s.command.find_first_of(" \t", begin);
   const std::string value =
       s.command.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-  std::string lower = value;
-  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (lower == "ring") return NcclAlgo::kRing;
-  if (lower == "tree") return NcclAlgo::kTree;
-  if (lower == "nvls") return NcclAlgo::kNvls;
+  if (const std::optional<NcclAlgo> algo = parse_nccl_algo(value)) return algo;
   throw Error(
       ErrorKind::kFormat,
       fmt::format("{}: the command's NCCL_ALGO={}: only Ring, Tree and NVLS are modelled", s.id, value));

@@ -1,24 +1,13 @@
 // Names, parsers and bus-bandwidth factors of the collectives' vocabulary (comm/types.hpp).
 #include "dpscope/comm/types.hpp"
 
-#include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <string>
 
+#include "dpscope/base/ascii.hpp"
 #include "dpscope/base/error.hpp"
 
 namespace dpscope {
-namespace {
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
-}  // namespace
-
 const char* to_string(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return "sum";
@@ -31,7 +20,7 @@ const char* to_string(ReduceOp op) {
 }
 
 ReduceOp parse_reduce_op(std::string_view text) {
-  const std::string t = lower(text);
+  const std::string t = ascii_lower(text);
   if (t == "sum") return ReduceOp::kSum;
   if (t == "avg") return ReduceOp::kAvg;
   if (t == "prod" || t == "product") return ReduceOp::kProduct;
@@ -89,7 +78,7 @@ const char* to_string(Algorithm algo) {
 }
 
 Algorithm parse_algorithm(std::string_view text, std::string_view what) {
-  const std::string t = lower(text);
+  const std::string t = ascii_lower(text);
   if (t == "auto") return Algorithm::kAuto;
   if (t == "ring") return Algorithm::kRing;
   if (t == "tree") return Algorithm::kTree;
