@@ -111,6 +111,7 @@ NetworkSpec read_network(const toml::table& table, const fs::path& file) {
   NetworkSpec net;
   if (!table.contains("network")) return net;
   net.protocol_efficiency = optional_number(table, file, "network.protocol_efficiency", 1.0);
+  net.one_flow_efficiency = optional_number(table, file, "network.one_flow_efficiency", 0.0);
   net.max_gpus =
       whole_in_range(file, "network.max_gpus", optional_number(table, file, "network.max_gpus", 0), 0, 1024);
   net.gpus_per_switch = whole_in_range(file, "network.gpus_per_switch",
@@ -147,6 +148,9 @@ NetworkSpec read_network(const toml::table& table, const fs::path& file) {
   DPS_CHECK(net.protocol_efficiency > 0.0 && net.protocol_efficiency <= 1.0, ErrorKind::kFormat,
             "preset {}: network.protocol_efficiency must be in (0, 1], got {}", file.string(),
             net.protocol_efficiency);
+  DPS_CHECK(net.one_flow_efficiency >= 0.0 && net.one_flow_efficiency <= 1.0, ErrorKind::kFormat,
+            "preset {}: network.one_flow_efficiency must be in [0, 1], got {}", file.string(),
+            net.one_flow_efficiency);
   return net;
 }
 

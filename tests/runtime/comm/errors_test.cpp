@@ -71,6 +71,10 @@ TEST(PresetNetwork, BadEntriesNameTheFileAndKey) {
   const auto eff = preset_with("[network]\nprotocol_efficiency = 1.5\n");
   EXPECT_EQ(catch_error([&] { load_preset_file(eff); }).message,
             fmt::format("preset {}: network.protocol_efficiency must be in (0, 1], got 1.5", eff.string()));
+  const auto alone = preset_with("[network]\none_flow_efficiency = -0.1\n");
+  EXPECT_EQ(
+      catch_error([&] { load_preset_file(alone); }).message,
+      fmt::format("preset {}: network.one_flow_efficiency must be in [0, 1], got -0.1", alone.string()));
   const auto text = preset_with("[network]\nmax_gpus = \"eight\"\n");
   EXPECT_EQ(catch_error([&] { load_preset_file(text); }).message,
             fmt::format("preset {}: key 'network.max_gpus' must be a number", text.string()));

@@ -131,12 +131,17 @@ TEST(NcclCostModel, PcieWithoutPeerAccessSharesTheSwitchUplinkAmongItsGpus) {
 TEST(NcclCostModel, ChainsWithoutPeerAccessShareTheUplinkAmongOneFlowFewer) {
   const HardwarePreset rtx = find_preset("rtx-2080ti");
   const double uplink = rtx.network.switch_uplink.bandwidth_bytes_per_s * rtx.network.protocol_efficiency;
+  // Two GPUs: the chain's one flow is alone in its direction, at what one flow alone moves.
+  const double alone = rtx.network.switch_uplink.bandwidth_bytes_per_s * rtx.network.one_flow_efficiency;
   const NcclFabric two = fabric("rtx-2080ti", 2);
-  EXPECT_DOUBLE_EQ(two.chain_intra_bytes_per_s, uplink);
+  EXPECT_DOUBLE_EQ(two.chain_intra_bytes_per_s, alone);
   for (OpType op : {OpType::kBroadcast, OpType::kReduce}) {
     const NcclPrediction big = predict_nccl(two, op, 1ull << 30);
-    EXPECT_NEAR(static_cast<double>(1ull << 30) / big.time_ns, uplink / 1e9, 0.01) << to_string(op);
+    EXPECT_NEAR(static_cast<double>(1ull << 30) / big.time_ns, alone / 1e9, 0.01) << to_string(op);
   }
+  HardwarePreset unmeasured = rtx;  // no one-flow figure: the shared uplink's efficiency
+  unmeasured.network.one_flow_efficiency = 0.0;
+  EXPECT_DOUBLE_EQ(nccl_fabric(unmeasured, 2, 1)->chain_intra_bytes_per_s, uplink);
   // The all-reduce's and all-gather's rings keep the shared uplink: every GPU sends.
   const NcclPrediction ag = predict_nccl(two, OpType::kAllGather, 1ull << 30);
   EXPECT_NEAR(static_cast<double>(1ull << 30) / 2 / ag.time_ns, uplink / 2 / 1e9, 0.01);

@@ -30,7 +30,11 @@ struct NvlinkConnection {
 // GPU-to-GPU network details beyond peer_link, read from the optional [network] table of a preset
 // (used by the collectives' timing model, comm/network.hpp). Every field has a neutral default.
 struct NetworkSpec {
-  double protocol_efficiency = 1.0;           // fraction of a link's line rate a collective achieves
+  double protocol_efficiency = 1.0;  // fraction of a link's line rate a collective achieves
+  // pcie-host without peer access: the fraction of the switch uplink's line rate one flow moves
+  // when it is the only one in its direction (a broadcast's chain of two GPUs); where several share
+  // a direction, they share protocol_efficiency of it. 0: protocol_efficiency.
+  double one_flow_efficiency = 0.0;
   int max_gpus = 0;                           // GPUs one box holds for fixed topologies; 0 = any count
   int gpus_per_switch = 0;                    // pcie-host: GPUs behind one PCIe switch; 0 = all on the host
   LinkSpec switch_uplink;                     // pcie-host: PCIe switch <-> host root complex

@@ -311,9 +311,13 @@ std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, i
   // switch its uplink carries g - 1 flows each way, not g. (Under several switches, some switch
   // still carries one flow per GPU in a direction.)
   const bool shm = preset.topology == "pcie-host" && per_switch > 0 && !preset.network.peer_to_peer && g > 1;
-  if (shm && g <= per_switch && g > 1)
-    f.chain_intra_bytes_per_s =
-        std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s / (g - 1)) * eff;
+  if (shm && g <= per_switch && g > 1) {
+    // One flow alone in its direction (a chain of two GPUs) moves more of the uplink than flows
+    // that share it (the preset's one_flow_efficiency, with its source).
+    const double one_flow = preset.network.one_flow_efficiency;
+    f.chain_intra_bytes_per_s = std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s / (g - 1)) *
+                                (g == 2 && one_flow > 0.0 ? one_flow : eff);
+  }
   if (shm)
     peer = std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s / std::min(g, per_switch));
   f.intra_bytes_per_s = peer * eff;
