@@ -74,6 +74,11 @@ TEST(Fidelity, ThePcieOneFlowEfficiencyIsTheSameMachinesPinnedCopies) {
   const HardwarePreset p = find_preset("rtx-2080ti");
   const double line_rate_gbps = p.network.switch_uplink.bandwidth_bytes_per_s / 1e9;
   EXPECT_DOUBLE_EQ(p.network.one_flow_efficiency, std::min(host_to_device, device_to_host) / line_rate_gbps);
+  // The finding quotes the file's figures.
+  EXPECT_NE(fidelity_markdown(evaluate_all())
+                .find(fmt::format("bandwidthTest: {:g} GB/s host to device, {:g} device to host",
+                                  host_to_device, device_to_host)),
+            std::string::npos);
 }
 
 // docs/fidelity.md's finding on the PCIe machine: too fast from 1 MiB up, too slow from 2 to 16 KiB,

@@ -178,8 +178,8 @@ std::string chain_finding(const std::vector<FidelityResult>& results) {
     for (const FidelityRow& b : bcast->rows)
       for (const FidelityRow& r : reduce->rows)
         if (r.bytes == b.bytes && b.bytes <= (16u << 10)) less.push_back(b.measured_us - r.measured_us);
-    if (!less.empty()) {
-      std::sort(less.begin(), less.end());
+    std::sort(less.begin(), less.end());
+    if (!less.empty() && less[less.size() / 2] > 0.0) {  // said where the reduce rows are the faster
       small_rows = fmt::format(
           " The reduce table's rows up to 16 KiB take {:.1f} us less than the broadcast table's of the "
           "same size (median of {} rows), for the same bytes on the same path the other way round; the "
