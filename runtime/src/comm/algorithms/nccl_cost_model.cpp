@@ -310,17 +310,17 @@ std::optional<NcclFabric> nccl_fabric(const HardwarePreset& preset, int ranks, i
   // before the root only receives and the root only sends, so where every GPU sits under one
   // switch its uplink carries g - 1 flows each way, not g. (Under several switches, some switch
   // still carries one flow per GPU in a direction.)
+  // What each of `flows` flows sharing a direction of the uplink gets: alone, the preset's
+  // one_flow_efficiency of the line rate (where it gives one, with its source); sharing, they move
+  // protocol_efficiency of it together.
+  const auto through_host = [&](int flows) {
+    const double alone = preset.network.one_flow_efficiency;
+    return std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s / flows) *
+           (flows == 1 && alone > 0.0 ? alone : eff);
+  };
   const bool shm = preset.topology == "pcie-host" && per_switch > 0 && !preset.network.peer_to_peer && g > 1;
-  if (shm && g <= per_switch && g > 1) {
-    // One flow alone in its direction (a chain of two GPUs) moves more of the uplink than flows
-    // that share it (the preset's one_flow_efficiency, with its source).
-    const double one_flow = preset.network.one_flow_efficiency;
-    f.chain_intra_bytes_per_s = std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s / (g - 1)) *
-                                (g == 2 && one_flow > 0.0 ? one_flow : eff);
-  }
-  if (shm)
-    peer = std::min(peer, preset.network.switch_uplink.bandwidth_bytes_per_s / std::min(g, per_switch));
-  f.intra_bytes_per_s = peer * eff;
+  if (shm && g <= per_switch) f.chain_intra_bytes_per_s = through_host(g - 1);
+  f.intra_bytes_per_s = shm ? through_host(std::min(g, per_switch)) : peer * eff;
   f.host_memory_path = shm;
   f.nic_bytes_per_s = preset.cluster.nic.bandwidth_bytes_per_s * eff;
   f.net_extra_latency_us = preset.cluster.nic.latency_ns / 1e3;

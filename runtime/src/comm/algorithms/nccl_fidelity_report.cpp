@@ -171,8 +171,13 @@ std::string chain_finding(const std::vector<FidelityResult>& results) {
   }
   // Small messages: the broadcast and reduce tables' rows of one size, side by side.
   std::string small_rows;
-  const FidelityResult* bcast = find_table(results, "autodl-rtx2080ti-broadcast-1node");
-  const FidelityResult* reduce = find_table(results, "autodl-rtx2080ti-reduce-1node");
+  const auto chain_of = [&](OpType op) -> const FidelityResult* {
+    for (const FidelityResult* r : chains)
+      if (r->system.op == op) return r;
+    return nullptr;
+  };
+  const FidelityResult* bcast = chain_of(OpType::kBroadcast);
+  const FidelityResult* reduce = chain_of(OpType::kReduce);
   if (bcast != nullptr && reduce != nullptr) {
     std::vector<double> less;
     for (const FidelityRow& b : bcast->rows)
