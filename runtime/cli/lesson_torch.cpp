@@ -47,6 +47,7 @@ pid_t start_in(const std::vector<std::string>& argv, const fs::path& dir, const 
   c_argv.push_back(nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
+  if (pid > 0) track_child(pid);  // ended first when a signal ends this process (base/process.hpp)
   if (pid != 0) return pid;
   // The child: only async-signal-safe calls until exec, then _exit on any failure.
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
@@ -63,7 +64,7 @@ pid_t start_in(const std::vector<std::string>& argv, const fs::path& dir, const 
 
 // Waits for `pid` at most `timeout_s`; then SIGTERM (the launcher passes it on and kills the ranks
 // after its grace), and SIGKILL 10 s later. The exit status, or -1 when it had to be stopped.
-int wait_with_timeout(pid_t pid, double timeout_s) {
+int wait_or_stop(pid_t pid, double timeout_s) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   int status = 0;
@@ -85,6 +86,13 @@ int wait_with_timeout(pid_t pid, double timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return -1;
+}
+
+// wait_or_stop(), then the child is forgotten (base/process.hpp forget_child).
+int wait_with_timeout(pid_t pid, double timeout_s) {
+  const int status = wait_or_stop(pid, timeout_s);
+  forget_child(pid);
+  return status;
 }
 
 // `relative` as shipped with dpscope: beside the assets or one level up (the source tree keeps

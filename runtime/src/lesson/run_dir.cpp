@@ -1,8 +1,9 @@
 // Temporary run directories (lesson/run_dir.hpp): made with mkdtemp, removed on every way out.
 //
 // Signals: a handler may only do async-signal-safe work, and removing a tree is not, so the handler
-// writes the signal's number into a pipe; a watcher thread reads it, removes every registered
-// directory, restores the signal's previous action and raises it again. The list and the pipe are
+// writes the signal's number into a pipe; a watcher thread reads it, ends the process's children
+// (base/process.hpp stop_children), removes every registered directory, restores the signal's
+// previous action and raises it again. The list and the pipe are
 // process-wide by nature (a signal disposition is), so they live in one never-destroyed object.
 #include "dpscope/lesson/run_dir.hpp"
 
@@ -32,6 +33,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kSignals[] = {SIGINT, SIGTERM};
+// How long a child has to end on SIGTERM before SIGKILL (a scenario's launcher passes SIGTERM on to
+// its ranks, which end at once).
+constexpr double kChildrenGraceS = 2.0;
 
 struct SignalCleanup {
   std::mutex mutex;
@@ -66,6 +70,9 @@ void watch(int pipe_read) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
     const int sig = byte;
+    // First the children (a py_compile, a scenario's launcher, the viewer's `dpscope lesson run`):
+    // one still running would write into the directory once it is gone, and make it again.
+    stop_children(kChildrenGraceS);
     SignalCleanup& state = cleanup();
     {
       std::lock_guard<std::mutex> lock(state.mutex);

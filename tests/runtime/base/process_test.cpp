@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -48,6 +50,46 @@ TEST(Process, AChildPastItsTimeIsKilledWithWhatItStarted) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_FALSE(running(grandchild)) << "the grandchild " << grandchild << " was left behind";
   if (running(grandchild)) ::kill(grandchild, SIGKILL);
+}
+
+// What Process.StopChildrenEndsEveryChildAndWhatItStarted runs in a process of its own: from
+// stop_children() on, a process counts as ending. 0 when all went as it should, else the check
+// that failed.
+int stop_children_scenario(const std::string& dir) {
+  const pid_t stubborn = spawn_process({"/bin/sh", "-c", "trap '' TERM; while :; do sleep 1; done"}, {});
+  const std::string pid_file = dir + "/grandchild.pid";
+  const pid_t leader = spawn_process(
+      {"/bin/sh", "-c",
+       "sleep 60 & echo $! > '" + pid_file + ".tmp'; mv '" + pid_file + ".tmp' '" + pid_file + "'; wait"},
+      {}, /*own_group=*/true);
+  pid_t grandchild = 0;
+  for (int i = 0; i < 1000 && grandchild == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream(pid_file) >> grandchild;
+  }
+  if (stubborn <= 0 || leader <= 0 || grandchild == 0) return 1;
+  const auto begun = std::chrono::steady_clock::now();
+  stop_children(0.5);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count();
+  if (running(stubborn)) return 2;  // it ignores SIGTERM: SIGKILL after the grace
+  if (running(leader) || running(grandchild)) return 3;
+  if (waited < 0.4 || waited > 8.0) return 4;
+  // A thread that waits for a child stop_children() ended does not go on to report it: it waits
+  // for the process's end.
+  std::atomic<bool> returned{false};
+  std::thread([&returned, leader] {
+    wait_process(leader);
+    returned = true;
+  }).detach();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return returned ? 5 : 0;
+}
+
+// A process ending on a signal ends its children first (lesson/run_dir.cpp): SIGTERM to each, to
+// the whole group of one that leads its own, and SIGKILL to one that ignores SIGTERM.
+TEST(Process, StopChildrenEndsEveryChildAndWhatItStarted) {
+  testing::TempDir dir;
+  EXPECT_EXIT(std::_Exit(stop_children_scenario(dir.path().string())), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

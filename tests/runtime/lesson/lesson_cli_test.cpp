@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dpscope/lesson/expression.hpp"
 #include "dpscope/lesson/lesson.hpp"
@@ -379,6 +380,41 @@ echo "status=$?"
   const testing::CliResult killed = dpscope::testing::run_command("timeout 60 bash " + quoted(script));
   EXPECT_NE(killed.output.find("status=143"), std::string::npos) << killed.output;  // 128 + SIGTERM
   EXPECT_EQ(names(), std::vector<std::string>{live});
+}
+
+// A child still running when the check is stopped is ended first: py_compile, killed with its
+// parent once, made the removed directory again when it wrote its __pycache__ (a CI run saw it).
+// Here a slow stand-in for python3 writes beside the snippet a second after it starts.
+TEST(LessonCli, CheckStoppedWhileAChildRunsLeavesNoDirectoryBehind) {
+  const fs::path scratch = testing::scratch_dir();
+  const fs::path tmp = scratch / "tmp";
+  const fs::path bin = scratch / "bin";
+  const fs::path started = scratch / "py_compile-started";
+  fs::create_directories(tmp);
+  fs::create_directories(bin);
+  testing::write_file(bin / "python3", fmt::format(R"sh(#!/bin/sh
+touch '{}'
+sleep 1
+mkdir -p "$(dirname "$3")/__pycache__"
+)sh",
+                                                   started.string()));
+  fs::permissions(bin / "python3", fs::perms::owner_all);
+  const fs::path script = scratch / "kill.sh";
+  testing::write_file(script, fmt::format(R"sh(export TMPDIR='{}' PATH='{}':"$PATH"
+'{}' lesson check 01 >/dev/null 2>&1 &
+pid=$!
+while [ ! -e '{}' ]; do sleep 0.02; done
+kill -TERM $pid
+wait $pid
+echo "status=$?"
+sleep 2
+)sh",
+                                          tmp.string(), bin.string(), DPSCOPE_CLI, started.string()));
+  const testing::CliResult killed = dpscope::testing::run_command("timeout 120 bash " + quoted(script));
+  EXPECT_NE(killed.output.find("status=143"), std::string::npos) << killed.output;
+  std::vector<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(tmp)) left.push_back(e.path().string());
+  EXPECT_TRUE(left.empty()) << fmt::format("{}", fmt::join(left, "\n"));
 }
 
 // The handout's command names the scratch directory relative to the handout's own folder: it works

@@ -30,8 +30,24 @@ bool process_exists(pid_t pid);
 
 // Waits for child `pid`: its exit status, or -1 when it died of a signal or, with `timeout_s` > 0,
 // did not exit within that many seconds (it is then killed with SIGKILL, with its process group
-// when it leads one, and reaped).
+// when it leads one, and reaped). It then forgets the child (forget_child).
 int wait_process(pid_t pid, double timeout_s = 0.0);
+
+// The children this process has not reaped yet: spawn_process() remembers each it starts, and
+// wait_process() forgets it; a child started otherwise (fork) joins with track_child() and leaves
+// with forget_child() once reaped. What stop_children() ends.
+void track_child(pid_t pid);
+// Forgets `pid`. While stop_children() runs or has run, the process is ending on a signal: the
+// calling thread then waits here for that end (at most a minute) instead of going on to report a
+// child's failure that is none, or to start the next step.
+void forget_child(pid_t pid);
+
+// Ends every child this process has not reaped, before it ends itself on a signal: a child left
+// running would go on writing where the process is cleaning up (lesson/run_dir.hpp: a py_compile
+// killed with its parent once made the removed directory again). SIGTERM (and SIGCONT) to each, to
+// its whole group when it leads one; SIGKILL to what still runs after `grace_s`. Returns once each
+// is gone (reaped here or by its waiting thread), or a few seconds after SIGKILL at most.
+void stop_children(double grace_s);
 
 // spawn_process() and wait_process(): the exit status, or -1 when it could not start, did not exit
 // or (timeout_s > 0) was still running after timeout_s and was killed with all it started (it runs
