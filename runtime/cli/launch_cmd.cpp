@@ -10,9 +10,10 @@
 // time). SIGINT and SIGTERM are passed on to every rank. When one rank fails (a non-zero exit or a
 // signal), the others get SIGTERM (and SIGCONT), then SIGKILL after --grace-s seconds, and the
 // command fails naming the first rank that failed, how, and the error line it printed (a usage
-// error, status 2, stays one). Exit 0 only when every rank exited 0 and every line they printed
-// was passed on: a stdout or stderr that cannot be written (a full disk, closed) fails the job once
-// its ranks end, naming the stream.
+// error, status 2, stays one), and the ranks it stopped that printed no error line of their own.
+// Exit 0 only when every rank exited 0 and every line they printed was passed on: a
+// stdout or stderr that cannot be written (a full disk, closed) fails the job once its ranks end,
+// naming the stream.
 //
 // Also here: say_why_when_terminated(), the one line a rank of a job prints when its launcher
 // stops it (commands.hpp).
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.hpp"
 #include "dpscope/base/error.hpp"
@@ -103,6 +105,16 @@ struct Stream {
 Stream stream_of(Rank& r, bool err, Sink& out, Sink& errs) {
   return err ? Stream{r.err_fd, r.err_partial, r.err_cut, r.rank, errs, &r.last_error}
              : Stream{r.out_fd, r.out_partial, r.out_cut, r.rank, out, nullptr};
+}
+
+// "rank 1", "ranks 0 and 3", "ranks 0, 1 and 3"; past eight, "ranks 0, 1, ..., 7 and 56 others".
+std::string name_ranks(const std::vector<int>& ranks) {
+  constexpr size_t kNamed = 8;
+  if (ranks.size() == 1) return fmt::format("rank {}", ranks[0]);
+  if (ranks.size() > kNamed)
+    return fmt::format("ranks {} and {} others", fmt::join(ranks.begin(), ranks.begin() + kNamed, ", "),
+                       ranks.size() - kNamed);
+  return fmt::format("ranks {} and {}", fmt::join(ranks.begin(), ranks.end() - 1, ", "), ranks.back());
 }
 
 // Writes `text` to the sink, unless an earlier write to it failed. A failed write (a full disk, a
@@ -439,15 +451,23 @@ void run_launch(LaunchArgs a) {
                             strsignal(passed_on), ranks.size()));
   }
   if (first_failure != nullptr) {
+    // Every rank is accounted for: one that this launcher stopped before it could say so itself
+    // (still starting, before it armed its line; a program that prints nothing on SIGTERM) is named
+    // in the launcher's line.
+    std::vector<int> silent;
+    for (const Rank& r : ranks)
+      if (&r != first_failure && r.last_error.empty() && WIFSIGNALED(r.status)) silent.push_back(r.rank);
     // The rank's own error line says why; a usage error (exit status 2: flags, configurations that
     // differ) stays one, so the launcher's exit code is the rank's.
     const Rank& f = *first_failure;
     const bool usage = WIFEXITED(f.status) && WEXITSTATUS(f.status) == 2 && !f.last_error.empty();
-    throw Error(usage ? ErrorKind::kUsage : ErrorKind::kProcess,
-                fmt::format("launch: rank {} (pid {}) {}{}; stopped the other {} rank{}", f.rank, f.pid,
-                            describe_status(f.status),
-                            f.last_error.empty() ? "" : fmt::format(" (its error: {})", f.last_error),
-                            ranks.size() - 1, ranks.size() == 2 ? "" : "s"));
+    throw Error(
+        usage ? ErrorKind::kUsage : ErrorKind::kProcess,
+        fmt::format("launch: rank {} (pid {}) {}{}; stopped the other {} rank{}{}", f.rank, f.pid,
+                    describe_status(f.status),
+                    f.last_error.empty() ? "" : fmt::format(" (its error: {})", f.last_error),
+                    ranks.size() - 1, ranks.size() == 2 ? "" : "s",
+                    silent.empty() ? "" : fmt::format(" ({} printed no error line)", name_ranks(silent))));
   }
   for (const Sink* sink : {&out_sink, &err_sink})
     if (sink->failed_errno != 0)

@@ -59,6 +59,10 @@ struct Case {
   // peer heard why says "was stopped by SIGTERM" instead; the failing rank's own line and the
   // launcher's always name the cause.
   int failing_rank = -1;
+  // A launcher's rows whose failing rank fails as it starts: this many peers may be stopped before
+  // they can say anything (still starting), each then named in the launcher's line ("(rank 1
+  // printed no error line)") in place of a line of its own.
+  int may_be_silent = 0;
   // Text stdout must contain ({dir} as in args): what a row that succeeds printed of its input.
   std::string stdout_contains = {};
   // The program that speaks on stderr when `program` is a wrapper (/bin/sh running dpscope-viz):
