@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,6 +101,51 @@ TEST(TempRunDir, SigtermRemovesItAndStillEndsTheProcess) {
   EXPECT_TRUE(names_in(parent).empty());
   ::close(ready[0]);
   ::close(ready[1]);
+}
+
+// The rest of the process runs on while the signal is handled: a lesson that starts then makes its
+// scratch directory, and with it the run directory, again (create_directories makes every missing
+// parent); a CI run once found the directory of a check it had stopped. Here threads do nothing else:
+// the directory goes all the same, and the process still ends with the signal.
+TEST(TempRunDir, SigtermRemovesItWhileOtherThreadsKeepMakingItAgain) {
+  const fs::path parent = testing::scratch_dir();
+  for (int round = 0; round < 3; ++round) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      TempRunDir dir("dpscope-test", parent);
+      dir.remove_on_signal();
+      std::atomic<int> running{0};
+      for (int t = 0; t < 3; ++t)
+        std::thread([&dir, &running, t] {
+          const fs::path scratch = dir.path() / fmt::format("0{}-lesson.scratch", t) / "ckpt";
+          running.fetch_add(1);
+          for (;;) {
+            std::error_code ec;
+            fs::create_directories(scratch, ec);
+            std::ofstream(scratch / "trace.jsonl") << "x\n";
+          }
+        }).detach();
+      while (running.load() < 3) std::this_thread::yield();
+      const char byte = 1;
+      if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
+      for (;;) ::pause();
+    }
+    char byte = 0;
+    ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ::kill(child, SIGTERM);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "round " << round << ": " << status;
+    EXPECT_TRUE(names_in(parent).empty())
+        << "round " << round << ": " << fmt::format("{}", fmt::join(names_in(parent), ", "));
+    fs::remove_all(parent);
+    fs::create_directories(parent);
+    ::close(ready[0]);
+    ::close(ready[1]);
+  }
 }
 
 }  // namespace

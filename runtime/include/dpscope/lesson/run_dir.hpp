@@ -3,8 +3,8 @@
 // way out (docs/lessons.md, "Limits"; docs/reliability.md, "Lessons"):
 //   - a normal return or an exception: the destructor removes it;
 //   - SIGINT or SIGTERM, once remove_on_signal() was called: a watcher thread ends the process's
-//     children (they would write into it again), removes it, then the signal ends the process as it
-//     would have (same status);
+//     children and parks its other threads (either would write into it, and make it, again),
+//     removes it, then the signal ends the process as it would have (same status);
 //   - SIGKILL, a crash, a power cut: the next TempRunDir of the same prefix sweeps the directories
 //     of processes that no longer run (the PID is in the name; io/atomic_file.cpp's
 //     remove_stale_temp_files() sweeps its temporary files the same way).
