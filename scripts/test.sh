@@ -30,10 +30,11 @@ if [[ "${DPSCOPE_SANITIZERS:-1}" == 0 ]]; then
   exit 0
 fi
 
-# Tests of binaries a sanitizer build does not make show up as <binary>_NOT_BUILT; the examples and
-# the layering checks and the Python package's runs of PyTorch gain nothing from a sanitizer. They
-# are left out of those runs.
-not_built='(_NOT_BUILT$|^example_|^layering_check|^python_)'
+# Tests of binaries a sanitizer build does not make show up as <binary>_NOT_BUILT; the examples, the
+# layering checks, the Python package's runs of PyTorch and the scripts' own tests (bash and Python;
+# the commands they run are the suites' too) gain nothing from a sanitizer. They are left out of
+# those runs.
+not_built='(_NOT_BUILT$|^example_|^layering_check|^python_|^scripts_)'
 
 stage "asan: runtime suites + hostile-input matrix + fuzz corpus replays"
 asan_targets=(dpscope_cli cli_tests fuzz_replay_trace_reader fuzz_replay_io_npy fuzz_replay_io_safetensors
