@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,30 +78,47 @@ TEST(TempRunDir, SweepsTheDirectoriesOfProcessesThatNoLongerRun) {
   EXPECT_TRUE(fs::exists(parent / live / "ckpt"));
 }
 
-// SIGTERM (and SIGINT) remove the directory, then end the process with the same signal.
-TEST(TempRunDir, SigtermRemovesItAndStillEndsTheProcess) {
-  const fs::path parent = testing::scratch_dir();
+struct Stopped {
+  int status = -1;                 // the child's wait status
+  std::vector<std::string> names;  // what `parent` held when SIGTERM was sent
+};
+
+// Forks a child that makes a TempRunDir in `parent` with remove_on_signal(), calls `start(dir)`
+// and waits; sends it SIGTERM once `start` has returned (and `delay` later).
+Stopped stop_child_with_sigterm(const fs::path& parent, const std::function<void(const TempRunDir&)>& start,
+                                std::chrono::milliseconds delay = std::chrono::milliseconds(0)) {
+  Stopped stopped;
   int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
+  if (::pipe(ready) != 0) return stopped;
   const pid_t child = ::fork();
   if (child == 0) {
     TempRunDir dir("dpscope-test", parent);
     dir.remove_on_signal();
-    testing::write_file(dir.path() / "trace.jsonl", "x");
+    start(dir);
     const char byte = 1;
     if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
     for (;;) ::pause();
   }
   char byte = 0;
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
-  ASSERT_EQ(names_in(parent).size(), 1u);
-  ::kill(child, SIGTERM);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
-  EXPECT_TRUE(names_in(parent).empty());
+  const bool started = ::read(ready[0], &byte, 1) == 1;
   ::close(ready[0]);
   ::close(ready[1]);
+  std::this_thread::sleep_for(delay);
+  stopped.names = names_in(parent);
+  ::kill(child, SIGTERM);
+  int status = 0;
+  if (::waitpid(child, &status, 0) == child && started) stopped.status = status;
+  return stopped;
+}
+
+// SIGTERM (and SIGINT) remove the directory, then end the process with the same signal.
+TEST(TempRunDir, SigtermRemovesItAndStillEndsTheProcess) {
+  const fs::path parent = testing::scratch_dir();
+  const Stopped stopped = stop_child_with_sigterm(
+      parent, [](const TempRunDir& dir) { testing::write_file(dir.path() / "trace.jsonl", "x"); });
+  EXPECT_EQ(stopped.names.size(), 1u);
+  EXPECT_TRUE(WIFSIGNALED(stopped.status) && WTERMSIG(stopped.status) == SIGTERM) << stopped.status;
+  EXPECT_TRUE(names_in(parent).empty());
 }
 
 // The rest of the process runs on while the signal is handled: a lesson that starts then makes its
@@ -110,41 +128,28 @@ TEST(TempRunDir, SigtermRemovesItAndStillEndsTheProcess) {
 TEST(TempRunDir, SigtermRemovesItWhileOtherThreadsKeepMakingItAgain) {
   const fs::path parent = testing::scratch_dir();
   for (int round = 0; round < 3; ++round) {
-    int ready[2];
-    ASSERT_EQ(::pipe(ready), 0);
-    const pid_t child = ::fork();
-    if (child == 0) {
-      TempRunDir dir("dpscope-test", parent);
-      dir.remove_on_signal();
-      std::atomic<int> running{0};
-      for (int t = 0; t < 3; ++t)
-        std::thread([&dir, &running, t] {
-          const fs::path scratch = dir.path() / fmt::format("0{}-lesson.scratch", t) / "ckpt";
-          running.fetch_add(1);
-          for (;;) {
-            std::error_code ec;
-            fs::create_directories(scratch, ec);
-            std::ofstream(scratch / "trace.jsonl") << "x\n";
-          }
-        }).detach();
-      while (running.load() < 3) std::this_thread::yield();
-      const char byte = 1;
-      if (::write(ready[1], &byte, 1) != 1) ::_exit(3);
-      for (;;) ::pause();
-    }
-    char byte = 0;
-    ASSERT_EQ(::read(ready[0], &byte, 1), 1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ::kill(child, SIGTERM);
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "round " << round << ": " << status;
+    const Stopped stopped = stop_child_with_sigterm(
+        parent,
+        [](const TempRunDir& dir) {
+          static std::atomic<int> running{0};
+          for (int t = 0; t < 3; ++t)
+            std::thread([&dir, t] {
+              const fs::path scratch = dir.path() / fmt::format("0{}-lesson.scratch", t) / "ckpt";
+              running.fetch_add(1);
+              for (;;) {
+                std::error_code ec;
+                fs::create_directories(scratch, ec);
+                std::ofstream(scratch / "trace.jsonl") << "x\n";
+              }
+            }).detach();
+          while (running.load() < 3) std::this_thread::yield();
+        },
+        std::chrono::milliseconds(20));
+    EXPECT_EQ(stopped.names.size(), 1u) << "round " << round;
+    EXPECT_TRUE(WIFSIGNALED(stopped.status) && WTERMSIG(stopped.status) == SIGTERM)
+        << "round " << round << ": " << stopped.status;
     EXPECT_TRUE(names_in(parent).empty())
         << "round " << round << ": " << fmt::format("{}", fmt::join(names_in(parent), ", "));
-    fs::remove_all(parent);
-    fs::create_directories(parent);
-    ::close(ready[0]);
-    ::close(ready[1]);
   }
 }
 
