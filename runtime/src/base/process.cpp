@@ -103,9 +103,11 @@ pid_t spawn_process(const std::vector<std::string>& argv, const fs::path& log, b
   pid_t pid = -1;
   int rc = 0;
   {
-    // Started and remembered under one lock: stop_children() never misses a child just started.
+    // Started and remembered under one lock: stop_children() never misses a child just started,
+    // and once it has run (the process is ending) nothing more is started.
     std::lock_guard<std::mutex> lock(children().mutex);
-    rc = posix_spawn(&pid, c_argv[0], &actions, &attributes, c_argv.data(), environ);
+    rc = g_stopping.load() ? ECANCELED
+                           : posix_spawn(&pid, c_argv[0], &actions, &attributes, c_argv.data(), environ);
     if (rc == 0) children().pids.push_back(pid);
   }
   posix_spawnattr_destroy(&attributes);

@@ -17,7 +17,8 @@ std::filesystem::path executable_dir();
 std::string find_on_path(const std::string& program);
 
 // Starts `argv` (argv[0] a path) with stdout and stderr sent to `log`, or left alone when `log` is
-// empty; returns its pid, or -1 when it could not start. With `own_group` it leads a process group
+// empty; returns its pid, or -1 when it could not start or the process is ending (stop_children()
+// has run). With `own_group` it leads a process group
 // of its own, so that wait_process() can end it with everything it started (xvfb-run's Xvfb and
 // viewer) when it runs past its time.
 pid_t spawn_process(const std::vector<std::string>& argv, const std::filesystem::path& log,
