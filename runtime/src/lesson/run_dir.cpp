@@ -83,6 +83,15 @@ extern "C" void on_park(int) {
   for (;;) ::pause();
 }
 
+// One record of getdents64: the kernel's linux_dirent64, its name running past the struct.
+struct DirEntry {
+  uint64_t ino;
+  int64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[1];
+};
+
 // Calls fn(name) for each entry of directory fd `dir` but "." and ".."; no allocation. False when
 // the directory cannot be read.
 template <typename Fn>
@@ -94,14 +103,7 @@ bool for_each_entry(int dir, Fn&& fn) {
     if (n < 0) return false;
     if (n == 0) return true;
     for (long at = 0; at < n;) {
-      struct Entry {  // the kernel's linux_dirent64
-        uint64_t ino;
-        int64_t off;
-        unsigned short reclen;
-        unsigned char type;
-        char name[1];
-      };
-      const auto* e = reinterpret_cast<const Entry*>(buffer + at);
+      const auto* e = reinterpret_cast<const DirEntry*>(buffer + at);
       at += e->reclen;
       if (std::strcmp(e->name, ".") != 0 && std::strcmp(e->name, "..") != 0) fn(e->name);
     }

@@ -131,7 +131,7 @@ TEST(TempRunDir, SigtermRemovesItWhileOtherThreadsKeepMakingItAgain) {
     const Stopped stopped = stop_child_with_sigterm(
         parent,
         [](const TempRunDir& dir) {
-          static std::atomic<int> running{0};
+          static std::atomic<int> running{0};  // static: the threads outlive this call (0 in each child)
           for (int t = 0; t < 3; ++t)
             std::thread([&dir, t] {
               const fs::path scratch = dir.path() / fmt::format("0{}-lesson.scratch", t) / "ckpt";
