@@ -129,9 +129,9 @@ BenchColumn make_column(const CollectiveDescriptor& d, uint64_t bytes, double ti
 }
 
 // A row's size columns (both columns still to fill).
-BenchRow make_row(Counts c) {
+BenchRow make_row(Counts c, DType dtype) {
   BenchRow r;
-  r.bytes = static_cast<uint64_t>(c.total) * sizeof(float);
+  r.bytes = static_cast<uint64_t>(c.total) * element_size(dtype);
   r.count = c.param;
   return r;
 }
@@ -246,6 +246,10 @@ void validate_bench_options(const BenchOptions& o) {
   }
   DPS_CHECK(!o.timing_only || !on_gpu(o), ErrorKind::kUsage,
             "--timing-only simulates without data: it is for --backend sim, not {}", o.backend);
+  DPS_CHECK(o.dtype == DType::kF32 || (o.backend == "sim" && o.timing_only), ErrorKind::kUsage,
+            "-d {}: the collectives move float data; {} is timed from its bytes with --timing-only "
+            "(--backend sim)",
+            bench_datatype_name(o.dtype), bench_datatype_name(o.dtype));
   DPS_CHECK(o.min_bytes <= o.max_bytes, ErrorKind::kUsage, "-b {} is larger than -e {}", o.min_bytes,
             o.max_bytes);
   if (o.step_bytes == 0)
@@ -303,6 +307,24 @@ OpType parse_bench_collective(std::string_view text) {
   throw Error(ErrorKind::kUsage, fmt::format("unknown collective '{}' (expected all_reduce, all_gather, "
                                              "reduce_scatter, broadcast, reduce or alltoall)",
                                              text));
+}
+
+const char* bench_datatype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF16: return "half";
+    case DType::kF32: return "float";
+    case DType::kF64: return "double";
+    default: return to_string(dtype);  // int8 ... uint64, bfloat16: the same in both
+  }
+}
+
+DType parse_bench_datatype(std::string_view text) {
+  for (const DType t : kBenchDatatypes)
+    if (text == bench_datatype_name(t) || text == to_string(t)) return t;
+  throw Error(ErrorKind::kUsage,
+              fmt::format("-d '{}': expected one of nccl-tests' types: int8, uint8, int32, uint32, int64, "
+                          "uint64, half, float, double, bfloat16, or all",
+                          text));
 }
 
 uint64_t parse_byte_size(std::string_view text, std::string_view flag) {
@@ -386,14 +408,14 @@ std::vector<BenchRow> run_mpi_sizes(const BenchOptions& o, ProcessGroup& pg,
   const CollectiveDescriptor& d = descriptor(o.collective);
   std::vector<BenchRow> rows;
   for (const uint64_t size : bench_sizes(o)) {
-    const Counts c = counts_for(d, size, n);
-    BenchRow r = make_row(c);
+    const Counts c = counts_for(d, size, n, o.dtype);
+    BenchRow r = make_row(c, o.dtype);
     bool warm = false;
     for (const Placement placement : kPlacements) {
       BenchColumn& column = column_of(r, placement);
       column.ran = bench_runs(o, placement);
       if (!column.ran) continue;
-      Buffers b = make_buffers(d, c, placement, pg.rank(), device, false);
+      Buffers b = make_buffers(d, c, placement, pg.rank(), device, false, o.dtype);
       double seconds = 0.0;
       // Warm-up once per size, before the first column (nccl-tests warms up once per sweep).
       const int warmup = warm ? 0 : o.warmup;
@@ -449,12 +471,11 @@ std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePres
   const CollectiveDescriptor& d = descriptor(o.collective);
   std::vector<BenchRow> rows;
   for (const uint64_t size : bench_sizes(o)) {
-    const Counts c = counts_for(d, size, n);
-    const NcclPrediction p =
-        predict_nccl(fabric, o.collective, static_cast<uint64_t>(c.total) * sizeof(float), choice);
+    const Counts c = counts_for(d, size, n, o.dtype);
+    BenchRow r = make_row(c, o.dtype);
+    const NcclPrediction p = predict_nccl(fabric, o.collective, r.bytes, choice);
     // NCCL's cost model has one time for both forms (the data moves the same way): both columns
     // print it.
-    BenchRow r = make_row(c);
     for (const Placement placement : kPlacements) {
       BenchColumn& column = column_of(r, placement);
       column = make_column(d, r.bytes, static_cast<double>(p.time_ns), n);
@@ -494,14 +515,15 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     if (on_gpu(o)) header.clock = "measured";
     header.run_json = fmt::format(
         R"({{"command":"bench","collective":"{}","backend":"{}","devices":{},"preset":"{}","algo":"{}",)"
-        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}{}{}{}}})",
+        R"("redop":"{}","timing_only":{},"min_bytes":{},"max_bytes":{},"factor":{}{}{}{}{}{}{}}})",
         api_name(o.collective), o.backend, n, o.preset, to_string(o.algorithm), to_string(o.op),
         o.timing_only, o.min_bytes, o.max_bytes, o.factor,
         o.step_bytes > 0 ? fmt::format(R"(,"step_bytes":{})", o.step_bytes) : std::string(),
         o.cycles > 1 ? fmt::format(R"(,"cycles":{})", o.cycles) : std::string(),
         o.gpus_per_thread > 1 ? fmt::format(R"(,"gpus_per_thread":{})", o.gpus_per_thread) : std::string(),
         o.nccl_algo ? fmt::format(R"(,"nccl_algo":"{}")", to_string(*o.nccl_algo)) : std::string(),
-        o.only ? fmt::format(R"(,"placement":"{}")", to_string(*o.only)) : std::string());
+        o.only ? fmt::format(R"(,"placement":"{}")", to_string(*o.only)) : std::string(),
+        o.dtype != DType::kF32 ? fmt::format(R"(,"dtype":"{}")", to_string(o.dtype)) : std::string());
     if (!on_gpu(o))
       for (int r = 0; r < n; ++r) world_options.devices.push_back(Device::sim(r, hardware));
     std::vector<int> trace_ids;
@@ -526,15 +548,15 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
     const int64_t launch_offset_ns = bench_late_start_ns(o, hardware, rank);
     for (size_t row = 0; row < sizes.size(); ++row) {
       device.set_step(static_cast<int64_t>(row));
-      const Counts c = counts_for(d, sizes[row], n);
-      if (rank == 0) rows[row] = make_row(c);
+      const Counts c = counts_for(d, sizes[row], n, o.dtype);
+      if (rank == 0) rows[row] = make_row(c, o.dtype);
       bool warm = false;
       for (const Placement placement : kPlacements) {
         if (!bench_runs(o, placement)) {
           if (rank == 0) column_of(rows[row], placement).ran = false;
           continue;
         }
-        Buffers b = make_buffers(d, c, placement, rank, device, o.timing_only);
+        Buffers b = make_buffers(d, c, placement, rank, device, o.timing_only, o.dtype);
         // Warm-up once per size, before the first column (nccl-tests warms up once per sweep, at
         // its largest and smallest size).
         const int warmup = warm ? 0 : o.warmup;

@@ -123,8 +123,9 @@ const CollectiveDescriptor& descriptor(OpType op) {
   throw Error(ErrorKind::kUsage, fmt::format("dpscope bench does not run {}", api_name(op)));
 }
 
-Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks) {
-  const int64_t total = nccl_tests_elements(d.op, bytes, ranks);  // nccl-tests' rounding (comm/types.hpp)
+Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks, DType dtype) {
+  // nccl-tests' rounding (comm/types.hpp)
+  const int64_t total = nccl_tests_elements(d.op, bytes, ranks, element_size(dtype));
   const int64_t block = total / ranks;
   if (d.splits_size)
     return d.op == OpType::kAllGather ? Counts{block, total, total, block}
@@ -134,9 +135,9 @@ Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks) {
 }
 
 Buffers make_buffers(const CollectiveDescriptor& d, Counts counts, Placement placement, int rank,
-                     const Device& device, bool meta) {
+                     const Device& device, bool meta, DType dtype) {
   auto make = [&](int64_t numel) {
-    return meta ? Tensor::meta({numel}, device, MemoryCategory::kBuffers)
+    return meta ? Tensor::meta({numel}, device, MemoryCategory::kBuffers, dtype)
                 : Tensor::zeros({numel}, device, MemoryCategory::kBuffers);
   };
   Buffers b{.placement = placement};

@@ -60,12 +60,12 @@ const CollectiveDescriptor& descriptor(OpType op);
 // What rank `rank` puts at element `i` (the exactly predictable inputs above).
 float input_value(ReduceOp op, int rank, int64_t i);
 
-// Element counts of `bytes` of floats for `d` over `ranks` ranks.
-Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks);
+// Element counts of a `bytes` row of `dtype` elements for `d` over `ranks` ranks.
+Counts counts_for(const CollectiveDescriptor& d, uint64_t bytes, int ranks, DType dtype);
 
-// Zeroed tensors of `counts` on `device` laid out for `placement` on rank `rank` (meta: shapes
-// without data, for timing-only runs).
+// Zeroed float32 tensors of `counts` on `device` laid out for `placement` on rank `rank`; with
+// `meta`, shapes of `dtype` without data (timing-only runs).
 Buffers make_buffers(const CollectiveDescriptor& d, Counts counts, Placement placement, int rank,
-                     const Device& device, bool meta);
+                     const Device& device, bool meta, DType dtype);
 
 }  // namespace dpscope::bench

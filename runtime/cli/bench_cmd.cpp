@@ -11,12 +11,12 @@
 // that shows one collective per size); the other prints -.
 // nccl-tests' flags keep their meanings and its -n 20 / -w 5 defaults: -b -e with -f (a factor) or
 // -i (a fixed step), -g (GPUs one thread drives, their kernels launched in turn) with -t (threads),
-// -n, -w, -c, -d (float only), -o, -r, -N (cycles of the sweep), and -a, accepted and said once (a
-// simulated collective has one time, not one per rank). --devices N is dpscope's own count: N GPUs,
-// a rank thread each, as DDP runs (nccl-tests' -t N -g 1). One default
-// differs on purpose: without -b/-e the table sweeps 8 B to 128 MiB by x2 (nccl-tests: 32 MiB once).
-// The harness is run_collective_bench() (dpscope_bench/collective_bench.hpp, runtime/bench/). Bad flags exit
-// with code 2.
+// -n, -w, -c, -d (float moves data; every type of nccl-tests', and all, is timed with --timing-only),
+// -o (all: each op), -r, -N (cycles of the sweep), and -a, accepted and said once (a simulated collective has
+// one time, not one per rank). --devices N is dpscope's own count: N GPUs, a rank thread each, as DDP runs
+// (nccl-tests' -t N -g 1). One default differs on purpose: without -b/-e the table sweeps 8 B to 128 MiB by
+// x2 (nccl-tests: 32 MiB once). The harness is run_collective_bench() (dpscope_bench/collective_bench.hpp,
+// runtime/bench/). Bad flags exit with code 2.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -106,6 +106,11 @@ constexpr HostFlag kHostFlags[] = {
      "accepted; the time columns are the collectives' own time (the wall column is this host's)"},
 };
 
+// nccl-tests' reduce ops in its order (src/common.cu's test_opnames), what -o all runs; its
+// premulsum (NCCL's ncclRedOpCreatePreMulSum) is not offered.
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMax, ReduceOp::kMin,
+                                ReduceOp::kAvg};
+
 // `hw`: the preset a.preset names.
 BenchOptions to_options(const BenchArgs& a, const HardwarePreset& hw) {
   BenchOptions o;
@@ -147,9 +152,11 @@ BenchOptions to_options(const BenchArgs& a, const HardwarePreset& hw) {
   o.cycles = a.cycles;
   DPS_CHECK(a.check >= 0, ErrorKind::kUsage, "-c must be 0 (no check) or a count of checks, got {}", a.check);
   o.check = a.check > 0;
-  // The collectives carry float32 tensors (nccl-tests' `float`); every other type is refused by name.
-  DPS_CHECK(a.datatype == "float" || a.datatype == "float32", ErrorKind::kUsage,
-            "-d {}: dpscope's collectives carry float (float32) only", a.datatype);
+  // -d all: the command runs the sweep once per type (kBenchDatatypes), the first here.
+  DPS_CHECK(a.datatype != "all" || (a.timing_only && a.backend == "sim"), ErrorKind::kUsage,
+            "-d all: the collectives move float data; the other types are timed from their bytes with "
+            "--timing-only (--backend sim)");
+  o.dtype = a.datatype == "all" ? kBenchDatatypes[0] : parse_bench_datatype(a.datatype);
   DPS_CHECK(a.average >= 0 && a.average <= 3, ErrorKind::kUsage,
             "-a must be 0 (rank 0), 1 (average), 2 (min) or 3 (max), got {}", a.average);
   try {
@@ -161,10 +168,21 @@ BenchOptions to_options(const BenchArgs& a, const HardwarePreset& hw) {
     } else {
       o.algorithm = parse_algorithm(a.algo, "--algo");  // ring and tree: our schedules, NCCL's names
     }
-    o.op = parse_reduce_op(a.op);
+    o.op = a.op == "all" ? kAllOps[0] : parse_reduce_op(a.op);  // -o all: the command runs each
   } catch (const Error& e) {
     throw Error(ErrorKind::kUsage, e.what());
   }
+  if (a.op == "all") {
+    const bool reduces = o.collective == OpType::kAllReduce || o.collective == OpType::kReduce ||
+                         o.collective == OpType::kReduceScatter;
+    DPS_CHECK(reduces, ErrorKind::kUsage, "-o all given, but {} does not reduce", api_name(o.collective));
+    DPS_CHECK(a.backend != "mpi", ErrorKind::kUsage,
+              "-o all: --backend mpi runs one reduce op per mpirun; give one of sum, prod, max, min, avg");
+  }
+  DPS_CHECK(a.trace.empty() || (a.op != "all" && a.datatype != "all"), ErrorKind::kUsage,
+            "--trace {}: -d all and -o all run one sweep per type and op, and a trace holds one sweep; give "
+            "one -d and one -o with --trace",
+            printable_line(a.trace));
   o.agg_iters = a.agg_iters;
   o.root = a.root;
   o.slices = a.slices;
@@ -221,8 +239,9 @@ void print_launches(const BenchOptions& o, const HardwarePreset& hw) {
 }
 
 // `average`: nccl-tests' -a when the command line gave it (`average_given`), said once.
+// `datatype_all`, `op_all`: -d all, -o all (one sweep per type and op).
 void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_given, int average,
-                  const std::vector<std::string>& host_notes) {
+                  bool datatype_all, bool op_all, const std::vector<std::string>& host_notes) {
   const char* env = std::getenv("DPSCOPE_ALGO");
   const bool from_env = o.algorithm == Algorithm::kDefault && env != nullptr && *env != '\0';
   if (o.backend == "mpi") {
@@ -263,6 +282,14 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
              o.step_bytes > 0 ? fmt::format("+{} B a row (-i)", o.step_bytes)
                               : fmt::format("x{} a row (-f)", o.factor),
              o.cycles > 1 ? fmt::format(", the sweep {} times (-N)", o.cycles) : std::string());
+  if (o.dtype != DType::kF32 || datatype_all)
+    fmt::print("# -d {}: {}-byte elements, timed from their bytes (no data: --timing-only)\n",
+               datatype_all ? "all" : bench_datatype_name(o.dtype),
+               datatype_all ? std::string("1-, 2-, 4- and 8") : std::to_string(element_size(o.dtype)));
+  if (op_all)
+    fmt::print(
+        "# -o all: the sweep once per op: sum, prod, max, min, avg (nccl-tests' order; its premulsum is not "
+        "offered)\n");
   if (average_given)
     fmt::print("# -a {}: {}\n", average,
                o.backend == "mpi"
@@ -289,15 +316,15 @@ void print_header(const BenchOptions& o, const HardwarePreset& hw, bool average_
   const auto print_line = [](const std::string& line) {
     fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
   };
-  print_line(fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {:^38}  {:^38}", "", "", "", "", "",
+  print_line(fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>4}  {:^38}  {:^38}", "", "", "", "", "",
                          "out-of-place", "in-place"));
   const auto group = [](const char* time, const char* algbw, const char* busbw, const char* wrong) {
     return fmt::format("{:>10}  {:>8}  {:>8}  {:>6}", time, algbw, busbw, wrong);
   };
-  fmt::print("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {:>10}  {}\n", "size", "count", "type", "redop",
+  fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>4}  {}  {}  {:>10}  {}\n", "size", "count", "type", "redop",
              "root", group("time", "algbw", "busbw", "#wrong"), group("time", "algbw", "busbw", "#wrong"),
              "wall", "algo/proto");
-  print_line(fmt::format("# {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {:>10}", "(B)", "(elements)", "", "",
+  print_line(fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>4}  {}  {}  {:>10}", "(B)", "(elements)", "", "",
                          "", group("(us)", "(GB/s)", "(GB/s)", ""), group("(us)", "(GB/s)", "(GB/s)", ""),
                          "(us)"));
 }
@@ -359,7 +386,8 @@ void register_bench(CLI::App& app, Registration registration) {
   cmd->add_option(
       "--algo", args->algo,
       "ring, tree, naive, auto (DPSCOPE_ALGO when not given) or nvls (all_reduce: NCCL_ALGO=NVLS)");
-  cmd->add_option("-o,--op", args->op, "reduce op: sum, avg, prod, min, max")->capture_default_str();
+  cmd->add_option("-o,--op", args->op, "reduce op: sum, avg, prod, min, max or all (the sweep once per op)")
+      ->capture_default_str();
   cmd->add_option("-r,--root", args->root, "root rank of broadcast/reduce")->capture_default_str();
   cmd->add_option("--slices", args->slices, "pipeline slices per chunk (0: by size, 1: not pipelined)")
       ->capture_default_str();
@@ -367,7 +395,9 @@ void register_bench(CLI::App& app, Registration registration) {
   cmd->add_option("-w,--warmup_iters", args->warmup, "warm-up iterations per size")->capture_default_str();
   cmd->add_option("-c,--check", args->check, "0: do not check the results; 1 or more: check them exactly")
       ->capture_default_str();
-  cmd->add_option("-d,--datatype", args->datatype, "element type: float (the only one the collectives carry)")
+  cmd->add_option("-d,--datatype", args->datatype,
+                  "element type: int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16 or "
+                  "all (the sweep once per type); all but float with --timing-only (timed from its bytes)")
       ->capture_default_str();
   cmd->add_option("-a,--average", args->average,
                   "nccl-tests' 0 rank 0 | 1 avg | 2 min | 3 max: accepted; a simulated time is one number")
@@ -421,7 +451,9 @@ void register_bench(CLI::App& app, Registration registration) {
       DPS_CHECK(value >= 0, ErrorKind::kUsage, "{} must be at least 0, got {}", f.flag, value);
       host_notes.push_back(fmt::format("{} {}: {}", f.flag, value, f.note));
     }
-    if (speaks) print_header(options, hw, cmd->count("-a") > 0, args->average, host_notes);
+    if (speaks)
+      print_header(options, hw, cmd->count("-a") > 0, args->average, args->datatype == "all",
+                   args->op == "all", host_notes);
     std::fflush(stdout);
     double busbw_sum = 0.0;
     int64_t columns = 0, wrong = 0;
@@ -434,11 +466,11 @@ void register_bench(CLI::App& app, Registration registration) {
         if (std::uncaught_exceptions() > 0) keep_quiet_when_terminated();
       }
     } quiet_on_error;
-    run_collective_bench(options, [&](const BenchRow& r) {
-      fmt::print("  {:>10}  {:>12}  {:>6}  {:>6}  {:>4}  {}  {}  {:>10.1f}{}\n", r.bytes, r.count, "float",
-                 reduces ? to_string(options.op) : "none", rooted ? options.root : -1,
-                 format_column(r.out_of_place), format_column(r.in_place), row_wall_us(r),
-                 r.algo.empty() ? std::string() : "  " + r.algo);
+    const auto print_row = [&](const BenchRow& r) {
+      fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>4}  {}  {}  {:>10.1f}{}\n", r.bytes, r.count,
+                 bench_datatype_name(options.dtype), reduces ? to_string(options.op) : "none",
+                 rooted ? options.root : -1, format_column(r.out_of_place), format_column(r.in_place),
+                 row_wall_us(r), r.algo.empty() ? std::string() : "  " + r.algo);
       std::fflush(stdout);
       // nccl-tests' footer averages busbw over every column it printed, out-of-place and in-place
       // alike (src/common.cu: BenchTime adds each one's busbw to bw[0] and counts it in bw_count).
@@ -448,7 +480,21 @@ void register_bench(CLI::App& app, Registration registration) {
         wrong += std::max<int64_t>(c->wrong, 0);
         ++columns;
       }
-    });
+    };
+    // nccl-tests' -d all and -o all: the whole sweep of each type, and for each type of each op, in
+    // turn (its RunTest loops), under one header and one footer.
+    const std::vector<DType> types =
+        args->datatype == "all" ? std::vector<DType>(std::begin(kBenchDatatypes), std::end(kBenchDatatypes))
+                                : std::vector<DType>{options.dtype};
+    const std::vector<ReduceOp> ops = args->op == "all"
+                                          ? std::vector<ReduceOp>(std::begin(kAllOps), std::end(kAllOps))
+                                          : std::vector<ReduceOp>{options.op};
+    for (const DType type : types)
+      for (const ReduceOp op : ops) {
+        options.dtype = type;
+        options.op = op;
+        run_collective_bench(options, print_row);
+      }
     if (!speaks) return;
     const std::string verdict = options.timing_only ? "(not checked: timing-only)"
                                 : !options.check    ? "(not checked: -c 0)"

@@ -29,8 +29,39 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
 };
 
-const char* to_string(DType dtype) { return dtype == DType::kF32 ? "float32" : "int64"; }
-size_t element_size(DType dtype) { return dtype == DType::kF32 ? 4 : 8; }
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float32";
+    case DType::kI64: return "int64";
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+    case DType::kF64: return "float64";
+    case DType::kI8: return "int8";
+    case DType::kU8: return "uint8";
+    case DType::kI32: return "int32";
+    case DType::kU32: return "uint32";
+    case DType::kU64: return "uint64";
+  }
+  return "float32";
+}
+
+size_t element_size(DType dtype) {
+  switch (dtype) {
+    case DType::kI8:
+    case DType::kU8: return 1;
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kF32:
+    case DType::kI32:
+    case DType::kU32: return 4;
+    case DType::kF64:
+    case DType::kI64:
+    case DType::kU64: return 8;
+  }
+  return 4;
+}
+
+bool holds_data(DType dtype) { return dtype == DType::kF32 || dtype == DType::kI64; }
 
 std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
@@ -44,6 +75,10 @@ int64_t shape_numel(const Shape& shape) {
 }
 
 Tensor Tensor::empty(const Shape& shape, const Device& device, MemoryCategory category, DType dtype) {
+  DPS_CHECK(holds_data(dtype), ErrorKind::kUnsupported,
+            "a {} tensor has no data here: only a timing-only (meta) tensor may be {}; tensors with data "
+            "are float32 or int64",
+            to_string(dtype), to_string(dtype));
   Tensor t;
   t.shape_ = shape;
   t.numel_ = shape_numel(shape);

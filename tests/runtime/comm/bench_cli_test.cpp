@@ -65,7 +65,7 @@ TEST(BenchCli, PrintsOneCheckedRowPerSizeAndTheAverageBusBandwidth) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("# dpscope bench all_reduce: backend sim, 4 x NVIDIA H100 SXM5 80GB"));
   EXPECT_THAT(r.output,
-              HasSubstr("size         count    type   redop  root        time     algbw     busbw"
+              HasSubstr("size         count      type   redop  root        time     algbw     busbw"
                         "  #wrong        time     algbw     busbw  #wrong        wall  algo/proto"));
   const auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 3u) << r.output;
@@ -457,6 +457,93 @@ TEST(BenchCli, TheOutOfPlaceTableInDocsCollectivesIsTodaysRun) {
   EXPECT_EQ(comments(pasted), comments(r.output));
 }
 
+// nccl-tests' -d: each type's count is the size over its element size (all_gather: each rank's
+// block rounded down to 4 elements, as for float), the time that of its bytes, the same as float's
+// for the same bytes; -d all runs the sweep of every type in nccl-tests' order under one footer.
+TEST(BenchCli, EveryNcclTestsDatatypeIsTimedFromItsBytes) {
+  const Result all = run_bench("all_gather -g 8 --timing-only -b 1K -e 2K -d all");
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_THAT(all.output, HasSubstr("# -d all: 1-, 2-, 4- and 8-byte elements, timed from their bytes"));
+  const auto rows = rows_of(all.output);
+  ASSERT_EQ(rows.size(), 20u) << all.output;
+  const std::vector<std::pair<std::string, int>> types = {
+      {"int8", 1},   {"uint8", 1}, {"int32", 4}, {"uint32", 4}, {"int64", 8},
+      {"uint64", 8}, {"half", 2},  {"float", 4}, {"double", 8}, {"bfloat16", 2}};
+  for (size_t t = 0; t < types.size(); ++t)
+    for (size_t s = 0; s < 2; ++s) {
+      const std::vector<std::string>& row = rows[t * 2 + s];
+      const int64_t bytes = 1024 << s;
+      SCOPED_TRACE(row[2] + " " + row[0]);
+      ASSERT_GE(row.size(), 12u);
+      EXPECT_EQ(row[2], types[t].first);
+      EXPECT_EQ(row[0], std::to_string(bytes));
+      // Each of 8 ranks' blocks: bytes / 8 / element size, a multiple of 4 elements.
+      EXPECT_EQ(row[1], std::to_string(bytes / 8 / types[t].second / 4 * 4));
+      EXPECT_EQ(row[5], rows[s][5]);  // the same bytes, the same time
+    }
+  // A size that is not a whole number of 8-byte elements: nccl-tests' count rounds down, and the
+  // row is the bytes of that count.
+  const Result d = run_bench("all_reduce --devices 4 --timing-only -b 12 -e 12 -d double");
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  ASSERT_EQ(rows_of(d.output).size(), 1u);
+  EXPECT_EQ(rows_of(d.output)[0][0], "8");
+  EXPECT_EQ(rows_of(d.output)[0][1], "1");
+  // Half the bytes of a float row of the same count; across nodes too; the trace names the type.
+  const std::string path = testing::unique_temp_path("bench_bf16.jsonl").string();
+  const Result bf16 =
+      run_bench("reduce_scatter --devices 4 --timing-only -b 1K -e 1K -d bfloat16 -o avg --trace " + path);
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  std::ifstream in(path);
+  const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(trace, HasSubstr(R"("dtype":"bfloat16"})"));  // the header's run
+  EXPECT_THAT(trace, HasSubstr(R"("count":128,"dtype":"bfloat16","redop":"avg")"));
+  const Result nodes = run_bench("all_reduce -g 8 --nodes 2 --timing-only -b 1M -e 1M -d half");
+  const Result nodes_float = run_bench("all_reduce -g 8 --nodes 2 --timing-only -b 1M -e 1M");
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.output;
+  ASSERT_EQ(rows_of(nodes.output).size(), 1u);
+  EXPECT_EQ(rows_of(nodes.output)[0][1], "524288");
+  EXPECT_EQ(rows_of(nodes.output)[0][5], rows_of(nodes_float.output)[0][5]);
+}
+
+// nccl-tests' -o all: the sweep once per op in its order, each checked exactly; types outer, ops
+// inner, as its RunTest loops.
+TEST(BenchCli, OpAllRunsEveryReduceOpInNcclTestsOrder) {
+  const Result r = run_bench("all_reduce --devices 4 -b 1K -e 2K -n 2 -w 0 -o all");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("# -o all: the sweep once per op: sum, prod, max, min, avg"));
+  EXPECT_THAT(r.output, HasSubstr("# Wrong values         : 0 OK"));
+  const auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 10u) << r.output;
+  const char* ops[] = {"sum", "prod", "max", "min", "avg"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][3], ops[i / 2]);
+    EXPECT_EQ(rows[i][8], "0");   // out of place, checked
+    EXPECT_EQ(rows[i][12], "0");  // in place
+  }
+  const Result both = run_bench("reduce_scatter --devices 2 --timing-only -b 64 -e 64 -o all -d all");
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  const auto cases = rows_of(both.output);
+  ASSERT_EQ(cases.size(), 50u);
+  EXPECT_EQ(cases[0][2] + " " + cases[0][3], "int8 sum");
+  EXPECT_EQ(cases[4][2] + " " + cases[4][3], "int8 avg");
+  EXPECT_EQ(cases[5][2] + " " + cases[5][3], "uint8 sum");
+  EXPECT_EQ(cases[49][2] + " " + cases[49][3], "bfloat16 avg");
+  const std::string trace = testing::unique_temp_path("bench_all.jsonl").string();
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"all_gather -o all", "-o all given, but all_gather does not reduce"},
+           {"all_reduce -o all --trace " + trace,
+            "--trace " + trace +
+                ": -d all and -o all run one sweep per type and op, and a trace holds one sweep; give one -d "
+                "and one -o with --trace"},
+           {"all_reduce -d all --timing-only --trace " + trace, "a trace holds one sweep"}}) {
+    SCOPED_TRACE(args);
+    const Result refused = run_bench(args);
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    EXPECT_THAT(refused.output, HasSubstr(message));
+  }
+  EXPECT_FALSE(std::filesystem::exists(trace));
+}
+
 TEST(BenchCli, WritesATrace) {
   const std::string path = testing::unique_temp_path("bench_trace.jsonl").string();
   const Result r = run_bench("all_reduce --devices 2 -b 1K -e 1K -n 1 -w 0 --trace " + path);
@@ -531,7 +618,15 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
              "-b 8 -e 8589934592 -i 1 -N 1: more than 100000 rows"},
         Case{"all_reduce -N 0", "-N must be at least 1, got 0"},
         Case{"all_reduce -c -1", "-c must be 0 (no check) or a count of checks, got -1"},
-        Case{"all_reduce -d half", "-d half: dpscope's collectives carry float (float32) only"},
+        Case{"all_reduce -d half",
+             "-d half: the collectives move float data; half is timed from its bytes with --timing-only "
+             "(--backend sim)"},
+        Case{"all_reduce -d all",
+             "-d all: the collectives move float data; the other types are timed from their bytes with "
+             "--timing-only (--backend sim)"},
+        Case{"all_reduce -d fp8 --timing-only",
+             "-d 'fp8': expected one of nccl-tests' types: int8, uint8, int32, uint32, int64, uint64, half, "
+             "float, double, bfloat16, or all"},
         Case{"all_reduce -a 4", "-a must be 0 (rank 0), 1 (average), 2 (min) or 3 (max), got 4"}}) {
     SCOPED_TRACE(c.args);
     const Result r = run_bench(c.args);

@@ -1,4 +1,5 @@
 // Tensors: factories, views, device copies, the PyTorch device-mismatch error, accounting.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dpscope/core/tensor.hpp"
@@ -112,6 +113,39 @@ TEST(Tensor, MetaTensorsHaveShapeButNoData) {
   EXPECT_FALSE(t.has_data());
   EXPECT_EQ(sim.memory().bytes[0], 4u * 1024 * 1024);
   EXPECT_THROW(t.f32(), Error);
+}
+
+// NCCL's other element types (nccl-tests' -d) are for meta tensors only: bytes, no data.
+TEST(Tensor, OtherElementTypesAreMetaOnly) {
+  Device sim = make_sim();
+  struct Case {
+    DType dtype;
+    const char* name;
+    size_t size;
+  };
+  for (const Case& c :
+       {Case{DType::kF32, "float32", 4}, Case{DType::kI64, "int64", 8}, Case{DType::kF16, "float16", 2},
+        Case{DType::kBF16, "bfloat16", 2}, Case{DType::kF64, "float64", 8}, Case{DType::kI8, "int8", 1},
+        Case{DType::kU8, "uint8", 1}, Case{DType::kI32, "int32", 4}, Case{DType::kU32, "uint32", 4},
+        Case{DType::kU64, "uint64", 8}}) {
+    SCOPED_TRACE(c.name);
+    EXPECT_STREQ(to_string(c.dtype), c.name);
+    EXPECT_EQ(element_size(c.dtype), c.size);
+    const Tensor meta = Tensor::meta({6}, sim, MemoryCategory::kBuffers, c.dtype);
+    EXPECT_EQ(meta.nbytes(), 6 * c.size);
+    EXPECT_EQ(holds_data(c.dtype), c.dtype == DType::kF32 || c.dtype == DType::kI64);
+    if (holds_data(c.dtype)) continue;
+    try {
+      Tensor::zeros({6}, sim, MemoryCategory::kBuffers, c.dtype);
+      FAIL() << "expected a refusal";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("a {0} tensor has no data here: only a timing-only (meta) tensor may be {0}; "
+                            "tensors with data are float32 or int64",
+                            c.name));
+    }
+  }
 }
 
 }  // namespace

@@ -38,6 +38,7 @@
 
 #include "dpscope/comm/nccl_cost_model.hpp"
 #include "dpscope/comm/types.hpp"
+#include "dpscope/core/tensor.hpp"
 
 namespace dpscope {
 
@@ -78,6 +79,9 @@ struct BenchOptions {
   uint64_t step_bytes = 0;  // ... or, with -i (> 0), the last plus this many bytes
   int cycles = 1;           // -N: the whole sweep this many times, each cycle's rows reported
   Algorithm algorithm = Algorithm::kDefault;
+  // -d: the element type. The collectives move float32 data; every other type of nccl-tests' is
+  // timed from its bytes on meta buffers (timing_only, sim backend), its count bytes / its size.
+  DType dtype = DType::kF32;
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   int slices = 0;  // 0: by size
@@ -123,6 +127,16 @@ struct BenchRow {
 // Parses "all_reduce" (also "allreduce", "all-reduce"), "all_gather", "reduce_scatter",
 // "broadcast", "reduce"; throws kUsage otherwise.
 OpType parse_bench_collective(std::string_view text);
+// nccl-tests' element types in its order (src/common.cu's test_typenames, without the fp8 types):
+// int8 uint8 int32 uint32 int64 uint64 half float double bfloat16, what -d all runs.
+inline constexpr DType kBenchDatatypes[] = {DType::kI8,  DType::kU8,  DType::kI32, DType::kU32, DType::kI64,
+                                            DType::kU64, DType::kF16, DType::kF32, DType::kF64, DType::kBF16};
+// nccl-tests' name of `dtype`, as its type column prints it: "half", "float", "double", "bfloat16",
+// "int8", ...
+const char* bench_datatype_name(DType dtype);
+// Parses -d: nccl-tests' names, or PyTorch's ("float32", "float16", "float64"); throws kUsage
+// listing them otherwise ("all" is the command's to expand: kBenchDatatypes).
+DType parse_bench_datatype(std::string_view text);
 // Parses a byte count: digits with an optional K, M, G suffix (binary: 1K = 1024); kUsage on junk.
 uint64_t parse_byte_size(std::string_view text, std::string_view flag);
 

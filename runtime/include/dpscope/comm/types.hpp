@@ -134,10 +134,11 @@ struct NewGroupOptions {
 // broadcast, reduce 1; others 1.
 double bus_bandwidth_factor(OpType op, int ranks);
 
-// nccl-tests' elements of a `bytes` row of floats over `ranks` ranks (>= 1), all ranks' data:
-// all_gather.cu and reduce_scatter.cu round each rank's block down to a multiple of 4 elements
-// (ALIGN), alltoall.cu the buffer down to a whole block per rank; the others take the whole buffer.
-// What `dpscope bench` runs and the fidelity report compares for a row of that size.
-int64_t nccl_tests_elements(OpType op, uint64_t bytes, int ranks);
+// nccl-tests' elements of a `bytes` row of `element_bytes`-byte elements (its -d: 4 for float) over
+// `ranks` ranks (>= 1), all ranks' data: bytes / element_bytes, then all_gather.cu and
+// reduce_scatter.cu round each rank's block down to a multiple of 4 elements (ALIGN), alltoall.cu
+// the buffer down to a whole block per rank; the others take the whole buffer. What `dpscope bench`
+// runs and the fidelity report compares for a row of that size.
+int64_t nccl_tests_elements(OpType op, uint64_t bytes, int ranks, size_t element_bytes);
 
 }  // namespace dpscope

@@ -2,7 +2,9 @@
 //
 // Storage is shared between a tensor and its views (rows(), reshape()); it is accounted against its
 // device's memory by category for as long as any view lives. A tensor made by Tensor::meta() has a
-// shape and accounting but no data: timing-only runs simulate models far beyond this machine.
+// shape and accounting but no data: timing-only runs simulate models far beyond this machine, and
+// collectives of NCCL's other element types (float16, bfloat16, int8, ...; nccl-tests' -d), which
+// only a meta tensor may have.
 // Ops between tensors on different devices fail the way PyTorch does:
 //   "Expected all tensors to be on the same device, but found at least two devices, sim:0 and cpu!"
 #pragma once
@@ -19,9 +21,13 @@
 
 namespace dpscope {
 
-enum class DType : uint8_t { kF32, kI64 };
-const char* to_string(DType dtype);
+// float32 and int64 tensors hold data. The others are NCCL's other element types, for meta tensors
+// only (Tensor::empty refuses them): a simulated collective's time depends on its bytes, not on what
+// they hold.
+enum class DType : uint8_t { kF32, kI64, kF16, kBF16, kF64, kI8, kU8, kI32, kU32, kU64 };
+const char* to_string(DType dtype);  // PyTorch's names: "float32", "bfloat16", "uint8", ...
 size_t element_size(DType dtype);
+bool holds_data(DType dtype);  // float32 and int64: a tensor with data may have it
 
 using Shape = std::vector<int64_t>;
 std::string shape_to_string(const Shape& shape);  // "[128, 784]"

@@ -262,7 +262,7 @@ std::vector<MeasuredSystem> load_not_compared_systems(const fs::path& dir) {
 
 FidelitySize fidelity_size(OpType op, uint64_t bytes, int ranks) {
   DPS_CHECK(ranks >= 1, ErrorKind::kInvalidArgument, "fidelity_size: {} ranks", ranks);
-  const int64_t total = nccl_tests_elements(op, bytes, ranks);
+  const int64_t total = nccl_tests_elements(op, bytes, ranks, sizeof(float));  // the tables ran -d float
   const bool per_rank = op == OpType::kAllGather || op == OpType::kReduceScatter;
   return {per_rank ? total / ranks : total, static_cast<uint64_t>(total) * sizeof(float)};
 }

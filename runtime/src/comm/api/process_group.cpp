@@ -19,7 +19,9 @@ void check_same_kind(const Tensor& a, const Tensor& b, OpType op, int rank, cons
 }
 
 void check_avg_dtype(ReduceOp op, const Tensor& t, OpType type) {
-  DPS_CHECK(op != ReduceOp::kAvg || t.dtype() == DType::kF32, ErrorKind::kInvalidArgument,
+  // The backends average float32 data. A meta tensor (timing-only) may be of any element type, as
+  // NCCL's ncclAvg takes integers too (their sum divided by the ranks).
+  DPS_CHECK(op != ReduceOp::kAvg || t.dtype() == DType::kF32 || !t.has_data(), ErrorKind::kInvalidArgument,
             "{}: ReduceOp avg needs float32 tensors, got {}", api_name(type), to_string(t.dtype()));
 }
 

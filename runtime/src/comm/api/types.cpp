@@ -104,9 +104,10 @@ double bus_bandwidth_factor(OpType op, int ranks) {
   }
 }
 
-int64_t nccl_tests_elements(OpType op, uint64_t bytes, int ranks) {
-  DPS_CHECK(ranks >= 1, ErrorKind::kInvalidArgument, "nccl_tests_elements: {} ranks", ranks);
-  const int64_t elems = static_cast<int64_t>(bytes / sizeof(float));
+int64_t nccl_tests_elements(OpType op, uint64_t bytes, int ranks, size_t element_bytes) {
+  DPS_CHECK(ranks >= 1 && element_bytes >= 1, ErrorKind::kInvalidArgument,
+            "nccl_tests_elements: {} ranks, {}-byte elements", ranks, element_bytes);
+  const int64_t elems = static_cast<int64_t>(bytes / element_bytes);
   const int64_t n = ranks;
   switch (op) {
     case OpType::kAllGather:

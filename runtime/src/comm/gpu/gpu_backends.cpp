@@ -44,6 +44,14 @@ const char* nccl_dtype_name(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "ncclFloat32";
     case DType::kI64: return "ncclInt64";
+    case DType::kF16: return "ncclFloat16";
+    case DType::kBF16: return "ncclBfloat16";
+    case DType::kF64: return "ncclFloat64";
+    case DType::kI8: return "ncclInt8";
+    case DType::kU8: return "ncclUint8";
+    case DType::kI32: return "ncclInt32";
+    case DType::kU32: return "ncclUint32";
+    case DType::kU64: return "ncclUint64";
   }
   return "ncclFloat32";
 }
