@@ -42,7 +42,6 @@ using bench::make_buffers;
 constexpr uint64_t kMaxDataBytes = 16ull << 30;  // host memory a data-mode run may use
 constexpr int kMaxBenchSlices = 4096;            // pipeline slices per chunk
 constexpr int kMaxBenchIterations = 1'000'000;   // warm-up + timed iterations per size
-constexpr uint64_t kMaxBenchRows = 100'000;      // sizes in a sweep times -N cycles
 
 bool on_gpu(const BenchOptions& o) { return o.backend == "cuda" || o.backend == "nccl"; }
 

@@ -434,6 +434,19 @@ void register_bench(CLI::App& app, Registration registration) {
     BenchOptions options = to_options(*args, hw);
     if (cmd->count("--algo") == 0) options.algorithm = Algorithm::kDefault;  // DPSCOPE_ALGO or auto
     validate_bench_options(options);
+    // nccl-tests' -d all and -o all: the whole sweep of each type, and for each type of each op, in
+    // turn (its RunTest loops), under one header and one footer.
+    const std::vector<DType> types =
+        args->datatype == "all" ? std::vector<DType>(std::begin(kBenchDatatypes), std::end(kBenchDatatypes))
+                                : std::vector<DType>{options.dtype};
+    const std::vector<ReduceOp> ops = args->op == "all"
+                                          ? std::vector<ReduceOp>(std::begin(kAllOps), std::end(kAllOps))
+                                          : std::vector<ReduceOp>{options.op};
+    const uint64_t sweeps = types.size() * ops.size();
+    const uint64_t sweep_rows = bench_sizes(options).size();  // at most kMaxBenchRows: validated
+    DPS_CHECK(sweep_rows <= kMaxBenchRows / sweeps, ErrorKind::kUsage,
+              "-d {} -o {}: {} sweeps of {} rows, more than {} rows", args->datatype, args->op, sweeps,
+              sweep_rows, kMaxBenchRows);
     // Under dpscope launch (or torchrun) every copy ran the whole simulated bench and printed the
     // same table once per process, without a word; train refuses the same (train/world.cpp).
     if (const std::optional<EnvRendezvous> env = read_env_rendezvous();
@@ -484,14 +497,6 @@ void register_bench(CLI::App& app, Registration registration) {
         ++columns;
       }
     };
-    // nccl-tests' -d all and -o all: the whole sweep of each type, and for each type of each op, in
-    // turn (its RunTest loops), under one header and one footer.
-    const std::vector<DType> types =
-        args->datatype == "all" ? std::vector<DType>(std::begin(kBenchDatatypes), std::end(kBenchDatatypes))
-                                : std::vector<DType>{options.dtype};
-    const std::vector<ReduceOp> ops = args->op == "all"
-                                          ? std::vector<ReduceOp>(std::begin(kAllOps), std::end(kAllOps))
-                                          : std::vector<ReduceOp>{options.op};
     for (const DType type : types)
       for (const ReduceOp op : ops) {
         options.dtype = type;

@@ -535,7 +535,9 @@ TEST(BenchCli, OpAllRunsEveryReduceOpInNcclTestsOrder) {
             "--trace " + trace +
                 ": -d all and -o all run one sweep per type and op, and a trace holds one sweep; give one -d "
                 "and one -o with --trace"},
-           {"all_reduce -d all --timing-only --trace " + trace, "a trace holds one sweep"}}) {
+           {"all_reduce -d all --timing-only --trace " + trace, "a trace holds one sweep"},
+           {"all_reduce -b 8 -e 8G -i 1M --timing-only -d all -o all",
+            "-d all -o all: 50 sweeps of 8192 rows, more than 100000 rows"}}) {
     SCOPED_TRACE(args);
     const Result refused = run_bench(args);
     EXPECT_EQ(refused.exit_code, 2) << refused.output;

@@ -143,6 +143,9 @@ uint64_t parse_byte_size(std::string_view text, std::string_view flag);
 // The sizes of the rows, in order: min_bytes, then times factor (or plus step_bytes) up to
 // max_bytes, the whole sweep `cycles` times.
 std::vector<uint64_t> bench_sizes(const BenchOptions& options);
+// The most rows one command runs (sizes times -N cycles, times the types and ops of -d all and
+// -o all): past it a sweep would not end in reasonable time.
+inline constexpr uint64_t kMaxBenchRows = 100'000;
 
 // Whether `options`' backend runs `placement`'s form of the collective: all but --backend mpi
 // with our schedules (--algo ring|tree|naive) out of place for all_reduce, broadcast and reduce.
