@@ -308,6 +308,8 @@ OpType parse_bench_collective(std::string_view text) {
                                              text));
 }
 
+bool bench_reduces(OpType op) { return descriptor(op).reduces; }
+
 const char* bench_datatype_name(DType dtype) {
   switch (dtype) {
     case DType::kF16: return "half";

@@ -111,11 +111,6 @@ constexpr HostFlag kHostFlags[] = {
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMax, ReduceOp::kMin,
                                 ReduceOp::kAvg};
 
-// Whether the collective takes a reduce op (the redop column; -o all).
-bool reduces(OpType op) {
-  return op == OpType::kAllReduce || op == OpType::kReduce || op == OpType::kReduceScatter;
-}
-
 // `hw`: the preset a.preset names.
 BenchOptions to_options(const BenchArgs& a, const HardwarePreset& hw) {
   BenchOptions o;
@@ -178,7 +173,7 @@ BenchOptions to_options(const BenchArgs& a, const HardwarePreset& hw) {
     throw Error(ErrorKind::kUsage, e.what());
   }
   if (a.op == "all") {
-    DPS_CHECK(reduces(o.collective), ErrorKind::kUsage, "-o all given, but {} does not reduce",
+    DPS_CHECK(bench_reduces(o.collective), ErrorKind::kUsage, "-o all given, but {} does not reduce",
               api_name(o.collective));
     DPS_CHECK(a.backend != "mpi", ErrorKind::kUsage,
               "-o all: --backend mpi runs one reduce op per mpirun; give one of sum, prod, max, min, avg");
@@ -484,9 +479,9 @@ void register_bench(CLI::App& app, Registration registration) {
     const auto print_row = [&](const BenchRow& r) {
       fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>4}  {}  {}  {:>10.1f}{}\n", r.bytes, r.count,
                  bench_datatype_name(options.dtype),
-                 reduces(options.collective) ? to_string(options.op) : "none", rooted ? options.root : -1,
-                 format_column(r.out_of_place), format_column(r.in_place), row_wall_us(r),
-                 r.algo.empty() ? std::string() : "  " + r.algo);
+                 bench_reduces(options.collective) ? to_string(options.op) : "none",
+                 rooted ? options.root : -1, format_column(r.out_of_place), format_column(r.in_place),
+                 row_wall_us(r), r.algo.empty() ? std::string() : "  " + r.algo);
       std::fflush(stdout);
       // nccl-tests' footer averages busbw over every column it printed, out-of-place and in-place
       // alike (src/common.cu: BenchTime adds each one's busbw to bw[0] and counts it in bw_count).
