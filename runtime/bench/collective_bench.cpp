@@ -452,7 +452,8 @@ std::string model_choice(const BenchOptions& o, const HardwarePreset& hw, uint64
   const int n = o.devices * o.nodes;
   const std::optional<NcclFabric> fabric = nccl_fabric(hw, n, o.nodes);
   const Algorithm algorithm = effective_algorithm(o);  // --algo, else DPSCOPE_ALGO, as the sim world
-  if (!fabric || n < 2 || algorithm == Algorithm::kNaive) return "";
+  // An empty collective runs no algorithm (NCCL discards it before choosing one).
+  if (!fabric || n < 2 || algorithm == Algorithm::kNaive || bytes == 0) return "";
   NcclChoice choice = nccl_choice(o.collective, algorithm, o.proto);
   if (o.nccl_algo) choice.algo = o.nccl_algo;
   return predict_nccl(*fabric, o.collective, bytes, choice).label();
@@ -482,7 +483,7 @@ std::vector<BenchRow> run_across_nodes(const BenchOptions& o, const HardwarePres
       column = make_column(d, r.bytes, static_cast<double>(p.time_ns), n);
       column.ran = bench_runs(o, placement);
     }
-    r.algo = p.label();
+    if (r.bytes > 0) r.algo = p.label();  // an empty collective runs none (model_choice)
     rows.push_back(r);
     if (on_row) on_row(r);
   }
@@ -571,7 +572,9 @@ std::vector<BenchRow> run_collective_bench(const BenchOptions& o,
           const int64_t t0 = clock_ns.load();
           if (!on_gpu(o)) {  // measured clocks cannot be moved
             device.wait_until(StreamKind::kComm, t0);
-            device.wait_until(StreamKind::kCompute, t0 + launch_offset_ns);
+            // NCCL discards an empty collective before planning a kernel (src/enqueue.cc,
+            // taskAppend), so a row of no elements starts late on no GPU.
+            device.wait_until(StreamKind::kCompute, t0 + (c.param > 0 ? launch_offset_ns : 0));
           }
           sync.arrive_and_wait();  // no rank reads clock_ns after this until the next round
           if (rank == 0) started = std::chrono::steady_clock::now();

@@ -168,9 +168,15 @@ BenchOptions to_options(const BenchArgs& a, const HardwarePreset& hw) {
     } else {
       o.algorithm = parse_algorithm(a.algo, "--algo");  // ring and tree: our schedules, NCCL's names
     }
-    o.op = a.op == "all" ? kAllOps[0] : parse_reduce_op(a.op);  // -o all: the command runs each
   } catch (const Error& e) {
     throw Error(ErrorKind::kUsage, e.what());
+  }
+  try {
+    o.op = a.op == "all" ? kAllOps[0] : parse_reduce_op(a.op);  // -o all: the command runs each
+  } catch (const Error&) {
+    throw Error(ErrorKind::kUsage, fmt::format("-o '{}': expected one of nccl-tests' ops: sum, prod, max, "
+                                               "min, avg, or all",
+                                               printable_line(a.op)));
   }
   if (a.op == "all") {
     DPS_CHECK(bench_reduces(o.collective), ErrorKind::kUsage, "-o all given, but {} does not reduce",

@@ -226,6 +226,32 @@ TEST(BenchCli, OneThreadsGpusStartOneLaunchApartAsInTheFidelityTables) {
               HasSubstr("# launches: a process per GPU (as mpirun -np 16 runs nccl-tests with -g 1)"));
 }
 
+// A size under one element per GPU is an empty collective, which NCCL discards before it plans a
+// kernel (src/enqueue.cc, taskAppend): nothing is launched, so -g's late starts do not apply and the
+// row takes no time, where published all_gather tables print well under a microsecond for it.
+TEST(BenchCli, EmptyRowsLaunchNothingSoNoGpuStartsLate) {
+  const Result r = run_bench("all_gather -g 8 -b 8 -e 128 -f 2 --timing-only -n 1 -w 0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(rows[i][0], "0");
+    EXPECT_EQ(rows[i][5], "0.00") << "out of place, row " << i;
+    EXPECT_EQ(rows[i][9], "0.00") << "in place, row " << i;
+    EXPECT_EQ(rows[i].size(), 14u) << "no algorithm/protocol: NCCL chooses none for it";
+  }
+  const HardwarePreset h100 = find_preset("h100-sxm");
+  EXPECT_EQ(rows[4][0], "128");
+  EXPECT_GE(std::stod(rows[4][5]), 7 * h100.launch_latency_ns / 1e3)
+      << "one element each: seven launches late";
+  EXPECT_EQ(rows[4].at(14), "ring/LL");
+  // Across nodes too, where the cost model times every row.
+  const auto across = rows_of(run_bench("all_gather -g 8 --nodes 2 -b 8 -e 64 --timing-only").output);
+  ASSERT_FALSE(across.empty());
+  EXPECT_EQ(across[0][5], "0.00");
+  EXPECT_EQ(across[0].size(), 14u);
+}
+
 // nccl-tests' flags of how its host drives the GPUs run as they are, each said once; -T is its
 // timeout, --timeout's short name.
 TEST(BenchCli, NcclTestsHostFlagsAreAcceptedAndSaidOnce) {
@@ -580,7 +606,8 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
         Case{"alltoall -o max", "-o max given, but all_to_all does not reduce"},
         Case{"broadcast -o max", "-o max given, but broadcast does not reduce"},
         Case{"all_reduce -f 1", "-f must be at least 2, got 1"},
-        Case{"all_reduce -o median", "unknown reduce op 'median'"},
+        Case{"all_reduce -o median",
+             "-o 'median': expected one of nccl-tests' ops: sum, prod, max, min, avg, or all"},
         Case{"all_reduce --devices 9 --preset v100-sxm2", "holds 8 GPUs; 9 requested"},
         Case{"all_reduce --devices 8 -e 2G", "add --timing-only"},
         Case{"all_reduce --devices 16",
