@@ -263,8 +263,11 @@ void validate_bench_options(const BenchOptions& o) {
             o.cycles, kMaxBenchRows);
   DPS_CHECK(o.iterations >= 1 && o.warmup >= 0, ErrorKind::kUsage,
             "-n must be >= 1 and -w >= 0 (got {} and {})", o.iterations, o.warmup);
-  DPS_CHECK(o.root >= 0 && o.root < o.devices, ErrorKind::kUsage, "-r {} out of range for {} devices", o.root,
-            o.devices);
+  // The root is any rank of the run (every GPU of every node); a collective without one ignores -r,
+  // as nccl-tests does.
+  const int64_t ranks = int64_t{o.devices} * o.nodes;
+  DPS_CHECK(o.root >= 0 && (!d.rooted || o.root < ranks), ErrorKind::kUsage,
+            "-r {} out of range for {} ranks", o.root, ranks);
   DPS_CHECK(o.slices >= 0, ErrorKind::kUsage, "--slices must be >= 0, got {}", o.slices);
   // Past these the run cannot end in reasonable time or memory (a schedule holds an op per slice per
   // step; -n 2147483647 used to overflow warm-up + iterations and report false wrong values).
@@ -309,6 +312,7 @@ OpType parse_bench_collective(std::string_view text) {
 }
 
 bool bench_reduces(OpType op) { return descriptor(op).reduces; }
+bool bench_rooted(OpType op) { return descriptor(op).rooted; }
 
 const char* bench_datatype_name(DType dtype) {
   switch (dtype) {

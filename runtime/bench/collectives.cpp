@@ -41,6 +41,7 @@ const CollectiveDescriptor kAllReduce{
 
 const CollectiveDescriptor kBroadcast{
     .op = OpType::kBroadcast,
+    .rooted = true,
     .expected = [](const BenchOptions& o, const Buffers&, int, int,
                    int64_t i) { return input_value(o.op, o.root, i); },
     .run =
@@ -54,6 +55,7 @@ const CollectiveDescriptor kBroadcast{
 const CollectiveDescriptor kReduce{
     .op = OpType::kReduce,
     .reduces = true,
+    .rooted = true,
     .expected =
         [](const BenchOptions& o, const Buffers& b, int rank, int n, int64_t i) {
           if (rank == o.root) return reduced_value(o.op, n, i);

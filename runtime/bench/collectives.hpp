@@ -43,6 +43,7 @@ struct Counts {
 struct CollectiveDescriptor {
   OpType op = OpType::kAllReduce;
   bool reduces = false;       // takes a reduction operator (-o)
+  bool rooted = false;        // has a root rank (-r; nccl-tests prints -1 for the others)
   bool ring_only = false;     // every backend's schedule is a ring: --algo ring or auto only
   bool splits_size = false;   // the size is all ranks' data (nccl-tests' all_gather/reduce_scatter)
   bool exchanges = false;     // alltoall: input and output each hold the whole size, rounded down to

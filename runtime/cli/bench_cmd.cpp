@@ -475,7 +475,7 @@ void register_bench(CLI::App& app, Registration registration) {
     std::fflush(stdout);
     double busbw_sum = 0.0;
     int64_t columns = 0, wrong = 0;
-    const bool rooted = options.collective == OpType::kBroadcast || options.collective == OpType::kReduce;
+    const bool rooted = bench_rooted(options.collective);
     // Its own error, if any, is the line this process prints (not the SIGTERM note).
     struct QuietOnError {
       ~QuietOnError() {

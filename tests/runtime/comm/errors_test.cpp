@@ -249,7 +249,19 @@ TEST(BenchOptionsErrors, IterationsRootAndSlices) {
   o = BenchOptions{};
   o.collective = OpType::kBroadcast;
   o.root = 4;
-  EXPECT_EQ(message(o), "-r 4 out of range for 4 devices");
+  EXPECT_EQ(message(o), "-r 4 out of range for 4 ranks");
+  o.root = -1;
+  EXPECT_EQ(message(o), "-r -1 out of range for 4 ranks");
+  // Any rank of any node may be the root; a collective without a root ignores -r, as nccl-tests does.
+  o.root = 12;
+  o.nodes = 2;
+  o.timing_only = true;
+  EXPECT_EQ(message(o), "-r 12 out of range for 8 ranks") << "4 devices on each of 2 nodes";
+  o.devices = 8;
+  EXPECT_NO_THROW(validate_bench_options(o));
+  o = BenchOptions{};
+  o.root = 7;
+  EXPECT_NO_THROW(validate_bench_options(o)) << "all_reduce has no root";
   o = BenchOptions{};
   o.slices = -1;
   EXPECT_EQ(message(o), "--slices must be >= 0, got -1");

@@ -136,6 +136,8 @@ inline constexpr DType kBenchDatatypes[] = {DType::kI8,  DType::kU8,  DType::kI3
 const char* bench_datatype_name(DType dtype);
 // Whether collective `op` takes a reduce op (-o; its descriptor's): all_reduce, reduce, reduce_scatter.
 bool bench_reduces(OpType op);
+// Whether collective `op` has a root rank (-r; its descriptor's): broadcast, reduce.
+bool bench_rooted(OpType op);
 // Parses -d: nccl-tests' names, or PyTorch's ("float32", "float16", "float64"); throws kUsage
 // listing them otherwise ("all" is the command's to expand: kBenchDatatypes).
 DType parse_bench_datatype(std::string_view text);
