@@ -38,7 +38,7 @@ def initial_buckets(ddp, params, logging_sizes):
     if compute is None or not logging_sizes:
         return None
     tensors = [p for _, p in params]
-    sparse = [False] * len(tensors)
+    sparse = sparse_gradients(ddp, params)
     for limits in ([sys.maxsize], [first_bucket_bytes(torch, ddp), ddp.bucket_bytes_cap]):
         try:
             indices, _ = compute(tensors, limits, sparse)
@@ -49,6 +49,19 @@ def initial_buckets(ddp, params, logging_sizes):
         if [b for _, b in buckets] == logging_sizes:
             return buckets
     return None
+
+
+def sparse_gradients(ddp, params):
+    """For each parameter, whether its gradient is sparse: a weight of an nn.Embedding or
+    nn.EmbeddingBag made with sparse=True, which DDP reduces in a bucket of its own (its
+    expect_sparse_gradient)."""
+    import torch
+
+    sparse = set()
+    for module in ddp.module.modules():
+        if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and module.sparse:
+            sparse.update(id(p) for p in module.parameters(recurse=False))
+    return [id(p) in sparse for _, p in params]
 
 
 def parse_sizes(text):

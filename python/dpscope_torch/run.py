@@ -11,7 +11,10 @@ install the same hooks. The script then runs as `__main__` with its own argument
 the trace gets an `error` instant first.
 """
 import argparse
+import atexit
 import contextlib
+import gc
+import io
 import logging
 import os
 import runpy
@@ -101,12 +104,29 @@ def main(argv=None):
     return code
 
 
+def end_as_the_interpreter_would():
+    """What the interpreter's exit does that a script relies on, short of destroying objects: its
+    atexit handlers run (each one's exception printed, as the interpreter prints it), then every file
+    it left open has its buffer written, as finalizing the file would (a log opened at module level
+    and never closed keeps its last lines)."""
+    atexit._run_exitfuncs()
+    for obj in gc.get_objects():
+        # type(), not isinstance(): that reads obj.__class__, which some objects answer with a
+        # warning (torch.distributed.reduce_op's deprecation).
+        if issubclass(type(obj), (io.BufferedIOBase, io.TextIOBase)):
+            with contextlib.suppress(Exception):  # closed, detached, unwritable or broken: nothing to keep
+                if not obj.closed and obj.writable():
+                    obj.flush()
+
+
 if __name__ == "__main__":
     # The process ends here, without the interpreter's teardown: destroying a gloo process group
     # joins its threads with the GIL held, and one of them may still need the GIL to free a Python
     # callback of the communication hook (PyTorch 1.13): a rank would hang at exit. The model (and
-    # its group) stay alive in the session until then; the trace is closed and stdio flushed first.
+    # its group) stay alive in the session until then; the trace is closed, the script's atexit
+    # handlers run and its files and stdio flushed first.
     status = main()
+    end_as_the_interpreter_would()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status if isinstance(status, int) else 1)

@@ -8,6 +8,7 @@ moments `_on_backward_begin(tensor)`, `_on_backward_end()`, `_on_optimizer_begin
 `_on_optimizer_end(optimizer)`, `record_error(exc)` and `close()`."""
 
 import os
+import threading
 import types
 import weakref
 
@@ -81,13 +82,15 @@ def _reporting(indices, put):
 
 
 class _Backward:
-    """This process's Tensor.backward wrapper, and the open watchers it tells (in the order they were
-    made): several models may be watched at once (a GAN's two DDP models, each into a trace of its
-    own), and closed in any order."""
+    """This process's torch.autograd.backward wrapper (what Tensor.backward calls too), and the open
+    watchers it tells (in the order they were made): several models may be watched at once (a GAN's
+    two DDP models, each into a trace of its own), and closed in any order."""
 
     watchers = []
     original = None
     wrapper = None
+    nested = threading.local()  # .depth: backwards running on this thread (a checkpointed segment's
+                                # recomputation calls torch.autograd.backward inside the outer one)
 
 
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks")
@@ -170,35 +173,43 @@ class StepWatcher:
                                    "process: give each watched model a trace of its own")
 
     def _wrap_backward(self, model):
-        """Tensor.backward() for every tensor, while watched: where forward ends and the loss is. Each
-        open watcher hears every backward (newest first as it begins, oldest first as it ends); the
-        last close() puts the original back. A wrapper serves the watchers made while it was the one
-        (its own list): one left beneath a wrapper of someone else's after the last close() tells no one."""
+        """torch.autograd.backward() while watched (`loss.backward()` calls it, as a script may
+        directly): where forward ends and the loss is. Each open watcher hears every outermost backward
+        (newest first as it begins, oldest first as it ends); one nested in it (a checkpointed
+        segment's) is the same backward's. The last close() puts the original back. A wrapper serves
+        the watchers made while it was the one (its own list): one left beneath a wrapper of someone
+        else's after the last close() tells no one."""
         model._dpscope_watcher = weakref.ref(self)
         _filter_pickles(self._torch)
         if not _Backward.watchers:
             torch = self._torch
-            original, watchers = torch.Tensor.backward, []
+            original, watchers, nested = torch.autograd.backward, [], _Backward.nested
 
-            def backward(tensor, *args, **kwargs):
-                told = list(watchers)
+            def backward(tensors, *args, **kwargs):
+                depth = getattr(nested, "depth", 0)
+                if not isinstance(tensors, torch.Tensor):
+                    tensors = tuple(tensors)  # (as the original takes them: a generator is read once)
+                first = tensors if isinstance(tensors, torch.Tensor) else (tensors[0] if tensors else None)
+                told = list(watchers) if depth == 0 and isinstance(first, torch.Tensor) else []
                 for w in reversed(told):
-                    w._on_backward_begin(tensor)
+                    w._on_backward_begin(first)
+                nested.depth = depth + 1
                 try:
-                    return original(tensor, *args, **kwargs)
+                    return original(tensors, *args, **kwargs)
                 finally:
+                    nested.depth = depth
                     for w in told:
                         w._on_backward_end()
 
             _Backward.watchers, _Backward.original, _Backward.wrapper = watchers, original, backward
-            torch.Tensor.backward = backward
+            torch.autograd.backward = backward
         _Backward.watchers.append(self)
 
     def _unwrap_backward(self):
         if self in _Backward.watchers:
             _Backward.watchers.remove(self)
-        if not _Backward.watchers and self._torch.Tensor.backward is _Backward.wrapper:
-            self._torch.Tensor.backward = _Backward.original
+        if not _Backward.watchers and self._torch.autograd.backward is _Backward.wrapper:
+            self._torch.autograd.backward = _Backward.original
 
     def watch_sampler(self, sampler):
         """Records the indices `sampler` yields (the forward that consumes them gets them)."""
@@ -213,7 +224,22 @@ class StepWatcher:
         watcher = self
 
         def step(_optimizer, *args, **kwargs):
-            watcher._on_optimizer_begin()
+            closure = kwargs.get("closure", args[0] if args else None)
+            if closure is None:
+                watcher._on_optimizer_begin()
+            else:
+                # step(closure): the closure is the step's forward and backward, run inside step() (LBFGS
+                # runs it several times): the optimizer phase begins each time it returns.
+                def watched_closure():
+                    try:
+                        return closure()
+                    finally:
+                        watcher._on_optimizer_begin()
+
+                if "closure" in kwargs:
+                    kwargs = dict(kwargs, closure=watched_closure)
+                else:
+                    args = (watched_closure, *args[1:])
             try:
                 return original(*args, **kwargs)
             finally:

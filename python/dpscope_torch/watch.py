@@ -39,7 +39,7 @@ from . import schema
 from .clock import await_peers, measure_offsets, now_ns
 from .clocks import CudaClock, HostClock
 from .ddp_layout import ddp_parameters, first_bucket_bytes, initial_buckets, parse_sizes
-from .forward_io import first_batch_size, output_nodes, reaches
+from .forward_io import first_batch_size
 from .step_watcher import StepWatcher, _SampleQueue
 from .writer import (TraceError, TraceWriter, all_reduce_lines, buckets_line, check_trace_dir, counter_line,
                      grad_ready_lines, loss_line, samples_line, span_line, values_line, values_every_problem)
@@ -85,6 +85,16 @@ def _one_line(exc):
     text = f"{type(exc).__name__}: {exc}".strip()
     first = text.splitlines()[0] if text else type(exc).__name__
     return first[:2000]
+
+
+def _averaged(buffer, world_size):
+    """`buffer` made ready for a summing all-reduce to average it, in place, as DDP's reducer does
+    without a hook, so that a watched run's gradients have the same bits as an unwatched one's: a dense
+    bucket times 1/world_size (the reducer multiplies as it copies the gradients in), a sparse gradient
+    divided by it (the reducer's div_ on the gradient itself)."""
+    if buffer.is_sparse:
+        return buffer.div_(world_size)
+    return buffer.mul_(1.0 / world_size)
 
 
 class _Layout:
@@ -190,10 +200,10 @@ class Watcher(StepWatcher):
         self._step_end = self._clock.stamp()  # step 0's data phase starts here
         self._backward_start = None
         self._forward_start = None
-        # The autograd nodes of this step's forward outputs: a backward that reaches none of them is not
-        # this model's (_on_backward_begin). Kept until the step ends: a forward whose output is never
-        # backpropagated keeps its graph that long.
-        self._outputs = set()
+        # A backward begun in this model's forward phase: (stamp, the forward's memory, the loss, step)
+        # until it ends, when it is known whether it was this model's (_touched: a gradient of its own).
+        self._pending_backward = None
+        self._touched = False
         self._last_grad = None  # stamp of this backward's latest gradient
         self._loss = None
         self._log = []  # (param index, stamp) per gradient hook, (bucket's param indices, stamp) per launch
@@ -296,7 +306,6 @@ class Watcher(StepWatcher):
     def _install_hooks(self):
         ddp = self._ddp
         self._hooks.append(ddp.register_forward_pre_hook(self._on_forward))
-        self._hooks.append(ddp.register_forward_hook(self._on_forward_end))
         self._grad_nodes = []
         for index, (_, param) in enumerate(self._params):
             hook = self._grad_hook(index)
@@ -316,21 +325,39 @@ class Watcher(StepWatcher):
             # is that watcher's, which hands each bucket on to this one, the user's hook with it.
             self._inner_state, self._inner_hook = previous._inner_state, previous._inner_hook
             previous._successor = self
-            ddp.register_comm_hook = self._register_user_hook
-            self._hook_registered = True
+            self._divert_user_hooks(ddp)
         elif self._logging_data().get("comm_hook"):
             print(f"dpscope_torch: rank {self.rank}: a communication hook was registered before watch(); "
                   "buckets are not recorded (call watch() before register_comm_hook)", file=sys.stderr)
         else:
             ddp.register_comm_hook(None, self._comm_hook)
-            ddp.register_comm_hook = self._register_user_hook  # the instance's: the user's hook goes inside
-            self._hook_registered = True
+            self._divert_user_hooks(ddp)
         self._wrap_backward(self._ddp)  # where the forward phase ends and the loss is
+
+    def _divert_user_hooks(self, ddp):
+        """DDP takes one communication hook, ours: the user's, registered later, goes inside it (the
+        instance's methods, in place of the class's)."""
+        ddp.register_comm_hook = self._register_user_hook
+        ddp._register_builtin_comm_hook = self._register_builtin_hook
+        self._hook_registered = True
 
     def _register_user_hook(self, state, hook):
         if self._inner_hook is not None:
             raise RuntimeError("register_comm_hook can only be called once (dpscope_torch wraps the first)")
         self._inner_state, self._inner_hook = state, hook
+
+    def _register_builtin_hook(self, comm_hook_type):
+        """DDP's built-in (C++) hooks, inside ours as their Python twins, which do the same arithmetic in
+        the same order (the division before the all-reduce; FP16_COMPRESS: to float16, divided, summed,
+        copied back into the bucket), so the gradients have the same bits as with the built-in hook."""
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        dist = self._torch.distributed
+        twins = {dist.BuiltinCommHookType.ALLREDUCE: default_hooks.allreduce_hook,
+                 dist.BuiltinCommHookType.FP16_COMPRESS: default_hooks.fp16_compress_hook}
+        if comm_hook_type not in twins:
+            raise RuntimeError(f"dpscope_torch: built-in communication hook {comm_hook_type} is not known here")
+        self._register_user_hook(None, twins[comm_hook_type])
 
     # -- events, in the clock's time ----------------------------------------------------------------
 
@@ -371,8 +398,8 @@ class Watcher(StepWatcher):
         writer, rank = self._writer, self.rank
         self._emit((start, end), lambda t0, t1: writer.span(t0, rank, 0, step, phase, name, cat, "compute", t1 - t0))
 
-    def _memory(self, stamp, phase, step):
-        values = self._memory_values()
+    def _memory(self, stamp, phase, step, values=None):
+        values = self._memory_values() if values is None else values
         if not self._gpu:
             self._out.append(counter_line(stamp, self.rank, 0, step, phase, "memory", values))
             return
@@ -434,43 +461,48 @@ class Watcher(StepWatcher):
                     self._emit((t,), lambda ts: writer.samples(ts, rank, 0, step, indices, epoch))
         return None
 
-    def _end_phase(self, t):
-        """Ends the current phase at stamp t (its phase span and its work span)."""
+    def _end_phase(self, t, memory=None):
+        """Ends the current phase at stamp t (its phase span and its work span); `memory`: its memory
+        sample, when it was taken at t (by default it is taken now)."""
         phase, start, step = self._phase, self._phase_start, self.step
         if phase == "none" or start is None:
             return
         self._phase_span(phase, start, t, step)
         if phase == "forward":
             self._span(start, t, step, "forward", "forward", "compute")
-        self._memory(t, phase, step)
+        self._memory(t, phase, step, memory)
         self._phase, self._phase_start = "none", None
 
-    def _on_forward_end(self, module, inputs, output):
-        if self._closed or not self._in_step or not module.training or not self._torch.is_grad_enabled():
-            return None
-        output_nodes(output, self._outputs)
-        return None
-
     def _on_backward_begin(self, tensor):
+        """A backward begins while this model's forward phase runs. Whether it is this model's is
+        known only at its end: one that gave none of its parameters a gradient is another model's
+        (every watcher hears every backward: a GAN's discriminator's loss on a detached output of the
+        generator). So the moment, the memory of the forward and the loss are kept until then, and
+        nothing of a step is held meanwhile (no graph of its outputs)."""
+        self._pending_backward = None
         if self._closed or not self._in_step or self._phase != "forward":
             return
-        if self._outputs and not reaches(tensor.grad_fn, self._outputs):
-            return  # another model's backward (every watcher hears every Tensor.backward): not this step's
         t = self._clock.stamp()
         with self._lock:
-            self._end_phase(t)
-            self._phase, self._phase_start = "backward", t
-            self._backward_start = t
+            self._touched = False
             self._last_grad = None
             self._ready.clear()
             self._launch_of_param.clear()
             self._observed.clear()
-            if tensor.numel() == 1:
-                self._loss = (tensor.detach(), t, self.step)
+            loss = tensor.detach() if tensor.numel() == 1 else None
+            self._pending_backward = (t, self._memory_values(), loss, self.step)
 
     def _on_backward_end(self):
-        if self._closed or self._phase != "backward":
+        pending, self._pending_backward = self._pending_backward, None
+        if self._closed or pending is None or not self._touched:
             return
+        begun, memory, loss, step = pending
+        with self._lock:  # the backward's beginning, now that it was this model's
+            self._end_phase(begun, memory)
+            self._phase, self._phase_start = "backward", begun
+            self._backward_start = begun
+            if loss is not None:
+                self._loss = (loss, begun, step)
         t = self._clock.stamp()
         self._take_log()
         with self._lock:
@@ -537,7 +569,6 @@ class Watcher(StepWatcher):
             self._in_step = False
             self._grads_on = False
             self._reduced = None
-            self._outputs = set()
             self._step_end = t
             loss, self._loss = self._loss, None
         if loss is not None:
@@ -575,6 +606,7 @@ class Watcher(StepWatcher):
         def hook(*_):
             if watcher._grads_on:
                 log.append((index, stamp()))
+            watcher._touched = True  # (the backward is this model's: _on_backward_begin)
 
         return hook
 
@@ -617,7 +649,10 @@ class Watcher(StepWatcher):
         step (the order may change while the sizes stay: one bucket [0..5] becomes [5..0]), so they are
         read from the bucket until step 3, then kept while the bucket's buffer stays the same (its
         address and length: one lookup a bucket and step, the rest made once)."""
-        key = (buffer.data_ptr(), buffer.numel())
+        # A sparse gradient (nn.Embedding(sparse=True)) is a bucket of its own, the gradient itself:
+        # no storage of one address, a new tensor every step (PyTorch's reducer assigns it as is).
+        sparse = buffer.is_sparse
+        key = ("sparse", buffer.numel()) if sparse else (buffer.data_ptr(), buffer.numel())
         cached = self._bucket_cache.get(index)
         if cached is not None and cached.key == key and self.step >= 3:
             return cached
@@ -625,7 +660,7 @@ class Watcher(StepWatcher):
         tensors = bucket.parameters()
         count = key[1]
         size = count * buffer.element_size()
-        flat = self._flat(index, buffer) if self._inner_hook is None else None
+        flat = self._flat(index, buffer) if self._inner_hook is None and not sparse else None
         layout = _Layout([index_of.get(p.data_ptr(), -1) for p in tensors], [tuple(p.shape) for p in tensors], size,
                          key, flat, count, str(buffer.dtype)[6:], f"all_reduce bucket {index} {_bytes_text(size)}")
         self._bucket_cache[index] = layout
@@ -691,19 +726,16 @@ class Watcher(StepWatcher):
         self._log.append((layout.params, t))  # (autograd's thread, as the gradient hooks)
         self._observed[index] = layout
         inner = self._inner_hook
-        if inner is None:
+        if inner is None and layout.flat is not None:  # (a sparse gradient has none: itself)
             buffer = layout.flat
         coll = _Collective(self._collectives, index, layout, step, t, inner is None)
         self._collectives += 1
-        if self._values_step(step):
+        if self._values_step(step) and not buffer.is_sparse:  # (a sparse one's values are not sampled)
             coll.before = layout.sample(buffer)  # before the all-reduce writes over the buffer
         if inner is not None:
             future = inner(self._inner_state, bucket)
         else:
-            # What DDP does without a hook: the gradients times 1/world_size (the reducer multiplies as
-            # it copies them into the bucket), summed over the ranks; the same bits as an unwatched run.
-            buffer.mul_(1.0 / self.world_size)
-            future = self._ddp_group.allreduce([buffer]).get_future()  # a sum, as dist.all_reduce
+            future = self._ddp_group.allreduce([_averaged(buffer, self.world_size)]).get_future()
         if self._clock.gpu:
             return self._then(coll, future)
         # On the CPU no Python runs on the communication library's threads (see _wait_loop): DDP
@@ -731,9 +763,9 @@ class Watcher(StepWatcher):
         the all-reduce, waited for here (no waiter thread any more), nothing recorded."""
         if self._inner_hook is not None:
             return self._inner_hook(self._inner_state, bucket)
-        flat = self._flat(bucket.index(), bucket.buffer())
-        flat.mul_(1.0 / self.world_size)
-        result = self._ddp_group.allreduce([flat]).get_future().wait()[0]
+        buffer = bucket.buffer()
+        flat = buffer if buffer.is_sparse else self._flat(bucket.index(), buffer)
+        result = self._ddp_group.allreduce([_averaged(flat, self.world_size)]).get_future().wait()[0]
         outer = self._torch.futures.Future()
         outer.set_result(result)
         return outer

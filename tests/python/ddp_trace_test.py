@@ -5,6 +5,7 @@ against what PyTorch itself reports: one ctest test per case.
 Usage: /usr/bin/python3 ddp_trace_test.py SOURCE_DIR DPSCOPE_BIN CASE
 Exit 77 (ctest: skipped) when this Python has no PyTorch.
 """
+import contextlib
 import json
 import math
 import os
@@ -159,12 +160,14 @@ def check_bucket_times(rank, events, launched, done):
               f"rank {rank} step {step} bucket {bucket}: launched {start}, done {e['ts']}, backward {begin}-{end}")
 
 
-def check_bucket_limits(rank, run, params, rebuilt):
+def check_bucket_limits(rank, run, params, rebuilt, sparse=()):
     """The header's limits (first_bucket_mb, bucket_cap_mb) cut PyTorch's rebuilt buckets where PyTorch
     cut them: one dtype, so bucket i closed as the parameter that brought it to its limit came (the
-    first bucket's limit is its own; PyTorch 2.x lowers it to a bucket_cap_mb given explicitly)."""
+    first bucket's limit is its own; PyTorch 2.x lowers it to a bucket_cap_mb given explicitly). A
+    parameter with sparse gradients (`sparse`) is a bucket of its own, outside the limits."""
     if len({p["bytes"] // max(1, math.prod(p["shape"])) for p in params}) != 1:
         return  # several dtypes: each has buckets of its own
+    rebuilt = [group for group in rebuilt if not set(group) & set(sparse)]
     limits = [round(run["first_bucket_mb"] * (1 << 20)), round(run["bucket_cap_mb"] * (1 << 20))]
     for i, group in enumerate(rebuilt):
         sizes = [params[index]["bytes"] for index in group]
@@ -204,7 +207,7 @@ def check_run(trace_dir, dump, world, used_params=None, lossy=False):
                 got = rebuilt[0]["buckets"]
                 check([b["params"] for b in got] == want_params and [b["bytes"] for b in got] == want_bytes,
                       f"rank {rank}: rebuilt buckets {got} != PyTorch's {want_params} {want_bytes}")
-                check_bucket_limits(rank, run, header["params"], want_params)
+                check_bucket_limits(rank, run, header["params"], want_params, ref.get("sparse_params", ()))
                 # DDP rebuilds as the 2nd step's forward begins (with static_graph the 3rd's: its first
                 # backward only records the graph; checked by hand with _get_ddp_logging_data() after
                 # each forward): before any bucket of that step is launched (the viewer shows the new
@@ -465,6 +468,61 @@ def loop_habits_case(tmp):
               f"step time grew: {got['first_ms']:.3f} ms (steps 300-499) -> {got['last_ms']:.3f} ms (last 200)")
         check(got["lines_first"] == got["lines_last"], f"lines per step {got['lines_first']} -> {got['lines_last']}")
         strict_stats(os.path.join(tmp, "long"))
+
+
+EXIT_WORK_SCRIPT = """
+import atexit, sys, torch, torch.distributed as dist, weakref
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+log = open(f"{sys.argv[1]}.log{rank}", "w")  # written each step, never closed: the interpreter flushes it
+atexit.register(lambda: open(f"{sys.argv[1]}.atexit{rank}", "w").write("ran"))
+ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(),
+                                                                    torch.nn.Linear(8, 2)))
+optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+for step in range(3):
+    optimizer.zero_grad()
+    ddp(torch.randn(8, 4)).sum().backward()
+    optimizer.step()
+    log.write(f"step {step}\\n")
+# A training-mode forward whose output is never backpropagated (a loss logged without no_grad): its
+# graph, and the input it saved, are freed when the script lets them go, watched or not.
+x = torch.randn(8, 4)
+kept = weakref.ref(x)
+float(ddp(x).sum())
+del x
+print(f"rank {rank}: graph freed: {kept() is None}", flush=True)
+"""
+
+
+def loop_shapes_case(tmp):
+    """Shapes of real loops the watcher must follow without changing the run: a sparse embedding
+    (DDP reduces its gradient alone), DDP's built-in C++ hooks registered after it is built (they
+    go inside the watcher's hook), optimizer.step(closure) (the forward and backward inside the
+    step), torch.autograd.backward(loss); and under dpscope_torch.run, what the interpreter's exit
+    does for the script (its atexit handlers, its open files flushed)."""
+    watched_and_plain(tmp, "sparse", ["--model", "sparse", "--hook", "builtin", "--closure"], start="env")
+    watched_and_plain(tmp, "autograd", ["--autograd-backward", "--hook", "builtin-fp16", "--param-groups"],
+                      start="env", lossy=True)
+    script, out = os.path.join(tmp, "exit_work.py"), os.path.join(tmp, "exit")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(EXIT_WORK_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), OMP_NUM_THREADS="1")
+    for watched in (False, True):
+        for rank in range(2):
+            for suffix in ("log", "atexit"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{out}.{suffix}{rank}")
+        program = [sys.executable] + (["-m", "dpscope_torch.run", "--trace-dir", os.path.join(tmp, "exit_trace")]
+                                      if watched else [])
+        run = subprocess.run([*launch_cmd(2), *program, script, out], capture_output=True, text=True, env=env,
+                             timeout=TIMEOUT_S)
+        what = "watched" if watched else "unwatched"
+        check(run.returncode == 0, f"exit work, {what}: exit {run.returncode}: {run.stderr[-1500:]}")
+        for rank in range(2):
+            check(f"rank {rank}: graph freed: True" in run.stdout, f"{what}: rank {rank} kept a forward's graph: {run.stdout}")
+            with open(f"{out}.log{rank}", encoding="utf-8") as f:
+                check(f.read() == "step 0\nstep 1\nstep 2\n", f"{what}: rank {rank}'s unclosed log lost its lines")
+            check(os.path.exists(f"{out}.atexit{rank}"), f"{what}: rank {rank}'s atexit handler did not run")
 
 
 def main():
@@ -842,6 +900,8 @@ def main():
             variants_case(tmp)
         elif CASE in ("loop_habits", "dynamic_graph", "long_run"):
             loop_habits_case(tmp)
+        elif CASE == "loop_shapes":
+            loop_shapes_case(tmp)
         else:
             fail(f"unknown case {CASE}")
     finally:

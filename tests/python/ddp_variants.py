@@ -94,8 +94,23 @@ class Tied(nn.Module):
         return self.out(torch.tanh(self.hidden(self.embed(tokens).mean(1))))
 
 
+class SparseBag(nn.Module):
+    """An embedding with sparse gradients (nn.Embedding(sparse=True): DDP reduces its gradient in a
+    bucket of its own, the sparse tensor itself) and a dense head."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 16, sparse=True)
+        self.head = nn.Linear(16, CLASSES)
+
+    def forward(self, tokens):
+        return self.head(self.embed(tokens).mean(1))
+
+
 def build(args, device):
-    if args.model == "sequence":
+    if args.model == "sparse":
+        model = SparseBag()
+    elif args.model == "sequence":
         model = Sequence()
     elif args.model == "branches":
         model = Branches()
@@ -117,7 +132,7 @@ def build(args, device):
 
 def data(args):
     g = torch.Generator().manual_seed(1)
-    if args.model in ("sequence", "tied"):
+    if args.model in ("sequence", "tied", "sparse"):
         x = torch.randint(0, VOCAB, (args.samples, SEQ), generator=g)
     else:
         x = torch.randn(args.samples, FEATURES, generator=g)
@@ -156,6 +171,10 @@ def train(rank, world, args):
 
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    elif args.hook == "builtin":  # DDP's C++ hook
+        ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.ALLREDUCE)
+    elif args.hook == "builtin-fp16":
+        ddp._register_builtin_comm_hook(dist.BuiltinCommHookType.FP16_COMPRESS)
     names = [n for n, p in ddp.module.named_parameters() if p.requires_grad]  # DDP's, fixed at construction
     dataset = data(args)
     sampler = None
@@ -200,14 +219,24 @@ def train(rank, world, args):
                             loss = loss_fn(logits_of(ddp(x)), y) / len(micro[0])
                             loss.backward()
                 else:
-                    optimizer.zero_grad(set_to_none=args.set_to_none or args.model == "branches")
-                    with autocast():
-                        loss = loss_fn(logits_of(ddp(inputs)), targets)
-                    loss.backward()
+                    def closure():
+                        optimizer.zero_grad(set_to_none=args.set_to_none or args.model == "branches")
+                        with autocast():
+                            loss = loss_fn(logits_of(ddp(inputs)), targets)
+                        if args.autograd_backward:
+                            torch.autograd.backward(loss)  # (what loss.backward() calls)
+                        else:
+                            loss.backward()
+                        return loss
+
+                    # optimizer.step(closure): the forward and backward run inside step()
+                    loss = optimizer.step(closure) if args.closure else closure()
                 used.append(sum(1 for p in ddp.module.parameters() if p.grad is not None and p.requires_grad))
                 if args.clip:  # between backward and step, on the averaged gradients
                     torch.nn.utils.clip_grad_norm_(ddp.parameters(), args.clip)
-                if args.skip_every and len(losses) % args.skip_every == args.skip_every - 1:
+                if args.closure:
+                    pass  # (stepped above)
+                elif args.skip_every and len(losses) % args.skip_every == args.skip_every - 1:
                     skipped.append(len(losses))  # as GradScaler does when a gradient is not finite
                 else:
                     optimizer.step()
@@ -238,7 +267,8 @@ def train(rank, world, args):
                        "set_epoch": True, "sampler": sampler is not None, "micro_batches": args.accumulate,
                        "batches_dropped": rank if args.uneven else 0, "hook": args.hook,
                        "shuffle": not args.no_shuffle, "drop_last": args.drop_last, "skipped": skipped,
-                       "used_params": used}, f)
+                       "used_params": used,
+                       "sparse_params": [i for i, n in enumerate(names) if args.model == "sparse" and n.startswith("embed.")]}, f)
     if args.destroy:
         dist.destroy_process_group()
     if args.raise_at_end:
@@ -258,14 +288,17 @@ def main():
     ap.add_argument("--nproc", type=int, default=2, help="ranks to start (spawn, fork)")
     ap.add_argument("--port", type=int, default=29500, help="MASTER_PORT (spawn, fork)")
     ap.add_argument("--model", default="mlp",
-                    choices=["mlp", "batchnorm", "syncbn", "sequence", "branches", "tied", "big"])
+                    choices=["mlp", "batchnorm", "syncbn", "sequence", "branches", "tied", "sparse", "big"])
     ap.add_argument("--samples", type=int, default=64)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--gradient-as-bucket-view", action="store_true")
     ap.add_argument("--static-graph", action="store_true")
-    ap.add_argument("--hook", default="", choices=["", "fp16", "powersgd"], help="registered after DDP is built")
+    ap.add_argument("--hook", default="", choices=["", "fp16", "powersgd", "builtin", "builtin-fp16"],
+                    help="registered after DDP is built (builtin: DDP's C++ ALLREDUCE or FP16_COMPRESS hook)")
+    ap.add_argument("--closure", action="store_true", help="optimizer.step(closure), the closure the step's forward and backward")
+    ap.add_argument("--autograd-backward", action="store_true", help="torch.autograd.backward(loss), not loss.backward()")
     ap.add_argument("--frozen", action="store_true", help="the first layer's parameters do not require grad")
     ap.add_argument("--param-groups", action="store_true", help="two parameter groups, momentum, StepLR")
     ap.add_argument("--dict-output", action="store_true", help="the model returns a dict")

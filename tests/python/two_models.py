@@ -1,6 +1,6 @@
 """A GAN's two DDP models in one process (generator and discriminator), each watched into a trace
 of its own, closed out of order: the first opened is closed first, the other goes on recording; the
-last close() puts Tensor.backward back. Run by ddp_trace_test.py's `two_models` case under
+last close() puts torch.autograd.backward back (Tensor.backward was never touched). Run by ddp_trace_test.py's `two_models` case under
 `dpscope launch --nproc 2`.
 
 Usage: python3 two_models.py [TRACE_DIR]   (without: the unwatched run)
@@ -14,7 +14,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import dpscope_torch
 
 dist.init_process_group("gloo")
-original_backward = torch.Tensor.backward
+original_backward, tensor_backward = torch.autograd.backward, torch.Tensor.backward
 torch.manual_seed(0)
 g = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)))
 d = DDP(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)))
@@ -35,6 +35,6 @@ for step in range(5):
     opt_g.step()
 if watched:
     wd.close()
-print(f"rank {dist.get_rank()}: backward restored: {torch.Tensor.backward is original_backward}", flush=True)
+print(f"rank {dist.get_rank()}: backward restored: {torch.autograd.backward is original_backward and torch.Tensor.backward is tensor_backward}", flush=True)
 weights = [p.detach().clone() for m in (g, d) for p in m.parameters()]
 print(f"rank {dist.get_rank()}: weights " + ",".join(f"{float(w.double().sum()):.17g}" for w in weights), flush=True)
