@@ -62,9 +62,15 @@ bool same_file(const fs::path& a, const fs::path& b) {
     const bool same = fs::equivalent(a, b, ec);
     return same && !ec;
   }
-  const fs::path ca = fs::weakly_canonical(a, ec);
+  // Absolute first: weakly_canonical resolves only what exists, so of a new file "./x" and "x"
+  // would stay two different relative spellings.
+  const auto resolved = [&ec](const fs::path& p) {
+    const fs::path absolute = fs::absolute(p, ec);
+    return ec ? fs::path() : fs::weakly_canonical(absolute, ec).lexically_normal();
+  };
+  const fs::path ca = resolved(a);
   if (ec) return false;
-  const fs::path cb = fs::weakly_canonical(b, ec);
+  const fs::path cb = resolved(b);
   return !ec && ca == cb;
 }
 

@@ -118,6 +118,29 @@ TEST_F(OutputGuardTest, AnOutputIsNeverAnInputByAnySpelling) {
   }
 }
 
+// `train --save ./s.x --trace s.x`, a new file: the trace went, the weights stayed (relative
+// spellings of a file that does not exist yet were compared as written). Absolute against relative too.
+TEST_F(OutputGuardTest, TwoOutputsAreTheSameNewFileByAnySpelling) {
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir_.path());
+  fs::create_directory("sub");
+  for (const auto& [a, b] : {std::pair<fs::path, fs::path>{"./s.x", "s.x"},
+                             {dir_.path() / "s.x", "s.x"},
+                             {"sub/../s.x", "./s.x"}}) {
+    OutputGuard guard;
+    guard.add_output("--save", a);
+    guard.add_output("--trace", b);
+    EXPECT_EQ(what_of([&] { guard.check(); }), "--trace " + b.string() + " is the same file as --save " +
+                                                   a.string() + ": give them different names")
+        << a << " " << b;
+  }
+  OutputGuard apart;
+  apart.add_output("--save", "s.x");
+  apart.add_output("--trace", "sub/s.x");
+  EXPECT_NO_THROW(apart.check());
+  fs::current_path(cwd);
+}
+
 // `trace merge mpx mpx/rank-2.jsonl` made the directory unreadable.
 TEST_F(OutputGuardTest, AnOutputIsNeverAFileAnInputDirectoryReads) {
   fs::create_directory(at("mpx"));
