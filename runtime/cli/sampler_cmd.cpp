@@ -44,8 +44,16 @@ void register_sampler(CLI::App& app) {
     DPS_CHECK(args->epoch >= 0, ErrorKind::kUsage, "--epoch must be >= 0, got {}", args->epoch);
     DistributedSampler sampler(args->len, args->options);
     sampler.set_epoch(args->epoch);
+    // Written a block at a time: the text of two billion indices would be a second copy of them, and
+    // more.
     fmt::memory_buffer out;
-    for (int64_t i : sampler.indices()) fmt::format_to(std::back_inserter(out), "{}\n", i);
+    for (int64_t i : sampler.indices()) {
+      fmt::format_to(std::back_inserter(out), "{}\n", i);
+      if (out.size() >= (size_t{1} << 16)) {
+        std::fwrite(out.data(), 1, out.size(), stdout);
+        out.clear();
+      }
+    }
     std::fwrite(out.data(), 1, out.size(), stdout);
   });
 }

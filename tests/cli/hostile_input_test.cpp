@@ -50,7 +50,7 @@ std::vector<Case> hostile_cases() {
       {"BenchSizeTooLarge", "bench all_reduce -e 2G --devices 8", 2, "add --timing-only"},
       {"BenchBadByteSize", "bench all_reduce -b 1Q", 2, "-b '1Q': expected a byte count"},
       {"SamplerLenHuge", "sampler --len 99999999999999", 2,
-       "the order of 99999999999999 indices needs 727.60 TiB of host memory"},
+       "DistributedSampler: 99999999999999 indices needs 727.60 TiB of host memory"},
       {"SamplerLenNearInt64Max", "sampler --len 9223372036854775807 --replicas 3", 2,
        "total_size = num_samples * num_replicas"},
       {"SamplerNegativeSeed", "sampler --len 4 --seed -1", 2, "--seed"},

@@ -31,15 +31,18 @@ DistributedSampler::DistributedSampler(int64_t dataset_len, DistributedSamplerOp
   (void)checked_mul(num_samples_, r, "DistributedSampler: total_size = num_samples * num_replicas");
 }
 
-std::vector<int64_t> DistributedSampler::padded_order() const {
-  // Refused before allocating: `dpscope sampler --len 99999999999999` used to die of std::bad_alloc.
+std::vector<int64_t> DistributedSampler::padded_order(uint64_t other_elems) const {
+  // Refused before allocating: `dpscope sampler --len 99999999999999` used to die of std::bad_alloc,
+  // and `--len 2147483648` of the OOM killer while the check counted one copy of a peak of three.
+  // The order is made once, with room for its padding; `other_elems` is what the caller makes of it.
   const uint64_t order_elems = static_cast<uint64_t>(std::max(total_size(), dataset_len_));
-  check_fits_in_host_memory(
-      checked_mul<uint64_t>(order_elems, sizeof(int64_t), "DistributedSampler: index bytes"),
-      fmt::format("DistributedSampler: the order of {} indices", order_elems));
+  const uint64_t elems = checked_add(order_elems, other_elems, "DistributedSampler: index count");
+  check_fits_in_host_memory(checked_mul<uint64_t>(elems, sizeof(int64_t), "DistributedSampler: index bytes"),
+                            fmt::format("DistributedSampler: {} indices", elems));
   std::vector<int64_t> order;
+  order.reserve(static_cast<size_t>(order_elems));
   if (options_.shuffle) {
-    order = randperm(dataset_len_, options_.seed + static_cast<uint64_t>(epoch_));
+    randperm_into(order, dataset_len_, options_.seed + static_cast<uint64_t>(epoch_));
   } else {
     order.resize(static_cast<size_t>(dataset_len_));
     std::iota(order.begin(), order.end(), int64_t{0});
@@ -56,19 +59,20 @@ std::vector<int64_t> DistributedSampler::padded_order() const {
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {
-  const std::vector<int64_t> order = padded_order();
+  const size_t r = static_cast<size_t>(options_.num_replicas);
+  if (r == 1) return padded_order(0);  // one replica: every index of the order, in order
+  const std::vector<int64_t> order = padded_order(static_cast<uint64_t>(num_samples_));
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(num_samples_));
-  for (size_t i = static_cast<size_t>(options_.rank); i < order.size();
-       i += static_cast<size_t>(options_.num_replicas))
-    mine.push_back(order[i]);
+  for (size_t i = static_cast<size_t>(options_.rank); i < order.size(); i += r) mine.push_back(order[i]);
   return mine;
 }
 
 std::vector<std::vector<int64_t>> DistributedSampler::all_ranks_indices() const {
-  const std::vector<int64_t> order = padded_order();
+  const std::vector<int64_t> order = padded_order(static_cast<uint64_t>(total_size()));
   const size_t r = static_cast<size_t>(options_.num_replicas);
   std::vector<std::vector<int64_t>> ranks(r);
+  for (auto& rank : ranks) rank.reserve(static_cast<size_t>(num_samples_));
   for (size_t i = 0; i < order.size(); ++i) ranks[i % r].push_back(order[i]);
   return ranks;
 }

@@ -11,11 +11,17 @@
 namespace dpscope {
 
 std::vector<int64_t> randperm(int64_t n, uint64_t seed) {
+  std::vector<int64_t> r;
+  randperm_into(r, n, seed);
+  return r;
+}
+
+void randperm_into(std::vector<int64_t>& r, int64_t n, uint64_t seed) {
   DPS_CHECK(n >= 0, ErrorKind::kInvalidArgument, "randperm: n must be non-negative, got {}", n);
   check_fits_in_host_memory(
       checked_mul<uint64_t>(static_cast<uint64_t>(n), sizeof(int64_t), "randperm: bytes"),
       fmt::format("randperm({})", n));
-  std::vector<int64_t> r(static_cast<size_t>(n));
+  r.resize(static_cast<size_t>(n));
   std::iota(r.begin(), r.end(), int64_t{0});
   // std::mt19937 reduces its seed mod 2^32, as at::mt19937 does with manual_seed's 64-bit value.
   std::mt19937 gen(static_cast<std::mt19937::result_type>(seed & 0xFFFFFFFFu));
@@ -23,7 +29,6 @@ std::vector<int64_t> randperm(int64_t n, uint64_t seed) {
     const auto z = static_cast<int64_t>(static_cast<uint64_t>(gen()) % static_cast<uint64_t>(n - i));
     std::swap(r[static_cast<size_t>(i)], r[static_cast<size_t>(i + z)]);
   }
-  return r;
 }
 
 }  // namespace dpscope

@@ -5,9 +5,11 @@
 #include <set>
 #include <sstream>
 
+#include "dpscope/base/checked.hpp"
 #include "dpscope/base/error.hpp"
 #include "dpscope/data/distributed_sampler.hpp"
 #include "support/cli.hpp"
+#include "support/errors.hpp"
 
 namespace dpscope {
 namespace {
@@ -99,6 +101,25 @@ for n in [0, 1, 7, 10, 33, 100]:
     ++cases;
   }
   EXPECT_EQ(cases, 6 * 18 * 2 * 2 * 2 * 2);
+}
+
+// `dpscope sampler --len 2147483648` was killed by the OOM killer: the check counted the order once
+// while the sampler also made each rank's copy of it (and the CLI the text of all of them). The check
+// now counts the order and the rank's indices it makes, before allocating either.
+TEST(DistributedSampler, TheMemoryCheckCountsTheOrderAndTheRanksIndices) {
+  const uint64_t ram = host_memory_bytes();
+  if (ram == 0) GTEST_SKIP() << "this machine's memory is unknown";
+  const auto len = static_cast<int64_t>(ram / 8 * 2);  // twice the machine: refused at once either way
+  for (const auto& [replicas, elems] :
+       {std::pair<int64_t, int64_t>{1, len}, {2, len + len / 2}, {4, len + len / 4}}) {
+    DistributedSampler s(len, {.num_replicas = replicas, .rank = 0, .shuffle = false});
+    const std::string what = testing::what_of([&] { (void)s.indices(); });
+    EXPECT_TRUE(what.starts_with(fmt::format("DistributedSampler: {} indices needs ", elems))) << what;
+  }
+  DistributedSampler all(len, {.num_replicas = 2, .rank = 0, .shuffle = false});
+  EXPECT_TRUE(testing::what_of([&] {
+                (void)all.all_ranks_indices();
+              }).starts_with(fmt::format("DistributedSampler: {} indices needs ", 2 * len)));
 }
 
 TEST(SamplerCli, PrintsOneIndexPerLine) {

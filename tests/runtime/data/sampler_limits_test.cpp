@@ -46,7 +46,7 @@ TEST(SamplerLimits, AnOrderTooLargeForThisMachineIsRefusedBeforeAllocating) {
   DistributedSampler s(99999999999999, {.num_replicas = 1, .rank = 0, .shuffle = false});
   EXPECT_EQ(s.num_samples(), 99999999999999);
   const std::string message = what_of([&] { (void)s.indices(); });
-  EXPECT_EQ(message.rfind("DistributedSampler: the order of 99999999999999 indices needs 727.60 TiB of host "
+  EXPECT_EQ(message.rfind("DistributedSampler: 99999999999999 indices needs 727.60 TiB of host "
                           "memory; this machine has ",
                           0),
             0u)

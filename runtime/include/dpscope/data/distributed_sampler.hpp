@@ -43,7 +43,9 @@ class DistributedSampler {
   std::vector<std::vector<int64_t>> all_ranks_indices() const;
 
  private:
-  std::vector<int64_t> padded_order() const;  // total_size indices before striding
+  // total_size indices before striding; refuses (before allocating) an order that, with
+  // `other_elems` more indices the caller makes of it, does not fit in this machine's memory.
+  std::vector<int64_t> padded_order(uint64_t other_elems) const;
 
   int64_t dataset_len_;
   DistributedSamplerOptions options_;

@@ -19,5 +19,8 @@ namespace dpscope {
 
 // A permutation of 0..n-1; throws kInvalidArgument for n < 0 (PyTorch: "n must be non-negative").
 std::vector<int64_t> randperm(int64_t n, uint64_t seed);
+// The same permutation written into `out` (resized to n, its capacity kept: a caller that appends
+// to it reserves first, so that no second copy of a large order is ever made).
+void randperm_into(std::vector<int64_t>& out, int64_t n, uint64_t seed);
 
 }  // namespace dpscope
