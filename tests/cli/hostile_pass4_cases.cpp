@@ -56,11 +56,12 @@ std::function<void(const fs::path&, const Fixtures&)> table_with(std::string ext
 }
 
 // A zstd bomb as `file`: the fixture trace's header line (unless `header` is false), then
-// `spaces_mib` MiB of spaces without a '\n', compressed to well under a MiB.
-void write_zstd_bomb(const fs::path& path, const Fixtures& fx, size_t spaces_mib, bool with_header = true) {
+// `spaces_mib` MiB of `filler` (spaces: one line without a '\n'), compressed to well under a MiB.
+void write_zstd_bomb(const fs::path& path, const Fixtures& fx, size_t spaces_mib, bool with_header = true,
+                     char filler = ' ') {
   const std::string t = read_file(fx.trace);
   const std::string header = with_header ? t.substr(0, t.find('\n') + 1) : std::string();
-  const std::string spaces(size_t{1} << 20, ' ');
+  const std::string spaces(size_t{1} << 20, filler);
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   std::string out(ZSTD_CStreamOutSize(), '\0'), file;
   auto feed = [&](const std::string& text, ZSTD_EndDirective end) {
@@ -236,6 +237,14 @@ std::vector<Case> hostile_pass4_cases() {
        [](const fs::path& d, const Fixtures& fx) {
          fs::create_directories(d / "run");
          write_zstd_bomb(d / "run" / "rank-0.jsonl.zst", fx, 300, /*with_header=*/false);
+       }},
+      // Blank lines, which a reader skips, each short: 32 GB of them in 981 KB of zstd were read on
+      // past any time limit. A stream that decodes to more than 1000 times its size is refused once
+      // past 1 GiB (a trace compresses about 10 times).
+      {"TraceStatsZstdBombOfBlankLines", "trace stats {dir}/t.jsonl.zst", 2,
+       "t.jsonl.zst: decodes to more than 1000 times its compressed size",
+       [](const fs::path& d, const Fixtures& fx) {
+         write_zstd_bomb(d / "t.jsonl.zst", fx, 1100, /*with_header=*/true, '\n');
        }},
       viz_row("VizZstdBomb", "{dir}/t.jsonl.zst --screenshot {dir}/s.png --size 320x200", 1,
               "t.jsonl.zst:2: a line longer than 256 MiB",

@@ -15,6 +15,7 @@
 
 #include "dpscope/base/error.hpp"
 #include "dpscope/base/file_guard.hpp"
+#include "dpscope/base/format_bytes.hpp"
 #include "text_buffer.hpp"
 
 namespace dpscope::trace {
@@ -44,6 +45,15 @@ ZstdDecoder::~ZstdDecoder() { ZSTD_freeDCtx(context_); }
 void ZstdDecoder::reset() {
   ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
   frame_end_ = true;
+  taken_ = decoded_ = 0;
+}
+
+void ZstdDecoder::check_expansion(uint64_t taken) const {
+  if (decoded_ <= kExpansionFloorBytes || decoded_ / kMaxExpansion <= taken) return;
+  throw Error(ErrorKind::kFormat,
+              fmt::format("{}: decodes to more than {} times its compressed size ({} from {}): not a trace "
+                          "(a trace compresses about 10 times)",
+                          name_, kMaxExpansion, format_bytes(decoded_), format_bytes(taken)));
 }
 
 namespace {
@@ -89,6 +99,7 @@ template <class Room>
 bool ZstdDecoder::decode_some_into(std::string_view compressed, size_t* consumed, Room& out, size_t max_out) {
   if (compressed.empty()) return false;  // as decode(): no bytes fed leave the frame state alone
   ZSTD_inBuffer in{compressed.data(), compressed.size(), *consumed};
+  const size_t in_start = in.pos;
   const size_t chunk = ZSTD_DStreamOutSize();
   size_t produced = 0;
   bool limited = true;
@@ -98,11 +109,18 @@ bool ZstdDecoder::decode_some_into(std::string_view compressed, size_t* consumed
     const size_t hint = ZSTD_decompressStream(context_, &dst, &in);
     out.grow(dst.pos);
     produced += dst.pos;
+    decoded_ += dst.pos;
     if (ZSTD_isError(hint)) {
       out.finish();
       ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
       throw Error(ErrorKind::kFormat,
                   fmt::format("{}: not a valid zstd stream ({})", name_, ZSTD_getErrorName(hint)));
+    }
+    try {
+      check_expansion(taken_ + (in.pos - in_start));
+    } catch (const Error&) {
+      out.finish();
+      throw;
     }
     frame_end_ = hint == 0;
     // Done once the input is taken and the output had room to spare (zstd holds nothing back).
@@ -112,6 +130,7 @@ bool ZstdDecoder::decode_some_into(std::string_view compressed, size_t* consumed
     }
   }
   out.finish();
+  taken_ += in.pos - in_start;
   *consumed = in.pos;
   return limited;
 }
@@ -138,7 +157,10 @@ TraceText decode_trace_bytes(std::string_view bytes, std::string_view name) {
   result.compressed = true;
   // A frame written in one go records its size; a streamed one does not (then grow as decoded).
   const unsigned long long size = ZSTD_getFrameContentSize(bytes.data(), bytes.size());
-  if (size != ZSTD_CONTENTSIZE_UNKNOWN && size != ZSTD_CONTENTSIZE_ERROR) result.text.reserve(size);
+  // (the size a frame declares is a hint believed only as far as a trace's could be: a few bytes may
+  // declare a terabyte; past it the text grows as decoded)
+  if (size != ZSTD_CONTENTSIZE_UNKNOWN && size != ZSTD_CONTENTSIZE_ERROR)
+    result.text.reserve(std::min<uint64_t>(size, uint64_t{64} * bytes.size()));
   ZstdDecoder decoder{std::string(name)};
   decoder.decode(bytes, result.text);
   result.cut_off = !decoder.at_frame_end();

@@ -34,6 +34,9 @@ bool names_zstd_file(const std::filesystem::path& path);
 // end anywhere, mid-block or mid-frame: what it completes is decoded, the rest waits for the next.
 class ZstdDecoder {
  public:
+  static constexpr uint64_t kMaxExpansion = 1000;
+  static constexpr uint64_t kExpansionFloorBytes = uint64_t{1} << 30;
+
   explicit ZstdDecoder(std::string name);  // the file, for messages
   ~ZstdDecoder();
   ZstdDecoder(const ZstdDecoder&) = delete;
@@ -57,9 +60,16 @@ class ZstdDecoder {
   template <class Room>
   bool decode_some_into(std::string_view compressed, size_t* consumed, Room& out, size_t max_out);
 
+  // Refuses a stream that has decoded to more than kMaxExpansion times the bytes it took, once past
+  // kExpansionFloorBytes: a trace compresses about 10 times, a bomb thousands (32 GB of blank lines
+  // from 981 KB went on past any time limit where a line of them was refused at 256 MiB).
+  void check_expansion(uint64_t taken) const;
+
   std::string name_;
   ZSTD_DCtx_s* context_ = nullptr;
   bool frame_end_ = true;
+  uint64_t taken_ = 0;    // compressed bytes consumed since the last reset()
+  uint64_t decoded_ = 0;  // text bytes made from them
 };
 
 // The text of a trace file: decoded when its content is a zstd stream, as it is otherwise.
