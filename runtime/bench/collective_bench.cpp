@@ -242,6 +242,16 @@ void validate_bench_options(const BenchOptions& o) {
     DPS_CHECK(!o.proto || (o.backend == "sim" && hw.nccl.present), ErrorKind::kUsage,
               "--proto {}: only the sim backend on a preset with an [nccl] table models NCCL's protocols",
               o.proto ? to_string(*o.proto) : "");
+    // A protocol the fabric lacks (LL128 over PCIe) is refused here, in the cost model's words, before
+    // the table's header or a trace is written (it was said by a rank once the run had begun).
+    const int ranks = o.devices * o.nodes;
+    const Algorithm algorithm = effective_algorithm(o);
+    if (const std::optional<NcclFabric> fabric = nccl_fabric(hw, ranks, o.nodes);
+        o.proto && fabric && ranks > 1 && algorithm != Algorithm::kNaive) {
+      NcclChoice choice = nccl_choice(o.collective, algorithm, o.proto);
+      if (o.nccl_algo) choice.algo = o.nccl_algo;
+      predict_nccl(*fabric, o.collective, 1u << 20, choice);
+    }
   }
   DPS_CHECK(!o.timing_only || !on_gpu(o), ErrorKind::kUsage,
             "--timing-only simulates without data: it is for --backend sim, not {}", o.backend);

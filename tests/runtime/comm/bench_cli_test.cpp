@@ -669,6 +669,19 @@ TEST(BenchCli, BadFlagsExitWithCodeTwo) {
                                                      : "--backend mpi is not built in this version"));
 }
 
+// `--proto LL128 --preset t4` (a PCIe machine: no LL128) was said by a rank once the run had begun:
+// after the table's header, with the trace already written over (a partial one in its place).
+TEST(BenchCli, AProtocolTheFabricLacksIsRefusedBeforeTheHeaderOrTheTrace) {
+  const testing::TempDir dir("bench_proto");
+  const std::string trace = (dir.path() / "keep.jsonl").string();
+  std::ofstream(trace) << "KEEP";
+  const Result r = run_bench("all_reduce -b 8 -e 64 --proto LL128 --preset t4 --trace " + trace);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.output,
+            "dpscope: error: LL128 is not available for all_reduce on this fabric (4 GPUs, 1 node, PCIe)\n");
+  EXPECT_EQ(testing::read_file(trace), "KEEP");
+}
+
 TEST(BenchCli, TheAlgorithmComesFromDpscopeAlgoWhenNotGiven) {
   const Result naive = run_bench("all_reduce --devices 3 -b 1K -e 1K -n 1", "DPSCOPE_ALGO=naive");
   ASSERT_EQ(naive.exit_code, 0) << naive.output;
