@@ -121,16 +121,16 @@ TrainResult train_loop(TrainStrategy& strategy, const TrainConfig& config, const
       for (const Device& device : devices) device.set_step(step);
       const int64_t start_ns = strategy.step_clock();
       std::optional<double> loss;
-      try {
+      try {  // (the loss check too: a run stopped by a non-finite loss says so in its trace)
         loss = run_step(strategy, plan);
+        if (loss) {  // the message counts steps from 1, as the progress lines do
+          DPS_CHECK(std::isfinite(*loss), ErrorKind::kInvalidArgument,
+                    "loss became {} at step {}{} (try a smaller --lr)", *loss, step + 1, where);
+          strategy.after_step(plan, *loss);
+        }
       } catch (const std::exception& e) {
         strategy.step_failed(e.what());
         throw;
-      }
-      if (loss) {  // the message counts steps from 1, as the progress lines do
-        DPS_CHECK(std::isfinite(*loss), ErrorKind::kInvalidArgument,
-                  "loss became {} at step {}{} (try a smaller --lr)", *loss, step + 1, where);
-        strategy.after_step(plan, *loss);
       }
       const int64_t end_ns = strategy.step_clock();
       TraceSink* tracer = first.tracer();

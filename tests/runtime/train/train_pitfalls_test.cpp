@@ -197,6 +197,24 @@ TEST(TrainPitfalls, UnusedParameterStopsTheNextIterationAndTheTraceSaysWhy) {
   EXPECT_TRUE(traced_errors(dir / "t.jsonl").empty());
 }
 
+// A loss that stops being finite (--lr 1e308) stopped single and dp runs without an `error` instant
+// in their traces (its check came after the step's try), where DDP's ranks had one each.
+TEST(TrainPitfalls, ANonFiniteLossStopsEveryModeWithAnErrorInstant) {
+  for (const auto& [mode, devices] :
+       {std::pair{TrainMode::kSingle, 1}, {TrainMode::kDataParallel, 2}, {TrainMode::kDdp, 2}}) {
+    TempDir dir("nonfinite");
+    TrainConfig config = small_ddp(dir / "t.jsonl");
+    config.mode = mode;
+    config.devices = devices;
+    config.lr = 1e308;
+    const testing::Outcome outcome = error_of([&] { run_training(config); });
+    EXPECT_NE(outcome.message.find("(try a smaller --lr)"), std::string::npos) << outcome.message;
+    const std::vector<TracedError> errors = traced_errors(dir / "t.jsonl");
+    ASSERT_EQ(errors.size(), static_cast<size_t>(mode == TrainMode::kDdp ? devices : 1)) << outcome.message;
+    EXPECT_NE(errors[0].message.find("loss became"), std::string::npos) << errors[0].message;
+  }
+}
+
 TEST(TrainPitfalls, ARunThatEndsNormallyHasNoErrorEvent) {
   TempDir dir("fine");
   run_training(small_ddp(dir / "t.jsonl"));
