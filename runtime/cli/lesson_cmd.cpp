@@ -115,6 +115,7 @@ void parse_scenario(const std::vector<std::string>& args, bool dry_run) {
   register_train(app, registration);
   register_bench(app, registration);
   refuse_empty_values(app);
+  refuse_unfit_integers(app);
   std::vector<std::string> argv_text = {"dpscope"};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<const char*> argv;

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   dpscope::cli::register_lesson(app);
   dpscope::cli::register_launch(app);
   dpscope::refuse_empty_values(app);  // a lesson's scenario is parsed with the same rule
+  dpscope::refuse_unfit_integers(app);
   try {
     if (const std::string unknown = unknown_command_message(app, argc, argv); !unknown.empty()) {
       std::fprintf(stderr, "dpscope: error: %s\n", dpscope::printable_line(unknown).c_str());

@@ -173,6 +173,20 @@ std::vector<Case> hostile_pass4_cases() {
       // 2^64 and more became 2^64 - 1 (CLI11 saturates), printing that seed's order.
       {"SamplerSeedPast64Bits", "sampler --len 4 --seed 18446744073709551616", 2,
        "must be an integer from 0 to 18446744073709551615, got '18446744073709551616'"},
+      // Every integer option alike: past 64 bits CLI11 kept the saturated value (a run of
+      // 9223372036854775807 steps, a message quoting a number nobody typed).
+      {"TrainStepsPast64Bits", "train --dataset spirals:64 --model 2-4-3 --steps 99999999999999999999999", 2,
+       "--steps: must be an integer from -9223372036854775808 to 9223372036854775807, got "
+       "'99999999999999999999999'"},
+      {"TrainBatchBelowInt64",
+       "train --dataset spirals:64 --model 2-4-3 --steps 1 --batch -9223372036854775809", 2,
+       "--batch: must be an integer from -9223372036854775808 to 9223372036854775807, got "
+       "'-9223372036854775809'"},
+      {"SamplerEpochPast64Bits", "sampler --len 10 --epoch 99999999999999999999", 2,
+       "--epoch: must be an integer from -9223372036854775808 to 9223372036854775807, got "
+       "'99999999999999999999'"},
+      {"SamplerRankPast64Bits", "sampler --len 10 --replicas 2 --rank 99999999999999999999", 2,
+       "--rank: must be an integer from -9223372036854775808 to 9223372036854775807"},
       // ---- fidelity_report: header values in range, known keys once ----
       // A negative median_bound was accepted (every table then "fails" its own bound).
       report_row("FidelityReportMedianBoundNegative", "# median_bound: -0.1\n",

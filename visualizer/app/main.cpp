@@ -309,6 +309,7 @@ int run(int argc, char** argv) {
   app.add_option("--knob", o.lesson.knobs, "with --lesson: turn a knob, FLAG=VALUE (repeatable)");
   app.set_version_flag("--version", std::string("dpscope-viz ") + DPSCOPE_VERSION);
   refuse_empty_values(app);
+  refuse_unfit_integers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
