@@ -232,7 +232,9 @@ bool written_in_place(const fs::path& path) {
     return target.kind != FileKind::kDirectory && target.kind != FileKind::kBlockDevice &&
            target.kind != FileKind::kMissing && target.kind != FileKind::kUnreadable;
   }
-  return S_ISCHR(named.st_mode) || S_ISFIFO(named.st_mode);
+  // A FIFO named under /dev (/dev/shm/f) is a file like any other FIFO: refused (only a descriptor
+  // the process holds, above, may be a pipe: `--trace /dev/stdout | ...`).
+  return S_ISCHR(named.st_mode);
 }
 
 void OutputGuard::add_input(std::string flag, fs::path path) {
@@ -257,7 +259,18 @@ void OutputGuard::check() const {
     const std::string shown = out.path.string();
     DPS_CHECK(!out.path.empty() && out.path.has_filename(), ErrorKind::kUsage,
               "{} '{}': not a file name; give the file to write", flag, shown);
-    if (written_in_place(out.path)) continue;  // a device named on purpose: nothing is replaced
+    if (written_in_place(out.path)) {  // a device named on purpose: nothing is replaced
+      // ...but it must take writes now, not once the work is done: /dev/tty without a terminal.
+      // (Opening and closing a character device is harmless; a pipe is not probed: closing a writer
+      // could end its reader.)
+      if (path_status(out.path).kind == FileKind::kCharDevice) {
+        const int fd = open_output_without_waiting(out.path, O_WRONLY);
+        DPS_CHECK(fd >= 0, ErrorKind::kUsage, "{} {}: cannot write there: {}", flag, shown,
+                  std::strerror(errno));
+        ::close(fd);
+      }
+      continue;
+    }
     const PathStatus status = path_status(out.path);
     DPS_CHECK(status.kind != FileKind::kDirectory, ErrorKind::kUsage,
               "{} {} is a directory; give a file name", flag, shown);

@@ -86,6 +86,18 @@ TEST(WrittenInPlace, OnlyDevicesNamedUnderDev) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_FALSE(written_in_place(fifo));  // a FIFO outside /dev: refused, never opened
   EXPECT_FALSE(written_in_place(dir.path() / "out.jsonl"));
+  // A FIFO made under /dev (/dev/shm is a tmpfs anyone may write) is a FIFO like the others:
+  // `bench --trace /dev/shm/f` printed its table's header, then said "no process reads it".
+  const fs::path shm = fs::path("/dev/shm") / ("dpscope-fifo-" + std::to_string(::getpid()));
+  if (::mkfifo(shm.c_str(), 0600) == 0) {
+    EXPECT_FALSE(written_in_place(shm));
+    OutputGuard guard;
+    guard.add_output("--trace", shm);
+    EXPECT_EQ(what_of([&] { guard.check(); }),
+              "--trace " + shm.string() +
+                  ": is a FIFO (named pipe), not a regular file; refusing to write over it");
+    fs::remove(shm);
+  }
 }
 
 // One guard, each rule named in its message.

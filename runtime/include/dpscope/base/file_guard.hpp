@@ -97,9 +97,11 @@ class InputFile {
 // set. Used where a file is written in place (a device, a trace a viewer follows).
 int open_output_without_waiting(const std::filesystem::path& path, int flags);
 
-// True for an output that is written in place rather than replaced: a character device or a FIFO
-// the user named under /dev (/dev/stdout, /dev/stderr, /dev/null, /dev/fd/N). Anything else that
-// exists and is not a regular file is refused by OutputGuard and by AtomicFileWriter.
+// True for an output that is written in place rather than replaced: a character device the user
+// named under /dev (/dev/null, /dev/tty), or a descriptor the process holds, whatever it is (a pipe
+// too: /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N). Anything else that exists and is not a
+// regular file (a FIFO made under /dev/shm too) is refused by OutputGuard and by AtomicFileWriter;
+// OutputGuard also opens such a device once, so one that cannot take writes is refused before work.
 bool written_in_place(const std::filesystem::path& path);
 
 // Everything a command reads and writes, checked together before any work starts.
