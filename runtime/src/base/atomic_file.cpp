@@ -95,6 +95,10 @@ AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move
     return;
   }
   refuse_unless_replaceable(path_);
+  // A writer killed mid-write (SIGTERM, SIGKILL, a crash) left its temporary file; the next writer
+  // of the same file removes it (its process is gone), so none piles up.
+  remove_stale_temp_files(path_.has_parent_path() ? path_.parent_path() : std::filesystem::path("."),
+                          path_.filename().string());
   temp_path_ = path_;
   temp_path_ += fmt::format(".tmp.{}.{}", ::getpid(), counter.fetch_add(1));
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);

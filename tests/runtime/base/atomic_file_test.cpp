@@ -132,6 +132,20 @@ TEST(RemoveStaleTempFiles, RemovesOnlyDeadWritersFilesWithThePrefix) {
                          }));
 }
 
+// `trace export` killed while it wrote left OUT.tmp.PID.0 for good: later exports to OUT never
+// removed it. The next writer of a file removes what dead writers of it left.
+TEST(AtomicFileWriter, TheNextWriterRemovesADeadWritersTemporaryFile) {
+  TempDir dir;
+  write_bytes(dir.path() / "ev.json.tmp.99999999.0", "a killed export's half");
+  write_bytes(dir.path() / "ev.json.tmp.1.0", "a live process's");
+  write_bytes(dir.path() / "other.json.tmp.99999999.0", "another file's");
+  AtomicFileWriter out(dir.path() / "ev.json");
+  out.write("{}");
+  out.commit();
+  EXPECT_EQ(dir.files(),
+            (std::vector<std::string>{"ev.json", "ev.json.tmp.1.0", "other.json.tmp.99999999.0"}));
+}
+
 TEST(RemoveStaleTempFiles, MissingDirectoryRemovesNothing) {
   TempDir dir;
   EXPECT_TRUE(remove_stale_temp_files(dir.path() / "absent", "").empty());
