@@ -198,6 +198,8 @@ bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 void check_args(const LaunchArgs& a) {
   DPS_CHECK(!a.command.empty(), ErrorKind::kUsage,
             "launch: no program to start (dpscope launch --nproc N -- PROGRAM ARGS...)");
+  DPS_CHECK(!a.command.front().empty(), ErrorKind::kUsage,
+            "launch: the program to start is an empty word (dpscope launch --nproc N -- PROGRAM ARGS...)");
   DPS_CHECK(a.nproc >= 1 && a.nproc <= 1024, ErrorKind::kUsage,
             "launch: --nproc must be from 1 to 1024, got {}", a.nproc);
   DPS_CHECK(a.nnodes >= 1 && a.nnodes <= 4096, ErrorKind::kUsage,

@@ -25,18 +25,32 @@ namespace {
 
 // `dpscope frobnicate` used to say "A subcommand is required"; name the word and the commands. The
 // first argument that is not an option is the command (the only global option, --verbose, takes no
-// value). Returns the message, or "" when the command is known (or help or the version is asked for).
+// value); a command made of subcommands (trace, lesson: neither takes options of its own) takes the
+// next one as its subcommand the same way. Returns the message, or "" when the words are known (or
+// help or the version is asked for, or a command's subcommand is missing: the command says which
+// it takes).
 std::string unknown_command_message(const CLI::App& app, int argc, char** argv) {
-  std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  const CLI::App* level = &app;
+  std::string path;  // the commands read so far: "" or "trace "
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     if (word == "--" || word == "-h" || word == "--help" || word == "--version") return "";
     if (!word.empty() && word[0] == '-') continue;
-    for (const std::string& name : names)
-      if (name == word) return "";
-    return fmt::format("unknown command '{}' (expected one of: {})", word, fmt::join(names, ", "));
+    std::vector<std::string> names;
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : level->get_subcommands({})) {
+      names.push_back(sub->get_name());
+      if (sub->get_name() == word) next = sub;
+    }
+    if (next == nullptr)
+      return fmt::format("unknown {}command '{}' (expected one of: {})", path, word, fmt::join(names, ", "));
+    if (next->get_subcommands({}).empty()) return "";
+    level = next;
+    path += word + " ";
   }
+  if (level != &app) return "";  // a command without its subcommand says what it takes itself
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
   return fmt::format("a command is required: one of {} (dpscope --help lists them)", fmt::join(names, ", "));
 }
 

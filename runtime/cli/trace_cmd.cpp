@@ -138,7 +138,12 @@ void register_trace_import(CLI::App* trace_cmd) {
 
 void register_trace(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("trace", "export dpscope traces or summarize them");
-  cmd->require_subcommand(1);
+  // One line naming the subcommands instead of CLI11's "A subcommand is required".
+  cmd->require_subcommand(0, 1);
+  cmd->callback([cmd] {
+    DPS_CHECK(!cmd->get_subcommands().empty(), ErrorKind::kUsage,
+              "trace needs a subcommand: stats IN, export --chrome IN OUT, merge DIR OUT or import IN OUT");
+  });
 
   struct ExportOptions {
     bool chrome = false;

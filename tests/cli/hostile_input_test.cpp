@@ -156,6 +156,26 @@ std::vector<Case> hostile_cases() {
        [](const fs::path& d, const Fixtures& fx) { fs::copy(fx.checkpoints, d / "ckpt"); }},
       // ---- lessons ----
       {"LessonWithoutSubcommand", "lesson", 2, "lesson needs a subcommand: list, run ID"},
+      // `trace` said CLI11's "A subcommand is required", naming neither the word nor the choices.
+      {"TraceWithoutSubcommand", "trace", 2,
+       "trace needs a subcommand: stats IN, export --chrome IN OUT, merge DIR OUT or import IN OUT"},
+      {"TraceUnknownSubcommand", "trace bogus", 2,
+       "unknown trace command 'bogus' (expected one of: export, merge, import, stats)"},
+      // `trace merge absent o.jsonl` said "'absent' is not a directory"; a gzip file read as a trace
+      // was "not a dpscope trace" (trace import said what it is); `launch -- ''` said "Permission denied".
+      {"TraceMergeMissingDirectory", "trace merge {dir}/absent {dir}/o.jsonl", 2,
+       "'{dir}/absent' does not exist"},
+      {"TraceStatsGzipFile", "trace stats {dir}/t.jsonl.gz", 2,
+       "t.jsonl.gz:1: a gzip-compressed file; dpscope reads plain .jsonl and zstd-compressed .jsonl.zst: "
+       "gunzip it "
+       "first",
+       [](const fs::path& d, const Fixtures&) {
+         write_file(d / "t.jsonl.gz", std::string("\x1f\x8b\x08\0junk\n", 9));
+       }},
+      {"LaunchEmptyProgram", "launch --nproc 2 -- {empty}", 2,
+       "launch: the program to start is an empty word"},
+      {"LessonUnknownSubcommand", "lesson bogus", 2,
+       "unknown lesson command 'bogus' (expected one of: list, run, check, handout)"},
       {"LessonUnknownId", "lesson run 99 --no-viz", 2, "no lesson '99' in"},
       {"LessonKnobOutOfRange", "lesson run 01-one-gpu --no-viz --out {dir} --knob batch=100", 2,
        "--batch must be a number from 64 to 1024 in steps of 64, got '100'"},

@@ -54,6 +54,7 @@ std::string rank_file_name(int rank) { return fmt::format("rank-{}.jsonl", rank)
 
 std::map<int, fs::path> list_rank_files(const fs::path& dir) {
   std::error_code ec;
+  DPS_CHECK(fs::exists(dir, ec), ErrorKind::kIo, "'{}' does not exist", dir.string());
   DPS_CHECK(fs::is_directory(dir, ec), ErrorKind::kIo, "'{}' is not a directory", dir.string());
   std::map<int, fs::path> files;
   fs::directory_iterator it(dir, ec);

@@ -437,6 +437,11 @@ void TraceParser::parse_header(TraceData& data, std::string_view line, uint32_t 
   const simdjson::error_code error = json_.parse(line.data(), line.size()).get(root);
   if (error == simdjson::DEPTH_ERROR || error == simdjson::NUMBER_ERROR) throw bad(json_error_reason(error));
   if (error || root.get_object().get(obj) || obj["type"].get_string().get(type) || type != "header") {
+    if (line_no == 1 && line.size() >= 2 && static_cast<unsigned char>(line[0]) == 0x1f &&
+        static_cast<unsigned char>(line[1]) == 0x8b)
+      throw bad(
+          "a gzip-compressed file; dpscope reads plain .jsonl and zstd-compressed .jsonl.zst: gunzip it "
+          "first");
     throw bad("not a dpscope trace: the first line must be a header object with \"type\":\"header\"");
   }
   std::string_view format;
