@@ -46,6 +46,10 @@ from .writer import (TraceError, TraceWriter, all_reduce_lines, buckets_line, ch
 
 VALUE_SAMPLES = 32  # gradient elements per parameter in a `values` event (the runtime's count)
 WAITER_GRACE_S = 30.0  # close() waits this long for an all-reduce still running
+# ... and this long once the run has failed (an error recorded): the all-reduce waits for peers that
+# will not come, and the rank's exit is what tells them (a failed rank lingered 30 s, and its peers
+# with it, where unwatched the job ended in 2 s).
+WAITER_GRACE_AFTER_ERROR_S = 1.0
 RETIRE_S = 10.0  # the tensors handed to gloo are kept this long after close() (Watcher._flat)
 _HANDED = {}  # id -> tensor given to the process group, kept until retired
 
@@ -935,14 +939,16 @@ class Watcher(StepWatcher):
     def _stop_waiter(self):
         """Ends the waiter thread once every all-reduce handed to it is done: gloo's threads are then
         free of anything of ours before the user's model and process group go. One that never ends
-        (a peer that failed) is waited for WAITER_GRACE_S, then left to the daemon thread."""
+        (a peer that failed) is waited for WAITER_GRACE_S (WAITER_GRACE_AFTER_ERROR_S once the run
+        failed), then left to the daemon thread."""
         waiter, self._waiter = self._waiter, None
         if waiter is None:
             return
         self._queue.put(None)
-        waiter.join(WAITER_GRACE_S)
+        grace = WAITER_GRACE_AFTER_ERROR_S if getattr(self, "_error_recorded", False) else WAITER_GRACE_S
+        waiter.join(grace)
         if waiter.is_alive():
-            print(f"dpscope_torch: rank {self.rank}: an all-reduce did not end within {WAITER_GRACE_S:g} s of "
+            print(f"dpscope_torch: rank {self.rank}: an all-reduce did not end within {grace:g} s of "
                   "close(); its bucket_done is not recorded", file=sys.stderr)
 
 

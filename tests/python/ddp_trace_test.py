@@ -494,6 +494,40 @@ print(f"rank {rank}: graph freed: {kept() is None}", flush=True)
 """
 
 
+FAIL_MID_BACKWARD_SCRIPT = """
+import time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+fail = [False]
+class Boom(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+    @staticmethod
+    def backward(ctx, g):
+        if fail[0]:
+            raise RuntimeError("rank 0 fails mid-backward")
+        return g
+layers = [torch.nn.Linear(16, 1024), torch.nn.Linear(1024, 1024), torch.nn.Linear(1024, 4)]
+model = torch.nn.Sequential(layers[0], torch.nn.ReLU(), layers[1], torch.nn.ReLU(), layers[2])
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.m = model
+    def forward(self, x):
+        return self.m[4](self.m[3](self.m[2](Boom.apply(self.m[1](self.m[0](x))))))
+ddp = torch.nn.parallel.DistributedDataParallel(M(), bucket_cap_mb=1)
+optimizer = torch.optim.SGD(ddp.parameters(), lr=0.01)
+for step in range(4):
+    if step == 2 and rank == 1:
+        time.sleep(30)  # late to step 2, whose first bucket rank 0 has launched when it fails
+    fail[0] = step == 2 and rank == 0
+    optimizer.zero_grad()
+    ddp(torch.randn(8, 16)).pow(2).mean().backward()
+    optimizer.step()
+"""
+
+
 def loop_shapes_case(tmp):
     """Shapes of real loops the watcher must follow without changing the run: a sparse embedding
     (DDP reduces its gradient alone), DDP's built-in C++ hooks registered after it is built (they
@@ -523,6 +557,18 @@ def loop_shapes_case(tmp):
             with open(f"{out}.log{rank}", encoding="utf-8") as f:
                 check(f.read() == "step 0\nstep 1\nstep 2\n", f"{what}: rank {rank}'s unclosed log lost its lines")
             check(os.path.exists(f"{out}.atexit{rank}"), f"{what}: rank {rank}'s atexit handler did not run")
+    # A rank that fails mid-backward, a bucket of its launched and its peer late: the job ends as soon
+    # as unwatched (its exit tells the peer), where the watcher waited 30 s for that all-reduce.
+    script = os.path.join(tmp, "fail_mid_backward.py")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(FAIL_MID_BACKWARD_SCRIPT)
+    started = time.monotonic()
+    run = subprocess.run([*launch_cmd(2), sys.executable, "-m", "dpscope_torch.run", "--trace-dir",
+                          os.path.join(tmp, "fail_trace"), script], capture_output=True, text=True, env=env,
+                         timeout=TIMEOUT_S)
+    took = time.monotonic() - started
+    check(run.returncode == 1 and "rank 0 fails mid-backward" in run.stderr and took < 20,
+          f"a rank failing mid-backward: exit {run.returncode} after {took:.0f} s: {run.stderr[-1200:]}")
 
 
 def main():
