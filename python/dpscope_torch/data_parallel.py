@@ -41,7 +41,7 @@ from . import schema
 from .clock import now_ns
 from .clocks import CudaClock, HostClock
 from .forward_io import output_nodes, reaches
-from .step_watcher import StepWatcher, _SampleQueue
+from .step_watcher import StepWatcher, _Samples
 from .watch import VALUE_SAMPLES, _cpu_model, _one_line, _stride
 from .writer import TraceError, TraceWriter, _name, check_trace_dir, values_every_problem
 
@@ -175,7 +175,7 @@ class DataParallelWatcher(StepWatcher):
         self._local_values = None
         self._flows = 0
         self._pending = []  # (stamps, emit) waiting for the GPU
-        self._samples = _SampleQueue()
+        self._samples = _Samples()
         self._optimizers = []
         self._hooks = []
         self._install_hooks()
@@ -375,7 +375,12 @@ class DataParallelWatcher(StepWatcher):
     # -- forward ----------------------------------------------------------------------------------------
 
     def _on_forward(self, module, inputs):
-        if self._closed or not module.training or not self._torch.is_grad_enabled():
+        if self._closed:
+            return None
+        if not module.training or not self._torch.is_grad_enabled():  # eval, no_grad: not a step's
+            count = _rows(inputs, self._dim)
+            if count is not None:
+                self._samples.pass_by(count)
             return None
         t = self._stamp(0)
         if self._in_step and self._backward_end is not None and self._phase == "none":

@@ -3,10 +3,12 @@ step's moments that belong to the user's loop, not to the model. `Tensor.backwar
 begins backward, the optimizer's `step()` is the optimizer phase and ends the step, the sampler's
 indices are the step's samples, and a `with` block records the error that leaves it.
 
-A subclass provides `_torch`, `_samples` (a _SampleQueue), `_optimizers` (a list), and the
+A subclass provides `_torch`, `_samples` (a _Samples), `_optimizers` (a list), and the
 moments `_on_backward_begin(tensor)`, `_on_backward_end()`, `_on_optimizer_begin()`,
 `_on_optimizer_end(optimizer)`, `record_error(exc)` and `close()`."""
 
+import collections
+import itertools
 import os
 import threading
 import types
@@ -17,6 +19,9 @@ _RANGE_ITERATOR = type(iter(range(0)))
 STATE_RECOUNT_STEPS = 3  # an optimizer's state is counted at each of its first steps (_optimizer_state_bytes)
 
 
+_ORDER = itertools.count(1)  # the order of passes begun, batches fetched and forwards, over every queue
+
+
 class _SampleQueue:
     """The indices a watched sampler yields, taken batch by batch as forwards consume them, with the
     epoch they belong to: the pass over the sampler, counted from 0 (the trace's `epoch`; not the
@@ -24,18 +29,25 @@ class _SampleQueue:
 
     A pass whose indices are known when it starts (DistributedSampler's __iter__ returns an iterator
     over a list it has built) is queued whole, at once; any other is queued index by index as the
-    sampler yields them. Either way forwards take them in the order the sampler gives them."""
+    sampler yields them. Either way forwards take them in the order the sampler gives them.
+
+    A DataLoader over the sampler says more: the indices of each batch it returns (fetch()). Those
+    not yet taken by a forward wait in `_fetched`, in order, with their epoch (take_fetched())."""
 
     def __init__(self):
         self._indices = []  # this pass's indices so far (the sampler's thread appends)
         self._at = 0  # the first not yet taken by a forward
         self.epoch = None
+        self.started = 0  # when this pass began (_ORDER)
+        self.last_fetch = 0  # when a DataLoader last returned a batch of this sampler's (_ORDER); 0: never
+        self._fetched = collections.deque()  # [indices, epoch, first not taken] per batch returned
 
     def start(self, indices=()):
         """A new pass over the sampler (what the last one left, as with drop_last, is not this one's)."""
         self._indices = indices if isinstance(indices, list) else list(indices)
         self._at = 0
         self.epoch = 0 if self.epoch is None else self.epoch + 1
+        self.started = next(_ORDER)
 
     def put(self, index):
         self._indices.append(index)
@@ -47,6 +59,120 @@ class _SampleQueue:
         if taken and taken[0].__class__ is not int:
             taken = [int(i) for i in taken]
         return taken, self.epoch
+
+    def fetch(self, indices):
+        """A DataLoader over this sampler returned the batch of `indices` (the ones it asked for)."""
+        self._fetched.append([[i if i.__class__ is int else int(i) for i in indices], self.epoch, 0])
+        self.last_fetch = next(_ORDER)
+
+    def has_fetched(self):
+        return bool(self._fetched)
+
+    def take_fetched(self, count):
+        """Up to `count` of the returned indices not yet taken, in order, with the epoch of the first."""
+        taken, epoch = [], None
+        while self._fetched and len(taken) < count:
+            batch = self._fetched[0]
+            indices, at = batch[0], batch[2]
+            if epoch is None:
+                epoch = batch[1]
+            part = indices[at:at + count - len(taken)]
+            taken += part
+            batch[2] = at + len(part)
+            if batch[2] >= len(indices):
+                self._fetched.popleft()
+        return taken, epoch
+
+    def held(self):
+        return len(self._indices) + sum(len(b[0]) for b in self._fetched)
+
+
+class _Samples:
+    """The samplers one watcher follows (watch()'s, or under dpscope_torch.run every
+    DistributedSampler: a validation loader's too), a queue each.
+
+    When DataLoaders over them say what they return, a training forward takes its samples from the
+    returned indices no forward has taken yet, of the sampler whose loader returned a batch last:
+    the batch being trained on (or, for `batches = list(loader)`, the next of them). A second forward
+    of one batch (two views) finds none left and takes none; micro-batches cut from it take their
+    parts. A forward that is not a training one (eval, no_grad) takes what a loader returned since
+    the last training forward, unrecorded: a validation loop's batches are not the next step's.
+    Without a DataLoader (a sampler iterated by hand) the samples come, in order, from the pass begun
+    last."""
+
+    def __init__(self):
+        self.queues = []
+        self._last_forward = 0  # when a training forward last took samples (_ORDER)
+
+    def queue_for(self, sampler):
+        queue = sampler.__dict__.get("_dpscope_queue")
+        if not any(q is queue for q in self.queues):
+            queue = _SampleQueue()
+            self.queues.append(queue)
+        return queue
+
+    def take(self, count):
+        """A training forward's samples: (indices, epoch)."""
+        self._last_forward = next(_ORDER)
+        waiting = [q for q in self.queues if q.has_fetched()]
+        if waiting:
+            return max(waiting, key=lambda q: q.last_fetch).take_fetched(count)
+        if any(q.last_fetch for q in self.queues):
+            return [], None  # (every returned batch was taken: the same batch again)
+        if not self.queues:
+            return [], None
+        return max(self.queues, key=lambda q: q.started).take(count)
+
+    def pass_by(self, count):
+        """A forward that is not a training one: what a loader returned since the last training forward
+        goes by."""
+        waiting = [q for q in self.queues if q.has_fetched() and q.last_fetch > self._last_forward]
+        if waiting:
+            max(waiting, key=lambda q: q.last_fetch).take_fetched(count)
+
+    def indices_held(self):
+        return sum(q.held() for q in self.queues)
+
+
+def follow_data_loaders(torch):
+    """Makes every DataLoader iterator made from now on say which indices each batch it returns holds,
+    to the queue of its sampler when that one is watched (once per process). Indices are asked for
+    in order and batches returned in that order, prefetched by workers or not: each batch's are the
+    oldest not yet returned. An iterator made before is left alone (its prefetched batches are not
+    known)."""
+    it = torch.utils.data.dataloader._BaseDataLoaderIter
+    if it.__dict__.get("_dpscope_followed"):
+        return
+    init, next_index, next_batch, reset = it.__init__, it._next_index, it.__next__, it._reset
+
+    def __init__(self, *args, **kwargs):
+        self._dpscope_asked = collections.deque()
+        init(self, *args, **kwargs)
+
+    def _reset(self, *args, **kwargs):  # (each epoch of persistent workers: before prefetching)
+        self._dpscope_asked = collections.deque()
+        return reset(self, *args, **kwargs)
+
+    def _next_index(self):
+        index = next_index(self)
+        asked = self.__dict__.get("_dpscope_asked")
+        if asked is not None:
+            asked.append(index)
+        return index
+
+    def __next__(self):
+        batch = next_batch(self)
+        asked = self.__dict__.get("_dpscope_asked")
+        if asked:
+            index = asked.popleft()
+            sampler = self._index_sampler
+            queue = getattr(getattr(sampler, "sampler", sampler), "_dpscope_queue", None)
+            if queue is not None:
+                queue.fetch(list(index) if isinstance(index, (list, tuple)) else [index])
+        return batch
+
+    it.__init__, it._reset, it._next_index, it.__next__ = __init__, _reset, _next_index, __next__
+    it._dpscope_followed = True
 
 
 def watch_sampler(sampler, queue):
@@ -213,7 +339,8 @@ class StepWatcher:
 
     def watch_sampler(self, sampler):
         """Records the indices `sampler` yields (the forward that consumes them gets them)."""
-        watch_sampler(sampler, self._samples)
+        follow_data_loaders(self._torch)
+        watch_sampler(sampler, self._samples.queue_for(sampler))
 
     def watch_optimizer(self, optimizer):
         """Ends each step at `optimizer`.step() and records it as the optimizer phase."""

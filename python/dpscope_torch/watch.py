@@ -40,7 +40,7 @@ from .clock import await_peers, measure_offsets, now_ns
 from .clocks import CudaClock, HostClock
 from .ddp_layout import ddp_parameters, first_bucket_bytes, initial_buckets, parse_sizes
 from .forward_io import first_batch_size
-from .step_watcher import StepWatcher, _SampleQueue
+from .step_watcher import StepWatcher, _Samples
 from .writer import (TraceError, TraceWriter, all_reduce_lines, buckets_line, check_trace_dir, counter_line,
                      grad_ready_lines, loss_line, samples_line, span_line, values_line, values_every_problem)
 
@@ -226,7 +226,7 @@ class Watcher(StepWatcher):
         self._handed = []  # ids in _HANDED of the tensors this watcher gave the process group
         self._waiter = None
         self._pending = []  # (stamps, emit) waiting for the GPU (CudaClock)
-        self._samples = _SampleQueue()
+        self._samples = _Samples()
         self._optimizers = []
 
         if self._buckets is not None:
@@ -428,7 +428,12 @@ class Watcher(StepWatcher):
     # -- the step's moments -------------------------------------------------------------------------
 
     def _on_forward(self, module, inputs):
-        if self._closed or not module.training or not self._torch.is_grad_enabled():
+        if self._closed:
+            return None
+        if not module.training or not self._torch.is_grad_enabled():  # eval, no_grad: not a step's
+            count = first_batch_size(inputs)
+            if count is not None:
+                self._samples.pass_by(count)
             return None
         t = self._clock.stamp()
         self._take_log()  # a backward without Tensor.backward() (torch.autograd.backward) ends here

@@ -277,7 +277,8 @@ def check_run(trace_dir, dump, world, used_params=None, lossy=False):
         for step in range(steps):
             phases = [e["name"] for e in sorted((e for e in events if e["type"] == "span" and e["cat"] == "phase"
                                                  and e["step"] == step), key=lambda e: e["ts"])]
-            want_phases = ["data"] + ["forward", "backward"] * ref.get("micro_batches", 1)
+            forwards = ["forward"] * ref.get("forwards_per_backward", 1)  # (each forward is a span of its own)
+            want_phases = ["data"] + (forwards + ["backward"]) * ref.get("micro_batches", 1)
             if step not in ref.get("skipped", ()):  # (a step whose optimizer.step() was not called: none)
                 want_phases.append("optimizer")
             check(phases == want_phases, f"rank {rank} step {step}: phases {phases}")
@@ -537,6 +538,11 @@ def loop_shapes_case(tmp):
     watched_and_plain(tmp, "sparse", ["--model", "sparse", "--hook", "builtin", "--closure"], start="env")
     watched_and_plain(tmp, "autograd", ["--autograd-backward", "--hook", "builtin-fp16", "--param-groups"],
                       start="env", lossy=True)
+    # The samples of each step are the training batch's: a validation DataLoader with a
+    # DistributedSampler of its own (which dpscope_torch.run watches too) every 2 steps, a second
+    # forward of each batch (two views), batches fetched one at a time by 2 workers.
+    watched_and_plain(tmp, "samples", ["--stream", "--two-views", "--validate-every", "2", "--workers", "2"],
+                      start="env")
     script, out = os.path.join(tmp, "exit_work.py"), os.path.join(tmp, "exit")
     with open(script, "w", encoding="utf-8") as f:
         f.write(EXIT_WORK_SCRIPT)

@@ -182,6 +182,10 @@ def train(rank, world, args):
         sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=not args.no_shuffle, seed=0,
                                      drop_last=args.drop_last)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, num_workers=args.workers)
+    if args.validate_every:
+        val_set = data(args)
+        val_loader = DataLoader(val_set, batch_size=16, num_workers=args.workers,
+                                sampler=DistributedSampler(val_set, num_replicas=world, rank=rank, shuffle=False))
     if args.param_groups:
         optimizer = torch.optim.SGD([{"params": ddp.module.fc1.parameters(), "lr": args.lr / 2},
                                      {"params": ddp.module.fc2.parameters()}], lr=args.lr, momentum=0.9)
@@ -203,7 +207,9 @@ def train(rank, world, args):
         for epoch in range(args.epochs):
             if sampler is not None:
                 sampler.set_epoch(epoch)
-            batches = list(loader)
+            # (the whole epoch's batches fetched first, as a loop that trims them does; --stream:
+            # fetched one at a time as they are trained on)
+            batches = iter(loader) if args.stream else list(loader)
             if args.uneven:
                 batches = batches[:len(batches) - rank]
             if args.freeze_after and epoch == args.freeze_after:  # fine-tuning: the first layer stops training
@@ -223,6 +229,8 @@ def train(rank, world, args):
                         optimizer.zero_grad(set_to_none=args.set_to_none or args.model == "branches")
                         with autocast():
                             loss = loss_fn(logits_of(ddp(inputs)), targets)
+                            if args.two_views:  # a second view of the same batch, one backward for both
+                                loss = loss + loss_fn(logits_of(ddp(inputs * 0.5)), targets)
                         if args.autograd_backward:
                             torch.autograd.backward(loss)  # (what loss.backward() calls)
                         else:
@@ -248,6 +256,13 @@ def train(rank, world, args):
                     if rank == 0:
                         torch.save(ddp.module.state_dict(), args.checkpoint)
                     dist.barrier()
+                if args.validate_every and len(losses) % args.validate_every == 0:
+                    # A validation loop over a DataLoader of its own, with its own DistributedSampler.
+                    ddp.eval()
+                    with torch.no_grad():
+                        for vx, _ in val_loader:
+                            logits_of(ddp(vx))
+                    ddp.train()
                 if args.eval_between:
                     ddp.eval()
                     with torch.no_grad():
@@ -267,7 +282,7 @@ def train(rank, world, args):
                        "set_epoch": True, "sampler": sampler is not None, "micro_batches": args.accumulate,
                        "batches_dropped": rank if args.uneven else 0, "hook": args.hook,
                        "shuffle": not args.no_shuffle, "drop_last": args.drop_last, "skipped": skipped,
-                       "used_params": used,
+                       "used_params": used, "forwards_per_backward": 2 if args.two_views else 1,
                        "sparse_params": [i for i, n in enumerate(names) if args.model == "sparse" and n.startswith("embed.")]}, f)
     if args.destroy:
         dist.destroy_process_group()
@@ -297,6 +312,10 @@ def main():
     ap.add_argument("--static-graph", action="store_true")
     ap.add_argument("--hook", default="", choices=["", "fp16", "powersgd", "builtin", "builtin-fp16"],
                     help="registered after DDP is built (builtin: DDP's C++ ALLREDUCE or FP16_COMPRESS hook)")
+    ap.add_argument("--stream", action="store_true", help="batches fetched as trained on (not list(loader) first)")
+    ap.add_argument("--two-views", action="store_true", help="two forwards of each batch, one backward")
+    ap.add_argument("--validate-every", type=int, default=0,
+                    help="a validation loop (its own DataLoader and DistributedSampler) every K steps")
     ap.add_argument("--closure", action="store_true", help="optimizer.step(closure), the closure the step's forward and backward")
     ap.add_argument("--autograd-backward", action="store_true", help="torch.autograd.backward(loss), not loss.backward()")
     ap.add_argument("--frozen", action="store_true", help="the first layer's parameters do not require grad")

@@ -93,8 +93,7 @@ def retained(watcher):
     for name, value in vars(watcher).items():
         if isinstance(value, (list, dict, set, tuple)) or type(value).__name__ == "deque":
             sizes[name] = len(value)
-    samples = watcher._samples
-    sizes["samples._indices"] = len(samples._indices)
+    sizes["samples indices"] = watcher._samples.indices_held()
     return sizes
 
 

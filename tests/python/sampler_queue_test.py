@@ -115,6 +115,43 @@ plain = type(s)(4)  # the watched subclass, without a queue of its own
 check("an unwatched instance", list(iter(plain)), [0, 3, 2, 1])
 
 
+# Several samplers, and what DataLoaders over them return (fetch()): a training forward takes the
+# returned indices not yet taken, of the sampler whose loader returned a batch last.
+from dpscope_torch.step_watcher import _Samples  # noqa: E402
+
+samples = _Samples()
+train, val = ListSampler(16), ListSampler(8)
+tq, vq = samples.queue_for(train), samples.queue_for(val)
+watch_sampler(train, tq)
+watch_sampler(val, vq)
+list(iter(train))
+tq.fetch([0, 7, 14, 5])
+check("the batch a loader returned", samples.take(4), ([0, 7, 14, 5], 0))
+check("the same batch again (two views): none", samples.take(4), ([], None))
+list(iter(val))  # a validation pass, under eval / no_grad
+vq.fetch([0, 7, 6, 5])
+samples.pass_by(4)
+tq.fetch([12, 3, 10, 1])
+check("after a validation loop: the training batch", samples.take(4), ([12, 3, 10, 1], 0))
+tq.fetch([8, 15, 6, 13])
+check("micro-batches cut from one batch", [samples.take(2), samples.take(2)], [([8, 15], 0), ([6, 13], 0)])
+# batches = list(loader): every batch returned before the first forward; an eval forward between
+# steps (of training data) does not take the next step's.
+tq.fetch([4, 11, 2, 9])
+tq.fetch([0, 1, 2, 3])
+check("the first of the batches fetched ahead", samples.take(4), ([4, 11, 2, 9], 0))
+samples.pass_by(2)
+check("then the next", samples.take(4), ([0, 1, 2, 3], 0))
+list(iter(train))  # the next epoch
+tq.fetch([1, 8])
+check("its epoch", samples.take(2), ([1, 8], 1))
+# A sampler iterated by hand (no loader): the pass begun last, in order.
+hand = _Samples()
+hq = hand.queue_for(ListSampler(5))
+hq.start([4, 1, 3, 0, 2])
+check("by hand", [hand.take(2), hand.take(2)], [([4, 1], 0), ([3, 0], 0)])
+
+
 # The optimizer's state bytes: counted on the first STATE_RECOUNT_STEPS steps, then again only when
 # a state gains or loses entries or is replaced (load_state_dict); PyTorch's optimizers make each
 # parameter's state tensors once and update them in place.
