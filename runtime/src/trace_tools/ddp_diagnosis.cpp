@@ -409,10 +409,13 @@ BucketFinding explain_buckets(const TraceData& data, const Tables& t) {
   BucketFinding f;
   simdjson::dom::parser parser;
   simdjson::dom::element run;
+  bool from_pytorch = false;  // a real PyTorch run (dpscope_torch), not dpscope's own DDP
   if (!parser.parse(data.header.run_json).get(run)) {
     double v = 0;
     if (!run["bucket_cap_mb"].get_double().get(v) || !run["bucket_mb"].get_double().get(v)) f.cap_mb = v;
     if (!run["first_bucket_mb"].get_double().get(v)) f.first_mb = v;
+    std::string_view source;
+    from_pytorch = !run["source"].get_string().get(source) && source == "dpscope_torch";
   }
   // The lowest rank's assignments (DDP broadcasts rank 0's rebuilt order to every rank).
   const std::vector<TraceBucketInfo>* initial = data.header.buckets.empty() ? nullptr : &data.header.buckets;
@@ -452,7 +455,19 @@ BucketFinding explain_buckets(const TraceData& data, const Tables& t) {
         "builds one bucket for the first iteration (bucket_size_limits = [sys.maxsize] in "
         "torch/nn/parallel/distributed.py) and rebuilds after it, in gradient-ready order, with limits");
     f.sentences.back() += fmt::format(" {} for bucket 0 and {} for the others", first_label, cap_label);
-  } else {
+  }
+  // PyTorch's first assignment of several buckets (find_unused_parameters=True, which 1.13 never
+  // rebuilds) is filled in parameter order, the first filled up to the first bucket's limit, and then
+  // reversed (torch/nn/parallel/distributed.py: list(reversed(bucket_indices))): the last bucket was
+  // the first filled and bucket 0 holds what was left. dpscope's own DDP fills in reverse parameter
+  // order, bucket 0 first.
+  const bool filled_in_parameter_order = from_pytorch && !f.rebuilt && last->size() > 1;
+  if (filled_in_parameter_order) {
+    f.sentences.push_back(fmt::format(
+        "DDP's {} as first assigned (no rebuild recorded), filled in parameter order and then reversed, so "
+        "that bucket 0 holds the last parameters: {} for bucket {}, the first filled, {} for the others",
+        plural(last->size(), "bucket", "buckets"), first_label, last->size() - 1, cap_label));
+  } else if (!f.rebuilt && !(last->size() == 1 && f.initial_buckets == 1 && (*last)[0].bytes > first_limit)) {
     f.sentences.push_back(fmt::format(
         "DDP's {}, filled in reverse parameter order, each up to a limit: {} for bucket 0, {} for the others",
         plural(last->size(), "bucket", "buckets"), first_label, cap_label));
@@ -463,15 +478,20 @@ BucketFinding explain_buckets(const TraceData& data, const Tables& t) {
     x.id = b.id;
     x.bytes = b.bytes;
     x.params = b.params;
-    x.limit_bytes = i == 0 ? first_limit : cap;
+    const bool first_filled = filled_in_parameter_order ? i + 1 == last->size() : i == 0;
+    const bool filled_last = filled_in_parameter_order ? i == 0 : i + 1 == last->size();
+    x.limit_bytes = first_filled ? first_limit : cap;
     const std::string head =
         fmt::format("bucket {}: {} in {} ({})", b.id, format_bytes(b.bytes),
                     plural(b.params.size(), "parameter", "parameters"), param_names(data, b.params));
-    const std::string& label = i == 0 ? first_label : cap_label;
+    const std::string& label = first_filled ? first_label : cap_label;
     if (!f.rebuilt && last->size() == 1 && f.initial_buckets == 1 && b.bytes > first_limit) {
       x.sentence = head + ": every parameter, with no size limit (the first iteration's bucket)";
     } else if (b.bytes >= x.limit_bytes && !b.params.empty()) {
-      const int closer = b.params.back();
+      // (the parameter that came last into it: its last in gradient-ready or reverse order, its
+      // highest index when filled in parameter order)
+      const int closer =
+          filled_in_parameter_order ? *std::max_element(b.params.begin(), b.params.end()) : b.params.back();
       x.sentence = fmt::format("{}: {} ({}) took it {} {}, which closed it", head,
                                param_names(data, {closer}), format_bytes(param_bytes(data, closer)),
                                b.bytes > x.limit_bytes ? "past" : "to", label);
@@ -482,7 +502,7 @@ BucketFinding explain_buckets(const TraceData& data, const Tables& t) {
           "dist._DEFAULT_FIRST_BUCKET_BYTES in PyTorch, or in PyTorch 2.x a bucket_cap_mb given to DDP; "
           "--first-bucket-mb in dpscope)",
           head, label);
-    } else if (i + 1 == last->size()) {
+    } else if (filled_last) {
       x.sentence = fmt::format("{}: the parameters left over, under {}", head, label);
     } else {
       x.sentence = fmt::format(

@@ -315,6 +315,43 @@ TEST(DdpDiagnosis, BucketsAreExplainedAgainstTheirLimits) {
                         format_bytes(6144), format_bytes(cap)));
 }
 
+// A real PyTorch run with find_unused_parameters=True (which 1.13 never rebuilds): DDP fills its
+// first assignment in parameter order, the first bucket filled up to first_bucket_mb, and reverses
+// it. The diagnosis said "filled in reverse parameter order" and blamed the cap for the bucket the
+// first-bucket limit closed (PyTorch's bucket_sizes here: "336, 1584000").
+TEST(DdpDiagnosis, PyTorchsFirstAssignmentIsExplainedInParameterOrderThenReversed) {
+  const std::string text =
+      R"({"type":"header","format":"dpscope-trace","version":"1.0","clock":"measured",)"
+      R"("run":{"mode":"ddp","source":"dpscope_torch","bucket_cap_mb":0.05,"first_bucket_mb":1.0,)"
+      R"("find_unused_parameters":true},"devices":[)"
+      R"({"id":0,"name":"cpu:0","kind":"cpu","hardware":"","memory_bytes":0,"peak_flops":0,"mem_bandwidth":0}],)"
+      R"("links":[],"params":[{"index":0,"name":"0.weight","shape":[12000,16],"bytes":768000},)"
+      R"({"index":1,"name":"0.bias","shape":[12000],"bytes":48000},)"
+      R"({"index":2,"name":"2.weight","shape":[16,12000],"bytes":768000},)"
+      R"({"index":3,"name":"2.bias","shape":[16],"bytes":64},{"index":4,"name":"4.weight","shape":[4,16],"bytes":256},)"
+      R"({"index":5,"name":"4.bias","shape":[4],"bytes":16}],)"
+      R"("buckets":[{"id":0,"params":[3,4,5],"bytes":336},{"id":1,"params":[0,1,2],"bytes":1584000}]})"
+      "\n";
+  const BucketFinding b = diagnose_ddp(parse_trace(text)).buckets;
+  ASSERT_EQ(b.buckets.size(), 2u);
+  EXPECT_EQ(b.buckets[0].limit_bytes, static_cast<uint64_t>(0.05 * 1024 * 1024));
+  EXPECT_EQ(b.buckets[1].limit_bytes, uint64_t{1} << 20);
+  ASSERT_EQ(b.sentences.size(), 3u);
+  EXPECT_NE(
+      b.sentences[0].find("filled in parameter order and then reversed, so that bucket 0 holds the last "
+                          "parameters: the first bucket's own 1.00 MiB limit (first_bucket_mb) for bucket 1, "
+                          "the first filled"),
+      std::string::npos)
+      << b.sentences[0];
+  EXPECT_EQ(b.sentences[1],
+            "bucket 0: 336 B in 3 parameters (2.bias ... 4.bias): the parameters left over, under "
+            "the 51.20 KiB cap (bucket_cap_mb)");
+  EXPECT_EQ(
+      b.sentences[2],
+      "bucket 1: 1.51 MiB in 3 parameters (0.weight ... 2.weight): 2.weight (750.00 KiB) took it past the "
+      "first bucket's own 1.00 MiB limit (first_bucket_mb), which closed it");
+}
+
 TEST(DdpDiagnosis, TheFirstIterationsSingleBucketWithoutARebuild) {
   const DdpDiagnosis d = diagnose({.steps = 1});
   ASSERT_EQ(d.buckets.buckets.size(), 1u);
