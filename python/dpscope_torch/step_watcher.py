@@ -43,9 +43,11 @@ class _SampleQueue:
         self._fetched = collections.deque()  # [indices, epoch, first not taken] per batch returned
 
     def start(self, indices=()):
-        """A new pass over the sampler (what the last one left, as with drop_last, is not this one's)."""
+        """A new pass over the sampler (what the last one left, as with drop_last, is not this one's;
+        nor are batches a loader returned that no forward took: a loop that stopped its epoch early)."""
         self._indices = indices if isinstance(indices, list) else list(indices)
         self._at = 0
+        self._fetched.clear()
         self.epoch = 0 if self.epoch is None else self.epoch + 1
         self.started = next(_ORDER)
 

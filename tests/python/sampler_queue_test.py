@@ -142,9 +142,10 @@ tq.fetch([0, 1, 2, 3])
 check("the first of the batches fetched ahead", samples.take(4), ([4, 11, 2, 9], 0))
 samples.pass_by(2)
 check("then the next", samples.take(4), ([0, 1, 2, 3], 0))
+tq.fetch([5, 6])  # returned, never trained on: the loop left its epoch early
 list(iter(train))  # the next epoch
 tq.fetch([1, 8])
-check("its epoch", samples.take(2), ([1, 8], 1))
+check("its epoch, not the last one's leftovers", samples.take(2), ([1, 8], 1))
 # A sampler iterated by hand (no loader): the pass begun last, in order.
 hand = _Samples()
 hq = hand.queue_for(ListSampler(5))
