@@ -375,12 +375,7 @@ class DataParallelWatcher(StepWatcher):
     # -- forward ----------------------------------------------------------------------------------------
 
     def _on_forward(self, module, inputs):
-        if self._closed:
-            return None
-        if not module.training or not self._torch.is_grad_enabled():  # eval, no_grad: not a step's
-            count = _rows(inputs, self._dim)
-            if count is not None:
-                self._samples.pass_by(count)
+        if self._closed or not module.training or not self._torch.is_grad_enabled():
             return None
         t = self._stamp(0)
         if self._in_step and self._backward_end is not None and self._phase == "none":
@@ -402,8 +397,7 @@ class DataParallelWatcher(StepWatcher):
             self._phase, self._phase_start = "forward", t
             self._replication = None
             self._chunks = []
-        count = _rows(inputs, self._dim)
-        self._batch_indices = self._samples.take(count) if count is not None else None
+        self._batch_indices = self._samples.take(_rows(inputs, self._dim))
         return None
 
     def _scatter_wrapper(self, scatter):
@@ -727,7 +721,7 @@ class DataParallelWatcher(StepWatcher):
             self._end_phase(t)
             self._phase, self._phase_start = "optimizer", t
 
-    def _on_optimizer_end(self, optimizer):
+    def _on_optimizer_end(self, optimizer, returned=None):
         if self._closed or self._phase != "optimizer":
             return
         t = self._stamp(0)
@@ -737,6 +731,8 @@ class DataParallelWatcher(StepWatcher):
                        t, step)
             self._state_bytes = self._optimizer_state_bytes()
             self._end_phase(t)
+            if self._loss is not None and isinstance(returned, self._torch.Tensor) and returned.numel() == 1:
+                self._loss = (returned.detach(), *self._loss[1:])  # step(closure)'s loss, as scripts log it
         self._end_step(t)
 
     def _end_step(self, t):

@@ -5,7 +5,8 @@ indices are the step's samples, and a `with` block records the error that leaves
 
 A subclass provides `_torch`, `_samples` (a _Samples), `_optimizers` (a list), and the
 moments `_on_backward_begin(tensor)`, `_on_backward_end()`, `_on_optimizer_begin()`,
-`_on_optimizer_end(optimizer)`, `record_error(exc)` and `close()`."""
+`_on_optimizer_end(optimizer, returned)`, `record_error(exc)` and `close()`, and `_params`
+((name, parameter) of the watched model)."""
 
 import collections
 import itertools
@@ -19,28 +20,47 @@ _RANGE_ITERATOR = type(iter(range(0)))
 STATE_RECOUNT_STEPS = 3  # an optimizer's state is counted at each of its first steps (_optimizer_state_bytes)
 
 
-_ORDER = itertools.count(1)  # the order of passes begun, batches fetched and forwards, over every queue
+_ORDER = itertools.count(1)  # the order of passes begun and batches fetched, over every queue
+
+
+def _ints(indices):
+    """Indices as ints, a batch sampler's lists of them flattened (a sampler given to watch() may
+    yield batches)."""
+    out = []
+    for i in indices:
+        if i.__class__ is int:
+            out.append(i)
+        elif isinstance(i, (list, tuple)):
+            out.extend(int(j) for j in i)
+        else:
+            out.append(int(i))
+    return out
 
 
 class _SampleQueue:
     """The indices a watched sampler yields, taken batch by batch as forwards consume them, with the
-    epoch they belong to: the pass over the sampler, counted from 0 (the trace's `epoch`; not the
-    value given to set_epoch, which stays 0 when a script forgets it: the pitfall to be seen).
+    epoch they belong to: the pass over the sampler that training drew from, counted from 0 (the
+    trace's `epoch`; not the value given to set_epoch, which stays 0 when a script forgets it: the
+    pitfall to be seen). A pass no training forward took from is no epoch: a batch looked at with
+    next(iter(loader)) before training, or the pass a multi-worker DataLoader starts and drops.
 
     A pass whose indices are known when it starts (DistributedSampler's __iter__ returns an iterator
     over a list it has built) is queued whole, at once; any other is queued index by index as the
     sampler yields them. Either way forwards take them in the order the sampler gives them.
 
     A DataLoader over the sampler says more: the indices of each batch it returns (fetch()). Those
-    not yet taken by a forward wait in `_fetched`, in order, with their epoch (take_fetched())."""
+    no forward took wait in `_fetched`, in order, each with its pass (take_batch())."""
 
     def __init__(self):
         self._indices = []  # this pass's indices so far (the sampler's thread appends)
         self._at = 0  # the first not yet taken by a forward
-        self.epoch = None
+        self._pass = 0  # this pass's number, counting every start()
+        self._epochs = {}  # pass number -> its epoch, once training took from it
+        self.epoch = None  # the last epoch given out
         self.started = 0  # when this pass began (_ORDER)
         self.last_fetch = 0  # when a DataLoader last returned a batch of this sampler's (_ORDER); 0: never
-        self._fetched = collections.deque()  # [indices, epoch, first not taken] per batch returned
+        self.trained = False  # a training forward took from this queue
+        self._fetched = collections.deque()  # (indices, pass) per batch returned, not yet taken
 
     def start(self, indices=()):
         """A new pass over the sampler (what the last one left, as with drop_last, is not this one's;
@@ -48,63 +68,65 @@ class _SampleQueue:
         self._indices = indices if isinstance(indices, list) else list(indices)
         self._at = 0
         self._fetched.clear()
-        self.epoch = 0 if self.epoch is None else self.epoch + 1
+        self._pass += 1
         self.started = next(_ORDER)
 
     def put(self, index):
         self._indices.append(index)
 
+    def _epoch_of(self, pass_number):
+        epoch = self._epochs.get(pass_number)
+        if epoch is None:
+            epoch = self._epochs[pass_number] = 0 if self.epoch is None else self.epoch + 1
+            self.epoch = epoch
+            for old in [p for p in self._epochs if p < pass_number]:
+                del self._epochs[old]
+        return epoch
+
     def take(self, count):
+        """A training forward's `count` indices, in the order the pass gives them."""
         at = self._at
         taken = self._indices[at:at + count]
         self._at = at + len(taken)
-        if taken and taken[0].__class__ is not int:
-            taken = [int(i) for i in taken]
-        return taken, self.epoch
+        if not taken:
+            return [], self.epoch
+        self.trained = True
+        return _ints(taken), self._epoch_of(self._pass)
 
     def fetch(self, indices):
         """A DataLoader over this sampler returned the batch of `indices` (the ones it asked for)."""
-        self._fetched.append([[i if i.__class__ is int else int(i) for i in indices], self.epoch, 0])
+        self._fetched.append((_ints(indices), self._pass))
         self.last_fetch = next(_ORDER)
 
     def has_fetched(self):
         return bool(self._fetched)
 
-    def take_fetched(self, count):
-        """Up to `count` of the returned indices not yet taken, in order, with the epoch of the first."""
-        taken, epoch = [], None
-        while self._fetched and len(taken) < count:
-            batch = self._fetched[0]
-            indices, at = batch[0], batch[2]
-            if epoch is None:
-                epoch = batch[1]
-            part = indices[at:at + count - len(taken)]
-            taken += part
-            batch[2] = at + len(part)
-            if batch[2] >= len(indices):
-                self._fetched.popleft()
-        return taken, epoch
+    def take_batch(self):
+        """The oldest batch returned that no forward took, whole, with its epoch."""
+        indices, pass_number = self._fetched.popleft()
+        self.trained = True
+        return indices, self._epoch_of(pass_number)
 
     def held(self):
-        return len(self._indices) + sum(len(b[0]) for b in self._fetched)
+        return len(self._indices) + sum(len(b[0]) for b in self._fetched) + len(self._epochs)
 
 
 class _Samples:
     """The samplers one watcher follows (watch()'s, or under dpscope_torch.run every
     DistributedSampler: a validation loader's too), a queue each.
 
-    When DataLoaders over them say what they return, a training forward takes its samples from the
-    returned indices no forward has taken yet, of the sampler whose loader returned a batch last:
-    the batch being trained on (or, for `batches = list(loader)`, the next of them). A second forward
-    of one batch (two views) finds none left and takes none; micro-batches cut from it take their
-    parts. A forward that is not a training one (eval, no_grad) takes what a loader returned since
-    the last training forward, unrecorded: a validation loop's batches are not the next step's.
-    Without a DataLoader (a sampler iterated by hand) the samples come, in order, from the pass begun
-    last."""
+    When DataLoaders over them say what they return, a training forward's samples are the oldest
+    batch returned that no forward took, whole, whatever the forward's tensors look like (a
+    sequence-first layout, a batch filtered or cut into micro-batches, keyword arguments): of the
+    sampler training took from before, whose loader returned a batch last (a validation loop's
+    batches are never the training's once training began), else of the one whose loader returned a
+    batch last. A second forward of one batch (two views, a no_grad forward before the training one)
+    finds none left and takes none; `batches = list(loader)` gives them out one a forward. Without a
+    DataLoader (a sampler iterated by hand) the samples are the next `count` of the pass begun last,
+    `count` being the leading dimension of the forward's first tensor."""
 
     def __init__(self):
         self.queues = []
-        self._last_forward = 0  # when a training forward last took samples (_ORDER)
 
     def queue_for(self, sampler):
         queue = sampler.__dict__.get("_dpscope_queue")
@@ -114,23 +136,17 @@ class _Samples:
         return queue
 
     def take(self, count):
-        """A training forward's samples: (indices, epoch)."""
-        self._last_forward = next(_ORDER)
-        waiting = [q for q in self.queues if q.has_fetched()]
+        """A training forward's samples: (indices, epoch). `count`: its batch's leading dimension, or
+        None when unknown (read only without a DataLoader)."""
+        # Once training took from a sampler, only such samplers feed it (a validation loader's
+        # leftovers are never a second view's); before, any whose loader returned a batch.
+        trained = [q for q in self.queues if q.trained and q.last_fetch]
+        waiting = [q for q in (trained or self.queues) if q.has_fetched()]
         if waiting:
-            return max(waiting, key=lambda q: q.last_fetch).take_fetched(count)
-        if any(q.last_fetch for q in self.queues):
-            return [], None  # (every returned batch was taken: the same batch again)
-        if not self.queues:
-            return [], None
+            return max(waiting, key=lambda q: q.last_fetch).take_batch()
+        if not self.queues or count is None or any(q.last_fetch for q in self.queues):
+            return [], None  # (a loader's batches were all taken: the same batch again)
         return max(self.queues, key=lambda q: q.started).take(count)
-
-    def pass_by(self, count):
-        """A forward that is not a training one: what a loader returned since the last training forward
-        goes by."""
-        waiting = [q for q in self.queues if q.has_fetched() and q.last_fetch > self._last_forward]
-        if waiting:
-            max(waiting, key=lambda q: q.last_fetch).take_fetched(count)
 
     def indices_held(self):
         return sum(q.held() for q in self.queues)
@@ -167,8 +183,9 @@ def follow_data_loaders(torch):
         asked = self.__dict__.get("_dpscope_asked")
         if asked:
             index = asked.popleft()
-            sampler = self._index_sampler
-            queue = getattr(getattr(sampler, "sampler", sampler), "_dpscope_queue", None)
+            sampler = self._index_sampler  # a batch sampler (watched itself, or the sampler inside it)
+            queue = getattr(sampler, "_dpscope_queue", None) or getattr(getattr(sampler, "sampler", None),
+                                                                        "_dpscope_queue", None)
             if queue is not None:
                 queue.fetch(list(index) if isinstance(index, (list, tuple)) else [index])
         return batch
@@ -353,6 +370,8 @@ class StepWatcher:
         watcher = self
 
         def step(_optimizer, *args, **kwargs):
+            if not watcher._steps_this_model(optimizer):  # (another model's: a GAN's other optimizer)
+                return original(*args, **kwargs)
             closure = kwargs.get("closure", args[0] if args else None)
             if closure is None:
                 watcher._on_optimizer_begin()
@@ -369,14 +388,34 @@ class StepWatcher:
                     kwargs = dict(kwargs, closure=watched_closure)
                 else:
                     args = (watched_closure, *args[1:])
+            returned = None
             try:
-                return original(*args, **kwargs)
+                returned = original(*args, **kwargs)
+                return returned
             finally:
-                watcher._on_optimizer_end(optimizer)
+                # (with a closure, step() returns the step's loss as the optimizer saw it: LBFGS, which
+                # runs the closure several times, returns the first one's)
+                watcher._on_optimizer_end(optimizer, returned if closure is not None else None)
 
         # A bound method, as the attribute was: an LR scheduler made afterwards wraps optimizer.step
         # through its __self__ and __func__ (torch.optim.lr_scheduler's with_counter).
         optimizer.step = types.MethodType(step, optimizer)
+
+    def _steps_this_model(self, optimizer):
+        """Whether `optimizer` updates a parameter of the watched model: only such a step() ends this
+        model's step (under dpscope_torch.run every optimizer is watched, and a GAN's discriminator's
+        steps while the generator's step is still in its forward). Read again when its parameter
+        groups change (add_param_group)."""
+        cache = self.__dict__.setdefault("_steps_cache", {})
+        groups = optimizer.param_groups
+        key = (id(groups), len(groups), sum(len(g["params"]) for g in groups))
+        cached = cache.get(id(optimizer))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        mine = {id(p) for _, p in self._params}
+        answer = any(id(p) in mine for g in groups for p in g["params"])
+        cache[id(optimizer)] = (key, answer)
+        return answer
 
     def _optimizer_state_bytes(self):
         """The bytes of the watched optimizers' state tensors (momentum, Adam's moments).

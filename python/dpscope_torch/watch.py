@@ -428,12 +428,7 @@ class Watcher(StepWatcher):
     # -- the step's moments -------------------------------------------------------------------------
 
     def _on_forward(self, module, inputs):
-        if self._closed:
-            return None
-        if not module.training or not self._torch.is_grad_enabled():  # eval, no_grad: not a step's
-            count = first_batch_size(inputs)
-            if count is not None:
-                self._samples.pass_by(count)
+        if self._closed or not module.training or not self._torch.is_grad_enabled():
             return None
         t = self._clock.stamp()
         self._take_log()  # a backward without Tensor.backward() (torch.autograd.backward) ends here
@@ -459,15 +454,13 @@ class Watcher(StepWatcher):
             self._phase, self._phase_start = "forward", t
             self._forward_start = t
             step = self.step
-        count = first_batch_size(inputs)
-        if count is not None:
-            indices, epoch = self._samples.take(count)
-            if indices:
-                if not self._gpu:
-                    self._out.append(samples_line(t, self.rank, 0, step, indices, epoch))
-                else:
-                    writer, rank = self._writer, self.rank
-                    self._emit((t,), lambda ts: writer.samples(ts, rank, 0, step, indices, epoch))
+        indices, epoch = self._samples.take(first_batch_size(inputs))  # (kwargs-only forwards: None)
+        if indices:
+            if not self._gpu:
+                self._out.append(samples_line(t, self.rank, 0, step, indices, epoch))
+            else:
+                writer, rank = self._writer, self.rank
+                self._emit((t,), lambda ts: writer.samples(ts, rank, 0, step, indices, epoch))
         return None
 
     def _end_phase(self, t, memory=None):
@@ -561,7 +554,7 @@ class Watcher(StepWatcher):
             self._end_phase(t)
             self._phase, self._phase_start = "optimizer", t
 
-    def _on_optimizer_end(self, optimizer):
+    def _on_optimizer_end(self, optimizer, returned=None):
         if self._closed or self._phase != "optimizer":
             return
         t = self._clock.stamp()
@@ -570,6 +563,8 @@ class Watcher(StepWatcher):
             self._span(start, t, step, "optimizer", f"optimizer.step {type(optimizer).__name__}", "optimizer")
             self._state_bytes = self._optimizer_state_bytes()
             self._end_phase(t)
+            if self._loss is not None and isinstance(returned, self._torch.Tensor) and returned.numel() == 1:
+                self._loss = (returned.detach(), *self._loss[1:])  # step(closure)'s loss, as scripts log it
         self._end_step(t)
 
     def _end_step(self, t):

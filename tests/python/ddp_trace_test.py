@@ -251,8 +251,8 @@ def check_run(trace_dir, dump, world, used_params=None, lossy=False):
         if header["devices"][0]["kind"] == "cpu":  # (on a GPU the stamps are CUDA events: not checked yet)
             own = [e for e in launched if e["step"] < steps]  # (not a joined rank's shadow steps: no backward)
             check_bucket_times(rank, events, own, [e for e in done if e["step"] < steps])
-        # Samples: each step's indices are DistributedSampler's, epoch by epoch (a step of several
-        # micro-batches has one samples event for each; together they are the step's batch).
+        # Samples: each step's indices are DistributedSampler's, epoch by epoch: the batch the
+        # DataLoader returned, once (micro-batches cut from it, a second view of it, take none).
         samples = [e for e in events if e["type"] == "samples"]
         if ref.get("sampler", True):
             want = []
@@ -265,8 +265,8 @@ def check_run(trace_dir, dump, world, used_params=None, lossy=False):
                 by_step.setdefault(e["step"], (e.get("epoch"), []))[1].extend(e["indices"])
             check([by_step[k] for k in sorted(by_step)] == want,
                   f"rank {rank}: samples differ from DistributedSampler's ({len(samples)} events, {len(want)} batches)")
-            check(sorted(by_step) == list(range(steps)) and len(samples) == steps * ref.get("micro_batches", 1),
-                  f"rank {rank}: samples steps")
+            check(sorted(by_step) == list(range(steps)) and len(samples) == steps,
+                  f"rank {rank}: samples steps {sorted(by_step)}, {len(samples)} events for {steps} steps")
         else:
             check(not samples, f"rank {rank}: {len(samples)} samples events without a watched sampler")
         # The loss of every step, as the script saw it.
@@ -388,9 +388,10 @@ def variants_case(tmp):
         stats = strict_stats(trace_dir)
         check("straggler:" in stats, f"trace stats says nothing of stragglers:\n{stats}")
     elif CASE == "accumulate_and_join":
-        # Gradient accumulation under no_sync(): a backward that reduces nothing logs no gradient-ready
+        # Gradient accumulation under no_sync(), the micro-batches cut from each batch the loader returns
+        # (fetched as trained on): a backward that reduces nothing logs no gradient-ready
         # (the step's gradients are ready in its last micro-batch's backward, whose buckets launch).
-        watched_and_plain(tmp, "accumulate", ["--accumulate", "2"], start="env")
+        watched_and_plain(tmp, "accumulate", ["--accumulate", "2", "--stream"], start="env")
         # Uneven inputs under DDP's Join (and no DistributedSampler): rank 1 runs out of batches one
         # step early, then joins the all-reduces of rank 0's last step with zeros; they are that step's.
         trace_dir = watched_and_plain(tmp, "join", ["--uneven", "--no-sampler", "--epochs", "1"], start="env")
@@ -529,6 +530,30 @@ for step in range(4):
 """
 
 
+GAN_SCRIPT = """
+import sys, torch, torch.distributed as dist, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+G = DDP(nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8)))  # built first: the one watched
+D = DDP(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)))
+opt_g, opt_d = torch.optim.Adam(G.parameters(), 1e-3), torch.optim.Adam(D.parameters(), 1e-3)
+bce, g = nn.BCEWithLogitsLoss(), torch.Generator().manual_seed(dist.get_rank() + 1)
+for _ in range(4):  # the DCGAN tutorial's order: fake = G(z), D's step, then G's backward and step
+    real, z = torch.randn(16, 8, generator=g), torch.randn(16, 4, generator=g)
+    D.zero_grad()
+    bce(D(real), torch.ones(16, 1)).backward()
+    fake = G(z)
+    bce(D(fake.detach()), torch.zeros(16, 1)).backward()
+    opt_d.step()
+    G.zero_grad()
+    err_g = bce(D(fake), torch.ones(16, 1))
+    err_g.backward()
+    opt_g.step()
+    print(f"loss {err_g.item()!r}", flush=True)
+"""
+
+
 def loop_shapes_case(tmp):
     """Shapes of real loops the watcher must follow without changing the run: a sparse embedding
     (DDP reduces its gradient alone), DDP's built-in C++ hooks registered after it is built (they
@@ -563,6 +588,27 @@ def loop_shapes_case(tmp):
             with open(f"{out}.log{rank}", encoding="utf-8") as f:
                 check(f.read() == "step 0\nstep 1\nstep 2\n", f"{what}: rank {rank}'s unclosed log lost its lines")
             check(os.path.exists(f"{out}.atexit{rank}"), f"{what}: rank {rank}'s atexit handler did not run")
+    # A GAN in the DCGAN tutorial's order under dpscope_torch.run: the generator (watched) is in its
+    # forward while the discriminator's optimizer steps; that step() is not the generator's, whose
+    # steps keep their gradients, buckets and losses.
+    script = os.path.join(tmp, "gan.py")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(GAN_SCRIPT)
+    gan_trace = os.path.join(tmp, "gan_trace")
+    run = subprocess.run([*launch_cmd(2), sys.executable, "-m", "dpscope_torch.run", "--trace-dir", gan_trace, script],
+                         capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    if check(run.returncode == 0, f"gan: exit {run.returncode}: {run.stderr[-1500:]}"):
+        for rank in range(2):
+            printed = [float(line.split()[-1]) for line in run.stdout.splitlines() if line.startswith(f"[rank {rank}] loss")]
+            _, events = read_rank(gan_trace, rank)
+            ready = {}
+            for e in events:
+                if e.get("name") == "grad_ready":
+                    ready[e["step"]] = ready.get(e["step"], 0) + 1
+            losses = [e["values"]["loss"] for e in sorted((e for e in events if e.get("name") == "loss"),
+                                                           key=lambda e: e["step"])]
+            check(ready == {step: 4 for step in range(4)} and losses == printed,
+                  f"gan rank {rank}: gradient-ready per step {ready}, losses {losses} (printed {printed})")
     # A rank that fails mid-backward, a bucket of its launched and its peer late: the job ends as soon
     # as unwatched (its exit tells the peer), where the watcher waited 30 s for that all-reduce.
     script = os.path.join(tmp, "fail_mid_backward.py")

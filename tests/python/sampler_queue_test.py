@@ -61,7 +61,7 @@ check("the sampler's class name", type(s).__name__, "ListSampler")
 check("isinstance of its class", isinstance(s, ListSampler), True)
 seen = list(iter(s))
 check("indices handed on", seen, [(i * 7) % 10 for i in range(10)])
-check("epoch of the first pass", q.epoch, 0)
+check("no epoch before training took from the pass", q.epoch, None)
 check("first batch", q.take(4), ([0, 7, 4, 1], 0))
 check("second batch", q.take(4), ([8, 5, 2, 9], 0))
 check("a short last batch", q.take(4), ([6, 3], 0))
@@ -116,7 +116,7 @@ check("an unwatched instance", list(iter(plain)), [0, 3, 2, 1])
 
 
 # Several samplers, and what DataLoaders over them return (fetch()): a training forward takes the
-# returned indices not yet taken, of the sampler whose loader returned a batch last.
+# oldest batch returned that no forward took, whole, of the sampler training took from before.
 from dpscope_torch.step_watcher import _Samples  # noqa: E402
 
 samples = _Samples()
@@ -126,31 +126,36 @@ watch_sampler(train, tq)
 watch_sampler(val, vq)
 list(iter(train))
 tq.fetch([0, 7, 14, 5])
-check("the batch a loader returned", samples.take(4), ([0, 7, 14, 5], 0))
-check("the same batch again (two views): none", samples.take(4), ([], None))
-list(iter(val))  # a validation pass, under eval / no_grad
+check("the batch a loader returned, whatever the forward's leading dimension", samples.take(3),
+      ([0, 7, 14, 5], 0))
+check("the same batch again (two views, a no_grad forward first): none", samples.take(4), ([], None))
+list(iter(val))  # a validation loop, under eval / no_grad: its batches are returned, never trained on
 vq.fetch([0, 7, 6, 5])
-samples.pass_by(4)
 tq.fetch([12, 3, 10, 1])
+vq.fetch([4, 3, 2, 1])  # (even one returned after the training batch)
 check("after a validation loop: the training batch", samples.take(4), ([12, 3, 10, 1], 0))
-tq.fetch([8, 15, 6, 13])
-check("micro-batches cut from one batch", [samples.take(2), samples.take(2)], [([8, 15], 0), ([6, 13], 0)])
-# batches = list(loader): every batch returned before the first forward; an eval forward between
-# steps (of training data) does not take the next step's.
+check("a forward without a known batch size (keyword arguments)", (tq.fetch([8, 15]), samples.take(None))[1],
+      ([8, 15], 0))
+# batches = list(loader): every batch returned before the first forward, one a forward.
 tq.fetch([4, 11, 2, 9])
 tq.fetch([0, 1, 2, 3])
 check("the first of the batches fetched ahead", samples.take(4), ([4, 11, 2, 9], 0))
-samples.pass_by(2)
 check("then the next", samples.take(4), ([0, 1, 2, 3], 0))
 tq.fetch([5, 6])  # returned, never trained on: the loop left its epoch early
 list(iter(train))  # the next epoch
+list(iter(train))  # (a multi-worker DataLoader starts a pass and drops it: no epoch)
 tq.fetch([1, 8])
 check("its epoch, not the last one's leftovers", samples.take(2), ([1, 8], 1))
-# A sampler iterated by hand (no loader): the pass begun last, in order.
+# A sampler that yields batches (a batch sampler given to watch()): its lists are flattened.
+batches = _Samples()
+bq = batches.queue_for(ListSampler(4))
+bq.start([[3, 1], [0, 2]])
+check("a batch sampler by hand", batches.take(2), ([3, 1, 0, 2], 0))
+# A sampler iterated by hand (no loader): the pass begun last, in order, `count` at a time.
 hand = _Samples()
 hq = hand.queue_for(ListSampler(5))
 hq.start([4, 1, 3, 0, 2])
-check("by hand", [hand.take(2), hand.take(2)], [([4, 1], 0), ([3, 0], 0)])
+check("by hand", [hand.take(2), hand.take(2), hand.take(None)], [([4, 1], 0), ([3, 0], 0), ([], None)])
 
 
 # The optimizer's state bytes: counted on the first STATE_RECOUNT_STEPS steps, then again only when
@@ -192,6 +197,22 @@ opt.state["b"] = {"momentum_buffer": FakeTensor(5)}  # a parameter's first step 
 check("a new entry: counted again", w._optimizer_state_bytes(), 140)
 opt.state = {"w": {"momentum_buffer": FakeTensor(1)}, "b": {"momentum_buffer": FakeTensor(1)}}  # load_state_dict
 check("a state replaced: counted again", w._optimizer_state_bytes(), 8)
+
+# Only an optimizer of the watched model's parameters ends its step (under dpscope_torch.run every
+# optimizer is watched: a GAN's discriminator's steps while the generator's step is in its forward).
+class Group(FakeOptimizer):
+    def __init__(self, params):
+        super().__init__()
+        self.param_groups = [{"params": params}]
+
+
+mine, theirs = FakeTensor(1), FakeTensor(1)
+w._params = [("w", mine)]
+generator, discriminator = Group([mine]), Group([theirs])
+check("the model's optimizer", w._steps_this_model(generator), True)
+check("another model's optimizer", w._steps_this_model(discriminator), False)
+discriminator.param_groups.append({"params": [mine]})  # add_param_group
+check("a group added with the model's parameters", w._steps_this_model(discriminator), True)
 
 if failures:
     print("\n".join(failures))
