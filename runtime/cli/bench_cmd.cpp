@@ -483,6 +483,7 @@ void register_bench(CLI::App& app, Registration registration) {
       }
     } quiet_on_error;
     const auto print_row = [&](const BenchRow& r) {
+      check_scenario_deadline();  // (a lesson's scenario only)
       fmt::print("  {:>10}  {:>12}  {:>8}  {:>6}  {:>4}  {}  {}  {:>10.1f}{}\n", r.bytes, r.count,
                  bench_datatype_name(options.dtype),
                  bench_reduces(options.collective) ? to_string(options.op) : "none",

@@ -23,6 +23,21 @@ void register_presets(CLI::App& app);
 void register_lesson(CLI::App& app);
 void register_launch(CLI::App& app);
 
+// A lesson's scenario (a command line from a lesson file, run in-process by `lesson run` and
+// `lesson check`) is bounded in time as a PyTorch scenario is: ScenarioDeadline holds the limit while
+// it runs, and train and bench check it as each step or row ends, stopping with one line past it.
+class ScenarioDeadline {
+ public:
+  static constexpr double kSeconds = 300.0;
+  static double seconds();  // kSeconds, or DPSCOPE_LESSON_RUN_LIMIT_S when that is lower
+  ScenarioDeadline();
+  ~ScenarioDeadline();
+  ScenarioDeadline(const ScenarioDeadline&) = delete;
+  ScenarioDeadline& operator=(const ScenarioDeadline&) = delete;
+};
+// Throws Error(kFormat) when a scenario's deadline has passed; nothing outside a scenario.
+void check_scenario_deadline();
+
 // For a process that is one rank of a job (mpirun, dpscope launch): when the launcher stops it with
 // SIGTERM because another rank failed, it says so in one "dpscope: error:" line, then ends by that
 // signal as before; a rank that has told its peers of its own error prints that error instead

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -106,6 +107,16 @@ class QuietStdout {
 
 // Parses `args` (a `train` or `bench` command line) on a private app; with `dry_run`, the commands'
 // callbacks are dropped, so only the flags and their types are checked and nothing runs.
+// The running scenario's deadline (ScenarioDeadline, commands.hpp): steady-clock nanoseconds, 0 for
+// none. Atomic: a DDP run's step reports come from its rank threads.
+std::atomic<int64_t> scenario_deadline_ns{0};
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 void parse_scenario(const std::vector<std::string>& args, bool dry_run) {
   CLI::App app{"dpscope lesson scenario", "dpscope"};
   app.require_subcommand(1);
@@ -164,12 +175,13 @@ void print_run_problems(const lesson::Lesson& lesson, const lesson::LessonReport
   }
 }
 
-// Runs `args` in-process with --trace `trace`.
+// Runs `args` in-process with --trace `trace`, within ScenarioDeadline::kSeconds.
 void run_scenario(const std::vector<std::string>& args, const fs::path& trace, bool quiet) {
   std::vector<std::string> with_trace = args;
   with_trace.push_back("--trace");
   with_trace.push_back(trace.string());
   QuietStdout quiet_stdout(quiet);
+  const ScenarioDeadline deadline;
   parse_scenario(with_trace, /*dry_run=*/false);
 }
 
@@ -782,6 +794,30 @@ void handout_command(const LessonArgs& args) {
 }
 
 }  // namespace
+
+double ScenarioDeadline::seconds() {
+  // DPSCOPE_LESSON_RUN_LIMIT_S lowers it (a classroom machine, a test); it never raises it.
+  if (const char* text = std::getenv("DPSCOPE_LESSON_RUN_LIMIT_S")) {
+    char* end = nullptr;
+    const double v = std::strtod(text, &end);
+    if (end != text && *end == '\0' && v > 0 && v < kSeconds) return v;
+  }
+  return kSeconds;
+}
+
+ScenarioDeadline::ScenarioDeadline() {
+  scenario_deadline_ns.store(steady_now_ns() + static_cast<int64_t>(seconds() * 1e9));
+}
+
+ScenarioDeadline::~ScenarioDeadline() { scenario_deadline_ns.store(0); }
+
+void check_scenario_deadline() {
+  const int64_t deadline = scenario_deadline_ns.load();
+  DPS_CHECK(deadline == 0 || steady_now_ns() <= deadline, ErrorKind::kFormat,
+            "the lesson's scenario ran past {:g} s: a lesson's run is bounded (docs/lessons.md, \"Limits\"); "
+            "make its run smaller (--steps, --epochs, the data, the model)",
+            ScenarioDeadline::seconds());
+}
 
 void register_lesson(CLI::App& app) {
   auto args = std::make_shared<LessonArgs>();

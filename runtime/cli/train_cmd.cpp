@@ -317,7 +317,10 @@ void register_train(CLI::App& app, Registration registration) {
     Progress progress(tty, run_config.timing_only, lines);
     TrainResult result;
     try {
-      result = run_training(run_config, [&](const StepReport& report) { progress.update(report); });
+      result = run_training(run_config, [&](const StepReport& report) {
+        check_scenario_deadline();  // (a lesson's scenario only)
+        progress.update(report);
+      });
     } catch (...) {
       keep_quiet_when_terminated();  // its own error is the line this process prints
       throw;

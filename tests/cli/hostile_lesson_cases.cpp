@@ -104,6 +104,28 @@ const std::string kManyMinus = std::string(200000, '-') + "1";
 std::vector<Case> hostile_lesson_cases() {
   const std::string file = "{dir}/01-hostile.toml";
   return {
+      // ---- 0. a scenario's run is bounded in time: 100,000,000 steps ran for ever (the trace growing
+      // 1.3 MB/s) in lesson run, lesson check and the viewer's lesson mode. The limit, 300 s, is
+      // lowered for the row by DPSCOPE_LESSON_RUN_LIMIT_S. ----
+      {"LessonScenarioRunsPastItsLimit",
+       "lesson run " + file + " --no-viz --out {dir}/out",
+       2,
+       "the lesson's scenario ran past 2 s: a lesson's run is bounded",
+       [](const fs::path& d, const Fixtures&) {
+         write_file(d / "01-hostile.toml",
+                    replace_all(lesson_text({}), R"("--steps", "1")", R"("--steps", "100000000")"));
+       },
+       {{"DPSCOPE_LESSON_RUN_LIMIT_S", "2"}}},
+      {"LessonCheckScenarioRunsPastItsLimit",
+       "lesson check " + file,
+       1,
+       "the lesson's scenario ran past 2 s",
+       [](const fs::path& d, const Fixtures&) {
+         write_file(d / "01-hostile.toml",
+                    replace_all(lesson_text({}), R"("--steps", "1")",
+                                R"("--steps", "100000000", "--mode", "ddp", "--devices", "2")"));
+       },
+       {{"DPSCOPE_LESSON_RUN_LIMIT_S", "2"}}},
       // ---- 1. bounded input: nesting, length, file size (each once crashed with SIGSEGV) ----
       {"LessonAnswerDeepParenthesesCheck", "lesson check " + file, 2,
        "01-hostile.toml:21: lesson 01-hostile, question 1: answer is 40001 characters long; at most 4096",
