@@ -174,6 +174,26 @@ std::vector<Case> hostile_cases() {
        }},
       {"LaunchEmptyProgram", "launch --nproc 2 -- {empty}", 2,
        "launch: the program to start is an empty word"},
+      // An import refused half-way (OUT/rank-1.jsonl a directory) had already replaced OUT/rank-0.jsonl
+      // of an earlier run: every file is checked before the first is written.
+      {"TraceImportOutRankFileIsADirectory",
+       "trace import {dir}/in {dir}/out",
+       2,
+       "{dir}/out/rank-1.jsonl: is a directory; refusing to write over it",
+       [](const fs::path& d, const Fixtures&) {
+         fs::create_directories(d / "out" / "rank-1.jsonl");
+         write_file(d / "out" / "rank-0.jsonl", "an earlier run's\n");
+         fs::copy(fs::path(DPSCOPE_SOURCE_DIR) / "tests/data/torch-profiler/ddp-gloo", d / "in");
+       },
+       {},
+       {},
+       DPSCOPE_CLI,
+       seconds(30),
+       1,
+       [](const fs::path& d, const Fixtures&) {
+         EXPECT_EQ(read_file(d / "out" / "rank-0.jsonl"), "an earlier run's\n")
+             << "written before the refusal";
+       }},
       {"LessonUnknownSubcommand", "lesson bogus", 2,
        "unknown lesson command 'bogus' (expected one of: list, run, check, handout)"},
       {"LessonUnknownId", "lesson run 99 --no-viz", 2, "no lesson '99' in"},

@@ -770,6 +770,19 @@ KinetoImportResult import_kineto(const std::filesystem::path& in, const std::fil
     first_number = std::min(first_number, steps.back().front().number);
     origin_ns = std::min(origin_ns, steps.back().front().start_ns);
   }
+  // Every rank converted, and every file it goes to checked, before the first is written: an import
+  // refused half-way replaced OUT/rank-0.jsonl of an earlier run and then stopped at rank-1.jsonl (a
+  // directory there), leaving OUT a mix of two runs.
+  std::vector<RankLines> converted;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    converted.push_back(convert_rank(traces[i], steps[i], first_number, origin_ns));
+    RankLines& r = converted.back();
+    r.summary.written = result.directory ? out / fmt::format("rank-{}.jsonl", traces[i].rank) : out;
+    const PathStatus target = path_status(r.summary.written);
+    DPS_CHECK(target.kind == FileKind::kMissing || target.kind == FileKind::kRegular, ErrorKind::kUsage,
+              "{}: {}; refusing to write over it", r.summary.written.string(),
+              target.kind == FileKind::kDirectory ? "is a directory" : why_not_regular(target));
+  }
   if (result.directory) {
     std::error_code ec;
     std::filesystem::create_directories(out, ec);
@@ -778,11 +791,9 @@ KinetoImportResult import_kineto(const std::filesystem::path& in, const std::fil
                   fmt::format("cannot create OUT directory '{}': {}", out.string(), ec.message()));
   }
   for (size_t i = 0; i < traces.size(); ++i) {
-    RankLines r = convert_rank(traces[i], steps[i], first_number, origin_ns);
-    r.summary.written = result.directory ? out / fmt::format("rank-{}.jsonl", traces[i].rank) : out;
-    write_trace(r.summary.written, header_line(traces[i], first_number, origin_ns, result.directory),
-                r.lines);
-    result.ranks.push_back(std::move(r.summary));
+    write_trace(converted[i].summary.written,
+                header_line(traces[i], first_number, origin_ns, result.directory), converted[i].lines);
+    result.ranks.push_back(std::move(converted[i].summary));
   }
   return result;
 }
