@@ -126,6 +126,15 @@ std::vector<Case> hostile_lesson_cases() {
                                 R"("--steps", "100000000", "--mode", "ddp", "--devices", "2")"));
        },
        {{"DPSCOPE_LESSON_RUN_LIMIT_S", "2"}}},
+      // Two files of one number: `lesson run 1` took the first in name order without a word.
+      {"LessonNumberSharedByTwoFiles", "lesson run 1 --lessons-dir {dir} --no-viz --out {dir}/out", 2,
+       "lesson 1 is ambiguous in {dir}: 01-alpha, 01-hostile share its number; give the id",
+       [](const fs::path& d, const Fixtures&) {
+         write_file(d / "01-hostile.toml", lesson_text({}));
+         LessonParts alpha;
+         alpha.id = "01-alpha";
+         write_file(d / "01-alpha.toml", lesson_text(alpha));
+       }},
       // ---- 1. bounded input: nesting, length, file size (each once crashed with SIGSEGV) ----
       {"LessonAnswerDeepParenthesesCheck", "lesson check " + file, 2,
        "01-hostile.toml:21: lesson 01-hostile, question 1: answer is 40001 characters long; at most 4096",

@@ -35,13 +35,23 @@ Lesson find_lesson(const fs::path& dir, const std::string& id) {
   const bool is_path = id.ends_with(".toml") || id.find('/') != std::string::npos;
   if (is_path) return load_lesson(id);
   std::vector<std::string> ids;
+  std::vector<fs::path> by_number;  // files whose number is `id`'s (01-alpha, 1-beta for "1")
   for (const fs::path& file : lesson_files(dir)) {
     const std::string stem = file.stem().string();
     const std::string number = stem.substr(0, stem.find('-'));
-    if (stem == id || (all_digits(id) && all_digits(number) && std::stoi(id) == std::stoi(number)))
-      return load_lesson(file);
+    if (stem == id) return load_lesson(file);  // an id names one file
+    if (all_digits(id) && all_digits(number) && std::stoi(id) == std::stoi(number)) by_number.push_back(file);
     ids.push_back(stem);
   }
+  // A number several files share picked the first in name order without a word.
+  if (by_number.size() > 1) {
+    std::vector<std::string> stems;
+    for (const fs::path& f : by_number) stems.push_back(f.stem().string());
+    throw Error(ErrorKind::kUsage,
+                fmt::format("lesson {} is ambiguous in {}: {} share its number; give the id", id,
+                            dir.string(), fmt::join(stems, ", ")));
+  }
+  if (by_number.size() == 1) return load_lesson(by_number.front());
   // Not an id: a name in the current directory ("mydir", "fifo") is described as what it is.
   struct stat st {};
   if (!id.empty() && ::lstat(id.c_str(), &st) == 0)
