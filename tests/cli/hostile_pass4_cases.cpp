@@ -162,6 +162,15 @@ std::vector<Case> hostile_pass4_cases() {
       viz_row("VizFollowMissingScreenshot",
               "--follow {dir}/absent.jsonl --screenshot {dir}/s.png --size 320x200", 1,
               "absent.jsonl: no such file or directory"),
+      // A followed FIFO or empty directory said "no complete header line yet" too, hiding the reason
+      // the follower waits (without --follow the same paths get their own message).
+      viz_row("VizFollowFifoScreenshot", "--follow {dir}/f --screenshot {dir}/s.png --size 320x200", 1,
+              "cannot read trace '{dir}/f': is a FIFO (named pipe), not a regular file",
+              [](const fs::path& d, const Fixtures&) { ASSERT_EQ(::mkfifo((d / "f").c_str(), 0600), 0); }),
+      viz_row("VizFollowEmptyDirectoryScreenshot",
+              "--follow {dir}/run --screenshot {dir}/s.png --size 320x200", 1,
+              "run: no rank's trace (rank-K.jsonl) has a complete header line yet",
+              [](const fs::path& d, const Fixtures&) { fs::create_directories(d / "run"); }),
       // A trace of its header alone: "--seek event:0: the trace has 0 events (event:0..0)".
       viz_row("VizSeekEventInATraceOfNoEvents", "{dir}/t.jsonl --screenshot {dir}/s.png --seek event:0", 2,
               "--seek event:0: the trace has no events",

@@ -147,11 +147,17 @@ int run_screenshot(const AppOptions& o) {
   if (doc->model() == nullptr) {
     // --follow waits for a trace that is not there yet; one frame cannot: a missing path said "no
     // complete header line yet".
+    // A FIFO, an empty directory, a run's missing rank file: the reason the follower waits.
     const bool missing = path_status(doc->path()).kind == FileKind::kMissing;
-    return fail(kExitTraceError, fmt::format("{}: {}", doc->path().string(),
-                                             missing ? "no such file or directory (a screenshot of --follow "
-                                                       "needs a trace that has begun)"
-                                                     : "no complete header line yet"));
+    if (!missing && !doc->waiting_for().empty()) return fail(kExitTraceError, doc->waiting_for());
+    const bool directory = path_status(doc->path()).kind == FileKind::kDirectory;
+    return fail(
+        kExitTraceError,
+        fmt::format("{}: {}", doc->path().string(),
+                    missing     ? "no such file or directory (a screenshot of --follow needs a trace that "
+                                  "has begun)"
+                    : directory ? "no rank's trace (rank-K.jsonl) has a complete header line yet"
+                                : "no complete header line yet"));
   }
   if (const std::optional<int> chapter = parse_chapter_seek(o.seek)) {
     seek_to_chapter(viewer, *chapter);

@@ -96,7 +96,10 @@ bool Document::poll(std::chrono::steady_clock::time_point now, std::chrono::mill
     pending_events_ += follower_->poll();
   } catch (const Error& e) {
     // A live file that does not exist yet is expected: keep waiting. Anything else is fatal.
-    if (e.kind() == ErrorKind::kIo && !follower_->has_header()) return false;
+    if (e.kind() == ErrorKind::kIo && !follower_->has_header()) {
+      waiting_for_ = e.what();
+      return false;
+    }
     error_ = e.what();
     model_.reset();
     return true;
@@ -114,6 +117,7 @@ bool Document::poll(std::chrono::steady_clock::time_point now, std::chrono::mill
     ++generation_;
   }
   if (!follower_->has_header()) return restarted;
+  waiting_for_.clear();
   add_problem_warnings(problems_before);
   if (model_ != nullptr && pending_events_ == 0) return false;
   rebuild_model();

@@ -34,6 +34,9 @@ class Document {
   bool following() const { return follower_ != nullptr; }
   // A fatal problem: nothing can be shown. One line, naming the file (and line when there is one).
   const std::string& error() const { return error_; }
+  // Why a followed trace is still awaited (its file missing, a FIFO, a rank file absent): the last
+  // read error before its header, "" once it has one.
+  const std::string& waiting_for() const { return waiting_for_; }
   // Lines that were skipped, a truncated end, model warnings: the trace is shown nonetheless.
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Null until a model exists (a live file may not have its header yet).
@@ -71,6 +74,7 @@ class Document {
   std::filesystem::path path_;
   OpenOptions options_;
   std::string error_;
+  std::string waiting_for_;
   std::vector<std::string> warnings_;
   std::unique_ptr<trace::TraceData> data_;          // finished file
   std::unique_ptr<trace::TraceFollower> follower_;  // live file
