@@ -49,6 +49,15 @@ TEST(CompareRuns, SummarizesSingleDpAndDdpRuns) {
               static_cast<double>(single.summary.step_ns) / static_cast<double>(ddp.summary.step_ns), 1e-9);
   RunSummary unknown;
   EXPECT_EQ(speedup(unknown, single.summary), 0.0);
+  // Runs of another model (another layer, a bench run without parameters) have no speedup over this
+  // one: `--compare` of different models said "1.54x".
+  RunSummary other = ddp.summary;
+  other.model += "extra[4,4];";
+  EXPECT_EQ(speedup(other, single.summary), 0.0);
+  other.model.clear();
+  EXPECT_EQ(speedup(other, single.summary), 0.0);
+  EXPECT_FALSE(single.summary.model.empty());
+  EXPECT_EQ(single.summary.model, ddp.summary.model);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "replay/run_info.hpp"
 
@@ -28,6 +29,8 @@ RunSummary summarize_run(const ReplayModel& model) {
   if (!run.batch.empty()) std::from_chars(run.batch.data(), run.batch.data() + run.batch.size(), batch);
   s.samples_per_step = run.mode == "ddp" ? batch * s.gpus : batch;
   s.duration_ns = model.end_ns() - model.begin_ns();
+  for (const TraceParamInfo& p : model.data().header.params)
+    s.model += fmt::format("{}[{}];", p.name, fmt::join(p.shape, ","));
 
   std::vector<int64_t> durations;
   for (int64_t step = model.first_step(); step <= model.last_step(); ++step) {
@@ -122,6 +125,7 @@ SampleRows sample_rows(const ReplayModel& model, int64_t t_ns) {
 }
 
 double speedup(const RunSummary& run, const RunSummary& baseline) {
+  if (run.model != baseline.model || run.model.empty()) return 0.0;  // (different work, or unknown)
   if (run.samples_per_s() > 0 && baseline.samples_per_s() > 0)
     return run.samples_per_s() / baseline.samples_per_s();
   if (run.step_ns > 0 && baseline.step_ns > 0)

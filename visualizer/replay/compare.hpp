@@ -18,6 +18,9 @@ struct RunSummary {
   int64_t step_ns = 0;           // median step time, the first step left out when there are more
   int steps = 0;
   int64_t duration_ns = 0;  // the whole trace, first event to last end
+  // The trained model: its parameters' names and shapes ("" for a trace without any, a bench run).
+  // Only runs of one model have a speedup over each other: of different work it would mean nothing.
+  std::string model;
   struct Segment {
     int64_t t0_ns = 0;  // from the trace's first event
     int64_t t1_ns = 0;

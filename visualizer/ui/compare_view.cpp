@@ -313,8 +313,11 @@ void CompareView::draw(ViewContext& ctx) {
   };
 
   float y = origin.y + fs * 0.4f;
+  const bool one_model = std::all_of(runs_.begin(), runs_.end(),
+                                     [&](const RunSummary& r) { return r.model == runs_.front().model; });
   draw_text(dl, bold, font_px(bold), ImVec2(origin.x + fs * 0.5f, y), pal.text,
-            "The same training, one time axis (each run from its first event)");
+            one_model ? "The same training, one time axis (each run from its first event)"
+                      : "Runs of different models, one time axis (each from its first event): no speedup");
   y += font_px(bold) * 1.4f;
   // The phases' colours, and what the white ticks mean.
   float lx = origin.x + fs * 0.5f;
@@ -357,6 +360,8 @@ void CompareView::draw(ViewContext& ctx) {
       stats += i == baseline_
                    ? " · the baseline"
                    : fmt::format(" · {:.2f}x of {}", up, base.gpus == 1 ? "one GPU" : "the baseline");
+    else if (i != baseline_ && r.model != base.model)
+      stats += " · another model than the baseline's: no speedup";
     draw_text(dl, ImGui::GetFont(), fs, ImVec2(origin.x + fs * 0.5f, y + fs * 0.2f + font_px(bold) * 1.25f),
               pal.text, stats, &clip);
     // The lane: phases in their colours, a tick at every step's start.
