@@ -438,6 +438,12 @@ BucketFinding explain_buckets(const TraceData& data, const Tables& t) {
       fmt::format("the first bucket's own {} limit (first_bucket_mb)", format_bytes(first_limit));
   const std::string cap_label = fmt::format("the {} cap (bucket_cap_mb)", format_bytes(cap));
 
+  // PyTorch's first assignment of several buckets (find_unused_parameters=True, which 1.13 never
+  // rebuilds) is filled in parameter order, the first filled up to the first bucket's limit, and then
+  // reversed (torch/nn/parallel/distributed.py: list(reversed(bucket_indices))): the last bucket was
+  // the first filled and bucket 0 holds what was left. dpscope's own DDP fills in reverse parameter
+  // order, bucket 0 first.
+  const bool filled_in_parameter_order = from_pytorch && !f.rebuilt && last->size() > 1;
   if (f.rebuilt) {
     f.sentences.push_back(fmt::format(
         "DDP began with {} and rebuilt the assignment in step {}, in the order the gradients became ready, "
@@ -455,19 +461,12 @@ BucketFinding explain_buckets(const TraceData& data, const Tables& t) {
         "builds one bucket for the first iteration (bucket_size_limits = [sys.maxsize] in "
         "torch/nn/parallel/distributed.py) and rebuilds after it, in gradient-ready order, with limits");
     f.sentences.back() += fmt::format(" {} for bucket 0 and {} for the others", first_label, cap_label);
-  }
-  // PyTorch's first assignment of several buckets (find_unused_parameters=True, which 1.13 never
-  // rebuilds) is filled in parameter order, the first filled up to the first bucket's limit, and then
-  // reversed (torch/nn/parallel/distributed.py: list(reversed(bucket_indices))): the last bucket was
-  // the first filled and bucket 0 holds what was left. dpscope's own DDP fills in reverse parameter
-  // order, bucket 0 first.
-  const bool filled_in_parameter_order = from_pytorch && !f.rebuilt && last->size() > 1;
-  if (filled_in_parameter_order) {
+  } else if (filled_in_parameter_order) {
     f.sentences.push_back(fmt::format(
         "DDP's {} as first assigned (no rebuild recorded), filled in parameter order and then reversed, so "
         "that bucket 0 holds the last parameters: {} for bucket {}, the first filled, {} for the others",
         plural(last->size(), "bucket", "buckets"), first_label, last->size() - 1, cap_label));
-  } else if (!f.rebuilt && !(last->size() == 1 && f.initial_buckets == 1 && (*last)[0].bytes > first_limit)) {
+  } else {
     f.sentences.push_back(fmt::format(
         "DDP's {}, filled in reverse parameter order, each up to a limit: {} for bucket 0, {} for the others",
         plural(last->size(), "bucket", "buckets"), first_label, cap_label));
